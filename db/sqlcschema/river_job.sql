@@ -1,0 +1,14 @@
+-- The subset of River's schema that sluice's queries read. River owns and
+-- migrates the real table; this file only tells sqlc its shape.
+CREATE TYPE river_job_state AS ENUM(
+    'available', 'cancelled', 'completed', 'discarded', 'pending', 'retryable', 'running', 'scheduled'
+);
+
+CREATE TABLE river_job (
+    id bigserial PRIMARY KEY,
+    args jsonb NOT NULL DEFAULT '{}',
+    attempt smallint NOT NULL DEFAULT 0,
+    kind text NOT NULL,
+    state river_job_state NOT NULL DEFAULT 'available',
+    errors jsonb[]
+);

@@ -1,0 +1,250 @@
+// Package dbtest gives tests a real PostgreSQL: each test gets a database of
+// its own, cloned from a migrated template in about 0.1 s.
+//
+// The server is SLUICE_TEST_DATABASE_URL when set (any database on it that
+// the user may create databases from), or otherwise a private cluster that
+// the test binary starts with pglocal in a temporary directory and stops
+// when it exits. Test packages call Main from TestMain.
+package dbtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"sluice/db"
+	"sluice/internal/pglocal"
+)
+
+// EnvURL names the variable that points tests at an existing server.
+const EnvURL = "SLUICE_TEST_DATABASE_URL"
+
+var (
+	mu       sync.Mutex
+	adminURL string // a database on the server to run CREATE DATABASE from
+	cluster  *pglocal.Cluster
+	tmplName string
+	tmplErr  error
+	tmplOnce sync.Once
+)
+
+// Main runs a test package's tests with a server available, then stops the
+// private cluster if it started one.
+func Main(m *testing.M) {
+	code := m.Run()
+	mu.Lock()
+	if cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = cluster.Stop(ctx)
+		cancel()
+		_ = os.RemoveAll(tmpRoot)
+	}
+	mu.Unlock()
+	os.Exit(code)
+}
+
+var tmpRoot string
+
+// ServerURL returns a URL to a database on the test server from which other
+// databases can be created, starting the private cluster on first use.
+func ServerURL(t testing.TB) string {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if adminURL != "" {
+		return adminURL
+	}
+	if u := os.Getenv(EnvURL); u != "" {
+		adminURL = u
+		return adminURL
+	}
+	dir, err := os.MkdirTemp("", "sluice-pg-")
+	if err != nil {
+		t.Fatalf("temp dir for the test cluster: %v", err)
+	}
+	// The cluster may run as the postgres user, which must reach the dir.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatalf("chmod %s: %v", dir, err)
+	}
+	tmpRoot = dir
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := pglocal.Start(ctx, pglocal.Opts{
+		Dir:      dir + "/pg",
+		Database: "postgres",
+		Settings: map[string]string{
+			"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
+			"max_connections": "300",
+		},
+	})
+	if err != nil {
+		t.Fatalf("start the test cluster (or set %s): %v", EnvURL, err)
+	}
+	cluster = c
+	adminURL = c.URLFor("postgres")
+	return adminURL
+}
+
+// URLFor returns a URL to database name on the test server.
+func URLFor(t testing.TB, name string) string {
+	t.Helper()
+	u, err := url.Parse(ServerURL(t))
+	if err != nil {
+		t.Fatalf("parse server url: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// template returns the name of a database with every migration applied,
+// building it once per server and migration set. Several test binaries may
+// race to build it; an advisory lock on the server lets one of them win.
+func template(t testing.TB) string {
+	t.Helper()
+	tmplOnce.Do(func() { tmplName, tmplErr = buildTemplate(ServerURL(t)) })
+	if tmplErr != nil {
+		t.Fatalf("template database: %v", tmplErr)
+	}
+	return tmplName
+}
+
+func buildTemplate(server string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	migrations, err := db.Migrations()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, m := range migrations {
+		h.Write([]byte(m.Name))
+		h.Write([]byte(m.SQL))
+	}
+	name := "sluice_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12]
+
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return "", err
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(7411001)"); err != nil {
+		return "", err
+	}
+	defer func() { _, _ = admin.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(7411001)") }()
+
+	var exists bool
+	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return "", err
+	}
+	if exists {
+		return name, nil
+	}
+	// Build under a temporary name and rename when complete, so a template
+	// that exists is always a whole one.
+	building := name + "_building"
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)"); err != nil {
+		return "", err
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+building); err != nil {
+		return "", err
+	}
+	pool, err := pgxpool.New(ctx, replaceDB(server, building))
+	if err != nil {
+		return "", err
+	}
+	_, err = db.Migrate(ctx, pool, slog.New(slog.DiscardHandler))
+	pool.Close()
+	if err != nil {
+		return "", err
+	}
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+building+" RENAME TO "+name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+func replaceDB(server, name string) string {
+	u, err := url.Parse(server)
+	if err != nil {
+		panic(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+var seq struct {
+	sync.Mutex
+	n int
+}
+
+// NewDB creates a migrated database for this test, dropped when it ends, and
+// returns its URL. Use it when a test needs commits, LISTEN/NOTIFY or more
+// than one connection; otherwise Tx is cheaper.
+func NewDB(t testing.TB) string {
+	t.Helper()
+	tmpl := template(t)
+	seq.Lock()
+	seq.n++
+	name := fmt.Sprintf("t_%d_%d_%s", os.Getpid(), seq.n, strings.ToLower(sanitize(t.Name())))
+	seq.Unlock()
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, ServerURL(t))
+	if err != nil {
+		t.Fatalf("connect to test server: %v", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %q TEMPLATE %s STRATEGY FILE_COPY", name, tmpl)); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		admin, err := pgx.Connect(context.Background(), ServerURL(t))
+		if err != nil {
+			return
+		}
+		defer admin.Close(context.Background())
+		_, _ = admin.Exec(context.Background(), fmt.Sprintf("DROP DATABASE IF EXISTS %q WITH (FORCE)", name))
+	})
+	return replaceDB(ServerURL(t), name)
+}
+
+// NewPool is NewDB plus a pool on it, closed when the test ends.
+func NewPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(NewDB(t))
+	if err != nil {
+		t.Fatalf("parse test database url: %v", err)
+	}
+	cfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("open test pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,375 @@
+// Package journal is sluice's action spine: every action an operator or a
+// tick asks for is a journal run (a receipt) plus a River job.
+//
+//   - Enqueue inserts the run and its job in one transaction, and a request
+//     that River finds to be a duplicate joins the existing run instead.
+//   - Work wraps a worker: it marks the run running, lets the action append
+//     events, and at the end writes the run's outcome, the inventory changes
+//     the action made and River's job completion in one transaction.
+//   - Recover turns runs left open by a process that died into "unknown".
+//   - Follow streams a run's events, across processes, until it finishes.
+//
+// A finished run is never changed again: the database refuses it (see
+// db/migrations/0001_journal_and_tokens.sql).
+package journal
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"sluice/db"
+	"sluice/internal/errs"
+	"sluice/internal/redact"
+)
+
+// Run states. Queued and running are open; the others are final.
+const (
+	StateQueued    = "queued"
+	StateRunning   = "running"
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
+	StateUnknown   = "unknown"
+	StateCancelled = "cancelled"
+)
+
+// IsFinal reports whether state is a final state: the run is a receipt.
+func IsFinal(state string) bool {
+	switch state {
+	case StateSucceeded, StateFailed, StateUnknown, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// Event levels.
+const (
+	LevelInfo  = "info"
+	LevelWarn  = "warn"
+	LevelError = "error"
+)
+
+// RequestedBySystem is the requester recorded for runs that no token asked
+// for, such as interval ticks.
+const RequestedBySystem = "system"
+
+// Journal records actions and works them. Create it with New, then set River
+// before calling Enqueue (River's client needs the workers, which need the
+// Journal, so the two are tied after both exist).
+type Journal struct {
+	// River inserts the jobs. Required for Enqueue.
+	River *river.Client[pgx.Tx]
+
+	// Notifier, when set, wakes followers as soon as a run changes in any
+	// process. Without it Follow polls every PollInterval.
+	Notifier *Notifier
+
+	// PollInterval bounds how long a follower waits between looks at its run
+	// even when notifications are lost. Default 2 s.
+	PollInterval time.Duration
+
+	pool     *pgxpool.Pool
+	logger   *slog.Logger
+	redactor *redact.Redactor
+
+	mu   sync.Mutex
+	live map[uuid.UUID]struct{} // runs this process is working right now
+}
+
+// New returns a Journal on pool. logger and redactor default to a discarding
+// logger and redact.Default.
+func New(pool *pgxpool.Pool, logger *slog.Logger, redactor *redact.Redactor) *Journal {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if redactor == nil {
+		redactor = redact.Default
+	}
+	return &Journal{
+		pool:         pool,
+		logger:       logger.With("component", "journal"),
+		redactor:     redactor,
+		live:         map[uuid.UUID]struct{}{},
+		PollInterval: 2 * time.Second,
+	}
+}
+
+// Pool returns the pool the journal writes to.
+func (j *Journal) Pool() *pgxpool.Pool { return j.pool }
+
+// Ref links a River job to the journal. Every action's args embed it; the
+// spine fills it in on Enqueue.
+type Ref struct {
+	// RunID is the run the job was inserted with. A retry of a finished run
+	// gets a run of its own, so workers look runs up by job id instead.
+	RunID uuid.UUID `json:"run_id"`
+	// Generation is the action's generation for its target when the job was
+	// inserted, and part of the unique key: a run's start bumps it, so a
+	// request made while a run is running starts a new run instead of joining.
+	// It stays 0 for actions that join running runs.
+	Generation int64 `json:"generation,omitempty" river:"unique"`
+}
+
+func (r *Ref) setRef(ref Ref) { *r = ref }
+func (r *Ref) ref() Ref       { return *r }
+
+// Args is what every action's River args satisfy, by embedding Ref. The
+// action's own key fields carry `river:"unique"` tags.
+type Args interface {
+	river.JobArgs
+	setRef(Ref)
+	ref() Ref
+}
+
+// uniqueStates are the job states in which a new request joins an existing
+// job. Completed, cancelled and discarded jobs are left out, so a request
+// after a run finished starts a new one.
+var uniqueStates = []rivertype.JobState{
+	rivertype.JobStateAvailable,
+	rivertype.JobStatePending,
+	rivertype.JobStateRetryable,
+	rivertype.JobStateRunning,
+	rivertype.JobStateScheduled,
+}
+
+// EnqueueParams describes one request for an action.
+type EnqueueParams struct {
+	// Args are the River job's args; the action is Args.Kind().
+	Args Args
+	// Target is what the action works on: a service name, a unit path.
+	Target string
+	// RequestedBy is the token name that asked, or RequestedBySystem.
+	RequestedBy string
+	// Params are recorded on the run as JSON, redacted. Optional.
+	Params any
+	// JoinRunning makes a request join a run that is already running.
+	// Default false: a request joins only a queued run, and a running one
+	// gets a new run queued behind it.
+	JoinRunning bool
+	// InsertOpts are passed to River. UniqueOpts are set by the spine.
+	InsertOpts *river.InsertOpts
+}
+
+// EnqueueResult is the run that answers a request.
+type EnqueueResult struct {
+	Run    *db.JournalRun
+	Joined bool // true when the request joined an existing run
+}
+
+// Enqueue records the request and inserts its job in one transaction.
+func (j *Journal) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueResult, error) {
+	var res *EnqueueResult
+	err := db.WithTx(ctx, j.pool, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		res, err = j.EnqueueTx(ctx, tx, params)
+		return err
+	})
+	return res, err
+}
+
+// EnqueueTx is Enqueue inside the caller's transaction: the job exists only
+// if tx commits, so callers can make it part of a larger change.
+func (j *Journal) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
+	if j.River == nil {
+		return nil, errors.New("journal: River client not set")
+	}
+	q := db.New(tx)
+	action := params.Args.Kind()
+	paramsJSON, err := j.redactedJSON(params.Params)
+	if err != nil {
+		return nil, fmt.Errorf("encode params: %w", err)
+	}
+
+	var generation int64
+	if !params.JoinRunning {
+		if generation, err = q.ActionGenerationGet(ctx, &db.ActionGenerationGetParams{Action: action, Target: params.Target}); err != nil {
+			return nil, fmt.Errorf("read generation: %w", err)
+		}
+	}
+	runID := uuid.New()
+	params.Args.setRef(Ref{RunID: runID, Generation: generation})
+
+	opts := river.InsertOpts{}
+	if params.InsertOpts != nil {
+		opts = *params.InsertOpts
+	}
+	opts.UniqueOpts = river.UniqueOpts{ByArgs: true, ByState: uniqueStates}
+	inserted, err := j.River.InsertTx(ctx, tx, params.Args, &opts)
+	if err != nil {
+		return nil, fmt.Errorf("insert %s job: %w", action, err)
+	}
+
+	if inserted.UniqueSkippedAsDuplicate {
+		return j.joinTx(ctx, tx, inserted.Job.ID)
+	}
+	run, err := q.JournalRunInsert(ctx, &db.JournalRunInsertParams{
+		ID:          runID,
+		Action:      action,
+		Target:      params.Target,
+		RequestedBy: params.RequestedBy,
+		RiverJobID:  &inserted.Job.ID,
+		Params:      paramsJSON,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert run: %w", err)
+	}
+	return &EnqueueResult{Run: run}, nil
+}
+
+// joinTx counts a duplicate request on the run that answers for jobID. If
+// that run already finished, the job is waiting for River to retry it, and
+// the retry's run is recorded now, queued, so the request has a run to follow.
+func (j *Journal) joinTx(ctx context.Context, tx pgx.Tx, jobID int64) (*EnqueueResult, error) {
+	q := db.New(tx)
+	if err := lockJob(ctx, tx, jobID); err != nil {
+		return nil, err
+	}
+	latest, err := q.JournalRunLatestForJob(ctx, &jobID)
+	if err != nil {
+		return nil, fmt.Errorf("find run of job %d: %w", jobID, err)
+	}
+	if !IsFinal(latest.State) {
+		run, err := q.JournalRunJoin(ctx, latest.ID)
+		if err != nil {
+			return nil, fmt.Errorf("join run %s: %w", latest.ID, err)
+		}
+		return &EnqueueResult{Run: run, Joined: true}, nil
+	}
+	run, err := q.JournalRunInsert(ctx, &db.JournalRunInsertParams{
+		ID:          uuid.New(),
+		Action:      latest.Action,
+		Target:      latest.Target,
+		RequestedBy: latest.RequestedBy,
+		RiverJobID:  &jobID,
+		RetryOf:     &latest.ID,
+		Params:      latest.Params,
+		Joined:      1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert retry run: %w", err)
+	}
+	return &EnqueueResult{Run: run, Joined: true}, nil
+}
+
+// lockJob serializes the two places that may record a new run for a job: a
+// request joining it and a worker starting it.
+func lockJob(ctx context.Context, tx pgx.Tx, jobID int64) error {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(jobLockClass), int32(jobID)); err != nil {
+		return fmt.Errorf("lock job %d: %w", jobID, err)
+	}
+	return nil
+}
+
+// Advisory lock spaces. The job lock uses the two-int form and the liveness
+// lock the bigint form; PostgreSQL keeps those spaces apart.
+const (
+	jobLockClass  = 0x736c6a62 // "sljb"
+	livenessClass = 0x736c7276 // "slrv"
+)
+
+// livenessKey is the advisory lock a worker holds while it works run id.
+func livenessKey(id uuid.UUID) int64 {
+	return int64(livenessClass)<<32 | int64(binary.BigEndian.Uint32(id[12:16]))
+}
+
+// Get returns one run.
+func (j *Journal) Get(ctx context.Context, id uuid.UUID) (*db.JournalRun, error) {
+	run, err := db.New(j.pool).JournalRunGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.Errorf(errs.NotFound, "journal run %s does not exist.", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return run, nil
+}
+
+// ListParams filters and pages List.
+type ListParams struct {
+	Action, Target, State string // "" matches all
+	Limit                 int    // default 50, at most 500
+	// Before continues a page: runs requested strictly before this run
+	// (ordered by requested time, then id).
+	Before *db.JournalRun
+}
+
+// List returns runs newest first.
+func (j *Journal) List(ctx context.Context, p ListParams) ([]*db.JournalRun, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 500)
+	arg := &db.JournalRunListParams{MaxRows: int32(limit)}
+	if p.Action != "" {
+		arg.Action = &p.Action
+	}
+	if p.Target != "" {
+		arg.Target = &p.Target
+	}
+	if p.State != "" {
+		arg.State = &p.State
+	}
+	if p.Before != nil {
+		arg.BeforeAt = &p.Before.RequestedAt
+		arg.BeforeID = &p.Before.ID
+	}
+	runs, err := db.New(j.pool).JournalRunList(ctx, arg)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return runs, nil
+}
+
+// Events returns up to limit events of a run with seq > afterSeq.
+func (j *Journal) Events(ctx context.Context, runID uuid.UUID, afterSeq int32, limit int32) ([]*db.JournalEvent, error) {
+	events, err := db.New(j.pool).JournalEventListAfter(ctx, &db.JournalEventListAfterParams{RunID: runID, AfterSeq: afterSeq, MaxRows: limit})
+	if err != nil {
+		return nil, fmt.Errorf("list events of %s: %w", runID, err)
+	}
+	return events, nil
+}
+
+func (j *Journal) redactedJSON(v any) (json.RawMessage, error) {
+	if v == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	red := j.redactor.String(string(b))
+	if !json.Valid([]byte(red)) {
+		// A mask never breaks JSON structure, but stay safe.
+		return json.Marshal(red)
+	}
+	return json.RawMessage(red), nil
+}
+
+func (j *Journal) markLive(id uuid.UUID, live bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if live {
+		j.live[id] = struct{}{}
+	} else {
+		delete(j.live, id)
+	}
+}
+
+func (j *Journal) isLive(id uuid.UUID) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, ok := j.live[id]
+	return ok
+}

@@ -1,0 +1,57 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/google/uuid"
+
+	"sluice/db"
+)
+
+// Progress appends events to a running run. Each event commits on its own,
+// so followers see it at once, whatever the action does next.
+type Progress struct {
+	j   *Journal
+	run *db.JournalRun
+}
+
+// RunID is the id of the run being worked.
+func (p *Progress) RunID() uuid.UUID { return p.run.ID }
+
+// Run is the run as it was when it started.
+func (p *Progress) Run() *db.JournalRun { return p.run }
+
+// Info appends an info event. data, when not nil, is stored as JSON.
+func (p *Progress) Info(ctx context.Context, msg string, data any) {
+	p.append(ctx, LevelInfo, msg, data)
+}
+
+// Warn appends a warning event.
+func (p *Progress) Warn(ctx context.Context, msg string, data any) {
+	p.append(ctx, LevelWarn, msg, data)
+}
+
+// Error appends an error event; the run goes on (the action decides).
+func (p *Progress) Error(ctx context.Context, msg string, data any) {
+	p.append(ctx, LevelError, msg, data)
+}
+
+// append writes one event. A failure to write is logged, not returned: the
+// action's own outcome decides the run, and the final event is written with
+// the outcome in the same transaction.
+func (p *Progress) append(ctx context.Context, level, msg string, data any) {
+	var raw json.RawMessage
+	if data != nil {
+		var err error
+		if raw, err = p.j.redactedJSON(data); err != nil {
+			p.j.logger.Warn("encode event data", "run_id", p.run.ID, "err", err)
+		}
+	}
+	_, err := db.New(p.j.pool).JournalEventAppend(ctx, &db.JournalEventAppendParams{
+		RunID: p.run.ID, Level: level, Message: p.j.redactor.String(msg), Data: raw,
+	})
+	if err != nil {
+		p.j.logger.Warn("append event", "run_id", p.run.ID, "message", msg, "err", p.j.redactor.Error(err))
+	}
+}

@@ -1,0 +1,85 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"sluice/db"
+)
+
+var errMoved = errors.New("run moved on")
+
+// Recover finishes the runs that can no longer finish on their own:
+//
+//   - a running run whose liveness lock is free: the process that worked it
+//     died (its session, and so its lock, ended with it). It becomes unknown,
+//     never succeeded: sluice cannot tell how far it got.
+//   - a queued run whose River job was cancelled, discarded or deleted
+//     before it started: it becomes cancelled (or unknown).
+//
+// It is safe to run in every process at any time; serve runs it at start and
+// then periodically. It returns how many runs it finished.
+func (j *Journal) Recover(ctx context.Context) (int, error) {
+	open, err := db.New(j.pool).JournalRunListOpen(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("list open runs: %w", err)
+	}
+	if len(open) == 0 {
+		return 0, nil
+	}
+	lc, err := j.pool.Acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("acquire connection: %w", err)
+	}
+	defer lc.Release()
+
+	finished := 0
+	for _, r := range open {
+		var state, msg string
+		switch r.State {
+		case StateRunning:
+			if j.isLive(r.ID) || !tryLock(ctx, lc, r.ID, true) {
+				continue
+			}
+			state, msg = StateUnknown, msgOwnerGone
+		case StateQueued:
+			switch {
+			case r.JobState == "deleted":
+				state, msg = StateUnknown, "Its River job was deleted before the run started."
+			case r.JobState == "cancelled":
+				state, msg = StateCancelled, "Its River job was cancelled before the run started."
+			case r.JobState == "discarded" || r.JobState == "completed":
+				state, msg = StateUnknown, fmt.Sprintf("Its River job was %s without the run starting.", r.JobState)
+			default:
+				continue
+			}
+		default:
+			continue
+		}
+		// Re-check under the job lock inside the transaction: the run may
+		// have moved on since the list was read.
+		err := db.WithTx(ctx, j.pool, func(ctx context.Context, tx pgx.Tx) error {
+			q := db.New(tx)
+			cur, err := q.JournalRunGetForUpdate(ctx, r.ID)
+			if err != nil {
+				return err
+			}
+			if cur.State != r.State || cur.LastSeq != r.LastSeq {
+				return errMoved
+			}
+			return finishTx(ctx, q, r.ID, state, msg, nil)
+		})
+		if errors.Is(err, errMoved) {
+			continue
+		}
+		if err != nil {
+			return finished, fmt.Errorf("recover run %s: %w", r.ID, err)
+		}
+		j.logger.Warn("recovered run", "run_id", r.ID, "action", r.Action, "target", r.Target, "state", state)
+		finished++
+	}
+	return finished, nil
+}

@@ -1,0 +1,361 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"sluice/db"
+	"sluice/internal/errs"
+)
+
+// Outcome is what an action reports when it returns.
+type Outcome struct {
+	// Result is stored on the run as JSON (redacted). Optional.
+	Result any
+	// Message is the run's last event. Default "succeeded" (or the error).
+	Message string
+	// Commit, DigestFrom and DigestTo are recorded on the run when set.
+	Commit, DigestFrom, DigestTo string
+	// ApplyTx writes the inventory changes the action made. It runs in the
+	// transaction that finishes the run and, on success, completes the River
+	// job, so the receipt and the inventory never disagree. It runs on
+	// failure too, for actions that record what a failure left behind.
+	ApplyTx func(ctx context.Context, tx pgx.Tx) error
+}
+
+// ActionFunc does an action's work. It runs outside any transaction: slow
+// Git, network and process I/O belong here. It appends progress through p.
+type ActionFunc func(ctx context.Context, p *Progress) (*Outcome, error)
+
+// Targeter is implemented by args whose jobs can be inserted outside
+// Enqueue, such as periodic ticks, so that Work can record their runs.
+type Targeter interface {
+	JournalTarget() string
+}
+
+// finishTimeout bounds the transaction that records an outcome. It runs on a
+// context that is not cancelled, so a shutdown still records what happened.
+const finishTimeout = 30 * time.Second
+
+// snoozeWhenBusy is how long a job waits when the run it answers for is
+// still being worked by a live process (River rescued it too early).
+const snoozeWhenBusy = 30 * time.Second
+
+// Work runs fn as the body of the run that answers for job:
+//
+//  1. In one transaction it finds that run and marks it running. If the run
+//     already finished, River is running the job again (its own retry, or an
+//     operator's in River UI), so a new run is recorded that names the run it
+//     retries.
+//  2. It holds the run's liveness lock while fn works, so that Recover in any
+//     process can tell a live run from one whose process died.
+//  3. In one transaction it writes the outcome, fn's inventory changes and,
+//     on success, River's job completion.
+//
+// A failed action returns its (redacted) error, so River retries it as the
+// worker's MaxAttempts allow; each retry is a new run.
+func Work[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], fn ActionFunc) error {
+	lc, err := j.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire liveness connection: %w", err)
+	}
+	var locked *uuid.UUID
+	defer func() { j.releaseLiveness(ctx, lc, locked) }()
+
+	run, err := j.start(ctx, lc, job.JobRow, job.Args)
+	if err != nil {
+		return err
+	}
+	locked = &run.ID
+
+	j.markLive(run.ID, true)
+	defer j.markLive(run.ID, false)
+	p := &Progress{j: j, run: run}
+	outcome, actErr := safeRun(ctx, fn, p)
+	complete := func(ctx context.Context, tx pgx.Tx) error { return completeTx(ctx, tx, job) }
+	return j.finish(ctx, complete, run, outcome, actErr)
+}
+
+func safeRun(ctx context.Context, fn ActionFunc, p *Progress) (out *Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = river.JobCancel(fmt.Errorf("the action panicked: %v", r))
+		}
+	}()
+	return fn(ctx, p)
+}
+
+// start records the run as running and takes its liveness lock on lc.
+func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.JobRow, args any) (*db.JournalRun, error) {
+	var run *db.JournalRun
+	err := db.WithTx(ctx, j.pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		if err := lockJob(ctx, tx, job.ID); err != nil {
+			return err
+		}
+		latest, err := q.JournalRunLatestForJob(ctx, &job.ID)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("find run of job %d: %w", job.ID, err)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			latest = nil
+		}
+
+		var insert *db.JournalRunInsertParams
+		switch {
+		case latest == nil:
+			// Inserted outside Enqueue, by River's periodic enqueuer: the run
+			// is recorded as the job starts.
+			target := ""
+			if t, ok := args.(Targeter); ok {
+				target = t.JournalTarget()
+			}
+			insert = &db.JournalRunInsertParams{
+				ID: uuid.New(), Action: job.Kind, Target: target,
+				RequestedBy: RequestedBySystem, RiverJobID: &job.ID, Params: json.RawMessage(`{}`),
+			}
+		case latest.State == StateQueued:
+		case latest.State == StateRunning:
+			if j.isLive(latest.ID) || !tryLock(ctx, lc, latest.ID, true) {
+				return river.JobSnooze(snoozeWhenBusy)
+			}
+			if err := finishTx(ctx, q, latest.ID, StateUnknown, msgOwnerGone, nil); err != nil {
+				return err
+			}
+			insert = retryParams(latest, job.ID)
+		default: // finished: River runs the job again
+			insert = retryParams(latest, job.ID)
+		}
+
+		runID := uuid.Nil
+		if insert != nil {
+			runID = insert.ID
+		} else {
+			runID = latest.ID
+		}
+		if !tryLock(ctx, lc, runID, false) {
+			return river.JobSnooze(snoozeWhenBusy)
+		}
+		if insert != nil {
+			if _, err := q.JournalRunInsert(ctx, insert); err != nil {
+				return fmt.Errorf("insert run: %w", err)
+			}
+		}
+		var action, target string
+		if latest != nil {
+			action, target = latest.Action, latest.Target
+		} else {
+			action, target = insert.Action, insert.Target
+		}
+		if _, err := q.ActionGenerationBump(ctx, &db.ActionGenerationBumpParams{Action: action, Target: target}); err != nil {
+			return fmt.Errorf("bump generation: %w", err)
+		}
+		run, err = q.JournalRunStart(ctx, &db.JournalRunStartParams{ID: runID, Attempt: int32(job.Attempt)})
+		if err != nil {
+			return fmt.Errorf("start run %s: %w", runID, err)
+		}
+		msg := fmt.Sprintf("started, attempt %d of %d", job.Attempt, job.MaxAttempts)
+		if run.RetryOf != nil {
+			msg += fmt.Sprintf(", retrying run %s", *run.RetryOf)
+		}
+		_, err = q.JournalEventAppend(ctx, &db.JournalEventAppendParams{RunID: runID, Level: LevelInfo, Message: msg})
+		return err
+	})
+	if err != nil {
+		// The lock may have been taken before the transaction failed.
+		if run == nil {
+			j.unlockAll(ctx, lc)
+		}
+		return nil, err
+	}
+	return run, nil
+}
+
+const msgOwnerGone = "The process working this run stopped before it finished, so its outcome is unknown."
+
+func retryParams(prev *db.JournalRun, jobID int64) *db.JournalRunInsertParams {
+	return &db.JournalRunInsertParams{
+		ID: uuid.New(), Action: prev.Action, Target: prev.Target, RequestedBy: prev.RequestedBy,
+		RiverJobID: &jobID, RetryOf: &prev.ID, Params: prev.Params,
+	}
+}
+
+// tryLock takes run id's liveness lock on lc if it is free. With probe set,
+// it releases the lock at once: the caller only wanted to know it was free.
+func tryLock(ctx context.Context, lc *pgxpool.Conn, id uuid.UUID, probe bool) bool {
+	q := db.New(lc)
+	ok, err := q.JournalRunTryLiveness(ctx, livenessKey(id))
+	if err != nil || !ok {
+		return false
+	}
+	if probe {
+		_, _ = q.JournalRunReleaseLiveness(ctx, livenessKey(id))
+	}
+	return true
+}
+
+// releaseLiveness drops lc's advisory locks and returns it to the pool. A
+// connection that cannot confirm the unlock is closed instead, so a lock can
+// never leak into another borrower's session.
+func (j *Journal) releaseLiveness(ctx context.Context, lc *pgxpool.Conn, id *uuid.UUID) {
+	if id != nil {
+		j.unlockAll(ctx, lc)
+	}
+	lc.Release()
+}
+
+func (j *Journal) unlockAll(ctx context.Context, lc *pgxpool.Conn) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := lc.Exec(uctx, "SELECT pg_advisory_unlock_all()"); err != nil {
+		_ = lc.Hijack().Close(uctx)
+	}
+}
+
+// finish records the outcome. It returns what the worker returns to River.
+func (j *Journal) finish(ctx context.Context, complete func(context.Context, pgx.Tx) error, run *db.JournalRun, outcome *Outcome, actErr error) error {
+	state, errText := StateSucceeded, ""
+	if actErr != nil {
+		state, errText = j.classify(ctx, actErr)
+	}
+	if outcome == nil {
+		outcome = &Outcome{}
+	}
+	result, err := j.redactedJSON(outcome.Result)
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	if outcome.Result == nil {
+		result = nil
+	}
+	msg := outcome.Message
+	switch {
+	case state != StateSucceeded:
+		msg = state + ": " + errText
+	case msg == "":
+		msg = StateSucceeded
+	}
+
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	write := func(apply bool, state, msg, errText string) error {
+		return db.WithTx(fctx, j.pool, func(ctx context.Context, tx pgx.Tx) error {
+			if apply && outcome.ApplyTx != nil {
+				if err := outcome.ApplyTx(ctx, tx); err != nil {
+					return fmt.Errorf("record outcome: %w", err)
+				}
+			}
+			q := db.New(tx)
+			level := LevelInfo
+			if state != StateSucceeded {
+				level = LevelError
+			}
+			if _, err := q.JournalEventAppend(ctx, &db.JournalEventAppendParams{RunID: run.ID, Level: level, Message: j.redactor.String(msg)}); err != nil {
+				return fmt.Errorf("append event: %w", err)
+			}
+			p := &db.JournalRunFinishParams{ID: run.ID, State: state, Result: result}
+			if errText != "" {
+				p.Error = &errText
+			}
+			p.GitCommit, p.DigestFrom, p.DigestTo = nonEmpty(outcome.Commit), nonEmpty(outcome.DigestFrom), nonEmpty(outcome.DigestTo)
+			if _, err := q.JournalRunFinish(ctx, p); err != nil {
+				return fmt.Errorf("finish run %s: %w", run.ID, err)
+			}
+			if state == StateSucceeded {
+				return complete(ctx, tx)
+			}
+			return nil
+		})
+	}
+
+	if err := write(true, state, msg, errText); err != nil {
+		// The outcome could not be recorded with the action's changes. Record
+		// the failure alone, so the receipt says so, and let River retry.
+		j.logger.Error("record outcome", "run_id", run.ID, "err", j.redactor.Error(err))
+		failText := "The action ran, but recording its outcome failed: " + j.redactor.String(err.Error())
+		if err2 := write(false, StateFailed, "failed: "+failText, failText); err2 != nil {
+			// The database is unreachable: the run stays running until Recover
+			// finds its liveness lock free and marks it unknown.
+			return j.redactor.Error(fmt.Errorf("record outcome: %w", errors.Join(err, err2)))
+		}
+		return j.redactor.Error(err)
+	}
+	if actErr == nil {
+		return nil
+	}
+	red := j.redactor.Error(actErr)
+	var cancelErr *river.JobCancelError
+	if errors.As(actErr, &cancelErr) {
+		return river.JobCancel(red)
+	}
+	return red
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// classify turns an action's error into a final state and one redacted
+// sentence for the receipt.
+func (j *Journal) classify(ctx context.Context, err error) (state, text string) {
+	text = j.redactor.String(errText(err))
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		switch {
+		case errors.Is(cause, river.ErrJobCancelledRemotely):
+			return StateCancelled, "Cancelled by an operator while it ran: " + text
+		case errors.Is(cause, context.DeadlineExceeded):
+			return StateFailed, "Timed out: " + text
+		default:
+			return StateUnknown, "Interrupted: sluice stopped before the action finished, so its outcome is unknown (" + text + ")."
+		}
+	}
+	return StateFailed, text
+}
+
+// errText is the operator-facing text of err: an *errs.Error's message as it
+// is, otherwise the error chain without River's wrappers.
+func errText(err error) string {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	var cancelErr *river.JobCancelError
+	if errors.As(err, &cancelErr) && errors.Unwrap(cancelErr) != nil {
+		return errors.Unwrap(cancelErr).Error()
+	}
+	return err.Error()
+}
+
+func finishTx(ctx context.Context, q *db.Queries, id uuid.UUID, state, msg string, result json.RawMessage) error {
+	level := LevelError
+	if _, err := q.JournalEventAppend(ctx, &db.JournalEventAppendParams{RunID: id, Level: level, Message: msg}); err != nil {
+		return fmt.Errorf("append event to %s: %w", id, err)
+	}
+	_, err := q.JournalRunFinish(ctx, &db.JournalRunFinishParams{ID: id, State: state, Error: &msg, Result: result})
+	if err != nil {
+		return fmt.Errorf("finish run %s: %w", id, err)
+	}
+	return nil
+}
+
+// completeTx completes a River job inside tx.
+func completeTx[T river.JobArgs](ctx context.Context, tx pgx.Tx, job *river.Job[T]) error {
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return fmt.Errorf("complete job %d: %w", job.ID, err)
+	}
+	return nil
+}

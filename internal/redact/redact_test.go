@@ -1,0 +1,66 @@
+package redact
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestString(t *testing.T) {
+	t.Parallel()
+
+	r := &Redactor{}
+	r.Add("hunter2-secret", "ab") // "ab" is too short to register
+
+	tests := []struct{ in, want string }{
+		{"plain text about ab", "plain text about ab"},
+		{"fetch https://user:pw@git.example/repo.git: 401", "fetch https://***@git.example/repo.git: 401"},
+		{"ssh://git@host/x", "ssh://***@host/x"},
+		{"token hunter2-secret leaked", "token *** leaked"},
+		{"Authorization: Bearer sluice_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "Authorization: Bearer sluice_***"},
+		{"got sluice_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAA here", "got sluice_*** here"},
+		{"host=/tmp user=x password=pa55word dbname=y", "host=/tmp user=x password=*** dbname=y"},
+		{"postgres://sluice:pw@localhost/db", "postgres://***@localhost/db"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, r.String(tt.in), "input %q", tt.in)
+	}
+}
+
+func TestError(t *testing.T) {
+	t.Parallel()
+
+	r := &Redactor{}
+	r.Add("s3cr3t-value")
+	err := r.Error(fmt.Errorf("open s3cr3t-value: %w", fs.ErrNotExist))
+	require.Equal(t, "open ***: file does not exist", err.Error())
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.Nil(t, r.Error(nil))
+	require.Same(t, err, r.Error(err), "redacting twice changes nothing")
+}
+
+func TestHandler(t *testing.T) {
+	t.Parallel()
+
+	r := &Redactor{}
+	r.Add("s3cr3t-value")
+	var buf bytes.Buffer
+	logger := slog.New(NewHandler(slog.NewJSONHandler(&buf, nil), r)).
+		With("url", "https://u:s3cr3t-value@h/x")
+
+	logger.Info("using s3cr3t-value",
+		"err", errors.New("auth s3cr3t-value"),
+		slog.Group("g", "k", "s3cr3t-value"),
+		"any", struct{ S string }{"s3cr3t-value"},
+		"n", 3)
+
+	out := buf.String()
+	require.NotContains(t, out, "s3cr3t-value")
+	require.Contains(t, out, `"n":3`)
+	require.Contains(t, out, `"msg":"using ***"`)
+}
