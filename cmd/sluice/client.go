@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"sluice/internal/apiclient"
+)
+
+// ClientConfig is the CLI's configuration: SLUICE_URL (default
+// http://127.0.0.1:8080) and SLUICE_TOKEN.
+type ClientConfig struct {
+	URL   string
+	Token string
+}
+
+func loadClientConfig(getenv func(string) string) (*ClientConfig, error) {
+	c := &ClientConfig{
+		URL:   strings.TrimRight(cmp.Or(getenv("SLUICE_URL"), "http://127.0.0.1:8080"), "/"),
+		Token: getenv("SLUICE_TOKEN"),
+	}
+	if c.Token == "" {
+		return nil, errors.New("SLUICE_TOKEN is not set: create a token with `sluice token create` (as an admin) or use the one `make run` printed")
+	}
+	return c, nil
+}
+
+// newClient returns the generated API client, authenticated.
+func newClient() (*apiclient.ClientWithResponses, error) {
+	cfg, err := loadClientConfig(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return apiclient.NewClientWithResponses(cfg.URL,
+		apiclient.WithHTTPClient(&http.Client{}),
+		apiclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+			req.Header.Set("Authorization", "Bearer "+cfg.Token)
+			return nil
+		}))
+}
+
+// apiError turns a non-2xx answer into the problem's detail.
+func apiError(resp *http.Response, body []byte) error {
+	var problem apiclient.ErrorModel
+	if json.Unmarshal(body, &problem) == nil && problem.Detail != nil {
+		msg := *problem.Detail
+		if problem.Errors != nil {
+			for _, e := range *problem.Errors {
+				if e.Message != nil {
+					loc := ""
+					if e.Location != nil {
+						loc = *e.Location + ": "
+					}
+					msg += "\n  " + loc + *e.Message
+				}
+			}
+		}
+		return fmt.Errorf("%s: %s", resp.Status, msg)
+	}
+	return fmt.Errorf("%s", resp.Status)
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct {
+	Event string
+	ID    string
+	Data  []byte
+}
+
+// readSSE calls fn for each event in r until it ends or fn returns false.
+func readSSE(r io.Reader, fn func(sseEvent) bool) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	var ev sseEvent
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if ev.Event != "" || len(ev.Data) > 0 {
+				if !fn(ev) {
+					return nil
+				}
+			}
+			ev = sseEvent{}
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "event:"):
+			ev.Event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "id:"):
+			ev.ID = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+		case strings.HasPrefix(line, "data:"):
+			if len(ev.Data) > 0 {
+				ev.Data = append(ev.Data, '\n')
+			}
+			ev.Data = append(ev.Data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")...)
+		}
+	}
+	return sc.Err()
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}

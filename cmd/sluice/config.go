@@ -1,0 +1,123 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"sluice/internal/redact"
+)
+
+// ServeConfig is the configuration of `sluice serve` and `sluice migrate`,
+// read from the environment.
+type ServeConfig struct {
+	// DatabaseURL is SLUICE_DATABASE_URL. Empty: start the embedded
+	// PostgreSQL in DataDir/postgres.
+	DatabaseURL string
+	// DataDir is SLUICE_DATA_DIR, default ./.sluice (made absolute).
+	DataDir string
+	// Listen is SLUICE_LISTEN, default 127.0.0.1:8080.
+	Listen string
+	// LogFormat is SLUICE_LOG_FORMAT: text (default) or json.
+	LogFormat string
+	// LogLevel is SLUICE_LOG_LEVEL: debug, info (default), warn or error.
+	LogLevel slog.Level
+	// BootstrapToken is SLUICE_BOOTSTRAP_TOKEN: when set, an admin token
+	// with this value exists (named "bootstrap").
+	BootstrapToken string
+	// ShutdownTimeout is SLUICE_SHUTDOWN_TIMEOUT_SEC, default 30: how long
+	// running jobs get to finish on SIGTERM before they are cancelled.
+	ShutdownTimeout time.Duration
+	// MaxWorkers is SLUICE_MAX_WORKERS, default 20: jobs worked at once.
+	MaxWorkers int
+	// TestActions is SLUICE_ENABLE_TEST_ACTIONS=1: registers test-only actions.
+	TestActions bool
+}
+
+func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
+	c := &ServeConfig{
+		DatabaseURL:    getenv("SLUICE_DATABASE_URL"),
+		DataDir:        cmp.Or(getenv("SLUICE_DATA_DIR"), ".sluice"),
+		Listen:         cmp.Or(getenv("SLUICE_LISTEN"), "127.0.0.1:8080"),
+		LogFormat:      cmp.Or(getenv("SLUICE_LOG_FORMAT"), "text"),
+		BootstrapToken: getenv("SLUICE_BOOTSTRAP_TOKEN"),
+		TestActions:    getenv("SLUICE_ENABLE_TEST_ACTIONS") == "1",
+	}
+	var err error
+	if c.DataDir, err = filepath.Abs(c.DataDir); err != nil {
+		return nil, fmt.Errorf("SLUICE_DATA_DIR: %w", err)
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(cmp.Or(getenv("SLUICE_LOG_LEVEL"), "info"))); err != nil {
+		return nil, fmt.Errorf("SLUICE_LOG_LEVEL must be debug, info, warn or error")
+	}
+	secs, err := intEnv(getenv, "SLUICE_SHUTDOWN_TIMEOUT_SEC", 30)
+	if err != nil {
+		return nil, err
+	}
+	c.ShutdownTimeout = time.Duration(secs) * time.Second
+	if c.MaxWorkers, err = intEnv(getenv, "SLUICE_MAX_WORKERS", 20); err != nil {
+		return nil, err
+	}
+	return c, c.validate()
+}
+
+func (c *ServeConfig) validate() error {
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("SLUICE_LOG_FORMAT must be text or json, not %q", c.LogFormat)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("SLUICE_LISTEN must be host:port, such as 127.0.0.1:8080: %w", err)
+	}
+	if c.DatabaseURL != "" {
+		if _, err := url.Parse(c.DatabaseURL); err != nil && !strings.Contains(c.DatabaseURL, "=") {
+			return fmt.Errorf("SLUICE_DATABASE_URL is not a PostgreSQL URL or key=value string")
+		}
+	}
+	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
+		return fmt.Errorf("SLUICE_BOOTSTRAP_TOKEN must have at least 16 characters")
+	}
+	if c.MaxWorkers < 1 {
+		return fmt.Errorf("SLUICE_MAX_WORKERS must be at least 1")
+	}
+	return nil
+}
+
+// secrets are the configured values the redactor must remove everywhere.
+func (c *ServeConfig) secrets() []string {
+	out := []string{c.BootstrapToken}
+	if u, err := url.Parse(c.DatabaseURL); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			out = append(out, pw, url.QueryEscape(pw))
+		}
+	}
+	return out
+}
+
+func intEnv(getenv func(string) string, name string, def int) (int, error) {
+	s := getenv(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s must be a whole number of 0 or more, not %q", name, s)
+	}
+	return n, nil
+}
+
+// newLogger returns the process's logger: every line passes the redactor.
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if format == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	return slog.New(redact.NewHandler(h, redact.Default))
+}

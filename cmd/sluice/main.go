@@ -1,0 +1,78 @@
+// Command sluice is both the server (`sluice serve`) and its CLI.
+//
+// Configuration is read from the environment here and nowhere else; see
+// config.go for every variable and its default.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `sluice is a pull-based GitOps control plane.
+
+Server:
+  sluice serve                     run the API, the workers and River UI
+  sluice migrate                   apply database migrations and exit
+
+CLI (talks to SLUICE_URL with SLUICE_TOKEN):
+  sluice journal [ID] [--follow]   list runs, show one, or follow it to its end
+  sluice token create --role R --name N
+  sluice token list
+  sluice token revoke NAME|ID
+
+Run "sluice COMMAND -h" for a command's flags.
+`
+
+// exitError carries a process exit code through Run.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "sluice:", err)
+		os.Exit(1)
+	}
+}
+
+// Run runs one subcommand.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitError{2}
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return runServe(ctx, rest, stderr)
+	case "migrate":
+		return runMigrate(ctx, rest, stderr)
+	case "journal":
+		return runJournal(ctx, rest, stdout, stderr)
+	case "token":
+		return runToken(ctx, rest, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
+		return exitError{2}
+	}
+}

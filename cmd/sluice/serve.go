@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"riverqueue.com/riverui"
+
+	"sluice/db"
+	"sluice/httpapi"
+	"sluice/internal/auth"
+	"sluice/internal/journal"
+	"sluice/internal/pglocal"
+	"sluice/internal/redact"
+	"sluice/jobs"
+)
+
+// recoverInterval is how often serve looks for runs left open by processes
+// that died. River's own rescuer runs every 30 s as well.
+const recoverInterval = 30 * time.Second
+
+func runServe(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sluice serve\n\nServes the API, the workers and River UI. Configured by SLUICE_* variables (see README).")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	begin := time.Now()
+	cfg, err := loadServeConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	redact.Add(cfg.secrets()...)
+	logger := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+
+	database, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer database.close(logger)
+	if _, err := db.Migrate(ctx, database.pool, logger.With("component", "migrate")); err != nil {
+		return redact.Error(err)
+	}
+	if cfg.BootstrapToken != "" {
+		if err := auth.EnsureBootstrap(ctx, database.pool, cfg.BootstrapToken); err != nil {
+			return redact.Error(fmt.Errorf("bootstrap token: %w", err))
+		}
+	}
+	return serve(ctx, cfg, logger, database.pool, begin)
+}
+
+// serve runs until ctx ends, then shuts down in order: stop accepting
+// requests, give running jobs ShutdownTimeout, cancel what is left.
+func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgxpool.Pool, begin time.Time) error {
+	j := journal.New(pool, logger, redact.Default)
+	j.Notifier = journal.NewNotifier(pool, logger)
+
+	workers := river.NewWorkers()
+	jobs.Register(workers, jobs.Deps{Journal: j, TestActions: cfg.TestActions})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+		Workers: workers,
+		Logger:  riverLogger(logger),
+		// Each worker sets its own Timeout; this catches one that forgets.
+		JobTimeout: 10 * time.Minute,
+		// Must exceed the longest job timeout, or River would rescue (and
+		// re-run) jobs that are still working.
+		RescueStuckJobsAfter: 2 * time.Hour,
+	})
+	if err != nil {
+		return fmt.Errorf("river client: %w", err)
+	}
+	j.River = client
+
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	go j.Notifier.Run(bg)
+
+	if n, err := j.Recover(ctx); err != nil {
+		return redact.Error(fmt.Errorf("recover runs: %w", err))
+	} else if n > 0 {
+		logger.Warn("runs left open by a stopped process are now unknown", "count", n)
+	}
+	go recoverLoop(bg, j, logger)
+
+	var riverStarted atomic.Bool
+	if err := client.Start(bg); err != nil {
+		return fmt.Errorf("start river: %w", err)
+	}
+	riverStarted.Store(true)
+	go func() {
+		<-client.Stopped()
+		riverStarted.Store(false)
+	}()
+
+	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(client, nil),
+		Logger:    logger.With("component", "riverui"),
+		Prefix:    "/riverui",
+	})
+	if err != nil {
+		return fmt.Errorf("river ui: %w", err)
+	}
+	if err := ui.Start(bg); err != nil {
+		return fmt.Errorf("start river ui: %w", err)
+	}
+
+	shuttingDown := make(chan struct{})
+	handler := httpapi.New(httpapi.Deps{
+		Pool:         pool,
+		Journal:      j,
+		Logger:       logger,
+		RiverUI:      ui,
+		TestActions:  cfg.TestActions,
+		ShuttingDown: shuttingDown,
+		Ready: func(ctx context.Context) httpapi.ReadyReport {
+			return readiness(ctx, pool, riverStarted.Load())
+		},
+	})
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("sluice is ready", "url", "http://"+ln.Addr().String(), "riverui", "http://"+ln.Addr().String()+"/riverui/",
+		"took", time.Since(begin).Round(time.Millisecond).String())
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "job_grace", cfg.ShutdownTimeout.String())
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	}
+
+	// 1. Stop accepting requests; streams end so Shutdown need not wait for them.
+	close(shuttingDown)
+	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := srv.Shutdown(httpCtx); err != nil {
+		_ = srv.Close()
+	}
+	cancelHTTP()
+
+	// 2. Give running jobs a bounded time, then cancel them: their runs are
+	// recorded as unknown, since they did not finish.
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	err = client.Stop(stopCtx)
+	cancelStop()
+	if errors.Is(err, context.DeadlineExceeded) {
+		logger.Warn("jobs still running after the grace period; cancelling them")
+		hardCtx, cancelHard := context.WithTimeout(context.Background(), 15*time.Second)
+		_ = client.StopAndCancel(hardCtx)
+		cancelHard()
+	}
+	stopBG()
+	logger.Info("stopped")
+	return nil
+}
+
+func recoverLoop(ctx context.Context, j *journal.Journal, logger *slog.Logger) {
+	t := time.NewTicker(recoverInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := j.Recover(ctx); err != nil && ctx.Err() == nil {
+				logger.Warn("recover runs", "err", err)
+			} else if n > 0 {
+				logger.Warn("runs left open by a stopped process are now unknown", "count", n)
+			}
+		}
+	}
+}
+
+func readiness(ctx context.Context, pool *pgxpool.Pool, riverStarted bool) httpapi.ReadyReport {
+	rep := httpapi.ReadyReport{Ready: true, Checks: map[string]string{"database": "ok", "migrations": "ok", "river": "ok"}}
+	fail := func(check, why string) {
+		rep.Ready = false
+		rep.Checks[check] = why
+	}
+	if err := pool.Ping(ctx); err != nil {
+		fail("database", "unreachable")
+		fail("migrations", "unknown: the database is unreachable")
+	} else if pending, err := db.PendingMigrations(ctx, pool); err != nil {
+		fail("migrations", "cannot be read")
+	} else if len(pending) > 0 {
+		fail("migrations", fmt.Sprintf("%d pending; run sluice migrate", len(pending)))
+	}
+	if !riverStarted {
+		fail("river", "not started")
+	}
+	return rep
+}
+
+// riverLogger keeps River's own chatter to warnings, through the redactor.
+func riverLogger(logger *slog.Logger) *slog.Logger {
+	return slog.New(levelFloor{Handler: logger.Handler(), min: slog.LevelWarn}).With("component", "river")
+}
+
+type levelFloor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (l levelFloor) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= l.min && l.Handler.Enabled(ctx, level)
+}
+
+func (l levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return levelFloor{Handler: l.Handler.WithAttrs(attrs), min: l.min}
+}
+
+func (l levelFloor) WithGroup(name string) slog.Handler {
+	return levelFloor{Handler: l.Handler.WithGroup(name), min: l.min}
+}
+
+// database is the pool plus, when sluice runs its own, the embedded cluster.
+type database struct {
+	pool    *pgxpool.Pool
+	cluster *pglocal.Cluster
+}
+
+// openDatabase connects to SLUICE_DATABASE_URL, or starts the embedded
+// cluster in the data dir when it is unset.
+func openDatabase(ctx context.Context, cfg *ServeConfig, logger *slog.Logger) (*database, error) {
+	d := &database{}
+	url := cfg.DatabaseURL
+	if url == "" {
+		start := time.Now()
+		c, err := pglocal.Start(ctx, pglocal.Opts{
+			Dir:    cfg.DataDir + "/postgres",
+			Logger: logger.With("component", "postgres"),
+		})
+		if errors.Is(err, pglocal.ErrNoBinaries) {
+			return nil, fmt.Errorf("%w, or set SLUICE_DATABASE_URL to use a PostgreSQL server you run", err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("embedded postgres: %w", err)
+		}
+		logger.Info("embedded postgres started", "dir", c.Dir(), "took", time.Since(start).Round(time.Millisecond).String())
+		d.cluster = c
+		url = c.URL()
+	}
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		d.close(logger)
+		return nil, redact.Error(fmt.Errorf("SLUICE_DATABASE_URL: %w", err))
+	}
+	pcfg.MaxConns = int32(cfg.MaxWorkers*2 + 10) // workers hold a liveness connection each
+	pcfg.ConnConfig.RuntimeParams["application_name"] = "sluice"
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err == nil {
+		err = pingRetry(ctx, pool)
+	}
+	if err != nil {
+		d.close(logger)
+		return nil, redact.Error(fmt.Errorf("connect to postgres: %w", err))
+	}
+	d.pool = pool
+	return d, nil
+}
+
+// pingRetry waits up to 10 s for the server, which may be starting too.
+func pingRetry(ctx context.Context, pool *pgxpool.Pool) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := pool.Ping(ctx)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (d *database) close(logger *slog.Logger) {
+	if d.pool != nil {
+		d.pool.Close()
+	}
+	if d.cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.cluster.Stop(ctx); err != nil {
+			logger.Error("stop embedded postgres", "err", err)
+		} else {
+			logger.Info("embedded postgres stopped")
+		}
+	}
+}
+

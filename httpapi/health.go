@@ -1,0 +1,42 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// ReadyReport is /readyz's answer: each check is "ok" or why it is not.
+type ReadyReport struct {
+	Ready  bool              `json:"ready"`
+	Checks map[string]string `json:"checks"`
+}
+
+// registerHealth mounts the open endpoints. /healthz says the process
+// serves; /readyz says it can do its work.
+func registerHealth(mux *http.ServeMux, d Deps) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		rep := ReadyReport{Ready: true, Checks: map[string]string{}}
+		if d.Ready != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+			rep = d.Ready(ctx)
+			cancel()
+		}
+		status := http.StatusOK
+		if !rep.Ready {
+			status = http.StatusServiceUnavailable
+		}
+		writeJSON(w, status, rep)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,248 @@
+// Package httpapi is sluice's HTTP surface: the Huma API under /api/v1, its
+// OpenAPI spec, health endpoints and River UI, behind token auth.
+//
+// It only translates: request → domain call → response. Domain errors become
+// problem+json in one place (mapError); an error it does not know becomes a
+// generic 500 whose detail stays in the server log, never in the body.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"sluice/internal/auth"
+	"sluice/internal/errs"
+	"sluice/internal/journal"
+	"sluice/internal/redact"
+)
+
+// Version is the API version in the spec.
+const Version = "1.0.0"
+
+// Prefix is where the API's operations live.
+const Prefix = "/api/v1"
+
+// Deps are what the handlers call. Nil fields are allowed only when building
+// the spec (Spec), which serves nothing.
+type Deps struct {
+	Pool    *pgxpool.Pool
+	Journal *journal.Journal
+	Logger  *slog.Logger
+	// Ready reports readiness for /readyz. Nil means always ready.
+	Ready func(ctx context.Context) ReadyReport
+	// RiverUI, when set, is mounted at /riverui/ behind auth.
+	RiverUI http.Handler
+	// TestActions registers the test-only hold action (not in the spec).
+	TestActions bool
+	// ShuttingDown, when closed, ends open event streams so that a graceful
+	// shutdown does not wait for runs to finish.
+	ShuttingDown <-chan struct{}
+}
+
+// New returns the whole HTTP handler.
+func New(d Deps) http.Handler {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	api := newAPI(mux, d)
+	registerJournal(api, d)
+	registerTokens(api, d)
+	if d.TestActions {
+		registerTestActions(api, d)
+	}
+	registerHealth(mux, d)
+	if d.RiverUI != nil {
+		ui := riverUIAuth(d, d.RiverUI)
+		mux.Handle("/riverui/", ui)
+		mux.Handle("/riverui", ui)
+	}
+	return logRequests(d.Logger, mux)
+}
+
+// Spec returns the OpenAPI document the server serves, without a database:
+// `sluice openapi` prints it and `make generate` builds the client from it.
+func Spec() *huma.OpenAPI {
+	mux := http.NewServeMux()
+	api := newAPI(mux, Deps{Logger: slog.New(slog.DiscardHandler)})
+	registerJournal(api, Deps{})
+	registerTokens(api, Deps{})
+	return api.OpenAPI()
+}
+
+func newAPI(mux *http.ServeMux, d Deps) huma.API {
+	config := huma.DefaultConfig("sluice", Version)
+	config.Info.Description = "sluice is a pull-based GitOps control plane. Every action is a journal run " +
+		"(a receipt) worked by a River job. Authenticate with `Authorization: Bearer <token>`."
+	// No $schema fields, Link headers or /schemas routes: the spec is the contract.
+	config.CreateHooks = nil
+	config.SchemasPath = ""
+	// The docs page loads its JavaScript from a CDN; offline it is blank.
+	config.DocsPath = ""
+	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "An API token from `sluice token create`."},
+	}
+	api := humago.New(mux, config)
+	api.UseMiddleware(authMiddleware(api, d))
+	return api
+}
+
+// roleKey is the operation metadata key that names the role an operation needs.
+const roleKey = "sluice-role"
+
+type tokenKey struct{}
+
+// TokenFrom returns the authenticated token of a request's context.
+func TokenFrom(ctx context.Context) *auth.Token {
+	tok, _ := ctx.Value(tokenKey{}).(*auth.Token)
+	return tok
+}
+
+// requester is the name recorded as who asked.
+func requester(ctx context.Context) string {
+	if tok := TokenFrom(ctx); tok != nil {
+		return tok.Name
+	}
+	return "anonymous"
+}
+
+// op returns an operation that needs role, with its security requirement and
+// its error statuses documented.
+func op(id, method, path, summary string, role auth.Role, errStatuses ...int) huma.Operation {
+	return huma.Operation{
+		OperationID: id,
+		Method:      method,
+		Path:        Prefix + path,
+		Summary:     summary,
+		Description: summary + " Needs the " + string(role) + " role.",
+		Security:    []map[string][]string{{"bearer": {}}},
+		Metadata:    map[string]any{roleKey: role},
+		Errors:      append([]int{http.StatusUnauthorized, http.StatusForbidden}, errStatuses...),
+	}
+}
+
+func authMiddleware(api huma.API, d Deps) func(huma.Context, func(huma.Context)) {
+	return func(ctx huma.Context, next func(huma.Context)) {
+		need, ok := ctx.Operation().Metadata[roleKey].(auth.Role)
+		if !ok {
+			next(ctx)
+			return
+		}
+		tok, err := authenticate(ctx.Context(), d, bearer(ctx.Header("Authorization")))
+		if err != nil {
+			ctx.SetHeader("WWW-Authenticate", `Bearer realm="sluice"`)
+			writeErr(api, ctx, d.Logger, err)
+			return
+		}
+		if !auth.Role(tok.Role).Allows(need) {
+			writeErr(api, ctx, d.Logger, errs.Errorf(errs.Forbidden,
+				"Token %q has the %s role; this needs %s.", tok.Name, tok.Role, need))
+			return
+		}
+		next(huma.WithValue(ctx, tokenKey{}, tok))
+	}
+}
+
+func authenticate(ctx context.Context, d Deps, secret string) (*auth.Token, error) {
+	if d.Pool == nil {
+		return nil, errs.Errorf(errs.Unavailable, "The server has no database.")
+	}
+	return auth.Authenticate(ctx, d.Pool, secret)
+}
+
+func bearer(header string) string {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+func writeErr(api huma.API, ctx huma.Context, logger *slog.Logger, err error) {
+	se := mapError(ctx.Context(), logger, err)
+	_ = huma.WriteErr(api, ctx, se.GetStatus(), se.Error())
+}
+
+// statusOf maps the error vocabulary to HTTP.
+var statusOf = map[errs.Code]int{
+	errs.Invalid:      http.StatusUnprocessableEntity,
+	errs.NotFound:     http.StatusNotFound,
+	errs.Conflict:     http.StatusConflict,
+	errs.Unauthorized: http.StatusUnauthorized,
+	errs.Forbidden:    http.StatusForbidden,
+	errs.Unavailable:  http.StatusServiceUnavailable,
+}
+
+// mapError is the one place domain errors become HTTP errors.
+func mapError(ctx context.Context, logger *slog.Logger, err error) huma.StatusError {
+	var se huma.StatusError
+	if errors.As(err, &se) {
+		return se
+	}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		if status, ok := statusOf[e.Code]; ok {
+			return huma.NewError(status, redact.String(e.Message))
+		}
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return huma.NewError(http.StatusServiceUnavailable, "The request was cancelled.")
+	}
+	logger.ErrorContext(ctx, "internal error", "err", redact.Error(err))
+	return huma.NewError(http.StatusInternalServerError, "Internal error; the server log has the details.")
+}
+
+// register adds an operation whose handler's errors go through mapError.
+func register[I, O any](api huma.API, d Deps, o huma.Operation, h func(context.Context, *I) (*O, error)) {
+	logger := d.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	huma.Register(api, o, func(ctx context.Context, in *I) (*O, error) {
+		out, err := h(ctx, in)
+		if err != nil {
+			return nil, mapError(ctx, logger, err)
+		}
+		return out, nil
+	})
+}
+
+func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
+	logger = logger.With("component", "http")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		level := slog.LevelDebug
+		if rec.status >= 500 {
+			level = slog.LevelWarn
+		}
+		logger.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path, "status", rec.status)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the real writer (flush, deadlines).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Flush passes flushes through for streams.
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -1,0 +1,282 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"sluice/db"
+	"sluice/internal/auth"
+	"sluice/internal/errs"
+	"sluice/internal/journal"
+)
+
+// Run is a journal run: the receipt of one action.
+type Run struct {
+	ID          uuid.UUID  `json:"id" format:"uuid" doc:"The run's id (journalId)."`
+	Action      string     `json:"action" doc:"The action, such as sync or deploy." example:"sync"`
+	Target      string     `json:"target" doc:"What the action works on: a service, a unit, a source."`
+	State       string     `json:"state" enum:"queued,running,succeeded,failed,unknown,cancelled" doc:"unknown: the process working it stopped, so the outcome cannot be confirmed."`
+	RequestedBy string     `json:"requestedBy" doc:"The token name that asked, or system."`
+	RequestedAt time.Time  `json:"requestedAt"`
+	StartedAt   *time.Time `json:"startedAt,omitempty"`
+	FinishedAt  *time.Time `json:"finishedAt,omitempty"`
+	RiverJobID  *int64     `json:"riverJobId,omitempty" doc:"The River job that works it (see River UI)."`
+	Attempt     int32      `json:"attempt" doc:"The River attempt that worked it; 0 until it starts."`
+	Joined      int32      `json:"joined" doc:"How many later requests joined this run."`
+	RetryOf     *uuid.UUID `json:"retryOf,omitempty" format:"uuid" doc:"The finished run that this run retries."`
+	Params      any        `json:"params,omitempty" doc:"The request's parameters, redacted."`
+	Error       *string    `json:"error,omitempty" doc:"One redacted sentence when the run did not succeed."`
+	Result      any        `json:"result,omitempty" doc:"The action's structured outcome."`
+	Commit      *string    `json:"commit,omitempty"`
+	DigestFrom  *string    `json:"digestFrom,omitempty"`
+	DigestTo    *string    `json:"digestTo,omitempty"`
+	EventCount  int32      `json:"eventCount" doc:"Events so far; their seqs are 1..eventCount."`
+}
+
+func runOut(r *db.JournalRun) Run {
+	return Run{
+		ID: r.ID, Action: r.Action, Target: r.Target, State: r.State, RequestedBy: r.RequestedBy,
+		RequestedAt: r.RequestedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		RiverJobID: r.RiverJobID, Attempt: r.Attempt, Joined: r.Joined, RetryOf: r.RetryOf,
+		Params: rawAny(r.Params), Error: r.Error, Result: rawAny(r.Result),
+		Commit: r.GitCommit, DigestFrom: r.DigestFrom, DigestTo: r.DigestTo, EventCount: r.LastSeq,
+	}
+}
+
+func rawAny(b json.RawMessage) any {
+	if len(b) == 0 || string(b) == "{}" || string(b) == "null" {
+		return nil
+	}
+	return b
+}
+
+// Event is one entry of a run's ordered log.
+type Event struct {
+	RunID   uuid.UUID `json:"runId" format:"uuid"`
+	Seq     int32     `json:"seq" doc:"1, 2, 3… with no gaps."`
+	At      time.Time `json:"at"`
+	Level   string    `json:"level" enum:"info,warn,error"`
+	Message string    `json:"message"`
+	Data    any       `json:"data,omitempty"`
+}
+
+func eventOut(e *db.JournalEvent) Event {
+	return Event{RunID: e.RunID, Seq: e.Seq, At: e.At, Level: e.Level, Message: e.Message, Data: rawAny(e.Data)}
+}
+
+// ActionAccepted answers every action request.
+type ActionAccepted struct {
+	Location string `header:"Location" doc:"The run's URL."`
+	Body     struct {
+		JournalID uuid.UUID `json:"journalId" format:"uuid" doc:"The run that answers this request."`
+		Joined    bool      `json:"joined" doc:"True when the request joined a run already queued (or running)."`
+		State     string    `json:"state" doc:"The run's state when answered."`
+	}
+}
+
+func accepted(res *journal.EnqueueResult) *ActionAccepted {
+	out := &ActionAccepted{Location: Prefix + "/journal/" + res.Run.ID.String()}
+	out.Body.JournalID = res.Run.ID
+	out.Body.Joined = res.Joined
+	out.Body.State = res.Run.State
+	return out
+}
+
+type listJournalInput struct {
+	Action string `query:"action" doc:"Only runs of this action."`
+	Target string `query:"target" doc:"Only runs on this target."`
+	State  string `query:"state" enum:"queued,running,succeeded,failed,unknown,cancelled," doc:"Only runs in this state."`
+	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50" doc:"Page size."`
+	Cursor string `query:"cursor" doc:"nextCursor from the previous page."`
+}
+
+type listJournalOutput struct {
+	Body struct {
+		Runs       []Run  `json:"runs" doc:"Newest first."`
+		NextCursor string `json:"nextCursor,omitempty" doc:"Pass as cursor for the next page; absent on the last page."`
+	}
+}
+
+type getRunInput struct {
+	ID uuid.UUID `path:"id" format:"uuid"`
+}
+
+type getRunOutput struct {
+	Body Run
+}
+
+type eventsInput struct {
+	ID          uuid.UUID `path:"id" format:"uuid"`
+	After       int32     `query:"after" minimum:"0" doc:"Send only events with a greater seq."`
+	LastEventID string    `header:"Last-Event-ID" doc:"Set by reconnecting SSE clients; same as after."`
+}
+
+func registerJournal(api huma.API, d Deps) {
+	register(api, d, op("list-journal", http.MethodGet, "/journal",
+		"List journal runs, newest first.", auth.RoleViewer, http.StatusUnprocessableEntity),
+		func(ctx context.Context, in *listJournalInput) (*listJournalOutput, error) {
+			p := journal.ListParams{Action: in.Action, Target: in.Target, State: in.State, Limit: in.Limit}
+			if in.Cursor != "" {
+				before, err := decodeCursor(in.Cursor)
+				if err != nil {
+					return nil, err
+				}
+				p.Before = before
+			}
+			runs, err := d.Journal.List(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			out := &listJournalOutput{}
+			out.Body.Runs = make([]Run, 0, len(runs))
+			for _, r := range runs {
+				out.Body.Runs = append(out.Body.Runs, runOut(r))
+			}
+			if len(runs) == max(in.Limit, 1) {
+				out.Body.NextCursor = encodeCursor(runs[len(runs)-1])
+			}
+			return out, nil
+		})
+
+	register(api, d, op("get-journal-run", http.MethodGet, "/journal/{id}",
+		"Get one journal run.", auth.RoleViewer, http.StatusNotFound),
+		func(ctx context.Context, in *getRunInput) (*getRunOutput, error) {
+			run, err := d.Journal.Get(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &getRunOutput{Body: runOut(run)}, nil
+		})
+
+	o := op("stream-journal-events", http.MethodGet, "/journal/{id}/events",
+		"Stream a run's events as server-sent events: the events so far, then new ones as they happen "+
+			"in any process, then one `end` event with the finished run.", auth.RoleViewer, http.StatusNotFound)
+	o.Responses = map[string]*huma.Response{"200": {
+		Description: "An event stream. Each `event` message carries an Event with id = seq; the last message is `end` with the Run.",
+		Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{
+			Type: huma.TypeString, Description: "text/event-stream of `event` (Event) and `end` (Run) messages.",
+		}}},
+	}}
+	register(api, d, o, func(ctx context.Context, in *eventsInput) (*huma.StreamResponse, error) {
+		// Look the run up first, so a wrong id is a 404, not an empty stream.
+		if _, err := d.Journal.Get(ctx, in.ID); err != nil {
+			return nil, err
+		}
+		after := in.After
+		if n, err := strconv.Atoi(in.LastEventID); err == nil && int32(n) > after {
+			after = int32(n)
+		}
+		return &huma.StreamResponse{Body: func(hctx huma.Context) {
+			streamEvents(hctx, d, in.ID, after)
+		}}, nil
+	})
+}
+
+// streamEvents writes the SSE stream. Keep-alive comments go out while the
+// run is quiet so that proxies do not cut the connection.
+func streamEvents(hctx huma.Context, d Deps, id uuid.UUID, after int32) {
+	hctx.SetHeader("Content-Type", "text/event-stream")
+	hctx.SetHeader("Cache-Control", "no-cache")
+	hctx.SetHeader("X-Accel-Buffering", "no")
+	hctx.SetStatus(http.StatusOK)
+	w := hctx.BodyWriter()
+	flush := func() {
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	// The keep-alive goroutine and Follow both write: one at a time.
+	var mu sync.Mutex
+	writeMsg := func(event string, id int32, v any) error {
+		mu.Lock()
+		defer mu.Unlock()
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		var sb strings.Builder
+		if id > 0 {
+			fmt.Fprintf(&sb, "id: %d\n", id)
+		}
+		fmt.Fprintf(&sb, "event: %s\ndata: %s\n\n", event, b)
+		if _, err := w.Write([]byte(sb.String())); err != nil {
+			return err
+		}
+		flush()
+		return nil
+	}
+	_, _ = w.Write([]byte(": following run " + id.String() + "\n\n"))
+	flush()
+
+	ctx, cancel := context.WithCancel(hctx.Context())
+	defer cancel()
+	if d.ShuttingDown != nil {
+		go func() {
+			select {
+			case <-d.ShuttingDown:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	go func() {
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				mu.Lock()
+				_, _ = w.Write([]byte(": keep-alive\n\n"))
+				flush()
+				mu.Unlock()
+			}
+		}
+	}()
+	run, err := d.Journal.Follow(ctx, id, after, func(e *db.JournalEvent) error {
+		return writeMsg("event", e.Seq, eventOut(e))
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			_ = writeMsg("error", 0, map[string]string{"message": mapError(ctx, d.Logger, err).Error()})
+		}
+		return
+	}
+	_ = writeMsg("end", 0, runOut(run))
+}
+
+func encodeCursor(r *db.JournalRun) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(r.RequestedAt.UTC().Format(time.RFC3339Nano) + "|" + r.ID.String()))
+}
+
+func decodeCursor(s string) (*db.JournalRun, error) {
+	bad := errs.Errorf(errs.Invalid, "The cursor is not one this server gave out; start again without it.")
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, bad
+	}
+	at, id, ok := strings.Cut(string(b), "|")
+	if !ok {
+		return nil, bad
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return nil, bad
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return nil, bad
+	}
+	return &db.JournalRun{RequestedAt: t, ID: u}, nil
+}

@@ -1,0 +1,27 @@
+// Package jobs holds sluice's River job kinds: one args/worker pair a file.
+// Workers only translate a job into a domain call wrapped in journal.Work,
+// which keeps the run's receipt; the work itself lives in internal/.
+//
+// A kind string never changes once shipped: jobs of it may be in the table.
+package jobs
+
+import (
+	"github.com/riverqueue/river"
+
+	"sluice/internal/journal"
+)
+
+// Deps are the dependencies workers share.
+type Deps struct {
+	Journal *journal.Journal
+	// TestActions registers test_hold, the test-only action that holds a run
+	// open; serve enables it with SLUICE_ENABLE_TEST_ACTIONS=1.
+	TestActions bool
+}
+
+// Register adds every worker to workers.
+func Register(workers *river.Workers, d Deps) {
+	if d.TestActions {
+		river.AddWorker[HoldArgs](workers, &HoldWorker{Journal: d.Journal})
+	}
+}
