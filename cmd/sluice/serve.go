@@ -304,4 +304,3 @@ func (d *database) close(logger *slog.Logger) {
 		}
 	}
 }
-
