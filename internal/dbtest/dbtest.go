@@ -15,8 +15,11 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,7 +96,24 @@ func ServerURL(t testing.TB) string {
 	}
 	cluster = c
 	adminURL = c.URLFor("postgres")
+	watchdog(dir)
 	return adminURL
+}
+
+// watchdog stops the cluster and removes its directory if the test binary
+// dies without running Main's cleanup (a panic, a test timeout, a kill), so
+// no test run leaves a server behind.
+func watchdog(dir string) {
+	script := `while kill -0 "$1" 2>/dev/null; do sleep 1; done
+pid=$(head -n 1 "$2/pg/data/postmaster.pid" 2>/dev/null)
+[ -n "$pid" ] && kill -QUIT "$pid" 2>/dev/null
+sleep 1
+rm -rf "$2"`
+	cmd := exec.Command("/bin/sh", "-c", script, "sluice-dbtest-watchdog", strconv.Itoa(os.Getpid()), dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err == nil {
+		go func() { _ = cmd.Wait() }()
+	}
 }
 
 // URLFor returns a URL to database name on the test server.
