@@ -21,6 +21,10 @@ type ServeConfig struct {
 	// DatabaseURL is SLUICE_DATABASE_URL. Empty: start the embedded
 	// PostgreSQL in DataDir/postgres.
 	DatabaseURL string
+	// PostgresBinDir is SLUICE_POSTGRES_BIN_DIR: where the embedded
+	// PostgreSQL's binaries are. Default: pg_ctl on PATH, else the newest
+	// /usr/lib/postgresql/*/bin.
+	PostgresBinDir string
 	// DataDir is SLUICE_DATA_DIR, default ./.sluice (made absolute).
 	DataDir string
 	// Listen is SLUICE_LISTEN, default 127.0.0.1:8080.
@@ -45,6 +49,7 @@ func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
 	c := &ServeConfig{
 		DatabaseURL:    getenv("SLUICE_DATABASE_URL"),
 		DataDir:        cmp.Or(getenv("SLUICE_DATA_DIR"), ".sluice"),
+		PostgresBinDir: getenv("SLUICE_POSTGRES_BIN_DIR"),
 		Listen:         cmp.Or(getenv("SLUICE_LISTEN"), "127.0.0.1:8080"),
 		LogFormat:      cmp.Or(getenv("SLUICE_LOG_FORMAT"), "text"),
 		BootstrapToken: getenv("SLUICE_BOOTSTRAP_TOKEN"),

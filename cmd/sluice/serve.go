@@ -247,6 +247,7 @@ func openDatabase(ctx context.Context, cfg *ServeConfig, logger *slog.Logger) (*
 		start := time.Now()
 		c, err := pglocal.Start(ctx, pglocal.Opts{
 			Dir:    cfg.DataDir + "/postgres",
+			BinDir: cfg.PostgresBinDir,
 			Logger: logger.With("component", "postgres"),
 		})
 		if errors.Is(err, pglocal.ErrNoBinaries) {

@@ -1,0 +1,45 @@
+# The README's two commands: `make run` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+GO ?= go
+SLUICE_DATA_DIR ?= .sluice
+SLUICE_LISTEN ?= 127.0.0.1:8080
+GOTEST_FLAGS ?= -race -count=1 -timeout 15m
+
+.PHONY: run test build vet generate check-generated ensure-postgres bench clean
+
+## run: build sluice and serve it on an embedded PostgreSQL in $(SLUICE_DATA_DIR)
+run: ensure-postgres build
+	@bash scripts/run.sh bin/sluice "$(SLUICE_DATA_DIR)" "$(SLUICE_LISTEN)"
+
+## test: vet, check generated code is fresh, build, and run every test
+test: ensure-postgres vet check-generated build
+	$(GO) test $(GOTEST_FLAGS) ./...
+
+build:
+	$(GO) build -o bin/sluice ./cmd/sluice
+
+vet:
+	$(GO) vet ./...
+
+## generate: sqlc code, the OpenAPI spec, and the Go client built from it
+generate:
+	$(GO) tool sqlc generate
+	$(GO) run ./cmd/openapi-spec > httpapi/openapi.json
+	$(GO) run ./cmd/openapi-spec -3.0 > internal/apiclient/openapi-3.0.json
+	$(GO) tool oapi-codegen -config internal/apiclient/oapi-codegen.yaml internal/apiclient/openapi-3.0.json
+
+## check-generated: fail when committed generated code differs from what generate makes
+check-generated:
+	@bash scripts/check-generated.sh
+
+## ensure-postgres: install PostgreSQL from Debian when it is missing (as root), or say how
+ensure-postgres:
+	@bash scripts/ensure-postgres.sh
+
+bench: ensure-postgres build
+	$(GO) test -run '^$$' -bench . -benchtime 5x ./cmd/sluice/
+
+clean:
+	rm -rf bin

@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/dbtest"
+)
+
+// These tests run the real binary as a child process: they kill it, restart
+// it and read what it left in PostgreSQL.
+
+var sluiceBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sluiceBin = filepath.Join(dir, "sluice")
+	out, err := exec.Command("go", "build", "-o", sluiceBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build sluice: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	dbtest.Main(m)
+}
+
+const testToken = "sluice_e2e-bootstrap-token-0123456789"
+
+// proc is a running `sluice serve`.
+type proc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	url  string
+	logs *syncBuffer
+	done chan error
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startServe starts serve with env (on top of a minimal environment) and
+// waits until /readyz answers 200. It returns how long that took.
+func startServe(t *testing.T, env ...string) (*proc, time.Duration) {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(sluiceBin, "serve")
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + os.Getenv("HOME"),
+		"SLUICE_LISTEN=" + addr,
+		"SLUICE_BOOTSTRAP_TOKEN=" + testToken,
+		"SLUICE_ENABLE_TEST_ACTIONS=1",
+		"SLUICE_LOG_FORMAT=json",
+	}, env...)
+	p := &proc{t: t, cmd: cmd, url: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout = p.logs
+	cmd.Stderr = p.logs
+	begin := time.Now()
+	require.NoError(t, cmd.Start())
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+			}
+		}
+		if t.Failed() {
+			t.Logf("serve logs:\n%s", p.logs.String())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(p.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p, time.Since(begin)
+			}
+		}
+		select {
+		case err := <-p.done:
+			t.Fatalf("serve exited before it was ready: %v\n%s", err, p.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not ready after 60 s\n%s", p.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *proc) kill9() {
+	p.t.Helper()
+	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.done
+}
+
+// term sends SIGTERM and waits for a clean exit.
+func (p *proc) term() {
+	p.t.Helper()
+	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-p.done:
+		require.NoError(p.t, err, "serve should exit 0 on SIGTERM\n%s", p.logs.String())
+	case <-time.After(60 * time.Second):
+		p.t.Fatalf("serve did not stop within 60 s of SIGTERM\n%s", p.logs.String())
+	}
+}
+
+func (p *proc) do(method, path, token string, body any) (int, []byte) {
+	p.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(p.t, err)
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, p.url+path, r)
+	require.NoError(p.t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(p.t, err)
+	return resp.StatusCode, b
+}
+
+type runView struct {
+	ID    string  `json:"id"`
+	State string  `json:"state"`
+	Error *string `json:"error"`
+}
+
+func (p *proc) hold(target string, seconds int) string {
+	p.t.Helper()
+	status, body := p.do("POST", "/api/v1/test/hold", testToken, map[string]any{"target": target, "seconds": seconds})
+	require.Equal(p.t, http.StatusAccepted, status, string(body))
+	var acc struct {
+		JournalID string `json:"journalId"`
+	}
+	require.NoError(p.t, json.Unmarshal(body, &acc))
+	return acc.JournalID
+}
+
+func (p *proc) run(id string) runView {
+	p.t.Helper()
+	status, body := p.do("GET", "/api/v1/journal/"+id, testToken, nil)
+	require.Equal(p.t, http.StatusOK, status, string(body))
+	var r runView
+	require.NoError(p.t, json.Unmarshal(body, &r))
+	return r
+}
+
+func (p *proc) waitRun(id, state string) runView {
+	p.t.Helper()
+	var r runView
+	require.Eventually(p.t, func() bool {
+		r = p.run(id)
+		return r.State == state
+	}, 30*time.Second, 20*time.Millisecond, "run %s never became %s", id, state)
+	return r
+}
+
+func TestServe(t *testing.T) {
+	t.Parallel()
+
+	t.Run("KillNineDuringActionLeavesRunUnknownAfterRestart", func(t *testing.T) {
+		t.Parallel()
+		dbURL := dbtest.NewDB(t)
+		p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL)
+		id := p.hold("web", 60)
+		p.waitRun(id, "running")
+
+		p.kill9()
+
+		p2, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL)
+		r := p2.waitRun(id, "unknown")
+		require.Contains(t, *r.Error, "outcome is unknown")
+
+		// The next request is a new run, not a join of the dead one.
+		id2 := p2.hold("web", 0)
+		require.NotEqual(t, id, id2)
+		p2.waitRun(id2, "succeeded")
+	})
+
+	t.Run("SigtermGivesJobsGraceThenRecordsInterruptedRunsUnknown", func(t *testing.T) {
+		t.Parallel()
+		dbURL := dbtest.NewDB(t)
+		p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_SHUTDOWN_TIMEOUT_SEC=1")
+		short := p.hold("short", 0)
+		p.waitRun(short, "succeeded")
+		long := p.hold("long", 60)
+		p.waitRun(long, "running")
+
+		begin := time.Now()
+		p.term()
+		require.Less(t, time.Since(begin), 30*time.Second)
+
+		conn, err := pgx.Connect(context.Background(), dbURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		var state, errText string
+		require.NoError(t, conn.QueryRow(context.Background(),
+			"SELECT state, error FROM journal_run WHERE id = $1", long).Scan(&state, &errText))
+		require.Equal(t, "unknown", state)
+		require.Contains(t, errText, "Interrupted")
+	})
+
+	t.Run("TwoServesOnAnEmptyDatabaseMigrateOnce", func(t *testing.T) {
+		t.Parallel()
+		dbURL := emptyDB(t)
+		var (
+			wg    sync.WaitGroup
+			procs [2]*proc
+		)
+		for i := range procs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				procs[i], _ = startServe(t, "SLUICE_DATABASE_URL="+dbURL)
+			}()
+		}
+		wg.Wait()
+		conn, err := pgx.Connect(context.Background(), dbURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		var n int
+		require.NoError(t, conn.QueryRow(context.Background(), "SELECT count(*) FROM sluice_migration").Scan(&n))
+		require.Equal(t, 1, n)
+		for _, p := range procs {
+			status, _ := p.do("GET", "/api/v1/journal", testToken, nil)
+			require.Equal(t, http.StatusOK, status)
+		}
+	})
+
+	t.Run("SecretsNeverReachLogsJournalOrJobs", func(t *testing.T) {
+		t.Parallel()
+		dbURL := dbtest.NewDB(t)
+		p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_LOG_LEVEL=debug")
+		var bodies []string
+		for _, path := range []string{"/api/v1/journal", "/api/v1/tokens", "/readyz"} {
+			_, b := p.do("GET", path, testToken, nil)
+			bodies = append(bodies, string(b))
+		}
+		_, b := p.do("GET", "/api/v1/journal", testToken+"x", nil) // a wrong token is not echoed
+		bodies = append(bodies, string(b))
+		id := p.hold("web", 0)
+		p.waitRun(id, "succeeded")
+		_, b = p.do("GET", "/api/v1/journal/"+id, testToken, nil)
+		bodies = append(bodies, string(b))
+		p.term()
+
+		conn, err := pgx.Connect(context.Background(), dbURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		var hits int
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT
+			(SELECT count(*) FROM journal_run WHERE journal_run::text LIKE '%' || $1 || '%') +
+			(SELECT count(*) FROM journal_event WHERE journal_event::text LIKE '%' || $1 || '%') +
+			(SELECT count(*) FROM river_job WHERE river_job::text LIKE '%' || $1 || '%') +
+			(SELECT count(*) FROM api_token WHERE api_token::text LIKE '%' || $1 || '%')`, testToken).Scan(&hits))
+		require.Zero(t, hits)
+		require.NotContains(t, p.logs.String(), testToken)
+		require.Contains(t, p.logs.String(), "sluice is ready", "the log was captured")
+		for _, b := range bodies {
+			require.NotContains(t, b, testToken)
+		}
+	})
+}
+
+func TestServeEmbeddedPostgres(t *testing.T) {
+	t.Parallel()
+
+	root := t.TempDir()
+	// The postgres user must reach it: t.TempDir makes 0700 dirs.
+	require.NoError(t, os.Chmod(filepath.Dir(root), 0o755))
+	require.NoError(t, os.Chmod(root, 0o755))
+	dataDir := filepath.Join(root, "data")
+
+	p, first := startServe(t, "SLUICE_DATA_DIR="+dataDir)
+	t.Logf("first start to ready (initdb included): %s", first)
+	id := p.hold("web", 0)
+	p.waitRun(id, "succeeded")
+	status, body := p.do("GET", "/riverui/", "", nil)
+	require.Equal(t, http.StatusUnauthorized, status, string(body))
+	p.term()
+	require.NoFileExists(t, filepath.Join(dataDir, "postgres", "data", "postmaster.pid"), "postgres stopped with serve")
+
+	p2, again := startServe(t, "SLUICE_DATA_DIR="+dataDir)
+	t.Logf("restart to ready: %s", again)
+	require.Equal(t, "succeeded", p2.run(id).State, "the journal survived the restart")
+	p2.term()
+}
+
+func TestServeConfigErrors(t *testing.T) {
+	t.Parallel()
+
+	for _, tt := range []struct {
+		env  string
+		want string
+	}{
+		{"SLUICE_LOG_FORMAT=xml", "SLUICE_LOG_FORMAT must be text or json"},
+		{"SLUICE_LISTEN=8080", "SLUICE_LISTEN must be host:port"},
+		{"SLUICE_BOOTSTRAP_TOKEN=short", "at least 16 characters"},
+		{"SLUICE_SHUTDOWN_TIMEOUT_SEC=soon", "SLUICE_SHUTDOWN_TIMEOUT_SEC must be a whole number"},
+	} {
+		cmd := exec.Command(sluiceBin, "serve")
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), tt.env}
+		out, err := cmd.CombinedOutput()
+		require.Error(t, err, tt.env)
+		require.Contains(t, string(out), tt.want)
+	}
+
+	cmd := exec.Command(sluiceBin, "serve")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_DATA_DIR=" + t.TempDir(), "SLUICE_POSTGRES_BIN_DIR=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "install them with `apt-get install postgresql`")
+	require.Contains(t, string(out), "or set SLUICE_DATABASE_URL")
+}
+
+// emptyDB creates a database with no migrations applied.
+func emptyDB(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, dbtest.ServerURL(t))
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("empty_%d_%d", os.Getpid(), time.Now().UnixNano())
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		admin, err := pgx.Connect(context.Background(), dbtest.ServerURL(t))
+		if err == nil {
+			_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			admin.Close(context.Background())
+		}
+	})
+	return dbtest.URLFor(t, name)
+}
