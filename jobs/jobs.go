@@ -21,6 +21,7 @@ type Deps struct {
 
 // Register adds every worker to workers.
 func Register(workers *river.Workers, d Deps) {
+	river.AddWorker[RecoverRunsArgs](workers, &RecoverRunsWorker{Journal: d.Journal})
 	if d.TestActions {
 		river.AddWorker[HoldArgs](workers, &HoldWorker{Journal: d.Journal})
 	}

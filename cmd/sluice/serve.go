@@ -27,10 +27,6 @@ import (
 	"sluice/jobs"
 )
 
-// recoverInterval is how often serve looks for runs left open by processes
-// that died. River's own rescuer runs every 30 s as well.
-const recoverInterval = 30 * time.Second
-
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -73,9 +69,10 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	workers := river.NewWorkers()
 	jobs.Register(workers, jobs.Deps{Journal: j, TestActions: cfg.TestActions})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
-		Workers: workers,
-		Logger:  riverLogger(logger),
+		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+		Workers:      workers,
+		PeriodicJobs: jobs.PeriodicJobs(),
+		Logger:       riverLogger(logger),
 		// Each worker sets its own Timeout; this catches one that forgets.
 		JobTimeout: 10 * time.Minute,
 		// Must exceed the longest job timeout, or River would rescue (and
@@ -96,7 +93,6 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	} else if n > 0 {
 		logger.Warn("runs left open by a stopped process are now unknown", "count", n)
 	}
-	go recoverLoop(bg, j, logger)
 
 	var riverStarted atomic.Bool
 	if err := client.Start(bg); err != nil {
@@ -171,23 +167,6 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	stopBG()
 	logger.Info("stopped")
 	return nil
-}
-
-func recoverLoop(ctx context.Context, j *journal.Journal, logger *slog.Logger) {
-	t := time.NewTicker(recoverInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n, err := j.Recover(ctx); err != nil && ctx.Err() == nil {
-				logger.Warn("recover runs", "err", err)
-			} else if n > 0 {
-				logger.Warn("runs left open by a stopped process are now unknown", "count", n)
-			}
-		}
-	}
 }
 
 func readiness(ctx context.Context, pool *pgxpool.Pool, riverStarted bool) httpapi.ReadyReport {
