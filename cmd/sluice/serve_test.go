@@ -11,15 +11,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/dbtest"
+	"sluice/internal/pglocal"
 )
 
 // These tests run the real binary as a child process: they kill it, restart
@@ -387,4 +390,133 @@ func emptyDB(t *testing.T) string {
 		}
 	})
 	return dbtest.URLFor(t, name)
+}
+
+func TestServeSurvivesPostgresRestart(t *testing.T) {
+	t.Parallel()
+
+	// A cluster of its own: restarting the shared one would disturb other tests.
+	root := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(root), 0o755))
+	require.NoError(t, os.Chmod(root, 0o755))
+	ctx := context.Background()
+	opts := pglocal.Opts{Dir: filepath.Join(root, "pg"), Settings: map[string]string{"fsync": "off"}}
+	cluster, err := pglocal.Start(ctx, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cluster.Stop(context.Background()) })
+
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+cluster.URL())
+	id := p.hold("web", 4)
+	p.waitRun(id, "running")
+
+	require.NoError(t, cluster.Stop(ctx))
+	time.Sleep(500 * time.Millisecond)
+	cluster, err = pglocal.Start(ctx, opts)
+	require.NoError(t, err)
+
+	// The action outlived the outage and recorded its outcome.
+	r := p.waitRun(id, "succeeded")
+	require.Nil(t, r.Error)
+	// The server serves new actions, and /readyz is green again.
+	id2 := p.hold("web", 0)
+	p.waitRun(id2, "succeeded")
+	status, body := p.do("GET", "/readyz", "", nil)
+	require.Equal(t, http.StatusOK, status, string(body))
+}
+
+func TestCLI(t *testing.T) {
+	t.Parallel()
+
+	dbURL := dbtest.NewDB(t)
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL)
+	cli := func(token string, args ...string) (string, string, int) {
+		cmd := exec.Command(sluiceBin, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_TOKEN=" + token}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		return stdout.String(), stderr.String(), code
+	}
+
+	t.Run("FollowExitCodeIsTheOutcome", func(t *testing.T) {
+		ok := p.hold("ok", 1)
+		out, _, code := cli(testToken, "journal", ok, "--follow")
+		require.Equal(t, 0, code, out)
+		require.Contains(t, out, "held 1 of 1 seconds")
+		require.Contains(t, out, "run "+ok+" succeeded")
+
+		status, body := p.do("POST", "/api/v1/test/hold", testToken, map[string]any{"target": "bad", "seconds": 0, "fail": true})
+		require.Equal(t, http.StatusAccepted, status)
+		var acc struct {
+			JournalID string `json:"journalId"`
+		}
+		require.NoError(t, json.Unmarshal(body, &acc))
+		out, _, code = cli(testToken, "journal", "--follow", acc.JournalID)
+		require.Equal(t, 1, code, out)
+		require.Contains(t, out, "The hold was asked to fail.")
+	})
+
+	t.Run("TokenCreatePrintsSecretOnceAndItWorks", func(t *testing.T) {
+		secret, stderr, code := cli(testToken, "token", "create", "--role", "viewer", "--name", "reader")
+		require.Equal(t, 0, code, stderr)
+		secret = strings.TrimSpace(secret)
+		require.True(t, strings.HasPrefix(secret, "sluice_"), secret)
+
+		out, _, code := cli(secret, "journal", "--limit", "5")
+		require.Equal(t, 0, code)
+		require.Contains(t, out, "test_hold")
+
+		_, stderr, code = cli(secret, "token", "create", "--role", "admin", "--name", "escalate")
+		require.Equal(t, 1, code)
+		require.Contains(t, stderr, "403")
+		require.Contains(t, stderr, "needs admin")
+
+		out, _, code = cli(testToken, "token", "list")
+		require.Equal(t, 0, code)
+		require.Contains(t, out, "reader")
+		require.NotContains(t, out, secret)
+
+		_, _, code = cli(testToken, "token", "revoke", "reader")
+		require.Equal(t, 0, code)
+		_, stderr, code = cli(secret, "journal")
+		require.Equal(t, 1, code)
+		require.Contains(t, stderr, "401")
+	})
+
+	t.Run("MissingTokenSaysWhatToDo", func(t *testing.T) {
+		_, stderr, code := cli("", "journal")
+		require.Equal(t, 1, code)
+		require.Contains(t, stderr, "SLUICE_TOKEN is not set")
+	})
+}
+
+func TestMigrateAndReadiness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := emptyDB(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+
+	rep := readiness(ctx, pool, true)
+	require.False(t, rep.Ready)
+	require.Contains(t, rep.Checks["migrations"], "pending; run sluice migrate")
+
+	cmd := exec.Command(sluiceBin, "migrate")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_DATABASE_URL=" + dbURL}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Contains(t, string(out), "migrations are current")
+
+	rep = readiness(ctx, pool, true)
+	require.True(t, rep.Ready, "%v", rep.Checks)
+	rep = readiness(ctx, pool, false)
+	require.False(t, rep.Ready)
+	require.Equal(t, "not started", rep.Checks["river"])
 }
