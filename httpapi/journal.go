@@ -95,7 +95,7 @@ func accepted(res *journal.EnqueueResult) *ActionAccepted {
 type listJournalInput struct {
 	Action string `query:"action" doc:"Only runs of this action."`
 	Target string `query:"target" doc:"Only runs on this target."`
-	State  string `query:"state" enum:"queued,running,succeeded,failed,unknown,cancelled," doc:"Only runs in this state."`
+	State  string `query:"state" enum:"queued,running,succeeded,failed,unknown,cancelled" doc:"Only runs in this state."`
 	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50" doc:"Page size."`
 	Cursor string `query:"cursor" doc:"nextCursor from the previous page."`
 }

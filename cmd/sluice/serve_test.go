@@ -50,7 +50,7 @@ const testToken = "sluice_e2e-bootstrap-token-0123456789"
 
 // proc is a running `sluice serve`.
 type proc struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	url  string
 	logs *syncBuffer
@@ -74,7 +74,7 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -84,7 +84,7 @@ func freeAddr(t *testing.T) string {
 
 // startServe starts serve with env (on top of a minimal environment) and
 // waits until /readyz answers 200. It returns how long that took.
-func startServe(t *testing.T, env ...string) (*proc, time.Duration) {
+func startServe(t testing.TB, env ...string) (*proc, time.Duration) {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(sluiceBin, "serve")

@@ -114,7 +114,6 @@ func (e TokenRole) Valid() bool {
 // Defines values for ListJournalParamsState.
 const (
 	ListJournalParamsStateCancelled ListJournalParamsState = "cancelled"
-	ListJournalParamsStateEmpty     ListJournalParamsState = ""
 	ListJournalParamsStateFailed    ListJournalParamsState = "failed"
 	ListJournalParamsStateQueued    ListJournalParamsState = "queued"
 	ListJournalParamsStateRunning   ListJournalParamsState = "running"
@@ -126,8 +125,6 @@ const (
 func (e ListJournalParamsState) Valid() bool {
 	switch e {
 	case ListJournalParamsStateCancelled:
-		return true
-	case ListJournalParamsStateEmpty:
 		return true
 	case ListJournalParamsStateFailed:
 		return true
