@@ -488,6 +488,18 @@ func (q *Queries) JournalRunStart(ctx context.Context, arg *JournalRunStartParam
 	return &i, err
 }
 
+const journalRunTargetForJob = `-- name: JournalRunTargetForJob :one
+SELECT target FROM journal_run WHERE river_job_id = $1 LIMIT 1
+`
+
+// JournalRunTargetForJob reads, without locking, the target a job's runs work on.
+func (q *Queries) JournalRunTargetForJob(ctx context.Context, riverJobID *int64) (string, error) {
+	row := q.db.QueryRow(ctx, journalRunTargetForJob, riverJobID)
+	var target string
+	err := row.Scan(&target)
+	return target, err
+}
+
 const journalRunTryLiveness = `-- name: JournalRunTryLiveness :one
 SELECT pg_try_advisory_lock($1::bigint) AS acquired
 `
@@ -500,4 +512,15 @@ func (q *Queries) JournalRunTryLiveness(ctx context.Context, key int64) (bool, e
 	var acquired bool
 	err := row.Scan(&acquired)
 	return acquired, err
+}
+
+const riverJobLock = `-- name: RiverJobLock :exec
+SELECT id FROM river_job WHERE id = $1 FOR UPDATE
+`
+
+// RiverJobLock locks a River job's row. Transactions that finish a run take
+// it before touching the run, the order Enqueue's duplicate path takes too.
+func (q *Queries) RiverJobLock(ctx context.Context, id int64) error {
+	_, err := q.db.Exec(ctx, riverJobLock, id)
+	return err
 }

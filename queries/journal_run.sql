@@ -83,3 +83,12 @@ RETURNING generation;
 INSERT INTO action_generation (action, target, generation) VALUES (@action, @target, 1)
 ON CONFLICT (action, target) DO UPDATE SET generation = action_generation.generation + 1
 RETURNING generation;
+
+-- name: JournalRunTargetForJob :one
+-- JournalRunTargetForJob reads, without locking, the target a job's runs work on.
+SELECT target FROM journal_run WHERE river_job_id = @river_job_id LIMIT 1;
+
+-- name: RiverJobLock :exec
+-- RiverJobLock locks a River job's row. Transactions that finish a run take
+-- it before touching the run, the order Enqueue's duplicate path takes too.
+SELECT id FROM river_job WHERE id = @id FOR UPDATE;

@@ -262,6 +262,14 @@ func (j *Journal) joinTx(ctx context.Context, tx pgx.Tx, jobID int64) (*EnqueueR
 	return &EnqueueResult{Run: run, Joined: true}, nil
 }
 
+// lockOrder: every transaction of the spine takes its locks in this order,
+// so that none can deadlock another:
+//
+//  1. the action_generation row (Enqueue; a run's start),
+//  2. the river_job row (River's insert of a duplicate; a run's finish),
+//  3. the job's advisory lock (lockJob),
+//  4. the journal_run row (joins, starts, events, finishes).
+//
 // lockJob serializes the two places that may record a new run for a job: a
 // request joining it and a worker starting it.
 func lockJob(ctx context.Context, tx pgx.Tx, jobID int64) error {

@@ -39,6 +39,7 @@ type script struct {
 	started chan uuid.UUID // receives each run id as it starts
 	release chan error     // the action returns what is sent here
 	apply   func(ctx context.Context, tx pgx.Tx) error
+	auto    bool // succeed at once, without started/release
 }
 
 type probeWorker struct {
@@ -66,6 +67,9 @@ func (w *probeWorker) Work(ctx context.Context, job *river.Job[probeArgs]) error
 	s := w.script(job.Args.Target)
 	return journal.Work(ctx, w.j, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		p.Info(ctx, "probing "+job.Args.Target, map[string]int{"attempt": job.Attempt})
+		if s.auto {
+			return &journal.Outcome{}, nil
+		}
 		s.started <- p.RunID()
 		select {
 		case err := <-s.release:
@@ -272,6 +276,51 @@ func TestWork(t *testing.T) {
 		s.release <- nil
 		run := waitState(t, b, second.Run.ID, journal.StateSucceeded)
 		require.EqualValues(t, 1, run.Joined)
+	})
+
+	t.Run("ConcurrentRequestsWhileRunsStartAndFinishAreEachAnsweredOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{start: true})
+		targets := []string{"a", "b", "c"}
+		for _, target := range targets {
+			b.worker.script(target).auto = true
+		}
+		const n = 300
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			errs []error
+		)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				target := targets[i%len(targets)]
+				_, err := b.journal.Enqueue(context.Background(), journal.EnqueueParams{
+					Args: &probeArgs{Target: target}, Target: target, RequestedBy: "alice", JoinRunning: i%2 == 0,
+				})
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		require.Empty(t, errs)
+
+		// Every request is accounted for exactly once: as a run, or as a join.
+		require.Eventually(t, func() bool {
+			var open int
+			require.NoError(t, b.pool.QueryRow(context.Background(),
+				"SELECT count(*) FROM journal_run WHERE state IN ('queued', 'running')").Scan(&open))
+			return open == 0
+		}, 30*time.Second, 20*time.Millisecond)
+		var runs, joined, failed int
+		require.NoError(t, b.pool.QueryRow(context.Background(),
+			"SELECT count(*), coalesce(sum(joined), 0), count(*) FILTER (WHERE state <> 'succeeded') FROM journal_run").Scan(&runs, &joined, &failed))
+		require.Equal(t, n, runs+joined)
+		require.Zero(t, failed)
 	})
 
 	t.Run("JoinRunningJoinsTheRunningRun", func(t *testing.T) {

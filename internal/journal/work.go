@@ -83,7 +83,7 @@ func Work[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], f
 	p := &Progress{j: j, run: run}
 	outcome, actErr := safeRun(ctx, fn, p)
 	complete := func(ctx context.Context, tx pgx.Tx) error { return completeTx(ctx, tx, job) }
-	return j.finish(ctx, complete, run, outcome, actErr)
+	return j.finish(ctx, job.ID, complete, run, outcome, actErr)
 }
 
 func safeRun(ctx context.Context, fn ActionFunc, p *Progress) (out *Outcome, err error) {
@@ -100,6 +100,19 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 	var run *db.JournalRun
 	err := db.WithTx(ctx, j.pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
+		// Locks are taken in one order everywhere (see lockOrder): the
+		// generation row first, then the job lock, then the run's row.
+		target, err := q.JournalRunTargetForJob(ctx, &job.ID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			if t, ok := args.(Targeter); ok {
+				target = t.JournalTarget()
+			}
+		} else if err != nil {
+			return fmt.Errorf("find target of job %d: %w", job.ID, err)
+		}
+		if _, err := q.ActionGenerationBump(ctx, &db.ActionGenerationBumpParams{Action: job.Kind, Target: target}); err != nil {
+			return fmt.Errorf("bump generation: %w", err)
+		}
 		if err := lockJob(ctx, tx, job.ID); err != nil {
 			return err
 		}
@@ -116,10 +129,6 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 		case latest == nil:
 			// Inserted outside Enqueue, by River's periodic enqueuer: the run
 			// is recorded as the job starts.
-			target := ""
-			if t, ok := args.(Targeter); ok {
-				target = t.JournalTarget()
-			}
 			insert = &db.JournalRunInsertParams{
 				ID: uuid.New(), Action: job.Kind, Target: target,
 				RequestedBy: RequestedBySystem, RiverJobID: &job.ID, Params: json.RawMessage(`{}`),
@@ -150,15 +159,6 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 			if _, err := q.JournalRunInsert(ctx, insert); err != nil {
 				return fmt.Errorf("insert run: %w", err)
 			}
-		}
-		var action, target string
-		if latest != nil {
-			action, target = latest.Action, latest.Target
-		} else {
-			action, target = insert.Action, insert.Target
-		}
-		if _, err := q.ActionGenerationBump(ctx, &db.ActionGenerationBumpParams{Action: action, Target: target}); err != nil {
-			return fmt.Errorf("bump generation: %w", err)
 		}
 		run, err = q.JournalRunStart(ctx, &db.JournalRunStartParams{ID: runID, Attempt: int32(job.Attempt)})
 		if err != nil {
@@ -223,7 +223,7 @@ func (j *Journal) unlockAll(ctx context.Context, lc *pgxpool.Conn) {
 }
 
 // finish records the outcome. It returns what the worker returns to River.
-func (j *Journal) finish(ctx context.Context, complete func(context.Context, pgx.Tx) error, run *db.JournalRun, outcome *Outcome, actErr error) error {
+func (j *Journal) finish(ctx context.Context, jobID int64, complete func(context.Context, pgx.Tx) error, run *db.JournalRun, outcome *Outcome, actErr error) error {
 	state, errText := StateSucceeded, ""
 	if actErr != nil {
 		state, errText = j.classify(ctx, actErr)
@@ -250,6 +250,9 @@ func (j *Journal) finish(ctx context.Context, complete func(context.Context, pgx
 	defer cancel()
 	write := func(apply bool, state, msg, errText string) error {
 		return db.WithTx(fctx, j.pool, func(ctx context.Context, tx pgx.Tx) error {
+			if err := db.New(tx).RiverJobLock(ctx, jobID); err != nil {
+				return fmt.Errorf("lock job %d: %w", jobID, err)
+			}
 			if apply && outcome.ApplyTx != nil {
 				if err := outcome.ApplyTx(ctx, tx); err != nil {
 					return fmt.Errorf("record outcome: %w", err)
