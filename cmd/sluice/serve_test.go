@@ -520,3 +520,73 @@ func TestMigrateAndReadiness(t *testing.T) {
 	require.False(t, rep.Ready)
 	require.Equal(t, "not started", rep.Checks["river"])
 }
+
+func TestRiverUIRetryRecordsNewRun(t *testing.T) {
+	t.Parallel()
+
+	dbURL := dbtest.NewDB(t)
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL)
+	status, body := p.do("POST", "/api/v1/test/hold", testToken, map[string]any{"target": "web", "seconds": 0, "fail": true})
+	require.Equal(t, http.StatusAccepted, status, string(body))
+	var acc struct {
+		JournalID string `json:"journalId"`
+	}
+	require.NoError(t, json.Unmarshal(body, &acc))
+	p.waitRun(acc.JournalID, "failed")
+	_, body = p.do("GET", "/api/v1/journal/"+acc.JournalID, testToken, nil)
+	var first struct {
+		RiverJobID int64 `json:"riverJobId"`
+	}
+	require.NoError(t, json.Unmarshal(body, &first))
+
+	// What the retry button in River UI sends, as a browser would: basic auth.
+	retry := func(user, password string) int {
+		req, err := http.NewRequest("POST", p.url+"/riverui/api/jobs/retry",
+			strings.NewReader(fmt.Sprintf(`{"ids":["%d"]}`, first.RiverJobID)))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.SetBasicAuth(user, password)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// River finalizes the job just after the run's receipt commits; the
+	// retry button is for finished jobs.
+	require.Eventually(t, func() bool {
+		req, err := http.NewRequest("GET", fmt.Sprintf("%s/riverui/api/jobs/%d", p.url, first.RiverJobID), nil)
+		require.NoError(t, err)
+		req.SetBasicAuth("ops", testToken)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var job struct {
+			State string `json:"state"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&job))
+		return job.State == "discarded"
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, http.StatusUnauthorized, retry("ops", "wrong"))
+	require.Equal(t, http.StatusOK, retry("ops", testToken))
+
+	var retried []struct {
+		ID      string  `json:"id"`
+		State   string  `json:"state"`
+		RetryOf *string `json:"retryOf"`
+	}
+	require.Eventually(t, func() bool {
+		_, body := p.do("GET", "/api/v1/journal?target=web", testToken, nil)
+		var page struct {
+			Runs []struct {
+				ID      string  `json:"id"`
+				State   string  `json:"state"`
+				RetryOf *string `json:"retryOf"`
+			} `json:"runs"`
+		}
+		require.NoError(t, json.Unmarshal(body, &page))
+		retried = page.Runs
+		return len(page.Runs) == 2 && page.Runs[0].State == "failed"
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, acc.JournalID, *retried[0].RetryOf, "the retry's run names the run it retries")
+	require.Equal(t, "failed", p.run(acc.JournalID).State, "the first receipt is unchanged")
+}
