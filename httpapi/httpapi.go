@@ -56,7 +56,7 @@ func New(d Deps) http.Handler {
 	registerJournal(api, d)
 	registerTokens(api, d)
 	if d.TestActions {
-		registerTestActions(api, d)
+		registerTestActions(newHiddenAPI(mux, d), d)
 	}
 	registerHealth(mux, d)
 	if d.RiverUI != nil {
@@ -75,6 +75,19 @@ func Spec() *huma.OpenAPI {
 	registerJournal(api, Deps{})
 	registerTokens(api, Deps{})
 	return api.OpenAPI()
+}
+
+// newHiddenAPI returns an API on the same mux whose operations appear in no
+// served spec: its schemas live in a registry of their own.
+func newHiddenAPI(mux *http.ServeMux, d Deps) huma.API {
+	config := huma.DefaultConfig("sluice test actions", Version)
+	config.CreateHooks = nil
+	config.SchemasPath = ""
+	config.DocsPath = ""
+	config.OpenAPIPath = ""
+	api := humago.New(mux, config)
+	api.UseMiddleware(authMiddleware(api, d))
+	return api
 }
 
 func newAPI(mux *http.ServeMux, d Deps) huma.API {
@@ -137,7 +150,9 @@ func authMiddleware(api huma.API, d Deps) func(huma.Context, func(huma.Context))
 		}
 		tok, err := authenticate(ctx.Context(), d, bearer(ctx.Header("Authorization")))
 		if err != nil {
-			ctx.SetHeader("WWW-Authenticate", `Bearer realm="sluice"`)
+			if errs.Is(err, errs.Unauthorized) {
+				ctx.SetHeader("WWW-Authenticate", `Bearer realm="sluice"`)
+			}
 			writeErr(api, ctx, d.Logger, err)
 			return
 		}

@@ -125,7 +125,9 @@ func registerJournal(api huma.API, d Deps) {
 	register(api, d, op("list-journal", http.MethodGet, "/journal",
 		"List journal runs, newest first.", auth.RoleViewer, http.StatusUnprocessableEntity),
 		func(ctx context.Context, in *listJournalInput) (*listJournalOutput, error) {
-			p := journal.ListParams{Action: in.Action, Target: in.Target, State: in.State, Limit: in.Limit}
+			limit := min(max(in.Limit, 1), 500)
+			// One more than a page tells whether another page follows.
+			p := journal.ListParams{Action: in.Action, Target: in.Target, State: in.State, Limit: limit + 1}
 			if in.Cursor != "" {
 				before, err := decodeCursor(in.Cursor)
 				if err != nil {
@@ -138,12 +140,13 @@ func registerJournal(api huma.API, d Deps) {
 				return nil, err
 			}
 			out := &listJournalOutput{}
+			if len(runs) > limit {
+				runs = runs[:limit]
+				out.Body.NextCursor = encodeCursor(runs[len(runs)-1])
+			}
 			out.Body.Runs = make([]Run, 0, len(runs))
 			for _, r := range runs {
 				out.Body.Runs = append(out.Body.Runs, runOut(r))
-			}
-			if len(runs) == max(in.Limit, 1) {
-				out.Body.NextCursor = encodeCursor(runs[len(runs)-1])
 			}
 			return out, nil
 		})
@@ -219,9 +222,15 @@ func streamEvents(hctx huma.Context, d Deps, id uuid.UUID, after int32) {
 	flush()
 
 	ctx, cancel := context.WithCancel(hctx.Context())
+	// The goroutines below must be gone before the handler returns: a write
+	// after that would race with net/http reusing the response.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer cancel()
 	if d.ShuttingDown != nil {
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			select {
 			case <-d.ShuttingDown:
 				cancel()
@@ -229,7 +238,9 @@ func streamEvents(hctx huma.Context, d Deps, id uuid.UUID, after int32) {
 			}
 		}()
 	}
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		t := time.NewTicker(15 * time.Second)
 		defer t.Stop()
 		for {

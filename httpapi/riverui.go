@@ -21,8 +21,10 @@ func riverUIAuth(d Deps, next http.Handler) http.Handler {
 			}
 		}
 		tok, err := authenticate(r.Context(), d, secret)
-		if err != nil {
+		if errs.Is(err, errs.Unauthorized) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="sluice River UI (any user name, the API token as password)", charset="UTF-8"`)
+		}
+		if err != nil {
 			writeProblem(w, r, d, err)
 			return
 		}

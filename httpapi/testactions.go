@@ -22,11 +22,10 @@ type holdInput struct {
 
 // registerTestActions adds POST /api/v1/test/hold, which enqueues the
 // test-only hold action. It is off unless SLUICE_ENABLE_TEST_ACTIONS=1 and
-// is never part of the published spec.
+// is never part of the published spec: it lives on an API of its own.
 func registerTestActions(api huma.API, d Deps) {
 	o := op("test-hold", http.MethodPost, "/test/hold", "Hold a run open (test-only).", auth.RoleOperator)
 	o.DefaultStatus = http.StatusAccepted
-	o.Hidden = true
 	register(api, d, o, func(ctx context.Context, in *holdInput) (*ActionAccepted, error) {
 		res, err := d.Journal.Enqueue(ctx, journal.EnqueueParams{
 			Args:        &jobs.HoldArgs{Target: in.Body.Target, Seconds: in.Body.Seconds, Fail: in.Body.Fail},

@@ -306,7 +306,7 @@ func (j *Journal) Get(ctx context.Context, id uuid.UUID) (*db.JournalRun, error)
 // ListParams filters and pages List.
 type ListParams struct {
 	Action, Target, State string // "" matches all
-	Limit                 int    // default 50, at most 500
+	Limit                 int    // default 50, at most 1000
 	// Before continues a page: runs requested strictly before this run
 	// (ordered by requested time, then id).
 	Before *db.JournalRun
@@ -318,7 +318,7 @@ func (j *Journal) List(ctx context.Context, p ListParams) ([]*db.JournalRun, err
 	if limit <= 0 {
 		limit = 50
 	}
-	limit = min(limit, 500)
+	limit = min(limit, 1000)
 	arg := &db.JournalRunListParams{MaxRows: int32(limit)}
 	if p.Action != "" {
 		arg.Action = &p.Action

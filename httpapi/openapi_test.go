@@ -1,0 +1,113 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"sluice/httpapi"
+)
+
+func TestOpenAPISpec(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		server *httptest.Server
+	}
+
+	// setup serves the handler with test actions on and no database: the
+	// spec needs neither.
+	setup := func(t *testing.T) *testBundle {
+		t.Helper()
+		srv := httptest.NewServer(httpapi.New(httpapi.Deps{TestActions: true}))
+		t.Cleanup(srv.Close)
+		return &testBundle{server: srv}
+	}
+
+	get := func(b *testBundle, t *testing.T, path string) []byte {
+		t.Helper()
+		resp, err := b.server.Client().Get(b.server.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var buf bytes.Buffer
+		_, err = buf.ReadFrom(resp.Body)
+		require.NoError(t, err)
+		return buf.Bytes()
+	}
+
+	type spec struct {
+		OpenAPI string `json:"openapi"`
+		Paths   map[string]map[string]struct {
+			OperationID string                `json:"operationId"`
+			Security    []map[string][]string `json:"security"`
+			Responses   map[string]any        `json:"responses"`
+		} `json:"paths"`
+	}
+
+	t.Run("CommittedSpecIsWhatCmdOpenAPISpecPrints", func(t *testing.T) {
+		t.Parallel()
+		b, err := json.Marshal(httpapi.Spec())
+		require.NoError(t, err)
+		var want bytes.Buffer
+		require.NoError(t, json.Indent(&want, b, "", "  "))
+		want.WriteByte('\n')
+
+		got, err := os.ReadFile("openapi.json")
+		require.NoError(t, err)
+		require.Equal(t, want.String(), string(got),
+			"httpapi/openapi.json is stale: run `go run ./cmd/openapi-spec > httpapi/openapi.json` and review the diff")
+	})
+
+	t.Run("ServedSpecIsTheCommittedOneWithoutTestActions", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		served := get(b, t, "/openapi.json")
+		require.NotContains(t, string(served), "test-hold")
+		require.NotContains(t, string(served), "/test/hold")
+
+		committed, err := os.ReadFile("openapi.json")
+		require.NoError(t, err)
+		var gotDoc, wantDoc map[string]any
+		require.NoError(t, json.Unmarshal(served, &gotDoc))
+		require.NoError(t, json.Unmarshal(committed, &wantDoc))
+		// Test actions live on an API of their own: the served spec is the
+		// committed contract, schemas included.
+		require.Equal(t, wantDoc, gotDoc)
+
+		var s spec
+		require.NoError(t, json.Unmarshal(served, &s))
+		var ids []string
+		for _, ops := range s.Paths {
+			for _, op := range ops {
+				ids = append(ids, op.OperationID)
+				require.Equal(t, []map[string][]string{{"bearer": {}}}, op.Security, op.OperationID)
+				require.Contains(t, op.Responses, "401", op.OperationID)
+				require.Contains(t, op.Responses, "403", op.OperationID)
+			}
+		}
+		slices.Sort(ids)
+		require.Equal(t, []string{
+			"create-token", "get-journal-run", "list-journal", "list-tokens", "revoke-token", "stream-journal-events",
+		}, ids)
+	})
+
+	t.Run("ServesOpenAPI30AndYAML", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var s spec
+		require.NoError(t, json.Unmarshal(get(b, t, "/openapi-3.0.json"), &s))
+		require.Equal(t, "3.0.3", s.OpenAPI)
+		require.NotContains(t, string(get(b, t, "/openapi-3.0.json")), "test-hold")
+
+		yaml := string(get(b, t, "/openapi.yaml"))
+		require.Contains(t, yaml, "operationId: list-journal")
+		require.NotContains(t, yaml, "test-hold")
+	})
+}
