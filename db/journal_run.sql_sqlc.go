@@ -514,6 +514,26 @@ func (q *Queries) JournalRunTryLiveness(ctx context.Context, key int64) (bool, e
 	return acquired, err
 }
 
+const riverJobFinalizeDead = `-- name: RiverJobFinalizeDead :exec
+UPDATE river_job
+SET state = 'cancelled',
+    finalized_at = now(),
+    errors = array_append(coalesce(errors, '{}'), jsonb_build_object(
+        'at', now(), 'attempt', attempt,
+        'error', 'the process working this job stopped; its journal run is recorded as unknown',
+        'trace', ''))
+WHERE id = $1 AND state = 'running'
+`
+
+// RiverJobFinalizeDead cancels a River job whose worker process died. River
+// would leave it running until its rescuer runs (hours away, since that must
+// exceed the longest job timeout), and a running unique job blocks every new
+// request for its action. An operator can still retry it in River UI.
+func (q *Queries) RiverJobFinalizeDead(ctx context.Context, id int64) error {
+	_, err := q.db.Exec(ctx, riverJobFinalizeDead, id)
+	return err
+}
+
 const riverJobLock = `-- name: RiverJobLock :exec
 SELECT id FROM river_job WHERE id = $1 FOR UPDATE
 `

@@ -92,3 +92,17 @@ SELECT target FROM journal_run WHERE river_job_id = @river_job_id LIMIT 1;
 -- RiverJobLock locks a River job's row. Transactions that finish a run take
 -- it before touching the run, the order Enqueue's duplicate path takes too.
 SELECT id FROM river_job WHERE id = @id FOR UPDATE;
+
+-- name: RiverJobFinalizeDead :exec
+-- RiverJobFinalizeDead cancels a River job whose worker process died. River
+-- would leave it running until its rescuer runs (hours away, since that must
+-- exceed the longest job timeout), and a running unique job blocks every new
+-- request for its action. An operator can still retry it in River UI.
+UPDATE river_job
+SET state = 'cancelled',
+    finalized_at = now(),
+    errors = array_append(coalesce(errors, '{}'), jsonb_build_object(
+        'at', now(), 'attempt', attempt,
+        'error', 'the process working this job stopped; its journal run is recorded as unknown',
+        'trace', ''))
+WHERE id = @id AND state = 'running';

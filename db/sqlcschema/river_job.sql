@@ -10,5 +10,6 @@ CREATE TABLE river_job (
     attempt smallint NOT NULL DEFAULT 0,
     kind text NOT NULL,
     state river_job_state NOT NULL DEFAULT 'available',
-    errors jsonb[]
+    errors jsonb[],
+    finalized_at timestamptz
 );

@@ -559,6 +559,10 @@ func TestRecover(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, journal.StateUnknown, run.State)
 		require.Contains(t, *run.Error, "outcome is unknown")
+		var jobState string
+		require.NoError(t, other.Pool().QueryRow(context.Background(),
+			"SELECT state FROM river_job WHERE id = $1", *run.RiverJobID).Scan(&jobState))
+		require.Equal(t, "cancelled", jobState, "the dead job no longer holds its unique key")
 		s.release <- nil // the zombie's late finish cannot rewrite the receipt
 		time.Sleep(100 * time.Millisecond)
 		again, err := other.Get(context.Background(), res.Run.ID)

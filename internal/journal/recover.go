@@ -16,7 +16,9 @@ var errMoved = errors.New("run moved on")
 //
 //   - a running run whose liveness lock is free: the process that worked it
 //     died (its session, and so its lock, ended with it). It becomes unknown,
-//     never succeeded: sluice cannot tell how far it got.
+//     never succeeded: sluice cannot tell how far it got. Its River job, which
+//     River would hold as running until its rescuer, is cancelled so that new
+//     requests are not joined to a dead job; River UI can still retry it.
 //   - a queued run whose River job was cancelled, discarded or deleted
 //     before it started: it becomes cancelled (or unknown).
 //
@@ -63,6 +65,11 @@ func (j *Journal) Recover(ctx context.Context) (int, error) {
 		// have moved on since the list was read.
 		err := db.WithTx(ctx, j.pool, func(ctx context.Context, tx pgx.Tx) error {
 			q := db.New(tx)
+			if r.RiverJobID != nil { // lock order: the job's row before the run's
+				if err := q.RiverJobLock(ctx, *r.RiverJobID); err != nil {
+					return err
+				}
+			}
 			cur, err := q.JournalRunGetForUpdate(ctx, r.ID)
 			if err != nil {
 				return err
@@ -70,7 +77,15 @@ func (j *Journal) Recover(ctx context.Context) (int, error) {
 			if cur.State != r.State || cur.LastSeq != r.LastSeq {
 				return errMoved
 			}
-			return finishTx(ctx, q, r.ID, state, msg, nil)
+			if err := finishTx(ctx, q, r.ID, state, msg, nil); err != nil {
+				return err
+			}
+			if r.State == StateRunning && r.RiverJobID != nil {
+				// Its worker is gone: free the job, or its unique key would
+				// hold off new requests until River's rescuer, hours away.
+				return q.RiverJobFinalizeDead(ctx, *r.RiverJobID)
+			}
+			return nil
 		})
 		if errors.Is(err, errMoved) {
 			continue
