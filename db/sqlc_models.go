@@ -110,10 +110,11 @@ type JournalRun struct {
 }
 
 type RiverJob struct {
-	ID      int64
-	Args    json.RawMessage
-	Attempt int16
-	Kind    string
-	State   RiverJobState
-	Errors  []json.RawMessage
+	ID          int64
+	Args        json.RawMessage
+	Attempt     int16
+	Kind        string
+	State       RiverJobState
+	Errors      []json.RawMessage
+	FinalizedAt *time.Time
 }
