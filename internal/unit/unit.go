@@ -1,0 +1,181 @@
+// Package unit turns the JSON files of an intent repository into units: it
+// parses and checks the envelope every unit shares ({"kind", "metadata",
+// "spec"}), gives each unit a stable identity, and reduces its content to
+// canonical bytes so that a hash changes only when the meaning does.
+//
+// The spec of a unit is kept as it is written; validating it per kind is the
+// job of the packages that act on it.
+package unit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// MaxSize is the largest unit file accepted: 1 MiB.
+const MaxSize = 1 << 20
+
+// Unit is one desired-state file of the intent repository, parsed and
+// reduced to canonical form.
+type Unit struct {
+	// Path is relative to the repository root, with forward slashes, e.g.
+	// "apps/web.json".
+	Path string
+	// ID is metadata.id when that is a valid, non-nil UUID, else
+	// IdentityFor(Path). An ID therefore survives a rename only when the file
+	// declares it.
+	ID uuid.UUID
+	// Kind is the non-empty top-level "kind".
+	Kind string
+	// Name is the non-empty "metadata.name".
+	Name string
+	// Labels is "metadata.labels", nil when the unit has none (absent, null
+	// or empty).
+	Labels map[string]string
+	// Content is the whole file in canonical form (see Canonical).
+	Content json.RawMessage
+	// Hash is the lowercase hex SHA-256 of Content.
+	Hash string
+}
+
+// ParseError says why a file could not become a unit.
+type ParseError struct {
+	Path string
+	// Reason completes "<path>: " for an operator, e.g. `has no "kind"; add
+	// one, such as "kind": "Service"`.
+	Reason string
+}
+
+func (e *ParseError) Error() string { return e.Path + ": " + e.Reason }
+
+// IdentityFor returns the identity of a unit that does not declare one: the
+// version 5 UUID of path in the DNS namespace. The path must be
+// repository-relative with forward slashes, so that the identity is the same
+// on every checkout and platform.
+func IdentityFor(path string) uuid.UUID {
+	return uuid.NewSHA1(uuid.NameSpaceDNS, []byte(path))
+}
+
+// Parse turns the content of one unit file into a Unit. It checks the size,
+// that data is one JSON object, and the envelope: a non-empty string "kind",
+// a "metadata" object with a non-empty string "name" and, if present, string
+// "labels". It does not look at "spec". A "metadata.id" that is not a UUID
+// is not an error: the identity then falls back to IdentityFor(path).
+//
+// The error is always a *ParseError.
+func Parse(path string, data []byte) (*Unit, error) {
+	u, reason := parse(path, data)
+	if reason != "" {
+		return nil, &ParseError{Path: path, Reason: reason}
+	}
+	return u, nil
+}
+
+// parse is Parse with the error as a bare reason, which is what Walk and
+// ParseFiles put in an Invalid.
+func parse(path string, data []byte) (*Unit, string) {
+	if len(data) > MaxSize {
+		return nil, tooLarge(int64(len(data)))
+	}
+	doc, err := decode(data)
+	if err != nil {
+		return nil, err.Error()
+	}
+	u, reason := envelope(path, doc)
+	if reason != "" {
+		return nil, reason
+	}
+	// The canonical form is never longer than the input: it only drops
+	// whitespace and escapes.
+	u.Content = encode(make([]byte, 0, len(data)), doc)
+	sum := sha256.Sum256(u.Content)
+	u.Hash = hex.EncodeToString(sum[:])
+	return u, ""
+}
+
+// envelope checks the fields every unit shares and returns the Unit they
+// describe, or the reason they do not.
+func envelope(path string, doc any) (*Unit, string) {
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return nil, fmt.Sprintf(`is %s, not a JSON object; a unit looks like {"kind": "Service", "metadata": {"name": "web"}, "spec": {…}}`, describe(doc))
+	}
+	kind, reason := nonEmptyString(obj, "kind", "kind", `add one, such as "kind": "Service"`)
+	if reason != "" {
+		return nil, reason
+	}
+	metaValue, ok := obj["metadata"]
+	if !ok {
+		return nil, `has no "metadata"; add "metadata": {"name": "…"}`
+	}
+	meta, ok := metaValue.(map[string]any)
+	if !ok {
+		return nil, fmt.Sprintf(`has "metadata" that is %s; it must be an object with at least "name"`, describe(metaValue))
+	}
+	name, reason := nonEmptyString(meta, "name", "metadata.name", "give the unit a name")
+	if reason != "" {
+		return nil, reason
+	}
+	labels, reason := stringMap(meta["labels"])
+	if reason != "" {
+		return nil, reason
+	}
+	id := IdentityFor(path)
+	if s, ok := meta["id"].(string); ok {
+		if parsed, err := uuid.Parse(s); err == nil && parsed != uuid.Nil {
+			id = parsed
+		}
+	}
+	return &Unit{Path: path, ID: id, Kind: kind, Name: name, Labels: labels}, ""
+}
+
+// nonEmptyString returns obj[key] when it is a non-empty string, or a reason
+// naming the field as field and ending with hint when it is absent or empty.
+func nonEmptyString(obj map[string]any, key, field, hint string) (string, string) {
+	v, ok := obj[key]
+	if !ok {
+		return "", fmt.Sprintf("has no %q; %s", field, hint)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Sprintf("has %q that is %s; it must be a non-empty string", field, describe(v))
+	}
+	if s == "" {
+		return "", fmt.Sprintf("has an empty %q; %s", field, hint)
+	}
+	return s, ""
+}
+
+// stringMap converts metadata.labels. Absent, null and empty all give nil:
+// a generator that marshals a nil Go map writes null, and that means "no
+// labels" as plainly as leaving the field out.
+func stringMap(v any) (map[string]string, string) {
+	if v == nil {
+		return nil, ""
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Sprintf(`has "metadata.labels" that is %s; it must be an object of string values, such as {"tier": "web"}`, describe(v))
+	}
+	if len(obj) == 0 {
+		return nil, ""
+	}
+	labels := make(map[string]string, len(obj))
+	for k, lv := range obj {
+		s, ok := lv.(string)
+		if !ok {
+			return nil, fmt.Sprintf("has label %q whose value is %s; label values must be strings, so quote it", k, describe(lv))
+		}
+		labels[k] = s
+	}
+	return labels, ""
+}
+
+// tooLarge is the reason for a file over MaxSize.
+func tooLarge(size int64) string {
+	return fmt.Sprintf("is %d bytes, over the 1 MiB limit for a unit; keep large data out of the intent repository", size)
+}
