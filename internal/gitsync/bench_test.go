@@ -1,0 +1,177 @@
+package gitsync
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/redact"
+)
+
+const benchFiles = 10_000
+
+// benchUnit is the content of unit n at a given image generation.
+func benchUnit(n, gen int) string {
+	return fmt.Sprintf(`{"kind":"Service","metadata":{"name":"svc-%d"},"spec":{"image":"sha256:%064x"}}`+"\n", n, n*1_000_003+gen)
+}
+
+func benchPath(n int) string { return fmt.Sprintf("apps/%02d/svc-%d.json", n%100, n) }
+
+// fastImport commits files (path → content) on main of the bare repository
+// bare with git fast-import, far quicker than writing and adding them, and
+// returns the new commit.
+func fastImport(tb testing.TB, bare string, files map[string]string, msg string, parent bool) string {
+	tb.Helper()
+	var in strings.Builder
+	fmt.Fprintf(&in, "commit refs/heads/main\ncommitter Bench <bench@example.com> %d +0000\ndata %d\n%s\n", time.Now().Unix(), len(msg), msg)
+	if parent {
+		in.WriteString("from refs/heads/main^0\n")
+	}
+	for p, content := range files {
+		fmt.Fprintf(&in, "M 100644 inline %s\ndata %d\n%s\n", p, len(content), content)
+	}
+	cmd := exec.Command("git", "fast-import", "--quiet")
+	cmd.Dir = bare
+	cmd.Env = gitEnv
+	cmd.Stdin = strings.NewReader(in.String())
+	out, err := cmd.CombinedOutput()
+	require.NoError(tb, err, string(out))
+	return gitCmd(tb, bare, "rev-parse", "refs/heads/main")
+}
+
+// BenchmarkSync10k measures Sync on a repository of 10,000 small units
+// against the git CLI doing the same step: a clone, a fetch that finds
+// nothing, and a fetch of a one-file change. The default ns/op is Sync's;
+// sluice-ns/op repeats it beside git-ns/op (git clone, or git fetch + git diff
+// --name-only old new) and x-git, their ratio. git+reset-ns/op adds the
+// git reset --hard that brings the CLI's working tree to the fetched commit,
+// which Sync also does.
+func BenchmarkSync10k(b *testing.B) {
+	ctx := context.Background()
+	root := b.TempDir()
+	bare := filepath.Join(root, "intent.git")
+	gitCmd(b, root, "init", "-q", "--bare", bare)
+	files := make(map[string]string, benchFiles)
+	for n := range benchFiles {
+		files[benchPath(n)] = benchUnit(n, 0)
+	}
+	begin := time.Now()
+	fastImport(b, bare, files, "10k units", false)
+	gitCmd(b, bare, "repack", "-adq")
+	b.Logf("generated %d files in %s", benchFiles, time.Since(begin).Round(time.Millisecond))
+	remote := Remote{URL: "file://" + bare}
+
+	report := func(b *testing.B, ours, cli, cliReset time.Duration) {
+		n := float64(b.N)
+		b.ReportMetric(float64(ours.Nanoseconds())/n, "sluice-ns/op")
+		b.ReportMetric(float64(cli.Nanoseconds())/n, "git-ns/op")
+		b.ReportMetric(float64(ours)/float64(cli), "x-git")
+		if cliReset > 0 {
+			b.ReportMetric(float64((cli+cliReset).Nanoseconds())/n, "git+reset-ns/op")
+			b.ReportMetric(float64(ours)/float64(cli+cliReset), "x-git+reset")
+		}
+	}
+	timed := func(f func()) time.Duration {
+		t0 := time.Now()
+		f()
+		return time.Since(t0)
+	}
+
+	b.Run("Clone", func(b *testing.B) {
+		var ours, cli time.Duration
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			dir := filepath.Join(b.TempDir(), "config-root")
+			m, err := New(Opts{Dir: dir, Remote: remote, Redactor: &redact.Redactor{}})
+			require.NoError(b, err)
+			b.StartTimer()
+			ours += timed(func() {
+				_, err = m.Sync(ctx, "")
+			})
+			b.StopTimer()
+			require.NoError(b, err)
+			cli += timed(func() { gitCmd(b, root, "clone", "-q", remote.URL, filepath.Join(b.TempDir(), "cli")) })
+			b.StartTimer()
+		}
+		report(b, ours, cli, 0)
+	})
+
+	// The steady state, a synced Mirror and a CLI clone at the remote's
+	// head, is made once and shared: the framework runs each sub-benchmark
+	// twice (b.N = 1, then 3), and a 10k-file checkout costs seconds.
+	var (
+		m      *Mirror
+		cliDir string
+		head   string // the commit both hold
+	)
+	steady := func(b *testing.B) {
+		b.Helper()
+		if m != nil {
+			return
+		}
+		var err error
+		m, err = New(Opts{Dir: filepath.Join(root, "steady"), Remote: remote, Redactor: &redact.Redactor{}})
+		require.NoError(b, err)
+		res, err := m.Sync(ctx, "")
+		require.NoError(b, err)
+		cliDir, head = filepath.Join(root, "steady-cli"), res.Commit
+		gitCmd(b, root, "clone", "-q", remote.URL, cliDir)
+	}
+
+	b.Run("NoChange", func(b *testing.B) {
+		b.StopTimer()
+		steady(b)
+		var ours, cli, cliReset time.Duration
+		b.StartTimer()
+		for i := 0; i < b.N; i++ {
+			var res *Result
+			var err error
+			ours += timed(func() { res, err = m.Sync(ctx, head) })
+			b.StopTimer()
+			require.NoError(b, err)
+			require.Empty(b, res.Changed)
+			cli += timed(func() {
+				gitCmd(b, cliDir, "fetch", "-q", "origin")
+				gitCmd(b, cliDir, "diff", "--name-only", head, "origin/main")
+			})
+			cliReset += timed(func() { gitCmd(b, cliDir, "reset", "-q", "--hard", "origin/main") })
+			b.StartTimer()
+		}
+		report(b, ours, cli, cliReset)
+	})
+
+	gen := 0 // image generations, across the runs the benchmark framework makes
+	b.Run("OneChange", func(b *testing.B) {
+		b.StopTimer()
+		steady(b)
+		var ours, cli, cliReset time.Duration
+		for i := 0; i < b.N; i++ {
+			gen++
+			n := (gen * 7919) % benchFiles
+			next := fastImport(b, bare, map[string]string{benchPath(n): benchUnit(n, gen)}, fmt.Sprintf("bump svc-%d", n), true)
+			var res *Result
+			var err error
+			b.StartTimer()
+			ours += timed(func() { res, err = m.Sync(ctx, head) })
+			b.StopTimer()
+			require.NoError(b, err)
+			require.Equal(b, next, res.Commit)
+			require.Equal(b, []Change{{Path: benchPath(n)}}, res.Changed)
+			var diff string
+			cli += timed(func() {
+				gitCmd(b, cliDir, "fetch", "-q", "origin")
+				diff = gitCmd(b, cliDir, "diff", "--name-only", head, "origin/main")
+			})
+			require.Equal(b, benchPath(n), diff)
+			cliReset += timed(func() { gitCmd(b, cliDir, "reset", "-q", "--hard", "origin/main") })
+			head = next
+		}
+		report(b, ours, cli, cliReset)
+	})
+}

@@ -1,0 +1,25 @@
+// Package gitsync keeps a working tree (sluice's config root) equal to a
+// branch of a remote Git repository, and says which paths changed.
+//
+// A Mirror fetches with go-git and then checks out only the paths that
+// matter: the tree diff between the commit the working tree holds and the
+// fetched one, plus the tracked files that a stat pass over the index finds
+// edited or missing. So a sync costs what changed, not what the repository
+// holds, and untracked paths (an archive/ directory, anything the remote never
+// had) are never touched. go-git's own hard reset is not used because in v5 it
+// deletes untracked files, walks the whole working tree, and moves the branch
+// before it writes anything.
+//
+// A sync writes in an order that survives a crash: a marker naming the target
+// commit, then the files, then the index (renamed into place), then the
+// branch, then the marker is removed. A sync that finds the marker reconciles
+// every tracked path instead of trusting the diff.
+//
+// Files are written as their blobs hold them: Git attributes (end-of-line
+// conversion, filters such as LFS) are not applied. A submodule becomes an
+// empty directory.
+//
+// Credentials never reach .git/config, an error or a log line: they are taken
+// out of the URL, passed to go-git as auth, and registered with the redactor
+// that every error text passes through.
+package gitsync

@@ -1,0 +1,474 @@
+package gitsync
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"sluice/internal/errs"
+	"sluice/internal/redact"
+)
+
+// Remote is where the intent repository lives.
+type Remote struct {
+	// URL is an https://, http://, ssh://, git:// or file:// URL, an scp-like
+	// user@host:path, or a local path (made absolute). It may carry
+	// credentials in its userinfo; they are used as auth and never stored.
+	URL string
+	// Branch is the branch to follow, as a short name. Default "main".
+	Branch string
+	// Token is an optional HTTPS token, sent as the basic-auth password with
+	// the URL's user, or "x-access-token" when the URL names none. It wins
+	// over a password in the URL.
+	Token string
+}
+
+// Opts configures a Mirror.
+type Opts struct {
+	// Dir is the working tree (the config root). It is created and cloned
+	// into when absent or empty; a non-empty directory that is not a checkout
+	// of Remote is refused, never overwritten.
+	Dir string
+	// Remote is the repository and branch to mirror.
+	Remote Remote
+	// Redactor scrubs every error text. Default redact.Default. Every secret
+	// in Remote is added to it.
+	Redactor *redact.Redactor
+	// Logger receives debug lines about each sync. Default: discard.
+	Logger *slog.Logger
+}
+
+// Mirror keeps one working tree equal to one branch of one remote.
+type Mirror struct {
+	dir      string
+	ep       *endpoint
+	branch   string
+	redactor *redact.Redactor
+	logger   *slog.Logger
+
+	mu sync.Mutex // serializes Syncs of this Mirror; the flock serializes processes
+}
+
+// New returns a Mirror for opts. It checks the options and registers the
+// remote's secrets with the redactor, but touches neither disk nor network.
+// Its errors are *errs.Error with Code errs.Invalid.
+func New(opts Opts) (*Mirror, error) {
+	r := opts.Redactor
+	if r == nil {
+		r = redact.Default
+	}
+	ep, err := parseRemote(opts.Remote)
+	if ep != nil {
+		r.Add(ep.secrets...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if opts.Dir == "" {
+		return nil, errs.Errorf(errs.Invalid, "The working tree directory is empty; set the config root.")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, errs.Errorf(errs.Invalid, "The working tree directory %q cannot be made absolute.", opts.Dir)
+	}
+	branch := strings.TrimPrefix(cmp.Or(opts.Remote.Branch, "main"), "refs/heads/")
+	if err := plumbing.NewBranchReferenceName(branch).Validate(); err != nil || strings.HasPrefix(branch, "-") {
+		return nil, errs.Errorf(errs.Invalid, "Branch %q is not a valid Git branch name.", branch)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if strings.HasPrefix(ep.url, "file://") {
+		useInProcessFileTransport()
+	}
+	return &Mirror{
+		dir:      dir,
+		ep:       ep,
+		branch:   branch,
+		redactor: r,
+		logger:   logger.With("component", "gitsync"),
+	}, nil
+}
+
+// Result describes one Sync.
+type Result struct {
+	Commit  string    // the commit the working tree now holds (40 hex)
+	Message string    // its full commit message, trimmed
+	Author  string    // "Name <email>"
+	When    time.Time // the author's time
+	// Since is the commit Changed is relative to; "" when Full.
+	Since string
+	// Full is true when Changed could not be computed: since was "" (a first
+	// or a forced full sync) or is not a commit the local repository holds
+	// (unknown, or gone with a re-clone). The caller then reads the whole
+	// tree. A fresh clone still computes Changed when since is in its
+	// history.
+	Full bool
+	// Changed lists, when !Full, every path whose content or mode differs
+	// between Since and Commit, sorted. Empty when they are equal.
+	Changed []Change
+}
+
+// Change is one path that differs between two commits.
+type Change struct {
+	Path    string // repo-relative, forward slashes
+	Deleted bool   // gone in Commit
+}
+
+// Sync makes the working tree match origin/<branch>. It clones when Dir is
+// absent or empty; otherwise it fetches with a force refspec, so that a
+// force-pushed branch is followed, and checks out the tracked paths that
+// differ. Untracked paths are left alone; a local edit of a tracked file is
+// overwritten, and a file deleted by the new commit is removed.
+//
+// since is the commit the caller last synced: Changed is the diff between it
+// and the new commit, computed by comparing the two trees, so its cost
+// follows the change and not the repository's size. Pass "" to get Full.
+//
+// A Sync holds a lock on Dir/.git/sluice.lock, so two processes never
+// interleave. Transport failures are *errs.Error with Code errs.Unavailable
+// and a message for the operator; every error is redacted.
+func (m *Mirror) Sync(ctx context.Context, since string) (*Result, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	res, err := m.sync(ctx, since)
+	if err != nil {
+		return nil, m.scrub(err)
+	}
+	return res, nil
+}
+
+// ReadFile reads path, repo-relative with forward slashes, from the working
+// tree. It does not leave Dir, even through a symbolic link.
+func (m *Mirror) ReadFile(path string) ([]byte, error) {
+	if err := checkPath(path); err != nil {
+		return nil, m.scrub(errs.Errorf(errs.Invalid, "The path %q is not a path of the working tree.", path))
+	}
+	root, err := os.OpenRoot(m.dir)
+	if err != nil {
+		return nil, m.scrub(fmt.Errorf("open working tree: %w", err))
+	}
+	defer root.Close()
+	data, err := root.ReadFile(filepath.FromSlash(path))
+	if err != nil {
+		return nil, m.scrub(fmt.Errorf("read %s: %w", path, err))
+	}
+	return data, nil
+}
+
+func (m *Mirror) scrub(err error) error {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return &errs.Error{Code: e.Code, Message: m.redactor.String(e.Message)}
+	}
+	return m.redactor.Error(err)
+}
+
+func (m *Mirror) sync(ctx context.Context, since string) (*Result, error) {
+	begin := time.Now()
+	repo, unlock, err := m.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	if err := m.configure(repo); err != nil {
+		return nil, err
+	}
+	err = repo.FetchContext(ctx, &git.FetchOptions{
+		RemoteName: git.DefaultRemoteName,
+		RefSpecs:   []config.RefSpec{m.refSpec()},
+		Auth:       m.ep.auth,
+		Tags:       git.NoTags,
+		Force:      true,
+	})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return nil, m.fetchError(ctx, err)
+	}
+	fetched := time.Now()
+	ref, err := repo.Reference(m.remoteRef(), true)
+	if err != nil {
+		return nil, m.fetchError(ctx, err)
+	}
+	commit, err := repo.CommitObject(ref.Hash())
+	if err != nil {
+		return nil, fmt.Errorf("read fetched commit %s: %w", ref.Hash(), err)
+	}
+
+	co, err := m.checkout(ctx, repo, commit)
+	if err != nil {
+		return nil, err
+	}
+	checkedOut := time.Now()
+
+	res := &Result{
+		Commit:  commit.Hash.String(),
+		Message: strings.TrimSpace(commit.Message),
+		Author:  fmt.Sprintf("%s <%s>", commit.Author.Name, commit.Author.Email),
+		When:    commit.Author.When,
+		Full:    true,
+	}
+	if err := m.changedSince(ctx, repo, since, commit, co, res); err != nil {
+		return nil, err
+	}
+	m.logger.DebugContext(ctx, "synced",
+		"commit", res.Commit, "from", co.from.String(), "full", res.Full, "changed", len(res.Changed),
+		"written", co.written, "removed", co.removed, "restored", co.restored, "reconciled", co.reconciled,
+		"fetch_ms", fetched.Sub(begin).Milliseconds(), "checkout_ms", checkedOut.Sub(fetched).Milliseconds(),
+		"total_ms", time.Since(begin).Milliseconds())
+	return res, nil
+}
+
+func (m *Mirror) refSpec() config.RefSpec {
+	return config.RefSpec(fmt.Sprintf("+refs/heads/%s:refs/remotes/%s/%s", m.branch, git.DefaultRemoteName, m.branch))
+}
+
+func (m *Mirror) remoteRef() plumbing.ReferenceName {
+	return plumbing.NewRemoteReferenceName(git.DefaultRemoteName, m.branch)
+}
+
+// changedSince fills res.Since and res.Changed when since names a commit the
+// repository holds.
+func (m *Mirror) changedSince(ctx context.Context, repo *git.Repository, since string, to *object.Commit, co *checkoutResult, res *Result) error {
+	if since == "" || !plumbing.IsHash(since) {
+		return nil
+	}
+	from := plumbing.NewHash(since)
+	var changes []treeChange
+	switch {
+	case from == to.Hash:
+	case from == co.from && co.changes != nil:
+		changes = co.changes
+	default:
+		c, err := repo.CommitObject(from)
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read commit %s: %w", since, err)
+		}
+		fromTree, err := c.Tree()
+		if err != nil {
+			return fmt.Errorf("read tree of %s: %w", since, err)
+		}
+		toTree, err := to.Tree()
+		if err != nil {
+			return fmt.Errorf("read tree of %s: %w", to.Hash, err)
+		}
+		changes, err = diffTrees(ctx, repo, fromTree, toTree)
+		if err != nil {
+			return fmt.Errorf("diff %s..%s: %w", since, to.Hash, err)
+		}
+	}
+	res.Full, res.Since = false, from.String()
+	res.Changed = make([]Change, len(changes))
+	for i, ch := range changes {
+		res.Changed[i] = Change{Path: ch.path, Deleted: ch.to == nil}
+	}
+	return nil
+}
+
+// open opens Dir's repository under the sync lock, creating it when Dir is
+// absent or empty. The returned func releases the lock.
+func (m *Mirror) open(ctx context.Context) (*git.Repository, func(), error) {
+	fi, err := os.Stat(m.dir) // the config root may be a link to a directory
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(m.dir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("create working tree: %w", err)
+		}
+	case err != nil:
+		return nil, nil, fmt.Errorf("stat working tree: %w", err)
+	case !fi.IsDir():
+		return nil, nil, errs.Errorf(errs.Invalid, "The working tree %s is not a directory; point the config root at a directory.", m.dir)
+	}
+
+	gitDir := filepath.Join(m.dir, git.GitDirName)
+	fi, err = os.Lstat(gitDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// Empty, or holding only the .git another process has just made.
+		empty, err := onlyEntries(m.dir, git.GitDirName)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !empty {
+			return nil, nil, m.notOurs("is not empty and is not a Git checkout")
+		}
+		if err := os.Mkdir(gitDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, nil, fmt.Errorf("create %s: %w", gitDir, err)
+		}
+	case err != nil:
+		return nil, nil, fmt.Errorf("stat %s: %w", gitDir, err)
+	case !fi.IsDir():
+		return nil, nil, m.notOurs("has a .git that is not a directory (a linked worktree or submodule)")
+	}
+
+	unlock, err := lockFile(ctx, filepath.Join(gitDir, lockName))
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock working tree: %w", err)
+	}
+	repo, closeRepo, err := m.openLocked()
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return repo, func() { closeRepo(); unlock() }, nil
+}
+
+const (
+	lockName    = "sluice.lock"    // in .git: held during a sync
+	pendingName = "sluice-pending" // in .git: names the commit a sync was checking out
+)
+
+func (m *Mirror) openLocked() (*git.Repository, func(), error) {
+	repo, closeRepo, err := openRepo(m.dir)
+	if err == nil {
+		return repo, closeRepo, nil
+	}
+	if !errors.Is(err, git.ErrRepositoryNotExists) {
+		return nil, nil, fmt.Errorf("open repository: %w", err)
+	}
+	// Dir holds only a .git with at most our lock file (an init that did not
+	// get further): start the repository.
+	onlyGit, err := onlyEntries(m.dir, git.GitDirName)
+	if err != nil {
+		return nil, nil, err
+	}
+	onlyLock, err := onlyEntries(filepath.Join(m.dir, git.GitDirName), lockName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !onlyGit || !onlyLock {
+		return nil, nil, m.notOurs("has a .git directory that is not a repository")
+	}
+	_, err = git.PlainInitWithOptions(m.dir, &git.PlainInitOptions{
+		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName(m.branch)},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("init repository: %w", err)
+	}
+	repo, closeRepo, err = openRepo(m.dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open repository: %w", err)
+	}
+	return repo, closeRepo, nil
+}
+
+// openRepo opens the repository of working tree dir, keeping pack files
+// open for the whole sync: go-git otherwise reopens a pack, through a
+// symlink-resolving path walk, for every object it reads.
+func openRepo(dir string) (*git.Repository, func(), error) {
+	st := filesystem.NewStorageWithOptions(osfs.New(filepath.Join(dir, git.GitDirName)),
+		cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true})
+	repo, err := git.Open(st, osfs.New(dir))
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, err
+	}
+	return repo, func() { _ = st.Close() }, nil
+}
+
+func (m *Mirror) notOurs(what string) error {
+	return errs.Errorf(errs.Invalid,
+		"The working tree %s %s of %s; sluice will not overwrite it. Move its files away or point the config root at an empty directory.",
+		m.dir, what, m.redactor.String(m.ep.url))
+}
+
+// configure points the origin remote at the mirrored URL and branch. An
+// existing checkout must already name the same repository: it may differ in
+// credentials (which are dropped from the config) and in branch (which is
+// switched), never in URL. A repository without commits and without an
+// origin is one whose first sync stopped early, and is adopted.
+func (m *Mirror) configure(repo *git.Repository) error {
+	cfg, err := repo.Config()
+	if err != nil {
+		return fmt.Errorf("read repository config: %w", err)
+	}
+	origin := cfg.Remotes[git.DefaultRemoteName]
+	switch {
+	case origin == nil:
+		if _, err := repo.Head(); !errors.Is(err, plumbing.ErrReferenceNotFound) {
+			return m.notOurs("is a Git checkout without an origin remote")
+		}
+	case len(origin.URLs) == 0 || !sameRemote(origin.URLs[0], m.ep):
+		other := "(none)"
+		if len(origin.URLs) > 0 {
+			other = stripUserinfo(origin.URLs[0])
+			if ep, err := parseRemote(Remote{URL: origin.URLs[0]}); err == nil {
+				other = ep.url
+			}
+		}
+		return errs.Errorf(errs.Invalid,
+			"The working tree %s is a checkout of %s, not of %s; sluice will not overwrite it. Move it away or point the config root at an empty directory.",
+			m.dir, m.redactor.String(other), m.redactor.String(m.ep.url))
+	}
+	want := &config.RemoteConfig{Name: git.DefaultRemoteName, URLs: []string{m.ep.url}, Fetch: []config.RefSpec{m.refSpec()}}
+	branch := &config.Branch{Name: m.branch, Remote: git.DefaultRemoteName, Merge: plumbing.NewBranchReferenceName(m.branch)}
+	have := cfg.Branches[m.branch]
+	if origin != nil && slices.Equal(origin.URLs, want.URLs) && slices.Equal(origin.Fetch, want.Fetch) &&
+		have != nil && have.Remote == branch.Remote && have.Merge == branch.Merge {
+		return nil
+	}
+	cfg.Remotes[git.DefaultRemoteName] = want
+	cfg.Branches[m.branch] = branch
+	if err := repo.SetConfig(cfg); err != nil {
+		return fmt.Errorf("write repository config: %w", err)
+	}
+	return nil
+}
+
+// stripUserinfo drops the userinfo of a URL found in a config, for an error
+// message. The redactor would mask it too; this keeps the message readable.
+func stripUserinfo(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 && !strings.Contains(rest[:at], "/") {
+		rest = rest[at+1:]
+	}
+	return scheme + "://" + rest
+}
+
+// onlyEntries reports whether dir holds no entries except allowed ones.
+func onlyEntries(dir string, allowed ...string) (bool, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false, fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer f.Close()
+	for {
+		names, err := f.Readdirnames(16)
+		for _, n := range names {
+			if !slices.Contains(allowed, n) {
+				return false, nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read %s: %w", dir, err)
+		}
+	}
+}
