@@ -29,7 +29,8 @@ type Outcome struct {
 	// ApplyTx writes the inventory changes the action made. It runs in the
 	// transaction that finishes the run and, on success, completes the River
 	// job, so the receipt and the inventory never disagree. It runs on
-	// failure too, for actions that record what a failure left behind.
+	// failure too, for actions that record what a failure left behind. It
+	// may complete Result (a pointer): Result is encoded after it runs.
 	ApplyTx func(ctx context.Context, tx pgx.Tx) error
 }
 
@@ -231,13 +232,6 @@ func (j *Journal) finish(ctx context.Context, jobID int64, complete func(context
 	if outcome == nil {
 		outcome = &Outcome{}
 	}
-	result, err := j.redactedJSON(outcome.Result)
-	if err != nil {
-		return fmt.Errorf("encode result: %w", err)
-	}
-	if outcome.Result == nil {
-		result = nil
-	}
 	msg := outcome.Message
 	switch {
 	case state != StateSucceeded:
@@ -256,6 +250,15 @@ func (j *Journal) finish(ctx context.Context, jobID int64, complete func(context
 			if apply && outcome.ApplyTx != nil {
 				if err := outcome.ApplyTx(ctx, tx); err != nil {
 					return fmt.Errorf("record outcome: %w", err)
+				}
+			}
+			// Encoded after ApplyTx, which may complete the result with what
+			// it found under its locks.
+			var result json.RawMessage
+			if outcome.Result != nil {
+				var err error
+				if result, err = j.redactedJSON(outcome.Result); err != nil {
+					return fmt.Errorf("encode result: %w", err)
 				}
 			}
 			q := db.New(tx)
