@@ -373,7 +373,24 @@ func TestSync(t *testing.T) {
 		_, err := b.mirror(t, Remote{}).Sync(b.ctx, "")
 		require.Error(t, err)
 		require.Equal(t, errs.Invalid, errs.CodeOf(err))
-		require.Contains(t, err.Error(), "is a checkout of file://"+b.pusher+", not of file://"+b.bare)
+		// A working repository as a remote is served from its .git directory.
+		require.Contains(t, err.Error(), "is a checkout of file://"+b.pusher+"/.git, not of file://"+b.bare)
+	})
+
+	t.Run("FollowsAWorkingRepositoryAsRemote", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.commit(t, "one", units)
+		// The pusher is a working repository (not bare), as `make run`'s
+		// example repository is: sync straight from it.
+		m, err := New(Opts{Dir: b.dir, Remote: Remote{URL: b.pusher}, Redactor: b.redactor})
+		require.NoError(t, err)
+		res, err := m.Sync(b.ctx, "")
+		require.NoError(t, err)
+		require.True(t, res.Full)
+		for path := range units {
+			require.FileExists(t, filepath.Join(b.dir, path))
+		}
 	})
 
 	t.Run("SwitchesBranch", func(t *testing.T) {
