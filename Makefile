@@ -7,14 +7,14 @@ SLUICE_DATA_DIR ?= .sluice
 SLUICE_LISTEN ?= 127.0.0.1:8080
 GOTEST_FLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: run test build vet generate check-generated ensure-postgres bench clean
+.PHONY: run test build vet generate check-generated ensure-tools bench clean
 
 ## run: build sluice and serve it on an embedded PostgreSQL in $(SLUICE_DATA_DIR)
-run: ensure-postgres build
+run: ensure-tools build
 	@bash scripts/run.sh bin/sluice "$(SLUICE_DATA_DIR)" "$(SLUICE_LISTEN)"
 
 ## test: vet, check generated code is fresh, build, and run every test
-test: ensure-postgres vet check-generated build
+test: ensure-tools vet check-generated build
 	$(GO) test $(GOTEST_FLAGS) ./...
 
 build:
@@ -34,12 +34,13 @@ generate:
 check-generated:
 	@bash scripts/check-generated.sh
 
-## ensure-postgres: install PostgreSQL from Debian when it is missing (as root), or say how
-ensure-postgres:
-	@bash scripts/ensure-postgres.sh
+## ensure-tools: install PostgreSQL and git from Debian when missing (as root), or say how
+ensure-tools:
+	@bash scripts/ensure-tools.sh
 
-bench: ensure-postgres build
-	$(GO) test -run '^$$' -bench . -benchtime 5x ./cmd/sluice/
+## bench: the figures each feature promises, beside their floors
+bench: ensure-tools build
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./cmd/sluice/ ./internal/gitops/
 
 clean:
 	rm -rf bin

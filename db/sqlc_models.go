@@ -118,3 +118,36 @@ type RiverJob struct {
 	Errors      []json.RawMessage
 	FinalizedAt *time.Time
 }
+
+type Source struct {
+	ID              uuid.UUID
+	Name            string
+	RepoUrl         string
+	RepoUsername    *string
+	RepoPassword    *string
+	Branch          string
+	Path            string
+	SyncIntervalSec int32
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	SyncedCommit    *string
+	SkippedTicks    int64
+	LastTickAt      *time.Time
+}
+
+type Unit struct {
+	ID                uuid.UUID
+	SourceID          uuid.UUID
+	Path              string
+	Kind              string
+	Name              string
+	Labels            json.RawMessage
+	Status            string
+	StatusBeforeStale *string
+	Content           json.RawMessage
+	ContentHash       string
+	LastAppliedHash   *string
+	GitCommit         string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}

@@ -19,6 +19,7 @@ import (
 
 	"sluice/internal/auth"
 	"sluice/internal/errs"
+	"sluice/internal/gitops"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 )
@@ -34,6 +35,7 @@ const Prefix = "/api/v1"
 type Deps struct {
 	Pool    *pgxpool.Pool
 	Journal *journal.Journal
+	GitOps  *gitops.Service
 	Logger  *slog.Logger
 	// Ready reports readiness for /readyz. Nil means always ready.
 	Ready func(ctx context.Context) ReadyReport
@@ -55,6 +57,7 @@ func New(d Deps) http.Handler {
 	api := newAPI(mux, d)
 	registerJournal(api, d)
 	registerTokens(api, d)
+	registerGitOps(api, d)
 	if d.TestActions {
 		registerTestActions(newHiddenAPI(mux, d), d)
 	}
@@ -74,6 +77,7 @@ func Spec() *huma.OpenAPI {
 	api := newAPI(mux, Deps{Logger: slog.New(slog.DiscardHandler)})
 	registerJournal(api, Deps{})
 	registerTokens(api, Deps{})
+	registerGitOps(api, Deps{})
 	return api.OpenAPI()
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"sluice/httpapi"
 	"sluice/internal/auth"
 	"sluice/internal/dbtest"
+	"sluice/internal/gitops"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/jobs"
@@ -56,6 +58,7 @@ type testServer struct {
 	URL     string
 	pool    *pgxpool.Pool
 	journal *journal.Journal
+	gitops  *gitops.Service
 	client  *river.Client[pgx.Tx]
 	logs    *logBuffer
 
@@ -77,8 +80,9 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	j := journal.New(pool, logger, &redact.Redactor{})
+	gops := gitops.New(pool, j, filepath.Join(t.TempDir(), "config"), &redact.Redactor{}, logger)
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Journal: j, TestActions: true})
+	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, TestActions: true})
 	if opts.workers != nil {
 		opts.workers(workers)
 	}
@@ -106,7 +110,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 		})
 	}
 
-	deps := httpapi.Deps{Pool: pool, Journal: j, Logger: logger, TestActions: true, ShuttingDown: bg.Done()}
+	deps := httpapi.Deps{Pool: pool, Journal: j, GitOps: gops, Logger: logger, TestActions: true, ShuttingDown: bg.Done()}
 	if opts.riverUI {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
 			Endpoints: riverui.NewEndpoints(client, nil),
@@ -120,7 +124,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	srv := httptest.NewServer(httpapi.New(deps))
 	t.Cleanup(srv.Close)
 
-	s := &testServer{URL: srv.URL, pool: pool, journal: j, client: client, logs: logs}
+	s := &testServer{URL: srv.URL, pool: pool, journal: j, gitops: gops, client: client, logs: logs}
 	s.admin = createToken(t, pool, adminName, auth.RoleAdmin)
 	s.operator = createToken(t, pool, operatorName, auth.RoleOperator)
 	s.viewer = createToken(t, pool, viewerName, auth.RoleViewer)

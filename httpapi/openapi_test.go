@@ -94,7 +94,9 @@ func TestOpenAPISpec(t *testing.T) {
 		}
 		slices.Sort(ids)
 		require.Equal(t, []string{
-			"create-token", "get-journal-run", "list-journal", "list-tokens", "revoke-token", "stream-journal-events",
+			"create-token", "get-gitops-settings", "get-gitops-status", "get-journal-run", "get-unit",
+			"list-journal", "list-tokens", "list-units", "put-gitops-settings", "revoke-token",
+			"stream-journal-events", "sync-gitops",
 		}, ids)
 	})
 

@@ -8,12 +8,14 @@ package jobs
 import (
 	"github.com/riverqueue/river"
 
+	"sluice/internal/gitops"
 	"sluice/internal/journal"
 )
 
 // Deps are the dependencies workers share.
 type Deps struct {
 	Journal *journal.Journal
+	GitOps  *gitops.Service
 	// TestActions registers test_hold, the test-only action that holds a run
 	// open; serve enables it with SLUICE_ENABLE_TEST_ACTIONS=1.
 	TestActions bool
@@ -22,6 +24,7 @@ type Deps struct {
 // Register adds every worker to workers.
 func Register(workers *river.Workers, d Deps) {
 	river.AddWorker[RecoverRunsArgs](workers, &RecoverRunsWorker{Journal: d.Journal})
+	river.AddWorker[gitops.SyncArgs](workers, &SyncSourceWorker{Journal: d.Journal, GitOps: d.GitOps})
 	if d.TestActions {
 		river.AddWorker[HoldArgs](workers, &HoldWorker{Journal: d.Journal})
 	}

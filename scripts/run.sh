@@ -27,6 +27,22 @@ if [ ! -s "$token_file" ]; then
 fi
 token=$(cat "$token_file")
 
+# With no repository configured, serve the example intent repository from a
+# local Git repository made once from examples/intent.
+if [ -z "${SLUICE_GITOPS_REPO_URL:-}" ]; then
+  example="$data_dir/example-intent"
+  if [ ! -d "$example/.git" ]; then
+    mkdir -p "$example"
+    cp -R examples/intent/. "$example/"
+    git -C "$example" -c init.defaultBranch=main init -q
+    git -C "$example" add -A
+    git -C "$example" -c user.name=sluice -c user.email=sluice@localhost commit -q -m "Example desired state"
+  fi
+  export SLUICE_GITOPS_REPO_URL="$(cd "$example" && pwd)"
+  export SLUICE_GITOPS_SYNC_INTERVAL_SEC="${SLUICE_GITOPS_SYNC_INTERVAL_SEC:-60}"
+  echo "  intent repository: $SLUICE_GITOPS_REPO_URL (from examples/intent; commit there and run: bin/sluice sync --wait)" >&2
+fi
+
 cat >&2 <<MSG
 
   sluice:    http://$listen

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"sluice/internal/gitops"
 	"sluice/internal/redact"
 )
 
@@ -43,6 +44,17 @@ type ServeConfig struct {
 	MaxWorkers int
 	// TestActions is SLUICE_ENABLE_TEST_ACTIONS=1: registers test-only actions.
 	TestActions bool
+
+	// GitOps seeds the stored GitOps settings on first start:
+	// SLUICE_GITOPS_REPO_URL, SLUICE_GITOPS_BRANCH (default main),
+	// SLUICE_GITOPS_PATH, SLUICE_GITOPS_SYNC_INTERVAL_SEC (default 600 when a
+	// URL is set; 0 = manual only) and SLUICE_GITOPS_TOKEN.
+	GitOps gitops.SettingsInput
+	// GitOpsIntervalSet is true when SLUICE_GITOPS_SYNC_INTERVAL_SEC is set.
+	GitOpsIntervalSet bool
+	// ConfigRoot is SLUICE_CONFIG_ROOT, the working tree the repository is
+	// mirrored into; default DataDir/config.
+	ConfigRoot string
 }
 
 func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
@@ -70,6 +82,20 @@ func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
 	if c.MaxWorkers, err = intEnv(getenv, "SLUICE_MAX_WORKERS", 20); err != nil {
 		return nil, err
 	}
+	c.GitOps = gitops.SettingsInput{
+		RepoURL: getenv("SLUICE_GITOPS_REPO_URL"),
+		Branch:  cmp.Or(getenv("SLUICE_GITOPS_BRANCH"), "main"),
+		Path:    getenv("SLUICE_GITOPS_PATH"),
+		Token:   getenv("SLUICE_GITOPS_TOKEN"),
+	}
+	c.GitOpsIntervalSet = getenv("SLUICE_GITOPS_SYNC_INTERVAL_SEC") != ""
+	if c.GitOps.SyncIntervalSec, err = intEnv(getenv, "SLUICE_GITOPS_SYNC_INTERVAL_SEC", gitops.DefaultInterval); err != nil {
+		return nil, err
+	}
+	c.ConfigRoot = cmp.Or(getenv("SLUICE_CONFIG_ROOT"), filepath.Join(c.DataDir, "config"))
+	if c.ConfigRoot, err = filepath.Abs(c.ConfigRoot); err != nil {
+		return nil, fmt.Errorf("SLUICE_CONFIG_ROOT: %w", err)
+	}
 	return c, c.validate()
 }
 
@@ -96,7 +122,11 @@ func (c *ServeConfig) validate() error {
 
 // secrets are the configured values the redactor must remove everywhere.
 func (c *ServeConfig) secrets() []string {
-	out := []string{c.BootstrapToken}
+	out := []string{c.BootstrapToken, c.GitOps.Token}
+	if u, err := url.Parse(c.GitOps.RepoURL); err == nil && u.User != nil {
+		pw, _ := u.User.Password()
+		out = append(out, pw, u.User.Username(), u.User.String())
+	}
 	if u, err := url.Parse(c.DatabaseURL); err == nil && u.User != nil {
 		if pw, ok := u.User.Password(); ok {
 			out = append(out, pw, url.QueryEscape(pw))

@@ -22,6 +22,9 @@ Server:
   sluice migrate                   apply database migrations and exit
 
 CLI (talks to SLUICE_URL with SLUICE_TOKEN):
+  sluice sync [--wait] [--full]    sync the GitOps repository now
+  sluice status                    where sync stands
+  sluice units [--status S] [--kind K] [--path-prefix P]
   sluice journal [ID] [--follow]   list runs, show one, or follow it to its end
   sluice token create --role R --name N
   sluice token list
@@ -66,6 +69,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runMigrate(ctx, rest, stderr)
 	case "journal":
 		return runJournal(ctx, rest, stdout, stderr)
+	case "sync":
+		return runSync(ctx, rest, stdout, stderr)
+	case "status":
+		return runStatus(ctx, rest, stdout, stderr)
+	case "units":
+		return runUnits(ctx, rest, stdout, stderr)
 	case "token":
 		return runToken(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":

@@ -21,6 +21,7 @@ import (
 	"sluice/db"
 	"sluice/httpapi"
 	"sluice/internal/auth"
+	"sluice/internal/gitops"
 	"sluice/internal/journal"
 	"sluice/internal/pglocal"
 	"sluice/internal/redact"
@@ -66,8 +67,13 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	j := journal.New(pool, logger, redact.Default)
 	j.Notifier = journal.NewNotifier(pool, logger)
 
+	gops := gitops.New(pool, j, cfg.ConfigRoot, redact.Default, logger)
+	if err := gops.Seed(ctx, cfg.GitOps, cfg.GitOpsIntervalSet); err != nil {
+		return redact.Error(fmt.Errorf("gitops settings: %w", err))
+	}
+
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Journal: j, TestActions: cfg.TestActions})
+	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, TestActions: cfg.TestActions})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
 		Workers:      workers,
@@ -99,6 +105,7 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		return fmt.Errorf("start river: %w", err)
 	}
 	riverStarted.Store(true)
+	go gops.Schedule(bg)
 	go func() {
 		<-client.Stopped()
 		riverStarted.Store(false)
@@ -120,6 +127,7 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	handler := httpapi.New(httpapi.Deps{
 		Pool:         pool,
 		Journal:      j,
+		GitOps:       gops,
 		Logger:       logger,
 		RiverUI:      ui,
 		TestActions:  cfg.TestActions,

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"sluice/db"
 	"sluice/internal/dbtest"
 	"sluice/internal/pglocal"
 )
@@ -277,9 +278,12 @@ func TestServe(t *testing.T) {
 		conn, err := pgx.Connect(context.Background(), dbURL)
 		require.NoError(t, err)
 		defer conn.Close(context.Background())
-		var n int
-		require.NoError(t, conn.QueryRow(context.Background(), "SELECT count(*) FROM sluice_migration").Scan(&n))
-		require.Equal(t, 1, n)
+		var n, distinct int
+		require.NoError(t, conn.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT name) FROM sluice_migration").Scan(&n, &distinct))
+		migrations, err := db.Migrations()
+		require.NoError(t, err)
+		require.Equal(t, len(migrations), n)
+		require.Equal(t, n, distinct)
 		for _, p := range procs {
 			status, _ := p.do("GET", "/api/v1/journal", testToken, nil)
 			require.Equal(t, http.StatusOK, status)
@@ -589,4 +593,73 @@ func TestRiverUIRetryRecordsNewRun(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, acc.JournalID, *retried[0].RetryOf, "the retry's run names the run it retries")
 	require.Equal(t, "failed", p.run(acc.JournalID).State, "the first receipt is unchanged")
+}
+
+func TestServeGitOpsCredentialsNeverLeak(t *testing.T) {
+	t.Parallel()
+
+	const (
+		password = "Pw-in-the-url-8c1f"
+		token    = "tok-from-env-5b2e9a"
+	)
+	dbURL := dbtest.NewDB(t)
+	// Nothing listens on port 1: every sync fails, and each failure is
+	// retried once, by the next tick, not by River.
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL,
+		"SLUICE_GITOPS_REPO_URL=http://deploy:"+password+"@127.0.0.1:1/intent.git",
+		"SLUICE_GITOPS_TOKEN="+token,
+		"SLUICE_GITOPS_SYNC_INTERVAL_SEC=1",
+		"SLUICE_CONFIG_ROOT="+filepath.Join(t.TempDir(), "config"),
+		"SLUICE_LOG_LEVEL=debug")
+
+	var bodies []string
+	var runs []runView
+	require.Eventually(t, func() bool {
+		_, body := p.do("GET", "/api/v1/journal?action=sync_source", testToken, nil)
+		bodies = append(bodies, string(body))
+		var page struct {
+			Runs []runView `json:"runs"`
+		}
+		require.NoError(t, json.Unmarshal(body, &page))
+		runs = page.Runs
+		finished := 0
+		for _, r := range runs {
+			if r.State == "failed" {
+				finished++
+			}
+		}
+		return finished >= 2
+	}, 20*time.Second, 100*time.Millisecond)
+	for _, r := range runs {
+		if r.State == "failed" {
+			require.Contains(t, *r.Error, "Cannot reach http://127.0.0.1:1/intent.git")
+		}
+	}
+	for _, path := range []string{"/api/v1/gitops/status", "/api/v1/gitops/settings", "/api/v1/journal/" + runs[0].ID} {
+		_, body := p.do("GET", path, testToken, nil)
+		bodies = append(bodies, string(body))
+	}
+	p.term()
+
+	for _, secret := range []string{password, token} {
+		require.NotContains(t, p.logs.String(), secret)
+		for _, b := range bodies {
+			require.NotContains(t, b, secret)
+		}
+		conn, err := pgx.Connect(context.Background(), dbURL)
+		require.NoError(t, err)
+		var hits int
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT
+			(SELECT count(*) FROM journal_run WHERE journal_run::text LIKE '%' || $1 || '%') +
+			(SELECT count(*) FROM journal_event WHERE journal_event::text LIKE '%' || $1 || '%') +
+			(SELECT count(*) FROM river_job WHERE river_job::text LIKE '%' || $1 || '%')`, secret).Scan(&hits))
+		require.Zero(t, hits, secret)
+
+		// River never retried a tick's sync: one attempt each.
+		var retried int
+		require.NoError(t, conn.QueryRow(context.Background(),
+			"SELECT count(*) FROM river_job WHERE kind = 'sync_source' AND (attempt > 1 OR max_attempts > 1)").Scan(&retried))
+		require.Zero(t, retried)
+		conn.Close(context.Background())
+	}
 }

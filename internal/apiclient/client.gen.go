@@ -111,6 +111,33 @@ func (e TokenRole) Valid() bool {
 	}
 }
 
+// Defines values for UnitStatus.
+const (
+	UnitStatusApplied   UnitStatus = "applied"
+	UnitStatusDestroyed UnitStatus = "destroyed"
+	UnitStatusFailed    UnitStatus = "failed"
+	UnitStatusPending   UnitStatus = "pending"
+	UnitStatusStale     UnitStatus = "stale"
+)
+
+// Valid indicates whether the value is a known member of the UnitStatus enum.
+func (e UnitStatus) Valid() bool {
+	switch e {
+	case UnitStatusApplied:
+		return true
+	case UnitStatusDestroyed:
+		return true
+	case UnitStatusFailed:
+		return true
+	case UnitStatusPending:
+		return true
+	case UnitStatusStale:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListJournalParamsState.
 const (
 	ListJournalParamsStateCancelled ListJournalParamsState = "cancelled"
@@ -139,6 +166,45 @@ func (e ListJournalParamsState) Valid() bool {
 	default:
 		return false
 	}
+}
+
+// Defines values for ListUnitsParamsStatus.
+const (
+	ListUnitsParamsStatusApplied   ListUnitsParamsStatus = "applied"
+	ListUnitsParamsStatusDestroyed ListUnitsParamsStatus = "destroyed"
+	ListUnitsParamsStatusFailed    ListUnitsParamsStatus = "failed"
+	ListUnitsParamsStatusPending   ListUnitsParamsStatus = "pending"
+	ListUnitsParamsStatusStale     ListUnitsParamsStatus = "stale"
+)
+
+// Valid indicates whether the value is a known member of the ListUnitsParamsStatus enum.
+func (e ListUnitsParamsStatus) Valid() bool {
+	switch e {
+	case ListUnitsParamsStatusApplied:
+		return true
+	case ListUnitsParamsStatusDestroyed:
+		return true
+	case ListUnitsParamsStatusFailed:
+		return true
+	case ListUnitsParamsStatusPending:
+		return true
+	case ListUnitsParamsStatusStale:
+		return true
+	default:
+		return false
+	}
+}
+
+// ActionAcceptedBody defines model for ActionAcceptedBody.
+type ActionAcceptedBody struct {
+	// Joined True when the request joined a run already queued (or running).
+	Joined bool `json:"joined"`
+
+	// JournalId The run that answers this request.
+	JournalId openapi_types.UUID `json:"journalId"`
+
+	// State The run's state when answered.
+	State string `json:"state"`
 }
 
 // CreateTokenInputBody defines model for CreateTokenInputBody.
@@ -217,6 +283,84 @@ type ErrorModel struct {
 	Type *string `json:"type,omitempty"`
 }
 
+// GitOpsLastSync defines model for GitOpsLastSync.
+type GitOpsLastSync struct {
+	Commit        *string            `json:"commit,omitempty"`
+	CommitMessage *string            `json:"commitMessage,omitempty"`
+	Created       int64              `json:"created"`
+	Error         *string            `json:"error,omitempty"`
+	FinishedAt    *time.Time         `json:"finishedAt,omitempty"`
+	Invalid       int64              `json:"invalid"`
+	JournalId     openapi_types.UUID `json:"journalId"`
+	Stale         int64              `json:"stale"`
+	StartedAt     *time.Time         `json:"startedAt,omitempty"`
+	State         string             `json:"state"`
+	Unchanged     int64              `json:"unchanged"`
+	Updated       int64              `json:"updated"`
+}
+
+// GitOpsSettings defines model for GitOpsSettings.
+type GitOpsSettings struct {
+	// Branch The branch to track.
+	//
+	// Example: main
+	Branch string `json:"branch"`
+
+	// Path Optional subdirectory holding the units: relative, no .., not absolute.
+	//
+	// Example: units
+	Path string `json:"path"`
+
+	// RepoUrl The intent repository: https, ssh, file:// or a local path. Credentials are shown as ***; send the URL back unchanged to keep them.
+	//
+	// Example: https://git.example.com/ops/intent.git
+	RepoUrl string `json:"repoUrl"`
+
+	// SyncIntervalSec Seconds between interval syncs; 0 means manual syncs only.
+	//
+	// Example: 600
+	SyncIntervalSec int64 `json:"syncIntervalSec"`
+}
+
+// GitOpsStatus defines model for GitOpsStatus.
+type GitOpsStatus struct {
+	// Branch The branch to track.
+	//
+	// Example: main
+	Branch string `json:"branch"`
+
+	// Counts Units per status: pending, applied, failed, stale, destroyed.
+	Counts   map[string]int64 `json:"counts"`
+	LastSync *GitOpsLastSync  `json:"lastSync,omitempty"`
+
+	// NextSyncAt When the interval next fires; absent for manual only.
+	NextSyncAt *time.Time `json:"nextSyncAt,omitempty"`
+
+	// Path Optional subdirectory holding the units: relative, no .., not absolute.
+	//
+	// Example: units
+	Path string `json:"path"`
+
+	// RepoUrl The intent repository: https, ssh, file:// or a local path. Credentials are shown as ***; send the URL back unchanged to keep them.
+	//
+	// Example: https://git.example.com/ops/intent.git
+	RepoUrl string `json:"repoUrl"`
+
+	// SkippedTicks Interval ticks skipped because a sync was still busy.
+	SkippedTicks int64 `json:"skippedTicks"`
+
+	// SyncIntervalSec Seconds between interval syncs; 0 means manual syncs only.
+	//
+	// Example: 600
+	SyncIntervalSec int64 `json:"syncIntervalSec"`
+
+	// Syncing A sync is queued or running.
+	Syncing bool `json:"syncing"`
+
+	// TrackedCount Units in Git now (not stale or destroyed).
+	TrackedCount int64 `json:"trackedCount"`
+}
+
 // ListJournalOutputBody defines model for ListJournalOutputBody.
 type ListJournalOutputBody struct {
 	// NextCursor Pass as cursor for the next page; absent on the last page.
@@ -229,6 +373,15 @@ type ListJournalOutputBody struct {
 // ListTokensOutputBody defines model for ListTokensOutputBody.
 type ListTokensOutputBody struct {
 	Tokens *[]Token `json:"tokens"`
+}
+
+// ListUnitsOutputBody defines model for ListUnitsOutputBody.
+type ListUnitsOutputBody struct {
+	// NextCursor Pass as cursor for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+
+	// Units Ordered by path.
+	Units *[]Unit `json:"units"`
 }
 
 // Run defines model for Run.
@@ -300,6 +453,39 @@ type Token struct {
 // TokenRole defines model for Token.Role.
 type TokenRole string
 
+// Unit defines model for Unit.
+type Unit struct {
+	// Commit The commit the content was synced from.
+	Commit  string      `json:"commit"`
+	Content interface{} `json:"content"`
+
+	// ContentHash SHA-256 of the canonical JSON.
+	ContentHash string    `json:"contentHash"`
+	CreatedAt   time.Time `json:"createdAt"`
+
+	// DesiredAhead Git holds content that was not applied yet.
+	DesiredAhead    bool               `json:"desiredAhead"`
+	Id              openapi_types.UUID `json:"id"`
+	Kind            string             `json:"kind"`
+	Labels          interface{}        `json:"labels,omitempty"`
+	LastAppliedHash *string            `json:"lastAppliedHash,omitempty"`
+	Name            string             `json:"name"`
+
+	// Path Relative to the repository root.
+	Path      string     `json:"path"`
+	Status    UnitStatus `json:"status"`
+	UpdatedAt time.Time  `json:"updatedAt"`
+}
+
+// UnitStatus defines model for Unit.Status.
+type UnitStatus string
+
+// SyncGitopsParams defines parameters for SyncGitops.
+type SyncGitopsParams struct {
+	// Full Walk every unit instead of the paths changed since the last sync.
+	Full *bool `form:"full,omitempty" json:"full,omitempty"`
+}
+
 // ListJournalParams defines parameters for ListJournal.
 type ListJournalParams struct {
 	// Action Only runs of this action.
@@ -329,6 +515,28 @@ type StreamJournalEventsParams struct {
 	// LastEventID Set by reconnecting SSE clients; same as after.
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
+
+// ListUnitsParams defines parameters for ListUnits.
+type ListUnitsParams struct {
+	// Status Only units with this status.
+	Status *ListUnitsParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Kind Only units of this kind.
+	Kind *string `form:"kind,omitempty" json:"kind,omitempty"`
+
+	// PathPrefix Only units whose path starts with this.
+	PathPrefix *string `form:"pathPrefix,omitempty" json:"pathPrefix,omitempty"`
+	Limit      *int64  `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor nextCursor from the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListUnitsParamsStatus defines parameters for ListUnits.
+type ListUnitsParamsStatus string
+
+// PutGitopsSettingsJSONRequestBody defines body for PutGitopsSettings for application/json ContentType.
+type PutGitopsSettingsJSONRequestBody = GitOpsSettings
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = CreateTokenInputBody
@@ -407,6 +615,45 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetGitopsSettings The GitOps settings in force.
+	//
+	// The GitOps settings in force. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/gitops/settings (the `GetGitopsSettings` operationId).
+	GetGitopsSettings(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutGitopsSettingsWithBody Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit.
+	//
+	// Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit. Needs the admin role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/gitops/settings (the `PutGitopsSettings` operationId).
+	PutGitopsSettingsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutGitopsSettings Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit.
+	//
+	// Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit. Needs the admin role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/gitops/settings (the `PutGitopsSettings` operationId).
+	PutGitopsSettings(ctx context.Context, body PutGitopsSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetGitopsStatus Where sync stands: settings, schedule, unit counts and the last sync.
+	//
+	// Where sync stands: settings, schedule, unit counts and the last sync. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/gitops/status (the `GetGitopsStatus` operationId).
+	GetGitopsStatus(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SyncGitops Sync now. Answers 409 when a sync is already queued or running.
+	//
+	// Sync now. Answers 409 when a sync is already queued or running. Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/gitops/sync (the `SyncGitops` operationId).
+	SyncGitops(ctx context.Context, params *SyncGitopsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListJournal List journal runs, newest first.
 	//
 	// List journal runs, newest first. Needs the viewer role.
@@ -459,6 +706,109 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /api/v1/tokens/{ref} (the `RevokeToken` operationId).
 	RevokeToken(ctx context.Context, ref string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListUnits List the unit inventory, ordered by path.
+	//
+	// List the unit inventory, ordered by path. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/units (the `ListUnits` operationId).
+	ListUnits(ctx context.Context, params *ListUnitsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetUnit Get one unit.
+	//
+	// Get one unit. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/units/{id} (the `GetUnit` operationId).
+	GetUnit(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetGitopsSettings The GitOps settings in force.
+//
+// The GitOps settings in force. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/gitops/settings (the `GetGitopsSettings` operationId).
+func (c *Client) GetGitopsSettings(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetGitopsSettingsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutGitopsSettingsWithBody Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit.
+//
+// Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit. Needs the admin role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/gitops/settings (the `PutGitopsSettings` operationId).
+func (c *Client) PutGitopsSettingsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutGitopsSettingsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutGitopsSettings Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit.
+//
+// Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit. Needs the admin role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/gitops/settings (the `PutGitopsSettings` operationId).
+func (c *Client) PutGitopsSettings(ctx context.Context, body PutGitopsSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutGitopsSettingsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetGitopsStatus Where sync stands: settings, schedule, unit counts and the last sync.
+//
+// Where sync stands: settings, schedule, unit counts and the last sync. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/gitops/status (the `GetGitopsStatus` operationId).
+func (c *Client) GetGitopsStatus(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetGitopsStatusRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SyncGitops Sync now. Answers 409 when a sync is already queued or running.
+//
+// Sync now. Answers 409 when a sync is already queued or running. Needs the operator role.
+//
+// Corresponds with POST /api/v1/gitops/sync (the `SyncGitops` operationId).
+func (c *Client) SyncGitops(ctx context.Context, params *SyncGitopsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSyncGitopsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListJournal List journal runs, newest first.
@@ -582,6 +932,188 @@ func (c *Client) RevokeToken(ctx context.Context, ref string, reqEditors ...Requ
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// ListUnits List the unit inventory, ordered by path.
+//
+// List the unit inventory, ordered by path. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/units (the `ListUnits` operationId).
+func (c *Client) ListUnits(ctx context.Context, params *ListUnitsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListUnitsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetUnit Get one unit.
+//
+// Get one unit. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/units/{id} (the `GetUnit` operationId).
+func (c *Client) GetUnit(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUnitRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// NewGetGitopsSettingsRequest constructs an http.Request for the GetGitopsSettings method
+func NewGetGitopsSettingsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/gitops/settings")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutGitopsSettingsRequest calls the generic PutGitopsSettings builder with application/json body
+func NewPutGitopsSettingsRequest(server string, body PutGitopsSettingsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutGitopsSettingsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPutGitopsSettingsRequestWithBody constructs an http.Request for the PutGitopsSettings method, with any body, and a specified content type
+func NewPutGitopsSettingsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/gitops/settings")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetGitopsStatusRequest constructs an http.Request for the GetGitopsStatus method
+func NewGetGitopsStatusRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/gitops/status")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSyncGitopsRequest constructs an http.Request for the SyncGitops method
+func NewSyncGitopsRequest(server string, params *SyncGitopsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/gitops/sync")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Full != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "full", *params.Full, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListJournalRequest constructs an http.Request for the ListJournal method
@@ -897,6 +1429,142 @@ func NewRevokeTokenRequest(server string, ref string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListUnitsRequest constructs an http.Request for the ListUnits method
+func NewListUnitsRequest(server string, params *ListUnitsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/units")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Kind != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "kind", *params.Kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PathPrefix != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "pathPrefix", *params.PathPrefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetUnitRequest constructs an http.Request for the GetUnit method
+func NewGetUnitRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/units/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -940,6 +1608,51 @@ func WithBaseURL(baseURL string) ClientOption {
 
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
+
+	// GetGitopsSettingsWithResponse The GitOps settings in force.
+	//
+	// The GitOps settings in force. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/gitops/settings (the `GetGitopsSettings` operationId).
+	GetGitopsSettingsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetGitopsSettingsResponse, error)
+
+	// PutGitopsSettingsWithBodyWithResponse Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit.
+	//
+	// Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit. Needs the admin role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/gitops/settings (the `PutGitopsSettings` operationId).
+	PutGitopsSettingsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutGitopsSettingsResponse, error)
+
+	// PutGitopsSettingsWithResponse Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit.
+	//
+	// Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit. Needs the admin role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/gitops/settings (the `PutGitopsSettings` operationId).
+	PutGitopsSettingsWithResponse(ctx context.Context, body PutGitopsSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*PutGitopsSettingsResponse, error)
+
+	// GetGitopsStatusWithResponse Where sync stands: settings, schedule, unit counts and the last sync.
+	//
+	// Where sync stands: settings, schedule, unit counts and the last sync. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/gitops/status (the `GetGitopsStatus` operationId).
+	GetGitopsStatusWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetGitopsStatusResponse, error)
+
+	// SyncGitopsWithResponse Sync now. Answers 409 when a sync is already queued or running.
+	//
+	// Sync now. Answers 409 when a sync is already queued or running. Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/gitops/sync (the `SyncGitops` operationId).
+	SyncGitopsWithResponse(ctx context.Context, params *SyncGitopsParams, reqEditors ...RequestEditorFn) (*SyncGitopsResponse, error)
 
 	// ListJournalWithResponse List journal runs, newest first.
 	//
@@ -1003,6 +1716,300 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /api/v1/tokens/{ref} (the `RevokeToken` operationId).
 	RevokeTokenWithResponse(ctx context.Context, ref string, reqEditors ...RequestEditorFn) (*RevokeTokenResponse, error)
+
+	// ListUnitsWithResponse List the unit inventory, ordered by path.
+	//
+	// List the unit inventory, ordered by path. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/units (the `ListUnits` operationId).
+	ListUnitsWithResponse(ctx context.Context, params *ListUnitsParams, reqEditors ...RequestEditorFn) (*ListUnitsResponse, error)
+
+	// GetUnitWithResponse Get one unit.
+	//
+	// Get one unit. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/units/{id} (the `GetUnit` operationId).
+	GetUnitWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetUnitResponse, error)
+}
+
+type GetGitopsSettingsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GitOpsSettings
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetGitopsSettingsResponse) GetJSON200() *GitOpsSettings {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetGitopsSettingsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetGitopsSettingsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetGitopsSettingsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetGitopsSettingsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetGitopsSettingsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetGitopsSettingsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetGitopsSettingsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutGitopsSettingsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GitOpsSettings
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutGitopsSettingsResponse) GetJSON200() *GitOpsSettings {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutGitopsSettingsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutGitopsSettingsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutGitopsSettingsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PutGitopsSettingsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PutGitopsSettingsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutGitopsSettingsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutGitopsSettingsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutGitopsSettingsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetGitopsStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GitOpsStatus
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetGitopsStatusResponse) GetJSON200() *GitOpsStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetGitopsStatusResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetGitopsStatusResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetGitopsStatusResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetGitopsStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetGitopsStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetGitopsStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetGitopsStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SyncGitopsResponse202Headers the declared response headers of an HTTP 202 response for SyncGitops
+type SyncGitopsResponse202Headers struct {
+	Location *string
+}
+
+type SyncGitopsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *SyncGitopsResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r SyncGitopsResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SyncGitopsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SyncGitopsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SyncGitopsResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SyncGitopsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SyncGitopsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SyncGitopsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SyncGitopsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SyncGitopsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SyncGitopsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type ListJournalResponse struct {
@@ -1433,6 +2440,226 @@ func (r RevokeTokenResponse) ContentType() string {
 	return ""
 }
 
+type ListUnitsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ListUnitsOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListUnitsResponse) GetJSON200() *ListUnitsOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListUnitsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListUnitsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListUnitsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListUnitsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListUnitsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListUnitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListUnitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListUnitsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetUnitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Unit
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetUnitResponse) GetJSON200() *Unit {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetUnitResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetUnitResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetUnitResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetUnitResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetUnitResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetUnitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetUnitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetUnitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetUnitResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetGitopsSettingsWithResponse The GitOps settings in force.
+//
+// The GitOps settings in force. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/gitops/settings (the `GetGitopsSettings` operationId).
+func (c *ClientWithResponses) GetGitopsSettingsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetGitopsSettingsResponse, error) {
+	rsp, err := c.GetGitopsSettings(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetGitopsSettingsResponse(rsp)
+}
+
+// PutGitopsSettingsWithBodyWithResponse Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit.
+//
+// Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit. Needs the admin role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/gitops/settings (the `PutGitopsSettings` operationId).
+func (c *ClientWithResponses) PutGitopsSettingsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutGitopsSettingsResponse, error) {
+	rsp, err := c.PutGitopsSettingsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutGitopsSettingsResponse(rsp)
+}
+
+// PutGitopsSettingsWithResponse Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit.
+//
+// Change the GitOps settings. They are in force for the next sync and tick, without a restart; a new repository, branch or path makes the next sync walk every unit. Needs the admin role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/gitops/settings (the `PutGitopsSettings` operationId).
+func (c *ClientWithResponses) PutGitopsSettingsWithResponse(ctx context.Context, body PutGitopsSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*PutGitopsSettingsResponse, error) {
+	rsp, err := c.PutGitopsSettings(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutGitopsSettingsResponse(rsp)
+}
+
+// GetGitopsStatusWithResponse Where sync stands: settings, schedule, unit counts and the last sync.
+//
+// Where sync stands: settings, schedule, unit counts and the last sync. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/gitops/status (the `GetGitopsStatus` operationId).
+func (c *ClientWithResponses) GetGitopsStatusWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetGitopsStatusResponse, error) {
+	rsp, err := c.GetGitopsStatus(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetGitopsStatusResponse(rsp)
+}
+
+// SyncGitopsWithResponse Sync now. Answers 409 when a sync is already queued or running.
+//
+// Sync now. Answers 409 when a sync is already queued or running. Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/gitops/sync (the `SyncGitops` operationId).
+func (c *ClientWithResponses) SyncGitopsWithResponse(ctx context.Context, params *SyncGitopsParams, reqEditors ...RequestEditorFn) (*SyncGitopsResponse, error) {
+	rsp, err := c.SyncGitops(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSyncGitopsResponse(rsp)
+}
+
 // ListJournalWithResponse List journal runs, newest first.
 //
 // List journal runs, newest first. Needs the viewer role.
@@ -1536,6 +2763,258 @@ func (c *ClientWithResponses) RevokeTokenWithResponse(ctx context.Context, ref s
 		return nil, err
 	}
 	return ParseRevokeTokenResponse(rsp)
+}
+
+// ListUnitsWithResponse List the unit inventory, ordered by path.
+//
+// List the unit inventory, ordered by path. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/units (the `ListUnits` operationId).
+func (c *ClientWithResponses) ListUnitsWithResponse(ctx context.Context, params *ListUnitsParams, reqEditors ...RequestEditorFn) (*ListUnitsResponse, error) {
+	rsp, err := c.ListUnits(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListUnitsResponse(rsp)
+}
+
+// GetUnitWithResponse Get one unit.
+//
+// Get one unit. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/units/{id} (the `GetUnit` operationId).
+func (c *ClientWithResponses) GetUnitWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetUnitResponse, error) {
+	rsp, err := c.GetUnit(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetUnitResponse(rsp)
+}
+
+// ParseGetGitopsSettingsResponse parses an HTTP response from a GetGitopsSettingsWithResponse call
+func ParseGetGitopsSettingsResponse(rsp *http.Response) (*GetGitopsSettingsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetGitopsSettingsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GitOpsSettings
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutGitopsSettingsResponse parses an HTTP response from a PutGitopsSettingsWithResponse call
+func ParsePutGitopsSettingsResponse(rsp *http.Response) (*PutGitopsSettingsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutGitopsSettingsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GitOpsSettings
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetGitopsStatusResponse parses an HTTP response from a GetGitopsStatusWithResponse call
+func ParseGetGitopsStatusResponse(rsp *http.Response) (*GetGitopsStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetGitopsStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GitOpsStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSyncGitopsResponse parses an HTTP response from a SyncGitopsWithResponse call
+func ParseSyncGitopsResponse(rsp *http.Response) (*SyncGitopsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SyncGitopsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers SyncGitopsResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListJournalResponse parses an HTTP response from a ListJournalWithResponse call
@@ -1831,6 +3310,121 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest Token
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListUnitsResponse parses an HTTP response from a ListUnitsWithResponse call
+func ParseListUnitsResponse(rsp *http.Response) (*ListUnitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListUnitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ListUnitsOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetUnitResponse parses an HTTP response from a GetUnitWithResponse call
+func ParseGetUnitResponse(rsp *http.Response) (*GetUnitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetUnitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Unit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

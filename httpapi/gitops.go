@@ -1,0 +1,227 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"sluice/db"
+	"sluice/internal/auth"
+	"sluice/internal/errs"
+	"sluice/internal/gitops"
+)
+
+// GitOpsSettings are the default source's settings.
+type GitOpsSettings struct {
+	RepoURL         string `json:"repoUrl" doc:"The intent repository: https, ssh, file:// or a local path. Credentials are shown as ***; send the URL back unchanged to keep them." example:"https://git.example.com/ops/intent.git"`
+	Branch          string `json:"branch" doc:"The branch to track." default:"main" example:"main"`
+	Path            string `json:"path" doc:"Optional subdirectory holding the units: relative, no .., not absolute." example:"units"`
+	SyncIntervalSec int    `json:"syncIntervalSec" minimum:"0" doc:"Seconds between interval syncs; 0 means manual syncs only." example:"600"`
+}
+
+func settingsOut(s *gitops.Settings) GitOpsSettings {
+	return GitOpsSettings{RepoURL: s.RepoURL, Branch: s.Branch, Path: s.Path, SyncIntervalSec: s.SyncIntervalSec}
+}
+
+// GitOpsLastSync summarizes the newest finished sync.
+type GitOpsLastSync struct {
+	JournalID     uuid.UUID  `json:"journalId" format:"uuid"`
+	State         string     `json:"state"`
+	Commit        string     `json:"commit,omitempty"`
+	CommitMessage string     `json:"commitMessage,omitempty"`
+	StartedAt     *time.Time `json:"startedAt,omitempty"`
+	FinishedAt    *time.Time `json:"finishedAt,omitempty"`
+	Error         string     `json:"error,omitempty"`
+	Created       int        `json:"created"`
+	Updated       int        `json:"updated"`
+	Unchanged     int        `json:"unchanged"`
+	Stale         int        `json:"stale"`
+	Invalid       int        `json:"invalid"`
+}
+
+// GitOpsStatus says where sync stands.
+type GitOpsStatus struct {
+	GitOpsSettings
+	Syncing      bool            `json:"syncing" doc:"A sync is queued or running."`
+	NextSyncAt   *time.Time      `json:"nextSyncAt,omitempty" doc:"When the interval next fires; absent for manual only."`
+	SkippedTicks int64           `json:"skippedTicks" doc:"Interval ticks skipped because a sync was still busy."`
+	TrackedCount int             `json:"trackedCount" doc:"Units in Git now (not stale or destroyed)."`
+	Counts       map[string]int  `json:"counts" doc:"Units per status: pending, applied, failed, stale, destroyed."`
+	LastSync     *GitOpsLastSync `json:"lastSync,omitempty"`
+}
+
+// Unit is one desired-state unit of the inventory.
+type Unit struct {
+	ID              uuid.UUID `json:"id" format:"uuid"`
+	Path            string    `json:"path" doc:"Relative to the repository root."`
+	Kind            string    `json:"kind"`
+	Name            string    `json:"name"`
+	Labels          any       `json:"labels,omitempty"`
+	Status          string    `json:"status" enum:"pending,applied,failed,stale,destroyed"`
+	ContentHash     string    `json:"contentHash" doc:"SHA-256 of the canonical JSON."`
+	LastAppliedHash *string   `json:"lastAppliedHash,omitempty"`
+	DesiredAhead    bool      `json:"desiredAhead" doc:"Git holds content that was not applied yet."`
+	Commit          string    `json:"commit" doc:"The commit the content was synced from."`
+	Content         any       `json:"content"`
+	CreatedAt       time.Time `json:"createdAt"`
+	UpdatedAt       time.Time `json:"updatedAt"`
+}
+
+func unitOut(u *db.Unit) Unit {
+	return Unit{
+		ID: u.ID, Path: u.Path, Kind: u.Kind, Name: u.Name, Labels: rawAny(u.Labels), Status: u.Status,
+		ContentHash: u.ContentHash, LastAppliedHash: u.LastAppliedHash,
+		DesiredAhead: u.LastAppliedHash == nil || *u.LastAppliedHash != u.ContentHash,
+		Commit:       u.GitCommit, Content: json.RawMessage(u.Content), CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt,
+	}
+}
+
+type settingsOutput struct{ Body GitOpsSettings }
+
+type putSettingsInput struct{ Body GitOpsSettings }
+
+type statusOutput struct{ Body GitOpsStatus }
+
+type syncInput struct {
+	Full bool `query:"full" doc:"Walk every unit instead of the paths changed since the last sync."`
+}
+
+type listUnitsInput struct {
+	Status     string `query:"status" enum:"pending,applied,failed,stale,destroyed" doc:"Only units with this status."`
+	Kind       string `query:"kind" doc:"Only units of this kind."`
+	PathPrefix string `query:"pathPrefix" doc:"Only units whose path starts with this."`
+	Limit      int    `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+	Cursor     string `query:"cursor" doc:"nextCursor from the previous page."`
+}
+
+type listUnitsOutput struct {
+	Body struct {
+		Units      []Unit `json:"units" doc:"Ordered by path."`
+		NextCursor string `json:"nextCursor,omitempty" doc:"Pass as cursor for the next page; absent on the last page."`
+	}
+}
+
+type getUnitInput struct {
+	ID uuid.UUID `path:"id" format:"uuid"`
+}
+
+type getUnitOutput struct{ Body Unit }
+
+func registerGitOps(api huma.API, d Deps) {
+	register(api, d, op("get-gitops-status", http.MethodGet, "/gitops/status",
+		"Where sync stands: settings, schedule, unit counts and the last sync.", auth.RoleViewer),
+		func(ctx context.Context, _ *struct{}) (*statusOutput, error) {
+			st, err := d.GitOps.GetStatus(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := &statusOutput{}
+			out.Body = GitOpsStatus{
+				GitOpsSettings: settingsOut(&st.Settings), Syncing: st.Syncing, NextSyncAt: st.NextSyncAt,
+				SkippedTicks: st.SkippedTicks, TrackedCount: st.TrackedCount, Counts: st.Counts,
+			}
+			if ls := st.LastSync; ls != nil {
+				out.Body.LastSync = &GitOpsLastSync{
+					JournalID: ls.JournalID, State: ls.State, Commit: ls.Commit, CommitMessage: ls.CommitMessage,
+					StartedAt: ls.StartedAt, FinishedAt: ls.FinishedAt, Error: ls.Error, Created: ls.Created,
+					Updated: ls.Updated, Unchanged: ls.Unchanged, Stale: ls.Stale, Invalid: ls.Invalid,
+				}
+			}
+			return out, nil
+		})
+
+	register(api, d, op("get-gitops-settings", http.MethodGet, "/gitops/settings",
+		"The GitOps settings in force.", auth.RoleViewer),
+		func(ctx context.Context, _ *struct{}) (*settingsOutput, error) {
+			s, err := d.GitOps.GetSettings(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &settingsOutput{Body: settingsOut(s)}, nil
+		})
+
+	register(api, d, op("put-gitops-settings", http.MethodPut, "/gitops/settings",
+		"Change the GitOps settings. They are in force for the next sync and tick, without a restart; "+
+			"a new repository, branch or path makes the next sync walk every unit.", auth.RoleAdmin, http.StatusUnprocessableEntity),
+		func(ctx context.Context, in *putSettingsInput) (*settingsOutput, error) {
+			s, err := d.GitOps.PutSettings(ctx, gitops.SettingsInput{
+				RepoURL: in.Body.RepoURL, Branch: in.Body.Branch, Path: in.Body.Path, SyncIntervalSec: in.Body.SyncIntervalSec,
+			})
+			if err != nil {
+				return nil, err
+			}
+			return &settingsOutput{Body: settingsOut(s)}, nil
+		})
+
+	o := op("sync-gitops", http.MethodPost, "/gitops/sync",
+		"Sync now. Answers 409 when a sync is already queued or running.", auth.RoleOperator, http.StatusConflict)
+	o.DefaultStatus = http.StatusAccepted
+	register(api, d, o, func(ctx context.Context, in *syncInput) (*ActionAccepted, error) {
+		res, err := d.GitOps.RequestSync(ctx, requester(ctx), in.Full)
+		if err != nil {
+			return nil, err
+		}
+		return accepted(res), nil
+	})
+
+	register(api, d, op("list-units", http.MethodGet, "/units",
+		"List the unit inventory, ordered by path.", auth.RoleViewer, http.StatusUnprocessableEntity),
+		func(ctx context.Context, in *listUnitsInput) (*listUnitsOutput, error) {
+			limit := min(max(in.Limit, 1), 1000)
+			p := gitops.UnitListParams{Status: in.Status, Kind: in.Kind, PathPrefix: in.PathPrefix, Limit: limit + 1}
+			if in.Cursor != "" {
+				path, id, err := decodeUnitCursor(in.Cursor)
+				if err != nil {
+					return nil, err
+				}
+				p.AfterPath, p.AfterID = path, id
+			}
+			units, err := d.GitOps.ListUnits(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			out := &listUnitsOutput{}
+			if len(units) > limit {
+				units = units[:limit]
+				last := units[len(units)-1]
+				out.Body.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(last.Path + "\x00" + last.ID.String()))
+			}
+			out.Body.Units = make([]Unit, 0, len(units))
+			for _, u := range units {
+				out.Body.Units = append(out.Body.Units, unitOut(u))
+			}
+			return out, nil
+		})
+
+	register(api, d, op("get-unit", http.MethodGet, "/units/{id}", "Get one unit.", auth.RoleViewer, http.StatusNotFound),
+		func(ctx context.Context, in *getUnitInput) (*getUnitOutput, error) {
+			u, err := d.GitOps.GetUnit(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &getUnitOutput{Body: unitOut(u)}, nil
+		})
+}
+
+func decodeUnitCursor(s string) (string, uuid.UUID, error) {
+	bad := errs.Errorf(errs.Invalid, "The cursor is not one this server gave out; start again without it.")
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return "", uuid.Nil, bad
+	}
+	path, id, ok := strings.Cut(string(b), "\x00")
+	if !ok {
+		return "", uuid.Nil, bad
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", uuid.Nil, bad
+	}
+	return path, u, nil
+}

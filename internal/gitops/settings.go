@@ -1,0 +1,290 @@
+// Package gitops pulls desired state from Git into the unit inventory.
+//
+// The GitOps settings are the source named "default". A sync is a journaled
+// action (SyncSourceArgs in jobs/): it mirrors the repository into the
+// config root (gitsync), reads the units that changed since the last synced
+// commit (unit), and in the transaction that finishes the run creates,
+// updates and stales inventory rows. It never destroys anything.
+package gitops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"sluice/db"
+	"sluice/internal/errs"
+	"sluice/internal/redact"
+	"sluice/internal/unit"
+)
+
+// DefaultSourceName is the source the GitOps settings describe.
+const DefaultSourceName = "default"
+
+// DefaultSourceID is the default source's id: fixed, so that it reads the
+// same in every installation.
+var DefaultSourceID = uuid.MustParse("00000000-0000-5000-8000-000000000001")
+
+// DefaultInterval is the sync interval when a repository is configured and
+// no interval is given.
+const DefaultInterval = 600
+
+// Settings are the GitOps settings as operators see them.
+type Settings struct {
+	// RepoURL is the repository with any credentials masked.
+	RepoURL         string
+	Branch          string
+	Path            string
+	SyncIntervalSec int
+}
+
+// SettingsInput changes the settings. RepoURL may carry credentials in its
+// userinfo; sending back the masked URL keeps the stored ones.
+type SettingsInput struct {
+	RepoURL         string
+	Branch          string
+	Path            string
+	SyncIntervalSec int
+	// Token is an HTTPS token (SLUICE_GITOPS_TOKEN); "" keeps the stored one.
+	Token string
+}
+
+// credentials are what a repository URL carried, kept out of the URL.
+type credentials struct {
+	username, password string
+}
+
+// splitURL separates credentials from a repository URL. Local paths and
+// scp-like ssh addresses (git@host:repo) pass through unchanged.
+func splitURL(raw string) (string, credentials, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", credentials{}, errs.Errorf(errs.Invalid, "The repository URL is empty.")
+	}
+	if !strings.Contains(raw, "://") {
+		return raw, credentials{}, nil // a local path or git@host:repo
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", credentials{}, errs.Errorf(errs.Invalid, "The repository URL %q cannot be parsed.", redact.String(raw))
+	}
+	switch u.Scheme {
+	case "https", "http", "ssh", "git", "file":
+	default:
+		return "", credentials{}, errs.Errorf(errs.Invalid, "The repository URL must use https, http, ssh, git or file, not %q.", u.Scheme)
+	}
+	var c credentials
+	if u.User != nil {
+		c.username = u.User.Username()
+		c.password, _ = u.User.Password()
+		if c.password == "" && u.Scheme == "ssh" {
+			// An SSH login name (ssh://git@host) is no secret, and ssh needs it.
+			return u.String(), credentials{}, nil
+		}
+		if c.password == "" {
+			// https://TOKEN@host: the user part is the secret.
+			c.username, c.password = "x-access-token", u.User.Username()
+		}
+		u.User = nil
+	}
+	return u.String(), c, nil
+}
+
+// maskedURL is how a stored source's URL is shown: with "***@" where
+// credentials are stored.
+func maskedURL(src *db.Source) string {
+	if src.RepoPassword == nil || *src.RepoPassword == "" {
+		return src.RepoUrl
+	}
+	if i := strings.Index(src.RepoUrl, "://"); i >= 0 {
+		return src.RepoUrl[:i+3] + redact.Mask + "@" + src.RepoUrl[i+3:]
+	}
+	return src.RepoUrl
+}
+
+// remoteURL rebuilds the URL with credentials for the Git client.
+func remoteURL(src *db.Source) (string, string) {
+	if src.RepoPassword == nil || *src.RepoPassword == "" {
+		return src.RepoUrl, ""
+	}
+	user := ""
+	if src.RepoUsername != nil {
+		user = *src.RepoUsername
+	}
+	if user == "" || user == "x-access-token" {
+		return src.RepoUrl, *src.RepoPassword
+	}
+	u, err := url.Parse(src.RepoUrl)
+	if err != nil {
+		return src.RepoUrl, *src.RepoPassword
+	}
+	u.User = url.UserPassword(user, *src.RepoPassword)
+	return u.String(), ""
+}
+
+func settingsOut(src *db.Source) *Settings {
+	return &Settings{RepoURL: maskedURL(src), Branch: src.Branch, Path: src.Path, SyncIntervalSec: int(src.SyncIntervalSec)}
+}
+
+func validateBranch(b string) error {
+	if b == "" || strings.ContainsAny(b, " ~^:?*[\\") || strings.Contains(b, "..") ||
+		strings.HasPrefix(b, "/") || strings.HasSuffix(b, "/") || strings.HasSuffix(b, ".lock") ||
+		// What gitsync refuses at every sync is refused here, when it is set.
+		strings.HasPrefix(b, "-") || plumbing.NewBranchReferenceName(b).Validate() != nil {
+		return errs.Errorf(errs.Invalid, "Branch %q is not a valid Git branch name.", b)
+	}
+	return nil
+}
+
+// normalizeInput checks an input and splits its credentials.
+func normalizeInput(in SettingsInput) (SettingsInput, credentials, error) {
+	if in.Branch == "" {
+		in.Branch = "main"
+	}
+	if err := validateBranch(in.Branch); err != nil {
+		return in, credentials{}, err
+	}
+	p, err := unit.ValidatePrefix(in.Path)
+	if err != nil {
+		return in, credentials{}, errs.Errorf(errs.Invalid, "The path %q is not allowed: %s", in.Path, err.Error())
+	}
+	in.Path = p
+	if in.SyncIntervalSec < 0 {
+		return in, credentials{}, errs.Errorf(errs.Invalid, "syncIntervalSec must be 0 (manual only) or more.")
+	}
+	if strings.Contains(in.RepoURL, redact.Mask+"@") {
+		// The masked URL sent back: credentials stay as stored.
+		in.RepoURL = strings.Replace(in.RepoURL, redact.Mask+"@", "", 1)
+		return in, credentials{username: keepMarker}, nil
+	}
+	cleanURL, creds, err := splitURL(in.RepoURL)
+	if err != nil {
+		return in, credentials{}, err
+	}
+	in.RepoURL = cleanURL
+	if !strings.Contains(cleanURL, "://") && !strings.Contains(cleanURL, "@") {
+		// A local path: make it absolute so the worker finds it from any cwd.
+		abs, err := filepath.Abs(cleanURL)
+		if err != nil {
+			return in, credentials{}, errs.Errorf(errs.Invalid, "The repository path %q cannot be resolved.", cleanURL)
+		}
+		in.RepoURL = abs
+	}
+	return in, creds, nil
+}
+
+// keepMarker in credentials.username means "keep what is stored".
+const keepMarker = "\x00keep"
+
+// GetSettings returns the settings, or nil when no repository is configured.
+func (s *Service) GetSettings(ctx context.Context) (*Settings, error) {
+	src, err := db.New(s.Pool).SourceGetByName(ctx, DefaultSourceName)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return &Settings{Branch: "main", SyncIntervalSec: 0}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get settings: %w", err)
+	}
+	return settingsOut(src), nil
+}
+
+// PutSettings stores new settings; they are in force for the next sync and
+// the next tick. A change of repository, branch or path makes the next sync
+// a full one.
+func (s *Service) PutSettings(ctx context.Context, in SettingsInput) (*Settings, error) {
+	in, creds, err := normalizeInput(in)
+	if err != nil {
+		return nil, err
+	}
+	var out *db.Source
+	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		cur, err := q.SourceGetByNameForUpdate(ctx, DefaultSourceName)
+		if errors.Is(err, pgx.ErrNoRows) {
+			cur = nil
+		} else if err != nil {
+			return err
+		}
+		var user, pass *string
+		switch {
+		case creds.username == keepMarker:
+			if cur == nil || cur.RepoUrl != in.RepoURL {
+				// Never send stored credentials to another repository.
+				return errs.Errorf(errs.Invalid, "The URL's masked credentials (%s) only stand for the stored ones of the same repository; send the credentials again.", redact.Mask)
+			}
+			user, pass = cur.RepoUsername, cur.RepoPassword
+		case creds.password != "":
+			user, pass = &creds.username, &creds.password
+		case in.Token != "":
+			u := "x-access-token"
+			user, pass = &u, &in.Token
+		case cur != nil && cur.RepoUrl == in.RepoURL:
+			// The same repository without credentials in the URL: keep a
+			// stored token, so an interval change does not drop it.
+			user, pass = cur.RepoUsername, cur.RepoPassword
+		}
+		if pass != nil {
+			s.Redactor.Add(*pass)
+		}
+		if cur == nil {
+			out, err = q.SourceInsert(ctx, &db.SourceInsertParams{
+				ID: DefaultSourceID, Name: DefaultSourceName, RepoUrl: in.RepoURL, RepoUsername: user,
+				RepoPassword: pass, Branch: in.Branch, Path: in.Path, SyncIntervalSec: int32(in.SyncIntervalSec),
+			})
+			return err
+		}
+		out, err = q.SourceUpdateSettings(ctx, &db.SourceUpdateSettingsParams{
+			ID: cur.ID, RepoUrl: in.RepoURL, RepoUsername: user, RepoPassword: pass,
+			Branch: in.Branch, Path: in.Path, SyncIntervalSec: int32(in.SyncIntervalSec),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return settingsOut(out), nil
+}
+
+// Seed stores the environment's settings on first start; later starts keep
+// the stored settings, which the API may have changed.
+func (s *Service) Seed(ctx context.Context, in SettingsInput, intervalSet bool) error {
+	if in.RepoURL == "" {
+		return nil
+	}
+	if !intervalSet {
+		in.SyncIntervalSec = DefaultInterval
+	}
+	_, err := db.New(s.Pool).SourceGetByName(ctx, DefaultSourceName)
+	if err == nil {
+		// Stored settings win, but their credentials still need masking.
+		return s.registerSecrets(ctx)
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	_, err = s.PutSettings(ctx, in)
+	return err
+}
+
+// registerSecrets adds stored credentials to the redactor, so that a
+// restart keeps them out of logs before any sync uses them.
+func (s *Service) registerSecrets(ctx context.Context) error {
+	src, err := db.New(s.Pool).SourceGetByName(ctx, DefaultSourceName)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if src.RepoPassword != nil {
+		s.Redactor.Add(*src.RepoPassword)
+	}
+	return nil
+}

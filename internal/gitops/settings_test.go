@@ -1,0 +1,381 @@
+package gitops_test
+
+import (
+	"bytes"
+	"io/fs"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/errs"
+	"sluice/internal/gitops"
+	"sluice/internal/journal"
+	"sluice/internal/redact"
+)
+
+type serveOpts struct {
+	// user and password, when set, are the only basic-auth credentials the
+	// server accepts.
+	user, password string
+	// hold makes the first request wait for release, after arrived closes.
+	hold bool
+}
+
+type gitServer struct {
+	url     string // http://127.0.0.1:PORT/intent.git, without credentials
+	host    string // 127.0.0.1:PORT
+	arrived chan struct{}
+	release chan struct{}
+}
+
+// serveRepo serves r's bare repository over HTTP with git http-backend.
+func serveRepo(t *testing.T, r *repo, opts serveOpts) *gitServer {
+	t.Helper()
+	backend := &cgi.Handler{
+		Path: filepath.Join(gitCmd(t, r.pusher, "--exec-path"), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(r.bare), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
+	}
+	gs := &gitServer{arrived: make(chan struct{}), release: make(chan struct{})}
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if opts.hold {
+			once.Do(func() {
+				close(gs.arrived)
+				<-gs.release
+			})
+		}
+		if opts.password != "" {
+			u, p, ok := req.BasicAuth()
+			if !ok || u != opts.user || p != opts.password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="intent"`)
+				http.Error(w, "bad credentials", http.StatusUnauthorized)
+				return
+			}
+		}
+		backend.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		select {
+		case <-gs.release:
+		default:
+			close(gs.release)
+		}
+	})
+	gs.host = strings.TrimPrefix(srv.URL, "http://")
+	gs.url = srv.URL + "/" + filepath.Base(r.bare)
+	return gs
+}
+
+// waitArrived waits for the held first request.
+func (gs *gitServer) waitArrived(t *testing.T) {
+	t.Helper()
+	select {
+	case <-gs.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sync never reached the Git server")
+	}
+}
+
+// requireNowhere checks that secret is in no journal run, event or River
+// job, and in no file of the config root's .git.
+func (b *testBundle) requireNowhere(t *testing.T, secret string) {
+	t.Helper()
+	for _, table := range []string{"journal_run", "journal_event", "river_job"} {
+		require.Zero(t, b.count(t, "SELECT count(*) FROM "+table+" AS r WHERE r::text LIKE '%' || $1 || '%'", secret),
+			"%s holds the secret", table)
+	}
+	gitDir := filepath.Join(b.configRoot, ".git")
+	if _, err := os.Stat(gitDir); err != nil {
+		return
+	}
+	require.NoError(t, filepath.WalkDir(gitDir, func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		if d.Type().IsRegular() {
+			data, err := os.ReadFile(p)
+			require.NoError(t, err)
+			require.False(t, bytes.Contains(data, []byte(secret)), "%s holds the secret", p)
+		}
+		return nil
+	}))
+}
+
+func TestSettingsCredentials(t *testing.T) {
+	t.Parallel()
+
+	const (
+		user  = "deployer"
+		right = "RIGHT-s3cret"
+		wrong = "WRONG-s3cret"
+	)
+	files := map[string]string{"apps/web.json": svcUnit("web", "nginx:1")}
+
+	t.Run("RefusedCredentialsAreSaidAndNeverShown", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noSettings: true})
+		b.commit(t, "one", files)
+		srv := serveRepo(t, b.repo, serveOpts{user: user, password: right})
+		masked := "http://***@" + srv.host + "/intent.git"
+
+		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "http://" + user + ":" + wrong + "@" + srv.host + "/intent.git"})
+		require.NoError(t, err)
+		require.Equal(t, masked, out.RepoURL)
+
+		run := b.syncRun(t, false)
+		require.Equal(t, journal.StateFailed, run.State)
+		require.Equal(t, "The remote refused the credentials for "+srv.url+"; check the token, or the user and password in the URL.", *run.Error)
+		b.jobOf(t, run, rivertype.JobStateDiscarded)
+
+		settings, err := b.svc.GetSettings(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, masked, settings.RepoURL)
+		st, err := b.svc.GetStatus(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, masked, st.RepoURL)
+		require.NotContains(t, st.LastSync.Error, wrong)
+		// The checks below must be able to see River's record of the error.
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM river_job WHERE errors::text LIKE '%refused the credentials%'"))
+		b.requireNowhere(t, wrong)
+		require.Equal(t, srv.url, gitCmd(t, b.configRoot, "config", "remote.origin.url"))
+	})
+
+	t.Run("MaskedURLSentBackKeepsStoredCredentials", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noSettings: true})
+		b.commit(t, "one", files)
+		srv := serveRepo(t, b.repo, serveOpts{user: user, password: right})
+
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "http://" + user + ":" + right + "@" + srv.host + "/intent.git"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Created)
+
+		cur, err := b.svc.GetSettings(b.ctx)
+		require.NoError(t, err)
+		cur2, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: cur.RepoURL, Branch: cur.Branch, Path: cur.Path, SyncIntervalSec: 120})
+		require.NoError(t, err)
+		require.Equal(t, cur.RepoURL, cur2.RepoURL)
+		require.Equal(t, 120, cur2.SyncIntervalSec)
+		src := b.source(t)
+		require.Equal(t, user, *src.RepoUsername)
+		require.Equal(t, right, *src.RepoPassword)
+		require.NotNil(t, src.SyncedCommit, "the same repository, branch and path keep the synced commit")
+
+		c2 := b.commit(t, "two", map[string]string{"apps/api.json": svcUnit("api", "api:1")})
+		res := b.sync(t, false)
+		require.Equal(t, c2, res.Commit)
+		require.Equal(t, []string{"apps/api.json"}, res.Created)
+
+		// The URL without any credentials, for the same repository, keeps them too.
+		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url, SyncIntervalSec: 60})
+		require.NoError(t, err)
+		c3 := b.commit(t, "three", map[string]string{"apps/db.json": svcUnit("db", "pg:16")})
+		require.Equal(t, c3, b.sync(t, false).Commit)
+		b.requireNowhere(t, right)
+	})
+
+	t.Run("TokenIsMaskedAndUsed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noSettings: true})
+		b.commit(t, "one", files)
+		srv := serveRepo(t, b.repo, serveOpts{user: "x-access-token", password: "tok_Sup3rSecretValue"})
+
+		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url, Token: "tok_Sup3rSecretValue"})
+		require.NoError(t, err)
+		require.Equal(t, "http://***@"+srv.host+"/intent.git", out.RepoURL)
+		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Created)
+		b.requireNowhere(t, "tok_Sup3rSecretValue")
+	})
+}
+
+func TestPutSettings(t *testing.T) {
+	t.Parallel()
+
+	t.Run("RefusesPathsOutsideTheRepository", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		for _, p := range []string{"../x", "/etc", "a/../b", "..", `apps\web`, "apps/.git", "archive/old"} {
+			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Path: p})
+			require.Equal(t, errs.Invalid, errs.CodeOf(err), "path %q: %v", p, err)
+			require.Contains(t, err.Error(), "is not allowed: ", "path %q", p)
+		}
+		for p, want := range map[string]string{"apps/": "apps", "./apps": "apps", ".": "", "apps/web": "apps/web"} {
+			out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Path: p})
+			require.NoError(t, err, "path %q", p)
+			require.Equal(t, want, out.Path)
+		}
+	})
+
+	t.Run("RefusesBranchesGitRefuses", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		for _, br := range []string{"has space", "a..b", "a:b", "a~1", "x.lock", "/main", "main/", "-main", "a//b", "a@{1}", ".hidden", "a/.b", "@", "main."} {
+			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Branch: br})
+			require.Equal(t, errs.Invalid, errs.CodeOf(err), "branch %q: %v", br, err)
+			require.Contains(t, err.Error(), "is not a valid Git branch name")
+		}
+		for _, br := range []string{"main", "feature/x", "release-1.2"} {
+			out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Branch: br})
+			require.NoError(t, err, "branch %q", br)
+			require.Equal(t, br, out.Branch)
+		}
+		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare})
+		require.NoError(t, err)
+		require.Equal(t, "main", out.Branch, "no branch means main")
+	})
+
+	t.Run("RefusesNegativeIntervalAndBadURLs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true, noSettings: true})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, SyncIntervalSec: -1})
+		require.Equal(t, errs.Invalid, errs.CodeOf(err))
+		for _, u := range []string{"", "  ", "ftp://example.com/x.git", "http://u:pw@[::1/x"} {
+			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: u})
+			require.Equal(t, errs.Invalid, errs.CodeOf(err), "url %q", u)
+			require.NotContains(t, err.Error(), ":pw")
+		}
+		require.Zero(t, b.count(t, "SELECT count(*) FROM source"))
+	})
+
+	t.Run("RefusesMaskedCredentialsForAnotherRepository", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true, noSettings: true})
+		const secret = "pw-Sup3rSecret"
+
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://***@git.example.com/team/a.git"})
+		require.Equal(t, errs.Invalid, errs.CodeOf(err), "nothing is stored to keep")
+
+		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://deployer:" + secret + "@git.example.com/team/a.git"})
+		require.NoError(t, err)
+		require.Equal(t, "https://***@git.example.com/team/a.git", out.RepoURL)
+
+		for _, other := range []string{"https://***@git.example.com/team/b.git", "https://***@evil.example.com/team/a.git", "http://***@git.example.com/team/a.git"} {
+			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: other})
+			require.Equal(t, errs.Invalid, errs.CodeOf(err), "url %q", other)
+			require.NotContains(t, err.Error(), secret)
+		}
+		src := b.source(t)
+		require.Equal(t, "https://git.example.com/team/a.git", src.RepoUrl)
+		require.Equal(t, secret, *src.RepoPassword)
+
+		// Another repository with credentials of its own is fine.
+		out, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://deployer:other-Secret@git.example.com/team/b.git"})
+		require.NoError(t, err)
+		require.Equal(t, "https://***@git.example.com/team/b.git", out.RepoURL)
+		require.Equal(t, "other-Secret", *b.source(t).RepoPassword)
+
+		// Another repository without credentials does not inherit them.
+		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://git.example.com/team/c.git"})
+		require.NoError(t, err)
+		require.Nil(t, b.source(t).RepoPassword)
+	})
+
+	t.Run("KeepsSSHLoginName", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true, noSettings: true})
+		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "ssh://git@git.example.com/team/intent.git"})
+		require.NoError(t, err)
+		require.Equal(t, "ssh://git@git.example.com/team/intent.git", out.RepoURL)
+		out, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "git@git.example.com:team/intent.git"})
+		require.NoError(t, err)
+		require.Equal(t, "git@git.example.com:team/intent.git", out.RepoURL)
+	})
+
+	t.Run("PathChangeMakesNextSyncFull", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.commit(t, "one", map[string]string{
+			"apps/web.json": svcUnit("web", "nginx:1"),
+			"apps/api.json": svcUnit("api", "api:1"),
+			"db/main.json":  `{"kind":"Database","metadata":{"name":"main"}}`,
+		})
+		require.Len(t, b.sync(t, false).Created, 3)
+
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Path: "apps"})
+		require.NoError(t, err)
+		require.Nil(t, b.source(t).SyncedCommit)
+		res := b.sync(t, false)
+		require.True(t, res.Full)
+		require.Equal(t, []string{"db/main.json"}, res.Stale)
+		require.Empty(t, res.Created)
+		require.Empty(t, res.Updated)
+		require.Equal(t, 2, res.Unchanged)
+		require.Equal(t, "stale", b.unit(t, "db/main.json").Status)
+
+		// Units outside the path are not touched by incremental syncs.
+		b.commit(t, "two", map[string]string{"db/main.json": `{"kind":"Database","metadata":{"name":"main2"}}`, "db/other.json": `{"kind":"Database","metadata":{"name":"o"}}`})
+		res = b.sync(t, false)
+		require.False(t, res.Full)
+		require.Empty(t, res.Created)
+		require.Empty(t, res.Updated)
+
+		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Path: "db"})
+		require.NoError(t, err)
+		res = b.sync(t, false)
+		require.True(t, res.Full)
+		require.Equal(t, []string{"db/other.json"}, res.Created)
+		require.Equal(t, []string{"db/main.json"}, res.Updated)
+		require.Equal(t, []string{"apps/api.json", "apps/web.json"}, res.Stale)
+		require.Equal(t, "pending", b.unit(t, "db/main.json").Status)
+	})
+
+	t.Run("SettingsChangedDuringASyncAreHonouredByTheNext", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noSettings: true})
+		b.commit(t, "one", map[string]string{
+			"apps/web.json": svcUnit("web", "nginx:1"),
+			"db/main.json":  `{"kind":"Database","metadata":{"name":"main"}}`,
+		})
+		srv := serveRepo(t, b.repo, serveOpts{hold: true})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url})
+		require.NoError(t, err)
+
+		res, err := b.svc.RequestSync(b.ctx, "alice", false)
+		require.NoError(t, err)
+		srv.waitArrived(t) // the sync has read the settings and is fetching
+		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url, Path: "apps"})
+		require.NoError(t, err)
+		close(srv.release)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+
+		next := b.sync(t, false)
+		require.True(t, next.Full, "the new path needs a full sync")
+		require.Equal(t, []string{"db/main.json"}, next.Stale)
+	})
+}
+
+func TestSeed(t *testing.T) {
+	t.Parallel()
+
+	t.Run("StoresOnceAndMasksStoredSecretsAfterARestart", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true, noSettings: true})
+		const token = "tok_Seed3dSecretValue"
+		require.NoError(t, b.svc.Seed(b.ctx, gitops.SettingsInput{}, false), "no repository: nothing to seed")
+		require.Zero(t, b.count(t, "SELECT count(*) FROM source"))
+
+		require.NoError(t, b.svc.Seed(b.ctx, gitops.SettingsInput{RepoURL: "https://git.example.com/a.git", Token: token}, false))
+		out, err := b.svc.GetSettings(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, "https://***@git.example.com/a.git", out.RepoURL)
+		require.Equal(t, gitops.DefaultInterval, out.SyncIntervalSec)
+		require.Equal(t, "main", out.Branch)
+
+		// A restart: a new process with its own redactor and other settings.
+		red := &redact.Redactor{}
+		svc := gitops.New(b.pool, b.journal, b.configRoot, red, nil)
+		require.NoError(t, svc.Seed(b.ctx, gitops.SettingsInput{RepoURL: "https://git.example.com/b.git", SyncIntervalSec: 5}, true))
+		out, err = svc.GetSettings(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, "https://***@git.example.com/a.git", out.RepoURL, "stored settings win")
+		require.Equal(t, "fetch failed with "+redact.Mask, red.String("fetch failed with "+token))
+	})
+}

@@ -1,0 +1,439 @@
+package gitops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"sluice/db"
+	"sluice/internal/errs"
+	"sluice/internal/gitsync"
+	"sluice/internal/journal"
+	"sluice/internal/redact"
+	"sluice/internal/unit"
+)
+
+// SyncArgs asks for a sync of one source. The key is the source alone, so
+// one sync per source exists at a time across every process. (The args live
+// here, not in jobs/, because RequestSync and the scheduler insert them;
+// jobs.SyncSourceWorker works them.)
+type SyncArgs struct {
+	journal.Ref
+	SourceID uuid.UUID `json:"source_id" river:"unique"`
+	// Full walks every unit instead of the paths changed since the last sync.
+	Full bool `json:"full,omitempty"`
+}
+
+// Kind implements river.JobArgs.
+func (SyncArgs) Kind() string { return "sync_source" }
+
+// InsertOpts: a failed sync waits for the next tick; River does not retry it.
+func (SyncArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1} }
+
+// Service is the GitOps domain: settings, syncs and their status.
+type Service struct {
+	Pool    *pgxpool.Pool
+	Journal *journal.Journal
+	// ConfigRoot is the working tree the repository is mirrored into.
+	ConfigRoot string
+	Redactor   *redact.Redactor
+	Logger     *slog.Logger
+}
+
+// New returns a Service.
+func New(pool *pgxpool.Pool, j *journal.Journal, configRoot string, red *redact.Redactor, logger *slog.Logger) *Service {
+	if red == nil {
+		red = redact.Default
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{Pool: pool, Journal: j, ConfigRoot: configRoot, Redactor: red, Logger: logger.With("component", "gitops")}
+}
+
+// RequestSync asks for a sync now. It fails fast with a Conflict when a sync
+// of the source is already queued or running: operators get an answer, not
+// a pile-up of queued syncs.
+func (s *Service) RequestSync(ctx context.Context, requestedBy string, full bool) (*journal.EnqueueResult, error) {
+	var res *journal.EnqueueResult
+	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		src, err := db.New(tx).SourceGetByName(ctx, DefaultSourceName)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errs.Errorf(errs.Conflict, "No repository is configured: set SLUICE_GITOPS_REPO_URL or PUT /api/v1/gitops/settings.")
+		}
+		if err != nil {
+			return err
+		}
+		res, err = s.enqueueTx(ctx, tx, src, requestedBy, full)
+		if err != nil {
+			return err
+		}
+		if res.Joined && res.Run.RetryOf != nil {
+			// The job's run has finished and River has not settled the job
+			// yet; res.Run is a retry run that the rollback discards.
+			return errs.Errorf(errs.Conflict, "The previous sync (run %s) has finished, but its job is not released yet; request the sync again in a moment.", *res.Run.RetryOf)
+		}
+		if res.Joined {
+			// Rolling back leaves the running sync untouched and uncounted.
+			return errs.Errorf(errs.Conflict, "A sync is already %s (run %s); follow it with `sluice journal %s --follow`.",
+				res.Run.State, res.Run.ID, res.Run.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (s *Service) enqueueTx(ctx context.Context, tx pgx.Tx, src *db.Source, requestedBy string, full bool) (*journal.EnqueueResult, error) {
+	return s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
+		Args:        &SyncArgs{SourceID: src.ID, Full: full},
+		Target:      src.Name,
+		RequestedBy: requestedBy,
+		Params:      map[string]any{"full": full},
+		JoinRunning: true,
+	})
+}
+
+// Result is a sync run's result, stored on its receipt.
+type Result struct {
+	Commit        string         `json:"commit"`
+	CommitMessage string         `json:"commitMessage"`
+	Full          bool           `json:"full"`
+	Created       []string       `json:"created"`
+	Updated       []string       `json:"updated"`
+	Unchanged     int            `json:"unchanged"`
+	Stale         []string       `json:"stale"`
+	Invalid       []unit.Invalid `json:"invalid"`
+}
+
+// Sync is the sync action's body: it runs in the worker, outside any
+// transaction, and returns the inventory changes as the outcome's ApplyTx.
+func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) (*journal.Outcome, error) {
+	src, err := db.New(s.Pool).SourceGet(ctx, args.SourceID)
+	if err != nil {
+		return nil, fmt.Errorf("load source %s: %w", args.SourceID, err)
+	}
+	repoURL, token := remoteURL(src)
+	mirror, err := gitsync.New(gitsync.Opts{
+		Dir:      s.ConfigRoot,
+		Remote:   gitsync.Remote{URL: repoURL, Branch: src.Branch, Token: token},
+		Redactor: s.Redactor,
+		Logger:   s.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	since := ""
+	if src.SyncedCommit != nil && !args.Full {
+		since = *src.SyncedCommit
+	}
+	p.Info(ctx, fmt.Sprintf("fetching %s (branch %s)", maskedURL(src), src.Branch), nil)
+	begin := time.Now()
+	gr, err := mirror.Sync(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	p.Info(ctx, fmt.Sprintf("at commit %s, %d paths changed (%s)", short(gr.Commit), len(gr.Changed), time.Since(begin).Round(time.Millisecond)), nil)
+
+	plan := &plan{source: src, commit: gr.Commit, result: &Result{
+		Commit: gr.Commit, CommitMessage: gr.Message, Full: gr.Full,
+		Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{},
+	}}
+	if gr.Full {
+		units, invalid, err := unit.Walk(s.ConfigRoot, src.Path)
+		if errors.Is(err, fs.ErrNotExist) && src.Path != "" {
+			return nil, errs.Errorf(errs.Invalid, "The path %q is not a directory at commit %s of %s; fix the path in the GitOps settings, or add units under it.",
+				src.Path, short(gr.Commit), maskedURL(src))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("walk units: %w", err)
+		}
+		plan.units, plan.invalid = units, invalid
+	} else {
+		plan.changed = make(map[string]bool)
+		files := map[string][]byte{}
+		changes, err := s.withLastInvalid(ctx, src, since, gr.Changed)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range changes {
+			if !unit.InPrefix(c.Path, src.Path) {
+				continue
+			}
+			plan.changed[c.Path] = true
+			if c.Deleted {
+				continue
+			}
+			data, reason := readUnitFile(s.ConfigRoot, c.Path)
+			if reason != "" {
+				plan.invalid = append(plan.invalid, unit.Invalid{Path: c.Path, Reason: reason})
+				continue
+			}
+			files[c.Path] = data
+		}
+		units, invalid := unit.ParseFiles(files)
+		plan.units = units
+		plan.invalid = append(plan.invalid, invalid...)
+	}
+	for _, inv := range plan.invalid {
+		p.Warn(ctx, "invalid unit "+inv.Path+": "+inv.Reason, nil)
+	}
+	return &journal.Outcome{
+		Result:  plan.result,
+		Commit:  gr.Commit,
+		Message: "synced",
+		ApplyTx: plan.applyTx,
+	}, nil
+}
+
+// withLastInvalid adds to changes the paths that the sync of since found
+// invalid. They are read again although unchanged: a change elsewhere (a
+// duplicate metadata.id given up) can make them valid, and until they are
+// fixed every sync reports them.
+func (s *Service) withLastInvalid(ctx context.Context, src *db.Source, since string, changes []gitsync.Change) ([]gitsync.Change, error) {
+	runs, err := s.Journal.List(ctx, journal.ListParams{Action: SyncArgs{}.Kind(), Target: src.Name, State: journal.StateSucceeded, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	var last Result
+	if len(runs) == 0 || runs[0].GitCommit == nil || *runs[0].GitCommit != since || json.Unmarshal(runs[0].Result, &last) != nil {
+		return changes, nil
+	}
+	seen := make(map[string]bool, len(changes))
+	for _, c := range changes {
+		seen[c.Path] = true
+	}
+	for _, inv := range last.Invalid {
+		if seen[inv.Path] {
+			continue
+		}
+		seen[inv.Path] = true
+		_, err := os.Lstat(filepath.Join(s.ConfigRoot, filepath.FromSlash(inv.Path)))
+		changes = append(changes, gitsync.Change{Path: inv.Path, Deleted: errors.Is(err, fs.ErrNotExist)})
+	}
+	return changes, nil
+}
+
+// readUnitFile reads one changed file of the working tree, refusing what
+// Walk refuses: symlinks, non-regular files and files over unit.MaxSize.
+func readUnitFile(root, rel string) ([]byte, string) {
+	full := filepath.Join(root, filepath.FromSlash(rel))
+	fi, err := os.Lstat(full)
+	if err != nil {
+		return nil, "cannot be read: " + err.Error()
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		return nil, "is a symbolic link; units must be regular files"
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, "is not a regular file"
+	}
+	if fi.Size() > unit.MaxSize {
+		return nil, fmt.Sprintf("is %d bytes; units may be at most %d", fi.Size(), unit.MaxSize)
+	}
+	data, err := os.ReadFile(full)
+	if err != nil {
+		return nil, "cannot be read: " + err.Error()
+	}
+	return data, ""
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
+
+// plan is what a sync found; applyTx turns it into inventory changes in the
+// transaction that finishes the run.
+type plan struct {
+	source  *db.Source
+	commit  string
+	units   []*unit.Unit
+	invalid []unit.Invalid
+	// changed is nil for a full walk; otherwise the paths (in prefix) that
+	// changed since the synced commit, deleted ones included.
+	changed map[string]bool
+	result  *Result
+}
+
+func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
+	q := db.New(tx)
+	var rows []*db.Unit
+	var err error
+	if p.changed == nil {
+		rows, err = q.UnitListBySource(ctx, p.source.ID)
+	} else {
+		paths := make([]string, 0, len(p.changed))
+		for path := range p.changed {
+			paths = append(paths, path)
+		}
+		ids := make([]uuid.UUID, 0, len(p.units))
+		for _, u := range p.units {
+			ids = append(ids, u.ID)
+		}
+		var atPaths, byIDs []*db.Unit
+		if atPaths, err = q.UnitListBySourceAndPaths(ctx, &db.UnitListBySourceAndPathsParams{SourceID: p.source.ID, Paths: paths}); err == nil {
+			byIDs, err = q.UnitListByIDs(ctx, ids)
+		}
+		rows = dedupe(append(atPaths, byIDs...))
+	}
+	if err != nil {
+		return fmt.Errorf("load units: %w", err)
+	}
+
+	byID := make(map[uuid.UUID]*db.Unit, len(rows))
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+	invalidPaths := map[string]bool{}
+	for _, inv := range p.invalid {
+		invalidPaths[inv.Path] = true
+	}
+
+	// An incremental sync sees only changed files: a changed file that claims
+	// the id of a unit at an unchanged path is a duplicate of that unit.
+	units := p.units
+	if p.changed != nil {
+		kept := units[:0:0]
+		for _, u := range units {
+			if r, ok := byID[u.ID]; ok && r.Path != u.Path && !p.changed[r.Path] && active(r.Status) && r.SourceID == p.source.ID {
+				p.invalid = append(p.invalid, unit.Invalid{Path: u.Path, Reason: fmt.Sprintf("metadata.id %s is also used by %s", u.ID, r.Path)})
+				invalidPaths[u.Path] = true
+				continue
+			}
+			kept = append(kept, u)
+		}
+		units = kept
+	}
+
+	// A copy, published when every write succeeded: if this transaction
+	// fails, the failed run's receipt is written with p.result, which must
+	// not claim changes that were rolled back.
+	res := *p.result
+	seen := make(map[uuid.UUID]bool, len(units))
+	for _, u := range units {
+		seen[u.ID] = true
+		r, ok := byID[u.ID]
+		if ok && r.SourceID != p.source.ID {
+			p.invalid = append(p.invalid, unit.Invalid{Path: u.Path, Reason: fmt.Sprintf("metadata.id %s belongs to a unit of another source", u.ID)})
+			continue
+		}
+		labels, err := jsonLabels(u.Labels)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			err = q.UnitInsert(ctx, &db.UnitInsertParams{
+				ID: u.ID, SourceID: p.source.ID, Path: u.Path, Kind: u.Kind, Name: u.Name, Labels: labels,
+				Content: u.Content, ContentHash: u.Hash, GitCommit: p.commit,
+			})
+			res.Created = append(res.Created, u.Path)
+		case r.ContentHash == u.Hash && r.Path == u.Path && active(r.Status):
+			continue
+		default:
+			err = q.UnitUpdateContent(ctx, &db.UnitUpdateContentParams{
+				ID: u.ID, Path: u.Path, Kind: u.Kind, Name: u.Name, Labels: labels,
+				Content: u.Content, ContentHash: u.Hash, GitCommit: p.commit,
+			})
+			res.Updated = append(res.Updated, u.Path)
+		}
+		if err != nil {
+			return fmt.Errorf("write unit %s: %w", u.Path, err)
+		}
+	}
+
+	// Whatever was tracked and is no longer in Git goes stale: never
+	// destroyed. A path with an invalid file keeps its row as it was.
+	var stale []uuid.UUID
+	for _, r := range rows {
+		if r.SourceID != p.source.ID || seen[r.ID] || !active(r.Status) || invalidPaths[r.Path] {
+			continue
+		}
+		if p.changed != nil && !p.changed[r.Path] {
+			continue // an unchanged path, loaded only because a changed file named its id
+		}
+		if !unit.InPrefix(r.Path, p.source.Path) && p.changed != nil {
+			continue
+		}
+		stale = append(stale, r.ID)
+		res.Stale = append(res.Stale, r.Path)
+	}
+	if len(stale) > 0 {
+		if err := q.UnitMarkStale(ctx, stale); err != nil {
+			return fmt.Errorf("mark stale: %w", err)
+		}
+	}
+	// Settings changed while the sync ran (PutSettings forgot the synced
+	// commit) are not overwritten: the next sync walks everything as they say.
+	cur, err := q.SourceGetByNameForUpdate(ctx, p.source.Name)
+	if err != nil {
+		return fmt.Errorf("lock source: %w", err)
+	}
+	if cur.RepoUrl == p.source.RepoUrl && cur.Branch == p.source.Branch && cur.Path == p.source.Path {
+		if err := q.SourceSetSyncedCommit(ctx, &db.SourceSetSyncedCommitParams{ID: p.source.ID, SyncedCommit: &p.commit}); err != nil {
+			return fmt.Errorf("record synced commit: %w", err)
+		}
+	}
+
+	counts, err := q.UnitCountByStatus(ctx, p.source.ID)
+	if err != nil {
+		return err
+	}
+	activeN := 0
+	for _, c := range counts {
+		if active(c.Status) {
+			activeN += int(c.N)
+		}
+	}
+	res.Unchanged = max(activeN-len(res.Created)-len(res.Updated), 0)
+	res.Invalid = append(res.Invalid, p.invalid...)
+	for _, l := range [][]string{res.Created, res.Updated, res.Stale} {
+		sort.Strings(l)
+	}
+	sort.Slice(res.Invalid, func(i, j int) bool { return res.Invalid[i].Path < res.Invalid[j].Path })
+	*p.result = res
+	return nil
+}
+
+// active reports whether a status is a unit in Git now.
+func active(status string) bool { return status != "stale" && status != "destroyed" }
+
+func dedupe(rows []*db.Unit) []*db.Unit {
+	seen := map[uuid.UUID]bool{}
+	out := rows[:0:0]
+	for _, r := range rows {
+		if !seen[r.ID] {
+			seen[r.ID] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func jsonLabels(labels map[string]string) ([]byte, error) {
+	if labels == nil {
+		return []byte(`{}`), nil
+	}
+	b, err := json.Marshal(labels)
+	if err != nil {
+		return nil, fmt.Errorf("encode labels: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,1023 @@
+package gitops_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"sluice/db"
+	"sluice/internal/dbtest"
+	"sluice/internal/errs"
+	"sluice/internal/gitops"
+	"sluice/internal/journal"
+	"sluice/internal/redact"
+	"sluice/internal/unit"
+	"sluice/jobs"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// gitEnv makes the git CLI ignore the machine's configuration and commit
+// with a fixed identity.
+var gitEnv = append(os.Environ(),
+	"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+	"GIT_AUTHOR_NAME=Ada Pusher", "GIT_AUTHOR_EMAIL=ada@example.com",
+	"GIT_COMMITTER_NAME=Ada Pusher", "GIT_COMMITTER_EMAIL=ada@example.com",
+	"GIT_TERMINAL_PROMPT=0",
+)
+
+// gitCmd runs the git CLI in dir and returns its trimmed output.
+func gitCmd(tb testing.TB, dir string, args ...string) string {
+	tb.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "advice.detachedHead=false"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = gitEnv
+	out, err := cmd.CombinedOutput()
+	require.NoError(tb, err, "git %s: %s", strings.Join(args, " "), out)
+	return strings.TrimSpace(string(out))
+}
+
+// repo is an intent repository: a bare repository on disk as the remote and
+// a pusher clone that commits and pushes to it.
+type repo struct {
+	root   string
+	bare   string // the remote, named intent.git
+	pusher string
+}
+
+func newRepo(t *testing.T) *repo {
+	t.Helper()
+	root := t.TempDir()
+	r := &repo{root: root, bare: filepath.Join(root, "intent.git"), pusher: filepath.Join(root, "pusher")}
+	gitCmd(t, root, "init", "-q", "--bare", r.bare)
+	gitCmd(t, root, "init", "-q", r.pusher)
+	gitCmd(t, r.pusher, "remote", "add", "origin", r.bare)
+	return r
+}
+
+// commit writes files (path → content) and deletes paths in the pusher,
+// commits everything, pushes and returns the commit.
+func (r *repo) commit(t *testing.T, msg string, files map[string]string, deletes ...string) string {
+	t.Helper()
+	for p, content := range files {
+		full := filepath.Join(r.pusher, filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(content), 0o644))
+	}
+	for _, p := range deletes {
+		gitCmd(t, r.pusher, "rm", "-q", "-r", p)
+	}
+	gitCmd(t, r.pusher, "add", "-A")
+	gitCmd(t, r.pusher, "commit", "-q", "--allow-empty", "-m", msg)
+	gitCmd(t, r.pusher, "push", "-q", "--force", "origin", "HEAD:main")
+	return gitCmd(t, r.pusher, "rev-parse", "HEAD")
+}
+
+// symlink makes p a symbolic link to target in the pusher; the next commit
+// records it as a link.
+func (r *repo) symlink(t *testing.T, p, target string) {
+	t.Helper()
+	full := filepath.Join(r.pusher, filepath.FromSlash(p))
+	require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+	require.NoError(t, os.Symlink(target, full))
+}
+
+type testBundle struct {
+	*repo
+	ctx        context.Context
+	pool       *pgxpool.Pool
+	journal    *journal.Journal
+	client     *river.Client[pgx.Tx]
+	svc        *gitops.Service
+	redactor   *redact.Redactor
+	configRoot string
+}
+
+type setupOpts struct {
+	repo    *repo // default: a new, empty repository
+	noStart bool  // leave the River client stopped, so jobs stay queued
+	// noSettings skips configuring the bare repository as the source.
+	noSettings bool
+}
+
+func setup(t *testing.T, opts setupOpts) *testBundle {
+	t.Helper()
+	r := opts.repo
+	if r == nil {
+		r = newRepo(t)
+	}
+	pool := dbtest.NewPool(t)
+	red := &redact.Redactor{}
+	j := journal.New(pool, nil, red)
+	j.PollInterval = 20 * time.Millisecond
+	configRoot := filepath.Join(t.TempDir(), "config-root")
+	svc := gitops.New(pool, j, configRoot, red, nil)
+	workers := river.NewWorkers()
+	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: svc})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
+		Workers:           workers,
+		FetchCooldown:     10 * time.Millisecond,
+		FetchPollInterval: 20 * time.Millisecond,
+		Logger:            slog.New(slog.DiscardHandler),
+		TestOnly:          true,
+	})
+	require.NoError(t, err)
+	j.River = client
+	b := &testBundle{
+		repo: r, ctx: t.Context(), pool: pool, journal: j, client: client, svc: svc,
+		redactor: red, configRoot: configRoot,
+	}
+	if !opts.noStart {
+		b.start(t)
+	}
+	if !opts.noSettings {
+		_, err := svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: r.bare, Branch: "main"})
+		require.NoError(t, err)
+	}
+	return b
+}
+
+// start starts working jobs until the test ends.
+func (b *testBundle) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, b.client.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, stopCancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stopCancel()
+		_ = b.client.StopAndCancel(stopCtx)
+		cancel()
+	})
+}
+
+// syncRun requests a sync and waits for its run to finish.
+func (b *testBundle) syncRun(t *testing.T, full bool) *db.JournalRun {
+	t.Helper()
+	res, err := b.svc.RequestSync(b.ctx, "alice", full)
+	require.NoError(t, err)
+	require.False(t, res.Joined)
+	return b.wait(t, res.Run.ID)
+}
+
+func (b *testBundle) wait(t *testing.T, id uuid.UUID) *db.JournalRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	run, err := b.journal.Wait(ctx, id)
+	require.NoError(t, err)
+	return run
+}
+
+// sync requests a sync, requires it to succeed and returns its result.
+func (b *testBundle) sync(t *testing.T, full bool) gitops.Result {
+	t.Helper()
+	run := b.syncRun(t, full)
+	require.Equal(t, journal.StateSucceeded, run.State, "sync failed: %v", run.Error)
+	return resultOf(t, run)
+}
+
+func resultOf(t *testing.T, run *db.JournalRun) gitops.Result {
+	t.Helper()
+	var res gitops.Result
+	require.NoError(t, json.Unmarshal(run.Result, &res))
+	return res
+}
+
+// units returns every unit of the inventory by path; each path must have one
+// row.
+func (b *testBundle) units(t *testing.T) map[string]*db.Unit {
+	t.Helper()
+	list, err := b.svc.ListUnits(b.ctx, gitops.UnitListParams{Limit: 1000})
+	require.NoError(t, err)
+	out := make(map[string]*db.Unit, len(list))
+	for _, u := range list {
+		require.NotContains(t, out, u.Path, "two units at %s", u.Path)
+		out[u.Path] = u
+	}
+	return out
+}
+
+func (b *testBundle) unit(t *testing.T, path string) *db.Unit {
+	t.Helper()
+	u, ok := b.units(t)[path]
+	require.True(t, ok, "no unit at %s", path)
+	return u
+}
+
+func (b *testBundle) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.pool.QueryRow(b.ctx, sql, args...).Scan(&n))
+	return n
+}
+
+func (b *testBundle) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	_, err := b.pool.Exec(b.ctx, sql, args...)
+	require.NoError(t, err)
+}
+
+func (b *testBundle) source(t *testing.T) *db.Source {
+	t.Helper()
+	src, err := db.New(b.pool).SourceGetByName(b.ctx, gitops.DefaultSourceName)
+	require.NoError(t, err)
+	return src
+}
+
+// jobOf waits until River is done with the run's job and returns it.
+func (b *testBundle) jobOf(t *testing.T, run *db.JournalRun, state rivertype.JobState) *rivertype.JobRow {
+	t.Helper()
+	require.NotNil(t, run.RiverJobID)
+	var job *rivertype.JobRow
+	require.Eventually(t, func() bool {
+		var err error
+		job, err = b.client.JobGet(b.ctx, *run.RiverJobID)
+		require.NoError(t, err)
+		return job.State == state
+	}, 10*time.Second, 10*time.Millisecond, "job of run %s never became %s", run.ID, state)
+	return job
+}
+
+// svcUnit is a valid unit file.
+func svcUnit(name, image string) string {
+	return `{"kind":"Service","metadata":{"name":"` + name + `"},"spec":{"image":"` + image + `","ports":[80,443]}}`
+}
+
+// svcUnitWithID is a valid unit file that declares its identity.
+func svcUnitWithID(id, name, image string) string {
+	return `{"kind":"Service","metadata":{"id":"` + id + `","name":"` + name + `"},"spec":{"image":"` + image + `"}}`
+}
+
+// hashOf is the content hash a unit file must get: SHA-256 of its canonical
+// JSON.
+func hashOf(t *testing.T, content string) string {
+	t.Helper()
+	canon, err := unit.Canonical([]byte(content))
+	require.NoError(t, err)
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
+}
+
+func pathID(p string) uuid.UUID { return uuid.NewSHA1(uuid.NameSpaceDNS, []byte(p)) }
+
+func invalidPaths(res gitops.Result) map[string]string {
+	out := make(map[string]string, len(res.Invalid))
+	for _, inv := range res.Invalid {
+		out[inv.Path] = inv.Reason
+	}
+	return out
+}
+
+func TestSyncIdentity(t *testing.T) {
+	t.Parallel()
+
+	declared := uuid.MustParse("6f1c2a52-5d0b-4c39-9d0e-8a1b2c3d4e5f")
+	files := map[string]string{
+		"apps/web.json": svcUnit("web", "nginx:1"),
+		"apps/api.json": svcUnitWithID(declared.String(), "api", "api:1"),
+		"db/main.json":  `{"kind":"Database","metadata":{"name":"main","id":"not-a-uuid"},"spec":{}}`,
+	}
+
+	t.Run("DerivesIdentityFromPathUnlessMetadataIDIsAUUID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		c1 := b.commit(t, "Add three units\n\nWith a body.", files)
+
+		res := b.sync(t, false)
+		require.Equal(t, c1, res.Commit)
+		require.Equal(t, "Add three units\n\nWith a body.", res.CommitMessage)
+		require.True(t, res.Full, "a first sync walks everything")
+		require.Equal(t, []string{"apps/api.json", "apps/web.json", "db/main.json"}, res.Created)
+		require.Empty(t, res.Updated)
+		require.Empty(t, res.Stale)
+		require.Empty(t, res.Invalid)
+		require.Zero(t, res.Unchanged)
+
+		units := b.units(t)
+		require.Len(t, units, 3)
+		require.Equal(t, pathID("apps/web.json"), units["apps/web.json"].ID)
+		require.Equal(t, uuid.Version(5), units["apps/web.json"].ID.Version())
+		require.Equal(t, declared, units["apps/api.json"].ID)
+		require.Equal(t, pathID("db/main.json"), units["db/main.json"].ID, "a metadata.id that is no UUID falls back to the path")
+		for p, content := range files {
+			u := units[p]
+			require.Equal(t, "pending", u.Status)
+			require.Equal(t, hashOf(t, content), u.ContentHash, p)
+			require.Equal(t, c1, u.GitCommit)
+			require.Equal(t, gitops.DefaultSourceID, u.SourceID)
+		}
+		require.Equal(t, "Service", units["apps/web.json"].Kind)
+		require.Equal(t, "web", units["apps/web.json"].Name)
+
+		st, err := b.svc.GetStatus(b.ctx)
+		require.NoError(t, err)
+		require.False(t, st.Syncing)
+		require.Equal(t, 3, st.TrackedCount)
+		require.Equal(t, 3, st.Counts["pending"])
+		require.NotNil(t, st.LastSync)
+		require.Equal(t, journal.StateSucceeded, st.LastSync.State)
+		require.Equal(t, c1, st.LastSync.Commit)
+		require.Equal(t, 3, st.LastSync.Created)
+		require.Nil(t, st.NextSyncAt, "interval 0 is manual only")
+	})
+
+	t.Run("ReformattingChangesNoHashAndAContentChangeDoes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.commit(t, "one", files)
+		b.sync(t, false)
+		before := b.unit(t, "apps/web.json")
+
+		reformatted := "{\n  \"spec\": {\n    \"ports\": [ 80, 443 ],\n    \"image\": \"nginx:1\"\n  },\n" +
+			"  \"metadata\": { \"name\": \"web\" },\n  \"kind\": \"Service\"\n}\n"
+		c2 := b.commit(t, "Reformat web", map[string]string{"apps/web.json": reformatted})
+		res := b.sync(t, false)
+		require.Equal(t, c2, res.Commit)
+		require.False(t, res.Full)
+		require.Empty(t, res.Created)
+		require.Equal(t, []string{}, res.Updated)
+		require.Equal(t, 3, res.Unchanged)
+		after := b.unit(t, "apps/web.json")
+		require.Equal(t, before.ContentHash, after.ContentHash)
+		require.Equal(t, before.GitCommit, after.GitCommit, "an unchanged unit keeps the commit it came from")
+
+		changed := svcUnit("web", "nginx:2")
+		c3 := b.commit(t, "Upgrade web", map[string]string{"apps/web.json": changed})
+		res = b.sync(t, false)
+		require.Equal(t, []string{"apps/web.json"}, res.Updated)
+		require.Empty(t, res.Created)
+		require.Equal(t, 2, res.Unchanged)
+		after = b.unit(t, "apps/web.json")
+		require.NotEqual(t, before.ContentHash, after.ContentHash)
+		require.Equal(t, hashOf(t, changed), after.ContentHash)
+		require.Equal(t, c3, after.GitCommit)
+		require.Equal(t, before.ID, after.ID)
+
+		// A sync without a new commit changes nothing.
+		res = b.sync(t, false)
+		require.Empty(t, res.Created)
+		require.Empty(t, res.Updated)
+		require.Equal(t, 3, res.Unchanged)
+	})
+
+	t.Run("IdentitySurvivesAFreshStore", func(t *testing.T) {
+		t.Parallel()
+		r := newRepo(t)
+		r.commit(t, "one", files)
+		first := setup(t, setupOpts{repo: r})
+		first.sync(t, false)
+		// A second installation: a new database and config root, same repository.
+		second := setup(t, setupOpts{repo: r})
+		second.sync(t, true)
+
+		a, z := first.units(t), second.units(t)
+		require.Len(t, z, len(a))
+		for p, u := range a {
+			require.Equal(t, u.ID, z[p].ID, p)
+			require.Equal(t, u.ContentHash, z[p].ContentHash, p)
+		}
+	})
+}
+
+func TestSyncStaleAndRevive(t *testing.T) {
+	t.Parallel()
+
+	base := map[string]string{
+		"apps/web.json": svcUnit("web", "nginx:1"),
+		"apps/api.json": svcUnit("api", "api:1"),
+	}
+
+	t.Run("DeletedUnitGoesStaleAndReturnsPendingWhenNeverApplied", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.commit(t, "one", base)
+		b.sync(t, false)
+		web := b.unit(t, "apps/web.json")
+
+		b.commit(t, "Retire web", nil, "apps/web.json")
+		res := b.sync(t, false)
+		require.Equal(t, []string{"apps/web.json"}, res.Stale)
+		require.Equal(t, 1, res.Unchanged)
+		stale := b.unit(t, "apps/web.json")
+		require.Equal(t, "stale", stale.Status, "the row stays: a unit is never deleted")
+		require.Equal(t, web.ID, stale.ID)
+		require.Equal(t, web.ContentHash, stale.ContentHash)
+		require.Equal(t, 2, b.count(t, "SELECT count(*) FROM unit"))
+
+		b.commit(t, "Bring web back", map[string]string{"apps/web.json": base["apps/web.json"]})
+		res = b.sync(t, false)
+		require.Equal(t, []string{"apps/web.json"}, res.Updated)
+		require.Empty(t, res.Created)
+		back := b.unit(t, "apps/web.json")
+		require.Equal(t, "pending", back.Status)
+		require.Equal(t, web.ID, back.ID)
+		require.Nil(t, back.StatusBeforeStale)
+	})
+
+	t.Run("AppliedUnitReturnsApplied", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.commit(t, "one", base)
+		b.sync(t, false)
+		b.exec(t, "UPDATE unit SET status = 'applied', last_applied_hash = content_hash WHERE path = 'apps/web.json'")
+
+		b.commit(t, "Retire web", nil, "apps/web.json")
+		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Stale)
+		require.Equal(t, "stale", b.unit(t, "apps/web.json").Status)
+
+		b.commit(t, "Bring web back", map[string]string{"apps/web.json": base["apps/web.json"]})
+		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Updated)
+		back := b.unit(t, "apps/web.json")
+		require.Equal(t, "applied", back.Status)
+		require.Equal(t, back.ContentHash, *back.LastAppliedHash)
+	})
+
+	t.Run("DestroyedUnitReturnsPending", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.commit(t, "one", base)
+		b.sync(t, false)
+		b.exec(t, "UPDATE unit SET status = 'applied', last_applied_hash = content_hash WHERE path = 'apps/web.json'")
+		b.commit(t, "Retire web", nil, "apps/web.json")
+		b.sync(t, false)
+		b.exec(t, "UPDATE unit SET status = 'destroyed' WHERE path = 'apps/web.json'")
+
+		b.commit(t, "Bring web back", map[string]string{"apps/web.json": base["apps/web.json"]})
+		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Updated)
+		require.Equal(t, "pending", b.unit(t, "apps/web.json").Status)
+	})
+
+	t.Run("StaleUnitIsNotStaledAgainNorDestroyedUnitStaled", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.commit(t, "one", base)
+		b.sync(t, false)
+		b.exec(t, "UPDATE unit SET status = 'destroyed' WHERE path = 'apps/api.json'")
+		b.commit(t, "Retire both", nil, "apps/web.json", "apps/api.json")
+		res := b.sync(t, false)
+		require.Equal(t, []string{"apps/web.json"}, res.Stale)
+		require.Equal(t, "destroyed", b.unit(t, "apps/api.json").Status)
+
+		res = b.sync(t, true)
+		require.Empty(t, res.Stale, "a full sync does not stale what is stale already")
+		require.Zero(t, res.Unchanged)
+	})
+
+	for _, full := range []bool{false, true} {
+		name := "MovedUnitWithDeclaredIDIsUpdatedNotRecreated"
+		if full {
+			name += "OnFullSync"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			id := uuid.New()
+			b := setup(t, setupOpts{})
+			content := svcUnitWithID(id.String(), "web", "nginx:1")
+			b.commit(t, "one", map[string]string{"apps/web.json": content, "apps/api.json": base["apps/api.json"]})
+			b.sync(t, false)
+
+			b.exec(t, "UPDATE unit SET status = 'applied', last_applied_hash = content_hash WHERE id = $1", id)
+			b.commit(t, "Move web", map[string]string{"services/web.json": content}, "apps/web.json")
+			res := b.sync(t, full)
+			require.Equal(t, full, res.Full)
+			require.Equal(t, []string{"services/web.json"}, res.Updated)
+			require.Empty(t, res.Created)
+			require.Empty(t, res.Stale)
+			require.Empty(t, res.Invalid)
+			require.Equal(t, 1, res.Unchanged)
+
+			units := b.units(t)
+			require.Len(t, units, 2)
+			moved := units["services/web.json"]
+			require.Equal(t, id, moved.ID)
+			require.Equal(t, "applied", moved.Status, "a move keeps the unit's state")
+		})
+	}
+}
+
+func TestSyncWorkingTree(t *testing.T) {
+	t.Parallel()
+
+	base := map[string]string{
+		"apps/web.json": svcUnit("web", "nginx:1"),
+		"apps/api.json": svcUnit("api", "api:1"),
+	}
+
+	t.Run("UntrackedPathsSurviveAndArchiveIsNoUnit", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.commit(t, "one", map[string]string{
+			"apps/web.json":     base["apps/web.json"],
+			"archive/old.json":  svcUnit("old", "old:1"),
+			"apps/archive.json": svcUnit("archived-name-but-a-unit", "x:1"),
+		})
+		res := b.sync(t, false)
+		require.Equal(t, []string{"apps/archive.json", "apps/web.json"}, res.Created)
+
+		state := filepath.Join(b.configRoot, "archive", "x", "state")
+		require.NoError(t, os.MkdirAll(filepath.Dir(state), 0o755))
+		require.NoError(t, os.WriteFile(state, []byte("terraform state"), 0o600))
+		notes := filepath.Join(b.configRoot, "NOTES.local")
+		require.NoError(t, os.WriteFile(notes, []byte("mine"), 0o644))
+		untrackedUnit := filepath.Join(b.configRoot, "archive", "x", "unit.json")
+		require.NoError(t, os.WriteFile(untrackedUnit, []byte(svcUnit("x", "x:1")), 0o644))
+
+		b.commit(t, "two", map[string]string{"apps/api.json": base["apps/api.json"], "archive/older.json": svcUnit("older", "o:1")})
+		require.Equal(t, []string{"apps/api.json"}, b.sync(t, false).Created)
+		res = b.sync(t, true)
+		require.Empty(t, res.Created)
+		require.Empty(t, res.Stale)
+
+		for p, want := range map[string]string{state: "terraform state", notes: "mine", untrackedUnit: svcUnit("x", "x:1")} {
+			got, err := os.ReadFile(p)
+			require.NoError(t, err, "%s must survive syncs", p)
+			require.Equal(t, want, string(got))
+		}
+		require.Len(t, b.units(t), 3, "nothing under archive/ is a unit")
+	})
+
+	t.Run("LocalEditOfTrackedFileIsOverwritten", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.commit(t, "one", base)
+		b.sync(t, false)
+		web := filepath.Join(b.configRoot, "apps", "web.json")
+		edit := svcUnit("web", "evil:666")
+
+		// The next commit does not touch the edited file.
+		require.NoError(t, os.WriteFile(web, []byte(edit), 0o644))
+		b.commit(t, "two", map[string]string{"apps/db.json": svcUnit("db", "pg:16")})
+		res := b.sync(t, false)
+		require.Equal(t, []string{"apps/db.json"}, res.Created)
+		require.Empty(t, res.Updated)
+		got, err := os.ReadFile(web)
+		require.NoError(t, err)
+		require.Equal(t, base["apps/web.json"], string(got))
+		require.Equal(t, hashOf(t, base["apps/web.json"]), b.unit(t, "apps/web.json").ContentHash)
+
+		// A full sync reads the tree after restoring it, never the edit.
+		require.NoError(t, os.WriteFile(web, []byte(edit), 0o644))
+		res = b.sync(t, true)
+		require.Empty(t, res.Updated)
+		require.Equal(t, 3, res.Unchanged)
+		got, err = os.ReadFile(web)
+		require.NoError(t, err)
+		require.Equal(t, base["apps/web.json"], string(got))
+		require.Equal(t, hashOf(t, base["apps/web.json"]), b.unit(t, "apps/web.json").ContentHash)
+	})
+
+	t.Run("ForcePushedBranchIsFollowed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.commit(t, "one", base)
+		b.sync(t, false)
+		b.commit(t, "two", map[string]string{
+			"apps/web.json":   svcUnit("web", "nginx:2"),
+			"apps/cache.json": svcUnit("cache", "redis:7"),
+		})
+		res := b.sync(t, false)
+		require.Equal(t, []string{"apps/cache.json"}, res.Created)
+		require.Equal(t, []string{"apps/web.json"}, res.Updated)
+
+		// History is rewritten: "two" is dropped for "three".
+		gitCmd(t, b.pusher, "reset", "-q", "--hard", "HEAD~1")
+		c3 := b.commit(t, "three", map[string]string{"apps/queue.json": svcUnit("queue", "rabbit:3")})
+		res = b.sync(t, false)
+		require.Equal(t, c3, res.Commit)
+		require.Equal(t, "three", res.CommitMessage)
+		require.Equal(t, []string{"apps/queue.json"}, res.Created)
+		require.Equal(t, []string{"apps/web.json"}, res.Updated)
+		require.Equal(t, []string{"apps/cache.json"}, res.Stale)
+		require.Equal(t, 1, res.Unchanged)
+
+		require.Equal(t, c3, gitCmd(t, b.configRoot, "rev-parse", "HEAD"))
+		units := b.units(t)
+		require.Equal(t, "stale", units["apps/cache.json"].Status)
+		require.Equal(t, hashOf(t, base["apps/web.json"]), units["apps/web.json"].ContentHash)
+		require.Equal(t, c3, *b.source(t).SyncedCommit)
+		_, err := os.Stat(filepath.Join(b.configRoot, "apps", "cache.json"))
+		require.ErrorIs(t, err, os.ErrNotExist)
+
+		// A full sync agrees with the incremental one.
+		res = b.sync(t, true)
+		require.Empty(t, res.Created)
+		require.Empty(t, res.Updated)
+		require.Empty(t, res.Stale)
+		require.Equal(t, 3, res.Unchanged)
+	})
+}
+
+func TestSyncInvalidUnits(t *testing.T) {
+	t.Parallel()
+
+	dupID := uuid.New().String()
+	for _, full := range []bool{false, true} {
+		name := "IncrementalSyncKeepsWhatIsBadAndSyncsTheRest"
+		if full {
+			name = "FullSyncKeepsWhatIsBadAndSyncsTheRest"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{})
+			b.commit(t, "one", map[string]string{
+				"apps/web.json": svcUnit("web", "nginx:1"),
+				"apps/api.json": svcUnit("api", "api:1"),
+			})
+			b.sync(t, false)
+			b.exec(t, "UPDATE unit SET status = 'applied', last_applied_hash = content_hash WHERE path = 'apps/web.json'")
+			web := b.unit(t, "apps/web.json")
+
+			b.symlink(t, "bad/link.json", "../apps/api.json")
+			b.symlink(t, "bad/escape.json", "/etc/passwd")
+			huge := `{"kind":"Service","metadata":{"name":"huge"},"spec":{"blob":"` + strings.Repeat("x", unit.MaxSize) + `"}}`
+			c2 := b.commit(t, "A mixed bag", map[string]string{
+				"apps/web.json":    `{"kind":"Service","metadata":{"name":"web"},"spec":{"image":`, // broken
+				"apps/api.json":    svcUnit("api", "api:2"),
+				"apps/new.json":    svcUnit("new", "new:1"),
+				"bad/no-kind.json": `{"metadata":{"name":"x"},"spec":{}}`,
+				"bad/no-name.json": `{"kind":"Service","metadata":{},"spec":{}}`,
+				"bad/huge.json":    huge,
+				"dup/one.json":     svcUnitWithID(dupID, "one", "one:1"),
+				"dup/two.json":     svcUnitWithID(dupID, "two", "two:1"),
+				"apps/readme.md":   "not a unit",
+				"apps/config.yaml": "kind: not-a-unit",
+			})
+
+			res := b.sync(t, full)
+			require.Equal(t, c2, res.Commit)
+			require.Equal(t, full, res.Full)
+			reasons := invalidPaths(res)
+			require.Len(t, reasons, 8, "%v", res.Invalid)
+			require.Contains(t, reasons["apps/web.json"], "not valid JSON")
+			require.Contains(t, reasons["bad/no-kind.json"], `"kind"`)
+			require.Contains(t, reasons["bad/no-name.json"], "metadata.name")
+			require.Contains(t, reasons["bad/huge.json"], "bytes")
+			require.Contains(t, reasons["bad/link.json"], "symbolic link")
+			require.Contains(t, reasons["bad/escape.json"], "symbolic link")
+			require.Contains(t, reasons["dup/one.json"], dupID)
+			require.Contains(t, reasons["dup/one.json"], "dup/two.json")
+			require.Contains(t, reasons["dup/two.json"], "dup/one.json")
+			for p, r := range reasons {
+				require.NotEmpty(t, r, p)
+				require.NotContains(t, r, b.configRoot, "a reason must not reveal where the checkout lives")
+			}
+
+			require.Equal(t, []string{"apps/new.json"}, res.Created)
+			require.Equal(t, []string{"apps/api.json"}, res.Updated)
+			require.Empty(t, res.Stale)
+
+			units := b.units(t)
+			require.Len(t, units, 3)
+			kept := units["apps/web.json"]
+			require.Equal(t, web.ContentHash, kept.ContentHash, "a broken file leaves its unit as it was")
+			require.Equal(t, "applied", kept.Status)
+			require.Equal(t, web.GitCommit, kept.GitCommit)
+			require.Equal(t, web.UpdatedAt, kept.UpdatedAt)
+			require.Equal(t, hashOf(t, svcUnit("api", "api:2")), units["apps/api.json"].ContentHash)
+			require.Equal(t, c2, units["apps/api.json"].GitCommit)
+
+			st, err := b.svc.GetStatus(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, 8, st.LastSync.Invalid)
+			events, err := b.journal.Events(b.ctx, st.LastSync.JournalID, 0, 100)
+			require.NoError(t, err)
+			warned := 0
+			for _, e := range events {
+				if e.Level == journal.LevelWarn && strings.HasPrefix(e.Message, "invalid unit ") {
+					warned++
+				}
+			}
+			require.Equal(t, 8, warned, "every invalid unit is a warning in the journal")
+
+			// Fixing the file brings the unit up to date.
+			b.commit(t, "Fix web", map[string]string{"apps/web.json": svcUnit("web", "nginx:2")})
+			res = b.sync(t, false)
+			require.Equal(t, []string{"apps/web.json"}, res.Updated)
+			require.Empty(t, res.Created)
+			require.Empty(t, res.Stale)
+			require.Equal(t, "applied", b.unit(t, "apps/web.json").Status, "content changed; applying is another action's job")
+			reasons = invalidPaths(res)
+			require.Len(t, reasons, 7, "files still invalid are reported until they are fixed: %v", res.Invalid)
+			require.NotContains(t, reasons, "apps/web.json")
+		})
+	}
+
+	t.Run("ChangedFileClaimingTheIDOfAnUnchangedUnitIsInvalid", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.New().String()
+		b := setup(t, setupOpts{})
+		b.commit(t, "one", map[string]string{"apps/web.json": svcUnitWithID(id, "web", "nginx:1")})
+		b.sync(t, false)
+		web := b.unit(t, "apps/web.json")
+
+		b.commit(t, "Copy web", map[string]string{"apps/web2.json": svcUnitWithID(id, "web2", "nginx:1")})
+		res := b.sync(t, false)
+		require.Contains(t, invalidPaths(res)["apps/web2.json"], "apps/web.json")
+		require.Empty(t, res.Created)
+		require.Empty(t, res.Updated)
+		require.Empty(t, res.Stale)
+		require.Equal(t, web.ContentHash, b.unit(t, "apps/web.json").ContentHash)
+
+		res = b.sync(t, true)
+		reasons := invalidPaths(res)
+		require.Len(t, reasons, 2, "a full sync sees both files")
+		require.Empty(t, res.Stale, "the unit of an invalid path is left as it was")
+		require.Equal(t, web.ContentHash, b.unit(t, "apps/web.json").ContentHash)
+	})
+
+	t.Run("FixingADuplicateIDSyncsTheOtherFile", func(t *testing.T) {
+		t.Parallel()
+		id := uuid.New().String()
+		b := setup(t, setupOpts{})
+		b.commit(t, "one", map[string]string{"apps/seed.json": svcUnit("seed", "s:1")})
+		b.sync(t, false)
+		b.commit(t, "Two files, one id", map[string]string{
+			"dup/one.json": svcUnitWithID(id, "one", "one:1"),
+			"dup/two.json": svcUnitWithID(id, "two", "two:1"),
+		})
+		res := b.sync(t, false)
+		require.Len(t, res.Invalid, 2)
+		require.Empty(t, res.Created)
+
+		// Only dup/two.json changes, but dup/one.json is valid now too.
+		b.commit(t, "Give two its own id", map[string]string{"dup/two.json": svcUnit("two", "two:1")})
+		res = b.sync(t, false)
+		require.Empty(t, res.Invalid)
+		require.Equal(t, []string{"dup/one.json", "dup/two.json"}, res.Created)
+		units := b.units(t)
+		require.Equal(t, uuid.MustParse(id), units["dup/one.json"].ID)
+		require.Equal(t, pathID("dup/two.json"), units["dup/two.json"].ID)
+	})
+}
+
+func TestSyncReceiptAndInventoryCommitTogether(t *testing.T) {
+	t.Parallel()
+
+	t.Run("FailedInventoryWriteChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		c1 := b.commit(t, "one", map[string]string{
+			"apps/web.json": svcUnit("web", "nginx:1"),
+			"apps/api.json": svcUnit("api", "api:1"),
+		})
+		b.sync(t, false)
+		before := b.units(t)
+
+		// The database refuses one row of the next sync's changes.
+		b.exec(t, "ALTER TABLE unit ADD CONSTRAINT test_refuses_bad CHECK (path <> 'apps/bad.json')")
+		c2 := b.commit(t, "two", map[string]string{
+			"apps/web.json": svcUnit("web", "nginx:2"),
+			"apps/bad.json": svcUnit("bad", "bad:1"),
+		}, "apps/api.json")
+		run := b.syncRun(t, false)
+		require.Equal(t, journal.StateFailed, run.State)
+		require.NotNil(t, run.Error)
+		require.Contains(t, *run.Error, "test_refuses_bad")
+		res := resultOf(t, run)
+		require.Equal(t, c2, res.Commit)
+		require.Empty(t, res.Created, "the receipt must not claim changes that were rolled back")
+		require.Empty(t, res.Updated)
+		require.Empty(t, res.Stale)
+
+		require.Equal(t, before, b.units(t), "no unit changed")
+		require.Equal(t, c1, *b.source(t).SyncedCommit)
+		job := b.jobOf(t, run, rivertype.JobStateDiscarded)
+		require.Equal(t, 1, job.Attempt)
+
+		st, err := b.svc.GetStatus(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, journal.StateFailed, st.LastSync.State)
+		require.Zero(t, st.LastSync.Created)
+		require.Zero(t, st.LastSync.Updated)
+
+		// Once the database takes it, the next sync catches up from c1.
+		b.exec(t, "ALTER TABLE unit DROP CONSTRAINT test_refuses_bad")
+		res = b.sync(t, false)
+		require.Equal(t, []string{"apps/bad.json"}, res.Created)
+		require.Equal(t, []string{"apps/web.json"}, res.Updated)
+		require.Equal(t, []string{"apps/api.json"}, res.Stale)
+		require.Equal(t, c2, *b.source(t).SyncedCommit)
+	})
+}
+
+func TestRequestSync(t *testing.T) {
+	t.Parallel()
+
+	t.Run("FiftyConcurrentRequestsMakeOneRunAndFortyNineConflicts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		c1 := b.commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
+
+		const n = 50
+		var (
+			wg        sync.WaitGroup
+			mu        sync.Mutex
+			successes []*journal.EnqueueResult
+			failures  []error
+		)
+		start := make(chan struct{})
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res, err := b.svc.RequestSync(b.ctx, "alice", false)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failures = append(failures, err)
+					return
+				}
+				successes = append(successes, res)
+			}()
+		}
+		close(start)
+		wg.Wait()
+
+		require.Len(t, successes, 1)
+		require.Len(t, failures, n-1)
+		run := successes[0].Run
+		require.False(t, successes[0].Joined)
+		require.Equal(t, journal.StateQueued, run.State)
+		for _, err := range failures {
+			require.Equal(t, errs.Conflict, errs.CodeOf(err), "%v", err)
+			require.Contains(t, err.Error(), "already queued")
+			require.Contains(t, err.Error(), run.ID.String())
+		}
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run"))
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM river_job"))
+		got, err := b.journal.Get(b.ctx, run.ID)
+		require.NoError(t, err)
+		require.Zero(t, got.Joined, "a refused request is not counted on the run")
+
+		st, err := b.svc.GetStatus(b.ctx)
+		require.NoError(t, err)
+		require.True(t, st.Syncing)
+		require.Nil(t, st.LastSync)
+
+		b.start(t)
+		done := b.wait(t, run.ID)
+		require.Equal(t, journal.StateSucceeded, done.State)
+		require.Equal(t, "alice", done.RequestedBy)
+		require.Equal(t, c1, resultOf(t, done).Commit)
+		b.jobOf(t, done, rivertype.JobStateCompleted)
+
+		// Once it is done, the next request gets a run of its own.
+		require.Equal(t, journal.StateSucceeded, b.syncRun(t, false).State)
+		require.Equal(t, 2, b.count(t, "SELECT count(*) FROM journal_run"))
+	})
+
+	t.Run("RunningSyncRefusesAnother", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noSettings: true})
+		b.commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
+		srv := serveRepo(t, b.repo, serveOpts{hold: true})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url})
+		require.NoError(t, err)
+
+		res, err := b.svc.RequestSync(b.ctx, "alice", false)
+		require.NoError(t, err)
+		srv.waitArrived(t) // the sync is fetching
+
+		_, err = b.svc.RequestSync(b.ctx, "bob", true)
+		require.Equal(t, errs.Conflict, errs.CodeOf(err))
+		require.Contains(t, err.Error(), "already running")
+		require.Contains(t, err.Error(), res.Run.ID.String())
+		st, err := b.svc.GetStatus(b.ctx)
+		require.NoError(t, err)
+		require.True(t, st.Syncing)
+
+		close(srv.release)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run"))
+	})
+
+	t.Run("JustFinishedSyncIsNamedNotARunThatNeverExists", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		res, err := b.svc.RequestSync(b.ctx, "alice", false)
+		require.NoError(t, err)
+		// The window between a failed run's receipt and River discarding its
+		// job, held open: the run is final, the job still running.
+		b.exec(t, "UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() WHERE id = $1", *res.Run.RiverJobID)
+		b.exec(t, "UPDATE journal_run SET state = 'failed', started_at = now(), finished_at = now(), error = 'boom' WHERE id = $1", res.Run.ID)
+
+		_, err = b.svc.RequestSync(b.ctx, "bob", false)
+		require.Equal(t, errs.Conflict, errs.CodeOf(err))
+		require.Equal(t, "The previous sync (run "+res.Run.ID.String()+") has finished, but its job is not released yet; request the sync again in a moment.", err.Error())
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run"))
+
+		b.exec(t, "UPDATE river_job SET state = 'discarded', finalized_at = now() WHERE id = $1", *res.Run.RiverJobID)
+		next, err := b.svc.RequestSync(b.ctx, "bob", false)
+		require.NoError(t, err)
+		require.NotEqual(t, res.Run.ID, next.Run.ID)
+		require.Nil(t, next.Run.RetryOf)
+	})
+
+	t.Run("WithoutRepositoryIsAConflict", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true, noSettings: true})
+		_, err := b.svc.RequestSync(b.ctx, "alice", false)
+		require.Equal(t, errs.Conflict, errs.CodeOf(err))
+		require.Contains(t, err.Error(), "No repository is configured")
+		require.Zero(t, b.count(t, "SELECT count(*) FROM journal_run"))
+	})
+}
+
+func TestSyncFailures(t *testing.T) {
+	t.Parallel()
+
+	t.Run("MissingPathFailsWithAnOperatorSentenceAndStalesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
+		b.sync(t, false)
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Path: "aps"})
+		require.NoError(t, err)
+
+		run := b.syncRun(t, false)
+		require.Equal(t, journal.StateFailed, run.State)
+		require.Equal(t, `The path "aps" is not a directory at commit `+gitCmd(t, b.pusher, "rev-parse", "--short=12", "HEAD")+" of "+b.bare+
+			"; fix the path in the GitOps settings, or add units under it.", *run.Error)
+		require.Equal(t, "pending", b.unit(t, "apps/web.json").Status)
+	})
+
+	for name, tc := range map[string]struct {
+		url    func(b *testBundle) string
+		reason func(b *testBundle) string
+	}{
+		"MissingRepository": {
+			url: func(b *testBundle) string { return b.bare + "-missing" },
+			reason: func(b *testBundle) string {
+				return "There is no repository at file://" + b.bare + "-missing; check the remote URL."
+			},
+		},
+		"UnreachableHost": {
+			url:    func(*testBundle) string { return "http://127.0.0.1:1/x.git" },
+			reason: func(*testBundle) string { return "Cannot reach http://127.0.0.1:1/x.git: " },
+		},
+	} {
+		t.Run(name+"FailsOnceAndWaitsForTheNextTick", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{noSettings: true})
+			url := tc.url(b)
+			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: url})
+			require.NoError(t, err)
+
+			run := b.syncRun(t, false)
+			require.Equal(t, journal.StateFailed, run.State)
+			require.NotNil(t, run.Error)
+			msg := *run.Error
+			require.True(t, strings.HasPrefix(msg, tc.reason(b)), "%q", msg)
+			require.NotContains(t, msg, "\n")
+			require.True(t, strings.HasSuffix(msg, "."), "one sentence: %q", msg)
+			require.NotContains(t, strings.TrimSuffix(msg, "."), ". ", "one sentence: %q", msg)
+
+			job := b.jobOf(t, run, rivertype.JobStateDiscarded)
+			require.Equal(t, 1, job.Attempt)
+			require.Equal(t, 1, job.MaxAttempts, "a failed sync waits for the next interval")
+			time.Sleep(100 * time.Millisecond)
+			require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run"), "River does not retry")
+			require.Equal(t, 0, b.count(t, "SELECT count(*) FROM unit"))
+			require.Nil(t, b.source(t).SyncedCommit)
+
+			st, err := b.svc.GetStatus(b.ctx)
+			require.NoError(t, err)
+			require.False(t, st.Syncing)
+			require.Equal(t, journal.StateFailed, st.LastSync.State)
+			require.Equal(t, msg, st.LastSync.Error)
+
+			_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: url, SyncIntervalSec: 60})
+			require.NoError(t, err)
+			b.exec(t, "UPDATE source SET last_tick_at = now() - interval '2 minutes'")
+			require.NoError(t, b.svc.Tick(b.ctx))
+			runs, err := b.journal.List(b.ctx, journal.ListParams{})
+			require.NoError(t, err)
+			require.Len(t, runs, 2, "the tick starts exactly one new run")
+			require.Equal(t, journal.RequestedBySystem, runs[0].RequestedBy)
+			require.Nil(t, runs[0].RetryOf, "a new run, not a retry")
+			again := b.wait(t, runs[0].ID)
+			require.Equal(t, journal.StateFailed, again.State)
+			b.jobOf(t, again, rivertype.JobStateDiscarded)
+			require.Zero(t, b.source(t).SkippedTicks)
+		})
+	}
+}

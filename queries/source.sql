@@ -1,0 +1,53 @@
+-- name: SourceGetByName :one
+SELECT * FROM source WHERE name = @name;
+
+-- name: SourceGetByNameForUpdate :one
+SELECT * FROM source WHERE name = @name FOR UPDATE;
+
+-- name: SourceGet :one
+SELECT * FROM source WHERE id = @id;
+
+-- name: SourceInsert :one
+INSERT INTO source (id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec)
+VALUES (@id, @name, @repo_url, sqlc.narg('repo_username'), sqlc.narg('repo_password'), @branch, @path, @sync_interval_sec)
+ON CONFLICT (name) DO NOTHING
+RETURNING *;
+
+-- name: SourceUpdateSettings :one
+-- SourceUpdateSettings changes what to sync. A change of repository, branch
+-- or path forgets the synced commit, so the next sync walks everything.
+UPDATE source
+SET repo_url = @repo_url,
+    repo_username = sqlc.narg('repo_username'),
+    repo_password = sqlc.narg('repo_password'),
+    branch = @branch,
+    path = @path,
+    sync_interval_sec = @sync_interval_sec,
+    synced_commit = CASE WHEN repo_url = @repo_url AND branch = @branch AND path = @path
+                         THEN synced_commit ELSE NULL END,
+    updated_at = now()
+WHERE id = @id
+RETURNING *;
+
+-- name: SourceSetSyncedCommit :exec
+UPDATE source SET synced_commit = @synced_commit WHERE id = @id;
+
+-- name: SourceTick :one
+-- SourceTick records an interval tick; skipped counts one more skipped tick.
+UPDATE source
+SET last_tick_at = now(),
+    skipped_ticks = skipped_ticks + CASE WHEN @skipped::boolean THEN 1 ELSE 0 END
+WHERE id = @id
+RETURNING *;
+
+-- name: SourceListDue :many
+-- SourceListDue lists sources whose interval has come round. A source that
+-- never ticked is due at once, so a new repository syncs without waiting.
+SELECT * FROM source
+WHERE sync_interval_sec > 0
+  AND (last_tick_at IS NULL OR last_tick_at + make_interval(secs => sync_interval_sec) <= now())
+ORDER BY name;
+
+-- name: SchedulerTryLock :one
+-- SchedulerTryLock lets one process at a time decide interval ticks.
+SELECT pg_try_advisory_xact_lock(@key::bigint) AS acquired;

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Makes sure the tools sluice and its tests run are installed: PostgreSQL's
+# server binaries (the embedded database and the tests' private cluster) and
+# git (the example repository and the tests' remotes). Installs Debian's
+# packages when run as root; otherwise prints the one command that would.
+set -euo pipefail
+
+have_pg() {
+  command -v pg_ctl >/dev/null 2>&1 && command -v initdb >/dev/null 2>&1 && return 0
+  ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1
+}
+
+missing=()
+have_pg || missing+=(postgresql)
+command -v git >/dev/null 2>&1 || missing+=(git)
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "Missing: ${missing[*]}. Install with:  sudo apt-get install -y ${missing[*]}" >&2
+  echo "(or point sluice at a PostgreSQL you run with SLUICE_DATABASE_URL, and the tests with SLUICE_TEST_DATABASE_URL)" >&2
+  exit 1
+fi
+echo "Installing ${missing[*]} from Debian's packages..." >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${missing[@]}" >/dev/null
+have_pg || { echo "apt-get install postgresql did not provide pg_ctl" >&2; exit 1; }
