@@ -133,6 +133,9 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		Remote:   gitsync.Remote{URL: repoURL, Branch: src.Branch, Token: token},
 		Redactor: s.Redactor,
 		Logger:   s.Logger,
+		// No synced commit: the repository, branch or path was just set or
+		// changed by an operator, so a checkout of the old one gives way.
+		AdoptRemote: src.SyncedCommit == nil,
 	})
 	if err != nil {
 		return nil, err
@@ -162,7 +165,18 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		if err != nil {
 			return nil, fmt.Errorf("walk units: %w", err)
 		}
-		plan.units, plan.invalid = units, invalid
+		// The walk reads the working tree; only Git's files are units. An
+		// untracked *.json someone left there is neither a unit nor invalid.
+		for _, u := range units {
+			if gr.Tracked[u.Path] {
+				plan.units = append(plan.units, u)
+			}
+		}
+		for _, inv := range invalid {
+			if gr.Tracked[inv.Path] {
+				plan.invalid = append(plan.invalid, inv)
+			}
+		}
 	} else {
 		plan.changed = make(map[string]bool)
 		files := map[string][]byte{}

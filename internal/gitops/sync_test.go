@@ -539,14 +539,21 @@ func TestSyncWorkingTree(t *testing.T) {
 		require.NoError(t, os.WriteFile(notes, []byte("mine"), 0o644))
 		untrackedUnit := filepath.Join(b.configRoot, "archive", "x", "unit.json")
 		require.NoError(t, os.WriteFile(untrackedUnit, []byte(svcUnit("x", "x:1")), 0o644))
+		// An untracked unit-shaped file outside archive/: Git does not hold
+		// it, so even a full walk must not take it for a unit (or an invalid one).
+		stray := filepath.Join(b.configRoot, "apps", "stray.json")
+		require.NoError(t, os.WriteFile(stray, []byte(svcUnit("stray", "s:1")), 0o644))
+		strayBad := filepath.Join(b.configRoot, "apps", "stray-bad.json")
+		require.NoError(t, os.WriteFile(strayBad, []byte(`{"kind":`), 0o644))
 
 		b.commit(t, "two", map[string]string{"apps/api.json": base["apps/api.json"], "archive/older.json": svcUnit("older", "o:1")})
 		require.Equal(t, []string{"apps/api.json"}, b.sync(t, false).Created)
 		res = b.sync(t, true)
 		require.Empty(t, res.Created)
 		require.Empty(t, res.Stale)
+		require.Empty(t, res.Invalid)
 
-		for p, want := range map[string]string{state: "terraform state", notes: "mine", untrackedUnit: svcUnit("x", "x:1")} {
+		for p, want := range map[string]string{state: "terraform state", notes: "mine", untrackedUnit: svcUnit("x", "x:1"), stray: svcUnit("stray", "s:1")} {
 			got, err := os.ReadFile(p)
 			require.NoError(t, err, "%s must survive syncs", p)
 			require.Equal(t, want, string(got))
@@ -1020,4 +1027,34 @@ func TestSyncFailures(t *testing.T) {
 			require.Zero(t, b.source(t).SkippedTicks)
 		})
 	}
+}
+
+func TestSyncRepositoryChange(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AnotherRepositoryInTheSettingsIsFollowedAndTheOldUnitsGoStale", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.commit(t, "old", map[string]string{"old.json": svcUnit("old", "a"), "both.json": svcUnit("both", "a")})
+		b.sync(t, false)
+		require.NoError(t, os.MkdirAll(filepath.Join(b.configRoot, "archive", "x"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(b.configRoot, "archive", "x", "state"), []byte("keep"), 0o644))
+
+		other := newRepo(t)
+		other.commit(t, "new", map[string]string{"new.json": svcUnit("new", "a"), "both.json": svcUnit("both", "a")})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: other.bare, Branch: "main"})
+		require.NoError(t, err)
+
+		res := b.sync(t, false)
+		require.True(t, res.Full)
+		require.Equal(t, []string{"new.json"}, res.Created)
+		require.Equal(t, []string{"old.json"}, res.Stale)
+		require.NoFileExists(t, filepath.Join(b.configRoot, "old.json"))
+		require.FileExists(t, filepath.Join(b.configRoot, "new.json"))
+		require.FileExists(t, filepath.Join(b.configRoot, "archive", "x", "state"), "untracked files stay")
+
+		// And the next sync is an ordinary incremental one.
+		res = b.sync(t, false)
+		require.False(t, res.Full)
+	})
 }

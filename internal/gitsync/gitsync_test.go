@@ -377,6 +377,34 @@ func TestSync(t *testing.T) {
 		require.Contains(t, err.Error(), "is a checkout of file://"+b.pusher+"/.git, not of file://"+b.bare)
 	})
 
+	t.Run("AdoptsAnotherRemoteOnlyWhenAsked", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.commit(t, "one", units)
+		_, err := b.mirror(t, Remote{}).Sync(b.ctx, "")
+		require.NoError(t, err)
+		b.write(t, "archive/x/state", "keep")
+
+		other := setup(t)
+		other.commit(t, "other", map[string]string{"other.json": `{"kind":"Service","metadata":{"name":"o"}}`})
+		_, err = New(Opts{Dir: b.dir, Remote: Remote{URL: other.bare}, Redactor: b.redactor})
+		require.NoError(t, err)
+		m, _ := New(Opts{Dir: b.dir, Remote: Remote{URL: other.bare}, Redactor: b.redactor})
+		_, err = m.Sync(b.ctx, "")
+		require.Error(t, err, "a checkout of another repository is refused by default")
+
+		m, err = New(Opts{Dir: b.dir, Remote: Remote{URL: other.bare}, Redactor: b.redactor, AdoptRemote: true})
+		require.NoError(t, err)
+		res, err := m.Sync(b.ctx, "")
+		require.NoError(t, err)
+		require.True(t, res.Full)
+		require.FileExists(t, filepath.Join(b.dir, "other.json"))
+		for path := range units {
+			b.requireMissing(t, path)
+		}
+		require.Equal(t, "keep", b.read(t, "archive/x/state"))
+	})
+
 	t.Run("FollowsAWorkingRepositoryAsRemote", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -54,6 +54,11 @@ type Opts struct {
 	Redactor *redact.Redactor
 	// Logger receives debug lines about each sync. Default: discard.
 	Logger *slog.Logger
+	// AdoptRemote lets a checkout of another repository be re-pointed at
+	// Remote, the way a branch change is followed: its tracked files give way
+	// to Remote's, untracked files stay. The caller sets it when the operator
+	// changed the repository. Default false: such a checkout is refused.
+	AdoptRemote bool
 }
 
 // Mirror keeps one working tree equal to one branch of one remote.
@@ -63,6 +68,7 @@ type Mirror struct {
 	branch   string
 	redactor *redact.Redactor
 	logger   *slog.Logger
+	adopt    bool
 
 	mu sync.Mutex // serializes Syncs of this Mirror; the flock serializes processes
 }
@@ -106,6 +112,7 @@ func New(opts Opts) (*Mirror, error) {
 		branch:   branch,
 		redactor: r,
 		logger:   logger.With("component", "gitsync"),
+		adopt:    opts.AdoptRemote,
 	}, nil
 }
 
@@ -126,6 +133,10 @@ type Result struct {
 	// Changed lists, when !Full, every path whose content or mode differs
 	// between Since and Commit, sorted. Empty when they are equal.
 	Changed []Change
+	// Tracked holds, when Full, every file path of Commit's tree, so that a
+	// caller walking the working tree can tell Git's files from untracked
+	// ones. Nil when !Full.
+	Tracked map[string]bool
 }
 
 // Change is one path that differs between two commits.
@@ -229,6 +240,16 @@ func (m *Mirror) sync(ctx context.Context, since string) (*Result, error) {
 	}
 	if err := m.changedSince(ctx, repo, since, commit, co, res); err != nil {
 		return nil, err
+	}
+	if res.Full {
+		tree, err := commit.Tree()
+		if err != nil {
+			return nil, fmt.Errorf("read tree of %s: %w", commit.Hash, err)
+		}
+		res.Tracked = map[string]bool{}
+		if err := walkFiles(tree, func(name string, _ *object.TreeEntry) { res.Tracked[name] = true }); err != nil {
+			return nil, err
+		}
 	}
 	m.logger.DebugContext(ctx, "synced",
 		"commit", res.Commit, "from", co.from.String(), "full", res.Full, "changed", len(res.Changed),
@@ -410,6 +431,8 @@ func (m *Mirror) configure(repo *git.Repository) error {
 		if _, err := repo.Head(); !errors.Is(err, plumbing.ErrReferenceNotFound) {
 			return m.notOurs("is a Git checkout without an origin remote")
 		}
+	case m.adopt:
+		// The operator moved to another repository: write the new origin below.
 	case len(origin.URLs) == 0 || !sameRemote(origin.URLs[0], m.ep):
 		other := "(none)"
 		if len(origin.URLs) > 0 {

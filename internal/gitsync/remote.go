@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,11 +31,18 @@ const tokenUser = "x-access-token"
 var installFileTransport sync.Once
 
 // useInProcessFileTransport makes file:// fetches run go-git's own
-// upload-pack in this process, so a machine without the git binary can sync
-// from a local repository. go-git's protocol table is global and unguarded:
-// it is written once, before any Mirror fetches.
+// upload-pack in this process when the git-upload-pack binary is missing, so
+// a machine without git can still sync from a local repository. Where the
+// binary exists, go-git's default file transport runs it: it is faster (it
+// does not walk the whole history on every fetch), and unlike go-git's
+// server it ignores "have" lines naming commits it lacks, which a checkout
+// that changed repositories sends. go-git's protocol table is global and
+// unguarded: it is written once, before any Mirror fetches.
 func useInProcessFileTransport() {
 	installFileTransport.Do(func() {
+		if _, err := exec.LookPath("git-upload-pack"); err == nil {
+			return
+		}
 		client.InstallProtocol("file", server.NewClient(server.DefaultLoader))
 	})
 }
