@@ -62,7 +62,7 @@ type repo struct {
 	pusher string
 }
 
-func newRepo(t *testing.T) *repo {
+func newRepo(t testing.TB) *repo {
 	t.Helper()
 	root := t.TempDir()
 	r := &repo{root: root, bare: filepath.Join(root, "intent.git"), pusher: filepath.Join(root, "pusher")}
@@ -74,7 +74,7 @@ func newRepo(t *testing.T) *repo {
 
 // commit writes files (path → content) and deletes paths in the pusher,
 // commits everything, pushes and returns the commit.
-func (r *repo) commit(t *testing.T, msg string, files map[string]string, deletes ...string) string {
+func (r *repo) commit(t testing.TB, msg string, files map[string]string, deletes ...string) string {
 	t.Helper()
 	for p, content := range files {
 		full := filepath.Join(r.pusher, filepath.FromSlash(p))
@@ -92,7 +92,7 @@ func (r *repo) commit(t *testing.T, msg string, files map[string]string, deletes
 
 // symlink makes p a symbolic link to target in the pusher; the next commit
 // records it as a link.
-func (r *repo) symlink(t *testing.T, p, target string) {
+func (r *repo) symlink(t testing.TB, p, target string) {
 	t.Helper()
 	full := filepath.Join(r.pusher, filepath.FromSlash(p))
 	require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
@@ -117,7 +117,7 @@ type setupOpts struct {
 	noSettings bool
 }
 
-func setup(t *testing.T, opts setupOpts) *testBundle {
+func setup(t testing.TB, opts setupOpts) *testBundle {
 	t.Helper()
 	r := opts.repo
 	if r == nil {
@@ -156,7 +156,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 }
 
 // start starts working jobs until the test ends.
-func (b *testBundle) start(t *testing.T) {
+func (b *testBundle) start(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, b.client.Start(ctx))
@@ -169,7 +169,7 @@ func (b *testBundle) start(t *testing.T) {
 }
 
 // syncRun requests a sync and waits for its run to finish.
-func (b *testBundle) syncRun(t *testing.T, full bool) *db.JournalRun {
+func (b *testBundle) syncRun(t testing.TB, full bool) *db.JournalRun {
 	t.Helper()
 	res, err := b.svc.RequestSync(b.ctx, "alice", full)
 	require.NoError(t, err)
@@ -177,7 +177,7 @@ func (b *testBundle) syncRun(t *testing.T, full bool) *db.JournalRun {
 	return b.wait(t, res.Run.ID)
 }
 
-func (b *testBundle) wait(t *testing.T, id uuid.UUID) *db.JournalRun {
+func (b *testBundle) wait(t testing.TB, id uuid.UUID) *db.JournalRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
@@ -187,14 +187,14 @@ func (b *testBundle) wait(t *testing.T, id uuid.UUID) *db.JournalRun {
 }
 
 // sync requests a sync, requires it to succeed and returns its result.
-func (b *testBundle) sync(t *testing.T, full bool) gitops.Result {
+func (b *testBundle) sync(t testing.TB, full bool) gitops.Result {
 	t.Helper()
 	run := b.syncRun(t, full)
 	require.Equal(t, journal.StateSucceeded, run.State, "sync failed: %v", run.Error)
 	return resultOf(t, run)
 }
 
-func resultOf(t *testing.T, run *db.JournalRun) gitops.Result {
+func resultOf(t testing.TB, run *db.JournalRun) gitops.Result {
 	t.Helper()
 	var res gitops.Result
 	require.NoError(t, json.Unmarshal(run.Result, &res))
@@ -203,7 +203,7 @@ func resultOf(t *testing.T, run *db.JournalRun) gitops.Result {
 
 // units returns every unit of the inventory by path; each path must have one
 // row.
-func (b *testBundle) units(t *testing.T) map[string]*db.Unit {
+func (b *testBundle) units(t testing.TB) map[string]*db.Unit {
 	t.Helper()
 	list, err := b.svc.ListUnits(b.ctx, gitops.UnitListParams{Limit: 1000})
 	require.NoError(t, err)
@@ -215,27 +215,27 @@ func (b *testBundle) units(t *testing.T) map[string]*db.Unit {
 	return out
 }
 
-func (b *testBundle) unit(t *testing.T, path string) *db.Unit {
+func (b *testBundle) unit(t testing.TB, path string) *db.Unit {
 	t.Helper()
 	u, ok := b.units(t)[path]
 	require.True(t, ok, "no unit at %s", path)
 	return u
 }
 
-func (b *testBundle) count(t *testing.T, sql string, args ...any) int {
+func (b *testBundle) count(t testing.TB, sql string, args ...any) int {
 	t.Helper()
 	var n int
 	require.NoError(t, b.pool.QueryRow(b.ctx, sql, args...).Scan(&n))
 	return n
 }
 
-func (b *testBundle) exec(t *testing.T, sql string, args ...any) {
+func (b *testBundle) exec(t testing.TB, sql string, args ...any) {
 	t.Helper()
 	_, err := b.pool.Exec(b.ctx, sql, args...)
 	require.NoError(t, err)
 }
 
-func (b *testBundle) source(t *testing.T) *db.Source {
+func (b *testBundle) source(t testing.TB) *db.Source {
 	t.Helper()
 	src, err := db.New(b.pool).SourceGetByName(b.ctx, gitops.DefaultSourceName)
 	require.NoError(t, err)
@@ -243,7 +243,7 @@ func (b *testBundle) source(t *testing.T) *db.Source {
 }
 
 // jobOf waits until River is done with the run's job and returns it.
-func (b *testBundle) jobOf(t *testing.T, run *db.JournalRun, state rivertype.JobState) *rivertype.JobRow {
+func (b *testBundle) jobOf(t testing.TB, run *db.JournalRun, state rivertype.JobState) *rivertype.JobRow {
 	t.Helper()
 	require.NotNil(t, run.RiverJobID)
 	var job *rivertype.JobRow
@@ -268,7 +268,7 @@ func svcUnitWithID(id, name, image string) string {
 
 // hashOf is the content hash a unit file must get: SHA-256 of its canonical
 // JSON.
-func hashOf(t *testing.T, content string) string {
+func hashOf(t testing.TB, content string) string {
 	t.Helper()
 	canon, err := unit.Canonical([]byte(content))
 	require.NoError(t, err)
