@@ -663,3 +663,75 @@ func TestServeGitOpsCredentialsNeverLeak(t *testing.T) {
 		conn.Close(context.Background())
 	}
 }
+
+func TestCLISync(t *testing.T) {
+	t.Parallel()
+
+	// An intent repository with two units and one broken file.
+	root := t.TempDir()
+	work, bare := filepath.Join(root, "work"), filepath.Join(root, "intent.git")
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(work, "apps"), 0o755))
+	git(root, "init", "-q", "--bare", bare)
+	git(work, "init", "-q")
+	for name, content := range map[string]string{
+		"apps/web.json":    `{"kind":"Service","metadata":{"name":"web"},"spec":{}}`,
+		"apps/api.json":    `{"kind":"Service","metadata":{"name":"api"},"spec":{}}`,
+		"apps/broken.json": `{"kind": "Service"`,
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(work, name), []byte(content), 0o644))
+	}
+	git(work, "add", "-A")
+	git(work, "commit", "-q", "-m", "two services")
+	git(work, "push", "-q", bare, "HEAD:refs/heads/main")
+
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbtest.NewDB(t),
+		"SLUICE_GITOPS_REPO_URL="+bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0",
+		"SLUICE_CONFIG_ROOT="+filepath.Join(t.TempDir(), "config"))
+	cli := func(args ...string) (string, int) {
+		cmd := exec.Command(sluiceBin, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_TOKEN=" + testToken}
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		return string(out), code
+	}
+
+	out, code := cli("status")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "manual syncs only")
+	require.Contains(t, out, "never")
+
+	out, code = cli("sync", "--wait")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "invalid unit apps/broken.json")
+	require.Contains(t, out, "succeeded")
+
+	out, code = cli("units", "--kind", "Service")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "apps/web.json")
+	require.Contains(t, out, "apps/api.json")
+	require.NotContains(t, out, "broken")
+
+	out, code = cli("status")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "2 tracked")
+	require.Contains(t, out, "2 created, 0 updated, 0 unchanged, 0 stale, 1 invalid")
+	require.Contains(t, out, "two services")
+
+	// Removing the repository's branch makes the next sync fail: exit 1.
+	git(root, "--git-dir", bare, "update-ref", "-d", "refs/heads/main")
+	out, code = cli("sync", "--wait")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "does not exist")
+}
