@@ -2,10 +2,8 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -13,7 +11,6 @@ import (
 
 	"sluice/db"
 	"sluice/internal/auth"
-	"sluice/internal/errs"
 	"sluice/internal/gitops"
 )
 
@@ -176,7 +173,7 @@ func registerGitOps(api huma.API, d Deps) {
 			limit := min(max(in.Limit, 1), 1000)
 			p := gitops.UnitListParams{Status: in.Status, Kind: in.Kind, PathPrefix: in.PathPrefix, Limit: limit + 1}
 			if in.Cursor != "" {
-				path, id, err := decodeUnitCursor(in.Cursor)
+				path, id, err := decodeCursor(in.Cursor)
 				if err != nil {
 					return nil, err
 				}
@@ -190,7 +187,7 @@ func registerGitOps(api huma.API, d Deps) {
 			if len(units) > limit {
 				units = units[:limit]
 				last := units[len(units)-1]
-				out.Body.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(last.Path + "\x00" + last.ID.String()))
+				out.Body.NextCursor = encodeCursor(last.Path, last.ID)
 			}
 			out.Body.Units = make([]Unit, 0, len(units))
 			for _, u := range units {
@@ -207,21 +204,4 @@ func registerGitOps(api huma.API, d Deps) {
 			}
 			return &getUnitOutput{Body: unitOut(u)}, nil
 		})
-}
-
-func decodeUnitCursor(s string) (string, uuid.UUID, error) {
-	bad := errs.Errorf(errs.Invalid, "The cursor is not one this server gave out; start again without it.")
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return "", uuid.Nil, bad
-	}
-	path, id, ok := strings.Cut(string(b), "\x00")
-	if !ok {
-		return "", uuid.Nil, bad
-	}
-	u, err := uuid.Parse(id)
-	if err != nil {
-		return "", uuid.Nil, bad
-	}
-	return path, u, nil
 }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -129,11 +128,15 @@ func registerJournal(api huma.API, d Deps) {
 			// One more than a page tells whether another page follows.
 			p := journal.ListParams{Action: in.Action, Target: in.Target, State: in.State, Limit: limit + 1}
 			if in.Cursor != "" {
-				before, err := decodeCursor(in.Cursor)
+				at, id, err := decodeCursor(in.Cursor)
 				if err != nil {
 					return nil, err
 				}
-				p.Before = before
+				t, err := time.Parse(time.RFC3339Nano, at)
+				if err != nil {
+					return nil, errs.Errorf(errs.Invalid, "The cursor is not one this server gave out; start again without it.")
+				}
+				p.Before = &db.JournalRun{RequestedAt: t, ID: id}
 			}
 			runs, err := d.Journal.List(ctx, p)
 			if err != nil {
@@ -142,7 +145,8 @@ func registerJournal(api huma.API, d Deps) {
 			out := &listJournalOutput{}
 			if len(runs) > limit {
 				runs = runs[:limit]
-				out.Body.NextCursor = encodeCursor(runs[len(runs)-1])
+				last := runs[len(runs)-1]
+				out.Body.NextCursor = encodeCursor(last.RequestedAt.UTC().Format(time.RFC3339Nano), last.ID)
 			}
 			out.Body.Runs = make([]Run, 0, len(runs))
 			for _, r := range runs {
@@ -265,29 +269,4 @@ func streamEvents(hctx huma.Context, d Deps, id uuid.UUID, after int32) {
 		return
 	}
 	_ = writeMsg("end", 0, runOut(run))
-}
-
-func encodeCursor(r *db.JournalRun) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(r.RequestedAt.UTC().Format(time.RFC3339Nano) + "|" + r.ID.String()))
-}
-
-func decodeCursor(s string) (*db.JournalRun, error) {
-	bad := errs.Errorf(errs.Invalid, "The cursor is not one this server gave out; start again without it.")
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return nil, bad
-	}
-	at, id, ok := strings.Cut(string(b), "|")
-	if !ok {
-		return nil, bad
-	}
-	t, err := time.Parse(time.RFC3339Nano, at)
-	if err != nil {
-		return nil, bad
-	}
-	u, err := uuid.Parse(id)
-	if err != nil {
-		return nil, bad
-	}
-	return &db.JournalRun{RequestedAt: t, ID: u}, nil
 }
