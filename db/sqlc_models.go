@@ -78,6 +78,18 @@ type ApiToken struct {
 	RevokedAt  *time.Time
 }
 
+type Artifact struct {
+	Digest    string
+	Size      int64
+	CreatedAt time.Time
+}
+
+type ArtifactChunk struct {
+	Digest string
+	Seq    int32
+	Data   []byte
+}
+
 type JournalEvent struct {
 	RunID   uuid.UUID
 	Seq     int32

@@ -735,3 +735,64 @@ func TestCLISync(t *testing.T) {
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "does not exist")
 }
+
+func TestServeKillNineMidSyncLeavesInventoryAsItWas(t *testing.T) {
+	t.Parallel()
+
+	// A repository big enough that its first sync takes a while.
+	const units = 6000
+	root := t.TempDir()
+	work, bare := filepath.Join(root, "work"), filepath.Join(root, "intent.git")
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	for i := range units {
+		full := filepath.Join(work, "apps", fmt.Sprintf("%02d", i%60), fmt.Sprintf("svc-%05d.json", i))
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(fmt.Sprintf(`{"kind":"Service","metadata":{"name":"svc-%05d"},"spec":{}}`, i)), 0o644))
+	}
+	git(root, "init", "-q", "--bare", bare)
+	git(work, "init", "-q")
+	git(work, "add", "-A")
+	git(work, "commit", "-q", "-m", "many units")
+	git(work, "push", "-q", bare, "HEAD:refs/heads/main")
+
+	dbURL := dbtest.NewDB(t)
+	env := []string{"SLUICE_DATABASE_URL=" + dbURL, "SLUICE_GITOPS_REPO_URL=" + bare,
+		"SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_CONFIG_ROOT=" + filepath.Join(t.TempDir(), "config")}
+	p, _ := startServe(t, env...)
+	status, body := p.do("POST", "/api/v1/gitops/sync", testToken, nil)
+	require.Equal(t, http.StatusAccepted, status, string(body))
+	var acc struct {
+		JournalID string `json:"journalId"`
+	}
+	require.NoError(t, json.Unmarshal(body, &acc))
+	p.waitRun(acc.JournalID, "running")
+	p.kill9()
+
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	count := func() int {
+		var n int
+		require.NoError(t, conn.QueryRow(context.Background(), "SELECT count(*) FROM unit").Scan(&n))
+		return n
+	}
+	require.Zero(t, count(), "the inventory is as it was: the sync's changes commit with its receipt or not at all")
+
+	p2, _ := startServe(t, env...)
+	r := p2.waitRun(acc.JournalID, "unknown")
+	require.Contains(t, *r.Error, "outcome is unknown")
+
+	// The dead sync no longer blocks the source: a new one is accepted and
+	// catches up.
+	status, body = p2.do("POST", "/api/v1/gitops/sync", testToken, nil)
+	require.Equal(t, http.StatusAccepted, status, string(body))
+	require.NoError(t, json.Unmarshal(body, &acc))
+	p2.waitRun(acc.JournalID, "succeeded")
+	require.Equal(t, units, count())
+}

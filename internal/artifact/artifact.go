@@ -1,0 +1,236 @@
+// Package artifact is a content-addressed file store in PostgreSQL.
+//
+// An artifact is a file, such as a service's executable, named by the SHA-256
+// of its bytes ("sha256:<hex>"). It lives in the database in 1 MiB chunks, so
+// a worker on any host can fetch it, and Materialize keeps a verified,
+// executable copy in a local cache directory for the runtime to start.
+//
+// Artifacts are immutable: putting the same bytes again is a no-op, and every
+// read checks the bytes against the digest.
+package artifact
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"sluice/db"
+	"sluice/internal/errs"
+)
+
+// ChunkSize is the length of every stored chunk but an artifact's last.
+const ChunkSize = 1 << 20
+
+// DefaultMaxSize is the largest artifact Put accepts when Store.MaxSize is 0.
+const DefaultMaxSize int64 = 512 << 20
+
+// Store keeps artifacts in PostgreSQL and materializes them on local disk.
+type Store struct {
+	Pool *pgxpool.Pool
+	// CacheDir is where Materialize keeps executable copies, one file per
+	// digest named by its hex. It is created when missing. Put also stages
+	// uploads here when set (else in os.TempDir()).
+	CacheDir string
+	// MaxSize is the largest artifact Put accepts, in bytes; 0 means
+	// DefaultMaxSize.
+	MaxSize int64
+}
+
+// Info describes a stored artifact.
+type Info struct {
+	Digest string // "sha256:<64 lowercase hex>"
+	Size   int64  // bytes
+}
+
+func (s *Store) maxSize() int64 {
+	if s.MaxSize > 0 {
+		return s.MaxSize
+	}
+	return DefaultMaxSize
+}
+
+// Put stores the bytes of r and returns their digest and size. Putting bytes
+// that are already stored succeeds and changes nothing, also when several
+// callers put them at once.
+//
+// Put first copies r to a temporary file while hashing it, because the digest
+// is known only at the end and a transaction must not stay open while a slow
+// client uploads. It then writes the artifact row and its chunks in one short
+// transaction, reading the file back a chunk at a time, so memory stays at
+// about one chunk whatever the size. A body larger than MaxSize is refused
+// with errs.Invalid.
+func (s *Store) Put(ctx context.Context, r io.Reader) (Info, error) {
+	if s.CacheDir != "" {
+		if err := os.MkdirAll(s.CacheDir, 0o755); err != nil {
+			return Info{}, fmt.Errorf("artifact cache dir: %w", err)
+		}
+	}
+	tmp, err := os.CreateTemp(s.CacheDir, ".put-*")
+	if err != nil {
+		return Info{}, fmt.Errorf("stage artifact: %w", err)
+	}
+	defer func() {
+		_ = tmp.Close()
+		_ = os.Remove(tmp.Name())
+	}()
+
+	limit := s.maxSize()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, limit+1))
+	if err != nil {
+		return Info{}, fmt.Errorf("stage artifact: %w", err)
+	}
+	if n > limit {
+		return Info{}, errs.Errorf(errs.Invalid, "The artifact is larger than the limit of %d bytes; build a smaller executable or raise the limit.", limit)
+	}
+	info := Info{Digest: "sha256:" + hex.EncodeToString(h.Sum(nil)), Size: n}
+
+	// A quick look outside the transaction saves re-reading a large file
+	// that is already stored; ArtifactInsert below is what decides.
+	if _, err := s.Stat(ctx, info.Digest); err == nil {
+		return info, nil
+	} else if !errs.Is(err, errs.NotFound) {
+		return Info{}, err
+	}
+
+	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		_, err := q.ArtifactInsert(ctx, &db.ArtifactInsertParams{Digest: info.Digest, Size: info.Size})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // stored by someone else meanwhile; their chunks are whole
+		}
+		if err != nil {
+			return fmt.Errorf("insert artifact: %w", err)
+		}
+		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("rewind staged artifact: %w", err)
+		}
+		// Hash again what is written, so a staged file changed on disk
+		// under us cannot be stored under the wrong digest.
+		check := sha256.New()
+		buf := make([]byte, ChunkSize)
+		for seq := int32(0); ; seq++ {
+			k, err := io.ReadFull(tmp, buf)
+			if k > 0 {
+				check.Write(buf[:k])
+				if err := q.ArtifactChunkInsert(ctx, &db.ArtifactChunkInsertParams{Digest: info.Digest, Seq: seq, Data: buf[:k]}); err != nil {
+					return fmt.Errorf("insert artifact chunk %d: %w", seq, err)
+				}
+			}
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("read staged artifact: %w", err)
+			}
+		}
+		if got := "sha256:" + hex.EncodeToString(check.Sum(nil)); got != info.Digest {
+			return fmt.Errorf("staged artifact changed while it was stored: %s, then %s", info.Digest, got)
+		}
+		return nil
+	})
+	if err != nil {
+		return Info{}, err
+	}
+	return info, nil
+}
+
+// Stat returns what is stored under digest (any form ParseDigest accepts):
+// errs.NotFound when nothing is, errs.Invalid when digest is malformed.
+func (s *Store) Stat(ctx context.Context, digest string) (Info, error) {
+	d, err := ParseDigest(digest)
+	if err != nil {
+		return Info{}, err
+	}
+	a, err := db.New(s.Pool).ArtifactGet(ctx, d)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Info{}, errs.Errorf(errs.NotFound, "No artifact %s is stored; upload it first.", d)
+	}
+	if err != nil {
+		return Info{}, fmt.Errorf("get artifact %s: %w", d, err)
+	}
+	return Info{Digest: a.Digest, Size: a.Size}, nil
+}
+
+// Open returns a reader of the artifact's bytes. It fetches one chunk at a
+// time, in order, as the caller reads; at the end it fails with an error
+// (and never io.EOF) unless the bytes match the size and digest. Errors are
+// those of Stat. The reader uses ctx for every fetch.
+func (s *Store) Open(ctx context.Context, digest string) (io.ReadCloser, error) {
+	info, err := s.Stat(ctx, digest)
+	if err != nil {
+		return nil, err
+	}
+	return &reader{ctx: ctx, q: db.New(s.Pool), info: info, h: sha256.New()}, nil
+}
+
+// reader streams an artifact's chunks. Each fetch is a query of its own, not
+// one transaction or cursor, so a slow reader holds no connection between
+// reads; stored artifacts never change, so the chunks still fit together.
+type reader struct {
+	ctx  context.Context
+	q    *db.Queries
+	info Info
+	h    hash.Hash
+	seq  int32
+	buf  []byte // the rest of the current chunk
+	read int64
+	err  error // sticky: io.EOF at a verified end, or the failure
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for len(r.buf) == 0 && r.err == nil {
+		r.fetch()
+	}
+	if len(r.buf) == 0 {
+		return 0, r.err
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+// fetch loads the next chunk into buf, or sets err at the end.
+func (r *reader) fetch() {
+	if r.read >= r.info.Size {
+		if got := "sha256:" + hex.EncodeToString(r.h.Sum(nil)); r.read != r.info.Size || got != r.info.Digest {
+			r.err = fmt.Errorf("artifact %s is corrupt: read %d bytes hashing to %s", r.info.Digest, r.read, got)
+			return
+		}
+		r.err = io.EOF
+		return
+	}
+	data, err := r.q.ArtifactChunkGet(r.ctx, &db.ArtifactChunkGetParams{Digest: r.info.Digest, Seq: r.seq})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		r.err = fmt.Errorf("artifact %s is missing chunk %d", r.info.Digest, r.seq)
+	case err != nil:
+		r.err = fmt.Errorf("read artifact %s chunk %d: %w", r.info.Digest, r.seq, err)
+	case len(data) == 0 || r.read+int64(len(data)) > r.info.Size:
+		r.err = fmt.Errorf("artifact %s is corrupt: chunk %d does not fit its size %d", r.info.Digest, r.seq, r.info.Size)
+	default:
+		r.h.Write(data)
+		r.read += int64(len(data))
+		r.seq++
+		r.buf = data
+	}
+}
+
+func (r *reader) Close() error {
+	if r.err == nil {
+		r.err = errors.New("artifact reader is closed")
+	}
+	r.buf = nil
+	return nil
+}

@@ -1,0 +1,39 @@
+package artifact
+
+import (
+	"regexp"
+	"strings"
+
+	"sluice/internal/errs"
+)
+
+// digestRE is the one spelling of a digest that sluice stores and compares.
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// ParseDigest returns the digest that s names, as "sha256:<64 lowercase hex>".
+// It accepts that form and a reference "name@sha256:<hex>" (such as
+// "ghcr.io/acme/web@sha256:…"), whose name it drops.
+//
+// It refuses a bare hex string and uppercase hex rather than normalising them:
+// a digest names its algorithm, and one spelling means a digest can be compared
+// as a string everywhere (the database, the journal, the cache file names).
+func ParseDigest(s string) (string, error) {
+	d := s
+	if i := strings.LastIndexByte(s, '@'); i >= 0 {
+		if i == 0 {
+			return "", errs.Errorf(errs.Invalid, "artifact reference %q has no name before the @; give sha256:<64 hex> or name@sha256:<64 hex>.", s)
+		}
+		d = s[i+1:]
+	}
+	if digestRE.MatchString(d) {
+		return d, nil
+	}
+	switch {
+	case len(d) == 64 && !strings.Contains(d, ":"):
+		return "", errs.Errorf(errs.Invalid, "artifact digest %q has no algorithm; write it as sha256:%s.", s, strings.ToLower(d))
+	case strings.HasPrefix(strings.ToLower(d), "sha256:") && digestRE.MatchString(strings.ToLower(d)):
+		return "", errs.Errorf(errs.Invalid, "artifact digest %q must be lowercase; write it as %s.", s, strings.ToLower(d))
+	default:
+		return "", errs.Errorf(errs.Invalid, "artifact digest %q is malformed; give sha256: followed by 64 lowercase hex digits.", s)
+	}
+}

@@ -1,0 +1,16 @@
+-- name: ArtifactInsert :one
+-- ArtifactInsert answers no row when the artifact already exists. A concurrent
+-- insert of the same digest waits for the other transaction and then answers
+-- no row too, so the caller writes chunks only when it created the row.
+INSERT INTO artifact (digest, size) VALUES (@digest, @size)
+ON CONFLICT (digest) DO NOTHING
+RETURNING *;
+
+-- name: ArtifactGet :one
+SELECT * FROM artifact WHERE digest = @digest;
+
+-- name: ArtifactChunkInsert :exec
+INSERT INTO artifact_chunk (digest, seq, data) VALUES (@digest, @seq, @data);
+
+-- name: ArtifactChunkGet :one
+SELECT data FROM artifact_chunk WHERE digest = @digest AND seq = @seq;
