@@ -67,11 +67,6 @@ func (q *Queries) UnitGet(ctx context.Context, id uuid.UUID) (*Unit, error) {
 	return &i, err
 }
 
-const unitInsert = `-- name: UnitInsert :exec
-INSERT INTO unit (id, source_id, path, kind, name, labels, status, content, content_hash, git_commit)
-VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9)
-`
-
 type UnitInsertParams struct {
 	ID          uuid.UUID
 	SourceID    uuid.UUID
@@ -79,24 +74,10 @@ type UnitInsertParams struct {
 	Kind        string
 	Name        string
 	Labels      json.RawMessage
+	Status      string
 	Content     json.RawMessage
 	ContentHash string
 	GitCommit   string
-}
-
-func (q *Queries) UnitInsert(ctx context.Context, arg *UnitInsertParams) error {
-	_, err := q.db.Exec(ctx, unitInsert,
-		arg.ID,
-		arg.SourceID,
-		arg.Path,
-		arg.Kind,
-		arg.Name,
-		arg.Labels,
-		arg.Content,
-		arg.ContentHash,
-		arg.GitCommit,
-	)
-	return err
 }
 
 const unitList = `-- name: UnitList :many

@@ -9,9 +9,11 @@ SELECT * FROM unit WHERE source_id = @source_id AND path = ANY(@paths::text[]) F
 -- name: UnitListByIDs :many
 SELECT * FROM unit WHERE id = ANY(@ids::uuid[]) FOR UPDATE;
 
--- name: UnitInsert :exec
+-- name: UnitInsert :copyfrom
+-- UnitInsert adds new units with COPY: a first sync of a large repository
+-- creates thousands at once.
 INSERT INTO unit (id, source_id, path, kind, name, labels, status, content, content_hash, git_commit)
-VALUES (@id, @source_id, @path, @kind, @name, @labels, 'pending', @content, @content_hash, @git_commit);
+VALUES (@id, @source_id, @path, @kind, @name, @labels, @status, @content, @content_hash, @git_commit);
 
 -- name: UnitUpdateContent :exec
 -- UnitUpdateContent records new content for a unit, and brings a stale or

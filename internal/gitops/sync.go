@@ -151,6 +151,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		return nil, err
 	}
 	p.Info(ctx, fmt.Sprintf("at commit %s, %d paths changed (%s)", short(gr.Commit), len(gr.Changed), time.Since(begin).Round(time.Millisecond)), nil)
+	begin = time.Now()
 
 	plan := &plan{source: src, commit: gr.Commit, result: &Result{
 		Commit: gr.Commit, CommitMessage: gr.Message, Full: gr.Full,
@@ -203,6 +204,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		plan.units = units
 		plan.invalid = append(plan.invalid, invalid...)
 	}
+	p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(begin).Round(time.Millisecond)), nil)
 	for _, inv := range plan.invalid {
 		p.Warn(ctx, "invalid unit "+inv.Path+": "+inv.Reason, nil)
 	}
@@ -341,6 +343,7 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 	// not claim changes that were rolled back.
 	res := *p.result
 	seen := make(map[uuid.UUID]bool, len(units))
+	var inserts []*db.UnitInsertParams
 	for _, u := range units {
 		seen[u.ID] = true
 		r, ok := byID[u.ID]
@@ -354,9 +357,9 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 		}
 		switch {
 		case !ok:
-			err = q.UnitInsert(ctx, &db.UnitInsertParams{
+			inserts = append(inserts, &db.UnitInsertParams{
 				ID: u.ID, SourceID: p.source.ID, Path: u.Path, Kind: u.Kind, Name: u.Name, Labels: labels,
-				Content: u.Content, ContentHash: u.Hash, GitCommit: p.commit,
+				Status: "pending", Content: u.Content, ContentHash: u.Hash, GitCommit: p.commit,
 			})
 			res.Created = append(res.Created, u.Path)
 		case r.ContentHash == u.Hash && r.Path == u.Path && active(r.Status):
@@ -370,6 +373,11 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 		}
 		if err != nil {
 			return fmt.Errorf("write unit %s: %w", u.Path, err)
+		}
+	}
+	if len(inserts) > 0 {
+		if _, err := q.UnitInsert(ctx, inserts); err != nil {
+			return fmt.Errorf("insert %d units: %w", len(inserts), err)
 		}
 	}
 
