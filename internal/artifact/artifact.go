@@ -34,6 +34,8 @@ const DefaultMaxSize int64 = 512 << 20
 
 // Store keeps artifacts in PostgreSQL and materializes them on local disk.
 type Store struct {
+	// Pool reaches the database that holds the artifact and artifact_chunk
+	// tables (migration 0003).
 	Pool *pgxpool.Pool
 	// CacheDir is where Materialize keeps executable copies, one file per
 	// digest named by its hex. It is created when missing. Put also stages

@@ -1,0 +1,147 @@
+package artifact
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Materialize returns the path of an executable (0755) copy of the artifact
+// in CacheDir, named by the digest's hex, whose bytes it has just verified
+// against the digest.
+//
+// It hashes the cached file on every call, since the runtime verifies an
+// executable before every start, and fetches the artifact again when the file
+// is missing, is not a regular file, or does not match (corrupted on disk).
+// A verified cached file is answered without asking the database.
+//
+// A fetch writes a temporary file in CacheDir, syncs it and renames it into
+// place, so neither a crash nor concurrent callers leave a partial file under
+// the final name; concurrent callers may each fetch, and each rename puts
+// whole, verified bytes in place. A crash can leave a ".<hex>.tmp-*" file
+// behind, which nothing reads. Errors are those of Stat for an artifact that
+// must be fetched.
+func (s *Store) Materialize(ctx context.Context, digest string) (string, error) {
+	d, err := ParseDigest(digest)
+	if err != nil {
+		return "", err
+	}
+	if s.CacheDir == "" {
+		return "", errors.New("materialize artifact: the store has no cache directory")
+	}
+	if err := os.MkdirAll(s.CacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("artifact cache dir: %w", err)
+	}
+	hexDigest := strings.TrimPrefix(d, "sha256:")
+	path := filepath.Join(s.CacheDir, hexDigest)
+
+	ok, err := verifyCached(path, d)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		return path, nil
+	}
+	if err := s.fetch(ctx, d, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// verifyCached reports whether path is a regular file whose SHA-256 is
+// digest, making it executable if it is not. It removes a path that is no
+// regular file (a symlink, an empty directory), so the fetch can take its place.
+func verifyCached(path, digest string) (bool, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("stat cached artifact: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		if err := os.Remove(path); err != nil {
+			return false, fmt.Errorf("remove %s, which is no regular file: %w", path, err)
+		}
+		return false, nil
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("open cached artifact: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return false, fmt.Errorf("hash cached artifact: %w", err)
+	}
+	if "sha256:"+hex.EncodeToString(h.Sum(nil)) != digest {
+		return false, nil
+	}
+	if fi.Mode().Perm() != 0o755 {
+		if err := f.Chmod(0o755); err != nil {
+			return false, fmt.Errorf("make cached artifact executable: %w", err)
+		}
+	}
+	return true, nil
+}
+
+// fetch writes the artifact to path through a synced temporary file and a
+// rename. Open's reader verifies the bytes before it reports the end.
+func (s *Store) fetch(ctx context.Context, digest, path string) (err error) {
+	rc, err := s.Open(ctx, digest)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("materialize artifact: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := io.Copy(tmp, rc); err != nil {
+		return fmt.Errorf("materialize artifact %s: %w", digest, err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		return fmt.Errorf("materialize artifact: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("materialize artifact: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("materialize artifact: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("materialize artifact: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
