@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // procInfo is what sluice reads from /proc/<pid>/stat.
@@ -91,6 +92,23 @@ func readJSON(path string, v any) error {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("decode %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// closeOnExecAll marks every open descriptor above stderr close-on-exec.
+// Go opens its own that way, but a descriptor inherited from whoever started
+// this process is not, and would reach the service: a parent that waits for a
+// pipe's end (a shell, a test runner) would then wait for the service as well.
+func closeOnExecAll() error {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd) // the ReadDir descriptor is gone by now: harmless
+		}
 	}
 	return nil
 }
