@@ -4,42 +4,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"sluice/internal/gittest"
 )
 
 // intentRepo makes a bare repository holding files, committed on main, and
 // returns its path.
 func intentRepo(t *testing.T, files map[string]string) string {
 	t.Helper()
-	root := t.TempDir()
-	work, bare := filepath.Join(root, "work"), filepath.Join(root, "intent.git")
-	git := func(dir string, args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "git %v: %s", args, out)
-	}
-	require.NoError(t, os.MkdirAll(work, 0o755))
-	git(root, "init", "-q", "--bare", bare)
-	git(work, "init", "-q")
-	for path, content := range files {
-		full := filepath.Join(work, filepath.FromSlash(path))
-		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-		require.NoError(t, os.WriteFile(full, []byte(content), 0o644))
-	}
-	git(work, "add", "-A")
-	git(work, "commit", "-q", "-m", "intent")
-	git(work, "push", "-q", bare, "HEAD:refs/heads/main")
-	return bare
+	r := gittest.New(t)
+	r.Commit(t, "intent", files)
+	return r.Bare
 }
 
 func svcUnit(name string) string {

@@ -23,6 +23,7 @@ import (
 
 	"sluice/db"
 	"sluice/internal/dbtest"
+	"sluice/internal/gittest"
 	"sluice/internal/pglocal"
 )
 
@@ -668,28 +669,13 @@ func TestCLISync(t *testing.T) {
 	t.Parallel()
 
 	// An intent repository with two units and one broken file.
-	root := t.TempDir()
-	work, bare := filepath.Join(root, "work"), filepath.Join(root, "intent.git")
-	git := func(dir string, args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "git %v: %s", args, out)
-	}
-	require.NoError(t, os.MkdirAll(filepath.Join(work, "apps"), 0o755))
-	git(root, "init", "-q", "--bare", bare)
-	git(work, "init", "-q")
-	for name, content := range map[string]string{
+	repo := gittest.New(t)
+	repo.Commit(t, "two services", map[string]string{
 		"apps/web.json":    `{"kind":"Service","metadata":{"name":"web"},"spec":{}}`,
 		"apps/api.json":    `{"kind":"Service","metadata":{"name":"api"},"spec":{}}`,
 		"apps/broken.json": `{"kind": "Service"`,
-	} {
-		require.NoError(t, os.WriteFile(filepath.Join(work, name), []byte(content), 0o644))
-	}
-	git(work, "add", "-A")
-	git(work, "commit", "-q", "-m", "two services")
-	git(work, "push", "-q", bare, "HEAD:refs/heads/main")
+	})
+	bare := repo.Bare
 
 	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbtest.NewDB(t),
 		"SLUICE_GITOPS_REPO_URL="+bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0",
@@ -730,7 +716,7 @@ func TestCLISync(t *testing.T) {
 	require.Contains(t, out, "two services")
 
 	// Removing the repository's branch makes the next sync fail: exit 1.
-	git(root, "--git-dir", bare, "update-ref", "-d", "refs/heads/main")
+	gittest.Git(t, repo.Root, "--git-dir", bare, "update-ref", "-d", "refs/heads/main")
 	out, code = cli("sync", "--wait")
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "does not exist")
@@ -741,25 +727,13 @@ func TestServeKillNineMidSyncLeavesInventoryAsItWas(t *testing.T) {
 
 	// A repository big enough that its first sync takes a while.
 	const units = 6000
-	root := t.TempDir()
-	work, bare := filepath.Join(root, "work"), filepath.Join(root, "intent.git")
-	git := func(dir string, args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "git %v: %s", args, out)
-	}
+	repo := gittest.New(t)
+	files := make(map[string]string, units)
 	for i := range units {
-		full := filepath.Join(work, "apps", fmt.Sprintf("%02d", i%60), fmt.Sprintf("svc-%05d.json", i))
-		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-		require.NoError(t, os.WriteFile(full, []byte(fmt.Sprintf(`{"kind":"Service","metadata":{"name":"svc-%05d"},"spec":{}}`, i)), 0o644))
+		files[fmt.Sprintf("apps/%02d/svc-%05d.json", i%60, i)] = fmt.Sprintf(`{"kind":"Service","metadata":{"name":"svc-%05d"},"spec":{}}`, i)
 	}
-	git(root, "init", "-q", "--bare", bare)
-	git(work, "init", "-q")
-	git(work, "add", "-A")
-	git(work, "commit", "-q", "-m", "many units")
-	git(work, "push", "-q", bare, "HEAD:refs/heads/main")
+	repo.Commit(t, "many units", files)
+	bare := repo.Bare
 
 	dbURL := dbtest.NewDB(t)
 	env := []string{"SLUICE_DATABASE_URL=" + dbURL, "SLUICE_GITOPS_REPO_URL=" + bare,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sluice/internal/gittest"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func BenchmarkSync10k(b *testing.B) {
 
 	// The floor's own clone, kept up to date like the config root.
 	floorDir := filepath.Join(b.TempDir(), "floor")
-	benchGit(b, "", "clone", "-q", r.bare, floorDir)
+	benchGit(b, "", "clone", "-q", r.Bare, floorDir)
 
 	b.Run("FirstSync", func(b *testing.B) {
 		var sync, floor, clone time.Duration
@@ -38,7 +39,7 @@ func BenchmarkSync10k(b *testing.B) {
 			// creates files slowly, and the first sync must write them too).
 			b.StopTimer()
 			begin := time.Now()
-			benchGit(b, "", "clone", "-q", r.bare, filepath.Join(b.TempDir(), "clone"))
+			benchGit(b, "", "clone", "-q", r.Bare, filepath.Join(b.TempDir(), "clone"))
 			clone += time.Since(begin)
 			b.StartTimer()
 
@@ -89,7 +90,7 @@ func BenchmarkSync10k(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			path := fmt.Sprintf("apps/%02d/svc-%05d.json", i%100, i)
-			r.commit(b, "change", map[string]string{path: benchUnit(i, fmt.Sprintf("v%d", time.Now().UnixNano()))})
+			r.Commit(b, "change", map[string]string{path: benchUnit(i, fmt.Sprintf("v%d", time.Now().UnixNano()))})
 			b.StartTimer()
 
 			begin := time.Now()
@@ -129,15 +130,15 @@ func benchUnit(i int, image string) string {
 }
 
 // benchRepo pushes a repository of n units under apps/NN/.
-func benchRepo(b *testing.B, n int) *repo {
+func benchRepo(b *testing.B, n int) *gittest.Repo {
 	b.Helper()
-	r := newRepo(b)
+	r := gittest.New(b)
 	for i := 0; i < n; i++ {
-		full := filepath.Join(r.pusher, "apps", fmt.Sprintf("%02d", i%100), fmt.Sprintf("svc-%05d.json", i))
+		full := filepath.Join(r.Pusher, "apps", fmt.Sprintf("%02d", i%100), fmt.Sprintf("svc-%05d.json", i))
 		require.NoError(b, os.MkdirAll(filepath.Dir(full), 0o755))
 		require.NoError(b, os.WriteFile(full, []byte(benchUnit(i, "sha256:0")), 0o644))
 	}
-	r.commit(b, "10k units", nil)
+	r.Commit(b, "10k units", nil)
 	return r
 }
 

@@ -18,8 +18,8 @@ func TestTick(t *testing.T) {
 	setupDue := func(t *testing.T) *testBundle {
 		t.Helper()
 		b := setup(t, setupOpts{noStart: true})
-		b.commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, SyncIntervalSec: 60})
+		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 60})
 		require.NoError(t, err)
 		b.exec(t, "UPDATE source SET last_tick_at = now() - interval '2 minutes'")
 		return b
@@ -98,19 +98,19 @@ func TestTick(t *testing.T) {
 	t.Run("IntervalChangeIsHonouredWithoutRestart", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, SyncIntervalSec: 3600})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 3600})
 		require.NoError(t, err)
 		b.exec(t, "UPDATE source SET last_tick_at = now() - interval '10 seconds'")
 		require.NoError(t, b.svc.Tick(b.ctx))
 		require.Zero(t, b.count(t, "SELECT count(*) FROM journal_run"), "an hour has not passed")
 
-		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, SyncIntervalSec: 5})
+		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 5})
 		require.NoError(t, err)
 		require.NoError(t, b.svc.Tick(b.ctx))
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run"))
 
 		// And back to manual: no more ticks.
-		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, SyncIntervalSec: 0})
+		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 0})
 		require.NoError(t, err)
 		b.exec(t, "UPDATE source SET last_tick_at = now() - interval '1 hour'")
 		require.NoError(t, b.svc.Tick(b.ctx))
@@ -121,8 +121,8 @@ func TestTick(t *testing.T) {
 	t.Run("ScheduleTicksOnItsOwn", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, SyncIntervalSec: 1})
+		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 1})
 		require.NoError(t, err)
 		go b.svc.Schedule(b.ctx)
 		require.Eventually(t, func() bool {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sluice/internal/gittest"
 	"strings"
 	"sync"
 	"testing"
@@ -38,11 +39,11 @@ type gitServer struct {
 }
 
 // serveRepo serves r's bare repository over HTTP with git http-backend.
-func serveRepo(t *testing.T, r *repo, opts serveOpts) *gitServer {
+func serveRepo(t *testing.T, r *gittest.Repo, opts serveOpts) *gitServer {
 	t.Helper()
 	backend := &cgi.Handler{
-		Path: filepath.Join(gitCmd(t, r.pusher, "--exec-path"), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(r.bare), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
+		Path: filepath.Join(gittest.Git(t, r.Pusher, "--exec-path"), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(r.Bare), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
 	}
 	gs := &gitServer{arrived: make(chan struct{}), release: make(chan struct{})}
 	var once sync.Once
@@ -72,7 +73,7 @@ func serveRepo(t *testing.T, r *repo, opts serveOpts) *gitServer {
 		}
 	})
 	gs.host = strings.TrimPrefix(srv.URL, "http://")
-	gs.url = srv.URL + "/" + filepath.Base(r.bare)
+	gs.url = srv.URL + "/" + filepath.Base(r.Bare)
 	return gs
 }
 
@@ -122,8 +123,8 @@ func TestSettingsCredentials(t *testing.T) {
 	t.Run("RefusedCredentialsAreSaidAndNeverShown", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
-		b.commit(t, "one", files)
-		srv := serveRepo(t, b.repo, serveOpts{user: user, password: right})
+		b.Commit(t, "one", files)
+		srv := serveRepo(t, b.Repo, serveOpts{user: user, password: right})
 		masked := "http://***@" + srv.host + "/intent.git"
 
 		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "http://" + user + ":" + wrong + "@" + srv.host + "/intent.git"})
@@ -145,14 +146,14 @@ func TestSettingsCredentials(t *testing.T) {
 		// The checks below must be able to see River's record of the error.
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM river_job WHERE errors::text LIKE '%refused the credentials%'"))
 		b.requireNowhere(t, wrong)
-		require.Equal(t, srv.url, gitCmd(t, b.configRoot, "config", "remote.origin.url"))
+		require.Equal(t, srv.url, gittest.Git(t, b.configRoot, "config", "remote.origin.url"))
 	})
 
 	t.Run("MaskedURLSentBackKeepsStoredCredentials", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
-		b.commit(t, "one", files)
-		srv := serveRepo(t, b.repo, serveOpts{user: user, password: right})
+		b.Commit(t, "one", files)
+		srv := serveRepo(t, b.Repo, serveOpts{user: user, password: right})
 
 		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "http://" + user + ":" + right + "@" + srv.host + "/intent.git"})
 		require.NoError(t, err)
@@ -169,7 +170,7 @@ func TestSettingsCredentials(t *testing.T) {
 		require.Equal(t, right, *src.RepoPassword)
 		require.NotNil(t, src.SyncedCommit, "the same repository, branch and path keep the synced commit")
 
-		c2 := b.commit(t, "two", map[string]string{"apps/api.json": svcUnit("api", "api:1")})
+		c2 := b.Commit(t, "two", map[string]string{"apps/api.json": svcUnit("api", "api:1")})
 		res := b.sync(t, false)
 		require.Equal(t, c2, res.Commit)
 		require.Equal(t, []string{"apps/api.json"}, res.Created)
@@ -177,7 +178,7 @@ func TestSettingsCredentials(t *testing.T) {
 		// The URL without any credentials, for the same repository, keeps them too.
 		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url, SyncIntervalSec: 60})
 		require.NoError(t, err)
-		c3 := b.commit(t, "three", map[string]string{"apps/db.json": svcUnit("db", "pg:16")})
+		c3 := b.Commit(t, "three", map[string]string{"apps/db.json": svcUnit("db", "pg:16")})
 		require.Equal(t, c3, b.sync(t, false).Commit)
 		b.requireNowhere(t, right)
 	})
@@ -185,8 +186,8 @@ func TestSettingsCredentials(t *testing.T) {
 	t.Run("TokenIsMaskedAndUsed", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
-		b.commit(t, "one", files)
-		srv := serveRepo(t, b.repo, serveOpts{user: "x-access-token", password: "tok_Sup3rSecretValue"})
+		b.Commit(t, "one", files)
+		srv := serveRepo(t, b.Repo, serveOpts{user: "x-access-token", password: "tok_Sup3rSecretValue"})
 
 		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url, Token: "tok_Sup3rSecretValue"})
 		require.NoError(t, err)
@@ -203,12 +204,12 @@ func TestPutSettings(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true})
 		for _, p := range []string{"../x", "/etc", "a/../b", "..", `apps\web`, "apps/.git", "archive/old"} {
-			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Path: p})
+			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Path: p})
 			require.Equal(t, errs.Invalid, errs.CodeOf(err), "path %q: %v", p, err)
 			require.Contains(t, err.Error(), "is not allowed: ", "path %q", p)
 		}
 		for p, want := range map[string]string{"apps/": "apps", "./apps": "apps", ".": "", "apps/web": "apps/web"} {
-			out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Path: p})
+			out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Path: p})
 			require.NoError(t, err, "path %q", p)
 			require.Equal(t, want, out.Path)
 		}
@@ -218,16 +219,16 @@ func TestPutSettings(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true})
 		for _, br := range []string{"has space", "a..b", "a:b", "a~1", "x.lock", "/main", "main/", "-main", "a//b", "a@{1}", ".hidden", "a/.b", "@", "main."} {
-			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Branch: br})
+			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Branch: br})
 			require.Equal(t, errs.Invalid, errs.CodeOf(err), "branch %q: %v", br, err)
 			require.Contains(t, err.Error(), "is not a valid Git branch name")
 		}
 		for _, br := range []string{"main", "feature/x", "release-1.2"} {
-			out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Branch: br})
+			out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Branch: br})
 			require.NoError(t, err, "branch %q", br)
 			require.Equal(t, br, out.Branch)
 		}
-		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare})
+		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare})
 		require.NoError(t, err)
 		require.Equal(t, "main", out.Branch, "no branch means main")
 	})
@@ -235,7 +236,7 @@ func TestPutSettings(t *testing.T) {
 	t.Run("RefusesNegativeIntervalAndBadURLs", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true, noSettings: true})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, SyncIntervalSec: -1})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: -1})
 		require.Equal(t, errs.Invalid, errs.CodeOf(err))
 		for _, u := range []string{"", "  ", "ftp://example.com/x.git", "http://u:pw@[::1/x"} {
 			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: u})
@@ -292,14 +293,14 @@ func TestPutSettings(t *testing.T) {
 	t.Run("PathChangeMakesNextSyncFull", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", map[string]string{
+		b.Commit(t, "one", map[string]string{
 			"apps/web.json": svcUnit("web", "nginx:1"),
 			"apps/api.json": svcUnit("api", "api:1"),
 			"db/main.json":  `{"kind":"Database","metadata":{"name":"main"}}`,
 		})
 		require.Len(t, b.sync(t, false).Created, 3)
 
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Path: "apps"})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Path: "apps"})
 		require.NoError(t, err)
 		require.Nil(t, b.source(t).SyncedCommit)
 		res := b.sync(t, false)
@@ -311,13 +312,13 @@ func TestPutSettings(t *testing.T) {
 		require.Equal(t, "stale", b.unit(t, "db/main.json").Status)
 
 		// Units outside the path are not touched by incremental syncs.
-		b.commit(t, "two", map[string]string{"db/main.json": `{"kind":"Database","metadata":{"name":"main2"}}`, "db/other.json": `{"kind":"Database","metadata":{"name":"o"}}`})
+		b.Commit(t, "two", map[string]string{"db/main.json": `{"kind":"Database","metadata":{"name":"main2"}}`, "db/other.json": `{"kind":"Database","metadata":{"name":"o"}}`})
 		res = b.sync(t, false)
 		require.False(t, res.Full)
 		require.Empty(t, res.Created)
 		require.Empty(t, res.Updated)
 
-		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Path: "db"})
+		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Path: "db"})
 		require.NoError(t, err)
 		res = b.sync(t, false)
 		require.True(t, res.Full)
@@ -330,11 +331,11 @@ func TestPutSettings(t *testing.T) {
 	t.Run("SettingsChangedDuringASyncAreHonouredByTheNext", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
-		b.commit(t, "one", map[string]string{
+		b.Commit(t, "one", map[string]string{
 			"apps/web.json": svcUnit("web", "nginx:1"),
 			"db/main.json":  `{"kind":"Database","metadata":{"name":"main"}}`,
 		})
-		srv := serveRepo(t, b.repo, serveOpts{hold: true})
+		srv := serveRepo(t, b.Repo, serveOpts{hold: true})
 		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url})
 		require.NoError(t, err)
 

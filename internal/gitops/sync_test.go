@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,6 +25,7 @@ import (
 	"sluice/internal/dbtest"
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
+	"sluice/internal/gittest"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/unit"
@@ -34,73 +34,8 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-// gitEnv makes the git CLI ignore the machine's configuration and commit
-// with a fixed identity.
-var gitEnv = append(os.Environ(),
-	"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-	"GIT_AUTHOR_NAME=Ada Pusher", "GIT_AUTHOR_EMAIL=ada@example.com",
-	"GIT_COMMITTER_NAME=Ada Pusher", "GIT_COMMITTER_EMAIL=ada@example.com",
-	"GIT_TERMINAL_PROMPT=0",
-)
-
-// gitCmd runs the git CLI in dir and returns its trimmed output.
-func gitCmd(tb testing.TB, dir string, args ...string) string {
-	tb.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "advice.detachedHead=false"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = gitEnv
-	out, err := cmd.CombinedOutput()
-	require.NoError(tb, err, "git %s: %s", strings.Join(args, " "), out)
-	return strings.TrimSpace(string(out))
-}
-
-// repo is an intent repository: a bare repository on disk as the remote and
-// a pusher clone that commits and pushes to it.
-type repo struct {
-	root   string
-	bare   string // the remote, named intent.git
-	pusher string
-}
-
-func newRepo(t testing.TB) *repo {
-	t.Helper()
-	root := t.TempDir()
-	r := &repo{root: root, bare: filepath.Join(root, "intent.git"), pusher: filepath.Join(root, "pusher")}
-	gitCmd(t, root, "init", "-q", "--bare", r.bare)
-	gitCmd(t, root, "init", "-q", r.pusher)
-	gitCmd(t, r.pusher, "remote", "add", "origin", r.bare)
-	return r
-}
-
-// commit writes files (path → content) and deletes paths in the pusher,
-// commits everything, pushes and returns the commit.
-func (r *repo) commit(t testing.TB, msg string, files map[string]string, deletes ...string) string {
-	t.Helper()
-	for p, content := range files {
-		full := filepath.Join(r.pusher, filepath.FromSlash(p))
-		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-		require.NoError(t, os.WriteFile(full, []byte(content), 0o644))
-	}
-	for _, p := range deletes {
-		gitCmd(t, r.pusher, "rm", "-q", "-r", p)
-	}
-	gitCmd(t, r.pusher, "add", "-A")
-	gitCmd(t, r.pusher, "commit", "-q", "--allow-empty", "-m", msg)
-	gitCmd(t, r.pusher, "push", "-q", "--force", "origin", "HEAD:main")
-	return gitCmd(t, r.pusher, "rev-parse", "HEAD")
-}
-
-// symlink makes p a symbolic link to target in the pusher; the next commit
-// records it as a link.
-func (r *repo) symlink(t testing.TB, p, target string) {
-	t.Helper()
-	full := filepath.Join(r.pusher, filepath.FromSlash(p))
-	require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-	require.NoError(t, os.Symlink(target, full))
-}
-
 type testBundle struct {
-	*repo
+	*gittest.Repo
 	ctx        context.Context
 	pool       *pgxpool.Pool
 	journal    *journal.Journal
@@ -111,8 +46,8 @@ type testBundle struct {
 }
 
 type setupOpts struct {
-	repo    *repo // default: a new, empty repository
-	noStart bool  // leave the River client stopped, so jobs stay queued
+	repo    *gittest.Repo // default: a new, empty repository
+	noStart bool          // leave the River client stopped, so jobs stay queued
 	// noSettings skips configuring the bare repository as the source.
 	noSettings bool
 }
@@ -121,7 +56,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	t.Helper()
 	r := opts.repo
 	if r == nil {
-		r = newRepo(t)
+		r = gittest.New(t)
 	}
 	pool := dbtest.NewPool(t)
 	red := &redact.Redactor{}
@@ -142,14 +77,14 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	require.NoError(t, err)
 	j.River = client
 	b := &testBundle{
-		repo: r, ctx: t.Context(), pool: pool, journal: j, client: client, svc: svc,
+		Repo: r, ctx: t.Context(), pool: pool, journal: j, client: client, svc: svc,
 		redactor: red, configRoot: configRoot,
 	}
 	if !opts.noStart {
 		b.start(t)
 	}
 	if !opts.noSettings {
-		_, err := svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: r.bare, Branch: "main"})
+		_, err := svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: r.Bare, Branch: "main"})
 		require.NoError(t, err)
 	}
 	return b
@@ -299,7 +234,7 @@ func TestSyncIdentity(t *testing.T) {
 	t.Run("DerivesIdentityFromPathUnlessMetadataIDIsAUUID", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		c1 := b.commit(t, "Add three units\n\nWith a body.", files)
+		c1 := b.Commit(t, "Add three units\n\nWith a body.", files)
 
 		res := b.sync(t, false)
 		require.Equal(t, c1, res.Commit)
@@ -342,13 +277,13 @@ func TestSyncIdentity(t *testing.T) {
 	t.Run("ReformattingChangesNoHashAndAContentChangeDoes", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", files)
+		b.Commit(t, "one", files)
 		b.sync(t, false)
 		before := b.unit(t, "apps/web.json")
 
 		reformatted := "{\n  \"spec\": {\n    \"ports\": [ 80, 443 ],\n    \"image\": \"nginx:1\"\n  },\n" +
 			"  \"metadata\": { \"name\": \"web\" },\n  \"kind\": \"Service\"\n}\n"
-		c2 := b.commit(t, "Reformat web", map[string]string{"apps/web.json": reformatted})
+		c2 := b.Commit(t, "Reformat web", map[string]string{"apps/web.json": reformatted})
 		res := b.sync(t, false)
 		require.Equal(t, c2, res.Commit)
 		require.False(t, res.Full)
@@ -360,7 +295,7 @@ func TestSyncIdentity(t *testing.T) {
 		require.Equal(t, before.GitCommit, after.GitCommit, "an unchanged unit keeps the commit it came from")
 
 		changed := svcUnit("web", "nginx:2")
-		c3 := b.commit(t, "Upgrade web", map[string]string{"apps/web.json": changed})
+		c3 := b.Commit(t, "Upgrade web", map[string]string{"apps/web.json": changed})
 		res = b.sync(t, false)
 		require.Equal(t, []string{"apps/web.json"}, res.Updated)
 		require.Empty(t, res.Created)
@@ -380,8 +315,8 @@ func TestSyncIdentity(t *testing.T) {
 
 	t.Run("IdentitySurvivesAFreshStore", func(t *testing.T) {
 		t.Parallel()
-		r := newRepo(t)
-		r.commit(t, "one", files)
+		r := gittest.New(t)
+		r.Commit(t, "one", files)
 		first := setup(t, setupOpts{repo: r})
 		first.sync(t, false)
 		// A second installation: a new database and config root, same repository.
@@ -408,11 +343,11 @@ func TestSyncStaleAndRevive(t *testing.T) {
 	t.Run("DeletedUnitGoesStaleAndReturnsPendingWhenNeverApplied", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", base)
+		b.Commit(t, "one", base)
 		b.sync(t, false)
 		web := b.unit(t, "apps/web.json")
 
-		b.commit(t, "Retire web", nil, "apps/web.json")
+		b.Commit(t, "Retire web", nil, "apps/web.json")
 		res := b.sync(t, false)
 		require.Equal(t, []string{"apps/web.json"}, res.Stale)
 		require.Equal(t, 1, res.Unchanged)
@@ -422,7 +357,7 @@ func TestSyncStaleAndRevive(t *testing.T) {
 		require.Equal(t, web.ContentHash, stale.ContentHash)
 		require.Equal(t, 2, b.count(t, "SELECT count(*) FROM unit"))
 
-		b.commit(t, "Bring web back", map[string]string{"apps/web.json": base["apps/web.json"]})
+		b.Commit(t, "Bring web back", map[string]string{"apps/web.json": base["apps/web.json"]})
 		res = b.sync(t, false)
 		require.Equal(t, []string{"apps/web.json"}, res.Updated)
 		require.Empty(t, res.Created)
@@ -435,15 +370,15 @@ func TestSyncStaleAndRevive(t *testing.T) {
 	t.Run("AppliedUnitReturnsApplied", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", base)
+		b.Commit(t, "one", base)
 		b.sync(t, false)
 		b.exec(t, "UPDATE unit SET status = 'applied', last_applied_hash = content_hash WHERE path = 'apps/web.json'")
 
-		b.commit(t, "Retire web", nil, "apps/web.json")
+		b.Commit(t, "Retire web", nil, "apps/web.json")
 		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Stale)
 		require.Equal(t, "stale", b.unit(t, "apps/web.json").Status)
 
-		b.commit(t, "Bring web back", map[string]string{"apps/web.json": base["apps/web.json"]})
+		b.Commit(t, "Bring web back", map[string]string{"apps/web.json": base["apps/web.json"]})
 		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Updated)
 		back := b.unit(t, "apps/web.json")
 		require.Equal(t, "applied", back.Status)
@@ -453,14 +388,14 @@ func TestSyncStaleAndRevive(t *testing.T) {
 	t.Run("DestroyedUnitReturnsPending", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", base)
+		b.Commit(t, "one", base)
 		b.sync(t, false)
 		b.exec(t, "UPDATE unit SET status = 'applied', last_applied_hash = content_hash WHERE path = 'apps/web.json'")
-		b.commit(t, "Retire web", nil, "apps/web.json")
+		b.Commit(t, "Retire web", nil, "apps/web.json")
 		b.sync(t, false)
 		b.exec(t, "UPDATE unit SET status = 'destroyed' WHERE path = 'apps/web.json'")
 
-		b.commit(t, "Bring web back", map[string]string{"apps/web.json": base["apps/web.json"]})
+		b.Commit(t, "Bring web back", map[string]string{"apps/web.json": base["apps/web.json"]})
 		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Updated)
 		require.Equal(t, "pending", b.unit(t, "apps/web.json").Status)
 	})
@@ -468,10 +403,10 @@ func TestSyncStaleAndRevive(t *testing.T) {
 	t.Run("StaleUnitIsNotStaledAgainNorDestroyedUnitStaled", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", base)
+		b.Commit(t, "one", base)
 		b.sync(t, false)
 		b.exec(t, "UPDATE unit SET status = 'destroyed' WHERE path = 'apps/api.json'")
-		b.commit(t, "Retire both", nil, "apps/web.json", "apps/api.json")
+		b.Commit(t, "Retire both", nil, "apps/web.json", "apps/api.json")
 		res := b.sync(t, false)
 		require.Equal(t, []string{"apps/web.json"}, res.Stale)
 		require.Equal(t, "destroyed", b.unit(t, "apps/api.json").Status)
@@ -491,11 +426,11 @@ func TestSyncStaleAndRevive(t *testing.T) {
 			id := uuid.New()
 			b := setup(t, setupOpts{})
 			content := svcUnitWithID(id.String(), "web", "nginx:1")
-			b.commit(t, "one", map[string]string{"apps/web.json": content, "apps/api.json": base["apps/api.json"]})
+			b.Commit(t, "one", map[string]string{"apps/web.json": content, "apps/api.json": base["apps/api.json"]})
 			b.sync(t, false)
 
 			b.exec(t, "UPDATE unit SET status = 'applied', last_applied_hash = content_hash WHERE id = $1", id)
-			b.commit(t, "Move web", map[string]string{"services/web.json": content}, "apps/web.json")
+			b.Commit(t, "Move web", map[string]string{"services/web.json": content}, "apps/web.json")
 			res := b.sync(t, full)
 			require.Equal(t, full, res.Full)
 			require.Equal(t, []string{"services/web.json"}, res.Updated)
@@ -524,7 +459,7 @@ func TestSyncWorkingTree(t *testing.T) {
 	t.Run("UntrackedPathsSurviveAndArchiveIsNoUnit", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", map[string]string{
+		b.Commit(t, "one", map[string]string{
 			"apps/web.json":     base["apps/web.json"],
 			"archive/old.json":  svcUnit("old", "old:1"),
 			"apps/archive.json": svcUnit("archived-name-but-a-unit", "x:1"),
@@ -546,7 +481,7 @@ func TestSyncWorkingTree(t *testing.T) {
 		strayBad := filepath.Join(b.configRoot, "apps", "stray-bad.json")
 		require.NoError(t, os.WriteFile(strayBad, []byte(`{"kind":`), 0o644))
 
-		b.commit(t, "two", map[string]string{"apps/api.json": base["apps/api.json"], "archive/older.json": svcUnit("older", "o:1")})
+		b.Commit(t, "two", map[string]string{"apps/api.json": base["apps/api.json"], "archive/older.json": svcUnit("older", "o:1")})
 		require.Equal(t, []string{"apps/api.json"}, b.sync(t, false).Created)
 		res = b.sync(t, true)
 		require.Empty(t, res.Created)
@@ -564,14 +499,14 @@ func TestSyncWorkingTree(t *testing.T) {
 	t.Run("LocalEditOfTrackedFileIsOverwritten", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", base)
+		b.Commit(t, "one", base)
 		b.sync(t, false)
 		web := filepath.Join(b.configRoot, "apps", "web.json")
 		edit := svcUnit("web", "evil:666")
 
 		// The next commit does not touch the edited file.
 		require.NoError(t, os.WriteFile(web, []byte(edit), 0o644))
-		b.commit(t, "two", map[string]string{"apps/db.json": svcUnit("db", "pg:16")})
+		b.Commit(t, "two", map[string]string{"apps/db.json": svcUnit("db", "pg:16")})
 		res := b.sync(t, false)
 		require.Equal(t, []string{"apps/db.json"}, res.Created)
 		require.Empty(t, res.Updated)
@@ -594,9 +529,9 @@ func TestSyncWorkingTree(t *testing.T) {
 	t.Run("ForcePushedBranchIsFollowed", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", base)
+		b.Commit(t, "one", base)
 		b.sync(t, false)
-		b.commit(t, "two", map[string]string{
+		b.Commit(t, "two", map[string]string{
 			"apps/web.json":   svcUnit("web", "nginx:2"),
 			"apps/cache.json": svcUnit("cache", "redis:7"),
 		})
@@ -605,8 +540,8 @@ func TestSyncWorkingTree(t *testing.T) {
 		require.Equal(t, []string{"apps/web.json"}, res.Updated)
 
 		// History is rewritten: "two" is dropped for "three".
-		gitCmd(t, b.pusher, "reset", "-q", "--hard", "HEAD~1")
-		c3 := b.commit(t, "three", map[string]string{"apps/queue.json": svcUnit("queue", "rabbit:3")})
+		gittest.Git(t, b.Pusher, "reset", "-q", "--hard", "HEAD~1")
+		c3 := b.Commit(t, "three", map[string]string{"apps/queue.json": svcUnit("queue", "rabbit:3")})
 		res = b.sync(t, false)
 		require.Equal(t, c3, res.Commit)
 		require.Equal(t, "three", res.CommitMessage)
@@ -615,7 +550,7 @@ func TestSyncWorkingTree(t *testing.T) {
 		require.Equal(t, []string{"apps/cache.json"}, res.Stale)
 		require.Equal(t, 1, res.Unchanged)
 
-		require.Equal(t, c3, gitCmd(t, b.configRoot, "rev-parse", "HEAD"))
+		require.Equal(t, c3, gittest.Git(t, b.configRoot, "rev-parse", "HEAD"))
 		units := b.units(t)
 		require.Equal(t, "stale", units["apps/cache.json"].Status)
 		require.Equal(t, hashOf(t, base["apps/web.json"]), units["apps/web.json"].ContentHash)
@@ -644,7 +579,7 @@ func TestSyncInvalidUnits(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, setupOpts{})
-			b.commit(t, "one", map[string]string{
+			b.Commit(t, "one", map[string]string{
 				"apps/web.json": svcUnit("web", "nginx:1"),
 				"apps/api.json": svcUnit("api", "api:1"),
 			})
@@ -652,10 +587,10 @@ func TestSyncInvalidUnits(t *testing.T) {
 			b.exec(t, "UPDATE unit SET status = 'applied', last_applied_hash = content_hash WHERE path = 'apps/web.json'")
 			web := b.unit(t, "apps/web.json")
 
-			b.symlink(t, "bad/link.json", "../apps/api.json")
-			b.symlink(t, "bad/escape.json", "/etc/passwd")
+			b.Symlink(t, "bad/link.json", "../apps/api.json")
+			b.Symlink(t, "bad/escape.json", "/etc/passwd")
 			huge := `{"kind":"Service","metadata":{"name":"huge"},"spec":{"blob":"` + strings.Repeat("x", unit.MaxSize) + `"}}`
-			c2 := b.commit(t, "A mixed bag", map[string]string{
+			c2 := b.Commit(t, "A mixed bag", map[string]string{
 				"apps/web.json":    `{"kind":"Service","metadata":{"name":"web"},"spec":{"image":`, // broken
 				"apps/api.json":    svcUnit("api", "api:2"),
 				"apps/new.json":    svcUnit("new", "new:1"),
@@ -715,7 +650,7 @@ func TestSyncInvalidUnits(t *testing.T) {
 			require.Equal(t, 8, warned, "every invalid unit is a warning in the journal")
 
 			// Fixing the file brings the unit up to date.
-			b.commit(t, "Fix web", map[string]string{"apps/web.json": svcUnit("web", "nginx:2")})
+			b.Commit(t, "Fix web", map[string]string{"apps/web.json": svcUnit("web", "nginx:2")})
 			res = b.sync(t, false)
 			require.Equal(t, []string{"apps/web.json"}, res.Updated)
 			require.Empty(t, res.Created)
@@ -731,11 +666,11 @@ func TestSyncInvalidUnits(t *testing.T) {
 		t.Parallel()
 		id := uuid.New().String()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", map[string]string{"apps/web.json": svcUnitWithID(id, "web", "nginx:1")})
+		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnitWithID(id, "web", "nginx:1")})
 		b.sync(t, false)
 		web := b.unit(t, "apps/web.json")
 
-		b.commit(t, "Copy web", map[string]string{"apps/web2.json": svcUnitWithID(id, "web2", "nginx:1")})
+		b.Commit(t, "Copy web", map[string]string{"apps/web2.json": svcUnitWithID(id, "web2", "nginx:1")})
 		res := b.sync(t, false)
 		require.Contains(t, invalidPaths(res)["apps/web2.json"], "apps/web.json")
 		require.Empty(t, res.Created)
@@ -754,9 +689,9 @@ func TestSyncInvalidUnits(t *testing.T) {
 		t.Parallel()
 		id := uuid.New().String()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", map[string]string{"apps/seed.json": svcUnit("seed", "s:1")})
+		b.Commit(t, "one", map[string]string{"apps/seed.json": svcUnit("seed", "s:1")})
 		b.sync(t, false)
-		b.commit(t, "Two files, one id", map[string]string{
+		b.Commit(t, "Two files, one id", map[string]string{
 			"dup/one.json": svcUnitWithID(id, "one", "one:1"),
 			"dup/two.json": svcUnitWithID(id, "two", "two:1"),
 		})
@@ -765,7 +700,7 @@ func TestSyncInvalidUnits(t *testing.T) {
 		require.Empty(t, res.Created)
 
 		// Only dup/two.json changes, but dup/one.json is valid now too.
-		b.commit(t, "Give two its own id", map[string]string{"dup/two.json": svcUnit("two", "two:1")})
+		b.Commit(t, "Give two its own id", map[string]string{"dup/two.json": svcUnit("two", "two:1")})
 		res = b.sync(t, false)
 		require.Empty(t, res.Invalid)
 		require.Equal(t, []string{"dup/one.json", "dup/two.json"}, res.Created)
@@ -781,7 +716,7 @@ func TestSyncReceiptAndInventoryCommitTogether(t *testing.T) {
 	t.Run("FailedInventoryWriteChangesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		c1 := b.commit(t, "one", map[string]string{
+		c1 := b.Commit(t, "one", map[string]string{
 			"apps/web.json": svcUnit("web", "nginx:1"),
 			"apps/api.json": svcUnit("api", "api:1"),
 		})
@@ -790,7 +725,7 @@ func TestSyncReceiptAndInventoryCommitTogether(t *testing.T) {
 
 		// The database refuses one row of the next sync's changes.
 		b.exec(t, "ALTER TABLE unit ADD CONSTRAINT test_refuses_bad CHECK (path <> 'apps/bad.json')")
-		c2 := b.commit(t, "two", map[string]string{
+		c2 := b.Commit(t, "two", map[string]string{
 			"apps/web.json": svcUnit("web", "nginx:2"),
 			"apps/bad.json": svcUnit("bad", "bad:1"),
 		}, "apps/api.json")
@@ -831,7 +766,7 @@ func TestRequestSync(t *testing.T) {
 	t.Run("FiftyConcurrentRequestsMakeOneRunAndFortyNineConflicts", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true})
-		c1 := b.commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
+		c1 := b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
 
 		const n = 50
 		var (
@@ -895,8 +830,8 @@ func TestRequestSync(t *testing.T) {
 	t.Run("RunningSyncRefusesAnother", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
-		b.commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
-		srv := serveRepo(t, b.repo, serveOpts{hold: true})
+		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
+		srv := serveRepo(t, b.Repo, serveOpts{hold: true})
 		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url})
 		require.NoError(t, err)
 
@@ -955,14 +890,14 @@ func TestSyncFailures(t *testing.T) {
 	t.Run("MissingPathFailsWithAnOperatorSentenceAndStalesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
+		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
 		b.sync(t, false)
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.bare, Path: "aps"})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Path: "aps"})
 		require.NoError(t, err)
 
 		run := b.syncRun(t, false)
 		require.Equal(t, journal.StateFailed, run.State)
-		require.Equal(t, `The path "aps" is not a directory at commit `+gitCmd(t, b.pusher, "rev-parse", "--short=12", "HEAD")+" of "+b.bare+
+		require.Equal(t, `The path "aps" is not a directory at commit `+gittest.Git(t, b.Pusher, "rev-parse", "--short=12", "HEAD")+" of "+b.Bare+
 			"; fix the path in the GitOps settings, or add units under it.", *run.Error)
 		require.Equal(t, "pending", b.unit(t, "apps/web.json").Status)
 	})
@@ -972,9 +907,9 @@ func TestSyncFailures(t *testing.T) {
 		reason func(b *testBundle) string
 	}{
 		"MissingRepository": {
-			url: func(b *testBundle) string { return b.bare + "-missing" },
+			url: func(b *testBundle) string { return b.Bare + "-missing" },
 			reason: func(b *testBundle) string {
-				return "There is no repository at file://" + b.bare + "-missing; check the remote URL."
+				return "There is no repository at file://" + b.Bare + "-missing; check the remote URL."
 			},
 		},
 		"UnreachableHost": {
@@ -1035,14 +970,14 @@ func TestSyncRepositoryChange(t *testing.T) {
 	t.Run("AnotherRepositoryInTheSettingsIsFollowedAndTheOldUnitsGoStale", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.commit(t, "old", map[string]string{"old.json": svcUnit("old", "a"), "both.json": svcUnit("both", "a")})
+		b.Commit(t, "old", map[string]string{"old.json": svcUnit("old", "a"), "both.json": svcUnit("both", "a")})
 		b.sync(t, false)
 		require.NoError(t, os.MkdirAll(filepath.Join(b.configRoot, "archive", "x"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(b.configRoot, "archive", "x", "state"), []byte("keep"), 0o644))
 
-		other := newRepo(t)
-		other.commit(t, "new", map[string]string{"new.json": svcUnit("new", "a"), "both.json": svcUnit("both", "a")})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: other.bare, Branch: "main"})
+		other := gittest.New(t)
+		other.Commit(t, "new", map[string]string{"new.json": svcUnit("new", "a"), "both.json": svcUnit("both", "a")})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: other.Bare, Branch: "main"})
 		require.NoError(t, err)
 
 		res := b.sync(t, false)

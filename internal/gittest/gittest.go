@@ -1,0 +1,79 @@
+// Package gittest makes real Git repositories for tests: a bare repository
+// on disk as the remote, and a pusher clone that commits and pushes to it,
+// driven by the git CLI with the machine's configuration ignored.
+package gittest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// env makes the git CLI ignore the machine's configuration and commit with
+// a fixed identity.
+var env = append(os.Environ(),
+	"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+	"GIT_AUTHOR_NAME=Ada Pusher", "GIT_AUTHOR_EMAIL=ada@example.com",
+	"GIT_COMMITTER_NAME=Ada Pusher", "GIT_COMMITTER_EMAIL=ada@example.com",
+	"GIT_TERMINAL_PROMPT=0",
+)
+
+// Git runs the git CLI in dir and returns its trimmed output.
+func Git(tb testing.TB, dir string, args ...string) string {
+	tb.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "advice.detachedHead=false"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	require.NoError(tb, err, "git %s: %s", strings.Join(args, " "), out)
+	return strings.TrimSpace(string(out))
+}
+
+// Repo is an intent repository.
+type Repo struct {
+	Root   string // holds both
+	Bare   string // the remote, named intent.git
+	Pusher string // a clone that commits and pushes to Bare's main
+}
+
+// New makes an empty repository in a temporary directory.
+func New(tb testing.TB) *Repo {
+	tb.Helper()
+	root := tb.TempDir()
+	r := &Repo{Root: root, Bare: filepath.Join(root, "intent.git"), Pusher: filepath.Join(root, "pusher")}
+	Git(tb, root, "init", "-q", "--bare", r.Bare)
+	Git(tb, root, "init", "-q", r.Pusher)
+	Git(tb, r.Pusher, "remote", "add", "origin", r.Bare)
+	return r
+}
+
+// Commit writes files (path → content) and deletes paths in the pusher,
+// commits everything, force-pushes to main and returns the commit.
+func (r *Repo) Commit(tb testing.TB, msg string, files map[string]string, deletes ...string) string {
+	tb.Helper()
+	for p, content := range files {
+		full := filepath.Join(r.Pusher, filepath.FromSlash(p))
+		require.NoError(tb, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(tb, os.WriteFile(full, []byte(content), 0o644))
+	}
+	for _, p := range deletes {
+		Git(tb, r.Pusher, "rm", "-q", "-r", p)
+	}
+	Git(tb, r.Pusher, "add", "-A")
+	Git(tb, r.Pusher, "commit", "-q", "--allow-empty", "-m", msg)
+	Git(tb, r.Pusher, "push", "-q", "--force", "origin", "HEAD:main")
+	return Git(tb, r.Pusher, "rev-parse", "HEAD")
+}
+
+// Symlink makes p a symbolic link to target in the pusher; the next Commit
+// records it as a link.
+func (r *Repo) Symlink(tb testing.TB, p, target string) {
+	tb.Helper()
+	full := filepath.Join(r.Pusher, filepath.FromSlash(p))
+	require.NoError(tb, os.MkdirAll(filepath.Dir(full), 0o755))
+	require.NoError(tb, os.Symlink(target, full))
+}
