@@ -770,3 +770,75 @@ func TestServeKillNineMidSyncLeavesInventoryAsItWas(t *testing.T) {
 	p2.waitRun(acc.JournalID, "succeeded")
 	require.Equal(t, units, count())
 }
+
+func TestTwoServesRunOneSyncAtATime(t *testing.T) {
+	t.Parallel()
+
+	repo := gittest.New(t)
+	files := map[string]string{}
+	for i := range 3000 {
+		files[fmt.Sprintf("apps/%02d/svc-%04d.json", i%30, i)] = fmt.Sprintf(`{"kind":"Service","metadata":{"name":"svc-%04d"},"spec":{}}`, i)
+	}
+	repo.Commit(t, "units", files)
+
+	dbURL := dbtest.NewDB(t)
+	env := func() []string {
+		return []string{"SLUICE_DATABASE_URL=" + dbURL, "SLUICE_GITOPS_REPO_URL=" + repo.Bare,
+			"SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_CONFIG_ROOT=" + filepath.Join(t.TempDir(), "config")}
+	}
+	a, _ := startServe(t, env()...)
+	b, _ := startServe(t, env()...)
+
+	// Both processes are asked at once, five times each.
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		statuses = map[int]int{}
+	)
+	start := make(chan struct{})
+	for i := range 10 {
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			status, _ := p.do("POST", "/api/v1/gitops/sync", testToken, nil)
+			mu.Lock()
+			statuses[status]++
+			mu.Unlock()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Equal(t, map[int]int{http.StatusAccepted: 1, http.StatusConflict: 9}, statuses)
+
+	// Then each process asks once more, in turn, after the last finished:
+	// the receipts of every sync never overlap in time.
+	for _, p := range []*proc{a, b, a} {
+		require.Eventually(t, func() bool {
+			status, _ := p.do("POST", "/api/v1/gitops/sync", testToken, nil)
+			return status == http.StatusAccepted
+		}, 30*time.Second, 50*time.Millisecond)
+	}
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	require.Eventually(t, func() bool {
+		var open int
+		require.NoError(t, conn.QueryRow(context.Background(),
+			"SELECT count(*) FROM journal_run WHERE action = 'sync_source' AND state IN ('queued', 'running')").Scan(&open))
+		return open == 0
+	}, 60*time.Second, 50*time.Millisecond)
+	var overlaps, runs int
+	require.NoError(t, conn.QueryRow(context.Background(), `
+		SELECT count(*) FROM journal_run x JOIN journal_run y
+		  ON x.id < y.id AND x.action = 'sync_source' AND y.action = 'sync_source'
+		 AND tstzrange(x.started_at, x.finished_at) && tstzrange(y.started_at, y.finished_at)`).Scan(&overlaps))
+	require.NoError(t, conn.QueryRow(context.Background(),
+		"SELECT count(*) FROM journal_run WHERE action = 'sync_source' AND state = 'succeeded'").Scan(&runs))
+	require.Zero(t, overlaps)
+	require.Equal(t, 4, runs)
+}
