@@ -17,6 +17,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"sluice/internal/artifact"
 	"sluice/internal/auth"
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
@@ -36,7 +37,9 @@ type Deps struct {
 	Pool    *pgxpool.Pool
 	Journal *journal.Journal
 	GitOps  *gitops.Service
-	Logger  *slog.Logger
+	// Artifacts stores the content-addressed files services run.
+	Artifacts *artifact.Store
+	Logger    *slog.Logger
 	// Ready reports readiness for /readyz. Nil means always ready.
 	Ready func(ctx context.Context) ReadyReport
 	// RiverUI, when set, is mounted at /riverui/ behind auth.
@@ -58,6 +61,7 @@ func New(d Deps) http.Handler {
 	registerJournal(api, d)
 	registerTokens(api, d)
 	registerGitOps(api, d)
+	registerArtifacts(api, d)
 	if d.TestActions {
 		registerTestActions(newHiddenAPI(mux, d), d)
 	}
@@ -78,6 +82,7 @@ func Spec() *huma.OpenAPI {
 	registerJournal(api, Deps{})
 	registerTokens(api, Deps{})
 	registerGitOps(api, Deps{})
+	registerArtifacts(api, Deps{})
 	return api.OpenAPI()
 }
 
@@ -107,7 +112,7 @@ func newAPI(mux *http.ServeMux, d Deps) huma.API {
 		"bearer": {Type: "http", Scheme: "bearer", Description: "An API token from `sluice token create`."},
 	}
 	api := humago.New(mux, config)
-	api.UseMiddleware(authMiddleware(api, d))
+	api.UseMiddleware(authMiddleware(api, d), streamBody)
 	return api
 }
 

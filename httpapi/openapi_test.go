@@ -94,8 +94,8 @@ func TestOpenAPISpec(t *testing.T) {
 		}
 		slices.Sort(ids)
 		require.Equal(t, []string{
-			"create-token", "get-gitops-settings", "get-gitops-status", "get-journal-run", "get-unit",
-			"list-journal", "list-tokens", "list-units", "put-gitops-settings", "revoke-token",
+			"create-token", "get-artifact", "get-gitops-settings", "get-gitops-status", "get-journal-run", "get-unit",
+			"list-journal", "list-tokens", "list-units", "put-artifact", "put-gitops-settings", "revoke-token",
 			"stream-journal-events", "sync-gitops",
 		}, ids)
 	})

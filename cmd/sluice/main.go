@@ -26,6 +26,8 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice status                    where sync stands
   sluice units [--status S] [--kind K] [--path-prefix P]
   sluice journal [ID] [--follow]   list runs, show one, or follow it to its end
+  sluice artifact push FILE        store a file by content; prints its digest
+  sluice artifact get DIGEST       write an artifact to stdout
   sluice token create --role R --name N
   sluice token list
   sluice token revoke NAME|ID
@@ -75,6 +77,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runStatus(ctx, rest, stdout, stderr)
 	case "units":
 		return runUnits(ctx, rest, stdout, stderr)
+	case "artifact":
+		return runArtifact(ctx, rest, stdout, stderr)
 	case "token":
 		return runToken(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":

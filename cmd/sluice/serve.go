@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"sluice/db"
 	"sluice/httpapi"
+	"sluice/internal/artifact"
 	"sluice/internal/auth"
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
@@ -128,6 +130,7 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		Pool:         pool,
 		Journal:      j,
 		GitOps:       gops,
+		Artifacts:    &artifact.Store{Pool: pool, CacheDir: filepath.Join(cfg.DataDir, "artifacts")},
 		Logger:       logger,
 		RiverUI:      ui,
 		TestActions:  cfg.TestActions,

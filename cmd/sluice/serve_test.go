@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -841,4 +843,60 @@ func TestTwoServesRunOneSyncAtATime(t *testing.T) {
 		"SELECT count(*) FROM journal_run WHERE action = 'sync_source' AND state = 'succeeded'").Scan(&runs))
 	require.Zero(t, overlaps)
 	require.Equal(t, 4, runs)
+}
+
+func TestCLIArtifact(t *testing.T) {
+	t.Parallel()
+
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbtest.NewDB(t), "SLUICE_DATA_DIR="+t.TempDir())
+	cli := func(stdin io.Reader, args ...string) (string, string, int) {
+		cmd := exec.Command(sluiceBin, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_TOKEN=" + testToken}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		return stdout.String(), stderr.String(), code
+	}
+
+	// A file of several chunks, pushed, then fetched back byte for byte.
+	content := bytes.Repeat([]byte("sluice artifact\n"), 200_000) // 3.2 MB
+	file := filepath.Join(t.TempDir(), "server")
+	require.NoError(t, os.WriteFile(file, content, 0o755))
+	sum := sha256.Sum256(content)
+	want := "sha256:" + hex.EncodeToString(sum[:])
+
+	digest, stderr, code := cli(nil, "artifact", "push", file)
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, want, strings.TrimSpace(digest))
+	again, _, code := cli(nil, "artifact", "push", file)
+	require.Equal(t, 0, code)
+	require.Equal(t, digest, again, "the same bytes give the same digest")
+
+	got, stderr, code := cli(nil, "artifact", "get", want)
+	require.Equal(t, 0, code, stderr)
+	require.True(t, bytes.Equal(content, []byte(got)), "the artifact comes back unchanged")
+
+	_, stderr, code = cli(nil, "artifact", "get", "sha256:"+strings.Repeat("0", 64))
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "404")
+	_, stderr, code = cli(nil, "artifact", "get", "sha256:nothex")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "422")
+
+	// A viewer may download but not store; no token gets nothing.
+	viewer, stderr, code := cli(nil, "token", "create", "--role", "viewer", "--name", "reader")
+	require.Equal(t, 0, code, stderr)
+	viewer = strings.TrimSpace(viewer)
+	status, _ := p.do("PUT", "/api/v1/artifacts", viewer, "x")
+	require.Equal(t, http.StatusForbidden, status)
+	status, _ = p.do("GET", "/api/v1/artifacts/"+want, viewer, nil)
+	require.Equal(t, http.StatusOK, status)
+	status, _ = p.do("GET", "/api/v1/artifacts/"+want, "", nil)
+	require.Equal(t, http.StatusUnauthorized, status)
 }

@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"sluice/internal/auth"
+	"sluice/internal/errs"
+)
+
+// ArtifactInfo describes a stored artifact.
+type ArtifactInfo struct {
+	Digest string `json:"digest" doc:"sha256:<hex> of the content: how services pin it." example:"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"`
+	Size   int64  `json:"size" doc:"Bytes."`
+}
+
+type putArtifactOutput struct {
+	Location string `header:"Location"`
+	Body     ArtifactInfo
+}
+
+type getArtifactInput struct {
+	Digest string `path:"digest" doc:"sha256:<hex>, or name@sha256:<hex>."`
+}
+
+// bodyKey carries a request's body stream to a handler that must not have
+// Huma buffer it: an artifact can be hundreds of megabytes.
+type bodyKey struct{}
+
+const putArtifactID = "put-artifact"
+
+// streamBody hands put-artifact its request body unread.
+func streamBody(ctx huma.Context, next func(huma.Context)) {
+	if ctx.Operation().OperationID == putArtifactID {
+		ctx = huma.WithValue(ctx, bodyKey{}, ctx.BodyReader())
+	}
+	next(ctx)
+}
+
+func registerArtifacts(api huma.API, d Deps) {
+	o := op(putArtifactID, http.MethodPut, "/artifacts",
+		"Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again "+
+			"answers the same digest.", auth.RoleOperator, http.StatusUnprocessableEntity)
+	o.DefaultStatus = http.StatusCreated
+	o.RequestBody = &huma.RequestBody{
+		Required:    true,
+		Description: "The file's bytes.",
+		Content:     map[string]*huma.MediaType{"application/octet-stream": {Schema: &huma.Schema{Type: huma.TypeString, Format: "binary"}}},
+	}
+	register(api, d, o, func(ctx context.Context, _ *struct{}) (*putArtifactOutput, error) {
+		body, ok := ctx.Value(bodyKey{}).(io.Reader)
+		if !ok {
+			return nil, errs.Errorf(errs.Invalid, "The request has no body.")
+		}
+		info, err := d.Artifacts.Put(ctx, body)
+		if err != nil {
+			return nil, err
+		}
+		return &putArtifactOutput{
+			Location: Prefix + "/artifacts/" + info.Digest,
+			Body:     ArtifactInfo{Digest: info.Digest, Size: info.Size},
+		}, nil
+	})
+
+	g := op("get-artifact", http.MethodGet, "/artifacts/{digest}", "Download an artifact.", auth.RoleViewer,
+		http.StatusNotFound, http.StatusUnprocessableEntity)
+	g.Responses = map[string]*huma.Response{"200": {
+		Description: "The artifact's bytes.",
+		Content:     map[string]*huma.MediaType{"application/octet-stream": {Schema: &huma.Schema{Type: huma.TypeString, Format: "binary"}}},
+	}}
+	register(api, d, g, func(ctx context.Context, in *getArtifactInput) (*huma.StreamResponse, error) {
+		info, err := d.Artifacts.Stat(ctx, in.Digest)
+		if err != nil {
+			return nil, err
+		}
+		rc, err := d.Artifacts.Open(ctx, info.Digest)
+		if err != nil {
+			return nil, err
+		}
+		return &huma.StreamResponse{Body: func(hctx huma.Context) {
+			defer rc.Close()
+			hctx.SetHeader("Content-Type", "application/octet-stream")
+			hctx.SetHeader("Content-Length", strconv.FormatInt(info.Size, 10))
+			hctx.SetHeader("Docker-Content-Digest", info.Digest)
+			hctx.SetStatus(http.StatusOK)
+			if _, err := io.Copy(hctx.BodyWriter(), rc); err != nil {
+				// The status is sent; a broken stream is all the client can see.
+				d.Logger.Warn("send artifact", "digest", info.Digest, "err", err)
+			}
+		}}, nil
+	})
+}
