@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -284,12 +287,12 @@ func (j *Journal) finish(ctx context.Context, jobID int64, complete func(context
 		})
 	}
 
-	if err := write(true, state, msg, errText); err != nil {
+	if err := retryTransient(fctx, func() error { return write(true, state, msg, errText) }); err != nil {
 		// The outcome could not be recorded with the action's changes. Record
 		// the failure alone, so the receipt says so, and let River retry.
 		j.logger.Error("record outcome", "run_id", run.ID, "err", j.redactor.Error(err))
 		failText := "The action ran, but recording its outcome failed: " + j.redactor.String(err.Error())
-		if err2 := write(false, StateFailed, "failed: "+failText, failText); err2 != nil {
+		if err2 := retryTransient(fctx, func() error { return write(false, StateFailed, "failed: "+failText, failText) }); err2 != nil {
 			// The database is unreachable: the run stays running until Recover
 			// finds its liveness lock free and marks it unknown.
 			return j.redactor.Error(fmt.Errorf("record outcome: %w", errors.Join(err, err2)))
@@ -364,4 +367,41 @@ func completeTx[T river.JobArgs](ctx context.Context, tx pgx.Tx, job *river.Job[
 		return fmt.Errorf("complete job %d: %w", job.ID, err)
 	}
 	return nil
+}
+
+// retryTransient runs fn until it succeeds, fails for a reason other than
+// the database being unreachable, or ctx ends. An action that did its work
+// while PostgreSQL restarted still gets its receipt, instead of being left
+// running for Recover to call unknown.
+func retryTransient(ctx context.Context, fn func() error) error {
+	for {
+		err := fn()
+		if err == nil || !isTransient(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// isTransient reports whether err says the database could not be reached
+// (or went away), as opposed to refusing what was asked.
+func isTransient(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03": // admin shutdown, crash shutdown, cannot connect now
+			return true
+		}
+		return false
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
