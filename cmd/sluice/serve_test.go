@@ -900,3 +900,68 @@ func TestCLIArtifact(t *testing.T) {
 	status, _ = p.do("GET", "/api/v1/artifacts/"+want, "", nil)
 	require.Equal(t, http.StatusUnauthorized, status)
 }
+
+func TestServeSyncAcrossPostgresRestart(t *testing.T) {
+	t.Parallel()
+
+	root := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(root), 0o755))
+	require.NoError(t, os.Chmod(root, 0o755))
+	ctx := context.Background()
+	opts := pglocal.Opts{Dir: filepath.Join(root, "pg"), Settings: map[string]string{"fsync": "off"}}
+	cluster, err := pglocal.Start(ctx, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cluster.Stop(context.Background()) })
+
+	const units = 3000
+	repo := gittest.New(t)
+	files := make(map[string]string, units)
+	for i := range units {
+		files[fmt.Sprintf("apps/%02d/svc-%04d.json", i%30, i)] = fmt.Sprintf(`{"kind":"Service","metadata":{"name":"svc-%04d"},"spec":{}}`, i)
+	}
+	repo.Commit(t, "units", files)
+
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+cluster.URL(), "SLUICE_GITOPS_REPO_URL="+repo.Bare,
+		"SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_CONFIG_ROOT="+filepath.Join(t.TempDir(), "config"))
+	status, body := p.do("POST", "/api/v1/gitops/sync", testToken, nil)
+	require.Equal(t, http.StatusAccepted, status, string(body))
+	var acc struct {
+		JournalID string `json:"journalId"`
+	}
+	require.NoError(t, json.Unmarshal(body, &acc))
+	p.waitRun(acc.JournalID, "running")
+
+	require.NoError(t, cluster.Stop(ctx))
+	time.Sleep(300 * time.Millisecond)
+	cluster, err = pglocal.Start(ctx, opts)
+	require.NoError(t, err)
+
+	// The sync did its work while the database was away, so its receipt
+	// says succeeded: the finishing transaction waits out the outage rather
+	// than leaving the run for the recovery sweep to call unknown.
+	var final runView
+	require.Eventually(t, func() bool {
+		status, body := p.do("GET", "/api/v1/journal/"+acc.JournalID, testToken, nil)
+		if status != http.StatusOK {
+			return false
+		}
+		require.NoError(t, json.Unmarshal(body, &final))
+		return final.State != "running" && final.State != "queued"
+	}, 30*time.Second, 100*time.Millisecond)
+	require.Equal(t, "succeeded", final.State, "error: %v", final.Error)
+
+	// And sync works on: the inventory catches up completely.
+	require.Eventually(t, func() bool {
+		status, body = p.do("POST", "/api/v1/gitops/sync?full=true", testToken, nil)
+		return status == http.StatusAccepted
+	}, 30*time.Second, 100*time.Millisecond)
+	require.NoError(t, json.Unmarshal(body, &acc))
+	p.waitRun(acc.JournalID, "succeeded")
+	status, body = p.do("GET", "/api/v1/gitops/status", testToken, nil)
+	require.Equal(t, http.StatusOK, status)
+	var st struct {
+		TrackedCount int `json:"trackedCount"`
+	}
+	require.NoError(t, json.Unmarshal(body, &st))
+	require.Equal(t, units, st.TrackedCount)
+}
