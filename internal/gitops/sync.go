@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -158,51 +159,40 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{},
 	}}
 	if gr.Full {
-		units, invalid, err := unit.Walk(s.ConfigRoot, src.Path)
-		if errors.Is(err, fs.ErrNotExist) && src.Path != "" {
+		// Git's files under the path, read from the working tree: an
+		// untracked *.json someone left there is neither a unit nor invalid.
+		var paths []string
+		for path := range gr.Tracked {
+			if unit.InPrefix(path, src.Path) {
+				paths = append(paths, path)
+			}
+		}
+		if len(paths) == 0 && src.Path != "" && !hasDir(gr.Tracked, src.Path) {
 			return nil, errs.Errorf(errs.Invalid, "The path %q is not a directory at commit %s of %s; fix the path in the GitOps settings, or add units under it.",
 				src.Path, short(gr.Commit), maskedURL(src))
 		}
-		if err != nil {
-			return nil, fmt.Errorf("walk units: %w", err)
-		}
-		// The walk reads the working tree; only Git's files are units. An
-		// untracked *.json someone left there is neither a unit nor invalid.
-		for _, u := range units {
-			if gr.Tracked[u.Path] {
-				plan.units = append(plan.units, u)
-			}
-		}
-		for _, inv := range invalid {
-			if gr.Tracked[inv.Path] {
-				plan.invalid = append(plan.invalid, inv)
-			}
+		if plan.units, plan.invalid, err = unit.ReadFiles(s.ConfigRoot, paths); err != nil {
+			return nil, fmt.Errorf("read units: %w", err)
 		}
 	} else {
 		plan.changed = make(map[string]bool)
-		files := map[string][]byte{}
 		changes, err := s.withLastInvalid(ctx, src, since, gr.Changed)
 		if err != nil {
 			return nil, err
 		}
+		var present []string
 		for _, c := range changes {
 			if !unit.InPrefix(c.Path, src.Path) {
 				continue
 			}
 			plan.changed[c.Path] = true
-			if c.Deleted {
-				continue
+			if !c.Deleted {
+				present = append(present, c.Path)
 			}
-			data, reason := readUnitFile(s.ConfigRoot, c.Path)
-			if reason != "" {
-				plan.invalid = append(plan.invalid, unit.Invalid{Path: c.Path, Reason: reason})
-				continue
-			}
-			files[c.Path] = data
 		}
-		units, invalid := unit.ParseFiles(files)
-		plan.units = units
-		plan.invalid = append(plan.invalid, invalid...)
+		if plan.units, plan.invalid, err = unit.ReadFiles(s.ConfigRoot, present); err != nil {
+			return nil, fmt.Errorf("read changed units: %w", err)
+		}
 	}
 	p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(begin).Round(time.Millisecond)), nil)
 	for _, inv := range plan.invalid {
@@ -242,30 +232,6 @@ func (s *Service) withLastInvalid(ctx context.Context, src *db.Source, since str
 		changes = append(changes, gitsync.Change{Path: inv.Path, Deleted: errors.Is(err, fs.ErrNotExist)})
 	}
 	return changes, nil
-}
-
-// readUnitFile reads one changed file of the working tree, refusing what
-// Walk refuses: symlinks, non-regular files and files over unit.MaxSize.
-func readUnitFile(root, rel string) ([]byte, string) {
-	full := filepath.Join(root, filepath.FromSlash(rel))
-	fi, err := os.Lstat(full)
-	if err != nil {
-		return nil, "cannot be read: " + err.Error()
-	}
-	if fi.Mode()&os.ModeSymlink != 0 {
-		return nil, "is a symbolic link; units must be regular files"
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, "is not a regular file"
-	}
-	if fi.Size() > unit.MaxSize {
-		return nil, fmt.Sprintf("is %d bytes; units may be at most %d", fi.Size(), unit.MaxSize)
-	}
-	data, err := os.ReadFile(full)
-	if err != nil {
-		return nil, "cannot be read: " + err.Error()
-	}
-	return data, ""
 }
 
 func short(commit string) string {
@@ -458,4 +424,14 @@ func jsonLabels(labels map[string]string) ([]byte, error) {
 		return nil, fmt.Errorf("encode labels: %w", err)
 	}
 	return b, nil
+}
+
+// hasDir reports whether any of files lies under dir.
+func hasDir(files map[string]bool, dir string) bool {
+	for f := range files {
+		if strings.HasPrefix(f, dir+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -496,6 +496,22 @@ func TestSyncWorkingTree(t *testing.T) {
 		require.Len(t, b.units(t), 3, "nothing under archive/ is a unit")
 	})
 
+	t.Run("AnUntrackedCopyOfAUnitDoesNotMakeItADuplicate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		id := "7d1c3a52-54a6-4f4e-9c36-1f0b8b2c6e11"
+		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnitWithID(id, "web", "web:1")})
+		b.sync(t, false)
+		// Someone copies the unit file in the config root, outside Git.
+		require.NoError(t, os.WriteFile(filepath.Join(b.configRoot, "apps", "web-copy.json"),
+			[]byte(svcUnitWithID(id, "web", "web:2")), 0o644))
+
+		res := b.sync(t, true)
+		require.Empty(t, res.Invalid)
+		require.Empty(t, res.Stale)
+		require.Equal(t, "apps/web.json", b.unit(t, "apps/web.json").Path)
+	})
+
 	t.Run("LocalEditOfTrackedFileIsOverwritten", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})

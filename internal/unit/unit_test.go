@@ -740,3 +740,48 @@ func BenchmarkHash10k(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10_000, "ns/file")
 }
+
+func TestReadFiles(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ReadsTheGivenPathsWithWalksRules", func(t *testing.T) {
+		t.Parallel()
+		bundle := setupWalk(t, "tree")
+		outside := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.json"), []byte(`{"kind":"Service","metadata":{"name":"s"}}`), 0o644))
+		// A directory link inside the repository and one that leaves it.
+		require.NoError(t, os.Symlink("apps", filepath.Join(bundle.root, "alias")))
+		require.NoError(t, os.Symlink(outside, filepath.Join(bundle.root, "escape")))
+		require.NoError(t, os.Symlink("../apps/web.json", filepath.Join(bundle.root, "infra", "link.json")))
+		bundle.write(t, "big.json", `{"kind":"Service","metadata":{"name":"big"},"spec":{"x":"`+strings.Repeat("a", MaxSize)+`"}}`)
+
+		units, invalid, err := ReadFiles(bundle.root, []string{
+			"apps/web.json", "infra/broken.json", "alias/web.json", "escape/secret.json",
+			"infra/link.json", "big.json", "README.md", "archive/x.json", "../outside.json",
+		})
+		require.NoError(t, err)
+		require.Equal(t, []string{"apps/web.json"}, paths(units))
+		require.Equal(t, []string{"../outside.json", "alias/web.json", "big.json", "escape/secret.json", "infra/broken.json", "infra/link.json"}, pathsOf(invalid))
+		for _, inv := range invalid {
+			require.NotContains(t, inv.Reason, outside, "reasons do not reveal paths outside the repository")
+		}
+	})
+
+	t.Run("FlagsDuplicateIDsAmongThePaths", func(t *testing.T) {
+		t.Parallel()
+		bundle := setupWalk(t, "tree")
+		id := "5f0c6d8e-2a53-4c1e-9b7a-3d2f1e0c9b8a" // apps/api.json's id
+		bundle.write(t, "copy.json", `{"kind":"Service","metadata":{"name":"copy","id":"`+id+`"}}`)
+
+		units, invalid, err := ReadFiles(bundle.root, []string{"apps/api.json", "copy.json"})
+		require.NoError(t, err)
+		require.Empty(t, units)
+		require.Equal(t, []string{"apps/api.json", "copy.json"}, pathsOf(invalid))
+
+		// The same pair, with only one of them asked for, is no duplicate.
+		units, invalid, err = ReadFiles(bundle.root, []string{"apps/api.json"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"apps/api.json"}, paths(units))
+		require.Empty(t, invalid)
+	})
+}

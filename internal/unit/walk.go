@@ -95,6 +95,52 @@ func Walk(root, prefix string) (units []*Unit, invalid []Invalid, err error) {
 	return units, invalid, nil
 }
 
+// ReadFiles is Walk for a known set of paths, such as the files a commit
+// changed: it reads each *.json path under root with the same rules (no
+// links followed, no special files, nothing over MaxSize, nothing outside
+// root) and checks duplicate IDs across them. Paths that are not unit
+// candidates are ignored. The error is only for a root that cannot be
+// opened.
+func ReadFiles(root string, paths []string) (units []*Unit, invalid []Invalid, err error) {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open repository: %w", err)
+	}
+	defer r.Close()
+	dirOK := map[string]error{} // directories checked so far
+	for _, p := range paths {
+		if !strings.HasSuffix(p, ".json") {
+			continue
+		}
+		if !fs.ValidPath(p) {
+			invalid = append(invalid, Invalid{Path: p, Reason: "is not a clean repository-relative path"})
+			continue
+		}
+		if !isCandidate(p) {
+			continue
+		}
+		if dir := path.Dir(p); dir != "." {
+			err, seen := dirOK[dir]
+			if !seen {
+				err = checkPrefixDir(r, dir)
+				dirOK[dir] = err
+			}
+			if err != nil {
+				invalid = append(invalid, Invalid{Path: p, Reason: "is not under a real directory of the repository: " + pathErrText(err)})
+				continue
+			}
+		}
+		u, reason := readUnit(r, p)
+		if reason != "" {
+			invalid = append(invalid, Invalid{Path: p, Reason: reason})
+			continue
+		}
+		units = append(units, u)
+	}
+	units, invalid = finish(units, invalid)
+	return units, invalid, nil
+}
+
 // checkPrefixDir makes sure every element of the clean prefix p is a real
 // directory, so that a link in the repository cannot redirect the walk.
 func checkPrefixDir(r *os.Root, p string) error {
