@@ -2,6 +2,7 @@ package gitops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,7 +65,7 @@ func (s *Service) Tick(ctx context.Context) error {
 				}
 				return nil
 			})
-			if err != nil && err != errSkip {
+			if err != nil && !errors.Is(err, errSkip) {
 				return fmt.Errorf("tick %s: %w", src.Name, err)
 			}
 			if _, err := q.SourceTick(ctx, &db.SourceTickParams{ID: src.ID, Skipped: skipped}); err != nil {
@@ -81,8 +82,5 @@ func (s *Service) Tick(ctx context.Context) error {
 // schedulerLockKey is the advisory lock of Tick ("slsc" + 1).
 const schedulerLockKey int64 = 0x736c7363_00000001
 
-type skipError struct{}
-
-func (skipError) Error() string { return "tick skipped" }
-
-var errSkip error = skipError{}
+// errSkip rolls back the savepoint of a tick that would join a busy sync.
+var errSkip = errors.New("tick skipped")

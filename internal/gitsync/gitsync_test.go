@@ -517,23 +517,6 @@ func TestSync(t *testing.T) {
 		b.requireCleanCheckout(t, c1)
 	})
 
-	t.Run("ReadFileStaysInTheWorkingTree", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		b.commit(t, "one", units)
-		m := b.mirror(t, Remote{})
-		_, err := m.Sync(b.ctx, "")
-		require.NoError(t, err)
-
-		data, err := m.ReadFile("apps/web.json")
-		require.NoError(t, err)
-		require.Equal(t, units["apps/web.json"], string(data))
-		_, err = m.ReadFile("../intent.git/config")
-		require.Equal(t, errs.Invalid, errs.CodeOf(err))
-		_, err = m.ReadFile("apps/missing.json")
-		require.ErrorIs(t, err, fs.ErrNotExist)
-	})
-
 	t.Run("NeverWritesThroughALinkedDirectory", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -168,24 +168,6 @@ func (m *Mirror) Sync(ctx context.Context, since string) (*Result, error) {
 	return res, nil
 }
 
-// ReadFile reads path, repo-relative with forward slashes, from the working
-// tree. It does not leave Dir, even through a symbolic link.
-func (m *Mirror) ReadFile(path string) ([]byte, error) {
-	if err := checkPath(path); err != nil {
-		return nil, m.scrub(errs.Errorf(errs.Invalid, "The path %q is not a path of the working tree.", path))
-	}
-	root, err := os.OpenRoot(m.dir)
-	if err != nil {
-		return nil, m.scrub(fmt.Errorf("open working tree: %w", err))
-	}
-	defer root.Close()
-	data, err := root.ReadFile(filepath.FromSlash(path))
-	if err != nil {
-		return nil, m.scrub(fmt.Errorf("read %s: %w", path, err))
-	}
-	return data, nil
-}
-
 func (m *Mirror) scrub(err error) error {
 	var e *errs.Error
 	if errors.As(err, &e) {

@@ -122,14 +122,12 @@ type Ref struct {
 }
 
 func (r *Ref) setRef(ref Ref) { *r = ref }
-func (r *Ref) ref() Ref       { return *r }
 
 // Args is what every action's River args satisfy, by embedding Ref. The
 // action's own key fields carry `river:"unique"` tags.
 type Args interface {
 	river.JobArgs
 	setRef(Ref)
-	ref() Ref
 }
 
 // uniqueStates are the job states in which a new request joins an existing

@@ -76,7 +76,7 @@ func Parse(path string, data []byte) (*Unit, error) {
 }
 
 // parse is Parse with the error as a bare reason, which is what Walk and
-// ParseFiles put in an Invalid.
+// ReadFiles put in an Invalid.
 func parse(path string, data []byte) (*Unit, string) {
 	if len(data) > MaxSize {
 		return nil, tooLarge(int64(len(data)))

@@ -509,62 +509,6 @@ func pathsOf(invalid []Invalid) []string {
 	return ps
 }
 
-func TestParseFiles(t *testing.T) {
-	t.Parallel()
-
-	t.Run("AppliesWalksRules", func(t *testing.T) {
-		t.Parallel()
-
-		valid := `{"kind": "Service", "metadata": {"name": "x"}}`
-		files := map[string][]byte{
-			"apps/web.json":          []byte(valid),
-			"apps/dup-a.json":        []byte(`{"kind": "Service", "metadata": {"name": "a", "id": "0b3c1f7e-8d4a-4f5b-9c2d-6e7f8a9b0c1d"}}`),
-			"apps/dup-b.json":        []byte(`{"kind": "Service", "metadata": {"name": "b", "id": "0b3c1f7e-8d4a-4f5b-9c2d-6e7f8a9b0c1d"}}`),
-			"apps/broken.json":       []byte(`{"kind": "Service"}`),
-			"apps/huge.json":         []byte(strings.Repeat(" ", MaxSize+1)),
-			"apps/archive/old.json":  []byte("{"),
-			".git/x.json":            []byte("{"),
-			"apps/README.md":         []byte("{"),
-			"apps/../escape.json":    []byte(valid),
-			"/abs.json":              []byte(valid),
-			"infra/db/postgres.json": []byte(valid),
-		}
-
-		units, invalid := ParseFiles(files)
-		require.Equal(t, []string{"apps/web.json", "infra/db/postgres.json"}, paths(units))
-		require.Equal(t, IdentityFor("infra/db/postgres.json"), units[1].ID)
-		require.Equal(t, []Invalid{
-			{Path: "/abs.json", Reason: "is not a clean repository-relative path"},
-			{Path: "apps/../escape.json", Reason: "is not a clean repository-relative path"},
-			{Path: "apps/broken.json", Reason: `has no "metadata"; add "metadata": {"name": "…"}`},
-			{Path: "apps/dup-a.json", Reason: "metadata.id 0b3c1f7e-8d4a-4f5b-9c2d-6e7f8a9b0c1d is also used by apps/dup-b.json; give each unit its own id"},
-			{Path: "apps/dup-b.json", Reason: "metadata.id 0b3c1f7e-8d4a-4f5b-9c2d-6e7f8a9b0c1d is also used by apps/dup-a.json; give each unit its own id"},
-			{Path: "apps/huge.json", Reason: "is 1048577 bytes, over the 1 MiB limit for a unit; keep large data out of the intent repository"},
-		}, invalid)
-	})
-
-	t.Run("GivesWhatWalkGives", func(t *testing.T) {
-		t.Parallel()
-
-		bundle := setupWalk(t, "tree")
-		files := map[string][]byte{}
-		require.NoError(t, fs.WalkDir(os.DirFS(bundle.root), ".", func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			data, err := os.ReadFile(filepath.Join(bundle.root, p))
-			files[p] = data
-			return err
-		}))
-
-		wantUnits, wantInvalid, err := Walk(bundle.root, "")
-		require.NoError(t, err)
-		units, invalid := ParseFiles(files)
-		require.Equal(t, wantUnits, units)
-		require.Equal(t, wantInvalid, invalid)
-	})
-}
-
 func TestCheckDuplicateIDs(t *testing.T) {
 	t.Parallel()
 

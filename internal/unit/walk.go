@@ -250,33 +250,6 @@ func pathErrText(err error) string {
 	return err.Error()
 }
 
-// ParseFiles is Walk for callers that already hold the file contents, e.g.
-// from a Git object store: files maps repository-relative path to content.
-// Paths that InPrefix(path, "") refuses are ignored, except that a *.json
-// path that is not clean and relative is Invalid. The same rules as Walk
-// apply to the rest, including the duplicate-ID check across all of files.
-func ParseFiles(files map[string][]byte) (units []*Unit, invalid []Invalid) {
-	for p, data := range files {
-		if !strings.HasSuffix(p, ".json") {
-			continue
-		}
-		if !fs.ValidPath(p) {
-			invalid = append(invalid, Invalid{Path: p, Reason: "is not a clean repository-relative path"})
-			continue
-		}
-		if !isCandidate(p) {
-			continue
-		}
-		u, reason := parse(p, data)
-		if reason != "" {
-			invalid = append(invalid, Invalid{Path: p, Reason: reason})
-			continue
-		}
-		units = append(units, u)
-	}
-	return finish(units, invalid)
-}
-
 // finish applies the duplicate-ID check and sorts both results by path.
 func finish(units []*Unit, invalid []Invalid) ([]*Unit, []Invalid) {
 	units, dups := CheckDuplicateIDs(units)
