@@ -15,7 +15,7 @@ SELECT * FROM unit WHERE id = ANY(@ids::uuid[]) FOR UPDATE;
 INSERT INTO unit (id, source_id, path, kind, name, labels, status, content, content_hash, git_commit)
 VALUES (@id, @source_id, @path, @kind, @name, @labels, @status, @content, @content_hash, @git_commit);
 
--- name: UnitUpdateContent :exec
+-- name: UnitUpdateContent :batchexec
 -- UnitUpdateContent records new content for a unit, and brings a stale or
 -- destroyed unit back: destroyed becomes pending; stale becomes what it was,
 -- or pending if it was never applied.

@@ -309,7 +309,10 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 	// not claim changes that were rolled back.
 	res := *p.result
 	seen := make(map[uuid.UUID]bool, len(units))
-	var inserts []*db.UnitInsertParams
+	var (
+		inserts []*db.UnitInsertParams
+		updates []*db.UnitUpdateContentParams
+	)
 	for _, u := range units {
 		seen[u.ID] = true
 		r, ok := byID[u.ID]
@@ -331,19 +334,33 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 		case r.ContentHash == u.Hash && r.Path == u.Path && active(r.Status):
 			continue
 		default:
-			err = q.UnitUpdateContent(ctx, &db.UnitUpdateContentParams{
+			updates = append(updates, &db.UnitUpdateContentParams{
 				ID: u.ID, Path: u.Path, Kind: u.Kind, Name: u.Name, Labels: labels,
 				Content: u.Content, ContentHash: u.Hash, GitCommit: p.commit,
 			})
 			res.Updated = append(res.Updated, u.Path)
 		}
-		if err != nil {
-			return fmt.Errorf("write unit %s: %w", u.Path, err)
-		}
 	}
+	// New units go in with COPY and changed ones in one pipelined batch: a
+	// sync of thousands of changes is a few round trips, not thousands.
 	if len(inserts) > 0 {
 		if _, err := q.UnitInsert(ctx, inserts); err != nil {
 			return fmt.Errorf("insert %d units: %w", len(inserts), err)
+		}
+	}
+	if len(updates) > 0 {
+		var batchErr error
+		br := q.UnitUpdateContent(ctx, updates)
+		br.Exec(func(i int, err error) {
+			if err != nil && batchErr == nil {
+				batchErr = fmt.Errorf("update unit %s: %w", updates[i].Path, err)
+			}
+		})
+		if err := br.Close(); err != nil && batchErr == nil {
+			batchErr = fmt.Errorf("update units: %w", err)
+		}
+		if batchErr != nil {
+			return batchErr
 		}
 	}
 
