@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"sluice/db"
+	"sluice/internal/errs"
 	"sluice/internal/journal"
 )
 
@@ -56,6 +57,10 @@ func (s *Service) Tick(ctx context.Context) error {
 			// A savepoint: a tick that would join a busy sync is undone.
 			err := db.WithTx(ctx, tx, func(ctx context.Context, sp pgx.Tx) error {
 				res, err := s.enqueueTx(ctx, sp, src, journal.RequestedBySystem, false)
+				if errs.Is(err, errs.Conflict) {
+					skipped = true // the last sync is being settled: busy too
+					return errSkip
+				}
 				if err != nil {
 					return err
 				}

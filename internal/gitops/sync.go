@@ -81,11 +81,6 @@ func (s *Service) RequestSync(ctx context.Context, requestedBy string, full bool
 		if err != nil {
 			return err
 		}
-		if res.Joined && res.Run.RetryOf != nil {
-			// The job's run has finished and River has not settled the job
-			// yet; res.Run is a retry run that the rollback discards.
-			return errs.Errorf(errs.Conflict, "The previous sync (run %s) has finished, but its job is not released yet; request the sync again in a moment.", *res.Run.RetryOf)
-		}
 		if res.Joined {
 			// Rolling back leaves the running sync untouched and uncounted.
 			return errs.Errorf(errs.Conflict, "A sync is already %s (run %s); follow it with `sluice journal %s --follow`.",

@@ -880,7 +880,7 @@ func TestRequestSync(t *testing.T) {
 
 		_, err = b.svc.RequestSync(b.ctx, "bob", false)
 		require.Equal(t, errs.Conflict, errs.CodeOf(err))
-		require.Equal(t, "The previous sync (run "+res.Run.ID.String()+") has finished, but its job is not released yet; request the sync again in a moment.", err.Error())
+		require.Equal(t, "Run "+res.Run.ID.String()+" of this action has just finished (failed) and River is still settling its job; ask again in a moment.", err.Error())
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run"))
 
 		b.exec(t, "UPDATE river_job SET state = 'discarded', finalized_at = now() WHERE id = $1", *res.Run.RiverJobID)

@@ -209,7 +209,7 @@ func (j *Journal) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	}
 
 	if inserted.UniqueSkippedAsDuplicate {
-		return j.joinTx(ctx, tx, inserted.Job.ID)
+		return j.joinTx(ctx, tx, inserted.Job)
 	}
 	run, err := q.JournalRunInsert(ctx, &db.JournalRunInsertParams{
 		ID:          runID,
@@ -225,10 +225,15 @@ func (j *Journal) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	return &EnqueueResult{Run: run}, nil
 }
 
-// joinTx counts a duplicate request on the run that answers for jobID. If
+// joinTx counts a duplicate request on the run that answers for job. If
 // that run already finished, the job is waiting for River to retry it, and
 // the retry's run is recorded now, queued, so the request has a run to follow.
-func (j *Journal) joinTx(ctx context.Context, tx pgx.Tx, jobID int64) (*EnqueueResult, error) {
+// A job still running after its run finished is one River has not settled
+// yet (a failed run's receipt commits before River records the failure):
+// whether it will be retried is not known, so the request is refused rather
+// than given a run that may never start.
+func (j *Journal) joinTx(ctx context.Context, tx pgx.Tx, job *rivertype.JobRow) (*EnqueueResult, error) {
+	jobID := job.ID
 	q := db.New(tx)
 	if err := lockJob(ctx, tx, jobID); err != nil {
 		return nil, err
@@ -243,6 +248,11 @@ func (j *Journal) joinTx(ctx context.Context, tx pgx.Tx, jobID int64) (*EnqueueR
 			return nil, fmt.Errorf("join run %s: %w", latest.ID, err)
 		}
 		return &EnqueueResult{Run: run, Joined: true}, nil
+	}
+	if job.State == rivertype.JobStateRunning {
+		return nil, errs.Errorf(errs.Conflict,
+			"Run %s of this action has just finished (%s) and River is still settling its job; ask again in a moment.",
+			latest.ID, latest.State)
 	}
 	run, err := q.JournalRunInsert(ctx, &db.JournalRunInsertParams{
 		ID:          uuid.New(),
