@@ -53,6 +53,42 @@ func (q *Queries) ActionGenerationGet(ctx context.Context, arg *ActionGeneration
 	return generation, err
 }
 
+const journalRunCurrentForJob = `-- name: JournalRunCurrentForJob :one
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+WHERE river_job_id = $1
+ORDER BY requested_at DESC, id DESC
+LIMIT 1
+`
+
+// JournalRunCurrentForJob is JournalRunLatestForJob without the row lock,
+// for a look that decides nothing by itself.
+func (q *Queries) JournalRunCurrentForJob(ctx context.Context, riverJobID *int64) (*JournalRun, error) {
+	row := q.db.QueryRow(ctx, journalRunCurrentForJob, riverJobID)
+	var i JournalRun
+	err := row.Scan(
+		&i.ID,
+		&i.Action,
+		&i.Target,
+		&i.State,
+		&i.RequestedBy,
+		&i.RequestedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.RiverJobID,
+		&i.Attempt,
+		&i.Joined,
+		&i.RetryOf,
+		&i.Params,
+		&i.Error,
+		&i.Result,
+		&i.GitCommit,
+		&i.DigestFrom,
+		&i.DigestTo,
+		&i.LastSeq,
+	)
+	return &i, err
+}
+
 const journalRunFinish = `-- name: JournalRunFinish :one
 UPDATE journal_run
 SET state = $1,
@@ -174,8 +210,9 @@ func (q *Queries) JournalRunGetForUpdate(ctx context.Context, id uuid.UUID) (*Jo
 }
 
 const journalRunInsert = `-- name: JournalRunInsert :one
-INSERT INTO journal_run (id, action, target, state, requested_by, river_job_id, retry_of, params, joined)
-VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8)
+INSERT INTO journal_run (id, action, target, state, requested_by, river_job_id, retry_of, params, joined, digest_from, digest_to)
+VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8,
+        $9, $10)
 RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq
 `
 
@@ -188,6 +225,8 @@ type JournalRunInsertParams struct {
 	RetryOf     *uuid.UUID
 	Params      json.RawMessage
 	Joined      int32
+	DigestFrom  *string
+	DigestTo    *string
 }
 
 func (q *Queries) JournalRunInsert(ctx context.Context, arg *JournalRunInsertParams) (*JournalRun, error) {
@@ -200,6 +239,8 @@ func (q *Queries) JournalRunInsert(ctx context.Context, arg *JournalRunInsertPar
 		arg.RetryOf,
 		arg.Params,
 		arg.Joined,
+		arg.DigestFrom,
+		arg.DigestTo,
 	)
 	var i JournalRun
 	err := row.Scan(
@@ -447,6 +488,48 @@ func (q *Queries) JournalRunReleaseLiveness(ctx context.Context, key int64) (boo
 	var released bool
 	err := row.Scan(&released)
 	return released, err
+}
+
+const journalRunSetDigests = `-- name: JournalRunSetDigests :one
+UPDATE journal_run SET digest_from = $1, digest_to = $2
+WHERE id = $3
+RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq
+`
+
+type JournalRunSetDigestsParams struct {
+	DigestFrom *string
+	DigestTo   *string
+	ID         uuid.UUID
+}
+
+// JournalRunSetDigests rewrites the digests of a run that is not finished,
+// when what it applies differs from what was asked (the pin moved while it
+// waited). The guard refuses it on a finished run.
+func (q *Queries) JournalRunSetDigests(ctx context.Context, arg *JournalRunSetDigestsParams) (*JournalRun, error) {
+	row := q.db.QueryRow(ctx, journalRunSetDigests, arg.DigestFrom, arg.DigestTo, arg.ID)
+	var i JournalRun
+	err := row.Scan(
+		&i.ID,
+		&i.Action,
+		&i.Target,
+		&i.State,
+		&i.RequestedBy,
+		&i.RequestedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.RiverJobID,
+		&i.Attempt,
+		&i.Joined,
+		&i.RetryOf,
+		&i.Params,
+		&i.Error,
+		&i.Result,
+		&i.GitCommit,
+		&i.DigestFrom,
+		&i.DigestTo,
+		&i.LastSeq,
+	)
+	return &i, err
 }
 
 const journalRunStart = `-- name: JournalRunStart :one

@@ -203,6 +203,37 @@ func (q *Queries) SourceSetSyncedCommit(ctx context.Context, arg *SourceSetSynce
 	return err
 }
 
+const sourceSyncLock = `-- name: SourceSyncLock :exec
+SELECT pg_advisory_lock($1::int4, hashtext($2::text))
+`
+
+type SourceSyncLockParams struct {
+	Class    int32
+	SourceID string
+}
+
+// SourceSyncLock waits for, then takes on this session, the lock that makes
+// one sync of a source at a time (a sync job, or the sync a service action
+// runs first) fetch, plan and apply.
+func (q *Queries) SourceSyncLock(ctx context.Context, arg *SourceSyncLockParams) error {
+	_, err := q.db.Exec(ctx, sourceSyncLock, arg.Class, arg.SourceID)
+	return err
+}
+
+const sourceSyncUnlock = `-- name: SourceSyncUnlock :exec
+SELECT pg_advisory_unlock($1::int4, hashtext($2::text))
+`
+
+type SourceSyncUnlockParams struct {
+	Class    int32
+	SourceID string
+}
+
+func (q *Queries) SourceSyncUnlock(ctx context.Context, arg *SourceSyncUnlockParams) error {
+	_, err := q.db.Exec(ctx, sourceSyncUnlock, arg.Class, arg.SourceID)
+	return err
+}
+
 const sourceTick = `-- name: SourceTick :one
 UPDATE source
 SET last_tick_at = now(),

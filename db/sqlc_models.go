@@ -162,4 +162,5 @@ type Unit struct {
 	GitCommit         string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	RunningDigest     *string
 }

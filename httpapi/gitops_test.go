@@ -24,7 +24,7 @@ func intentRepo(t *testing.T, files map[string]string) string {
 }
 
 func svcUnit(name string) string {
-	return fmt.Sprintf(`{"kind":"Service","metadata":{"name":%q},"spec":{"image":"sha256:%064d"}}`, name, 1)
+	return fmt.Sprintf(`{"kind":"Config","metadata":{"name":%q},"spec":{"image":"sha256:%064d"}}`, name, 1)
 }
 
 type gitopsSettings struct {
@@ -192,7 +192,7 @@ func TestGitOpsSync(t *testing.T) {
 			Units      []unitOut `json:"units"`
 			NextCursor string    `json:"nextCursor"`
 		}
-		s.get(t, "/api/v1/units?kind=Service", s.viewer).decode(t, http.StatusOK, &page)
+		s.get(t, "/api/v1/units?kind=Config", s.viewer).decode(t, http.StatusOK, &page)
 		require.Len(t, page.Units, 3)
 		for _, u := range page.Units {
 			require.Equal(t, "pending", u.Status)

@@ -26,6 +26,12 @@ func (w *SyncSourceWorker) Timeout(*river.Job[gitops.SyncArgs]) time.Duration {
 
 // Work implements river.Worker.
 func (w *SyncSourceWorker) Work(ctx context.Context, job *river.Job[gitops.SyncArgs]) error {
+	// Held until the run's receipt and inventory change have committed.
+	release, err := w.GitOps.LockSource(ctx, job.Args.SourceID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return journal.Work(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		return w.GitOps.Sync(ctx, p, job.Args)
 	})

@@ -1,6 +1,7 @@
 -- name: JournalRunInsert :one
-INSERT INTO journal_run (id, action, target, state, requested_by, river_job_id, retry_of, params, joined)
-VALUES (@id, @action, @target, 'queued', @requested_by, @river_job_id, sqlc.narg('retry_of'), @params, @joined)
+INSERT INTO journal_run (id, action, target, state, requested_by, river_job_id, retry_of, params, joined, digest_from, digest_to)
+VALUES (@id, @action, @target, 'queued', @requested_by, @river_job_id, sqlc.narg('retry_of'), @params, @joined,
+        sqlc.narg('digest_from'), sqlc.narg('digest_to'))
 RETURNING *;
 
 -- name: JournalRunGet :one
@@ -106,3 +107,19 @@ SET state = 'cancelled',
         'error', 'the process working this job stopped; its journal run is recorded as unknown',
         'trace', ''))
 WHERE id = @id AND state = 'running';
+
+-- name: JournalRunSetDigests :one
+-- JournalRunSetDigests rewrites the digests of a run that is not finished,
+-- when what it applies differs from what was asked (the pin moved while it
+-- waited). The guard refuses it on a finished run.
+UPDATE journal_run SET digest_from = sqlc.narg('digest_from'), digest_to = sqlc.narg('digest_to')
+WHERE id = @id
+RETURNING *;
+
+-- name: JournalRunCurrentForJob :one
+-- JournalRunCurrentForJob is JournalRunLatestForJob without the row lock,
+-- for a look that decides nothing by itself.
+SELECT * FROM journal_run
+WHERE river_job_id = @river_job_id
+ORDER BY requested_at DESC, id DESC
+LIMIT 1;

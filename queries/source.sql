@@ -51,3 +51,12 @@ ORDER BY name;
 -- name: SchedulerTryLock :one
 -- SchedulerTryLock lets one process at a time decide interval ticks.
 SELECT pg_try_advisory_xact_lock(@key::bigint) AS acquired;
+
+-- name: SourceSyncLock :exec
+-- SourceSyncLock waits for, then takes on this session, the lock that makes
+-- one sync of a source at a time (a sync job, or the sync a service action
+-- runs first) fetch, plan and apply.
+SELECT pg_advisory_lock(@class::int4, hashtext(@source_id::text));
+
+-- name: SourceSyncUnlock :exec
+SELECT pg_advisory_unlock(@class::int4, hashtext(@source_id::text));

@@ -673,8 +673,8 @@ func TestCLISync(t *testing.T) {
 	// An intent repository with two units and one broken file.
 	repo := gittest.New(t)
 	repo.Commit(t, "two services", map[string]string{
-		"apps/web.json":    `{"kind":"Service","metadata":{"name":"web"},"spec":{}}`,
-		"apps/api.json":    `{"kind":"Service","metadata":{"name":"api"},"spec":{}}`,
+		"apps/web.json":    `{"kind":"Config","metadata":{"name":"web"},"spec":{}}`,
+		"apps/api.json":    `{"kind":"Config","metadata":{"name":"api"},"spec":{}}`,
 		"apps/broken.json": `{"kind": "Service"`,
 	})
 	bare := repo.Bare
@@ -705,7 +705,7 @@ func TestCLISync(t *testing.T) {
 	require.Contains(t, out, "invalid unit apps/broken.json")
 	require.Contains(t, out, "succeeded")
 
-	out, code = cli("units", "--kind", "Service")
+	out, code = cli("units", "--kind", "Config")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "apps/web.json")
 	require.Contains(t, out, "apps/api.json")
@@ -732,7 +732,7 @@ func TestServeKillNineMidSyncLeavesInventoryAsItWas(t *testing.T) {
 	repo := gittest.New(t)
 	files := make(map[string]string, units)
 	for i := range units {
-		files[fmt.Sprintf("apps/%02d/svc-%05d.json", i%60, i)] = fmt.Sprintf(`{"kind":"Service","metadata":{"name":"svc-%05d"},"spec":{}}`, i)
+		files[fmt.Sprintf("apps/%02d/svc-%05d.json", i%60, i)] = fmt.Sprintf(`{"kind":"Config","metadata":{"name":"svc-%05d"},"spec":{}}`, i)
 	}
 	repo.Commit(t, "many units", files)
 	bare := repo.Bare
@@ -779,7 +779,7 @@ func TestTwoServesRunOneSyncAtATime(t *testing.T) {
 	repo := gittest.New(t)
 	files := map[string]string{}
 	for i := range 3000 {
-		files[fmt.Sprintf("apps/%02d/svc-%04d.json", i%30, i)] = fmt.Sprintf(`{"kind":"Service","metadata":{"name":"svc-%04d"},"spec":{}}`, i)
+		files[fmt.Sprintf("apps/%02d/svc-%04d.json", i%30, i)] = fmt.Sprintf(`{"kind":"Config","metadata":{"name":"svc-%04d"},"spec":{}}`, i)
 	}
 	repo.Commit(t, "units", files)
 
@@ -917,7 +917,7 @@ func TestServeSyncAcrossPostgresRestart(t *testing.T) {
 	repo := gittest.New(t)
 	files := make(map[string]string, units)
 	for i := range units {
-		files[fmt.Sprintf("apps/%02d/svc-%04d.json", i%30, i)] = fmt.Sprintf(`{"kind":"Service","metadata":{"name":"svc-%04d"},"spec":{}}`, i)
+		files[fmt.Sprintf("apps/%02d/svc-%04d.json", i%30, i)] = fmt.Sprintf(`{"kind":"Config","metadata":{"name":"svc-%04d"},"spec":{}}`, i)
 	}
 	repo.Commit(t, "units", files)
 

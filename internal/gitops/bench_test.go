@@ -126,7 +126,7 @@ func reportRatio(b *testing.B, sync, floor time.Duration, floorName string) {
 }
 
 func benchUnit(i int, image string) string {
-	return fmt.Sprintf(`{"kind":"Service","metadata":{"name":"svc-%05d"},"spec":{"image":%q,"args":["--port","%d"]}}`, i, image, 10000+i)
+	return fmt.Sprintf(`{"kind":"Config","metadata":{"name":"svc-%05d"},"spec":{"image":%q,"args":["--port","%d"]}}`, i, image, 10000+i)
 }
 
 // benchRepo pushes a repository of n units under apps/NN/.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -123,16 +124,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	if err != nil {
 		return nil, fmt.Errorf("load source %s: %w", args.SourceID, err)
 	}
-	repoURL, token := remoteURL(src)
-	mirror, err := gitsync.New(gitsync.Opts{
-		Dir:      s.ConfigRoot,
-		Remote:   gitsync.Remote{URL: repoURL, Branch: src.Branch, Token: token},
-		Redactor: s.Redactor,
-		Logger:   s.Logger,
-		// No synced commit: the repository, branch or path was just set or
-		// changed by an operator, so a checkout of the old one gives way.
-		AdoptRemote: src.SyncedCommit == nil,
-	})
+	mirror, err := s.mirror(src)
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +181,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 			return nil, fmt.Errorf("read changed units: %w", err)
 		}
 	}
+	plan.units, plan.invalid = checkServices(plan.units, plan.invalid)
 	p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(begin).Round(time.Millisecond)), nil)
 	for _, inv := range plan.invalid {
 		p.Warn(ctx, "invalid unit "+inv.Path+": "+inv.Reason, nil)
@@ -200,6 +193,41 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		ApplyTx: plan.applyTx,
 	}, nil
 }
+
+// mirror returns the Mirror of src's repository in the config root.
+func (s *Service) mirror(src *db.Source) (*gitsync.Mirror, error) {
+	repoURL, token := remoteURL(src)
+	return gitsync.New(gitsync.Opts{
+		Dir:      s.ConfigRoot,
+		Remote:   gitsync.Remote{URL: repoURL, Branch: src.Branch, Token: token},
+		Redactor: s.Redactor,
+		Logger:   s.Logger,
+		// No synced commit: the repository, branch or path was just set or
+		// changed by an operator, so a checkout of the old one gives way.
+		AdoptRemote: src.SyncedCommit == nil,
+	})
+}
+
+// CommitFile commits an edit of one file of the source's repository and
+// pushes it to the tracked branch (see gitsync.Mirror.CommitFile). The
+// inventory changes with the next sync, which the caller runs.
+func (s *Service) CommitFile(ctx context.Context, sourceID uuid.UUID, path string, edit func([]byte) ([]byte, error), message string) (*gitsync.PushResult, error) {
+	src, err := db.New(s.Pool).SourceGet(ctx, sourceID)
+	if err != nil {
+		return nil, fmt.Errorf("load source %s: %w", sourceID, err)
+	}
+	mirror, err := s.mirror(src)
+	if err != nil {
+		return nil, err
+	}
+	return mirror.CommitFile(ctx, path, edit, message, object.Signature{Name: CommitAuthor, Email: CommitEmail})
+}
+
+// The author and committer of the commits sluice pushes.
+const (
+	CommitAuthor = "sluice"
+	CommitEmail  = "sluice@localhost"
+)
 
 // withLastInvalid adds to changes the paths that the sync of since found
 // invalid. They are read again although unchanged: a change elsewhere (a
@@ -297,6 +325,10 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 			kept = append(kept, u)
 		}
 		units = kept
+	}
+
+	if units, err = p.uniqueServiceNames(ctx, q, units, invalidPaths); err != nil {
+		return err
 	}
 
 	// A copy, published when every write succeeded: if this transaction

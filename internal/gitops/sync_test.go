@@ -193,12 +193,12 @@ func (b *testBundle) jobOf(t testing.TB, run *db.JournalRun, state rivertype.Job
 
 // svcUnit is a valid unit file.
 func svcUnit(name, image string) string {
-	return `{"kind":"Service","metadata":{"name":"` + name + `"},"spec":{"image":"` + image + `","ports":[80,443]}}`
+	return `{"kind":"Config","metadata":{"name":"` + name + `"},"spec":{"image":"` + image + `","ports":[80,443]}}`
 }
 
 // svcUnitWithID is a valid unit file that declares its identity.
 func svcUnitWithID(id, name, image string) string {
-	return `{"kind":"Service","metadata":{"id":"` + id + `","name":"` + name + `"},"spec":{"image":"` + image + `"}}`
+	return `{"kind":"Config","metadata":{"id":"` + id + `","name":"` + name + `"},"spec":{"image":"` + image + `"}}`
 }
 
 // hashOf is the content hash a unit file must get: SHA-256 of its canonical
@@ -259,7 +259,7 @@ func TestSyncIdentity(t *testing.T) {
 			require.Equal(t, c1, u.GitCommit)
 			require.Equal(t, gitops.DefaultSourceID, u.SourceID)
 		}
-		require.Equal(t, "Service", units["apps/web.json"].Kind)
+		require.Equal(t, "Config", units["apps/web.json"].Kind)
 		require.Equal(t, "web", units["apps/web.json"].Name)
 
 		st, err := b.svc.GetStatus(b.ctx)
@@ -282,7 +282,7 @@ func TestSyncIdentity(t *testing.T) {
 		before := b.unit(t, "apps/web.json")
 
 		reformatted := "{\n  \"spec\": {\n    \"ports\": [ 80, 443 ],\n    \"image\": \"nginx:1\"\n  },\n" +
-			"  \"metadata\": { \"name\": \"web\" },\n  \"kind\": \"Service\"\n}\n"
+			"  \"metadata\": { \"name\": \"web\" },\n  \"kind\": \"Config\"\n}\n"
 		c2 := b.Commit(t, "Reformat web", map[string]string{"apps/web.json": reformatted})
 		res := b.sync(t, false)
 		require.Equal(t, c2, res.Commit)
@@ -605,13 +605,13 @@ func TestSyncInvalidUnits(t *testing.T) {
 
 			b.Symlink(t, "bad/link.json", "../apps/api.json")
 			b.Symlink(t, "bad/escape.json", "/etc/passwd")
-			huge := `{"kind":"Service","metadata":{"name":"huge"},"spec":{"blob":"` + strings.Repeat("x", unit.MaxSize) + `"}}`
+			huge := `{"kind":"Config","metadata":{"name":"huge"},"spec":{"blob":"` + strings.Repeat("x", unit.MaxSize) + `"}}`
 			c2 := b.Commit(t, "A mixed bag", map[string]string{
-				"apps/web.json":    `{"kind":"Service","metadata":{"name":"web"},"spec":{"image":`, // broken
+				"apps/web.json":    `{"kind":"Config","metadata":{"name":"web"},"spec":{"image":`, // broken
 				"apps/api.json":    svcUnit("api", "api:2"),
 				"apps/new.json":    svcUnit("new", "new:1"),
 				"bad/no-kind.json": `{"metadata":{"name":"x"},"spec":{}}`,
-				"bad/no-name.json": `{"kind":"Service","metadata":{},"spec":{}}`,
+				"bad/no-name.json": `{"kind":"Config","metadata":{},"spec":{}}`,
 				"bad/huge.json":    huge,
 				"dup/one.json":     svcUnitWithID(dupID, "one", "one:1"),
 				"dup/two.json":     svcUnitWithID(dupID, "two", "two:1"),

@@ -157,6 +157,10 @@ type EnqueueParams struct {
 	JoinRunning bool
 	// InsertOpts are passed to River. UniqueOpts are set by the spine.
 	InsertOpts *river.InsertOpts
+	// DigestFrom and DigestTo are recorded on the run when set: what a
+	// service action expects to replace and to apply. The worker may rewrite
+	// them (Progress.SetDigests) while the run is open.
+	DigestFrom, DigestTo string
 }
 
 // EnqueueResult is the run that answers a request.
@@ -218,6 +222,8 @@ func (j *Journal) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 		RequestedBy: params.RequestedBy,
 		RiverJobID:  &inserted.Job.ID,
 		Params:      paramsJSON,
+		DigestFrom:  nonEmpty(params.DigestFrom),
+		DigestTo:    nonEmpty(params.DigestTo),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("insert run: %w", err)
@@ -263,6 +269,8 @@ func (j *Journal) joinTx(ctx context.Context, tx pgx.Tx, job *rivertype.JobRow) 
 		RetryOf:     &latest.ID,
 		Params:      latest.Params,
 		Joined:      1,
+		DigestFrom:  latest.DigestFrom,
+		DigestTo:    latest.DigestTo,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("insert retry run: %w", err)

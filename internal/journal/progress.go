@@ -3,8 +3,10 @@ package journal
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"sluice/db"
 )
@@ -54,4 +56,29 @@ func (p *Progress) append(ctx context.Context, level, msg string, data any) {
 	if err != nil {
 		p.j.logger.Warn("append event", "run_id", p.run.ID, "message", msg, "err", p.j.redactor.Error(err))
 	}
+}
+
+// InfoTx appends an info event inside tx, so that it commits with the
+// inventory change it describes.
+func (p *Progress) InfoTx(ctx context.Context, tx pgx.Tx, msg string) error {
+	_, err := db.New(tx).JournalEventAppend(ctx, &db.JournalEventAppendParams{
+		RunID: p.run.ID, Level: LevelInfo, Message: p.j.redactor.String(msg),
+	})
+	if err != nil {
+		return fmt.Errorf("append event: %w", err)
+	}
+	return nil
+}
+
+// SetDigests rewrites the digests of the running run ("" clears one), with
+// an event that says why. Only an open run can change: once finished, the
+// receipt is immutable.
+func (p *Progress) SetDigests(ctx context.Context, from, to, why string) error {
+	q := db.New(p.j.pool)
+	if _, err := q.JournalRunSetDigests(ctx, &db.JournalRunSetDigestsParams{ID: p.run.ID, DigestFrom: nonEmpty(from), DigestTo: nonEmpty(to)}); err != nil {
+		return fmt.Errorf("rewrite digests of run %s: %w", p.run.ID, p.j.redactor.Error(err))
+	}
+	p.run.DigestFrom, p.run.DigestTo = nonEmpty(from), nonEmpty(to)
+	p.Info(ctx, why, nil)
+	return nil
 }

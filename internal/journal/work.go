@@ -191,6 +191,7 @@ func retryParams(prev *db.JournalRun, jobID int64) *db.JournalRunInsertParams {
 	return &db.JournalRunInsertParams{
 		ID: uuid.New(), Action: prev.Action, Target: prev.Target, RequestedBy: prev.RequestedBy,
 		RiverJobID: &jobID, RetryOf: &prev.ID, Params: prev.Params,
+		DigestFrom: prev.DigestFrom, DigestTo: prev.DigestTo,
 	}
 }
 

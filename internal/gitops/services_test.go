@@ -1,0 +1,75 @@
+package gitops_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func serviceUnit(name, digestByte string) string {
+	return fmt.Sprintf(`{"kind":"Service","metadata":{"name":%q},"spec":{"runtime":"exec","image":"sha256:%s","args":["--port","80"]}}`,
+		name, strings.Repeat(digestByte, 64))
+}
+
+func TestSyncServices(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AMalformedServiceIsInvalidWithItsReason", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Commit(t, "services", map[string]string{
+			"apps/ok.json":      serviceUnit("ok", "a"),
+			"apps/runtime.json": `{"kind":"Service","metadata":{"name":"rt"},"spec":{"runtime":"docker","image":"sha256:` + strings.Repeat("a", 64) + `"}}`,
+			"apps/image.json":   `{"kind":"Service","metadata":{"name":"img"},"spec":{"runtime":"exec","image":"web:latest"}}`,
+			"apps/typo.json":    `{"kind":"Service","metadata":{"name":"typo"},"spec":{"runtime":"exec","image":"sha256:` + strings.Repeat("a", 64) + `","enviroment":{}}}`,
+			"apps/probe.json":   `{"kind":"Service","metadata":{"name":"probe"},"spec":{"runtime":"exec","image":"sha256:` + strings.Repeat("a", 64) + `","probe":{"http":"ftp://x"}}}`,
+			"apps/env.json":     `{"kind":"Service","metadata":{"name":"env"},"spec":{"runtime":"exec","image":"sha256:` + strings.Repeat("a", 64) + `","env":{"1BAD":"x"}}}`,
+			"apps/BadName.json": `{"kind":"Service","metadata":{"name":"Bad Name"},"spec":{"runtime":"exec","image":"sha256:` + strings.Repeat("a", 64) + `"}}`,
+			"apps/no-spec.json": `{"kind":"Service","metadata":{"name":"nospec"}}`,
+			"apps/other.json":   `{"kind":"Config","metadata":{"name":"other"},"spec":{}}`,
+		})
+		res := b.sync(t, false)
+		reasons := invalidPaths(res)
+		require.Len(t, reasons, 7, "%v", res.Invalid)
+		require.Contains(t, reasons["apps/runtime.json"], `the only runtime is "exec"`)
+		require.Contains(t, reasons["apps/image.json"], "not a digest pin")
+		require.Contains(t, reasons["apps/typo.json"], "enviroment")
+		require.Contains(t, reasons["apps/probe.json"], "spec.probe.http")
+		require.Contains(t, reasons["apps/env.json"], "1BAD")
+		require.Contains(t, reasons["apps/BadName.json"], "Bad Name")
+		require.Contains(t, reasons["apps/no-spec.json"], `"spec"`)
+		require.ElementsMatch(t, []string{"apps/ok.json", "apps/other.json"}, res.Created)
+	})
+
+	t.Run("AServiceNameIsUniqueAmongActiveServices", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Commit(t, "web", map[string]string{"apps/web.json": serviceUnit("web", "a")})
+		b.sync(t, false)
+		web := b.unit(t, "apps/web.json")
+
+		// A second file claiming the name is invalid; the first keeps it.
+		b.Commit(t, "copy", map[string]string{"apps/web-copy.json": serviceUnit("web", "b")})
+		res := b.sync(t, false)
+		reasons := invalidPaths(res)
+		require.Contains(t, reasons["apps/web-copy.json"], `metadata.name "web" is also the name of the service at apps/web.json`)
+		require.Empty(t, res.Created)
+		require.Equal(t, web.ContentHash, b.unit(t, "apps/web.json").ContentHash)
+
+		// Within one sync, the path that sorts first keeps the name.
+		b.Commit(t, "two more", map[string]string{"apps/a.json": serviceUnit("api", "a"), "apps/b.json": serviceUnit("api", "b")})
+		res = b.sync(t, false)
+		reasons = invalidPaths(res)
+		require.Contains(t, reasons["apps/b.json"], "apps/a.json")
+		require.Equal(t, []string{"apps/a.json"}, res.Created)
+
+		// Once the holder leaves Git, the name is free: the copy becomes a unit.
+		b.Commit(t, "rename", nil, "apps/web.json")
+		res = b.sync(t, false)
+		require.Equal(t, []string{"apps/web.json"}, res.Stale)
+		require.Equal(t, []string{"apps/web-copy.json"}, res.Created)
+		require.Equal(t, "stale", b.unit(t, "apps/web.json").Status)
+	})
+}

@@ -1,0 +1,73 @@
+package gitops
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"sluice/db"
+	"sluice/internal/journal"
+)
+
+// syncLockClass is the advisory lock space of per-source sync locks ("slsy").
+const syncLockClass = 0x736c7379
+
+// LockSource waits until no other sync of the source (in any process) is
+// between its fetch and its apply, and holds that lock until release is
+// called. A plan made from one fetch is applied before another fetch plans:
+// two syncs applying out of order could move the inventory back to an older
+// commit. The lock lives on a connection of its own, so it ends with the
+// process that holds it.
+func (s *Service) LockSource(ctx context.Context, sourceID uuid.UUID) (release func(), err error) {
+	conn, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acquire connection for the sync lock: %w", err)
+	}
+	key := &db.SourceSyncLockParams{Class: syncLockClass, SourceID: sourceID.String()}
+	if err := db.New(conn).SourceSyncLock(ctx, key); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("wait for the sync lock of source %s: %w", sourceID, err)
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := db.New(conn).SourceSyncUnlock(uctx, &db.SourceSyncUnlockParams{Class: key.Class, SourceID: key.SourceID}); err != nil {
+			// Closing the session is what frees the lock then.
+			_ = conn.Hijack().Close(uctx)
+			return
+		}
+		conn.Release()
+	}, nil
+}
+
+// SyncNow syncs a source as the first step of another action (a deploy, a
+// converge), inside that action's run: the fetch, the plan and the inventory
+// change happen under the source's sync lock, and the change commits with an
+// event on the action's run that says what it did. The caller's run thus
+// records which commit it acted on.
+func (s *Service) SyncNow(ctx context.Context, p *journal.Progress, sourceID uuid.UUID) (*Result, error) {
+	release, err := s.LockSource(ctx, sourceID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	out, err := s.Sync(ctx, p, SyncArgs{SourceID: sourceID})
+	if err != nil {
+		return nil, err
+	}
+	res := out.Result.(*Result)
+	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		if err := out.ApplyTx(ctx, tx); err != nil {
+			return err
+		}
+		return p.InfoTx(ctx, tx, fmt.Sprintf("synced to commit %s: %d created, %d updated, %d stale, %d invalid",
+			short(res.Commit), len(res.Created), len(res.Updated), len(res.Stale), len(res.Invalid)))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apply sync: %w", err)
+	}
+	return res, nil
+}

@@ -1,0 +1,137 @@
+// Package servicespec reads the spec of a Service unit: what to run (an
+// artifact pinned by digest, its arguments and environment) and how to tell
+// that it came up (an HTTP probe). Sync uses it to refuse a malformed service
+// before it reaches the inventory; the service actions use it to render the
+// unit the runtime starts.
+package servicespec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"sluice/internal/artifact"
+	"sluice/internal/render"
+)
+
+// Kind is the unit kind this package reads.
+const Kind = "Service"
+
+// RuntimeExec is the only runtime: a process supervised on this host.
+const RuntimeExec = "exec"
+
+// Default and largest probe timeouts, in seconds.
+const (
+	DefaultProbeTimeoutSec = 30
+	MaxProbeTimeoutSec     = 3600
+)
+
+// Spec is a Service unit's spec.
+type Spec struct {
+	Runtime string `json:"runtime"`
+	// Image is the pin as written: "sha256:<hex>" or "name@sha256:<hex>".
+	Image          string            `json:"image"`
+	Args           []string          `json:"args,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	WorkDir        string            `json:"workDir,omitempty"`
+	Probe          *Probe            `json:"probe,omitempty"`
+	StopTimeoutSec int               `json:"stopTimeoutSec,omitempty"`
+}
+
+// Probe says how to tell that a started process is healthy.
+type Probe struct {
+	// HTTP is the URL that must answer 2xx.
+	HTTP       string `json:"http"`
+	TimeoutSec int    `json:"timeoutSec,omitempty"`
+}
+
+// Digest returns the pinned artifact digest, "sha256:<hex>".
+func (s *Spec) Digest() string {
+	d, _ := artifact.ParseDigest(s.Image) // Parse checked it
+	return d
+}
+
+// ProbeTimeoutSec is the probe's effective timeout.
+func (s *Spec) ProbeTimeoutSec() int {
+	if s.Probe == nil || s.Probe.TimeoutSec == 0 {
+		return DefaultProbeTimeoutSec
+	}
+	return s.Probe.TimeoutSec
+}
+
+// Manifest is what render needs to write the unit of service name.
+func (s *Spec) Manifest(name string) render.Manifest {
+	return render.Manifest{
+		Service: name, ArtifactDigest: s.Digest(), Args: s.Args, Env: s.Env,
+		WorkDir: s.WorkDir, StopTimeoutSec: s.StopTimeoutSec,
+	}
+}
+
+// Parse reads the spec of a Service unit from its content (the whole unit,
+// canonical or as written), and checks it. The error is one sentence that
+// completes "<path>: ", as the sync's list of invalid units reads.
+func Parse(name string, content []byte) (*Spec, error) {
+	var doc struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := json.Unmarshal(content, &doc); err != nil {
+		return nil, fmt.Errorf("is not a JSON object: %v", err)
+	}
+	if len(doc.Spec) == 0 || string(doc.Spec) == "null" {
+		return nil, fmt.Errorf(`has no "spec"; a service needs at least {"runtime": "exec", "image": "sha256:…"}`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc.Spec))
+	dec.DisallowUnknownFields()
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("has a spec that does not read as a service: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if err := s.check(name); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func (s *Spec) check(name string) error {
+	switch s.Runtime {
+	case RuntimeExec:
+	case "":
+		return fmt.Errorf(`has no "spec.runtime"; set it to "exec"`)
+	default:
+		return fmt.Errorf(`has "spec.runtime" %q; the only runtime is "exec"`, s.Runtime)
+	}
+	if s.Image == "" {
+		return fmt.Errorf(`has no "spec.image"; pin the artifact as "sha256:<64 hex>" (see sluice artifact push)`)
+	}
+	if _, err := artifact.ParseDigest(s.Image); err != nil {
+		return fmt.Errorf(`has "spec.image" %q that is not a digest pin; give sha256:<64 hex> or name@sha256:<64 hex>`, s.Image)
+	}
+	if s.WorkDir != "" && !filepath.IsAbs(s.WorkDir) {
+		return fmt.Errorf(`has "spec.workDir" %q that is not an absolute path`, s.WorkDir)
+	}
+	if p := s.Probe; p != nil {
+		u, err := url.Parse(p.HTTP)
+		if p.HTTP == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf(`has "spec.probe.http" %q; give an http:// or https:// URL such as http://127.0.0.1:8080/healthz`, p.HTTP)
+		}
+		if p.TimeoutSec < 0 || p.TimeoutSec > MaxProbeTimeoutSec {
+			return fmt.Errorf(`has "spec.probe.timeoutSec" %d; give 1 to %d, or leave it out for %d`, p.TimeoutSec, MaxProbeTimeoutSec, DefaultProbeTimeoutSec)
+		}
+	}
+	// The rest (name, environment names, NUL bytes, stop timeout) is what
+	// the renderer refuses; ask it, so the two never disagree.
+	if _, _, err := render.Render(s.Manifest(name)); err != nil {
+		return fmt.Errorf("%s", lowerFirst(strings.TrimSuffix(err.Error(), ".")))
+	}
+	return nil
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return "is refused: " + s
+}

@@ -1,0 +1,75 @@
+-- name: ServiceList :many
+-- ServiceList returns the active Service units, by name.
+SELECT * FROM unit
+WHERE kind = 'Service' AND status NOT IN ('stale', 'destroyed')
+ORDER BY name, path;
+
+-- name: ServiceGet :one
+-- ServiceGet finds the active Service unit named name. Sync keeps names
+-- unique among active services, so at most one row matches.
+SELECT * FROM unit
+WHERE kind = 'Service' AND name = @name AND status NOT IN ('stale', 'destroyed')
+ORDER BY path
+LIMIT 1;
+
+-- name: ServiceGetForUpdate :one
+SELECT * FROM unit
+WHERE kind = 'Service' AND name = @name AND status NOT IN ('stale', 'destroyed')
+ORDER BY path
+LIMIT 1
+FOR UPDATE;
+
+-- name: ServiceListByNames :many
+-- ServiceListByNames returns the active Service units holding any of names,
+-- of every source: sync refuses a second service of the same name.
+SELECT id, source_id, path, name FROM unit
+WHERE kind = 'Service' AND status NOT IN ('stale', 'destroyed') AND name = ANY(@names::text[]);
+
+-- name: ServiceRecordOutcome :exec
+-- ServiceRecordOutcome writes what a finished service action left behind, in
+-- the transaction of its receipt. applied_hash is set on success only.
+UPDATE unit
+SET status = CASE WHEN status IN ('stale', 'destroyed') THEN status ELSE @status END,
+    status_before_stale = CASE WHEN status = 'stale' THEN @status ELSE status_before_stale END,
+    last_applied_hash = coalesce(sqlc.narg('applied_hash'), last_applied_hash),
+    running_digest = sqlc.narg('running_digest'),
+    updated_at = now()
+WHERE id = @id;
+
+-- name: ServiceTryLock :one
+-- ServiceTryLock takes the service's action lock on this session if it is
+-- free: one action per service runs at a time across every process.
+SELECT pg_try_advisory_lock(@class::int4, hashtext(@name::text)) AS acquired;
+
+-- name: ServiceUnlock :one
+SELECT pg_advisory_unlock(@class::int4, hashtext(@name::text)) AS released;
+
+-- name: ServiceQueueFront :one
+-- ServiceQueueFront is the queued run that goes next for a service: converge
+-- first, then the others in the order they were asked.
+SELECT id FROM journal_run
+WHERE target = @target AND action = ANY(@actions::text[]) AND state = 'queued'
+ORDER BY (action = @front_action::text) DESC, requested_at, id
+LIMIT 1;
+
+-- name: ServiceQueue :many
+-- ServiceQueue lists a service's open runs: the running one first, then the
+-- queued ones in the order they will run.
+SELECT * FROM journal_run
+WHERE target = @target AND action = ANY(@actions::text[]) AND state IN ('queued', 'running')
+ORDER BY (state = 'running') DESC, (action = @front_action::text) DESC, requested_at, id;
+
+-- name: ServiceLastRun :one
+SELECT * FROM journal_run
+WHERE target = @target AND action = ANY(@actions::text[])
+ORDER BY requested_at DESC, id DESC
+LIMIT 1;
+
+-- name: ServicePreviousHealthy :one
+-- ServicePreviousHealthy is the digest a rollback goes to: the new digest of
+-- the latest succeeded run of the service whose digest differs from the pin.
+SELECT digest_to FROM journal_run
+WHERE target = @target AND action = ANY(@actions::text[]) AND state = 'succeeded'
+  AND digest_to IS NOT NULL AND digest_to <> @pinned::text
+ORDER BY finished_at DESC, id DESC
+LIMIT 1;
