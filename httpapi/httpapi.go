@@ -23,6 +23,7 @@ import (
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	"sluice/internal/services"
 )
 
 // Version is the API version in the spec.
@@ -39,6 +40,8 @@ type Deps struct {
 	GitOps  *gitops.Service
 	// Artifacts stores the content-addressed files services run.
 	Artifacts *artifact.Store
+	// Services deploys, rolls back and converges services.
+	Services *services.Service
 	Logger    *slog.Logger
 	// Ready reports readiness for /readyz. Nil means always ready.
 	Ready func(ctx context.Context) ReadyReport
@@ -62,6 +65,7 @@ func New(d Deps) http.Handler {
 	registerTokens(api, d)
 	registerGitOps(api, d)
 	registerArtifacts(api, d)
+	registerServices(api, d)
 	if d.TestActions {
 		registerTestActions(newHiddenAPI(mux, d), d)
 	}
@@ -83,6 +87,7 @@ func Spec() *huma.OpenAPI {
 	registerTokens(api, Deps{})
 	registerGitOps(api, Deps{})
 	registerArtifacts(api, Deps{})
+	registerServices(api, Deps{})
 	return api.OpenAPI()
 }
 

@@ -23,11 +23,13 @@ import (
 	"riverqueue.com/riverui"
 
 	"sluice/httpapi"
+	"sluice/internal/artifact"
 	"sluice/internal/auth"
 	"sluice/internal/dbtest"
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	"sluice/internal/services"
 	"sluice/jobs"
 )
 
@@ -80,14 +82,20 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	j := journal.New(pool, logger, &redact.Redactor{})
-	gops := gitops.New(pool, j, filepath.Join(t.TempDir(), "config"), &redact.Redactor{}, logger)
+	dataDir := t.TempDir()
+	gops := gitops.New(pool, j, filepath.Join(dataDir, "config"), &redact.Redactor{}, logger)
+	store := &artifact.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
+	svcs := services.New(pool, j, gops, store, dataDir, &redact.Redactor{}, logger)
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, TestActions: true})
+	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, TestActions: true})
 	if opts.workers != nil {
 		opts.workers(workers)
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
+		Queues: map[string]river.QueueConfig{
+			river.QueueDefault: {MaxWorkers: 10},
+			services.Queue:     {MaxWorkers: 10},
+		},
 		Workers:           workers,
 		Logger:            slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		FetchCooldown:     10 * time.Millisecond,
@@ -110,7 +118,10 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 		})
 	}
 
-	deps := httpapi.Deps{Pool: pool, Journal: j, GitOps: gops, Logger: logger, TestActions: true, ShuttingDown: bg.Done()}
+	deps := httpapi.Deps{
+		Pool: pool, Journal: j, GitOps: gops, Artifacts: store, Services: svcs,
+		Logger: logger, TestActions: true, ShuttingDown: bg.Done(),
+	}
 	if opts.riverUI {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
 			Endpoints: riverui.NewEndpoints(client, nil),

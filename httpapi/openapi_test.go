@@ -94,8 +94,9 @@ func TestOpenAPISpec(t *testing.T) {
 		}
 		slices.Sort(ids)
 		require.Equal(t, []string{
-			"create-token", "get-artifact", "get-gitops-settings", "get-gitops-status", "get-journal-run", "get-unit",
-			"list-journal", "list-tokens", "list-units", "put-artifact", "put-gitops-settings", "revoke-token",
+			"converge-service", "create-token", "deploy-service", "get-artifact", "get-gitops-settings",
+			"get-gitops-status", "get-journal-run", "get-service", "get-unit", "list-journal", "list-services",
+			"list-tokens", "list-units", "put-artifact", "put-gitops-settings", "revoke-token", "rollback-service",
 			"stream-journal-events", "sync-gitops",
 		}, ids)
 	})

@@ -10,12 +10,15 @@ import (
 
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
+	"sluice/internal/services"
 )
 
 // Deps are the dependencies workers share.
 type Deps struct {
 	Journal *journal.Journal
 	GitOps  *gitops.Service
+	// Services works deploys, rollbacks and converges; nil leaves them out.
+	Services *services.Service
 	// TestActions registers test_hold, the test-only action that holds a run
 	// open; serve enables it with SLUICE_ENABLE_TEST_ACTIONS=1.
 	TestActions bool
@@ -25,6 +28,11 @@ type Deps struct {
 func Register(workers *river.Workers, d Deps) {
 	river.AddWorker[RecoverRunsArgs](workers, &RecoverRunsWorker{Journal: d.Journal})
 	river.AddWorker[gitops.SyncArgs](workers, &SyncSourceWorker{Journal: d.Journal, GitOps: d.GitOps})
+	if d.Services != nil {
+		river.AddWorker[services.DeployArgs](workers, &DeployWorker{Services: d.Services})
+		river.AddWorker[services.RollbackArgs](workers, &RollbackWorker{Services: d.Services})
+		river.AddWorker[services.ConvergeArgs](workers, &ConvergeWorker{Services: d.Services})
+	}
 	if d.TestActions {
 		river.AddWorker[HoldArgs](workers, &HoldWorker{Journal: d.Journal})
 	}

@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"sluice/internal/supervise"
 )
 
 const usage = `sluice is a pull-based GitOps control plane.
@@ -26,6 +28,12 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice status                    where sync stands
   sluice units [--status S] [--kind K] [--path-prefix P]
   sluice journal [ID] [--follow]   list runs, show one, or follow it to its end
+  sluice services                  list services: pin, running digest, process, queue
+  sluice service NAME              one service in detail
+  sluice deploy SERVICE DIGEST     pin DIGEST in Git, restart, probe; revert on failure
+  sluice rollback SERVICE          deploy the previous healthy digest
+  sluice converge SERVICE          apply what Git holds (env, args…); no rollback
+                                   (these three follow the run; exit 0 only on success)
   sluice artifact push FILE        store a file by content; prints its digest
   sluice artifact get DIGEST       write an artifact to stdout
   sluice token create --role R --name N
@@ -41,6 +49,11 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
+	// The exec runtime re-runs this binary as the shim that supervises a
+	// service; that run does nothing else.
+	if supervise.ShimMain() {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -77,6 +90,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runStatus(ctx, rest, stdout, stderr)
 	case "units":
 		return runUnits(ctx, rest, stdout, stderr)
+	case "services":
+		return runServices(ctx, args[1:], stdout, stderr)
+	case "service":
+		return runService(ctx, args[1:], stdout, stderr)
+	case "deploy", "rollback", "converge":
+		return runAction(ctx, args[0], args[1:], stdout, stderr)
 	case "artifact":
 		return runArtifact(ctx, rest, stdout, stderr)
 	case "token":

@@ -27,6 +27,7 @@ import (
 	"sluice/internal/journal"
 	"sluice/internal/pglocal"
 	"sluice/internal/redact"
+	"sluice/internal/services"
 	"sluice/jobs"
 )
 
@@ -74,18 +75,26 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		return redact.Error(fmt.Errorf("gitops settings: %w", err))
 	}
 
+	store := &artifact.Store{Pool: pool, CacheDir: filepath.Join(cfg.DataDir, "artifacts")}
+	svcs := services.New(pool, j, gops, store, cfg.DataDir, redact.Default, logger)
+
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, TestActions: cfg.TestActions})
+	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, TestActions: cfg.TestActions})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+		// Service actions have a queue of their own: services waiting for
+		// their turn never hold off a sync.
+		Queues: map[string]river.QueueConfig{
+			river.QueueDefault: {MaxWorkers: cfg.MaxWorkers},
+			services.Queue:     {MaxWorkers: cfg.MaxWorkers},
+		},
 		Workers:      workers,
 		PeriodicJobs: jobs.PeriodicJobs(),
 		Logger:       riverLogger(logger),
 		// Each worker sets its own Timeout; this catches one that forgets.
 		JobTimeout: 10 * time.Minute,
-		// Must exceed the longest job timeout, or River would rescue (and
-		// re-run) jobs that are still working.
-		RescueStuckJobsAfter: 2 * time.Hour,
+		// Must exceed the longest job timeout (a service action's, 3 h), or
+		// River would rescue (and re-run) jobs that are still working.
+		RescueStuckJobsAfter: 4 * time.Hour,
 	})
 	if err != nil {
 		return fmt.Errorf("river client: %w", err)
@@ -130,7 +139,8 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		Pool:         pool,
 		Journal:      j,
 		GitOps:       gops,
-		Artifacts:    &artifact.Store{Pool: pool, CacheDir: filepath.Join(cfg.DataDir, "artifacts")},
+		Artifacts:    store,
+		Services:     svcs,
 		Logger:       logger,
 		RiverUI:      ui,
 		TestActions:  cfg.TestActions,
@@ -255,7 +265,9 @@ func openDatabase(ctx context.Context, cfg *ServeConfig, logger *slog.Logger) (*
 		d.close(logger)
 		return nil, redact.Error(fmt.Errorf("SLUICE_DATABASE_URL: %w", err))
 	}
-	pcfg.MaxConns = int32(cfg.MaxWorkers*2 + 10) // workers hold a liveness connection each
+	// A worker holds up to three connections besides its transaction's: its
+	// run's liveness lock, its service's action lock and its source's sync lock.
+	pcfg.MaxConns = int32(cfg.MaxWorkers*3 + 10)
 	pcfg.ConnConfig.RuntimeParams["application_name"] = "sluice"
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err == nil {

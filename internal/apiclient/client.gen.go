@@ -90,6 +90,27 @@ func (e RunState) Valid() bool {
 	}
 }
 
+// Defines values for ServiceStatus.
+const (
+	ServiceStatusApplied ServiceStatus = "applied"
+	ServiceStatusFailed  ServiceStatus = "failed"
+	ServiceStatusPending ServiceStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the ServiceStatus enum.
+func (e ServiceStatus) Valid() bool {
+	switch e {
+	case ServiceStatusApplied:
+		return true
+	case ServiceStatusFailed:
+		return true
+	case ServiceStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TokenRole.
 const (
 	TokenRoleAdmin    TokenRole = "admin"
@@ -251,6 +272,14 @@ type CreateTokenOutputBody struct {
 // CreateTokenOutputBodyRole defines model for CreateTokenOutputBody.Role.
 type CreateTokenOutputBodyRole string
 
+// DeployInputBody defines model for DeployInputBody.
+type DeployInputBody struct {
+	// Digest The artifact to run: sha256:<64 hex> or name@sha256:<64 hex>.
+	//
+	// Example: sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae
+	Digest string `json:"digest"`
+}
+
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
 	// Location Where the error occurred, e.g. 'body.items[3].tags' or 'path.thing-id'
@@ -381,6 +410,11 @@ type ListJournalOutputBody struct {
 	Runs *[]Run `json:"runs"`
 }
 
+// ListServicesOutputBody defines model for ListServicesOutputBody.
+type ListServicesOutputBody struct {
+	Services *[]Service `json:"services"`
+}
+
 // ListTokensOutputBody defines model for ListTokensOutputBody.
 type ListTokensOutputBody struct {
 	Tokens *[]Token `json:"tokens"`
@@ -447,6 +481,54 @@ type Run struct {
 
 // RunState unknown: the process working it stopped, so the outcome cannot be confirmed.
 type RunState string
+
+// Service defines model for Service.
+type Service struct {
+	// DesiredAhead Git holds content (pin, env, args…) that no action applied yet: converge applies it.
+	DesiredAhead bool   `json:"desiredAhead"`
+	LastRun      *Run   `json:"lastRun,omitempty"`
+	Name         string `json:"name"`
+
+	// Path The unit file, relative to the repository root.
+	Path string `json:"path"`
+
+	// PinnedDigest The artifact digest Git pins.
+	PinnedDigest string `json:"pinnedDigest"`
+
+	// PreviousHealthyDigest Where a rollback goes: the new digest of the latest succeeded run whose digest differs from the pin.
+	PreviousHealthyDigest *string        `json:"previousHealthyDigest,omitempty"`
+	Process               ServiceProcess `json:"process"`
+
+	// Queued Open runs of this service: the running one first, then the queued ones in the order they will run (converge first).
+	Queued *[]Run `json:"queued"`
+
+	// RunningDigest The digest the last finished action left running; absent when none runs or it is not known.
+	RunningDigest *string `json:"runningDigest,omitempty"`
+
+	// Runtime Example: exec
+	Runtime string `json:"runtime"`
+
+	// Status What the last finished action left: pending until one succeeds.
+	Status ServiceStatus      `json:"status"`
+	UnitId openapi_types.UUID `json:"unitId"`
+}
+
+// ServiceStatus What the last finished action left: pending until one succeeds.
+type ServiceStatus string
+
+// ServiceProcess defines model for ServiceProcess.
+type ServiceProcess struct {
+	// LastExit Why no process runs, when none does.
+	LastExit *string `json:"lastExit,omitempty"`
+	Pid      *int64  `json:"pid,omitempty"`
+
+	// RenderedHash sha256 of the rendered unit on disk.
+	RenderedHash *string `json:"renderedHash,omitempty"`
+	Running      bool    `json:"running"`
+
+	// UnitDigest The artifact the rendered unit on disk names.
+	UnitDigest *string `json:"unitDigest,omitempty"`
+}
 
 // Token defines model for Token.
 type Token struct {
@@ -548,6 +630,9 @@ type ListUnitsParamsStatus string
 
 // PutGitopsSettingsJSONRequestBody defines body for PutGitopsSettings for application/json ContentType.
 type PutGitopsSettingsJSONRequestBody = GitOpsSettings
+
+// DeployServiceJSONRequestBody defines body for DeployService for application/json ContentType.
+type DeployServiceJSONRequestBody = DeployInputBody
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = CreateTokenInputBody
@@ -701,6 +786,52 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/journal/{id}/events (the `StreamJournalEvents` operationId).
 	StreamJournalEvents(ctx context.Context, id openapi_types.UUID, params *StreamJournalEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListServices List the services: pin, running digest, what Git holds ahead, queue and process.
+	//
+	// List the services: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/services (the `ListServices` operationId).
+	ListServices(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetService Get one service.
+	//
+	// Get one service. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/services/{name} (the `GetService` operationId).
+	GetService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ConvergeService Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy.
+	//
+	// Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy. Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/services/{name}/converge (the `ConvergeService` operationId).
+	ConvergeService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeployServiceWithBody Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+	//
+	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
+	DeployServiceWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeployService Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+	//
+	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
+	DeployService(ctx context.Context, name string, body DeployServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RollbackService Deploy the previous healthy digest. 409 when there is none.
+	//
+	// Deploy the previous healthy digest. 409 when there is none. Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/services/{name}/rollback (the `RollbackService` operationId).
+	RollbackService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTokens List API tokens (never their secrets).
 	//
@@ -915,6 +1046,112 @@ func (c *Client) GetJournalRun(ctx context.Context, id openapi_types.UUID, reqEd
 // Corresponds with GET /api/v1/journal/{id}/events (the `StreamJournalEvents` operationId).
 func (c *Client) StreamJournalEvents(ctx context.Context, id openapi_types.UUID, params *StreamJournalEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStreamJournalEventsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListServices List the services: pin, running digest, what Git holds ahead, queue and process.
+//
+// List the services: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/services (the `ListServices` operationId).
+func (c *Client) ListServices(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListServicesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetService Get one service.
+//
+// Get one service. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/services/{name} (the `GetService` operationId).
+func (c *Client) GetService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetServiceRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ConvergeService Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy.
+//
+// Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy. Needs the operator role.
+//
+// Corresponds with POST /api/v1/services/{name}/converge (the `ConvergeService` operationId).
+func (c *Client) ConvergeService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConvergeServiceRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeployServiceWithBody Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+//
+// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
+func (c *Client) DeployServiceWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeployServiceRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeployService Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+//
+// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
+func (c *Client) DeployService(ctx context.Context, name string, body DeployServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeployServiceRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RollbackService Deploy the previous healthy digest. 409 when there is none.
+//
+// Deploy the previous healthy digest. 409 when there is none. Needs the operator role.
+//
+// Corresponds with POST /api/v1/services/{name}/rollback (the `RollbackService` operationId).
+func (c *Client) RollbackService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRollbackServiceRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -1454,6 +1691,182 @@ func NewStreamJournalEventsRequest(server string, id openapi_types.UUID, params 
 	return req, nil
 }
 
+// NewListServicesRequest constructs an http.Request for the ListServices method
+func NewListServicesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/services")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetServiceRequest constructs an http.Request for the GetService method
+func NewGetServiceRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/services/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewConvergeServiceRequest constructs an http.Request for the ConvergeService method
+func NewConvergeServiceRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/services/%s/converge", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeployServiceRequest calls the generic DeployService builder with application/json body
+func NewDeployServiceRequest(server string, name string, body DeployServiceJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDeployServiceRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewDeployServiceRequestWithBody constructs an http.Request for the DeployService method, with any body, and a specified content type
+func NewDeployServiceRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/services/%s/deploy", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRollbackServiceRequest constructs an http.Request for the RollbackService method
+func NewRollbackServiceRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/services/%s/rollback", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListTokensRequest constructs an http.Request for the ListTokens method
 func NewListTokensRequest(server string) (*http.Request, error) {
 	var err error
@@ -1824,6 +2237,60 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/journal/{id}/events (the `StreamJournalEvents` operationId).
 	StreamJournalEventsWithResponse(ctx context.Context, id openapi_types.UUID, params *StreamJournalEventsParams, reqEditors ...RequestEditorFn) (*StreamJournalEventsResponse, error)
+
+	// ListServicesWithResponse List the services: pin, running digest, what Git holds ahead, queue and process.
+	//
+	// List the services: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/services (the `ListServices` operationId).
+	ListServicesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListServicesResponse, error)
+
+	// GetServiceWithResponse Get one service.
+	//
+	// Get one service. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/services/{name} (the `GetService` operationId).
+	GetServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetServiceResponse, error)
+
+	// ConvergeServiceWithResponse Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy.
+	//
+	// Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy. Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/services/{name}/converge (the `ConvergeService` operationId).
+	ConvergeServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ConvergeServiceResponse, error)
+
+	// DeployServiceWithBodyWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+	//
+	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
+	DeployServiceWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeployServiceResponse, error)
+
+	// DeployServiceWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+	//
+	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
+	DeployServiceWithResponse(ctx context.Context, name string, body DeployServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*DeployServiceResponse, error)
+
+	// RollbackServiceWithResponse Deploy the previous healthy digest. 409 when there is none.
+	//
+	// Deploy the previous healthy digest. 409 when there is none. Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/services/{name}/rollback (the `RollbackService` operationId).
+	RollbackServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RollbackServiceResponse, error)
 
 	// ListTokensWithResponse List API tokens (never their secrets).
 	//
@@ -2515,6 +2982,414 @@ func (r StreamJournalEventsResponse) ContentType() string {
 	return ""
 }
 
+type ListServicesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ListServicesOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListServicesResponse) GetJSON200() *ListServicesOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListServicesResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListServicesResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListServicesResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListServicesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListServicesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListServicesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListServicesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Service
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetServiceResponse) GetJSON200() *Service {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ConvergeServiceResponse202Headers the declared response headers of an HTTP 202 response for ConvergeService
+type ConvergeServiceResponse202Headers struct {
+	Location *string
+}
+
+type ConvergeServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *ConvergeServiceResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r ConvergeServiceResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ConvergeServiceResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ConvergeServiceResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ConvergeServiceResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ConvergeServiceResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ConvergeServiceResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ConvergeServiceResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ConvergeServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConvergeServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConvergeServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConvergeServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeployServiceResponse202Headers the declared response headers of an HTTP 202 response for DeployService
+type DeployServiceResponse202Headers struct {
+	Location *string
+}
+
+type DeployServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *DeployServiceResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r DeployServiceResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeployServiceResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeployServiceResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeployServiceResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeployServiceResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DeployServiceResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeployServiceResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeployServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeployServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeployServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeployServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RollbackServiceResponse202Headers the declared response headers of an HTTP 202 response for RollbackService
+type RollbackServiceResponse202Headers struct {
+	Location *string
+}
+
+type RollbackServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *RollbackServiceResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RollbackServiceResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RollbackServiceResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RollbackServiceResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RollbackServiceResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RollbackServiceResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RollbackServiceResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RollbackServiceResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RollbackServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RollbackServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RollbackServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RollbackServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListTokensResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3022,6 +3897,96 @@ func (c *ClientWithResponses) StreamJournalEventsWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseStreamJournalEventsResponse(rsp)
+}
+
+// ListServicesWithResponse List the services: pin, running digest, what Git holds ahead, queue and process.
+//
+// List the services: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/services (the `ListServices` operationId).
+func (c *ClientWithResponses) ListServicesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListServicesResponse, error) {
+	rsp, err := c.ListServices(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListServicesResponse(rsp)
+}
+
+// GetServiceWithResponse Get one service.
+//
+// Get one service. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/services/{name} (the `GetService` operationId).
+func (c *ClientWithResponses) GetServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetServiceResponse, error) {
+	rsp, err := c.GetService(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetServiceResponse(rsp)
+}
+
+// ConvergeServiceWithResponse Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy.
+//
+// Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy. Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/services/{name}/converge (the `ConvergeService` operationId).
+func (c *ClientWithResponses) ConvergeServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ConvergeServiceResponse, error) {
+	rsp, err := c.ConvergeService(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConvergeServiceResponse(rsp)
+}
+
+// DeployServiceWithBodyWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+//
+// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
+func (c *ClientWithResponses) DeployServiceWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeployServiceResponse, error) {
+	rsp, err := c.DeployServiceWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeployServiceResponse(rsp)
+}
+
+// DeployServiceWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+//
+// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
+func (c *ClientWithResponses) DeployServiceWithResponse(ctx context.Context, name string, body DeployServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*DeployServiceResponse, error) {
+	rsp, err := c.DeployService(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeployServiceResponse(rsp)
+}
+
+// RollbackServiceWithResponse Deploy the previous healthy digest. 409 when there is none.
+//
+// Deploy the previous healthy digest. 409 when there is none. Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/services/{name}/rollback (the `RollbackService` operationId).
+func (c *ClientWithResponses) RollbackServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RollbackServiceResponse, error) {
+	rsp, err := c.RollbackService(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRollbackServiceResponse(rsp)
 }
 
 // ListTokensWithResponse List API tokens (never their secrets).
@@ -3621,6 +4586,357 @@ func ParseStreamJournalEventsResponse(rsp *http.Response) (*StreamJournalEventsR
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseListServicesResponse parses an HTTP response from a ListServicesWithResponse call
+func ParseListServicesResponse(rsp *http.Response) (*ListServicesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListServicesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ListServicesOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetServiceResponse parses an HTTP response from a GetServiceWithResponse call
+func ParseGetServiceResponse(rsp *http.Response) (*GetServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Service
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseConvergeServiceResponse parses an HTTP response from a ConvergeServiceWithResponse call
+func ParseConvergeServiceResponse(rsp *http.Response) (*ConvergeServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConvergeServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers ConvergeServiceResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeployServiceResponse parses an HTTP response from a DeployServiceWithResponse call
+func ParseDeployServiceResponse(rsp *http.Response) (*DeployServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeployServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers DeployServiceResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRollbackServiceResponse parses an HTTP response from a RollbackServiceWithResponse call
+func ParseRollbackServiceResponse(rsp *http.Response) (*RollbackServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RollbackServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers RollbackServiceResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
 	}
 
 	return response, nil

@@ -46,6 +46,9 @@ var (
 // private cluster if it started one.
 func Main(m *testing.M) {
 	code := m.Run()
+	for _, fn := range atExit {
+		fn()
+	}
 	mu.Lock()
 	if cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -58,6 +61,12 @@ func Main(m *testing.M) {
 }
 
 var tmpRoot string
+
+var atExit []func()
+
+// AtExit registers fn to run after the package's tests, before Main exits:
+// the place to remove what a TestMain made for every test.
+func AtExit(fn func()) { atExit = append(atExit, fn) }
 
 // ServerURL returns a URL to a database on the test server from which other
 // databases can be created, starting the private cluster on first use.

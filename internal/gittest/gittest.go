@@ -77,3 +77,14 @@ func (r *Repo) Symlink(tb testing.TB, p, target string) {
 	require.NoError(tb, os.MkdirAll(filepath.Dir(full), 0o755))
 	require.NoError(tb, os.Symlink(target, full))
 }
+
+// Pull makes the pusher's main equal to the remote's, taking in commits
+// that others (sluice) pushed, so that the next Commit builds on them.
+func (r *Repo) Pull(tb testing.TB) {
+	tb.Helper()
+	Git(tb, r.Pusher, "fetch", "-q", "origin")
+	if Git(tb, r.Pusher, "ls-remote", "origin", "refs/heads/main") == "" {
+		return
+	}
+	Git(tb, r.Pusher, "reset", "-q", "--hard", "origin/main")
+}

@@ -1,0 +1,109 @@
+// Command hello is a small HTTP service for sluice's exec runtime: the
+// `make run` demo deploys it, and the tests run it as a real process.
+//
+//	hello [--port N | --listen ADDR]
+//
+// GET /healthz answers 200 "ok"; GET / answers JSON with the version, pid,
+// arguments and environment. Its version is set at build time:
+//
+//	go build -ldflags "-X main.version=v2" ./cmd/hello
+//
+// Environment switches make it misbehave the ways a real service does:
+//
+//	HELLO_EXIT_CODE=N      print a line to stdout and stderr and exit N at once
+//	HELLO_START_DELAY=5s   wait before listening (a slow start)
+//	HELLO_HEALTH=fail      /healthz answers 503
+//
+// A build with -ldflags "-X main.exitCode=3" exits like HELLO_EXIT_CODE=3.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// version and exitCode are set at build time with -ldflags -X. A build with
+// exitCode set behaves as if HELLO_EXIT_CODE were: a broken release.
+var (
+	version  = "dev"
+	exitCode = ""
+)
+
+func main() {
+	port := flag.Int("port", 0, "listen on 127.0.0.1:`N`")
+	listen := flag.String("listen", "", "listen on `ADDR` (host:port)")
+	flag.Parse()
+	addr := *listen
+	if addr == "" {
+		if *port == 0 {
+			fmt.Fprintln(os.Stderr, "hello: give --port N or --listen ADDR")
+			os.Exit(2)
+		}
+		addr = "127.0.0.1:" + strconv.Itoa(*port)
+	}
+	code := os.Getenv("HELLO_EXIT_CODE")
+	if exitCode != "" {
+		code = exitCode
+	}
+	if code != "" {
+		n, _ := strconv.Atoi(code)
+		fmt.Printf("hello %s: HELLO_EXIT_CODE is set, exiting with code %d\n", version, n)
+		fmt.Fprintf(os.Stderr, "hello %s: fatal: asked to exit\n", version)
+		os.Exit(n)
+	}
+	if d, err := time.ParseDuration(os.Getenv("HELLO_START_DELAY")); err == nil {
+		fmt.Printf("hello %s: starting in %s\n", version, d)
+		time.Sleep(d)
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if os.Getenv("HELLO_HEALTH") == "fail" {
+			http.Error(w, "unhealthy", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		env := map[string]string{}
+		for _, kv := range os.Environ() {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		keys := make([]string, 0, len(env))
+		for k := range env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"version": version, "pid": os.Getpid(), "args": os.Args[1:], "env": env,
+			"greeting": os.Getenv("GREETING"),
+		})
+	})
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		fmt.Printf("hello %s: stopping\n", version)
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	fmt.Printf("hello %s: listening on %s\n", version, addr)
+	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		fmt.Fprintf(os.Stderr, "hello %s: %v\n", version, err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/google/uuid"
+
+	"sluice/internal/apiclient"
+)
+
+// runAction is deploy, rollback and converge: ask, then follow the run to
+// its end. The exit code is the outcome (0 only when it succeeded).
+func runAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(action, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	detach := fs.Bool("detach", false, "print the run's id and return instead of following it")
+	want := 1
+	usage := "sluice " + action + " SERVICE"
+	if action == "deploy" {
+		want, usage = 2, "sluice deploy SERVICE DIGEST"
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != want {
+		return fmt.Errorf("usage: %s", usage)
+	}
+	name := fs.Arg(0)
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	var (
+		acc    *apiclient.ActionAcceptedBody
+		failed error
+	)
+	switch action {
+	case "deploy":
+		r, err := client.DeployServiceWithResponse(ctx, name, apiclient.DeployServiceJSONRequestBody{Digest: fs.Arg(1)})
+		if err != nil {
+			return err
+		}
+		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
+	case "rollback":
+		r, err := client.RollbackServiceWithResponse(ctx, name)
+		if err != nil {
+			return err
+		}
+		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
+	default:
+		r, err := client.ConvergeServiceWithResponse(ctx, name)
+		if err != nil {
+			return err
+		}
+		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
+	}
+	if acc == nil {
+		return failed
+	}
+	id := uuid.UUID(acc.JournalId)
+	how := "queued"
+	if acc.Joined {
+		how = "joined " + acc.State + " run"
+	}
+	fmt.Fprintf(stderr, "%s %s %s: run %s\n", action, name, how, id)
+	if *detach {
+		fmt.Fprintln(stdout, id)
+		return nil
+	}
+	return followRun(ctx, client, stdout, id)
+}
+
+func runServices(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("services", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	resp, err := client.ListServicesWithResponse(ctx)
+	if err != nil {
+		return err
+	}
+	if resp.JSON200 == nil {
+		return apiError(resp.HTTPResponse, resp.Body)
+	}
+	svcs := deref(resp.JSON200.Services)
+	if *asJSON {
+		return printJSON(stdout, svcs)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATUS\tPINNED\tRUNNING\tAHEAD\tPROCESS\tQUEUED\tLAST RUN")
+	for _, s := range svcs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%d\t%s\n", s.Name, s.Status, shortDigest(s.PinnedDigest),
+			shortDigest(deref(s.RunningDigest)), s.DesiredAhead, processText(s.Process), len(deref(s.Queued)), lastRunText(s.LastRun))
+	}
+	return tw.Flush()
+}
+
+func runService(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("service", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: sluice service NAME")
+	}
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	resp, err := client.GetServiceWithResponse(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if resp.JSON200 == nil {
+		return apiError(resp.HTTPResponse, resp.Body)
+	}
+	s := resp.JSON200
+	if *asJSON {
+		return printJSON(stdout, s)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "service\t%s (%s, unit %s)\n", s.Name, s.Path, s.UnitId)
+	fmt.Fprintf(tw, "status\t%s\n", s.Status)
+	fmt.Fprintf(tw, "pinned\t%s\n", s.PinnedDigest)
+	fmt.Fprintf(tw, "running\t%s\n", orDash(deref(s.RunningDigest)))
+	fmt.Fprintf(tw, "git ahead\t%v\n", s.DesiredAhead)
+	fmt.Fprintf(tw, "rollback to\t%s\n", orDash(deref(s.PreviousHealthyDigest)))
+	fmt.Fprintf(tw, "process\t%s\n", processText(s.Process))
+	if s.Process.UnitDigest != nil {
+		fmt.Fprintf(tw, "unit on disk\t%s (%s)\n", *s.Process.UnitDigest, shortDigest(deref(s.Process.RenderedHash)))
+	}
+	fmt.Fprintf(tw, "last run\t%s\n", lastRunText(s.LastRun))
+	if s.LastRun != nil && s.LastRun.Error != nil {
+		fmt.Fprintf(tw, "\t%s\n", *s.LastRun.Error)
+	}
+	for i, r := range deref(s.Queued) {
+		fmt.Fprintf(tw, "queue %d\t%s %s (run %s, asked by %s)\n", i+1, r.Action, r.State, r.Id, r.RequestedBy)
+	}
+	return tw.Flush()
+}
+
+func processText(p apiclient.ServiceProcess) string {
+	if p.Running {
+		return fmt.Sprintf("running, pid %d", deref(p.Pid))
+	}
+	if p.LastExit != nil {
+		return "not running (" + *p.LastExit + ")"
+	}
+	return "not running"
+}
+
+func lastRunText(r *apiclient.Run) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s %s (%s)", r.Action, r.State, r.Id)
+}
+
+func shortDigest(d string) string {
+	const n = len("sha256:") + 12
+	if len(d) > n {
+		return d[:n]
+	}
+	return orDash(d)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

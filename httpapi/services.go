@@ -1,0 +1,147 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"sluice/internal/auth"
+	"sluice/internal/services"
+)
+
+// Service is what sluice knows of one service.
+type Service struct {
+	Name                  string         `json:"name"`
+	UnitID                uuid.UUID      `json:"unitId" format:"uuid"`
+	Path                  string         `json:"path" doc:"The unit file, relative to the repository root."`
+	Status                string         `json:"status" enum:"pending,applied,failed" doc:"What the last finished action left: pending until one succeeds."`
+	Runtime               string         `json:"runtime" example:"exec"`
+	PinnedDigest          string         `json:"pinnedDigest" doc:"The artifact digest Git pins."`
+	RunningDigest         *string        `json:"runningDigest,omitempty" doc:"The digest the last finished action left running; absent when none runs or it is not known."`
+	DesiredAhead          bool           `json:"desiredAhead" doc:"Git holds content (pin, env, args…) that no action applied yet: converge applies it."`
+	PreviousHealthyDigest *string        `json:"previousHealthyDigest,omitempty" doc:"Where a rollback goes: the new digest of the latest succeeded run whose digest differs from the pin."`
+	LastRun               *Run           `json:"lastRun,omitempty"`
+	Queued                []Run          `json:"queued" doc:"Open runs of this service: the running one first, then the queued ones in the order they will run (converge first)."`
+	Process               ServiceProcess `json:"process"`
+}
+
+// ServiceProcess is what runs on the host, read from the supervisor and the
+// rendered unit on disk.
+type ServiceProcess struct {
+	Running      bool   `json:"running"`
+	Pid          int    `json:"pid,omitempty"`
+	UnitDigest   string `json:"unitDigest,omitempty" doc:"The artifact the rendered unit on disk names."`
+	RenderedHash string `json:"renderedHash,omitempty" doc:"sha256 of the rendered unit on disk."`
+	LastExit     string `json:"lastExit,omitempty" doc:"Why no process runs, when none does."`
+}
+
+func serviceOut(v *services.View) Service {
+	out := Service{
+		Name: v.Unit.Name, UnitID: v.Unit.ID, Path: v.Unit.Path, Status: v.Unit.Status,
+		RunningDigest: v.Unit.RunningDigest, DesiredAhead: v.DesiredAhead(), Queued: []Run{},
+		Process: ServiceProcess{
+			Running: v.Process.Running, Pid: v.Process.Pid, UnitDigest: v.Process.UnitDigest,
+			RenderedHash: v.Process.RenderedHash, LastExit: v.Process.LastExit,
+		},
+	}
+	if v.Spec != nil {
+		out.Runtime, out.PinnedDigest = v.Spec.Runtime, v.Spec.Digest()
+	}
+	if v.PreviousHealthyDigest != "" {
+		out.PreviousHealthyDigest = &v.PreviousHealthyDigest
+	}
+	if v.LastRun != nil {
+		r := runOut(v.LastRun)
+		out.LastRun = &r
+	}
+	for _, r := range v.Queue {
+		out.Queued = append(out.Queued, runOut(r))
+	}
+	return out
+}
+
+type listServicesOutput struct {
+	Body struct {
+		Services []Service `json:"services"`
+	}
+}
+
+type serviceNameInput struct {
+	Name string `path:"name" doc:"The service's metadata.name." example:"web"`
+}
+
+type getServiceOutput struct{ Body Service }
+
+type deployInput struct {
+	Name string `path:"name" doc:"The service's metadata.name." example:"web"`
+	Body struct {
+		Digest string `json:"digest" doc:"The artifact to run: sha256:<64 hex> or name@sha256:<64 hex>." example:"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"`
+	}
+}
+
+func registerServices(api huma.API, d Deps) {
+	register(api, d, op("list-services", http.MethodGet, "/services",
+		"List the services: pin, running digest, what Git holds ahead, queue and process.", auth.RoleViewer),
+		func(ctx context.Context, _ *struct{}) (*listServicesOutput, error) {
+			views, err := d.Services.List(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := &listServicesOutput{}
+			out.Body.Services = make([]Service, 0, len(views))
+			for _, v := range views {
+				out.Body.Services = append(out.Body.Services, serviceOut(v))
+			}
+			return out, nil
+		})
+
+	register(api, d, op("get-service", http.MethodGet, "/services/{name}", "Get one service.", auth.RoleViewer, http.StatusNotFound),
+		func(ctx context.Context, in *serviceNameInput) (*getServiceOutput, error) {
+			v, err := d.Services.Get(ctx, in.Name)
+			if err != nil {
+				return nil, err
+			}
+			return &getServiceOutput{Body: serviceOut(v)}, nil
+		})
+
+	o := op("deploy-service", http.MethodPost, "/services/{name}/deploy",
+		"Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; "+
+			"a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. "+
+			"409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
+	o.DefaultStatus = http.StatusAccepted
+	register(api, d, o, func(ctx context.Context, in *deployInput) (*ActionAccepted, error) {
+		res, err := d.Services.RequestDeploy(ctx, in.Name, in.Body.Digest, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return accepted(res), nil
+	})
+
+	o = op("rollback-service", http.MethodPost, "/services/{name}/rollback",
+		"Deploy the previous healthy digest. 409 when there is none.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict)
+	o.DefaultStatus = http.StatusAccepted
+	register(api, d, o, func(ctx context.Context, in *serviceNameInput) (*ActionAccepted, error) {
+		res, err := d.Services.RequestRollback(ctx, in.Name, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return accepted(res), nil
+	})
+
+	o = op("converge-service", http.MethodPost, "/services/{name}/converge",
+		"Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. "+
+			"No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict)
+	o.DefaultStatus = http.StatusAccepted
+	register(api, d, o, func(ctx context.Context, in *serviceNameInput) (*ActionAccepted, error) {
+		res, err := d.Services.RequestConverge(ctx, in.Name, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return accepted(res), nil
+	})
+}

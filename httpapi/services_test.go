@@ -1,0 +1,171 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"sluice/db"
+	"sluice/internal/gitops"
+	"sluice/internal/unit"
+)
+
+// seedService puts a Service unit into the inventory as a sync would leave
+// it, pinned to a stored artifact, and returns that artifact's digest.
+func seedService(t *testing.T, s *testServer, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	digest := putArtifact(t, s, "#!/bin/sh\necho "+name+"\n")
+	q := db.New(s.pool)
+	_, _ = q.SourceInsert(ctx, &db.SourceInsertParams{ID: gitops.DefaultSourceID, Name: gitops.DefaultSourceName, RepoUrl: "/nowhere", Branch: "main"})
+	path := "services/" + name + ".json"
+	u, err := unit.Parse(path, []byte(fmt.Sprintf(`{"kind":"Service","metadata":{"name":%q},"spec":{"runtime":"exec","image":%q}}`, name, digest)))
+	require.NoError(t, err)
+	_, err = q.UnitInsert(ctx, []*db.UnitInsertParams{{
+		ID: u.ID, SourceID: gitops.DefaultSourceID, Path: path, Kind: u.Kind, Name: u.Name, Labels: []byte(`{}`),
+		Status: "pending", Content: u.Content, ContentHash: u.Hash, GitCommit: strings.Repeat("a", 40),
+	}})
+	require.NoError(t, err)
+	return digest
+}
+
+func putArtifact(t *testing.T, s *testServer, content string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, s.URL+"/api/v1/artifacts", strings.NewReader(content))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+s.operator)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	var info struct {
+		Digest string `json:"digest"`
+	}
+	s.send(t, req).decode(t, http.StatusCreated, &info)
+	return info.Digest
+}
+
+func TestServicesAPI(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ListAndGet", func(t *testing.T) {
+		t.Parallel()
+		s := startServer(t, serverOpts{})
+		digest := seedService(t, s, "web")
+
+		var list struct {
+			Services []map[string]any `json:"services"`
+		}
+		s.get(t, "/api/v1/services", s.viewer).decode(t, http.StatusOK, &list)
+		require.Len(t, list.Services, 1)
+		web := list.Services[0]
+		require.Equal(t, "web", web["name"])
+		require.Equal(t, "exec", web["runtime"])
+		require.Equal(t, digest, web["pinnedDigest"])
+		require.Equal(t, true, web["desiredAhead"])
+		require.NotContains(t, web, "runningDigest")
+		require.Equal(t, []any{}, web["queued"])
+		require.Equal(t, false, web["process"].(map[string]any)["running"])
+
+		var one map[string]any
+		s.get(t, "/api/v1/services/web", s.viewer).decode(t, http.StatusOK, &one)
+		require.Equal(t, web["unitId"], one["unitId"])
+		s.get(t, "/api/v1/services/nope", s.viewer).problem(t, http.StatusNotFound)
+	})
+
+	t.Run("ActionsAnswer202WithJoins", func(t *testing.T) {
+		t.Parallel()
+		s := startServer(t, serverOpts{})
+		pinned := seedService(t, s, "web")
+		other := putArtifact(t, s, "#!/bin/sh\necho other\n")
+
+		var conv accepted
+		s.post(t, "/api/v1/services/web/converge", s.operator, nil).decode(t, http.StatusAccepted, &conv)
+		require.False(t, conv.Joined)
+		require.Equal(t, "queued", conv.State)
+
+		// 200 clicks at once join the queued converge.
+		const clicks = 200
+		answers := make([]accepted, clicks)
+		var wg sync.WaitGroup
+		for i := range clicks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp := s.post(t, "/api/v1/services/web/converge", s.operator, nil)
+				if resp.Status == http.StatusAccepted {
+					resp.decode(t, http.StatusAccepted, &answers[i])
+				}
+			}()
+		}
+		wg.Wait()
+		for _, a := range answers {
+			require.Equal(t, conv.JournalID, a.JournalID)
+			require.True(t, a.Joined)
+		}
+
+		var dep accepted
+		s.post(t, "/api/v1/services/web/deploy", s.operator, map[string]string{"digest": other}).decode(t, http.StatusAccepted, &dep)
+		require.False(t, dep.Joined)
+		require.NotEqual(t, conv.JournalID, dep.JournalID, "a deploy is not a converge")
+		var dep2 accepted
+		s.post(t, "/api/v1/services/web/deploy", s.admin, map[string]string{"digest": "web@" + other}).decode(t, http.StatusAccepted, &dep2)
+		require.Equal(t, dep.JournalID, dep2.JournalID)
+		require.True(t, dep2.Joined)
+
+		var run map[string]any
+		s.get(t, "/api/v1/journal/"+dep.JournalID, s.viewer).decode(t, http.StatusOK, &run)
+		require.Equal(t, "deploy", run["action"])
+		require.Equal(t, "web", run["target"])
+		require.Equal(t, other, run["digestTo"])
+		require.Equal(t, otherName(pinned, other), run["digestTo"])
+
+		var one struct {
+			Queued []struct {
+				ID     uuid.UUID `json:"id"`
+				Action string    `json:"action"`
+			} `json:"queued"`
+		}
+		s.get(t, "/api/v1/services/web", s.viewer).decode(t, http.StatusOK, &one)
+		require.Len(t, one.Queued, 2)
+		require.Equal(t, "converge", one.Queued[0].Action, "converge goes first")
+		require.Equal(t, "deploy", one.Queued[1].Action)
+	})
+
+	t.Run("RefusalsAreClear", func(t *testing.T) {
+		t.Parallel()
+		s := startServer(t, serverOpts{})
+		pinned := seedService(t, s, "web")
+
+		p := s.post(t, "/api/v1/services/web/deploy", s.operator, map[string]string{"digest": pinned}).problem(t, http.StatusConflict)
+		require.Contains(t, p.Detail, "sluice converge web")
+		p = s.post(t, "/api/v1/services/web/deploy", s.operator, map[string]string{"digest": "latest"}).problem(t, http.StatusUnprocessableEntity)
+		require.Contains(t, p.Detail, "sha256:")
+		p = s.post(t, "/api/v1/services/web/deploy", s.operator, map[string]string{"digest": "sha256:" + strings.Repeat("0", 64)}).problem(t, http.StatusUnprocessableEntity)
+		require.Contains(t, p.Detail, "sluice artifact push")
+		s.post(t, "/api/v1/services/web/deploy", s.operator, map[string]any{"digest": pinned, "extra": 1}).problem(t, http.StatusUnprocessableEntity)
+		s.post(t, "/api/v1/services/nope/deploy", s.operator, map[string]string{"digest": pinned}).problem(t, http.StatusNotFound)
+		s.post(t, "/api/v1/services/nope/converge", s.operator, nil).problem(t, http.StatusNotFound)
+		p = s.post(t, "/api/v1/services/web/rollback", s.operator, nil).problem(t, http.StatusConflict)
+		require.Contains(t, p.Detail, "no previous healthy digest")
+		s.post(t, "/api/v1/services/web/converge", s.viewer, nil).problem(t, http.StatusForbidden)
+		s.post(t, "/api/v1/services/web/converge", "", nil).problem(t, http.StatusUnauthorized)
+
+		var runs struct {
+			Runs []any `json:"runs"`
+		}
+		s.get(t, "/api/v1/journal", s.viewer).decode(t, http.StatusOK, &runs)
+		require.Empty(t, runs.Runs, "a refused request records nothing")
+	})
+}
+
+// otherName keeps the test honest about which digest went where.
+func otherName(pinned, other string) string {
+	if pinned == other {
+		panic("the two artifacts have one digest")
+	}
+	return other
+}

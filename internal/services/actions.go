@@ -1,0 +1,327 @@
+package services
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"sluice/db"
+	"sluice/internal/errs"
+	"sluice/internal/gitsync"
+	"sluice/internal/journal"
+	"sluice/internal/render"
+	"sluice/internal/servicespec"
+	"sluice/internal/unit"
+)
+
+// imagePath is where a Service unit pins its artifact.
+var imagePath = []string{"spec", "image"}
+
+// Result is a service action's receipt (journal_run.result).
+type Result struct {
+	Service    string `json:"service"`
+	Action     string `json:"action"`
+	DigestFrom string `json:"digestFrom,omitempty"`
+	DigestTo   string `json:"digestTo"`
+	// SyncedCommit is the commit the manifest was read from.
+	SyncedCommit string `json:"syncedCommit,omitempty"`
+	// PinCommit is the commit a deploy pushed; RevertCommit the one that
+	// undid it after a failed probe.
+	PinCommit    string `json:"pinCommit,omitempty"`
+	RevertCommit string `json:"revertCommit,omitempty"`
+	UnitPath     string `json:"unitPath,omitempty"`
+	// ManifestHash is the content hash of the unit as applied.
+	ManifestHash string   `json:"manifestHash,omitempty"`
+	Applied      *Applied `json:"applied,omitempty"`
+	// Restored is the previous unit, started again after a failed deploy.
+	Restored *Applied `json:"restored,omitempty"`
+	Phases   []Phase  `json:"phases"`
+	// Running says in one sentence what runs now.
+	Running string `json:"running,omitempty"`
+}
+
+// Deploy is the deploy action's body.
+func (s *Service) Deploy(ctx context.Context, p *journal.Progress, args DeployArgs) (*journal.Outcome, error) {
+	return s.deploy(ctx, p, ActionDeploy, args.Service, args.Digest)
+}
+
+// Rollback is the rollback action's body: a deploy of the previous healthy
+// digest, as known at the action's turn.
+func (s *Service) Rollback(ctx context.Context, p *journal.Progress, args RollbackArgs) (*journal.Outcome, error) {
+	return s.deploy(ctx, p, ActionRollback, args.Service, "")
+}
+
+// syncService syncs the source of service name and returns the service as
+// the branch now holds it.
+func (s *Service) syncService(ctx context.Context, p *journal.Progress, t timer, phase, name string, res *Result) (*db.Unit, *servicespec.Spec, error) {
+	before, err := db.New(s.Pool).ServiceGet(ctx, name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, errs.Errorf(errs.NotFound, "No active service is named %q any more; nothing was changed.", name)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("load service %s: %w", name, err)
+	}
+	var synced *gitopsResult
+	if err := t.do(phase, func() error {
+		r, err := s.GitOps.SyncNow(ctx, p, before.SourceID)
+		if r != nil {
+			synced = &gitopsResult{commit: r.Commit}
+		}
+		return err
+	}); err != nil {
+		return nil, nil, fmt.Errorf("sync before acting: %w", err)
+	}
+	res.SyncedCommit = synced.commit
+	u, spec, err := getTx(ctx, db.New(s.Pool), name)
+	if errs.CodeOf(err) == errs.NotFound {
+		return nil, nil, errs.Errorf(errs.NotFound, "Service %s is no longer in Git at commit %s (its unit went stale or was renamed); nothing was changed.", name, shortCommit(synced.commit))
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	res.UnitPath, res.ManifestHash = u.Path, u.ContentHash
+	return u, spec, nil
+}
+
+type gitopsResult struct{ commit string }
+
+func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name, target string) (*journal.Outcome, error) {
+	res := &Result{Service: name, Action: action, Phases: []Phase{}}
+	t := timer{&res.Phases}
+	out := &journal.Outcome{Result: res}
+
+	u, spec, err := s.syncService(ctx, p, t, "sync", name, res)
+	if err != nil {
+		return out, err
+	}
+	pinned := spec.Digest()
+	if action == ActionRollback {
+		if target, err = previousHealthy(ctx, db.New(s.Pool), name, pinned); err != nil {
+			return out, err
+		}
+		if target == "" {
+			return out, errs.Errorf(errs.Conflict, "Service %s has no previous healthy digest at its turn: no succeeded run left a digest other than the pin %s running; nothing was changed.", name, pinned)
+		}
+	}
+	if target == pinned {
+		return out, errs.Errorf(errs.Conflict, "Git already pins %s to %s (checked again at its turn), so nothing was committed or restarted. To re-apply what Git holds, converge: `sluice converge %s`.", name, target, name)
+	}
+	if err := s.requireArtifact(ctx, target); err != nil {
+		return out, err
+	}
+	from := deref(u.RunningDigest)
+	res.DigestFrom, res.DigestTo = from, target
+	out.DigestFrom, out.DigestTo = from, target
+	if deref(p.Run().DigestFrom) != from || deref(p.Run().DigestTo) != target {
+		if err := p.SetDigests(ctx, from, target, fmt.Sprintf("at its turn, %s runs %s and goes to %s", name, orNone(from), target)); err != nil {
+			return out, err
+		}
+	}
+
+	// Pin: only the digest of the unit file changes; the rest stays byte-identical.
+	oldImage := spec.Image
+	msg := fmt.Sprintf("%s %s: pin %s\n\nRun %s, requested by %s.", action, name, target, p.RunID(), p.Run().RequestedBy)
+	var push *gitsync.PushResult
+	err = t.do("pin", func() error {
+		var err error
+		push, err = s.GitOps.CommitFile(ctx, u.SourceID, u.Path, func(old []byte) ([]byte, error) {
+			img, err := unit.GetString(old, imagePath)
+			if err != nil {
+				return nil, err
+			}
+			return unit.SetString(old, imagePath, repin(img, target))
+		}, msg)
+		return err
+	})
+	switch {
+	case errors.Is(err, gitsync.ErrNoChange):
+		p.Info(ctx, fmt.Sprintf("the branch already pins %s; no commit needed", target), nil)
+	case err != nil:
+		return out, fmt.Errorf("pin %s in %s: %w", target, u.Path, err)
+	default:
+		res.PinCommit = push.Commit
+		out.Commit = push.Commit
+		p.Info(ctx, fmt.Sprintf("pushed commit %s pinning %s to %s", shortCommit(push.Commit), name, short(target)), nil)
+	}
+
+	u, spec, err = s.syncService(ctx, p, t, "sync-pin", name, res)
+	if err != nil {
+		return out, err
+	}
+	if out.Commit == "" {
+		out.Commit = res.SyncedCommit
+	}
+	if spec.Digest() != target {
+		return out, errs.Errorf(errs.Conflict, "The pin of %s moved to %s right after this %s pushed %s; nothing was restarted. Deploy again if %s is still wanted.", name, spec.Digest(), action, target, target)
+	}
+
+	prev, err := s.unitText(name)
+	if err != nil {
+		return out, err
+	}
+	applied, applyErr := s.apply(ctx, p, t, spec.Manifest(name), spec.Probe, spec.ProbeTimeoutSec(), "")
+	res.Applied = applied
+	if applyErr == nil && applied.Probe.OK {
+		res.Running = fmt.Sprintf("%s runs %s (pid %d).", name, target, applied.Pid)
+		out.Message = fmt.Sprintf("%s %s to %s: probe passed; %s", action, name, short(target), res.Running)
+		id, hash := u.ID, u.ContentHash
+		out.ApplyTx = record(id, "applied", &hash, &target)
+		return out, nil
+	}
+	if ctx.Err() != nil {
+		return out, ctx.Err() // interrupted: the outcome is unknown, nothing is undone
+	}
+	what := ""
+	if applyErr != nil {
+		what = applyErr.Error()
+	} else {
+		what = "its probe failed: " + applied.Probe.Sentence
+	}
+	return s.undo(ctx, p, t, out, res, u, action, name, target, oldImage, prev, what)
+}
+
+// undo reverts a failed deploy: it pushes a revert of the pin, restores the
+// unit that ran before and probes it, and returns the failure.
+func (s *Service) undo(ctx context.Context, p *journal.Progress, t timer, out *journal.Outcome, res *Result, u *db.Unit, action, name, target, oldImage string, prev []byte, what string) (*journal.Outcome, error) {
+	rmsg := fmt.Sprintf("revert %s %s to %s: %s\n\nRun %s.", action, name, target, truncate(what, 200), p.RunID())
+	var revert *gitsync.PushResult
+	revertErr := t.do("revert", func() error {
+		var err error
+		revert, err = s.GitOps.CommitFile(ctx, u.SourceID, u.Path, func(old []byte) ([]byte, error) {
+			img, err := unit.GetString(old, imagePath)
+			if err != nil {
+				return nil, err
+			}
+			if d, _ := servicespecDigest(img); d != target {
+				return old, nil // someone re-pinned it meanwhile: theirs stands
+			}
+			return unit.SetString(old, imagePath, oldImage)
+		}, rmsg)
+		return err
+	})
+	revertText := ""
+	switch {
+	case errors.Is(revertErr, gitsync.ErrNoChange):
+		revertText = "The pin had already moved on in Git, so no revert was pushed"
+	case revertErr != nil:
+		revertText = "Reverting the pin failed (" + revertErr.Error() + "), so Git still pins " + target + "; revert it by hand"
+		p.Error(ctx, revertText, nil)
+	default:
+		res.RevertCommit = revert.Commit
+		revertText = "Pushed revert commit " + shortCommit(revert.Commit)
+		p.Info(ctx, fmt.Sprintf("pushed commit %s reverting the pin of %s to %s", shortCommit(revert.Commit), name, oldImage), nil)
+		if _, _, err := s.syncService(ctx, p, t, "sync-revert", name, res); err != nil {
+			p.Warn(ctx, "sync after the revert failed: "+err.Error(), nil)
+		}
+	}
+
+	var running *string
+	restoreText := ""
+	if prev == nil {
+		_ = t.do("stop", func() error { return s.Supervisor.Stop(ctx, name, 0) })
+		restoreText = fmt.Sprintf("no unit of %s ran before, so it was stopped and nothing runs now", name)
+	} else if m, err := render.Parse(prev); err != nil {
+		restoreText = "the previous unit could not be read (" + err.Error() + "), so nothing was restored"
+	} else {
+		// The probe is the one Git holds now, after the revert.
+		var pr *servicespec.Probe
+		timeout := servicespec.DefaultProbeTimeoutSec
+		if _, spec, err := getTx(ctx, db.New(s.Pool), name); err == nil {
+			pr, timeout = spec.Probe, spec.ProbeTimeoutSec()
+		}
+		restored, err := s.apply(ctx, p, t, m, pr, timeout, "restore-")
+		res.Restored = restored
+		switch {
+		case err != nil:
+			restoreText = fmt.Sprintf("restoring %s failed (%s), so nothing healthy runs", m.ArtifactDigest, err)
+		case restored.Probe.OK:
+			d := m.ArtifactDigest
+			running = &d
+			restoreText = fmt.Sprintf("%s runs the previous unit again, %s (pid %d), and it probes healthy", name, d, restored.Pid)
+		default:
+			restoreText = fmt.Sprintf("the previous unit, %s, was restarted but failed its probe too (%s), so nothing healthy runs", m.ArtifactDigest, restored.Probe.Sentence)
+			if restored.Alive {
+				d := m.ArtifactDigest
+				running = &d
+			}
+		}
+	}
+	res.Running = upperFirst(restoreText) + "."
+	out.ApplyTx = record(u.ID, "failed", nil, running)
+	return out, fmt.Errorf("%s of %s to %s failed: %s. %s; %s.", upperFirst(action), name, target, trimDot(what), revertText, restoreText)
+}
+
+// Converge is the converge action's body: apply what the branch holds, with
+// no commit and no automatic rollback.
+func (s *Service) Converge(ctx context.Context, p *journal.Progress, args ConvergeArgs) (*journal.Outcome, error) {
+	name := args.Service
+	res := &Result{Service: name, Action: ActionConverge, Phases: []Phase{}}
+	t := timer{&res.Phases}
+	out := &journal.Outcome{Result: res}
+	u, spec, err := s.syncService(ctx, p, t, "sync", name, res)
+	if err != nil {
+		return out, err
+	}
+	out.Commit = res.SyncedCommit
+	digest, from := spec.Digest(), deref(u.RunningDigest)
+	res.DigestFrom, res.DigestTo = from, digest
+	out.DigestFrom, out.DigestTo = from, digest
+	if deref(p.Run().DigestTo) != digest || deref(p.Run().DigestFrom) != from {
+		why := fmt.Sprintf("the pin moved while this converge waited: it was asked for %s and applies %s", orNone(deref(p.Run().DigestTo)), digest)
+		if deref(p.Run().DigestTo) == digest {
+			why = fmt.Sprintf("what runs changed while this converge waited: it now replaces %s", orNone(from))
+		}
+		if err := p.SetDigests(ctx, from, digest, why); err != nil {
+			return out, err
+		}
+	}
+	if err := s.requireArtifact(ctx, digest); err != nil {
+		return out, err
+	}
+	applied, applyErr := s.apply(ctx, p, t, spec.Manifest(name), spec.Probe, spec.ProbeTimeoutSec(), "")
+	res.Applied = applied
+	if applyErr == nil && applied.Probe.OK {
+		res.Running = fmt.Sprintf("%s runs %s (pid %d).", name, digest, applied.Pid)
+		out.Message = fmt.Sprintf("converged %s at commit %s: probe passed; %s", name, shortCommit(res.SyncedCommit), res.Running)
+		hash := u.ContentHash
+		out.ApplyTx = record(u.ID, "applied", &hash, &digest)
+		return out, nil
+	}
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	next := fmt.Sprintf("Fix %s in Git and converge again, or roll back with `sluice rollback %s`.", name, name)
+	if applyErr != nil {
+		// It stopped before a probe: whatever ran may still run.
+		if proc, err := s.Supervisor.Adopt(name); err == nil && proc.Alive() {
+			res.Running = fmt.Sprintf("%s still runs as pid %d.", name, proc.Pid())
+			out.ApplyTx = record(u.ID, "failed", nil, u.RunningDigest)
+		} else {
+			res.Running = "Nothing runs."
+			out.ApplyTx = record(u.ID, "failed", nil, nil)
+		}
+		return out, fmt.Errorf("Converge of %s failed before its probe: %s. No rollback was made; %s %s", name, trimDot(applyErr.Error()), res.Running, next)
+	}
+	var running *string
+	if applied.Alive {
+		running = &digest
+		res.Running = fmt.Sprintf("%s runs %s (pid %d) but is not healthy.", name, digest, applied.Pid)
+	} else {
+		res.Running = fmt.Sprintf("Nothing runs: %s's process has exited.", name)
+	}
+	out.ApplyTx = record(u.ID, "failed", nil, running)
+	return out, fmt.Errorf("Converge of %s to %s failed: %s No rollback was made: %s %s", name, digest, applied.Probe.Sentence, res.Running, next)
+}
+
+// record writes a finished action's effect on the service's unit, in the
+// transaction of its receipt.
+func record(id uuid.UUID, status string, appliedHash, running *string) func(context.Context, pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		return db.New(tx).ServiceRecordOutcome(ctx, &db.ServiceRecordOutcomeParams{
+			ID: id, Status: status, AppliedHash: appliedHash, RunningDigest: running,
+		})
+	}
+}

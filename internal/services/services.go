@@ -1,0 +1,252 @@
+// Package services moves the services sluice runs: deploy to a digest, roll
+// back to the previous healthy one, and converge to what Git holds. Each is
+// a River job with a journal receipt (package journal), queued per service:
+// one action of a service runs at a time across every process, converges go
+// first, the rest in the order they were asked.
+//
+// An action syncs its source first (package gitops), so it acts on what the
+// branch holds at its turn; a deploy writes its pin into the unit file and
+// pushes the commit. It then renders the unit (package render), verifies the
+// artifact (package artifact), restarts the process (package supervise) and
+// probes it (package probe). The receipt keeps the rendered unit, its hash,
+// the digests, the commits, the probe's result and each phase's duration; the
+// unit's status, last applied hash and running digest change in the same
+// transaction.
+package services
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"sluice/db"
+	"sluice/internal/artifact"
+	"sluice/internal/errs"
+	"sluice/internal/gitops"
+	"sluice/internal/journal"
+	"sluice/internal/redact"
+	"sluice/internal/servicespec"
+	"sluice/internal/supervise"
+)
+
+// Action names: the River job kinds and the journal's action column.
+const (
+	ActionDeploy   = "deploy"
+	ActionRollback = "rollback"
+	ActionConverge = "converge"
+)
+
+// Actions are every service action, for queries over a service's runs.
+var Actions = []string{ActionDeploy, ActionRollback, ActionConverge}
+
+// Queue is the River queue service actions run in, apart from syncs, so
+// that services waiting their turn never hold a sync off.
+const Queue = "services"
+
+// insertOpts: a service action is never retried on its own. A failed deploy
+// has already reverted; doing it again is an operator's decision (River UI).
+func insertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1, Queue: Queue} }
+
+// DeployArgs asks to deploy Service to Digest. Requests for the same digest
+// join while it is queued.
+type DeployArgs struct {
+	journal.Ref
+	Service string `json:"service" river:"unique"`
+	Digest  string `json:"digest" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (DeployArgs) Kind() string { return ActionDeploy }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (DeployArgs) InsertOpts() river.InsertOpts { return insertOpts() }
+
+// RollbackArgs asks to roll Service back to its previous healthy digest.
+type RollbackArgs struct {
+	journal.Ref
+	Service string `json:"service" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (RollbackArgs) Kind() string { return ActionRollback }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (RollbackArgs) InsertOpts() river.InsertOpts { return insertOpts() }
+
+// ConvergeArgs asks to apply what Git holds for Service. Requests join a
+// queued converge, never a running one and never a deploy.
+type ConvergeArgs struct {
+	journal.Ref
+	Service string `json:"service" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (ConvergeArgs) Kind() string { return ActionConverge }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (ConvergeArgs) InsertOpts() river.InsertOpts { return insertOpts() }
+
+// Service is the services domain.
+type Service struct {
+	Pool       *pgxpool.Pool
+	Journal    *journal.Journal
+	GitOps     *gitops.Service
+	Artifacts  *artifact.Store
+	Supervisor *supervise.Supervisor
+	// UnitDir holds the rendered unit of each service, <name>.unit.
+	UnitDir  string
+	Redactor *redact.Redactor
+	Logger   *slog.Logger
+	// Wait is how long an action waits before it looks again for its turn
+	// in its service's queue. Default 250 ms.
+	Wait time.Duration
+}
+
+// New returns a Service keeping its files under dataDir.
+func New(pool *pgxpool.Pool, j *journal.Journal, gops *gitops.Service, store *artifact.Store, dataDir string, red *redact.Redactor, logger *slog.Logger) *Service {
+	if red == nil {
+		red = redact.Default
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{
+		Pool: pool, Journal: j, GitOps: gops, Artifacts: store,
+		Supervisor: &supervise.Supervisor{Root: filepath.Join(dataDir, "services")},
+		UnitDir:    filepath.Join(dataDir, "units"),
+		Redactor:   red, Logger: logger.With("component", "services"),
+	}
+}
+
+func (s *Service) unitPath(name string) string { return filepath.Join(s.UnitDir, name+".unit") }
+
+// getTx finds the active service name, or NotFound.
+func getTx(ctx context.Context, q *db.Queries, name string) (*db.Unit, *servicespec.Spec, error) {
+	u, err := q.ServiceGet(ctx, name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, errs.Errorf(errs.NotFound, "No active service is named %q; `sluice services` lists them.", name)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("load service %s: %w", name, err)
+	}
+	spec, err := servicespec.Parse(u.Name, u.Content)
+	if err != nil {
+		// Sync admits only valid services; this is a unit from before.
+		return nil, nil, errs.Errorf(errs.Conflict, "Service %s (%s) %s; fix it in Git and sync.", name, u.Path, err)
+	}
+	return u, spec, nil
+}
+
+// RequestDeploy asks to deploy service name to digest.
+func (s *Service) RequestDeploy(ctx context.Context, name, digest, requestedBy string) (*journal.EnqueueResult, error) {
+	d, err := artifact.ParseDigest(digest)
+	if err != nil {
+		return nil, err
+	}
+	var res *journal.EnqueueResult
+	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		u, spec, err := getTx(ctx, db.New(tx), name)
+		if err != nil {
+			return err
+		}
+		if spec.Digest() == d {
+			return errs.Errorf(errs.Conflict, "Git already pins %s to %s, so there is nothing to deploy. To re-apply what Git holds (env, args, the template), converge: `sluice converge %s`.", name, d, name)
+		}
+		if err := s.requireArtifact(ctx, d); err != nil {
+			return err
+		}
+		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
+			Args:        &DeployArgs{Service: name, Digest: d},
+			Target:      name,
+			RequestedBy: requestedBy,
+			Params:      map[string]string{"digest": d},
+			DigestFrom:  fromDigest(u),
+			DigestTo:    d,
+		})
+		return err
+	})
+	return res, err
+}
+
+// RequestRollback asks to deploy the service's previous healthy digest.
+func (s *Service) RequestRollback(ctx context.Context, name, requestedBy string) (*journal.EnqueueResult, error) {
+	var res *journal.EnqueueResult
+	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		u, spec, err := getTx(ctx, q, name)
+		if err != nil {
+			return err
+		}
+		prev, err := previousHealthy(ctx, q, name, spec.Digest())
+		if err != nil {
+			return err
+		}
+		if prev == "" {
+			return errs.Errorf(errs.Conflict, "Service %s has no previous healthy digest: no succeeded run left a digest other than the pin %s running.", name, spec.Digest())
+		}
+		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
+			Args:        &RollbackArgs{Service: name},
+			Target:      name,
+			RequestedBy: requestedBy,
+			DigestFrom:  fromDigest(u),
+			DigestTo:    prev,
+		})
+		return err
+	})
+	return res, err
+}
+
+// RequestConverge asks to apply what Git holds for service name.
+func (s *Service) RequestConverge(ctx context.Context, name, requestedBy string) (*journal.EnqueueResult, error) {
+	var res *journal.EnqueueResult
+	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		u, spec, err := getTx(ctx, db.New(tx), name)
+		if err != nil {
+			return err
+		}
+		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
+			Args:        &ConvergeArgs{Service: name},
+			Target:      name,
+			RequestedBy: requestedBy,
+			DigestFrom:  fromDigest(u),
+			DigestTo:    spec.Digest(),
+		})
+		return err
+	})
+	return res, err
+}
+
+// fromDigest is what an action replaces: the running digest ("" when
+// nothing runs, or it is not known).
+func fromDigest(u *db.Unit) string {
+	if u.RunningDigest != nil {
+		return *u.RunningDigest
+	}
+	return ""
+}
+
+func previousHealthy(ctx context.Context, q *db.Queries, name, pinned string) (string, error) {
+	d, err := q.ServicePreviousHealthy(ctx, &db.ServicePreviousHealthyParams{Target: name, Actions: Actions, Pinned: pinned})
+	if errors.Is(err, pgx.ErrNoRows) || d == nil {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("find previous healthy digest of %s: %w", name, err)
+	}
+	return *d, nil
+}
+
+func (s *Service) requireArtifact(ctx context.Context, digest string) error {
+	_, err := s.Artifacts.Stat(ctx, digest)
+	if errs.CodeOf(err) == errs.NotFound {
+		return errs.Errorf(errs.Invalid, "Artifact %s is not in the store; upload it first with `sluice artifact push FILE`.", digest)
+	}
+	return err
+}

@@ -1,0 +1,410 @@
+package services_test
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"sluice/db"
+	"sluice/internal/errs"
+	"sluice/internal/gittest"
+	"sluice/internal/journal"
+	"sluice/internal/services"
+)
+
+func TestDeploy(t *testing.T) {
+	t.Parallel()
+
+	t.Run("PushesAPinCommitRunsTheNewArtifactAndProbes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.converged(t, map[string]string{"GREETING": "hi"})
+		before := b.hello(t)
+		require.Equal(t, "v1", before.Version)
+		oldFile := gittest.Git(t, b.Bare, "show", "main:services/hello.json")
+
+		res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice")
+		require.NoError(t, err)
+		require.False(t, res.Joined)
+		run := b.wait(t, res.Run.ID)
+		require.Equal(t, journal.StateSucceeded, run.State, "%v\n%s", run.Error, b.events(t, run.ID))
+
+		// One commit on the branch, naming the service, the digest and the run,
+		// changing only the digest of the unit file.
+		head := gittest.Git(t, b.Bare, "rev-parse", "main")
+		msg := gittest.Git(t, b.Bare, "log", "-1", "--format=%an <%ae>%n%B", "main")
+		require.Contains(t, msg, "sluice <sluice@localhost>")
+		require.Contains(t, msg, "hello")
+		require.Contains(t, msg, b.digests["v2"])
+		require.Contains(t, msg, run.ID.String())
+		require.Equal(t, "services/hello.json", gittest.Git(t, b.Bare, "diff", "--name-only", "main~1", "main"))
+		newFile := gittest.Git(t, b.Bare, "show", "main:services/hello.json")
+		require.Equal(t, strings.Replace(oldFile, b.digests["v1"], b.digests["v2"], 1), newFile)
+
+		// The new artifact runs, with the env Git holds.
+		after := b.hello(t)
+		require.Equal(t, "v2", after.Version)
+		require.Equal(t, "hi", after.Greeting)
+		require.NotEqual(t, before.Pid, after.Pid)
+
+		// The receipt and the unit agree, in one transaction.
+		require.Equal(t, b.digests["v1"], *run.DigestFrom)
+		require.Equal(t, b.digests["v2"], *run.DigestTo)
+		require.Equal(t, head, *run.GitCommit)
+		r := b.result(t, run)
+		require.Equal(t, head, r.PinCommit)
+		require.True(t, r.Applied.Probe.OK)
+		require.True(t, strings.HasPrefix(r.Applied.RenderedHash, "sha256:"))
+		require.Contains(t, r.Applied.Rendered, `Artifact="`+b.digests["v2"]+`"`)
+		require.NotEmpty(t, r.ManifestHash)
+		var phases []string
+		for _, p := range r.Phases {
+			phases = append(phases, p.Name)
+		}
+		require.Equal(t, []string{"sync", "pin", "sync-pin", "render", "artifact", "write", "restart", "probe"}, phases)
+		u := b.unit(t)
+		require.Equal(t, "applied", u.Status)
+		require.Equal(t, b.digests["v2"], *u.RunningDigest)
+		require.Equal(t, u.ContentHash, *u.LastAppliedHash)
+		require.Equal(t, r.ManifestHash, u.ContentHash)
+		require.Equal(t, head, u.GitCommit)
+	})
+
+	t.Run("TheSameDigestIsRefusedWithAPointerToConverge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
+		b.start(t, b.client)
+		b.sync(t)
+		_, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["v1"], "alice")
+		require.Equal(t, errs.Conflict, errs.CodeOf(err))
+		require.Contains(t, err.Error(), "converge")
+		// A name@digest reference to the same digest is the same digest.
+		_, err = b.svc.RequestDeploy(b.ctx, "hello", "other@"+b.digests["v1"], "alice")
+		require.Equal(t, errs.Conflict, errs.CodeOf(err))
+	})
+
+	t.Run("BadInput", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
+		b.sync(t)
+		_, err := b.svc.RequestDeploy(b.ctx, "hello", "sha256:XYZ", "alice")
+		require.Equal(t, errs.Invalid, errs.CodeOf(err))
+		_, err = b.svc.RequestDeploy(b.ctx, "hello", "sha256:"+strings.Repeat("ab", 32), "alice")
+		require.Equal(t, errs.Invalid, errs.CodeOf(err))
+		require.Contains(t, err.Error(), "artifact push")
+		_, err = b.svc.RequestDeploy(b.ctx, "nope", b.digests["v2"], "alice")
+		require.Equal(t, errs.NotFound, errs.CodeOf(err))
+		_, err = b.svc.RequestConverge(b.ctx, "nope", "alice")
+		require.Equal(t, errs.NotFound, errs.CodeOf(err))
+		// Nothing was recorded for any of them.
+		runs, err := b.journal.List(b.ctx, journal.ListParams{Target: "hello"})
+		require.NoError(t, err)
+		require.Empty(t, runs)
+	})
+
+	t.Run("AFailedProbeRevertsThePinAndRestoresThePreviousProcess", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.converged(t, nil)
+		before := b.hello(t)
+		pinned := gittest.Git(t, b.Bare, "show", "main:services/hello.json")
+
+		res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["bad"], "alice")
+		require.NoError(t, err)
+		run := b.wait(t, res.Run.ID)
+		require.Equal(t, journal.StateFailed, run.State)
+		events := b.events(t, run.ID)
+		// The probe's failure with the exit code and the process's last lines.
+		require.Contains(t, *run.Error, "exited with code 3", events)
+		require.Contains(t, events, "asked to exit")
+		// A revert commit on top of the pin commit, back to the old file.
+		log := gittest.Git(t, b.Bare, "log", "-2", "--format=%s", "main")
+		require.Regexp(t, `^revert deploy hello to `+b.digests["bad"], log)
+		require.Equal(t, pinned, gittest.Git(t, b.Bare, "show", "main:services/hello.json"))
+		// The previous process is back, probed healthy, and the one sentence says so.
+		after := b.hello(t)
+		require.Equal(t, "v1", after.Version)
+		require.NotEqual(t, before.Pid, after.Pid)
+		require.Contains(t, *run.Error, "Pushed revert commit")
+		require.Contains(t, *run.Error, "runs the previous unit again, "+b.digests["v1"])
+		r := b.result(t, run)
+		require.NotEmpty(t, r.RevertCommit)
+		require.False(t, r.Applied.Probe.OK)
+		require.NotNil(t, r.Applied.Probe.ExitCode)
+		require.Equal(t, 3, *r.Applied.Probe.ExitCode)
+		require.True(t, r.Restored.Probe.OK)
+		u := b.unit(t)
+		require.Equal(t, "failed", u.Status)
+		require.Equal(t, b.digests["v1"], *u.RunningDigest)
+		// Git holds what was applied before: nothing is ahead.
+		require.Equal(t, u.ContentHash, *u.LastAppliedHash)
+	})
+}
+
+func TestConverge(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AnEnvOnlyEditReachesTheProcessWithoutACommit", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.converged(t, map[string]string{"GREETING": "hi"})
+		require.Equal(t, "hi", b.hello(t).Greeting)
+		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digests["v1"], map[string]string{"GREETING": "hello there"}, 20))
+
+		// No sync in between: converge syncs first.
+		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		run := b.wait(t, res.Run.ID)
+		require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+		require.Equal(t, "hello there", b.hello(t).Greeting)
+		require.Equal(t, edit, gittest.Git(t, b.Bare, "rev-parse", "main"), "a converge opens no commit")
+		require.Equal(t, edit, *run.GitCommit)
+		u := b.unit(t)
+		require.Equal(t, u.ContentHash, *u.LastAppliedHash)
+	})
+
+	t.Run("AFailedProbeFailsWithoutRollback", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.converged(t, nil)
+		edit := b.commitUnit(t, "break health", b.unitJSON(b.digests["v1"], map[string]string{"HELLO_HEALTH": "fail"}, 1))
+		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		run := b.wait(t, res.Run.ID)
+		require.Equal(t, journal.StateFailed, run.State)
+		require.Contains(t, *run.Error, "503")
+		require.Contains(t, *run.Error, "No rollback was made")
+		require.Contains(t, *run.Error, "sluice rollback hello")
+		require.Equal(t, edit, gittest.Git(t, b.Bare, "rev-parse", "main"), "no revert commit")
+		// The unhealthy process is left running, as the sentence says.
+		info := b.hello(t)
+		require.Equal(t, "fail", info.Env["HELLO_HEALTH"])
+		u := b.unit(t)
+		require.Equal(t, "failed", u.Status)
+		require.NotEqual(t, u.ContentHash, *u.LastAppliedHash)
+	})
+
+	t.Run("NeverJoinsAPendingDeployAndGoesFirst", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
+		// Sync with a client of its own, so the service queue stays stopped.
+		sc := newClient(t, b, b.svc)
+		b.journal.River = sc
+		b.start(t, sc)
+		b.sync(t)
+		require.NoError(t, sc.Stop(b.ctx))
+		b.journal.River = b.client
+
+		dep, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice")
+		require.NoError(t, err)
+		dep2, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "bob")
+		require.NoError(t, err)
+		require.True(t, dep2.Joined, "a deploy joins a queued deploy of the same digest")
+		require.Equal(t, dep.Run.ID, dep2.Run.ID)
+		conv, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		require.False(t, conv.Joined, "a converge never joins a deploy")
+		require.NotEqual(t, dep.Run.ID, conv.Run.ID)
+		conv2, err := b.svc.RequestConverge(b.ctx, "hello", "bob")
+		require.NoError(t, err)
+		require.True(t, conv2.Joined)
+		require.Equal(t, conv.Run.ID, conv2.Run.ID)
+
+		v, err := b.svc.Get(b.ctx, "hello")
+		require.NoError(t, err)
+		require.Len(t, v.Queue, 2)
+		require.Equal(t, services.ActionConverge, v.Queue[0].Action, "converge is at the front")
+
+		b.start(t, b.client)
+		c, d := b.wait(t, conv.Run.ID), b.wait(t, dep.Run.ID)
+		require.Equal(t, journal.StateSucceeded, c.State, "%v", c.Error)
+		require.Equal(t, journal.StateSucceeded, d.State, "%v", d.Error)
+		require.True(t, c.FinishedAt.Before(*d.StartedAt), "the converge, asked later, ran first")
+		require.Equal(t, "v2", b.hello(t).Version)
+	})
+}
+
+// slowDeploy makes hello start slowly, converges it, and starts a deploy to
+// v2 that takes about delay in its probe. It returns once that deploy runs
+// and has pushed its pin.
+func slowDeploy(t *testing.T, b *testBundle, delay string) uuid.UUID {
+	t.Helper()
+	b.converged(t, map[string]string{"GREETING": "hi", "HELLO_START_DELAY": delay})
+	res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return strings.Contains(b.events(t, res.Run.ID), "started hello as pid")
+	}, 60*time.Second, 10*time.Millisecond)
+	return res.Run.ID
+}
+
+func TestQueue(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AnEditPushedWhileAConvergeWaitsIsApplied", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		depID := slowDeploy(t, b, "3s")
+		conv, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateQueued, conv.Run.State)
+		// Merged while the converge waits behind the deploy: a new greeting,
+		// and the pin moved back to v1 by hand.
+		b.commitUnit(t, "greet differently on v1", b.unitJSON(b.digests["v1"], map[string]string{"GREETING": "edited", "HELLO_START_DELAY": "3s"}, 20))
+
+		dep := b.wait(t, depID)
+		require.Equal(t, journal.StateSucceeded, dep.State, "%v", dep.Error)
+		run := b.wait(t, conv.Run.ID)
+		require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+		require.False(t, run.StartedAt.Before(*dep.FinishedAt))
+		info := b.hello(t)
+		require.Equal(t, "edited", info.Greeting)
+		require.Equal(t, "v1", info.Version)
+		// The receipt says what was applied: asked for v2 (the pin then), it
+		// applied v1 over the deploy's v2.
+		require.Equal(t, b.digests["v1"], *run.DigestTo)
+		require.Equal(t, b.digests["v2"], *run.DigestFrom)
+		require.Contains(t, b.events(t, run.ID), "the pin moved while this converge waited: it was asked for "+b.digests["v2"])
+		// The deploy's finished receipt is untouched.
+		require.Equal(t, dep, mustGet(t, b, depID))
+	})
+
+	t.Run("TwoHundredConvergeClicksDuringADeployMakeOneRun", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		depID := slowDeploy(t, b, "3s")
+
+		const clicks = 200
+		ids := make([]uuid.UUID, clicks)
+		joined := make([]bool, clicks)
+		errors := make([]error, clicks)
+		var wg sync.WaitGroup
+		for i := range clicks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+				errors[i] = err
+				if err == nil {
+					ids[i], joined[i] = res.Run.ID, res.Joined
+				}
+			}()
+		}
+		wg.Wait()
+		nJoined := 0
+		for i := range clicks {
+			require.NoError(t, errors[i])
+			require.Equal(t, ids[0], ids[i])
+			if joined[i] {
+				nJoined++
+			}
+		}
+		require.Equal(t, clicks-1, nJoined)
+		require.Equal(t, journal.StateRunning, mustGet(t, b, depID).State, "the deploy was still running after the clicks")
+		require.Equal(t, journal.StateSucceeded, b.wait(t, depID).State)
+		run := b.wait(t, ids[0])
+		require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+		require.EqualValues(t, clicks-1, run.Joined)
+		runs, err := b.journal.List(b.ctx, journal.ListParams{Action: services.ActionConverge, Target: "hello"})
+		require.NoError(t, err)
+		require.Len(t, runs, 2, "the setup's converge and the one the clicks made")
+	})
+}
+
+func mustGet(t *testing.T, b *testBundle, id uuid.UUID) *db.JournalRun {
+	t.Helper()
+	run, err := b.journal.Get(b.ctx, id)
+	require.NoError(t, err)
+	return run
+}
+
+func TestRollback(t *testing.T) {
+	t.Parallel()
+
+	t.Run("GoesToThePreviousHealthyDigest", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.converged(t, nil)
+		_, err := b.svc.RequestRollback(b.ctx, "hello", "alice")
+		require.Equal(t, errs.Conflict, errs.CodeOf(err), "only the pinned digest ever ran")
+
+		res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+		v, err := b.svc.Get(b.ctx, "hello")
+		require.NoError(t, err)
+		require.Equal(t, b.digests["v1"], v.PreviousHealthyDigest)
+
+		res, err = b.svc.RequestRollback(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		run := b.wait(t, res.Run.ID)
+		require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+		require.Equal(t, services.ActionRollback, run.Action)
+		require.Equal(t, b.digests["v2"], *run.DigestFrom)
+		require.Equal(t, b.digests["v1"], *run.DigestTo)
+		require.Equal(t, "v1", b.hello(t).Version)
+		require.Contains(t, gittest.Git(t, b.Bare, "show", "main:services/hello.json"), "hello@"+b.digests["v1"])
+		require.Regexp(t, `^rollback hello: pin `, gittest.Git(t, b.Bare, "log", "-1", "--format=%s", "main"))
+	})
+}
+
+func TestTwoWorkers(t *testing.T) {
+	t.Parallel()
+
+	t.Run("NeverRunTwoActionsOfOneServiceAtOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.converged(t, nil)
+		// A second worker process on the same database and host.
+		other := services.New(b.pool, b.journal, b.gitops, b.store, b.dataDir, b.redactor, nil)
+		other.Wait = 20 * time.Millisecond
+		otherClient := newClient(t, b, other)
+		b.start(t, otherClient)
+
+		var ids []uuid.UUID
+		ask := func(res *journal.EnqueueResult, err error) {
+			require.NoError(t, err)
+			ids = append(ids, res.Run.ID)
+		}
+		waitAll := func() {
+			for _, id := range ids {
+				b.wait(t, id)
+			}
+		}
+		for range 3 {
+			ask(b.svc.RequestConverge(b.ctx, "hello", "alice"))
+			ask(b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice"))
+			ask(b.svc.RequestConverge(b.ctx, "hello", "bob"))
+			waitAll()
+			ask(b.svc.RequestRollback(b.ctx, "hello", "alice"))
+			ask(b.svc.RequestConverge(b.ctx, "hello", "carol"))
+			waitAll()
+		}
+		for _, id := range ids {
+			run := b.wait(t, id)
+			require.Equal(t, journal.StateSucceeded, run.State, "%s %v", run.Action, run.Error)
+		}
+		// Both processes worked actions of the service.
+		var workers []string
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT array_agg(DISTINCT w) FROM river_job, unnest(attempted_by) w
+			WHERE kind = ANY($1)`, services.Actions).Scan(&workers))
+		require.Contains(t, workers, b.client.ID())
+		require.Contains(t, workers, otherClient.ID())
+
+		runs, err := b.journal.List(b.ctx, journal.ListParams{Target: "hello", Limit: 100})
+		require.NoError(t, err)
+		slices.SortFunc(runs, func(x, y *db.JournalRun) int { return x.StartedAt.Compare(*y.StartedAt) })
+		for i := 1; i < len(runs); i++ {
+			require.False(t, runs[i].StartedAt.Before(*runs[i-1].FinishedAt),
+				"%s %s started before %s %s finished", runs[i].Action, runs[i].ID, runs[i-1].Action, runs[i-1].ID)
+		}
+	})
+}

@@ -1,0 +1,69 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"sluice/internal/journal"
+	"sluice/internal/services"
+)
+
+// serviceTimeout bounds one service action: two syncs, a push, a stop of up
+// to an hour's stopTimeoutSec, a probe of up to an hour, and on failure the
+// same again to restore. River's rescuer (RescueStuckJobsAfter) must wait
+// longer than this.
+const serviceTimeout = 3 * time.Hour
+
+// DeployWorker works services.DeployArgs.
+type DeployWorker struct {
+	river.WorkerDefaults[services.DeployArgs]
+	Services *services.Service
+}
+
+// Timeout implements river.Worker.
+func (w *DeployWorker) Timeout(*river.Job[services.DeployArgs]) time.Duration { return serviceTimeout }
+
+// Work implements river.Worker.
+func (w *DeployWorker) Work(ctx context.Context, job *river.Job[services.DeployArgs]) error {
+	return services.Work(ctx, w.Services, job, job.Args.Service, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+		return w.Services.Deploy(ctx, p, job.Args)
+	})
+}
+
+// RollbackWorker works services.RollbackArgs.
+type RollbackWorker struct {
+	river.WorkerDefaults[services.RollbackArgs]
+	Services *services.Service
+}
+
+// Timeout implements river.Worker.
+func (w *RollbackWorker) Timeout(*river.Job[services.RollbackArgs]) time.Duration {
+	return serviceTimeout
+}
+
+// Work implements river.Worker.
+func (w *RollbackWorker) Work(ctx context.Context, job *river.Job[services.RollbackArgs]) error {
+	return services.Work(ctx, w.Services, job, job.Args.Service, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+		return w.Services.Rollback(ctx, p, job.Args)
+	})
+}
+
+// ConvergeWorker works services.ConvergeArgs.
+type ConvergeWorker struct {
+	river.WorkerDefaults[services.ConvergeArgs]
+	Services *services.Service
+}
+
+// Timeout implements river.Worker.
+func (w *ConvergeWorker) Timeout(*river.Job[services.ConvergeArgs]) time.Duration {
+	return serviceTimeout
+}
+
+// Work implements river.Worker.
+func (w *ConvergeWorker) Work(ctx context.Context, job *river.Job[services.ConvergeArgs]) error {
+	return services.Work(ctx, w.Services, job, job.Args.Service, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+		return w.Services.Converge(ctx, p, job.Args)
+	})
+}
