@@ -7,10 +7,10 @@ SLUICE_DATA_DIR ?= .sluice
 SLUICE_LISTEN ?= 127.0.0.1:8080
 GOTEST_FLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: run test build vet generate check-generated ensure-tools bench clean
+.PHONY: run test build demo-artifacts vet generate check-generated ensure-tools bench clean
 
 ## run: build sluice and serve it on an embedded PostgreSQL in $(SLUICE_DATA_DIR)
-run: ensure-tools build
+run: ensure-tools build demo-artifacts
 	@bash scripts/run.sh bin/sluice "$(SLUICE_DATA_DIR)" "$(SLUICE_LISTEN)"
 
 ## test: vet, check generated code is fresh, build, and run every test
@@ -19,6 +19,11 @@ test: ensure-tools vet check-generated build
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
+
+## demo-artifacts: two versions of cmd/hello, the service the `make run` demo deploys
+demo-artifacts:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=v1" -o bin/hello-v1 ./cmd/hello
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=v2" -o bin/hello-v2 ./cmd/hello
 
 vet:
 	$(GO) vet ./...

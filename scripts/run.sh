@@ -27,20 +27,44 @@ if [ ! -s "$token_file" ]; then
 fi
 token=$(cat "$token_file")
 
-# With no repository configured, serve the example intent repository from a
-# local Git repository made once from examples/intent.
+# The demo service: cmd/hello, built as v1 and v2 (make demo-artifacts).
+# The example services pin v1; v2 is there to deploy.
+v1=""
+if [ -x bin/hello-v1 ] && [ -x bin/hello-v2 ]; then
+  v1="sha256:$(sha256sum bin/hello-v1 | cut -d' ' -f1)"
+  v2="sha256:$(sha256sum bin/hello-v2 | cut -d' ' -f1)"
+fi
+
+# With no repository configured, serve the example intent repository: a bare
+# Git repository made once from examples/intent (sluice pushes deploy pins to
+# it), and a clone of it to edit, commit and push from.
 if [ -z "${SLUICE_GITOPS_REPO_URL:-}" ]; then
-  example="$data_dir/example-intent"
-  if [ ! -d "$example/.git" ]; then
-    mkdir -p "$example"
-    cp -R examples/intent/. "$example/"
-    git -C "$example" -c init.defaultBranch=main init -q
-    git -C "$example" add -A
-    git -C "$example" -c user.name=sluice -c user.email=sluice@localhost commit -q -m "Example desired state"
+  remote="$data_dir/example-intent.git"
+  work="$data_dir/example-intent"
+  gitc() { git -c init.defaultBranch=main -c user.name=sluice -c user.email=sluice@localhost "$@"; }
+  if [ ! -d "$remote" ]; then
+    if [ -d "$work/.git" ]; then
+      # A checkout from an earlier version of this script: make it the clone.
+      gitc clone -q --bare "$work" "$remote"
+      git -C "$work" remote remove origin 2>/dev/null || true
+      git -C "$work" remote add origin "$remote"
+    else
+      mkdir -p "$work"
+      cp -R examples/intent/. "$work/"
+      if [ -n "$v1" ]; then
+        placeholder=sha256:0000000000000000000000000000000000000000000000000000000000000001
+        sed -i "s/$placeholder/$v1/" "$work"/services/*.json
+      fi
+      gitc -C "$work" init -q
+      gitc -C "$work" add -A
+      gitc -C "$work" commit -q -m "Example desired state"
+      gitc clone -q --bare "$work" "$remote"
+      git -C "$work" remote add origin "$remote"
+    fi
   fi
-  export SLUICE_GITOPS_REPO_URL="$(cd "$example" && pwd)"
+  export SLUICE_GITOPS_REPO_URL="$(cd "$remote" && pwd)"
   export SLUICE_GITOPS_SYNC_INTERVAL_SEC="${SLUICE_GITOPS_SYNC_INTERVAL_SEC:-60}"
-  echo "  intent repository: $SLUICE_GITOPS_REPO_URL (from examples/intent; commit there and run: bin/sluice sync --wait)" >&2
+  echo "  intent repository: $SLUICE_GITOPS_REPO_URL (edit in $work: git pull, commit, git push origin main)" >&2
 fi
 
 cat >&2 <<MSG
@@ -54,4 +78,34 @@ cat >&2 <<MSG
 
 MSG
 export SLUICE_DATA_DIR=$data_dir SLUICE_LISTEN=$listen SLUICE_BOOTSTRAP_TOKEN=$token
-exec "$bin" serve
+if [ -z "$v1" ]; then
+  exec "$bin" serve
+fi
+
+# Serve, store the demo artifacts once it is ready, and stop with it.
+"$bin" serve &
+serve_pid=$!
+trap 'kill -TERM $serve_pid 2>/dev/null; wait $serve_pid' INT TERM
+export SLUICE_URL=http://$listen SLUICE_TOKEN=$token
+ready=""
+for _ in $(seq 1 600); do
+  if "$bin" status >/dev/null 2>&1; then ready=1; break; fi
+  kill -0 $serve_pid 2>/dev/null || break
+  sleep 0.1
+done
+if [ -n "$ready" ]; then  "$bin" artifact push bin/hello-v1 >/dev/null 2>&1 && "$bin" artifact push bin/hello-v2 >/dev/null 2>&1 &&
+  cat >&2 <<MSG
+
+  demo service: hello (http://127.0.0.1:18081/), artifacts stored:
+    v1  $v1   (pinned by the example repository)
+    v2  $v2
+  try:
+    $bin sync --wait
+    $bin converge hello
+    $bin deploy hello $v2
+    $bin rollback hello
+    $bin services
+
+MSG
+fi
+wait $serve_pid

@@ -46,7 +46,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build sluice: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
+	// Main exits the process, so a defer would never run.
+	dbtest.AtExit(func() { _ = os.RemoveAll(dir) })
 	dbtest.Main(m)
 }
 

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/dbtest"
+	"sluice/internal/gittest"
+)
+
+// helloBuilds holds cmd/hello built once per version, next to the sluice
+// binary (removed with it).
+var (
+	helloMu     sync.Mutex
+	helloBuilds = map[string]string{}
+)
+
+func helloBuild(t testing.TB, version string) string {
+	t.Helper()
+	helloMu.Lock()
+	defer helloMu.Unlock()
+	if p, ok := helloBuilds[version]; ok {
+		return p
+	}
+	out := filepath.Join(filepath.Dir(sluiceBin), "hello-"+version)
+	ldflags := "-X main.version=" + version
+	if version == "bad" {
+		ldflags += " -X main.exitCode=3"
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "../hello")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "build hello: %s", b)
+	helloBuilds[version] = out
+	return out
+}
+
+// serviceSite is an intent repository with one hello service, and the env
+// of the serves that run it.
+type serviceSite struct {
+	repo    *gittest.Repo
+	dbURL   string
+	dataDir string
+	port    int
+	env     []string
+}
+
+func newServiceSite(t *testing.T) *serviceSite {
+	t.Helper()
+	s := &serviceSite{repo: gittest.New(t), dbURL: dbtest.NewDB(t), dataDir: t.TempDir(), port: freePort(t)}
+	s.env = []string{
+		"SLUICE_DATABASE_URL=" + s.dbURL, "SLUICE_DATA_DIR=" + s.dataDir,
+		"SLUICE_GITOPS_REPO_URL=" + s.repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0",
+	}
+	t.Cleanup(func() { killService(s.dataDir, "hello") })
+	return s
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	addr := freeAddr(t)
+	port, err := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+	require.NoError(t, err)
+	return port
+}
+
+func (s *serviceSite) unit(digest string, env map[string]string) string {
+	envJSON, _ := json.Marshal(env)
+	return fmt.Sprintf(`{
+  "kind": "Service",
+  "metadata": {"name": "hello"},
+  "spec": {
+    "runtime": "exec",
+    "image": "%s",
+    "args": ["--port", "%d"],
+    "env": %s,
+    "probe": {"http": "http://127.0.0.1:%d/healthz", "timeoutSec": 30},
+    "stopTimeoutSec": 2
+  }
+}
+`, digest, s.port, envJSON, s.port)
+}
+
+// killService ends what the supervisor left running under dataDir: the
+// service's process group and its shim.
+func killService(dataDir, name string) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "services", name, "pid.json"))
+	if err != nil {
+		return
+	}
+	var rec struct {
+		Pid     int `json:"pid"`
+		ShimPid int `json:"shimPid"`
+	}
+	if json.Unmarshal(b, &rec) == nil && rec.Pid > 0 {
+		_ = syscall.Kill(-rec.Pid, syscall.SIGKILL)
+		if rec.ShimPid > 0 {
+			_ = syscall.Kill(rec.ShimPid, syscall.SIGKILL)
+		}
+	}
+}
+
+// processesOf returns the pids whose executable is path (a materialized
+// artifact) and that are not zombies.
+func processesOf(t *testing.T, path string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err != nil || exe != path {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func (p *proc) accepted(path string, body any) string {
+	p.t.Helper()
+	status, b := p.do("POST", path, testToken, body)
+	require.Equal(p.t, http.StatusAccepted, status, string(b))
+	var acc struct {
+		JournalID string `json:"journalId"`
+	}
+	require.NoError(p.t, json.Unmarshal(b, &acc))
+	return acc.JournalID
+}
+
+func (p *proc) pushArtifact(file string) string {
+	p.t.Helper()
+	data, err := os.ReadFile(file)
+	require.NoError(p.t, err)
+	req, err := http.NewRequest("PUT", p.url+"/api/v1/artifacts", strings.NewReader(string(data)))
+	require.NoError(p.t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	require.Equal(p.t, http.StatusCreated, resp.StatusCode)
+	var info struct {
+		Digest string `json:"digest"`
+	}
+	require.NoError(p.t, json.NewDecoder(resp.Body).Decode(&info))
+	return info.Digest
+}
+
+func (p *proc) waitRunLong(id, state string) runView {
+	p.t.Helper()
+	var r runView
+	require.Eventually(p.t, func() bool {
+		r = p.run(id)
+		return r.State == state
+	}, 90*time.Second, 20*time.Millisecond, "run %s never became %s (last %s %v)", id, state, r.State, r.Error)
+	return r
+}
+
+type serviceView struct {
+	Name          string  `json:"name"`
+	PinnedDigest  string  `json:"pinnedDigest"`
+	RunningDigest *string `json:"runningDigest"`
+	Process       struct {
+		Running bool `json:"running"`
+		Pid     int  `json:"pid"`
+	} `json:"process"`
+}
+
+func (p *proc) service(name string) serviceView {
+	p.t.Helper()
+	status, b := p.do("GET", "/api/v1/services/"+name, testToken, nil)
+	require.Equal(p.t, http.StatusOK, status, string(b))
+	var v serviceView
+	require.NoError(p.t, json.Unmarshal(b, &v))
+	return v
+}
+
+func TestServeKillNineMidProbe(t *testing.T) {
+	t.Parallel()
+	site := newServiceSite(t)
+	p, _ := startServe(t, site.env...)
+	digest := p.pushArtifact(helloBuild(t, "v1"))
+	// A slow start: the probe waits about 4 s for the port.
+	site.repo.Commit(t, "hello", map[string]string{"services/hello.json": site.unit(digest, map[string]string{"HELLO_START_DELAY": "4s"})})
+	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+
+	id := p.accepted("/api/v1/services/hello/converge", nil)
+	conn, err := pgx.Connect(context.Background(), site.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var pid int
+	require.Eventually(t, func() bool {
+		var msg string
+		err := conn.QueryRow(context.Background(),
+			`SELECT message FROM journal_event WHERE run_id = $1 AND message LIKE 'started hello as pid %' LIMIT 1`, id).Scan(&msg)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimPrefix(msg, "started hello as pid "))
+		return err == nil
+	}, 60*time.Second, 10*time.Millisecond)
+	p.kill9() // mid-probe: the service has started, its port is not open yet
+
+	exe := filepath.Join(site.dataDir, "artifacts", strings.TrimPrefix(digest, "sha256:"))
+	require.Equal(t, []int{pid}, processesOf(t, exe), "the service outlives serve")
+
+	p2, _ := startServe(t, site.env...)
+	r := p2.waitRun(id, "unknown")
+	require.Contains(t, *r.Error, "outcome is unknown")
+	// Adopted, not started again: the same pid, and only one process.
+	v := p2.service("hello")
+	require.True(t, v.Process.Running)
+	require.Equal(t, pid, v.Process.Pid)
+	time.Sleep(500 * time.Millisecond) // give a wrongful re-run time to show
+	require.Equal(t, []int{pid}, processesOf(t, exe))
+	var runs int
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(*) FROM journal_run WHERE target = 'hello'`).Scan(&runs))
+	require.Equal(t, 1, runs, "River does not run the dead converge again")
+
+	// The queue is not blocked: a new converge replaces the adopted process.
+	id2 := p2.accepted("/api/v1/services/hello/converge", nil)
+	p2.waitRunLong(id2, "succeeded")
+	v = p2.service("hello")
+	require.True(t, v.Process.Running)
+	require.NotEqual(t, pid, v.Process.Pid)
+	require.Equal(t, []int{v.Process.Pid}, processesOf(t, exe))
+	require.Equal(t, digest, *v.RunningDigest)
+}
+
+func TestCLIServices(t *testing.T) {
+	t.Parallel()
+	site := newServiceSite(t)
+	p, _ := startServe(t, site.env...)
+	cli := func(args ...string) (string, int) {
+		cmd := exec.Command(sluiceBin, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_TOKEN=" + testToken}
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		return string(out), code
+	}
+	push := func(version string) string {
+		out, code := cli("artifact", "push", helloBuild(t, version))
+		require.Equal(t, 0, code, out)
+		return strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
+	}
+	v1, v2, bad := push("v1"), push("v2"), push("bad")
+	site.repo.Commit(t, "hello", map[string]string{"services/hello.json": site.unit(v1, map[string]string{"GREETING": "hi"})})
+	out, code := cli("sync", "--wait")
+	require.Equal(t, 0, code, out)
+
+	out, code = cli("converge", "hello")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "probe passed")
+	require.Contains(t, out, "succeeded")
+
+	out, code = cli("deploy", "hello", v2)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "pushed commit")
+	out, code = cli("deploy", "hello", v2)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "409")
+	require.Contains(t, out, "sluice converge hello")
+
+	out, code = cli("deploy", "hello", bad)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "exited with code 3")
+	require.Contains(t, out, "failed")
+
+	out, code = cli("services")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "hello")
+	require.Contains(t, out, "running, pid")
+
+	out, code = cli("rollback", "hello")
+	require.Equal(t, 0, code, out)
+	out, code = cli("service", "hello")
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `running +`+v1, out)
+
+	out, code = cli("converge", "nope")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "404")
+	out, code = cli("deploy", "hello")
+	require.NotEqual(t, 0, code, out)
+	require.Contains(t, out, "usage: sluice deploy SERVICE DIGEST")
+}
+
+func TestTwoServesNeverRunTwoActionsOfOneService(t *testing.T) {
+	t.Parallel()
+	site := newServiceSite(t)
+	// Two serves on one database and one host (one data dir, as two
+	// processes of one installation).
+	p1, _ := startServe(t, site.env...)
+	p2, _ := startServe(t, site.env...)
+	v1 := p1.pushArtifact(helloBuild(t, "v1"))
+	v2 := p1.pushArtifact(helloBuild(t, "v2"))
+	site.repo.Commit(t, "hello", map[string]string{"services/hello.json": site.unit(v1, nil)})
+	p1.waitRun(p1.accepted("/api/v1/gitops/sync", nil), "succeeded")
+	p1.waitRunLong(p1.accepted("/api/v1/services/hello/converge", nil), "succeeded")
+
+	var ids []string
+	for i := range 3 {
+		a, b := p1, p2
+		if i%2 == 1 {
+			a, b = p2, p1
+		}
+		ids = append(ids,
+			a.accepted("/api/v1/services/hello/deploy", map[string]string{"digest": v2}),
+			b.accepted("/api/v1/services/hello/converge", nil))
+		for _, id := range ids {
+			p1.waitRunLong(id, "succeeded")
+		}
+		ids = append(ids,
+			b.accepted("/api/v1/services/hello/rollback", nil),
+			a.accepted("/api/v1/services/hello/converge", nil))
+		for _, id := range ids {
+			p1.waitRunLong(id, "succeeded")
+		}
+	}
+
+	conn, err := pgx.Connect(context.Background(), site.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	type span struct {
+		action        string
+		start, finish time.Time
+	}
+	rows, err := conn.Query(context.Background(),
+		`SELECT action, started_at, finished_at FROM journal_run WHERE target = 'hello' ORDER BY started_at`)
+	require.NoError(t, err)
+	var spans []span
+	for rows.Next() {
+		var s span
+		require.NoError(t, rows.Scan(&s.action, &s.start, &s.finish))
+		spans = append(spans, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, spans, 1+4*3)
+	for i := 1; i < len(spans); i++ {
+		require.False(t, spans[i].start.Before(spans[i-1].finish), "%s started before %s finished", spans[i].action, spans[i-1].action)
+	}
+	// Both serves worked actions of the service.
+	var workers []string
+	require.NoError(t, conn.QueryRow(context.Background(),
+		`SELECT array_agg(DISTINCT w) FROM river_job, unnest(attempted_by) w WHERE kind IN ('deploy','rollback','converge')`).Scan(&workers))
+	slices.Sort(workers)
+	require.Len(t, workers, 2, "%v", workers)
+}
