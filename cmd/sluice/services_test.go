@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -377,4 +380,96 @@ func TestTwoServesNeverRunTwoActionsOfOneService(t *testing.T) {
 		`SELECT array_agg(DISTINCT w) FROM river_job, unnest(attempted_by) w WHERE kind IN ('deploy','rollback','converge')`).Scan(&workers))
 	slices.Sort(workers)
 	require.Len(t, workers, 2, "%v", workers)
+}
+
+func TestServeServiceCredentialsNeverLeak(t *testing.T) {
+	t.Parallel()
+	const password = "Pw-for-push-77e1c0"
+	site := newServiceSite(t)
+	// The intent repository over HTTP, where only deploy:password may fetch
+	// and push.
+	gitPath := strings.TrimSpace(gittest.Git(t, site.repo.Pusher, "--exec-path"))
+	backend := &cgi.Handler{
+		Path: filepath.Join(gitPath, "git-http-backend"),
+		Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(site.repo.Bare), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.receivepack", "GIT_CONFIG_VALUE_0=true"},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "deploy" || p != password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="intent"`)
+			http.Error(w, "bad credentials", http.StatusUnauthorized)
+			return
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	env := slices.Clone(site.env)
+	for i, kv := range env {
+		if strings.HasPrefix(kv, "SLUICE_GITOPS_REPO_URL=") {
+			env[i] = "SLUICE_GITOPS_REPO_URL=http://deploy:" + password + "@" + strings.TrimPrefix(srv.URL, "http://") + "/intent.git"
+		}
+	}
+	env = append(env, "SLUICE_LOG_LEVEL=debug")
+
+	p, _ := startServe(t, env...)
+	v1, v2 := p.pushArtifact(helloBuild(t, "v1")), p.pushArtifact(helloBuild(t, "v2"))
+	bad := p.pushArtifact(helloBuild(t, "bad"))
+	site.repo.Commit(t, "hello", map[string]string{"services/hello.json": site.unit(v1, nil)})
+	var bodies []string
+	get := func(path string) {
+		_, b := p.do("GET", path, testToken, nil)
+		bodies = append(bodies, string(b))
+	}
+	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+	ids := []string{p.accepted("/api/v1/services/hello/converge", nil)}
+	p.waitRunLong(ids[0], "succeeded")
+	ids = append(ids, p.accepted("/api/v1/services/hello/deploy", map[string]string{"digest": v2}))
+	p.waitRunLong(ids[1], "succeeded") // pushed through the authenticated remote
+	ids = append(ids, p.accepted("/api/v1/services/hello/deploy", map[string]string{"digest": bad}))
+	p.waitRunLong(ids[2], "failed") // and the revert too
+	require.Contains(t, gittest.Git(t, site.repo.Bare, "log", "-1", "--format=%s", "main"), "revert deploy hello")
+	for _, id := range ids {
+		get("/api/v1/journal/" + id)
+		resp, err := http.Get(p.url + "/api/v1/journal/" + id + "/events?access_token=none")
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	get("/api/v1/journal?limit=100")
+	get("/api/v1/services")
+	get("/api/v1/services/hello")
+	get("/api/v1/gitops/status")
+	get("/api/v1/gitops/settings")
+	p.term()
+
+	require.NotContains(t, p.logs.String(), password)
+	for _, b := range bodies {
+		require.NotContains(t, b, password)
+	}
+	conn, err := pgx.Connect(context.Background(), site.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var hits int
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM journal_run WHERE journal_run::text LIKE '%' || $1 || '%') +
+		(SELECT count(*) FROM journal_event WHERE journal_event::text LIKE '%' || $1 || '%') +
+		(SELECT count(*) FROM river_job WHERE river_job::text LIKE '%' || $1 || '%') +
+		(SELECT count(*) FROM unit WHERE unit::text LIKE '%' || $1 || '%')`, password).Scan(&hits))
+	require.Zero(t, hits)
+	// Nor any file sluice wrote: the checkout's config, rendered units, the
+	// supervisor's records and the service's output.
+	files := 0
+	require.NoError(t, filepath.WalkDir(site.dataDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		require.NotContains(t, string(b), password, path)
+		return nil
+	}))
+	require.Greater(t, files, 10)
 }
