@@ -149,7 +149,10 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 
 	u, spec, err = s.syncService(ctx, p, t, "sync-pin", name, res)
 	if err != nil {
-		return out, err
+		if res.PinCommit == "" || ctx.Err() != nil {
+			return out, err
+		}
+		return out, fmt.Errorf("Pushed commit %s pinning %s to %s, but could not read it back: %w. Nothing was restarted; Git is ahead of what runs: converge applies the pin, or revert the commit", shortCommit(res.PinCommit), name, target, err)
 	}
 	if out.Commit == "" {
 		out.Commit = res.SyncedCommit
