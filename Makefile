@@ -44,8 +44,13 @@ ensure-tools:
 	@bash scripts/ensure-tools.sh
 
 ## bench: the figures each feature promises, beside their floors
+# One op of BenchmarkActionStart is one action (30 give its p50 and p99), and
+# one of BenchmarkAccept one request; each runs alone, so that no other
+# package's benchmark shares the CPUs with it.
 bench: ensure-tools build
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./cmd/sluice/ ./internal/gitops/
+	$(GO) test -p 1 -run '^$$' -bench . -skip '^BenchmarkActionStart$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
+	$(GO) test -run '^$$' -bench '^BenchmarkActionStart$$' -benchtime 30x ./cmd/sluice/
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/services/
 
 clean:
 	rm -rf bin
