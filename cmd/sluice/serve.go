@@ -89,7 +89,14 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		},
 		Workers:      workers,
 		PeriodicJobs: jobs.PeriodicJobs(),
-		Logger:       riverLogger(logger),
+		// River sends at most one insert notification per queue per
+		// FetchCooldown and otherwise waits for the poll: with the defaults
+		// (100 ms, 1 s) an action asked right after another waited up to a
+		// second, and so did a service action snoozed for its turn. A poll is
+		// one cheap query per queue.
+		FetchCooldown:     20 * time.Millisecond,
+		FetchPollInterval: 200 * time.Millisecond,
+		Logger:            riverLogger(logger),
 		// Each worker sets its own Timeout; this catches one that forgets.
 		JobTimeout: 10 * time.Minute,
 		// Must exceed the longest job timeout (a service action's, 3 h), or
