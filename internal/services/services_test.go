@@ -191,6 +191,29 @@ func TestConverge(t *testing.T) {
 		require.NotEqual(t, u.ContentHash, *u.LastAppliedHash)
 	})
 
+	t.Run("AClickWhileOneRunsMakesANewRun", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		first := b.converged(t, map[string]string{"HELLO_START_DELAY": "2s"})
+		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return mustGet(t, b, res.Run.ID).State == journal.StateRunning },
+			30*time.Second, 10*time.Millisecond)
+		again, err := b.svc.RequestConverge(b.ctx, "hello", "bob")
+		require.NoError(t, err)
+		require.False(t, again.Joined, "a running converge may predate what the click wants applied")
+		require.NotEqual(t, res.Run.ID, again.Run.ID)
+		joined, err := b.svc.RequestConverge(b.ctx, "hello", "carol")
+		require.NoError(t, err)
+		require.True(t, joined.Joined)
+		require.Equal(t, again.Run.ID, joined.Run.ID)
+		r1, r2 := b.wait(t, res.Run.ID), b.wait(t, again.Run.ID)
+		require.Equal(t, journal.StateSucceeded, r1.State)
+		require.Equal(t, journal.StateSucceeded, r2.State)
+		require.False(t, r2.StartedAt.Before(*r1.FinishedAt))
+		require.NotEqual(t, first.ID, r1.ID)
+	})
+
 	t.Run("NeverJoinsAPendingDeployAndGoesFirst", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true})
