@@ -183,6 +183,31 @@ func (p *proc) do(method, path, token string, body any) (int, []byte) {
 	return resp.StatusCode, b
 }
 
+// cli runs the sluice CLI against p with token, stdin as given (nil: none),
+// and returns its stdout, stderr and exit code.
+func (p *proc) cli(stdin io.Reader, token string, args ...string) (string, string, int) {
+	p.t.Helper()
+	cmd := exec.Command(sluiceBin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_TOKEN=" + token}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(p.t, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// cliOut is cli as the admin, with stdout and stderr in one string.
+func (p *proc) cliOut(args ...string) (string, int) {
+	p.t.Helper()
+	stdout, stderr, code := p.cli(nil, testToken, args...)
+	return stdout + stderr, code
+}
+
 type runView struct {
 	ID    string  `json:"id"`
 	State string  `json:"state"`
@@ -437,20 +462,7 @@ func TestCLI(t *testing.T) {
 
 	dbURL := dbtest.NewDB(t)
 	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL)
-	cli := func(token string, args ...string) (string, string, int) {
-		cmd := exec.Command(sluiceBin, args...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_TOKEN=" + token}
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else {
-			require.NoError(t, err)
-		}
-		return stdout.String(), stderr.String(), code
-	}
+	cli := func(token string, args ...string) (string, string, int) { return p.cli(nil, token, args...) }
 
 	t.Run("FollowExitCodeIsTheOutcome", func(t *testing.T) {
 		ok := p.hold("ok", 1)
@@ -683,18 +695,7 @@ func TestCLISync(t *testing.T) {
 	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbtest.NewDB(t),
 		"SLUICE_GITOPS_REPO_URL="+bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0",
 		"SLUICE_CONFIG_ROOT="+filepath.Join(t.TempDir(), "config"))
-	cli := func(args ...string) (string, int) {
-		cmd := exec.Command(sluiceBin, args...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_TOKEN=" + testToken}
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else {
-			require.NoError(t, err)
-		}
-		return string(out), code
-	}
+	cli := p.cliOut
 
 	out, code := cli("status")
 	require.Equal(t, 0, code, out)
@@ -850,20 +851,7 @@ func TestCLIArtifact(t *testing.T) {
 	t.Parallel()
 
 	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbtest.NewDB(t), "SLUICE_DATA_DIR="+t.TempDir())
-	cli := func(stdin io.Reader, args ...string) (string, string, int) {
-		cmd := exec.Command(sluiceBin, args...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_TOKEN=" + testToken}
-		var stdout, stderr bytes.Buffer
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else {
-			require.NoError(t, err)
-		}
-		return stdout.String(), stderr.String(), code
-	}
+	cli := func(stdin io.Reader, args ...string) (string, string, int) { return p.cli(stdin, testToken, args...) }
 
 	// A file of several chunks, pushed, then fetched back byte for byte.
 	content := bytes.Repeat([]byte("sluice artifact\n"), 200_000) // 3.2 MB

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -261,22 +260,11 @@ func TestCLIServices(t *testing.T) {
 	t.Parallel()
 	site := newServiceSite(t)
 	p, _ := startServe(t, site.env...)
-	cli := func(args ...string) (string, int) {
-		cmd := exec.Command(sluiceBin, args...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_TOKEN=" + testToken}
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else {
-			require.NoError(t, err)
-		}
-		return string(out), code
-	}
+	cli := p.cliOut
 	push := func(version string) string {
-		out, code := cli("artifact", "push", helloBuild(t, version))
-		require.Equal(t, 0, code, out)
-		return strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
+		digest, stderr, code := p.cli(nil, testToken, "artifact", "push", helloBuild(t, version))
+		require.Equal(t, 0, code, stderr)
+		return strings.TrimSpace(digest)
 	}
 	v1, v2, bad := push("v1"), push("v2"), push("bad")
 	site.repo.Commit(t, "hello", map[string]string{"services/hello.json": site.unit(v1, map[string]string{"GREETING": "hi"})})
@@ -388,12 +376,7 @@ func TestServeServiceCredentialsNeverLeak(t *testing.T) {
 	site := newServiceSite(t)
 	// The intent repository over HTTP, where only deploy:password may fetch
 	// and push.
-	gitPath := strings.TrimSpace(gittest.Git(t, site.repo.Pusher, "--exec-path"))
-	backend := &cgi.Handler{
-		Path: filepath.Join(gitPath, "git-http-backend"),
-		Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(site.repo.Bare), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1",
-			"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.receivepack", "GIT_CONFIG_VALUE_0=true"},
-	}
+	backend := gittest.HTTPBackend(t, site.repo.Bare)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u, p, ok := r.BasicAuth(); !ok || u != "deploy" || p != password {
 			w.Header().Set("WWW-Authenticate", `Basic realm="intent"`)

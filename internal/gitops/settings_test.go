@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io/fs"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -41,10 +40,7 @@ type gitServer struct {
 // serveRepo serves r's bare repository over HTTP with git http-backend.
 func serveRepo(t *testing.T, r *gittest.Repo, opts serveOpts) *gitServer {
 	t.Helper()
-	backend := &cgi.Handler{
-		Path: filepath.Join(gittest.Git(t, r.Pusher, "--exec-path"), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(r.Bare), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
-	}
+	backend := gittest.HTTPBackend(t, r.Bare)
 	gs := &gitServer{arrived: make(chan struct{}), release: make(chan struct{})}
 	var once sync.Once
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io/fs"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/errs"
+	"sluice/internal/gittest"
 	"sluice/internal/redact"
 )
 
@@ -603,10 +603,7 @@ func TestSyncCredentials(t *testing.T) {
 		t.Helper()
 		b := setup(t)
 		b.commit(t, "one", units)
-		backend := &cgi.Handler{
-			Path: filepath.Join(gitCmd(t, b.pusher, "--exec-path"), "git-http-backend"),
-			Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(b.bare), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
-		}
+		backend := gittest.HTTPBackend(t, b.bare)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			u, p, ok := r.BasicAuth()
 			if !ok || !(u == "x-access-token" && p == token || u == user && p == password) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/errs"
+	"sluice/internal/gittest"
 	"sluice/internal/redact"
 	"sluice/internal/unit"
 )
@@ -391,11 +391,7 @@ func TestCommitFileCredentials(t *testing.T) {
 		t.Helper()
 		b := setup(t)
 		b.commit(t, "one", units)
-		backend := &cgi.Handler{
-			Path: filepath.Join(gitCmd(t, b.pusher, "--exec-path"), "git-http-backend"),
-			Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(b.bare), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-				"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.receivepack", "GIT_CONFIG_VALUE_0=true"},
-		}
+		backend := gittest.HTTPBackend(t, b.bare)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			u, p, ok := r.BasicAuth()
 			writer := ok && (u == "x-access-token" && p == token || u == user && p == password)

@@ -4,6 +4,8 @@
 package gittest
 
 import (
+	"net/http"
+	"net/http/cgi"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,4 +89,19 @@ func (r *Repo) Pull(tb testing.TB) {
 		return
 	}
 	Git(tb, r.Pusher, "reset", "-q", "--hard", "origin/main")
+}
+
+// HTTPBackend returns a handler that serves the bare repository at bare, and
+// its siblings, over Git's smart HTTP protocol through git http-backend,
+// pushes included, with the machine's configuration ignored. Tests wrap it
+// to check credentials or to hold and fail requests; the repository's URL is
+// <server>/<base name of bare>.
+func HTTPBackend(tb testing.TB, bare string) http.Handler {
+	tb.Helper()
+	return &cgi.Handler{
+		Path: filepath.Join(Git(tb, filepath.Dir(bare), "--exec-path"), "git-http-backend"),
+		Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(bare), "GIT_HTTP_EXPORT_ALL=1",
+			"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+			"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.receivepack", "GIT_CONFIG_VALUE_0=true"},
+	}
 }
