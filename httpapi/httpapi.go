@@ -42,7 +42,7 @@ type Deps struct {
 	Artifacts *artifact.Store
 	// Services deploys, rolls back and converges services.
 	Services *services.Service
-	Logger    *slog.Logger
+	Logger   *slog.Logger
 	// Ready reports readiness for /readyz. Nil means always ready.
 	Ready func(ctx context.Context) ReadyReport
 	// RiverUI, when set, is mounted at /riverui/ behind auth.
