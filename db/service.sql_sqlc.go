@@ -74,43 +74,56 @@ func (q *Queries) ServiceGetForUpdate(ctx context.Context, name string) (*Unit, 
 	return &i, err
 }
 
-const serviceLastRun = `-- name: ServiceLastRun :one
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
-WHERE target = $1 AND action = ANY($2::text[])
-ORDER BY requested_at DESC, id DESC
-LIMIT 1
+const serviceLastRuns = `-- name: ServiceLastRuns :many
+SELECT DISTINCT ON (target) id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+WHERE target = ANY($1::text[]) AND action = ANY($2::text[])
+ORDER BY target, requested_at DESC, id DESC
 `
 
-type ServiceLastRunParams struct {
-	Target  string
+type ServiceLastRunsParams struct {
+	Targets []string
 	Actions []string
 }
 
-func (q *Queries) ServiceLastRun(ctx context.Context, arg *ServiceLastRunParams) (*JournalRun, error) {
-	row := q.db.QueryRow(ctx, serviceLastRun, arg.Target, arg.Actions)
-	var i JournalRun
-	err := row.Scan(
-		&i.ID,
-		&i.Action,
-		&i.Target,
-		&i.State,
-		&i.RequestedBy,
-		&i.RequestedAt,
-		&i.StartedAt,
-		&i.FinishedAt,
-		&i.RiverJobID,
-		&i.Attempt,
-		&i.Joined,
-		&i.RetryOf,
-		&i.Params,
-		&i.Error,
-		&i.Result,
-		&i.GitCommit,
-		&i.DigestFrom,
-		&i.DigestTo,
-		&i.LastSeq,
-	)
-	return &i, err
+// ServiceLastRuns returns the newest action run of each service.
+func (q *Queries) ServiceLastRuns(ctx context.Context, arg *ServiceLastRunsParams) ([]*JournalRun, error) {
+	rows, err := q.db.Query(ctx, serviceLastRuns, arg.Targets, arg.Actions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JournalRun
+	for rows.Next() {
+		var i JournalRun
+		if err := rows.Scan(
+			&i.ID,
+			&i.Action,
+			&i.Target,
+			&i.State,
+			&i.RequestedBy,
+			&i.RequestedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.RiverJobID,
+			&i.Attempt,
+			&i.Joined,
+			&i.RetryOf,
+			&i.Params,
+			&i.Error,
+			&i.Result,
+			&i.GitCommit,
+			&i.DigestFrom,
+			&i.DigestTo,
+			&i.LastSeq,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const serviceList = `-- name: ServiceList :many
@@ -218,22 +231,88 @@ func (q *Queries) ServicePreviousHealthy(ctx context.Context, arg *ServicePrevio
 	return digest_to, err
 }
 
-const serviceQueue = `-- name: ServiceQueue :many
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
-WHERE target = $1 AND action = ANY($2::text[]) AND state IN ('queued', 'running')
-ORDER BY (state = 'running') DESC, (action = $3::text) DESC, requested_at, id
+const servicePreviousHealthyAll = `-- name: ServicePreviousHealthyAll :many
+WITH pin AS (
+    SELECT unnest($2::text[]) AS target, unnest($3::text[]) AS pinned
+)
+SELECT DISTINCT ON (r.target) r.target, r.digest_to::text AS digest
+FROM journal_run r JOIN pin ON pin.target = r.target
+WHERE r.action = ANY($1::text[]) AND r.state = 'succeeded'
+  AND r.digest_to IS NOT NULL AND r.digest_to <> pin.pinned
+ORDER BY r.target, r.finished_at DESC, r.id DESC
 `
 
-type ServiceQueueParams struct {
+type ServicePreviousHealthyAllParams struct {
+	Actions []string
+	Targets []string
+	Pins    []string
+}
+
+type ServicePreviousHealthyAllRow struct {
+	Target string
+	Digest string
+}
+
+// ServicePreviousHealthyAll is ServicePreviousHealthy for many services at
+// once: targets[i] is pinned to pins[i].
+func (q *Queries) ServicePreviousHealthyAll(ctx context.Context, arg *ServicePreviousHealthyAllParams) ([]*ServicePreviousHealthyAllRow, error) {
+	rows, err := q.db.Query(ctx, servicePreviousHealthyAll, arg.Actions, arg.Targets, arg.Pins)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ServicePreviousHealthyAllRow
+	for rows.Next() {
+		var i ServicePreviousHealthyAllRow
+		if err := rows.Scan(&i.Target, &i.Digest); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const serviceQueueFront = `-- name: ServiceQueueFront :one
+SELECT id FROM journal_run
+WHERE target = $1 AND action = ANY($2::text[]) AND state = 'queued'
+ORDER BY (action = $3::text) DESC, requested_at, id
+LIMIT 1
+`
+
+type ServiceQueueFrontParams struct {
 	Target      string
 	Actions     []string
 	FrontAction string
 }
 
-// ServiceQueue lists a service's open runs: the running one first, then the
-// queued ones in the order they will run.
-func (q *Queries) ServiceQueue(ctx context.Context, arg *ServiceQueueParams) ([]*JournalRun, error) {
-	rows, err := q.db.Query(ctx, serviceQueue, arg.Target, arg.Actions, arg.FrontAction)
+// ServiceQueueFront is the queued run that goes next for a service: converge
+// first, then the others in the order they were asked.
+func (q *Queries) ServiceQueueFront(ctx context.Context, arg *ServiceQueueFrontParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, serviceQueueFront, arg.Target, arg.Actions, arg.FrontAction)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
+const serviceQueues = `-- name: ServiceQueues :many
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+WHERE target = ANY($1::text[]) AND action = ANY($2::text[]) AND state IN ('queued', 'running')
+ORDER BY target, (state = 'running') DESC, (action = $3::text) DESC, requested_at, id
+`
+
+type ServiceQueuesParams struct {
+	Targets     []string
+	Actions     []string
+	FrontAction string
+}
+
+// ServiceQueues lists the open runs of services: per target, the running one
+// first, then the queued ones in the order they will run.
+func (q *Queries) ServiceQueues(ctx context.Context, arg *ServiceQueuesParams) ([]*JournalRun, error) {
+	rows, err := q.db.Query(ctx, serviceQueues, arg.Targets, arg.Actions, arg.FrontAction)
 	if err != nil {
 		return nil, err
 	}
@@ -270,28 +349,6 @@ func (q *Queries) ServiceQueue(ctx context.Context, arg *ServiceQueueParams) ([]
 		return nil, err
 	}
 	return items, nil
-}
-
-const serviceQueueFront = `-- name: ServiceQueueFront :one
-SELECT id FROM journal_run
-WHERE target = $1 AND action = ANY($2::text[]) AND state = 'queued'
-ORDER BY (action = $3::text) DESC, requested_at, id
-LIMIT 1
-`
-
-type ServiceQueueFrontParams struct {
-	Target      string
-	Actions     []string
-	FrontAction string
-}
-
-// ServiceQueueFront is the queued run that goes next for a service: converge
-// first, then the others in the order they were asked.
-func (q *Queries) ServiceQueueFront(ctx context.Context, arg *ServiceQueueFrontParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, serviceQueueFront, arg.Target, arg.Actions, arg.FrontAction)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
 }
 
 const serviceRecordOutcome = `-- name: ServiceRecordOutcome :exec

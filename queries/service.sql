@@ -52,18 +52,30 @@ WHERE target = @target AND action = ANY(@actions::text[]) AND state = 'queued'
 ORDER BY (action = @front_action::text) DESC, requested_at, id
 LIMIT 1;
 
--- name: ServiceQueue :many
--- ServiceQueue lists a service's open runs: the running one first, then the
--- queued ones in the order they will run.
+-- name: ServiceQueues :many
+-- ServiceQueues lists the open runs of services: per target, the running one
+-- first, then the queued ones in the order they will run.
 SELECT * FROM journal_run
-WHERE target = @target AND action = ANY(@actions::text[]) AND state IN ('queued', 'running')
-ORDER BY (state = 'running') DESC, (action = @front_action::text) DESC, requested_at, id;
+WHERE target = ANY(@targets::text[]) AND action = ANY(@actions::text[]) AND state IN ('queued', 'running')
+ORDER BY target, (state = 'running') DESC, (action = @front_action::text) DESC, requested_at, id;
 
--- name: ServiceLastRun :one
-SELECT * FROM journal_run
-WHERE target = @target AND action = ANY(@actions::text[])
-ORDER BY requested_at DESC, id DESC
-LIMIT 1;
+-- name: ServiceLastRuns :many
+-- ServiceLastRuns returns the newest action run of each service.
+SELECT DISTINCT ON (target) * FROM journal_run
+WHERE target = ANY(@targets::text[]) AND action = ANY(@actions::text[])
+ORDER BY target, requested_at DESC, id DESC;
+
+-- name: ServicePreviousHealthyAll :many
+-- ServicePreviousHealthyAll is ServicePreviousHealthy for many services at
+-- once: targets[i] is pinned to pins[i].
+WITH pin AS (
+    SELECT unnest(@targets::text[]) AS target, unnest(@pins::text[]) AS pinned
+)
+SELECT DISTINCT ON (r.target) r.target, r.digest_to::text AS digest
+FROM journal_run r JOIN pin ON pin.target = r.target
+WHERE r.action = ANY(@actions::text[]) AND r.state = 'succeeded'
+  AND r.digest_to IS NOT NULL AND r.digest_to <> pin.pinned
+ORDER BY r.target, r.finished_at DESC, r.id DESC;
 
 -- name: ServicePreviousHealthy :one
 -- ServicePreviousHealthy is the digest a rollback goes to: the new digest of

@@ -4,10 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"sluice/db"
 	"sluice/internal/render"
@@ -51,15 +48,7 @@ func (s *Service) List(ctx context.Context) ([]*View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list services: %w", err)
 	}
-	views := make([]*View, 0, len(units))
-	for _, u := range units {
-		v, err := s.view(ctx, u)
-		if err != nil {
-			return nil, err
-		}
-		views = append(views, v)
-	}
-	return views, nil
+	return s.views(ctx, units)
 }
 
 // Get returns the active service name, or NotFound.
@@ -68,33 +57,52 @@ func (s *Service) Get(ctx context.Context, name string) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.view(ctx, u)
+	views, err := s.views(ctx, []*db.Unit{u})
+	if err != nil {
+		return nil, err
+	}
+	return views[0], nil
 }
 
-func (s *Service) view(ctx context.Context, u *db.Unit) (*View, error) {
+// views reads the runs of units' services with one query per kind of fact,
+// whatever their number.
+func (s *Service) views(ctx context.Context, units []*db.Unit) ([]*View, error) {
 	q := db.New(s.Pool)
-	v := &View{Unit: u}
-	if spec, err := servicespec.Parse(u.Name, u.Content); err == nil {
-		v.Spec = spec
-		prev, err := previousHealthy(ctx, q, u.Name, spec.Digest())
-		if err != nil {
-			return nil, err
+	views := make([]*View, len(units))
+	byName := make(map[string]*View, len(units))
+	var names, pinNames, pins []string
+	for i, u := range units {
+		v := &View{Unit: u, Process: s.process(u.Name)}
+		views[i], byName[u.Name] = v, v
+		names = append(names, u.Name)
+		if spec, err := servicespec.Parse(u.Name, u.Content); err == nil {
+			v.Spec = spec
+			pinNames, pins = append(pinNames, u.Name), append(pins, spec.Digest())
 		}
-		v.PreviousHealthyDigest = prev
 	}
-	last, err := q.ServiceLastRun(ctx, &db.ServiceLastRunParams{Target: u.Name, Actions: Actions})
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
-		return nil, fmt.Errorf("last run of %s: %w", u.Name, err)
-	default:
-		v.LastRun = last
+	last, err := q.ServiceLastRuns(ctx, &db.ServiceLastRunsParams{Targets: names, Actions: Actions})
+	if err != nil {
+		return nil, fmt.Errorf("last runs of services: %w", err)
 	}
-	if v.Queue, err = q.ServiceQueue(ctx, &db.ServiceQueueParams{Target: u.Name, Actions: Actions, FrontAction: ActionConverge}); err != nil {
-		return nil, fmt.Errorf("queue of %s: %w", u.Name, err)
+	for _, r := range last {
+		byName[r.Target].LastRun = r
 	}
-	v.Process = s.process(u.Name)
-	return v, nil
+	queued, err := q.ServiceQueues(ctx, &db.ServiceQueuesParams{Targets: names, Actions: Actions, FrontAction: ActionConverge})
+	if err != nil {
+		return nil, fmt.Errorf("queues of services: %w", err)
+	}
+	for _, r := range queued {
+		v := byName[r.Target]
+		v.Queue = append(v.Queue, r)
+	}
+	prev, err := q.ServicePreviousHealthyAll(ctx, &db.ServicePreviousHealthyAllParams{Targets: pinNames, Pins: pins, Actions: Actions})
+	if err != nil {
+		return nil, fmt.Errorf("previous healthy digests: %w", err)
+	}
+	for _, r := range prev {
+		byName[r.Target].PreviousHealthyDigest = r.Digest
+	}
+	return views, nil
 }
 
 func (s *Service) process(name string) Process {
