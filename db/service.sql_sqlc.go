@@ -43,37 +43,6 @@ func (q *Queries) ServiceGet(ctx context.Context, name string) (*Unit, error) {
 	return &i, err
 }
 
-const serviceGetForUpdate = `-- name: ServiceGetForUpdate :one
-SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest FROM unit
-WHERE kind = 'Service' AND name = $1 AND status NOT IN ('stale', 'destroyed')
-ORDER BY path
-LIMIT 1
-FOR UPDATE
-`
-
-func (q *Queries) ServiceGetForUpdate(ctx context.Context, name string) (*Unit, error) {
-	row := q.db.QueryRow(ctx, serviceGetForUpdate, name)
-	var i Unit
-	err := row.Scan(
-		&i.ID,
-		&i.SourceID,
-		&i.Path,
-		&i.Kind,
-		&i.Name,
-		&i.Labels,
-		&i.Status,
-		&i.StatusBeforeStale,
-		&i.Content,
-		&i.ContentHash,
-		&i.LastAppliedHash,
-		&i.GitCommit,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.RunningDigest,
-	)
-	return &i, err
-}
-
 const serviceLastRuns = `-- name: ServiceLastRuns :many
 SELECT DISTINCT ON (target) id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
 WHERE target = ANY($1::text[]) AND action = ANY($2::text[])

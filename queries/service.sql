@@ -12,13 +12,6 @@ WHERE kind = 'Service' AND name = @name AND status NOT IN ('stale', 'destroyed')
 ORDER BY path
 LIMIT 1;
 
--- name: ServiceGetForUpdate :one
-SELECT * FROM unit
-WHERE kind = 'Service' AND name = @name AND status NOT IN ('stale', 'destroyed')
-ORDER BY path
-LIMIT 1
-FOR UPDATE;
-
 -- name: ServiceListByNames :many
 -- ServiceListByNames returns the active Service units holding any of names,
 -- of every source: sync refuses a second service of the same name.
