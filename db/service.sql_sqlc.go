@@ -244,28 +244,6 @@ func (q *Queries) ServicePreviousHealthyAll(ctx context.Context, arg *ServicePre
 	return items, nil
 }
 
-const serviceQueueFront = `-- name: ServiceQueueFront :one
-SELECT id FROM journal_run
-WHERE target = $1 AND action = ANY($2::text[]) AND state = 'queued'
-ORDER BY (action = $3::text) DESC, requested_at, id
-LIMIT 1
-`
-
-type ServiceQueueFrontParams struct {
-	Target      string
-	Actions     []string
-	FrontAction string
-}
-
-// ServiceQueueFront is the queued run that goes next for a service: converge
-// first, then the others in the order they were asked.
-func (q *Queries) ServiceQueueFront(ctx context.Context, arg *ServiceQueueFrontParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, serviceQueueFront, arg.Target, arg.Actions, arg.FrontAction)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
-}
-
 const serviceQueues = `-- name: ServiceQueues :many
 SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
 WHERE target = ANY($1::text[]) AND action = ANY($2::text[]) AND state IN ('queued', 'running')
@@ -347,38 +325,4 @@ func (q *Queries) ServiceRecordOutcome(ctx context.Context, arg *ServiceRecordOu
 		arg.ID,
 	)
 	return err
-}
-
-const serviceTryLock = `-- name: ServiceTryLock :one
-SELECT pg_try_advisory_lock($1::int4, hashtext($2::text)) AS acquired
-`
-
-type ServiceTryLockParams struct {
-	Class int32
-	Name  string
-}
-
-// ServiceTryLock takes the service's action lock on this session if it is
-// free: one action per service runs at a time across every process.
-func (q *Queries) ServiceTryLock(ctx context.Context, arg *ServiceTryLockParams) (bool, error) {
-	row := q.db.QueryRow(ctx, serviceTryLock, arg.Class, arg.Name)
-	var acquired bool
-	err := row.Scan(&acquired)
-	return acquired, err
-}
-
-const serviceUnlock = `-- name: ServiceUnlock :one
-SELECT pg_advisory_unlock($1::int4, hashtext($2::text)) AS released
-`
-
-type ServiceUnlockParams struct {
-	Class int32
-	Name  string
-}
-
-func (q *Queries) ServiceUnlock(ctx context.Context, arg *ServiceUnlockParams) (bool, error) {
-	row := q.db.QueryRow(ctx, serviceUnlock, arg.Class, arg.Name)
-	var released bool
-	err := row.Scan(&released)
-	return released, err
 }

@@ -29,22 +29,6 @@ SET status = CASE WHEN status IN ('stale', 'destroyed') THEN status ELSE @status
     updated_at = now()
 WHERE id = @id;
 
--- name: ServiceTryLock :one
--- ServiceTryLock takes the service's action lock on this session if it is
--- free: one action per service runs at a time across every process.
-SELECT pg_try_advisory_lock(@class::int4, hashtext(@name::text)) AS acquired;
-
--- name: ServiceUnlock :one
-SELECT pg_advisory_unlock(@class::int4, hashtext(@name::text)) AS released;
-
--- name: ServiceQueueFront :one
--- ServiceQueueFront is the queued run that goes next for a service: converge
--- first, then the others in the order they were asked.
-SELECT id FROM journal_run
-WHERE target = @target AND action = ANY(@actions::text[]) AND state = 'queued'
-ORDER BY (action = @front_action::text) DESC, requested_at, id
-LIMIT 1;
-
 -- name: ServiceQueues :many
 -- ServiceQueues lists the open runs of services: per target, the running one
 -- first, then the queued ones in the order they will run.

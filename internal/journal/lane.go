@@ -1,0 +1,106 @@
+package journal
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"sluice/db"
+)
+
+// laneLockClass is the advisory lock space of lanes ("slln").
+const laneLockClass = 0x736c6c6e
+
+// DefaultLaneWait is how long a job waits for its turn before it looks again.
+const DefaultLaneWait = 250 * time.Millisecond
+
+// Lane makes the runs of one target take turns, across every process: a
+// service's deploys and converges, an infrastructure unit's plans and
+// applies. Open-source River has no per-key concurrency limit, so a lane is
+// an advisory lock plus River's snooze.
+type Lane struct {
+	// Target is the journal target whose runs share the lane.
+	Target string
+	// Actions are the actions that share it.
+	Actions []string
+	// First, when set, is the action that goes to the front of the lane;
+	// otherwise runs go in the order they were asked.
+	First string
+	// Wait is how long a job waits before it looks again; DefaultLaneWait
+	// when zero.
+	Wait time.Duration
+}
+
+// WorkInLane runs fn through Work when the job's run has its turn in lane:
+//
+//   - It takes the lane's lock, an advisory lock on a connection of its own,
+//     held until the run's receipt has committed. The lock ends with the
+//     session, so a killed process holds nobody up.
+//   - It checks that the job's run is the front of the lane.
+//
+// When either fails, the job is snoozed (River counts no attempt) and looks
+// again after lane.Wait.
+func WorkInLane[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], lane Lane, fn ActionFunc) error {
+	conn, err := j.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire connection for the lane lock: %w", err)
+	}
+	q := db.New(conn)
+	locked, err := q.LaneTryLock(ctx, &db.LaneTryLockParams{Class: laneLockClass, Target: lane.Target})
+	if err != nil {
+		conn.Release()
+		return fmt.Errorf("take the lane lock of %s: %w", lane.Target, err)
+	}
+	wait := river.JobSnooze(cmp.Or(lane.Wait, DefaultLaneWait))
+	if !locked {
+		conn.Release()
+		return wait
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := q.LaneUnlock(uctx, &db.LaneUnlockParams{Class: laneLockClass, Target: lane.Target}); err != nil {
+			_ = conn.Hijack().Close(uctx) // ending the session frees the lock
+			return
+		}
+		conn.Release()
+	}()
+
+	turn, err := lane.isTurn(ctx, q, job.ID)
+	if err != nil {
+		return err
+	}
+	if !turn {
+		return wait
+	}
+	return Work(ctx, j, job, fn)
+}
+
+// isTurn reports whether the job's run goes next. A run River runs again
+// after it finished (a retry from River UI) goes after the queued ones.
+func (l Lane) isTurn(ctx context.Context, q *db.Queries, jobID int64) (bool, error) {
+	front, err := q.LaneFront(ctx, &db.LaneFrontParams{Target: l.Target, Actions: l.Actions, FirstAction: l.First})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the lane of %s: %w", l.Target, err)
+	}
+	run, err := q.JournalRunCurrentForJob(ctx, &jobID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("find the run of job %d: %w", jobID, err)
+	}
+	if run.State == StateRunning {
+		// Left running by a process that died; Work decides.
+		return true, nil
+	}
+	return run.ID == front, nil
+}
