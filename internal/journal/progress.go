@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -81,4 +82,21 @@ func (p *Progress) SetDigests(ctx context.Context, from, to, why string) error {
 	p.run.DigestFrom, p.run.DigestTo = nonEmpty(from), nonEmpty(to)
 	p.Info(ctx, why, nil)
 	return nil
+}
+
+// Phase is one step of an action and how long it took, as receipts keep it.
+type Phase struct {
+	Name string `json:"name"`
+	Ms   int64  `json:"ms"`
+}
+
+// Phases records the steps of an action on its receipt.
+type Phases []Phase
+
+// Do runs fn as the step name and records how long it took.
+func (ps *Phases) Do(name string, fn func() error) error {
+	begin := time.Now()
+	err := fn()
+	*ps = append(*ps, Phase{Name: name, Ms: time.Since(begin).Milliseconds()})
+	return err
 }

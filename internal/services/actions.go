@@ -37,8 +37,8 @@ type Result struct {
 	ManifestHash string   `json:"manifestHash,omitempty"`
 	Applied      *Applied `json:"applied,omitempty"`
 	// Restored is the previous unit, started again after a failed deploy.
-	Restored *Applied `json:"restored,omitempty"`
-	Phases   []Phase  `json:"phases"`
+	Restored *Applied       `json:"restored,omitempty"`
+	Phases   journal.Phases `json:"phases"`
 	// Running says in one sentence what runs now.
 	Running string `json:"running,omitempty"`
 }
@@ -56,7 +56,7 @@ func (s *Service) Rollback(ctx context.Context, p *journal.Progress, args Rollba
 
 // syncService syncs the source of service name and returns the service as
 // the branch now holds it.
-func (s *Service) syncService(ctx context.Context, p *journal.Progress, t timer, phase, name string, res *Result) (*db.Unit, *servicespec.Spec, error) {
+func (s *Service) syncService(ctx context.Context, p *journal.Progress, t *journal.Phases, phase, name string, res *Result) (*db.Unit, *servicespec.Spec, error) {
 	before, err := db.New(s.Pool).ServiceGet(ctx, name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, errs.Errorf(errs.NotFound, "No active service is named %q any more; nothing was changed.", name)
@@ -65,7 +65,7 @@ func (s *Service) syncService(ctx context.Context, p *journal.Progress, t timer,
 		return nil, nil, fmt.Errorf("load service %s: %w", name, err)
 	}
 	var synced *gitopsResult
-	if err := t.do(phase, func() error {
+	if err := t.Do(phase, func() error {
 		r, err := s.GitOps.SyncNow(ctx, p, before.SourceID)
 		if r != nil {
 			synced = &gitopsResult{commit: r.Commit}
@@ -89,8 +89,8 @@ func (s *Service) syncService(ctx context.Context, p *journal.Progress, t timer,
 type gitopsResult struct{ commit string }
 
 func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name, target string) (*journal.Outcome, error) {
-	res := &Result{Service: name, Action: action, Phases: []Phase{}}
-	t := timer{&res.Phases}
+	res := &Result{Service: name, Action: action, Phases: journal.Phases{}}
+	t := &res.Phases
 	out := &journal.Outcome{Result: res}
 
 	u, spec, err := s.syncService(ctx, p, t, "sync", name, res)
@@ -125,7 +125,7 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	oldImage := spec.Image
 	msg := fmt.Sprintf("%s %s: pin %s\n\nRun %s, requested by %s.", action, name, target, p.RunID(), p.Run().RequestedBy)
 	var push *gitsync.PushResult
-	err = t.do("pin", func() error {
+	err = t.Do("pin", func() error {
 		var err error
 		push, err = s.GitOps.CommitFile(ctx, u.SourceID, u.Path, func(old []byte) ([]byte, error) {
 			img, err := unit.GetString(old, imagePath)
@@ -188,10 +188,10 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 
 // undo reverts a failed deploy: it pushes a revert of the pin, restores the
 // unit that ran before and probes it, and returns the failure.
-func (s *Service) undo(ctx context.Context, p *journal.Progress, t timer, out *journal.Outcome, res *Result, u *db.Unit, action, name, target, oldImage string, prev []byte, what string) (*journal.Outcome, error) {
+func (s *Service) undo(ctx context.Context, p *journal.Progress, t *journal.Phases, out *journal.Outcome, res *Result, u *db.Unit, action, name, target, oldImage string, prev []byte, what string) (*journal.Outcome, error) {
 	rmsg := fmt.Sprintf("revert %s %s to %s: %s\n\nRun %s.", action, name, target, truncate(what, 200), p.RunID())
 	var revert *gitsync.PushResult
-	revertErr := t.do("revert", func() error {
+	revertErr := t.Do("revert", func() error {
 		var err error
 		revert, err = s.GitOps.CommitFile(ctx, u.SourceID, u.Path, func(old []byte) ([]byte, error) {
 			img, err := unit.GetString(old, imagePath)
@@ -224,7 +224,7 @@ func (s *Service) undo(ctx context.Context, p *journal.Progress, t timer, out *j
 	var running *string
 	restoreText := ""
 	if prev == nil {
-		_ = t.do("stop", func() error { return s.Supervisor.Stop(ctx, name, 0) })
+		_ = t.Do("stop", func() error { return s.Supervisor.Stop(ctx, name, 0) })
 		restoreText = fmt.Sprintf("no unit of %s ran before, so it was stopped and nothing runs now", name)
 	} else if m, err := render.Parse(prev); err != nil {
 		restoreText = "the previous unit could not be read (" + err.Error() + "), so nothing was restored"
@@ -261,8 +261,8 @@ func (s *Service) undo(ctx context.Context, p *journal.Progress, t timer, out *j
 // no commit and no automatic rollback.
 func (s *Service) Converge(ctx context.Context, p *journal.Progress, args ConvergeArgs) (*journal.Outcome, error) {
 	name := args.Service
-	res := &Result{Service: name, Action: ActionConverge, Phases: []Phase{}}
-	t := timer{&res.Phases}
+	res := &Result{Service: name, Action: ActionConverge, Phases: journal.Phases{}}
+	t := &res.Phases
 	out := &journal.Outcome{Result: res}
 	u, spec, err := s.syncService(ctx, p, t, "sync", name, res)
 	if err != nil {
@@ -323,7 +323,7 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 // transaction of its receipt.
 func record(id uuid.UUID, status string, appliedHash, running *string) func(context.Context, pgx.Tx) error {
 	return func(ctx context.Context, tx pgx.Tx) error {
-		return db.New(tx).ServiceRecordOutcome(ctx, &db.ServiceRecordOutcomeParams{
+		return db.New(tx).UnitRecordOutcome(ctx, &db.UnitRecordOutcomeParams{
 			ID: id, Status: status, AppliedHash: appliedHash, RunningDigest: running,
 		})
 	}

@@ -24,12 +24,6 @@ const noProbeGrace = 2 * time.Second
 // run's events.
 const logLines = 20
 
-// Phase is one step of an action and how long it took.
-type Phase struct {
-	Name string `json:"name"`
-	Ms   int64  `json:"ms"`
-}
-
 // ProbeReport is a probe's result as the receipt keeps it.
 type ProbeReport struct {
 	OK        bool     `json:"ok"`
@@ -56,16 +50,6 @@ type Applied struct {
 	Alive bool `json:"alive"`
 }
 
-// timer records phases on a receipt.
-type timer struct{ phases *[]Phase }
-
-func (t timer) do(name string, fn func() error) error {
-	begin := time.Now()
-	err := fn()
-	*t.phases = append(*t.phases, Phase{Name: name, Ms: time.Since(begin).Milliseconds()})
-	return err
-}
-
 // unitText reads the rendered unit that runs now; nil when there is none.
 func (s *Service) unitText(name string) ([]byte, error) {
 	b, err := os.ReadFile(s.unitPath(name))
@@ -81,14 +65,14 @@ func (s *Service) unitText(name string) ([]byte, error) {
 // apply renders m, writes the unit, verifies the artifact, restarts the
 // process and probes it. An error means it could not get as far as a probe;
 // a failed probe is a result (Applied.Probe.OK false), not an error.
-func (s *Service) apply(ctx context.Context, p *journal.Progress, t timer, m render.Manifest, pr *servicespec.Probe, probeTimeoutSec int, label string) (*Applied, error) {
+func (s *Service) apply(ctx context.Context, p *journal.Progress, t *journal.Phases, m render.Manifest, pr *servicespec.Probe, probeTimeoutSec int, label string) (*Applied, error) {
 	var (
 		text []byte
 		hash string
 		exe  string
 		proc *supervise.Process
 	)
-	err := t.do(label+"render", func() error {
+	err := t.Do(label+"render", func() error {
 		var err error
 		text, hash, err = render.Render(m)
 		return err
@@ -97,7 +81,7 @@ func (s *Service) apply(ctx context.Context, p *journal.Progress, t timer, m ren
 		return nil, err
 	}
 	a := &Applied{Digest: m.ArtifactDigest, RenderedHash: hash, Rendered: string(text)}
-	if err := t.do(label+"artifact", func() error {
+	if err := t.Do(label+"artifact", func() error {
 		var err error
 		exe, err = s.Artifacts.Materialize(ctx, m.ArtifactDigest)
 		return err
@@ -105,7 +89,7 @@ func (s *Service) apply(ctx context.Context, p *journal.Progress, t timer, m ren
 		return nil, fmt.Errorf("fetch and verify artifact %s: %w", m.ArtifactDigest, err)
 	}
 	p.Info(ctx, fmt.Sprintf("artifact %s verified", short(m.ArtifactDigest)), nil)
-	if err := t.do(label+"write", func() error {
+	if err := t.Do(label+"write", func() error {
 		if err := os.MkdirAll(s.UnitDir, 0o755); err != nil {
 			return err
 		}
@@ -114,7 +98,7 @@ func (s *Service) apply(ctx context.Context, p *journal.Progress, t timer, m ren
 		return nil, fmt.Errorf("write the unit of %s: %w", m.Service, err)
 	}
 	p.Info(ctx, fmt.Sprintf("wrote unit %s (%s)", s.unitPath(m.Service), short(hash)), nil)
-	if err := t.do(label+"restart", func() error {
+	if err := t.Do(label+"restart", func() error {
 		var err error
 		proc, err = s.Supervisor.Restart(ctx, m.Service, supervise.Spec{
 			Exec: exe, Args: m.Args, Env: m.Env, WorkDir: m.WorkDir,
@@ -126,7 +110,7 @@ func (s *Service) apply(ctx context.Context, p *journal.Progress, t timer, m ren
 	}
 	a.Pid = proc.Pid()
 	p.Info(ctx, fmt.Sprintf("started %s as pid %d", m.Service, proc.Pid()), nil)
-	_ = t.do(label+"probe", func() error {
+	_ = t.Do(label+"probe", func() error {
 		a.Probe = s.probe(ctx, proc, pr, probeTimeoutSec)
 		return nil
 	})
