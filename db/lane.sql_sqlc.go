@@ -50,19 +50,3 @@ func (q *Queries) LaneTryLock(ctx context.Context, arg *LaneTryLockParams) (bool
 	err := row.Scan(&acquired)
 	return acquired, err
 }
-
-const laneUnlock = `-- name: LaneUnlock :one
-SELECT pg_advisory_unlock($1::int4, hashtext($2::text)) AS released
-`
-
-type LaneUnlockParams struct {
-	Class  int32
-	Target string
-}
-
-func (q *Queries) LaneUnlock(ctx context.Context, arg *LaneUnlockParams) (bool, error) {
-	row := q.db.QueryRow(ctx, laneUnlock, arg.Class, arg.Target)
-	var released bool
-	err := row.Scan(&released)
-	return released, err
-}

@@ -3,9 +3,6 @@
 -- the lane's target works at a time across every process.
 SELECT pg_try_advisory_lock(@class::int4, hashtext(@target::text)) AS acquired;
 
--- name: LaneUnlock :one
-SELECT pg_advisory_unlock(@class::int4, hashtext(@target::text)) AS released;
-
 -- name: LaneFront :one
 -- LaneFront is the queued run that goes next in a lane: runs of first_action
 -- first, then the others in the order they were asked.

@@ -257,7 +257,7 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	if err != nil {
 		t.Fatalf("parse test database url: %v", err)
 	}
-	cfg.MaxConns = 20
+	cfg.MaxConns = 60 // two per worker of the tests' River clients, and spare
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("open test pool: %v", err)

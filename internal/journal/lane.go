@@ -61,15 +61,9 @@ func WorkInLane[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job
 		conn.Release()
 		return wait
 	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := q.LaneUnlock(uctx, &db.LaneUnlockParams{Class: laneLockClass, Target: lane.Target}); err != nil {
-			_ = conn.Hijack().Close(uctx) // ending the session frees the lock
-			return
-		}
-		conn.Release()
-	}()
+	// Releases the lane lock and the run's liveness lock, both on conn: a job
+	// in a lane holds one connection, not two.
+	defer j.releaseConn(ctx, conn)
 
 	turn, err := lane.isTurn(ctx, q, job.ID)
 	if err != nil {
@@ -78,7 +72,7 @@ func WorkInLane[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job
 	if !turn {
 		return wait
 	}
-	return Work(ctx, j, job, fn)
+	return workOn(ctx, j, job, conn, fn)
 }
 
 // isTurn reports whether the job's run goes next. A run River runs again

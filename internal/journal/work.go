@@ -73,14 +73,19 @@ func Work[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], f
 	if err != nil {
 		return fmt.Errorf("acquire liveness connection: %w", err)
 	}
-	var locked *uuid.UUID
-	defer func() { j.releaseLiveness(ctx, lc, locked) }()
+	defer j.releaseConn(ctx, lc)
+	return workOn(ctx, j, job, lc, fn)
+}
 
+// workOn is Work on lc, a connection the caller holds for the whole job and
+// releases with releaseConn: a job then needs one long-lived connection,
+// whatever other session locks (a lane's) it holds on it.
+func workOn[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], lc *pgxpool.Conn, fn ActionFunc) error {
 	run, err := j.start(ctx, lc, job.JobRow, job.Args)
 	if err != nil {
 		return err
 	}
-	locked = &run.ID
+	defer unlockLiveness(ctx, lc, run.ID)
 
 	j.markLive(run.ID, true)
 	defer j.markLive(run.ID, false)
@@ -101,7 +106,10 @@ func safeRun(ctx context.Context, fn ActionFunc, p *Progress) (out *Outcome, err
 
 // start records the run as running and takes its liveness lock on lc.
 func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.JobRow, args any) (*db.JournalRun, error) {
-	var run *db.JournalRun
+	var (
+		run    *db.JournalRun
+		locked *uuid.UUID
+	)
 	err := db.WithTx(ctx, j.pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
 		// Locks are taken in one order everywhere (see lockOrder): the
@@ -159,6 +167,7 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 		if !tryLock(ctx, lc, runID, false) {
 			return river.JobSnooze(snoozeWhenBusy)
 		}
+		locked = &runID
 		if insert != nil {
 			if _, err := q.JournalRunInsert(ctx, insert); err != nil {
 				return fmt.Errorf("insert run: %w", err)
@@ -177,8 +186,8 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 	})
 	if err != nil {
 		// The lock may have been taken before the transaction failed.
-		if run == nil {
-			j.unlockAll(ctx, lc)
+		if locked != nil {
+			unlockLiveness(ctx, lc, *locked)
 		}
 		return nil, err
 	}
@@ -209,22 +218,25 @@ func tryLock(ctx context.Context, lc *pgxpool.Conn, id uuid.UUID, probe bool) bo
 	return true
 }
 
-// releaseLiveness drops lc's advisory locks and returns it to the pool. A
-// connection that cannot confirm the unlock is closed instead, so a lock can
-// never leak into another borrower's session.
-func (j *Journal) releaseLiveness(ctx context.Context, lc *pgxpool.Conn, id *uuid.UUID) {
-	if id != nil {
-		j.unlockAll(ctx, lc)
-	}
-	lc.Release()
+// unlockLiveness releases run id's liveness lock on lc, as well as it can:
+// if lc cannot confirm it, releaseConn, which its holder calls, closes lc.
+func unlockLiveness(ctx context.Context, lc *pgxpool.Conn, id uuid.UUID) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = db.New(lc).JournalRunReleaseLiveness(uctx, livenessKey(id))
 }
 
-func (j *Journal) unlockAll(ctx context.Context, lc *pgxpool.Conn) {
+// releaseConn drops every advisory lock of lc's session and returns it to
+// the pool. A connection that cannot confirm the unlock is closed instead,
+// so a lock can never leak into another borrower's session.
+func (j *Journal) releaseConn(ctx context.Context, lc *pgxpool.Conn) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if _, err := lc.Exec(uctx, "SELECT pg_advisory_unlock_all()"); err != nil {
 		_ = lc.Hijack().Close(uctx)
+		return
 	}
+	lc.Release()
 }
 
 // finish records the outcome. It returns what the worker returns to River.
