@@ -6,6 +6,8 @@ GO ?= go
 SLUICE_DATA_DIR ?= .sluice
 SLUICE_LISTEN ?= 127.0.0.1:8080
 GOTEST_FLAGS ?= -race -count=1 -timeout 15m
+# ./bin holds what the Makefile builds, Terraform too when the machine has none.
+export PATH := $(CURDIR)/bin:$(PATH)
 
 .PHONY: run test build demo-artifacts vet generate check-generated ensure-tools bench clean
 

@@ -298,7 +298,7 @@ func (q *Queries) ServiceQueues(ctx context.Context, arg *ServiceQueuesParams) (
 	return items, nil
 }
 
-const serviceRecordOutcome = `-- name: ServiceRecordOutcome :exec
+const unitRecordOutcome = `-- name: UnitRecordOutcome :exec
 UPDATE unit
 SET status = CASE WHEN status IN ('stale', 'destroyed') THEN status ELSE $1 END,
     status_before_stale = CASE WHEN status = 'stale' THEN $1 ELSE status_before_stale END,
@@ -308,17 +308,18 @@ SET status = CASE WHEN status IN ('stale', 'destroyed') THEN status ELSE $1 END,
 WHERE id = $4
 `
 
-type ServiceRecordOutcomeParams struct {
+type UnitRecordOutcomeParams struct {
 	Status        string
 	AppliedHash   *string
 	RunningDigest *string
 	ID            uuid.UUID
 }
 
-// ServiceRecordOutcome writes what a finished service action left behind, in
-// the transaction of its receipt. applied_hash is set on success only.
-func (q *Queries) ServiceRecordOutcome(ctx context.Context, arg *ServiceRecordOutcomeParams) error {
-	_, err := q.db.Exec(ctx, serviceRecordOutcome,
+// UnitRecordOutcome writes what a finished action (a service's, an apply)
+// left behind, in the transaction of its receipt. applied_hash is set on
+// success only; running_digest is a service's.
+func (q *Queries) UnitRecordOutcome(ctx context.Context, arg *UnitRecordOutcomeParams) error {
+	_, err := q.db.Exec(ctx, unitRecordOutcome,
 		arg.Status,
 		arg.AppliedHash,
 		arg.RunningDigest,

@@ -21,6 +21,7 @@ import (
 	"sluice/internal/auth"
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
+	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/services"
@@ -42,7 +43,9 @@ type Deps struct {
 	Artifacts *artifact.Store
 	// Services deploys, rolls back and converges services.
 	Services *services.Service
-	Logger   *slog.Logger
+	// Infra plans, applies, destroys and drift-checks infrastructure.
+	Infra  *infra.Service
+	Logger *slog.Logger
 	// Ready reports readiness for /readyz. Nil means always ready.
 	Ready func(ctx context.Context) ReadyReport
 	// RiverUI, when set, is mounted at /riverui/ behind auth.
@@ -66,6 +69,7 @@ func New(d Deps) http.Handler {
 	registerGitOps(api, d)
 	registerArtifacts(api, d)
 	registerServices(api, d)
+	registerInfra(api, d)
 	if d.TestActions {
 		registerTestActions(newHiddenAPI(mux, d), d)
 	}
@@ -88,6 +92,7 @@ func Spec() *huma.OpenAPI {
 	registerGitOps(api, Deps{})
 	registerArtifacts(api, Deps{})
 	registerServices(api, Deps{})
+	registerInfra(api, Deps{})
 	return api.OpenAPI()
 }
 

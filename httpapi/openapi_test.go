@@ -94,9 +94,11 @@ func TestOpenAPISpec(t *testing.T) {
 		}
 		slices.Sort(ids)
 		require.Equal(t, []string{
-			"converge-service", "create-token", "deploy-service", "get-artifact", "get-gitops-settings",
-			"get-gitops-status", "get-journal-run", "get-service", "get-unit", "list-journal", "list-services",
-			"list-tokens", "list-units", "put-artifact", "put-gitops-settings", "revoke-token", "rollback-service",
+			"apply-infrastructure", "converge-service", "create-token", "deploy-service", "destroy-infrastructure",
+			"drift-check-infrastructure", "drift-check-service", "get-artifact", "get-gitops-settings",
+			"get-gitops-status", "get-infrastructure", "get-journal-run", "get-service", "get-unit",
+			"list-infrastructures", "list-journal", "list-services", "list-tokens", "list-units",
+			"plan-infrastructure", "put-artifact", "put-gitops-settings", "revoke-token", "rollback-service",
 			"stream-journal-events", "sync-gitops",
 		}, ids)
 	})

@@ -7,6 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"sluice/db"
 	"sluice/internal/auth"
 	"sluice/internal/services"
 )
@@ -52,10 +53,7 @@ func serviceOut(v *services.View) Service {
 	if v.PreviousHealthyDigest != "" {
 		out.PreviousHealthyDigest = &v.PreviousHealthyDigest
 	}
-	if v.LastRun != nil {
-		r := runOut(v.LastRun)
-		out.LastRun = &r
-	}
+	out.LastRun = runPtr(v.LastRun)
 	for _, r := range v.Queue {
 		out.Queued = append(out.Queued, runOut(r))
 	}
@@ -132,6 +130,19 @@ func registerServices(api huma.API, d Deps) {
 		return accepted(res), nil
 	})
 
+	o = op("drift-check-service", http.MethodPost, "/services/{name}/drift-check",
+		"Check the service for drift: desired_ahead when Git moved past the last apply (the pin or the content), "+
+			"live_drift when what runs is not what was applied (the unit file on disk, the process, its probe). The result lists each finding with its proof.",
+		auth.RoleOperator, http.StatusNotFound)
+	o.DefaultStatus = http.StatusAccepted
+	register(api, d, o, func(ctx context.Context, in *serviceNameInput) (*ActionAccepted, error) {
+		res, err := d.Services.RequestDriftCheck(ctx, in.Name, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return accepted(res), nil
+	})
+
 	o = op("converge-service", http.MethodPost, "/services/{name}/converge",
 		"Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. "+
 			"No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy.",
@@ -144,4 +155,13 @@ func registerServices(api huma.API, d Deps) {
 		}
 		return accepted(res), nil
 	})
+}
+
+// runPtr is runOut of a run that may be absent.
+func runPtr(r *db.JournalRun) *Run {
+	if r == nil {
+		return nil
+	}
+	out := runOut(r)
+	return &out
 }

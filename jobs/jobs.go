@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"sluice/internal/gitops"
+	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/services"
 )
@@ -19,6 +20,9 @@ type Deps struct {
 	GitOps  *gitops.Service
 	// Services works deploys, rollbacks and converges; nil leaves them out.
 	Services *services.Service
+	// Infra works plans, applies, destroys, drift checks and sweeps; nil
+	// leaves them out.
+	Infra *infra.Service
 	// TestActions registers test_hold, the test-only action that holds a run
 	// open; serve enables it with SLUICE_ENABLE_TEST_ACTIONS=1.
 	TestActions bool
@@ -32,6 +36,14 @@ func Register(workers *river.Workers, d Deps) {
 		river.AddWorker[services.DeployArgs](workers, &DeployWorker{Services: d.Services})
 		river.AddWorker[services.RollbackArgs](workers, &RollbackWorker{Services: d.Services})
 		river.AddWorker[services.ConvergeArgs](workers, &ConvergeWorker{Services: d.Services})
+		river.AddWorker[services.DriftCheckArgs](workers, &ServiceDriftCheckWorker{Services: d.Services})
+	}
+	if d.Infra != nil {
+		river.AddWorker[infra.PlanArgs](workers, &PlanWorker{Infra: d.Infra})
+		river.AddWorker[infra.ApplyArgs](workers, &ApplyWorker{Infra: d.Infra})
+		river.AddWorker[infra.DestroyArgs](workers, &DestroyWorker{Infra: d.Infra})
+		river.AddWorker[infra.DriftCheckArgs](workers, &DriftCheckWorker{Infra: d.Infra})
+		river.AddWorker[infra.SweepArgs](workers, &SweepWorker{Journal: d.Journal, Infra: d.Infra})
 	}
 	if d.TestActions {
 		river.AddWorker[HoldArgs](workers, &HoldWorker{Journal: d.Journal})

@@ -67,3 +67,21 @@ func (w *ConvergeWorker) Work(ctx context.Context, job *river.Job[services.Conve
 		return w.Services.Converge(ctx, p, job.Args)
 	})
 }
+
+// ServiceDriftCheckWorker works services.DriftCheckArgs.
+type ServiceDriftCheckWorker struct {
+	river.WorkerDefaults[services.DriftCheckArgs]
+	Services *services.Service
+}
+
+// Timeout implements river.Worker.
+func (w *ServiceDriftCheckWorker) Timeout(*river.Job[services.DriftCheckArgs]) time.Duration {
+	return 10 * time.Minute
+}
+
+// Work implements river.Worker.
+func (w *ServiceDriftCheckWorker) Work(ctx context.Context, job *river.Job[services.DriftCheckArgs]) error {
+	return services.Work(ctx, w.Services, job, job.Args.Service, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+		return w.Services.DriftCheck(ctx, p, job.Args)
+	})
+}

@@ -18,9 +18,10 @@ LIMIT 1;
 SELECT id, source_id, path, name FROM unit
 WHERE kind = 'Service' AND status NOT IN ('stale', 'destroyed') AND name = ANY(@names::text[]);
 
--- name: ServiceRecordOutcome :exec
--- ServiceRecordOutcome writes what a finished service action left behind, in
--- the transaction of its receipt. applied_hash is set on success only.
+-- name: UnitRecordOutcome :exec
+-- UnitRecordOutcome writes what a finished action (a service's, an apply)
+-- left behind, in the transaction of its receipt. applied_hash is set on
+-- success only; running_digest is a service's.
 UPDATE unit
 SET status = CASE WHEN status IN ('stale', 'destroyed') THEN status ELSE @status END,
     status_before_stale = CASE WHEN status = 'stale' THEN @status ELSE status_before_stale END,

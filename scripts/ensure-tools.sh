@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the tools sluice and its tests run are installed: PostgreSQL's
-# server binaries (the embedded database and the tests' private cluster) and
-# git (the example repository and the tests' remotes). Installs Debian's
+# server binaries (the embedded database and the tests' private cluster),
+# git (the example repository and the tests' remotes) and Terraform. Installs Debian's
 # packages when run as root; otherwise prints the one command that would.
 set -euo pipefail
 
@@ -9,6 +9,17 @@ have_pg() {
   command -v pg_ctl >/dev/null 2>&1 && command -v initdb >/dev/null 2>&1 && return 0
   ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1
 }
+
+# Terraform (infrastructure units; their tests): SLUICE_TERRAFORM_BIN, or
+# terraform on PATH, or ./bin/terraform (the Makefile puts ./bin on PATH).
+# Where it is missing, build v1.5.7, the last MPL-licensed release, from the
+# Go module proxy into ./bin: about three minutes on two cores, once.
+if [ -n "${SLUICE_TERRAFORM_BIN:-}" ]; then
+  [ -x "$SLUICE_TERRAFORM_BIN" ] || { echo "SLUICE_TERRAFORM_BIN=$SLUICE_TERRAFORM_BIN is not an executable file" >&2; exit 1; }
+elif ! command -v terraform >/dev/null 2>&1 && [ ! -x bin/terraform ]; then
+  echo "Terraform is missing: building v1.5.7 into ./bin with go install (about 3 minutes, once)..." >&2
+  GOBIN="$PWD/bin" go install github.com/hashicorp/terraform@v1.5.7
+fi
 
 missing=()
 have_pg || missing+=(postgresql)

@@ -55,6 +55,15 @@ type ServeConfig struct {
 	// ConfigRoot is SLUICE_CONFIG_ROOT, the working tree the repository is
 	// mirrored into; default DataDir/config.
 	ConfigRoot string
+
+	// TerraformBin is SLUICE_TERRAFORM_BIN; default terraform on PATH.
+	TerraformBin string
+	// TerraformConcurrency is SLUICE_TERRAFORM_CONCURRENCY, default 4: how
+	// many units run Terraform at once in this process.
+	TerraformConcurrency int
+	// DriftIntervalSec is SLUICE_DRIFT_INTERVAL_SEC, default 3600: how often
+	// every infrastructure unit is drift-checked; 0 turns the sweep off.
+	DriftIntervalSec int
 }
 
 func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
@@ -92,6 +101,13 @@ func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
 	if c.GitOps.SyncIntervalSec, err = intEnv(getenv, "SLUICE_GITOPS_SYNC_INTERVAL_SEC", gitops.DefaultInterval); err != nil {
 		return nil, err
 	}
+	c.TerraformBin = getenv("SLUICE_TERRAFORM_BIN")
+	if c.TerraformConcurrency, err = intEnv(getenv, "SLUICE_TERRAFORM_CONCURRENCY", 4); err != nil {
+		return nil, err
+	}
+	if c.DriftIntervalSec, err = intEnv(getenv, "SLUICE_DRIFT_INTERVAL_SEC", 3600); err != nil {
+		return nil, err
+	}
 	c.ConfigRoot = cmp.Or(getenv("SLUICE_CONFIG_ROOT"), filepath.Join(c.DataDir, "config"))
 	if c.ConfigRoot, err = filepath.Abs(c.ConfigRoot); err != nil {
 		return nil, fmt.Errorf("SLUICE_CONFIG_ROOT: %w", err)
@@ -116,6 +132,12 @@ func (c *ServeConfig) validate() error {
 	}
 	if c.MaxWorkers < 1 {
 		return fmt.Errorf("SLUICE_MAX_WORKERS must be at least 1")
+	}
+	if c.TerraformConcurrency < 1 {
+		return fmt.Errorf("SLUICE_TERRAFORM_CONCURRENCY must be at least 1")
+	}
+	if c.DriftIntervalSec < 0 {
+		return fmt.Errorf("SLUICE_DRIFT_INTERVAL_SEC must be 0 (off) or a number of seconds")
 	}
 	return nil
 }

@@ -34,6 +34,10 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice rollback SERVICE          deploy the previous healthy digest
   sluice converge SERVICE          apply what Git holds (env, args…); no rollback
                                    (these three follow the run; exit 0 only on success)
+  sluice infrastructures           list infrastructure units and their last operations
+  sluice plan|apply UNIT           Terraform plan, or plan and apply, of a unit (id or name)
+  sluice destroy UNIT              terraform destroy (admin); the unit becomes destroyed
+  sluice drift-check UNIT          exit 0 in sync, 2 drift, 1 unknown (like plan -detailed-exitcode)
   sluice artifact push FILE        store a file by content; prints its digest
   sluice artifact get DIGEST       write an artifact to stdout
   sluice token create --role R --name N
@@ -96,6 +100,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runService(ctx, args[1:], stdout, stderr)
 	case "deploy", "rollback", "converge":
 		return runAction(ctx, args[0], args[1:], stdout, stderr)
+	case "plan", "apply", "destroy", "drift-check":
+		return runInfraAction(ctx, args[0], args[1:], stdout, stderr)
+	case "infrastructures":
+		return runInfrastructures(ctx, args[1:], stdout, stderr)
 	case "artifact":
 		return runArtifact(ctx, rest, stdout, stderr)
 	case "token":

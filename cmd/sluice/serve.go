@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -24,10 +25,12 @@ import (
 	"sluice/internal/artifact"
 	"sluice/internal/auth"
 	"sluice/internal/gitops"
+	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/pglocal"
 	"sluice/internal/redact"
 	"sluice/internal/services"
+	"sluice/internal/terraform"
 	"sluice/jobs"
 )
 
@@ -77,18 +80,24 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 
 	store := &artifact.Store{Pool: pool, CacheDir: filepath.Join(cfg.DataDir, "artifacts")}
 	svcs := services.New(pool, j, gops, store, cfg.DataDir, redact.Default, logger)
+	inf := infra.New(pool, j, gops, cfg.ConfigRoot, cfg.DataDir, cfg.TerraformBin, pool.Config().ConnString(), redact.Default, logger)
+	periodic := jobs.PeriodicJobs()
+	if cfg.DriftIntervalSec > 0 {
+		periodic = append(periodic, infra.PeriodicSweep(cfg.DriftIntervalSec))
+	}
 
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, TestActions: cfg.TestActions})
+	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, TestActions: cfg.TestActions})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		// Service actions have a queue of their own: services waiting for
 		// their turn never hold off a sync.
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: cfg.MaxWorkers},
 			services.Queue:     {MaxWorkers: cfg.MaxWorkers},
+			infra.Queue:        {MaxWorkers: cfg.TerraformConcurrency},
 		},
 		Workers:      workers,
-		PeriodicJobs: jobs.PeriodicJobs(),
+		PeriodicJobs: periodic,
 		// River sends at most one insert notification per queue per
 		// FetchCooldown and otherwise waits for the poll: with the defaults
 		// (100 ms, 1 s) an action asked right after another waited up to a
@@ -148,12 +157,20 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		GitOps:       gops,
 		Artifacts:    store,
 		Services:     svcs,
+		Infra:        inf,
 		Logger:       logger,
 		RiverUI:      ui,
 		TestActions:  cfg.TestActions,
 		ShuttingDown: shuttingDown,
 		Ready: func(ctx context.Context) httpapi.ReadyReport {
-			return readiness(ctx, pool, riverStarted.Load())
+			rep := readiness(ctx, pool, riverStarted.Load())
+			// Terraform is reported, not required: services and sync work
+			// without it, and infrastructure operations say it is missing.
+			rep.Checks["terraform"] = "ok"
+			if _, err := terraform.LookPath(cfg.TerraformBin); err != nil {
+				rep.Checks["terraform"] = "missing: " + err.Error()
+			}
+			return rep
 		},
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -195,6 +212,16 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	stopBG()
 	logger.Info("stopped")
 	return nil
+}
+
+// poolSize is the connections sluice's pool may open. A job holds up to two
+// for its whole run (its run's liveness lock, with its lane's on the same
+// session; a sync's source lock) and briefly a third for each transaction:
+// with two per worker and some to spare, transactions always find one, so
+// jobs that hold theirs cannot starve each other.
+func poolSize(cfg *ServeConfig) int {
+	workers := 2*cfg.MaxWorkers + cfg.TerraformConcurrency // default, services and terraform queues
+	return 2*workers + 20
 }
 
 func readiness(ctx context.Context, pool *pgxpool.Pool, riverStarted bool) httpapi.ReadyReport {
@@ -256,6 +283,8 @@ func openDatabase(ctx context.Context, cfg *ServeConfig, logger *slog.Logger) (*
 			Dir:    cfg.DataDir + "/postgres",
 			BinDir: cfg.PostgresBinDir,
 			Logger: logger.With("component", "postgres"),
+			// sluice's pool (see poolSize) and Terraform's pg backend.
+			Settings: map[string]string{"max_connections": strconv.Itoa(poolSize(cfg) + 4*cfg.TerraformConcurrency + 20)},
 		})
 		if errors.Is(err, pglocal.ErrNoBinaries) {
 			return nil, fmt.Errorf("%w, or set SLUICE_DATABASE_URL to use a PostgreSQL server you run", err)
@@ -272,9 +301,7 @@ func openDatabase(ctx context.Context, cfg *ServeConfig, logger *slog.Logger) (*
 		d.close(logger)
 		return nil, redact.Error(fmt.Errorf("SLUICE_DATABASE_URL: %w", err))
 	}
-	// A worker holds up to three connections besides its transaction's: its
-	// run's liveness lock, its service's action lock and its source's sync lock.
-	pcfg.MaxConns = int32(cfg.MaxWorkers*3 + 10)
+	pcfg.MaxConns = int32(poolSize(cfg))
 	pcfg.ConnConfig.RuntimeParams["application_name"] = "sluice"
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err == nil {

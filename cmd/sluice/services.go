@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -190,4 +191,135 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// runInfraAction is plan, apply, destroy and drift-check: ask, then follow
+// the run. drift-check exits like terraform plan -detailed-exitcode: 0 in
+// sync, 2 drift (desired_ahead or live_drift), 1 unknown or failed.
+func runInfraAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(action, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	detach := fs.Bool("detach", false, "print the run's id and return instead of following it")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("usage: sluice %s UNIT (its id or name)", action)
+	}
+	unit := fs.Arg(0)
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	var (
+		acc    *apiclient.ActionAcceptedBody
+		failed error
+	)
+	switch action {
+	case "plan":
+		r, err := client.PlanInfrastructureWithResponse(ctx, unit)
+		if err != nil {
+			return err
+		}
+		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
+	case "apply":
+		r, err := client.ApplyInfrastructureWithResponse(ctx, unit)
+		if err != nil {
+			return err
+		}
+		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
+	case "destroy":
+		r, err := client.DestroyInfrastructureWithResponse(ctx, unit)
+		if err != nil {
+			return err
+		}
+		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
+	default:
+		r, err := client.DriftCheckInfrastructureWithResponse(ctx, unit)
+		if err != nil {
+			return err
+		}
+		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
+	}
+	if acc == nil {
+		return failed
+	}
+	id := uuid.UUID(acc.JournalId)
+	how := "queued"
+	if acc.Joined {
+		how = "joined " + acc.State + " run"
+	}
+	fmt.Fprintf(stderr, "%s %s %s: run %s\n", action, unit, how, id)
+	if *detach {
+		fmt.Fprintln(stdout, id)
+		return nil
+	}
+	err = followRun(ctx, client, stdout, id)
+	if action != "drift-check" || err != nil {
+		return err
+	}
+	r, err := client.GetJournalRunWithResponse(ctx, id)
+	if err != nil {
+		return err
+	}
+	if r.JSON200 == nil {
+		return apiError(r.HTTPResponse, r.Body)
+	}
+	var res struct {
+		Status       string   `json:"status"`
+		Reason       string   `json:"reason"`
+		DesiredAhead bool     `json:"desiredAhead"`
+		LiveDrift    bool     `json:"liveDrift"`
+		Addresses    []string `json:"addresses"`
+	}
+	b, _ := json.Marshal(r.JSON200.Result)
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("read the drift check's result: %w", err)
+	}
+	fmt.Fprintf(stdout, "drift: %s (desiredAhead %v, liveDrift %v)\n", res.Status, res.DesiredAhead, res.LiveDrift)
+	for _, a := range res.Addresses {
+		fmt.Fprintf(stdout, "  %s\n", a)
+	}
+	switch res.Status {
+	case "in_sync":
+		return nil
+	case "desired_ahead", "live_drift":
+		return exitError{2}
+	default:
+		if res.Reason != "" {
+			fmt.Fprintf(stdout, "  %s\n", res.Reason)
+		}
+		return exitError{1}
+	}
+}
+
+func runInfrastructures(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("infrastructures", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	resp, err := client.ListInfrastructuresWithResponse(ctx)
+	if err != nil {
+		return err
+	}
+	if resp.JSON200 == nil {
+		return apiError(resp.HTTPResponse, resp.Body)
+	}
+	list := deref(resp.JSON200.Infrastructures)
+	if *asJSON {
+		return printJSON(stdout, list)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tPATH\tSTATUS\tAHEAD\tLAST APPLY\tLAST DRIFT CHECK\tID")
+	for _, u := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\n", u.Name, u.Path, u.Status, u.DesiredAhead,
+			lastRunText(u.LastApply), lastRunText(u.LastDriftCheck), u.Id)
+	}
+	return tw.Flush()
 }

@@ -60,6 +60,33 @@ func (e CreateTokenOutputBodyRole) Valid() bool {
 	}
 }
 
+// Defines values for InfrastructureStatus.
+const (
+	InfrastructureStatusApplied   InfrastructureStatus = "applied"
+	InfrastructureStatusDestroyed InfrastructureStatus = "destroyed"
+	InfrastructureStatusFailed    InfrastructureStatus = "failed"
+	InfrastructureStatusPending   InfrastructureStatus = "pending"
+	InfrastructureStatusStale     InfrastructureStatus = "stale"
+)
+
+// Valid indicates whether the value is a known member of the InfrastructureStatus enum.
+func (e InfrastructureStatus) Valid() bool {
+	switch e {
+	case InfrastructureStatusApplied:
+		return true
+	case InfrastructureStatusDestroyed:
+		return true
+	case InfrastructureStatusFailed:
+		return true
+	case InfrastructureStatusPending:
+		return true
+	case InfrastructureStatusStale:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RunState.
 const (
 	RunStateCancelled RunState = "cancelled"
@@ -399,6 +426,37 @@ type GitOpsStatus struct {
 
 	// TrackedCount Units in Git now (not stale or destroyed).
 	TrackedCount int64 `json:"trackedCount"`
+}
+
+// Infrastructure defines model for Infrastructure.
+type Infrastructure struct {
+	ContentHash string `json:"contentHash"`
+
+	// DesiredAhead Git's content differs from the last applied content.
+	DesiredAhead    bool               `json:"desiredAhead"`
+	Id              openapi_types.UUID `json:"id"`
+	Inputs          interface{}        `json:"inputs,omitempty"`
+	LastAppliedHash *string            `json:"lastAppliedHash,omitempty"`
+	LastApply       *Run               `json:"lastApply,omitempty"`
+	LastDestroy     *Run               `json:"lastDestroy,omitempty"`
+	LastDriftCheck  *Run               `json:"lastDriftCheck,omitempty"`
+	LastPlan        *Run               `json:"lastPlan,omitempty"`
+
+	// Module The module's directory in the repository.
+	Module *string `json:"module,omitempty"`
+	Name   string  `json:"name"`
+
+	// Path The unit file, relative to the repository root.
+	Path   string               `json:"path"`
+	Status InfrastructureStatus `json:"status"`
+}
+
+// InfrastructureStatus defines model for Infrastructure.Status.
+type InfrastructureStatus string
+
+// ListInfraOutputBody defines model for ListInfraOutputBody.
+type ListInfraOutputBody struct {
+	Infrastructures *[]Infrastructure `json:"infrastructures"`
 }
 
 // ListJournalOutputBody defines model for ListJournalOutputBody.
@@ -766,6 +824,48 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/gitops/sync (the `SyncGitops` operationId).
 	SyncGitops(ctx context.Context, params *SyncGitopsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListInfrastructures List the infrastructure units (stale and destroyed ones too) with their last plan, apply, destroy and drift check.
+	//
+	// List the infrastructure units (stale and destroyed ones too) with their last plan, apply, destroy and drift check. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/infrastructures (the `ListInfrastructures` operationId).
+	ListInfrastructures(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetInfrastructure Get one infrastructure unit by id or name.
+	//
+	// Get one infrastructure unit by id or name. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/infrastructures/{id} (the `GetInfrastructure` operationId).
+	GetInfrastructure(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ApplyInfrastructure Plan the unit and apply exactly that plan; on success the unit is applied and lastAppliedHash is the applied content's hash. 409 for a stale unit: restore its file or destroy it.
+	//
+	// Plan the unit and apply exactly that plan; on success the unit is applied and lastAppliedHash is the applied content's hash. 409 for a stale unit: restore its file or destroy it. Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/infrastructures/{id}/apply (the `ApplyInfrastructure` operationId).
+	ApplyInfrastructure(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DestroyInfrastructure Destroy what the unit applied (terraform destroy) and mark it destroyed: the only path to destroyed.
+	//
+	// Destroy what the unit applied (terraform destroy) and mark it destroyed: the only path to destroyed. Needs the admin role.
+	//
+	// Corresponds with POST /api/v1/infrastructures/{id}/destroy (the `DestroyInfrastructure` operationId).
+	DestroyInfrastructure(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DriftCheckInfrastructure Check drift: desiredAhead (Git differs from the last applied content) and liveDrift (a plan of the last applied content wants changes), apart. 20 clicks on a queued check join it.
+	//
+	// Check drift: desiredAhead (Git differs from the last applied content) and liveDrift (a plan of the last applied content wants changes), apart. 20 clicks on a queued check join it. Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/infrastructures/{id}/drift-check (the `DriftCheckInfrastructure` operationId).
+	DriftCheckInfrastructure(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PlanInfrastructure Plan the unit: the receipt keeps the summary (add, change, destroy), the addresses and an excerpt of the output. 409 for a stale or destroyed unit.
+	//
+	// Plan the unit: the receipt keeps the summary (add, change, destroy), the addresses and an excerpt of the output. 409 for a stale or destroyed unit. Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/infrastructures/{id}/plan (the `PlanInfrastructure` operationId).
+	PlanInfrastructure(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListJournal List journal runs, newest first.
 	//
 	// List journal runs, newest first. Needs the viewer role.
@@ -825,6 +925,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
 	DeployService(ctx context.Context, name string, body DeployServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DriftCheckService Check the service for drift: desired_ahead when Git moved past the last apply (the pin or the content), live_drift when what runs is not what was applied (the unit file on disk, the process, its probe). The result lists each finding with its proof.
+	//
+	// Check the service for drift: desired_ahead when Git moved past the last apply (the pin or the content), live_drift when what runs is not what was applied (the unit file on disk, the process, its probe). The result lists each finding with its proof. Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/services/{name}/drift-check (the `DriftCheckService` operationId).
+	DriftCheckService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RollbackService Deploy the previous healthy digest. 409 when there is none.
 	//
@@ -1005,6 +1112,108 @@ func (c *Client) SyncGitops(ctx context.Context, params *SyncGitopsParams, reqEd
 	return c.Client.Do(req)
 }
 
+// ListInfrastructures List the infrastructure units (stale and destroyed ones too) with their last plan, apply, destroy and drift check.
+//
+// List the infrastructure units (stale and destroyed ones too) with their last plan, apply, destroy and drift check. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/infrastructures (the `ListInfrastructures` operationId).
+func (c *Client) ListInfrastructures(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListInfrastructuresRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetInfrastructure Get one infrastructure unit by id or name.
+//
+// Get one infrastructure unit by id or name. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/infrastructures/{id} (the `GetInfrastructure` operationId).
+func (c *Client) GetInfrastructure(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetInfrastructureRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ApplyInfrastructure Plan the unit and apply exactly that plan; on success the unit is applied and lastAppliedHash is the applied content's hash. 409 for a stale unit: restore its file or destroy it.
+//
+// Plan the unit and apply exactly that plan; on success the unit is applied and lastAppliedHash is the applied content's hash. 409 for a stale unit: restore its file or destroy it. Needs the operator role.
+//
+// Corresponds with POST /api/v1/infrastructures/{id}/apply (the `ApplyInfrastructure` operationId).
+func (c *Client) ApplyInfrastructure(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewApplyInfrastructureRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DestroyInfrastructure Destroy what the unit applied (terraform destroy) and mark it destroyed: the only path to destroyed.
+//
+// Destroy what the unit applied (terraform destroy) and mark it destroyed: the only path to destroyed. Needs the admin role.
+//
+// Corresponds with POST /api/v1/infrastructures/{id}/destroy (the `DestroyInfrastructure` operationId).
+func (c *Client) DestroyInfrastructure(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDestroyInfrastructureRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DriftCheckInfrastructure Check drift: desiredAhead (Git differs from the last applied content) and liveDrift (a plan of the last applied content wants changes), apart. 20 clicks on a queued check join it.
+//
+// Check drift: desiredAhead (Git differs from the last applied content) and liveDrift (a plan of the last applied content wants changes), apart. 20 clicks on a queued check join it. Needs the operator role.
+//
+// Corresponds with POST /api/v1/infrastructures/{id}/drift-check (the `DriftCheckInfrastructure` operationId).
+func (c *Client) DriftCheckInfrastructure(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDriftCheckInfrastructureRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PlanInfrastructure Plan the unit: the receipt keeps the summary (add, change, destroy), the addresses and an excerpt of the output. 409 for a stale or destroyed unit.
+//
+// Plan the unit: the receipt keeps the summary (add, change, destroy), the addresses and an excerpt of the output. 409 for a stale or destroyed unit. Needs the operator role.
+//
+// Corresponds with POST /api/v1/infrastructures/{id}/plan (the `PlanInfrastructure` operationId).
+func (c *Client) PlanInfrastructure(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPlanInfrastructureRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListJournal List journal runs, newest first.
 //
 // List journal runs, newest first. Needs the viewer role.
@@ -1135,6 +1344,23 @@ func (c *Client) DeployServiceWithBody(ctx context.Context, name string, content
 // Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
 func (c *Client) DeployService(ctx context.Context, name string, body DeployServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeployServiceRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DriftCheckService Check the service for drift: desired_ahead when Git moved past the last apply (the pin or the content), live_drift when what runs is not what was applied (the unit file on disk, the process, its probe). The result lists each finding with its proof.
+//
+// Check the service for drift: desired_ahead when Git moved past the last apply (the pin or the content), live_drift when what runs is not what was applied (the unit file on disk, the process, its probe). The result lists each finding with its proof. Needs the operator role.
+//
+// Corresponds with POST /api/v1/services/{name}/drift-check (the `DriftCheckService` operationId).
+func (c *Client) DriftCheckService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDriftCheckServiceRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -1469,6 +1695,203 @@ func NewSyncGitopsRequest(server string, params *SyncGitopsParams) (*http.Reques
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListInfrastructuresRequest constructs an http.Request for the ListInfrastructures method
+func NewListInfrastructuresRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/infrastructures")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetInfrastructureRequest constructs an http.Request for the GetInfrastructure method
+func NewGetInfrastructureRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/infrastructures/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewApplyInfrastructureRequest constructs an http.Request for the ApplyInfrastructure method
+func NewApplyInfrastructureRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/infrastructures/%s/apply", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDestroyInfrastructureRequest constructs an http.Request for the DestroyInfrastructure method
+func NewDestroyInfrastructureRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/infrastructures/%s/destroy", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDriftCheckInfrastructureRequest constructs an http.Request for the DriftCheckInfrastructure method
+func NewDriftCheckInfrastructureRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/infrastructures/%s/drift-check", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPlanInfrastructureRequest constructs an http.Request for the PlanInfrastructure method
+func NewPlanInfrastructureRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/infrastructures/%s/plan", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
@@ -1829,6 +2252,40 @@ func NewDeployServiceRequestWithBody(server string, name string, contentType str
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDriftCheckServiceRequest constructs an http.Request for the DriftCheckService method
+func NewDriftCheckServiceRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/services/%s/drift-check", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -2211,6 +2668,60 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/gitops/sync (the `SyncGitops` operationId).
 	SyncGitopsWithResponse(ctx context.Context, params *SyncGitopsParams, reqEditors ...RequestEditorFn) (*SyncGitopsResponse, error)
 
+	// ListInfrastructuresWithResponse List the infrastructure units (stale and destroyed ones too) with their last plan, apply, destroy and drift check.
+	//
+	// List the infrastructure units (stale and destroyed ones too) with their last plan, apply, destroy and drift check. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/infrastructures (the `ListInfrastructures` operationId).
+	ListInfrastructuresWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListInfrastructuresResponse, error)
+
+	// GetInfrastructureWithResponse Get one infrastructure unit by id or name.
+	//
+	// Get one infrastructure unit by id or name. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/infrastructures/{id} (the `GetInfrastructure` operationId).
+	GetInfrastructureWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetInfrastructureResponse, error)
+
+	// ApplyInfrastructureWithResponse Plan the unit and apply exactly that plan; on success the unit is applied and lastAppliedHash is the applied content's hash. 409 for a stale unit: restore its file or destroy it.
+	//
+	// Plan the unit and apply exactly that plan; on success the unit is applied and lastAppliedHash is the applied content's hash. 409 for a stale unit: restore its file or destroy it. Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/infrastructures/{id}/apply (the `ApplyInfrastructure` operationId).
+	ApplyInfrastructureWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ApplyInfrastructureResponse, error)
+
+	// DestroyInfrastructureWithResponse Destroy what the unit applied (terraform destroy) and mark it destroyed: the only path to destroyed.
+	//
+	// Destroy what the unit applied (terraform destroy) and mark it destroyed: the only path to destroyed. Needs the admin role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/infrastructures/{id}/destroy (the `DestroyInfrastructure` operationId).
+	DestroyInfrastructureWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DestroyInfrastructureResponse, error)
+
+	// DriftCheckInfrastructureWithResponse Check drift: desiredAhead (Git differs from the last applied content) and liveDrift (a plan of the last applied content wants changes), apart. 20 clicks on a queued check join it.
+	//
+	// Check drift: desiredAhead (Git differs from the last applied content) and liveDrift (a plan of the last applied content wants changes), apart. 20 clicks on a queued check join it. Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/infrastructures/{id}/drift-check (the `DriftCheckInfrastructure` operationId).
+	DriftCheckInfrastructureWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DriftCheckInfrastructureResponse, error)
+
+	// PlanInfrastructureWithResponse Plan the unit: the receipt keeps the summary (add, change, destroy), the addresses and an excerpt of the output. 409 for a stale or destroyed unit.
+	//
+	// Plan the unit: the receipt keeps the summary (add, change, destroy), the addresses and an excerpt of the output. 409 for a stale or destroyed unit. Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/infrastructures/{id}/plan (the `PlanInfrastructure` operationId).
+	PlanInfrastructureWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*PlanInfrastructureResponse, error)
+
 	// ListJournalWithResponse List journal runs, newest first.
 	//
 	// List journal runs, newest first. Needs the viewer role.
@@ -2282,6 +2793,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
 	DeployServiceWithResponse(ctx context.Context, name string, body DeployServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*DeployServiceResponse, error)
+
+	// DriftCheckServiceWithResponse Check the service for drift: desired_ahead when Git moved past the last apply (the pin or the content), live_drift when what runs is not what was applied (the unit file on disk, the process, its probe). The result lists each finding with its proof.
+	//
+	// Check the service for drift: desired_ahead when Git moved past the last apply (the pin or the content), live_drift when what runs is not what was applied (the unit file on disk, the process, its probe). The result lists each finding with its proof. Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/services/{name}/drift-check (the `DriftCheckService` operationId).
+	DriftCheckServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DriftCheckServiceResponse, error)
 
 	// RollbackServiceWithResponse Deploy the previous healthy digest. 409 when there is none.
 	//
@@ -2762,6 +3282,511 @@ func (r SyncGitopsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SyncGitopsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListInfrastructuresResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ListInfraOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListInfrastructuresResponse) GetJSON200() *ListInfraOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListInfrastructuresResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListInfrastructuresResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListInfrastructuresResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListInfrastructuresResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListInfrastructuresResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListInfrastructuresResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListInfrastructuresResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetInfrastructureResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Infrastructure
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetInfrastructureResponse) GetJSON200() *Infrastructure {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetInfrastructureResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetInfrastructureResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetInfrastructureResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r GetInfrastructureResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetInfrastructureResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetInfrastructureResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetInfrastructureResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetInfrastructureResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetInfrastructureResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetInfrastructureResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ApplyInfrastructureResponse202Headers the declared response headers of an HTTP 202 response for ApplyInfrastructure
+type ApplyInfrastructureResponse202Headers struct {
+	Location *string
+}
+
+type ApplyInfrastructureResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *ApplyInfrastructureResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r ApplyInfrastructureResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ApplyInfrastructureResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ApplyInfrastructureResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ApplyInfrastructureResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ApplyInfrastructureResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ApplyInfrastructureResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ApplyInfrastructureResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ApplyInfrastructureResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ApplyInfrastructureResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ApplyInfrastructureResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ApplyInfrastructureResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DestroyInfrastructureResponse202Headers the declared response headers of an HTTP 202 response for DestroyInfrastructure
+type DestroyInfrastructureResponse202Headers struct {
+	Location *string
+}
+
+type DestroyInfrastructureResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *DestroyInfrastructureResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r DestroyInfrastructureResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DestroyInfrastructureResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DestroyInfrastructureResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DestroyInfrastructureResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DestroyInfrastructureResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DestroyInfrastructureResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DestroyInfrastructureResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DestroyInfrastructureResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DestroyInfrastructureResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DestroyInfrastructureResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DestroyInfrastructureResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DriftCheckInfrastructureResponse202Headers the declared response headers of an HTTP 202 response for DriftCheckInfrastructure
+type DriftCheckInfrastructureResponse202Headers struct {
+	Location *string
+}
+
+type DriftCheckInfrastructureResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *DriftCheckInfrastructureResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r DriftCheckInfrastructureResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DriftCheckInfrastructureResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DriftCheckInfrastructureResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DriftCheckInfrastructureResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DriftCheckInfrastructureResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DriftCheckInfrastructureResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DriftCheckInfrastructureResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DriftCheckInfrastructureResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DriftCheckInfrastructureResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DriftCheckInfrastructureResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DriftCheckInfrastructureResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PlanInfrastructureResponse202Headers the declared response headers of an HTTP 202 response for PlanInfrastructure
+type PlanInfrastructureResponse202Headers struct {
+	Location *string
+}
+
+type PlanInfrastructureResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *PlanInfrastructureResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r PlanInfrastructureResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PlanInfrastructureResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PlanInfrastructureResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PlanInfrastructureResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PlanInfrastructureResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PlanInfrastructureResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PlanInfrastructureResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PlanInfrastructureResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PlanInfrastructureResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PlanInfrastructureResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PlanInfrastructureResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3294,6 +4319,89 @@ func (r DeployServiceResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DeployServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DriftCheckServiceResponse202Headers the declared response headers of an HTTP 202 response for DriftCheckService
+type DriftCheckServiceResponse202Headers struct {
+	Location *string
+}
+
+type DriftCheckServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *DriftCheckServiceResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r DriftCheckServiceResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DriftCheckServiceResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DriftCheckServiceResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DriftCheckServiceResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DriftCheckServiceResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DriftCheckServiceResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DriftCheckServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DriftCheckServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DriftCheckServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DriftCheckServiceResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3854,6 +4962,96 @@ func (c *ClientWithResponses) SyncGitopsWithResponse(ctx context.Context, params
 	return ParseSyncGitopsResponse(rsp)
 }
 
+// ListInfrastructuresWithResponse List the infrastructure units (stale and destroyed ones too) with their last plan, apply, destroy and drift check.
+//
+// List the infrastructure units (stale and destroyed ones too) with their last plan, apply, destroy and drift check. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/infrastructures (the `ListInfrastructures` operationId).
+func (c *ClientWithResponses) ListInfrastructuresWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListInfrastructuresResponse, error) {
+	rsp, err := c.ListInfrastructures(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListInfrastructuresResponse(rsp)
+}
+
+// GetInfrastructureWithResponse Get one infrastructure unit by id or name.
+//
+// Get one infrastructure unit by id or name. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/infrastructures/{id} (the `GetInfrastructure` operationId).
+func (c *ClientWithResponses) GetInfrastructureWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetInfrastructureResponse, error) {
+	rsp, err := c.GetInfrastructure(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetInfrastructureResponse(rsp)
+}
+
+// ApplyInfrastructureWithResponse Plan the unit and apply exactly that plan; on success the unit is applied and lastAppliedHash is the applied content's hash. 409 for a stale unit: restore its file or destroy it.
+//
+// Plan the unit and apply exactly that plan; on success the unit is applied and lastAppliedHash is the applied content's hash. 409 for a stale unit: restore its file or destroy it. Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/infrastructures/{id}/apply (the `ApplyInfrastructure` operationId).
+func (c *ClientWithResponses) ApplyInfrastructureWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ApplyInfrastructureResponse, error) {
+	rsp, err := c.ApplyInfrastructure(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseApplyInfrastructureResponse(rsp)
+}
+
+// DestroyInfrastructureWithResponse Destroy what the unit applied (terraform destroy) and mark it destroyed: the only path to destroyed.
+//
+// Destroy what the unit applied (terraform destroy) and mark it destroyed: the only path to destroyed. Needs the admin role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/infrastructures/{id}/destroy (the `DestroyInfrastructure` operationId).
+func (c *ClientWithResponses) DestroyInfrastructureWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DestroyInfrastructureResponse, error) {
+	rsp, err := c.DestroyInfrastructure(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDestroyInfrastructureResponse(rsp)
+}
+
+// DriftCheckInfrastructureWithResponse Check drift: desiredAhead (Git differs from the last applied content) and liveDrift (a plan of the last applied content wants changes), apart. 20 clicks on a queued check join it.
+//
+// Check drift: desiredAhead (Git differs from the last applied content) and liveDrift (a plan of the last applied content wants changes), apart. 20 clicks on a queued check join it. Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/infrastructures/{id}/drift-check (the `DriftCheckInfrastructure` operationId).
+func (c *ClientWithResponses) DriftCheckInfrastructureWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DriftCheckInfrastructureResponse, error) {
+	rsp, err := c.DriftCheckInfrastructure(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDriftCheckInfrastructureResponse(rsp)
+}
+
+// PlanInfrastructureWithResponse Plan the unit: the receipt keeps the summary (add, change, destroy), the addresses and an excerpt of the output. 409 for a stale or destroyed unit.
+//
+// Plan the unit: the receipt keeps the summary (add, change, destroy), the addresses and an excerpt of the output. 409 for a stale or destroyed unit. Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/infrastructures/{id}/plan (the `PlanInfrastructure` operationId).
+func (c *ClientWithResponses) PlanInfrastructureWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*PlanInfrastructureResponse, error) {
+	rsp, err := c.PlanInfrastructure(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePlanInfrastructureResponse(rsp)
+}
+
 // ListJournalWithResponse List journal runs, newest first.
 //
 // List journal runs, newest first. Needs the viewer role.
@@ -3972,6 +5170,21 @@ func (c *ClientWithResponses) DeployServiceWithResponse(ctx context.Context, nam
 		return nil, err
 	}
 	return ParseDeployServiceResponse(rsp)
+}
+
+// DriftCheckServiceWithResponse Check the service for drift: desired_ahead when Git moved past the last apply (the pin or the content), live_drift when what runs is not what was applied (the unit file on disk, the process, its probe). The result lists each finding with its proof.
+//
+// Check the service for drift: desired_ahead when Git moved past the last apply (the pin or the content), live_drift when what runs is not what was applied (the unit file on disk, the process, its probe). The result lists each finding with its proof. Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/services/{name}/drift-check (the `DriftCheckService` operationId).
+func (c *ClientWithResponses) DriftCheckServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DriftCheckServiceResponse, error) {
+	rsp, err := c.DriftCheckService(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDriftCheckServiceResponse(rsp)
 }
 
 // RollbackServiceWithResponse Deploy the previous healthy digest. 409 when there is none.
@@ -4422,6 +5635,445 @@ func ParseSyncGitopsResponse(rsp *http.Response) (*SyncGitopsResponse, error) {
 	return response, nil
 }
 
+// ParseListInfrastructuresResponse parses an HTTP response from a ListInfrastructuresWithResponse call
+func ParseListInfrastructuresResponse(rsp *http.Response) (*ListInfrastructuresResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListInfrastructuresResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ListInfraOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetInfrastructureResponse parses an HTTP response from a GetInfrastructureWithResponse call
+func ParseGetInfrastructureResponse(rsp *http.Response) (*GetInfrastructureResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetInfrastructureResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Infrastructure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseApplyInfrastructureResponse parses an HTTP response from a ApplyInfrastructureWithResponse call
+func ParseApplyInfrastructureResponse(rsp *http.Response) (*ApplyInfrastructureResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ApplyInfrastructureResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers ApplyInfrastructureResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDestroyInfrastructureResponse parses an HTTP response from a DestroyInfrastructureWithResponse call
+func ParseDestroyInfrastructureResponse(rsp *http.Response) (*DestroyInfrastructureResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DestroyInfrastructureResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers DestroyInfrastructureResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDriftCheckInfrastructureResponse parses an HTTP response from a DriftCheckInfrastructureWithResponse call
+func ParseDriftCheckInfrastructureResponse(rsp *http.Response) (*DriftCheckInfrastructureResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DriftCheckInfrastructureResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers DriftCheckInfrastructureResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePlanInfrastructureResponse parses an HTTP response from a PlanInfrastructureWithResponse call
+func ParsePlanInfrastructureResponse(rsp *http.Response) (*PlanInfrastructureResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PlanInfrastructureResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers PlanInfrastructureResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListJournalResponse parses an HTTP response from a ListJournalWithResponse call
 func ParseListJournalResponse(rsp *http.Response) (*ListJournalResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4848,6 +6500,80 @@ func ParseDeployServiceResponse(rsp *http.Response) (*DeployServiceResponse, err
 	switch {
 	case rsp.StatusCode == 202:
 		var headers DeployServiceResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDriftCheckServiceResponse parses an HTTP response from a DriftCheckServiceWithResponse call
+func ParseDriftCheckServiceResponse(rsp *http.Response) (*DriftCheckServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DriftCheckServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers DriftCheckServiceResponse202Headers
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -9,21 +9,27 @@ import (
 	"github.com/google/uuid"
 
 	"sluice/db"
+	"sluice/internal/infraspec"
 	"sluice/internal/servicespec"
 	"sluice/internal/unit"
 )
 
-// checkServices moves the Service units whose spec does not read as a
-// service to invalid, with the reason: the inventory holds only services that
-// an action can run.
+// checkServices moves the Service and Infrastructure units whose spec does
+// not read as one to invalid, with the reason: the inventory holds only units
+// an action can act on.
 func checkServices(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid) {
 	kept := units[:0:0]
 	for _, u := range units {
-		if u.Kind == servicespec.Kind {
-			if _, err := servicespec.Parse(u.Name, u.Content); err != nil {
-				invalid = append(invalid, unit.Invalid{Path: u.Path, Reason: err.Error()})
-				continue
-			}
+		var err error
+		switch u.Kind {
+		case servicespec.Kind:
+			_, err = servicespec.Parse(u.Name, u.Content)
+		case infraspec.Kind:
+			_, err = infraspec.Parse(u.Content)
+		}
+		if err != nil {
+			invalid = append(invalid, unit.Invalid{Path: u.Path, Reason: err.Error()})
+			continue
 		}
 		kept = append(kept, u)
 	}

@@ -223,6 +223,21 @@ func (s *Service) CommitFile(ctx context.Context, sourceID uuid.UUID, path strin
 	return mirror.CommitFile(ctx, path, edit, message, object.Signature{Name: CommitAuthor, Email: CommitEmail})
 }
 
+// ExportModule writes directory dir of the source's repository, as it is at
+// commit, into dest (see gitsync.Mirror.Export): a Terraform root gets the
+// module exactly as the commit it plans holds it.
+func (s *Service) ExportModule(ctx context.Context, sourceID uuid.UUID, commit, dir, dest string) error {
+	src, err := db.New(s.Pool).SourceGet(ctx, sourceID)
+	if err != nil {
+		return fmt.Errorf("load source %s: %w", sourceID, err)
+	}
+	mirror, err := s.mirror(src)
+	if err != nil {
+		return err
+	}
+	return mirror.Export(ctx, commit, dir, dest)
+}
+
 // The author and committer of the commits sluice pushes.
 const (
 	CommitAuthor = "sluice"

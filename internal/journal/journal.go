@@ -130,10 +130,10 @@ type Args interface {
 	setRef(Ref)
 }
 
-// uniqueStates are the job states in which a new request joins an existing
+// OpenJobStates are the job states in which a new request joins an existing
 // job. Completed, cancelled and discarded jobs are left out, so a request
 // after a run finished starts a new one.
-var uniqueStates = []rivertype.JobState{
+var OpenJobStates = []rivertype.JobState{
 	rivertype.JobStateAvailable,
 	rivertype.JobStatePending,
 	rivertype.JobStateRetryable,
@@ -206,7 +206,7 @@ func (j *Journal) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	if params.InsertOpts != nil {
 		opts = *params.InsertOpts
 	}
-	opts.UniqueOpts = river.UniqueOpts{ByArgs: true, ByState: uniqueStates}
+	opts.UniqueOpts = river.UniqueOpts{ByArgs: true, ByState: OpenJobStates}
 	inserted, err := j.River.InsertTx(ctx, tx, params.Args, &opts)
 	if err != nil {
 		return nil, fmt.Errorf("insert %s job: %w", action, err)

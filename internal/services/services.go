@@ -44,7 +44,8 @@ const (
 )
 
 // Actions are every service action, for queries over a service's runs.
-var Actions = []string{ActionDeploy, ActionRollback, ActionConverge}
+// They share the service's lane.
+var Actions = []string{ActionDeploy, ActionRollback, ActionConverge, ActionDriftCheck}
 
 // Queue is the River queue service actions run in, apart from syncs, so
 // that services waiting their turn never hold a sync off.

@@ -1,6 +1,9 @@
 package services_test
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -429,5 +432,64 @@ func TestTwoWorkers(t *testing.T) {
 			require.False(t, runs[i].StartedAt.Before(*runs[i-1].FinishedAt),
 				"%s %s started before %s %s finished", runs[i].Action, runs[i].ID, runs[i-1].Action, runs[i-1].ID)
 		}
+	})
+}
+
+func TestServiceDriftCheck(t *testing.T) {
+	t.Parallel()
+
+	check := func(t *testing.T, b *testBundle) *services.Drift {
+		t.Helper()
+		res, err := b.svc.RequestDriftCheck(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		run := b.wait(t, res.Run.ID)
+		require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+		var d services.Drift
+		require.NoError(t, json.Unmarshal(run.Result, &d))
+		return &d
+	}
+
+	t.Run("SeparatesGitAheadFromWhatRuns", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		res, err := b.svc.RequestDriftCheck(b.ctx, "hello", "alice")
+		require.Equal(t, errs.NotFound, errs.CodeOf(err), "%v", res)
+
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
+		b.sync(t)
+		d := check(t, b)
+		require.Equal(t, services.Unknown, d.Status)
+		require.Contains(t, d.Reason, "converge it first")
+
+		conv, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, conv.Run.ID).State)
+		d = check(t, b)
+		require.Equal(t, services.InSync, d.Status, "%v", d.Findings)
+		require.True(t, d.Probe.OK)
+
+		// Git moves on: desired_ahead, and what runs is still what was applied.
+		b.commitUnit(t, "re-pin", b.unitJSON(b.digests["v2"], nil, 20))
+		b.sync(t)
+		d = check(t, b)
+		require.Equal(t, services.DesiredAhead, d.Status, "%v", d.Findings)
+		require.False(t, d.LiveDrift)
+		require.Equal(t, b.digests["v2"], d.PinnedDigest)
+		require.Equal(t, b.digests["v1"], d.AppliedDigest)
+
+		// Someone edits the unit on disk and the process dies: live drift too.
+		unitFile := filepath.Join(b.dataDir, "units", "hello.unit")
+		f, err := os.OpenFile(unitFile, os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteString("# edited by hand\n")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		require.NoError(t, b.svc.Supervisor.Stop(b.ctx, "hello", time.Second))
+		d = check(t, b)
+		require.Equal(t, services.LiveDrift, d.Status)
+		require.True(t, d.DesiredAhead)
+		findings := strings.Join(d.Findings, "\n")
+		require.Contains(t, findings, "The unit file on disk hashes to")
+		require.Contains(t, findings, "No process runs")
 	})
 }

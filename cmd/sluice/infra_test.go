@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/dbtest"
+	"sluice/internal/gittest"
+)
+
+func TestCLIInfrastructure(t *testing.T) {
+	t.Parallel()
+	repo := gittest.New(t)
+	unit := func(cidr string) string {
+		return `{"kind":"Infrastructure","metadata":{"name":"network"},"spec":{"module":"infra/modules/network","inputs":{"cidr":"` + cidr + `"}}}`
+	}
+	repo.Commit(t, "network", map[string]string{
+		"infra/network.json":            unit("10.0.0.0/16"),
+		"infra/modules/network/main.tf": "variable \"cidr\" {\n  type = string\n}\n\nresource \"terraform_data\" \"network\" {\n  input = var.cidr\n}\n",
+	})
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbtest.NewDB(t), "SLUICE_DATA_DIR="+t.TempDir(),
+		"SLUICE_GITOPS_REPO_URL="+repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0")
+	status, body := p.do("GET", "/readyz", "", nil)
+	require.Equal(t, http.StatusOK, status)
+	var ready struct {
+		Checks map[string]string `json:"checks"`
+	}
+	require.NoError(t, json.Unmarshal(body, &ready))
+	require.Equal(t, "ok", ready.Checks["terraform"], "%s", body)
+
+	out, code := p.cliOut("sync", "--wait")
+	require.Equal(t, 0, code, out)
+	out, code = p.cliOut("drift-check", "network")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "never applied")
+	out, code = p.cliOut("plan", "network")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "plan: 1 to add, 0 to change, 0 to destroy")
+	out, code = p.cliOut("apply", "network")
+	require.Equal(t, 0, code, out)
+	out, code = p.cliOut("drift-check", "network")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "drift: in_sync")
+
+	repo.Commit(t, "wider", map[string]string{"infra/network.json": unit("10.0.0.0/8")})
+	out, code = p.cliOut("sync", "--wait")
+	require.Equal(t, 0, code, out)
+	out, code = p.cliOut("drift-check", "network")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "drift: desired_ahead (desiredAhead true, liveDrift false)")
+
+	out, code = p.cliOut("infrastructures")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "infra/network.json")
+
+	// destroy is the admin's: an operator is refused.
+	operator, stderr, code := p.cli(nil, testToken, "token", "create", "--role", "operator", "--name", "ops")
+	require.Equal(t, 0, code, stderr)
+	_, stderr, code = p.cli(nil, operator[:len(operator)-1], "destroy", "network")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "403")
+	out, code = p.cliOut("destroy", "network")
+	require.Equal(t, 0, code, out)
+	out, code = p.cliOut("apply", "nope")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "404")
+}
