@@ -61,6 +61,10 @@ type ServeConfig struct {
 	// TerraformConcurrency is SLUICE_TERRAFORM_CONCURRENCY, default 4: how
 	// many units run Terraform at once in this process.
 	TerraformConcurrency int
+	// ModuleBankURL and ModuleBankRef are SLUICE_MODULE_BANK_URL and
+	// SLUICE_MODULE_BANK_REF (default main): a repository that infrastructure
+	// modules come from instead of the intent repository.
+	ModuleBankURL, ModuleBankRef string
 	// DriftIntervalSec is SLUICE_DRIFT_INTERVAL_SEC, default 3600: how often
 	// every infrastructure unit is drift-checked; 0 turns the sweep off.
 	DriftIntervalSec int
@@ -102,6 +106,8 @@ func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
 		return nil, err
 	}
 	c.TerraformBin = getenv("SLUICE_TERRAFORM_BIN")
+	c.ModuleBankURL = getenv("SLUICE_MODULE_BANK_URL")
+	c.ModuleBankRef = cmp.Or(getenv("SLUICE_MODULE_BANK_REF"), "main")
 	if c.TerraformConcurrency, err = intEnv(getenv, "SLUICE_TERRAFORM_CONCURRENCY", 4); err != nil {
 		return nil, err
 	}
@@ -145,9 +151,11 @@ func (c *ServeConfig) validate() error {
 // secrets are the configured values the redactor must remove everywhere.
 func (c *ServeConfig) secrets() []string {
 	out := []string{c.BootstrapToken, c.GitOps.Token}
-	if u, err := url.Parse(c.GitOps.RepoURL); err == nil && u.User != nil {
-		pw, _ := u.User.Password()
-		out = append(out, pw, u.User.Username(), u.User.String())
+	for _, repo := range []string{c.GitOps.RepoURL, c.ModuleBankURL} {
+		if u, err := url.Parse(repo); err == nil && u.User != nil {
+			pw, _ := u.User.Password()
+			out = append(out, pw, u.User.Username(), u.User.String())
+		}
 	}
 	if u, err := url.Parse(c.DatabaseURL); err == nil && u.User != nil {
 		if pw, ok := u.User.Password(); ok {

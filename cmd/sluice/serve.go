@@ -25,6 +25,7 @@ import (
 	"sluice/internal/artifact"
 	"sluice/internal/auth"
 	"sluice/internal/gitops"
+	"sluice/internal/gitsync"
 	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/pglocal"
@@ -81,6 +82,20 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	store := &artifact.Store{Pool: pool, CacheDir: filepath.Join(cfg.DataDir, "artifacts")}
 	svcs := services.New(pool, j, gops, store, cfg.DataDir, redact.Default, logger)
 	inf := infra.New(pool, j, gops, cfg.ConfigRoot, cfg.DataDir, cfg.TerraformBin, pool.Config().ConnString(), redact.Default, logger)
+	if cfg.ModuleBankURL != "" {
+		bank, err := gitsync.New(gitsync.Opts{
+			Dir:    filepath.Join(cfg.DataDir, "module-bank"),
+			Remote: gitsync.Remote{URL: cfg.ModuleBankURL, Branch: cfg.ModuleBankRef},
+			// The directory is sluice's own: a changed URL takes it over.
+			AdoptRemote: true,
+			Redactor:    redact.Default,
+			Logger:      logger,
+		})
+		if err != nil {
+			return redact.Error(fmt.Errorf("SLUICE_MODULE_BANK_URL: %w", err))
+		}
+		inf.ModuleBank = bank
+	}
 	periodic := jobs.PeriodicJobs()
 	if cfg.DriftIntervalSec > 0 {
 		periodic = append(periodic, infra.PeriodicSweep(cfg.DriftIntervalSec))

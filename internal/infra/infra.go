@@ -33,6 +33,7 @@ import (
 	"sluice/db"
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
+	"sluice/internal/gitsync"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/terraform"
@@ -112,9 +113,13 @@ type Service struct {
 	// TerraformBin is SLUICE_TERRAFORM_BIN: "" means terraform on PATH.
 	TerraformBin string
 	// ConnStr is the database the pg backend keeps state in.
-	ConnStr  string
-	Redactor *redact.Redactor
-	Logger   *slog.Logger
+	ConnStr string
+	// ModuleBank, when set, is the repository modules come from
+	// (SLUICE_MODULE_BANK_URL); otherwise they come from the intent
+	// repository.
+	ModuleBank *gitsync.Mirror
+	Redactor   *redact.Redactor
+	Logger     *slog.Logger
 	// Wait is how long an operation waits before it looks again for its
 	// turn. Default journal.DefaultLaneWait.
 	Wait time.Duration

@@ -21,6 +21,7 @@ import (
 	"sluice/internal/dbtest"
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
+	"sluice/internal/gitsync"
 	"sluice/internal/gittest"
 	"sluice/internal/infra"
 	"sluice/internal/journal"
@@ -379,5 +380,39 @@ func TestInfrastructure(t *testing.T) {
 		for _, r := range runs {
 			require.Equal(t, journal.StateSucceeded, b.wait(t, r.ID).State)
 		}
+	})
+}
+
+func TestModuleBank(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ModulesComeFromTheBankAtTheCommitEachApplyRecorded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bank := gittest.New(t)
+		c1 := bank.Commit(t, "network module", map[string]string{"modules/network/main.tf": module})
+		mirror, err := gitsync.New(gitsync.Opts{Dir: filepath.Join(t.TempDir(), "bank"), Remote: gitsync.Remote{URL: bank.Bare, Branch: "main"}, AdoptRemote: true})
+		require.NoError(t, err)
+		b.svc.ModuleBank = mirror
+		// The unit names a module only the bank has.
+		b.Commit(t, "use the bank", map[string]string{"infra/network.json": `{"kind":"Infrastructure","metadata":{"name":"network"},"spec":{"module":"modules/network","inputs":{"cidr":"10.0.0.0/16"}}}`})
+		b.sync(t)
+
+		run := b.apply(t)
+		var rec infra.Receipt
+		require.NoError(t, json.Unmarshal(run.Result, &rec))
+		require.Equal(t, c1, rec.ModuleBankCommit)
+		require.Equal(t, infra.Summary{Add: 2}, rec.Summary)
+
+		// The bank's module grows a resource: the applied one is what a drift
+		// check plans, so nothing drifted; a plan shows the new resource.
+		bank.Commit(t, "a third resource", map[string]string{"modules/network/main.tf": module + "\nresource \"terraform_data\" \"route\" {\n  input = var.cidr\n}\n"})
+		d := b.drift(t)
+		require.Equal(t, infra.InSync, d.Status, "%s", d.Reason)
+		require.Equal(t, c1, d.BankCommit)
+		plan := b.do(t, infra.ActionPlan)
+		require.NoError(t, json.Unmarshal(plan.Result, &rec))
+		require.Equal(t, []string{"module.main.terraform_data.route"}, rec.Addresses)
+		require.NotEqual(t, c1, rec.ModuleBankCommit)
 	})
 }

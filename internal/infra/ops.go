@@ -32,11 +32,13 @@ type Summary struct {
 type Receipt struct {
 	Unit        string `json:"unit"`
 	ContentHash string `json:"contentHash"`
-	// Commit is the synced commit the module was exported from.
-	Commit    string   `json:"commit"`
-	Changes   bool     `json:"changes"`
-	Summary   Summary  `json:"summary"`
-	Addresses []string `json:"addresses"`
+	// Commit is the synced commit of the intent repository; the module was
+	// exported from it, or from ModuleBankCommit of the module bank.
+	Commit           string   `json:"commit"`
+	ModuleBankCommit string   `json:"moduleBankCommit,omitempty"`
+	Changes          bool     `json:"changes"`
+	Summary          Summary  `json:"summary"`
+	Addresses        []string `json:"addresses"`
 	// Excerpt is the end of Terraform's plan output, capped and redacted;
 	// ApplyExcerpt the apply's or destroy's.
 	Excerpt      string `json:"excerpt,omitempty"`
@@ -58,6 +60,7 @@ type Drift struct {
 	ContentHash string    `json:"contentHash"`
 	AppliedHash string    `json:"appliedHash,omitempty"`
 	Commit      string    `json:"appliedCommit,omitempty"`
+	BankCommit  string    `json:"appliedModuleBankCommit,omitempty"`
 	Summary     *Summary  `json:"summary,omitempty"`
 	Addresses   []string  `json:"addresses,omitempty"`
 	Excerpt     string    `json:"excerpt,omitempty"`
@@ -72,22 +75,40 @@ const (
 	Unknown      = "unknown"
 )
 
-// prepare generates the unit's root in dir for content, with the module as
-// it is at commit, and initializes it.
-func (s *Service) prepare(ctx context.Context, r *terraform.Runner, u *db.Unit, content []byte, commit, dir string, ph *journal.Phases) error {
+// prepare generates the unit's root in dir for content and initializes it.
+// The module comes from the module bank when one is configured, at
+// bankCommit (the bank is synced first when bankCommit is ""), else from the
+// intent repository at commit. It returns the bank commit it used.
+func (s *Service) prepare(ctx context.Context, r *terraform.Runner, u *db.Unit, content []byte, commit, bankCommit, dir string, ph *journal.Phases) (string, error) {
 	spec, err := infraspec.Parse(content)
 	if err != nil {
-		return errs.Errorf(errs.Invalid, "Infrastructure %s %s.", u.Path, err)
+		return "", errs.Errorf(errs.Invalid, "Infrastructure %s %s.", u.Path, err)
+	}
+	dest := filepath.Join(dir, "module")
+	if s.ModuleBank != nil && bankCommit == "" {
+		if err := ph.Do("module-bank", func() error {
+			res, err := s.ModuleBank.Sync(ctx, "")
+			if err == nil {
+				bankCommit = res.Commit
+			}
+			return err
+		}); err != nil {
+			return "", fmt.Errorf("sync the module bank: %w", err)
+		}
 	}
 	if err := ph.Do("root", func() error {
-		if err := s.GitOps.ExportModule(ctx, u.SourceID, commit, spec.Module, filepath.Join(dir, "module")); err != nil {
+		if s.ModuleBank != nil {
+			if err := s.ModuleBank.Export(ctx, bankCommit, spec.Module, dest); err != nil {
+				return fmt.Errorf("export module %s at module-bank commit %s: %w", spec.Module, short(bankCommit), err)
+			}
+		} else if err := s.GitOps.ExportModule(ctx, u.SourceID, commit, spec.Module, dest); err != nil {
 			return fmt.Errorf("export module %s at commit %s: %w", spec.Module, short(commit), err)
 		}
 		return terraform.WriteRoot(terraform.Root{Dir: dir, ModuleSource: "./module", Inputs: spec.Inputs, Schema: terraform.SchemaFor(u.ID)})
 	}); err != nil {
-		return err
+		return "", err
 	}
-	return ph.Do("init", func() error { return r.Init(ctx, dir) })
+	return bankCommit, ph.Do("init", func() error { return r.Init(ctx, dir) })
 }
 
 func (s *Service) syncedCommit(ctx context.Context, u *db.Unit) (string, error) {
@@ -136,7 +157,7 @@ func (s *Service) planApply(ctx context.Context, p *journal.Progress, id uuid.UU
 	res.Commit, out.Commit = commit, commit
 	dir := s.rootDir(u)
 	p.Info(ctx, fmt.Sprintf("generating the root of %s in %s, module at commit %s", u.Path, dir, short(commit)), nil)
-	if err := s.prepare(ctx, r, u, u.Content, commit, dir, &res.Phases); err != nil {
+	if res.ModuleBankCommit, err = s.prepare(ctx, r, u, u.Content, commit, "", dir, &res.Phases); err != nil {
 		return out, s.failed(out, u, apply, err)
 	}
 	var pr *terraform.PlanResult
@@ -219,20 +240,20 @@ func (s *Service) Destroy(ctx context.Context, p *journal.Progress, id uuid.UUID
 	if err != nil {
 		return out, err
 	}
-	content, commit := []byte(u.Content), ""
+	content, commit, bank := []byte(u.Content), "", ""
 	last, err := s.lastApplied(ctx, u)
 	if err != nil {
 		return out, err
 	}
 	if last != nil {
-		content, commit = last.AppliedContent, last.Commit
+		content, commit, bank = last.AppliedContent, last.Commit, last.ModuleBankCommit
 		p.Info(ctx, fmt.Sprintf("destroying what the last apply applied (commit %s)", short(commit)), nil)
 	} else if commit, err = s.syncedCommit(ctx, u); err != nil {
 		return out, err
 	}
 	res.Commit, out.Commit = commit, commit
 	dir := s.rootDir(u)
-	if err := s.prepare(ctx, r, u, content, commit, dir, &res.Phases); err != nil {
+	if res.ModuleBankCommit, err = s.prepare(ctx, r, u, content, commit, bank, dir, &res.Phases); err != nil {
 		return out, err
 	}
 	if err := res.Phases.Do("destroy", func() error {
@@ -279,14 +300,14 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, id uuid.U
 	if last == nil {
 		return unknown("no receipt of its last apply was found")
 	}
-	d.Commit = last.Commit
+	d.Commit, d.BankCommit = last.Commit, last.ModuleBankCommit
 	r, err := s.Runner()
 	if err != nil {
 		return unknown(errText(err))
 	}
 	dir := s.driftDir(u)
 	var ph journal.Phases
-	if err := s.prepare(ctx, r, u, last.AppliedContent, last.Commit, dir, &ph); err != nil {
+	if _, err := s.prepare(ctx, r, u, last.AppliedContent, last.Commit, last.ModuleBankCommit, dir, &ph); err != nil {
 		if ctx.Err() != nil {
 			return out, err
 		}
