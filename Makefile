@@ -48,11 +48,15 @@ ensure-tools:
 ## bench: the figures each feature promises, beside their floors
 # One op of BenchmarkActionStart is one action (30 give its p50 and p99), and
 # one of BenchmarkAccept one request; each runs alone, so that no other
-# package's benchmark shares the CPUs with it.
+# package's benchmark shares the CPUs with it. One op of BenchmarkDriftCheck
+# is one drift check (10 give its p50 and max), and one of BenchmarkSweep100 a
+# sweep over 100 applied units (one; its untimed setup applies all 100).
 bench: ensure-tools build
 	$(GO) test -p 1 -run '^$$' -bench . -skip '^BenchmarkActionStart$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
 	$(GO) test -run '^$$' -bench '^BenchmarkActionStart$$' -benchtime 30x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/services/
+	$(GO) test -run '^$$' -bench '^BenchmarkDriftCheck$$' -benchtime 10x ./internal/infra/
+	$(GO) test -run '^$$' -bench '^BenchmarkSweep100$$' -benchtime 1x ./internal/infra/
 
 clean:
 	rm -rf bin

@@ -76,7 +76,7 @@ func TestServeKillNineMidApply(t *testing.T) {
 	t.Parallel()
 	repo := gittest.New(t)
 	repo.Commit(t, "slow", map[string]string{
-		"infra/slow.json": `{"kind":"Infrastructure","metadata":{"name":"slow"},"spec":{"module":"infra/modules/slow"}}`,
+		"infra/slow.json":            `{"kind":"Infrastructure","metadata":{"name":"slow"},"spec":{"module":"infra/modules/slow"}}`,
 		"infra/modules/slow/main.tf": "resource \"terraform_data\" \"slow\" {\n  provisioner \"local-exec\" {\n    command = \"sleep 3\"\n  }\n}\n",
 	})
 	dbURL := dbtest.NewDB(t)

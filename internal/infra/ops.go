@@ -56,15 +56,16 @@ type Drift struct {
 	DesiredAhead bool   `json:"desiredAhead"`
 	LiveDrift    bool   `json:"liveDrift"`
 	// Reason says why the status is unknown.
-	Reason      string    `json:"reason,omitempty"`
-	ContentHash string    `json:"contentHash"`
-	AppliedHash string    `json:"appliedHash,omitempty"`
-	Commit      string    `json:"appliedCommit,omitempty"`
-	BankCommit  string    `json:"appliedModuleBankCommit,omitempty"`
-	Summary     *Summary  `json:"summary,omitempty"`
-	Addresses   []string  `json:"addresses,omitempty"`
-	Excerpt     string    `json:"excerpt,omitempty"`
-	CheckedAt   time.Time `json:"checkedAt"`
+	Reason      string         `json:"reason,omitempty"`
+	ContentHash string         `json:"contentHash"`
+	AppliedHash string         `json:"appliedHash,omitempty"`
+	Commit      string         `json:"appliedCommit,omitempty"`
+	BankCommit  string         `json:"appliedModuleBankCommit,omitempty"`
+	Summary     *Summary       `json:"summary,omitempty"`
+	Addresses   []string       `json:"addresses,omitempty"`
+	Excerpt     string         `json:"excerpt,omitempty"`
+	CheckedAt   time.Time      `json:"checkedAt"`
+	Phases      journal.Phases `json:"phases"`
 }
 
 // Drift statuses.
@@ -278,7 +279,7 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, id uuid.U
 	if err != nil {
 		return nil, err
 	}
-	d := &Drift{ContentHash: u.ContentHash, CheckedAt: time.Now().UTC()}
+	d := &Drift{ContentHash: u.ContentHash, CheckedAt: time.Now().UTC(), Phases: journal.Phases{}}
 	out := &journal.Outcome{Result: d}
 	if err := refuse(ActionDriftCheck, u); err != nil {
 		return out, err
@@ -306,14 +307,17 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, id uuid.U
 		return unknown(errText(err))
 	}
 	dir := s.driftDir(u)
-	var ph journal.Phases
-	if _, err := s.prepare(ctx, r, u, last.AppliedContent, last.Commit, last.ModuleBankCommit, dir, &ph); err != nil {
+	if _, err := s.prepare(ctx, r, u, last.AppliedContent, last.Commit, last.ModuleBankCommit, dir, &d.Phases); err != nil {
 		if ctx.Err() != nil {
 			return out, err
 		}
 		return unknown(errText(err))
 	}
-	pr, err := r.Plan(ctx, dir, terraform.PlanOpts{})
+	var pr *terraform.PlanResult
+	err = d.Phases.Do("plan", func() error {
+		pr, err = r.Plan(ctx, dir, terraform.PlanOpts{})
+		return err
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return out, err
