@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"text/tabwriter"
 
 	"github.com/google/uuid"
@@ -14,66 +15,114 @@ import (
 	"sluice/internal/apiclient"
 )
 
-// runAction is deploy, rollback and converge: ask, then follow the run to
-// its end. The exit code is the outcome (0 only when it succeeded).
-func runAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) error {
+// actionCall asks the server for one action on args (the target first) and
+// returns its 202 answer.
+type actionCall func(ctx context.Context, c *apiclient.ClientWithResponses, args []string) (*apiclient.ActionAcceptedBody, error)
+
+// answer202 is the accepted answer, or the server's problem as an error.
+func answer202(acc *apiclient.ActionAcceptedBody, resp *http.Response, body []byte) (*apiclient.ActionAcceptedBody, error) {
+	if acc == nil {
+		return nil, apiError(resp, body)
+	}
+	return acc, nil
+}
+
+// actionCalls are the actions the CLI asks for and follows.
+var actionCalls = map[string]actionCall{
+	"deploy": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
+		r, err := c.DeployServiceWithResponse(ctx, a[0], apiclient.DeployServiceJSONRequestBody{Digest: a[1]})
+		if err != nil {
+			return nil, err
+		}
+		return answer202(r.JSON202, r.HTTPResponse, r.Body)
+	},
+	"rollback": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
+		r, err := c.RollbackServiceWithResponse(ctx, a[0])
+		if err != nil {
+			return nil, err
+		}
+		return answer202(r.JSON202, r.HTTPResponse, r.Body)
+	},
+	"converge": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
+		r, err := c.ConvergeServiceWithResponse(ctx, a[0])
+		if err != nil {
+			return nil, err
+		}
+		return answer202(r.JSON202, r.HTTPResponse, r.Body)
+	},
+	"plan": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
+		r, err := c.PlanInfrastructureWithResponse(ctx, a[0])
+		if err != nil {
+			return nil, err
+		}
+		return answer202(r.JSON202, r.HTTPResponse, r.Body)
+	},
+	"apply": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
+		r, err := c.ApplyInfrastructureWithResponse(ctx, a[0])
+		if err != nil {
+			return nil, err
+		}
+		return answer202(r.JSON202, r.HTTPResponse, r.Body)
+	},
+	"destroy": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
+		r, err := c.DestroyInfrastructureWithResponse(ctx, a[0])
+		if err != nil {
+			return nil, err
+		}
+		return answer202(r.JSON202, r.HTTPResponse, r.Body)
+	},
+	"drift-check": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
+		r, err := c.DriftCheckInfrastructureWithResponse(ctx, a[0])
+		if err != nil {
+			return nil, err
+		}
+		return answer202(r.JSON202, r.HTTPResponse, r.Body)
+	},
+}
+
+// askAndFollow parses an action's arguments (usage names them), asks for
+// it, and follows its run to the end unless --detach. It returns the run's
+// id and followRun's error: the exit code is the outcome.
+func askAndFollow(ctx context.Context, action, usage string, nargs int, args []string, stdout, stderr io.Writer) (*apiclient.ClientWithResponses, uuid.UUID, bool, error) {
 	fs := flag.NewFlagSet(action, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	detach := fs.Bool("detach", false, "print the run's id and return instead of following it")
-	want := 1
-	usage := "sluice " + action + " SERVICE"
-	if action == "deploy" {
-		want, usage = 2, "sluice deploy SERVICE DIGEST"
-	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, uuid.Nil, false, err
 	}
-	if fs.NArg() != want {
-		return fmt.Errorf("usage: %s", usage)
+	if fs.NArg() != nargs {
+		return nil, uuid.Nil, false, fmt.Errorf("usage: %s", usage)
 	}
-	name := fs.Arg(0)
 	client, err := newClient()
 	if err != nil {
-		return err
+		return nil, uuid.Nil, false, err
 	}
-	var (
-		acc    *apiclient.ActionAcceptedBody
-		failed error
-	)
-	switch action {
-	case "deploy":
-		r, err := client.DeployServiceWithResponse(ctx, name, apiclient.DeployServiceJSONRequestBody{Digest: fs.Arg(1)})
-		if err != nil {
-			return err
-		}
-		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
-	case "rollback":
-		r, err := client.RollbackServiceWithResponse(ctx, name)
-		if err != nil {
-			return err
-		}
-		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
-	default:
-		r, err := client.ConvergeServiceWithResponse(ctx, name)
-		if err != nil {
-			return err
-		}
-		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
-	}
-	if acc == nil {
-		return failed
+	acc, err := actionCalls[action](ctx, client, fs.Args())
+	if err != nil {
+		return nil, uuid.Nil, false, err
 	}
 	id := uuid.UUID(acc.JournalId)
 	how := "queued"
 	if acc.Joined {
 		how = "joined " + acc.State + " run"
 	}
-	fmt.Fprintf(stderr, "%s %s %s: run %s\n", action, name, how, id)
+	fmt.Fprintf(stderr, "%s %s %s: run %s\n", action, fs.Arg(0), how, id)
 	if *detach {
 		fmt.Fprintln(stdout, id)
-		return nil
+		return client, id, true, nil
 	}
-	return followRun(ctx, client, stdout, id)
+	return client, id, false, followRun(ctx, client, stdout, id)
+}
+
+// runAction is deploy, rollback and converge: ask, then follow the run to
+// its end. The exit code is the outcome (0 only when it succeeded).
+func runAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) error {
+	nargs, usage := 1, "sluice "+action+" SERVICE"
+	if action == "deploy" {
+		nargs, usage = 2, "sluice deploy SERVICE DIGEST"
+	}
+	_, _, _, err := askAndFollow(ctx, action, usage, nargs, args, stdout, stderr)
+	return err
 }
 
 func runServices(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -197,65 +246,8 @@ func deref[T any](p *T) T {
 // the run. drift-check exits like terraform plan -detailed-exitcode: 0 in
 // sync, 2 drift (desired_ahead or live_drift), 1 unknown or failed.
 func runInfraAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet(action, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	detach := fs.Bool("detach", false, "print the run's id and return instead of following it")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("usage: sluice %s UNIT (its id or name)", action)
-	}
-	unit := fs.Arg(0)
-	client, err := newClient()
-	if err != nil {
-		return err
-	}
-	var (
-		acc    *apiclient.ActionAcceptedBody
-		failed error
-	)
-	switch action {
-	case "plan":
-		r, err := client.PlanInfrastructureWithResponse(ctx, unit)
-		if err != nil {
-			return err
-		}
-		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
-	case "apply":
-		r, err := client.ApplyInfrastructureWithResponse(ctx, unit)
-		if err != nil {
-			return err
-		}
-		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
-	case "destroy":
-		r, err := client.DestroyInfrastructureWithResponse(ctx, unit)
-		if err != nil {
-			return err
-		}
-		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
-	default:
-		r, err := client.DriftCheckInfrastructureWithResponse(ctx, unit)
-		if err != nil {
-			return err
-		}
-		acc, failed = r.JSON202, apiError(r.HTTPResponse, r.Body)
-	}
-	if acc == nil {
-		return failed
-	}
-	id := uuid.UUID(acc.JournalId)
-	how := "queued"
-	if acc.Joined {
-		how = "joined " + acc.State + " run"
-	}
-	fmt.Fprintf(stderr, "%s %s %s: run %s\n", action, unit, how, id)
-	if *detach {
-		fmt.Fprintln(stdout, id)
-		return nil
-	}
-	err = followRun(ctx, client, stdout, id)
-	if action != "drift-check" || err != nil {
+	client, id, detached, err := askAndFollow(ctx, action, "sluice "+action+" UNIT (its id or name)", 1, args, stdout, stderr)
+	if action != "drift-check" || detached || err != nil {
 		return err
 	}
 	r, err := client.GetJournalRunWithResponse(ctx, id)
