@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"sluice/db"
+	"sluice/internal/artifact"
 	"sluice/internal/errs"
 	"sluice/internal/gitsync"
 	"sluice/internal/journal"
@@ -64,20 +65,18 @@ func (s *Service) syncService(ctx context.Context, p *journal.Progress, t *journ
 	if err != nil {
 		return nil, nil, fmt.Errorf("load service %s: %w", name, err)
 	}
-	var synced *gitopsResult
 	if err := t.Do(phase, func() error {
 		r, err := s.GitOps.SyncNow(ctx, p, before.SourceID)
-		if r != nil {
-			synced = &gitopsResult{commit: r.Commit}
+		if err == nil {
+			res.SyncedCommit = r.Commit
 		}
 		return err
 	}); err != nil {
 		return nil, nil, fmt.Errorf("sync before acting: %w", err)
 	}
-	res.SyncedCommit = synced.commit
 	u, spec, err := getTx(ctx, db.New(s.Pool), name)
 	if errs.CodeOf(err) == errs.NotFound {
-		return nil, nil, errs.Errorf(errs.NotFound, "Service %s is no longer in Git at commit %s (its unit went stale or was renamed); nothing was changed.", name, shortCommit(synced.commit))
+		return nil, nil, errs.Errorf(errs.NotFound, "Service %s is no longer in Git at commit %s (its unit went stale or was renamed); nothing was changed.", name, shortCommit(res.SyncedCommit))
 	}
 	if err != nil {
 		return nil, nil, err
@@ -85,8 +84,6 @@ func (s *Service) syncService(ctx context.Context, p *journal.Progress, t *journ
 	res.UnitPath, res.ManifestHash = u.Path, u.ContentHash
 	return u, spec, nil
 }
-
-type gitopsResult struct{ commit string }
 
 func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name, target string) (*journal.Outcome, error) {
 	res := &Result{Service: name, Action: action, Phases: journal.Phases{}}
@@ -198,7 +195,7 @@ func (s *Service) undo(ctx context.Context, p *journal.Progress, t *journal.Phas
 			if err != nil {
 				return nil, err
 			}
-			if d, _ := servicespecDigest(img); d != target {
+			if d, _ := artifact.ParseDigest(img); d != target {
 				return old, nil // someone re-pinned it meanwhile: theirs stands
 			}
 			return unit.SetString(old, imagePath, oldImage)

@@ -1,10 +1,6 @@
 package services
 
-import (
-	"strings"
-
-	"sluice/internal/artifact"
-)
+import "strings"
 
 func deref(s *string) string {
 	if s == nil {
@@ -28,8 +24,6 @@ func repin(image, digest string) string {
 	}
 	return digest
 }
-
-func servicespecDigest(image string) (string, error) { return artifact.ParseDigest(image) }
 
 func shortCommit(c string) string {
 	if len(c) > 12 {

@@ -124,14 +124,7 @@ func (s *Spec) check(name string) error {
 	// The rest (name, environment names, NUL bytes, stop timeout) is what
 	// the renderer refuses; ask it, so the two never disagree.
 	if _, _, err := render.Render(s.Manifest(name)); err != nil {
-		return fmt.Errorf("%s", lowerFirst(strings.TrimSuffix(err.Error(), ".")))
+		return fmt.Errorf("is refused: %s", strings.TrimSuffix(err.Error(), "."))
 	}
 	return nil
-}
-
-func lowerFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return "is refused: " + s
 }
