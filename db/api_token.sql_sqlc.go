@@ -11,6 +11,18 @@ import (
 	"github.com/google/uuid"
 )
 
+const aPITokenBootstrapLock = `-- name: APITokenBootstrapLock :exec
+SELECT pg_advisory_xact_lock($1::bigint)
+`
+
+// APITokenBootstrapLock serializes the bootstrap token's check-then-insert
+// until commit: two serves starting at once on one database would otherwise
+// both insert it.
+func (q *Queries) APITokenBootstrapLock(ctx context.Context, key int64) error {
+	_, err := q.db.Exec(ctx, aPITokenBootstrapLock, key)
+	return err
+}
+
 const aPITokenGetByHash = `-- name: APITokenGetByHash :one
 SELECT id, name, role, token_hash, created_at, created_by, last_used_at, revoked_at FROM api_token WHERE token_hash = $1 AND revoked_at IS NULL
 `

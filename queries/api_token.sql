@@ -31,3 +31,9 @@ UPDATE api_token SET revoked_at = NULL, role = 'admin' WHERE id = @id RETURNING 
 -- name: APITokenGetByNameOrID :one
 SELECT * FROM api_token
 WHERE revoked_at IS NULL AND (name = @ref OR id::text = @ref);
+
+-- name: APITokenBootstrapLock :exec
+-- APITokenBootstrapLock serializes the bootstrap token's check-then-insert
+-- until commit: two serves starting at once on one database would otherwise
+-- both insert it.
+SELECT pg_advisory_xact_lock(@key::bigint);

@@ -113,15 +113,21 @@ func Authenticate(ctx context.Context, e db.DBTX, secret string) (*Token, error)
 	return tok, nil
 }
 
+// bootstrapLockKey is the advisory lock EnsureBootstrap holds ("slbt").
+const bootstrapLockKey = 0x736c6274
+
 // EnsureBootstrap makes secret an active admin token named "bootstrap". A
 // different earlier bootstrap token is revoked, so changing the variable
-// rotates the token.
+// rotates the token. Concurrent calls (serves starting together) take turns.
 func EnsureBootstrap(ctx context.Context, e db.Executor, secret string) error {
 	if len(secret) < 16 {
 		return errs.Errorf(errs.Invalid, "SLUICE_BOOTSTRAP_TOKEN must have at least 16 characters.")
 	}
 	return db.WithTx(ctx, e, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
+		if err := q.APITokenBootstrapLock(ctx, bootstrapLockKey); err != nil {
+			return fmt.Errorf("lock bootstrap token: %w", err)
+		}
 		hash := Hash(secret)
 		existing, err := q.APITokenGetByHashAny(ctx, hash)
 		switch {

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"context"
+	"sync"
 	"strings"
 	"testing"
 
@@ -112,5 +113,30 @@ func TestTokens(t *testing.T) {
 		require.True(t, errs.Is(err, errs.Unauthorized))
 
 		require.True(t, errs.Is(auth.EnsureBootstrap(ctx, b.pool, "short"), errs.Invalid))
+	})
+
+	t.Run("ConcurrentBootstrapsAgree", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		secret := "sluice_concurrent-bootstrap-token"
+		// Serves starting together on one database each ensure the token.
+		errsCh := make(chan error, 20)
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errsCh <- auth.EnsureBootstrap(ctx, b.pool, secret)
+			}()
+		}
+		wg.Wait()
+		close(errsCh)
+		for err := range errsCh {
+			require.NoError(t, err)
+		}
+		tokens, err := auth.List(ctx, b.pool)
+		require.NoError(t, err)
+		require.Len(t, tokens, 1)
 	})
 }
