@@ -304,6 +304,9 @@ func TestServe(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		if t.Failed() { // a start failed in its goroutine, which could not stop the test
+			t.FailNow()
+		}
 		conn, err := pgx.Connect(context.Background(), dbURL)
 		require.NoError(t, err)
 		defer conn.Close(context.Background())
