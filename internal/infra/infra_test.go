@@ -212,6 +212,11 @@ func TestInfrastructure(t *testing.T) {
 		require.Equal(t, infra.InSync, d.Status)
 		require.False(t, d.DesiredAhead)
 		require.False(t, d.LiveDrift)
+		require.Contains(t, phaseNames(d.Phases), "init")
+		// The same root again: no second init.
+		d = b.drift(t)
+		require.Equal(t, infra.InSync, d.Status)
+		require.NotContains(t, phaseNames(d.Phases), "init")
 		// The root is in archive/ of the config root, with the module copied in.
 		require.FileExists(t, filepath.Join(b.configRoot, "archive", "infra", "network", "main.tf.json"))
 		require.FileExists(t, filepath.Join(b.configRoot, "archive", "infra", "network", "module", "main.tf"))
@@ -415,4 +420,12 @@ func TestModuleBank(t *testing.T) {
 		require.Equal(t, []string{"module.main.terraform_data.route"}, rec.Addresses)
 		require.NotEqual(t, c1, rec.ModuleBankCommit)
 	})
+}
+
+func phaseNames(ps journal.Phases) []string {
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.Name)
+	}
+	return names
 }

@@ -109,7 +109,19 @@ func (s *Service) prepare(ctx context.Context, r *terraform.Runner, u *db.Unit, 
 	}); err != nil {
 		return "", err
 	}
-	return bankCommit, ph.Do("init", func() error { return r.Init(ctx, dir) })
+	hash, err := rootHash(r, dir)
+	if err != nil {
+		return "", fmt.Errorf("hash the root of %s: %w", u.Path, err)
+	}
+	if initialized(dir, hash) {
+		return bankCommit, nil
+	}
+	return bankCommit, ph.Do("init", func() error {
+		if err := r.Init(ctx, dir); err != nil {
+			return err
+		}
+		return markInitialized(dir, hash)
+	})
 }
 
 func (s *Service) syncedCommit(ctx context.Context, u *db.Unit) (string, error) {
@@ -170,6 +182,7 @@ func (s *Service) planApply(ctx context.Context, p *journal.Progress, id uuid.UU
 		pr, err = r.Plan(ctx, dir, planOpts)
 		return err
 	}); err != nil {
+		forgetInit(dir)
 		return out, s.failed(out, u, apply, err)
 	}
 	res.Changes, res.Summary, res.Addresses, res.Excerpt = pr.Changes, Summary{pr.Add, pr.Change, pr.Destroy}, nonNil(pr.Addresses), pr.Excerpt
@@ -182,6 +195,7 @@ func (s *Service) planApply(ctx context.Context, p *journal.Progress, id uuid.UU
 		res.ApplyExcerpt, err = r.Apply(ctx, dir, pr.PlanFile)
 		return err
 	}); err != nil {
+		forgetInit(dir)
 		var ce *terraform.CommandError
 		if errors.As(err, &ce) {
 			res.ApplyExcerpt = ce.Output
@@ -261,6 +275,7 @@ func (s *Service) Destroy(ctx context.Context, p *journal.Progress, id uuid.UUID
 		res.ApplyExcerpt, err = r.Destroy(ctx, dir)
 		return err
 	}); err != nil {
+		forgetInit(dir)
 		var ce *terraform.CommandError
 		if errors.As(err, &ce) {
 			res.ApplyExcerpt = ce.Output
@@ -319,6 +334,7 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, id uuid.U
 		return err
 	})
 	if err != nil {
+		forgetInit(dir)
 		if ctx.Err() != nil {
 			return out, err
 		}
