@@ -2,8 +2,8 @@ package auth_test
 
 import (
 	"context"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
