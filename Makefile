@@ -28,6 +28,8 @@ demo-artifacts:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=v2" -o bin/hello-v2 ./cmd/hello
 
 vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 
 ## generate: sqlc code, the OpenAPI spec, and the Go client built from it
