@@ -68,7 +68,9 @@ type DriftCheckWorker struct {
 }
 
 // Timeout implements river.Worker.
-func (w *DriftCheckWorker) Timeout(*river.Job[infra.DriftCheckArgs]) time.Duration { return infraTimeout }
+func (w *DriftCheckWorker) Timeout(*river.Job[infra.DriftCheckArgs]) time.Duration {
+	return infraTimeout
+}
 
 // Work implements river.Worker.
 func (w *DriftCheckWorker) Work(ctx context.Context, job *river.Job[infra.DriftCheckArgs]) error {
