@@ -160,7 +160,9 @@ func (s *Service) RequestDeploy(ctx context.Context, name, digest, requestedBy s
 		if spec.Digest() == d {
 			return errs.Errorf(errs.Conflict, "Git already pins %s to %s, so there is nothing to deploy. To re-apply what Git holds (env, args, the template), converge: `sluice converge %s`.", name, d, name)
 		}
-		if err := s.requireArtifact(ctx, d); err != nil {
+		// In tx, not on another connection: artifacts are never deleted, so
+		// what this sees holds until commit.
+		if err := requireArtifactTx(ctx, db.New(tx), d); err != nil {
 			return err
 		}
 		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
@@ -245,9 +247,16 @@ func previousHealthy(ctx context.Context, q *db.Queries, name, pinned string) (s
 }
 
 func (s *Service) requireArtifact(ctx context.Context, digest string) error {
-	_, err := s.Artifacts.Stat(ctx, digest)
-	if errs.CodeOf(err) == errs.NotFound {
+	return requireArtifactTx(ctx, db.New(s.Pool), digest)
+}
+
+func requireArtifactTx(ctx context.Context, q *db.Queries, digest string) error {
+	_, err := q.ArtifactGet(ctx, digest)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return errs.Errorf(errs.Invalid, "Artifact %s is not in the store; upload it first with `sluice artifact push FILE`.", digest)
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("look up artifact %s: %w", digest, err)
+	}
+	return nil
 }
