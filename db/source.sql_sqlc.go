@@ -23,10 +23,71 @@ func (q *Queries) SchedulerTryLock(ctx context.Context, key int64) (bool, error)
 	return acquired, err
 }
 
-const sourceGet = `-- name: SourceGet :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at FROM source WHERE id = $1
+const sourceFind = `-- name: SourceFind :one
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source
+WHERE deleted_at IS NULL AND (id::text = $1::text OR name = $1::text)
 `
 
+// SourceFind finds a source that is not deleted by its id or its name.
+func (q *Queries) SourceFind(ctx context.Context, key string) (*Source, error) {
+	row := q.db.QueryRow(ctx, sourceFind, key)
+	var i Source
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.RepoUrl,
+		&i.RepoUsername,
+		&i.RepoPassword,
+		&i.Branch,
+		&i.Path,
+		&i.SyncIntervalSec,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SyncedCommit,
+		&i.SkippedTicks,
+		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
+	)
+	return &i, err
+}
+
+const sourceFindForUpdate = `-- name: SourceFindForUpdate :one
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source
+WHERE deleted_at IS NULL AND (id::text = $1::text OR name = $1::text)
+FOR UPDATE
+`
+
+// SourceFindForUpdate finds a source that is not deleted by its id or its
+// name, and locks it.
+func (q *Queries) SourceFindForUpdate(ctx context.Context, key string) (*Source, error) {
+	row := q.db.QueryRow(ctx, sourceFindForUpdate, key)
+	var i Source
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.RepoUrl,
+		&i.RepoUsername,
+		&i.RepoPassword,
+		&i.Branch,
+		&i.Path,
+		&i.SyncIntervalSec,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SyncedCommit,
+		&i.SkippedTicks,
+		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
+	)
+	return &i, err
+}
+
+const sourceGet = `-- name: SourceGet :one
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source WHERE id = $1
+`
+
+// SourceGet returns a source by id, deleted or not.
 func (q *Queries) SourceGet(ctx context.Context, id uuid.UUID) (*Source, error) {
 	row := q.db.QueryRow(ctx, sourceGet, id)
 	var i Source
@@ -44,14 +105,17 @@ func (q *Queries) SourceGet(ctx context.Context, id uuid.UUID) (*Source, error) 
 		&i.SyncedCommit,
 		&i.SkippedTicks,
 		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
 	)
 	return &i, err
 }
 
 const sourceGetByName = `-- name: SourceGetByName :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at FROM source WHERE name = $1
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source WHERE name = $1 AND deleted_at IS NULL
 `
 
+// SourceGetByName finds a source that is not deleted by its name.
 func (q *Queries) SourceGetByName(ctx context.Context, name string) (*Source, error) {
 	row := q.db.QueryRow(ctx, sourceGetByName, name)
 	var i Source
@@ -69,12 +133,14 @@ func (q *Queries) SourceGetByName(ctx context.Context, name string) (*Source, er
 		&i.SyncedCommit,
 		&i.SkippedTicks,
 		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
 	)
 	return &i, err
 }
 
 const sourceGetByNameForUpdate = `-- name: SourceGetByNameForUpdate :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at FROM source WHERE name = $1 FOR UPDATE
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source WHERE name = $1 AND deleted_at IS NULL FOR UPDATE
 `
 
 func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*Source, error) {
@@ -94,6 +160,35 @@ func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*S
 		&i.SyncedCommit,
 		&i.SkippedTicks,
 		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
+	)
+	return &i, err
+}
+
+const sourceGetForUpdate = `-- name: SourceGetForUpdate :one
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source WHERE id = $1 FOR UPDATE
+`
+
+func (q *Queries) SourceGetForUpdate(ctx context.Context, id uuid.UUID) (*Source, error) {
+	row := q.db.QueryRow(ctx, sourceGetForUpdate, id)
+	var i Source
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.RepoUrl,
+		&i.RepoUsername,
+		&i.RepoPassword,
+		&i.Branch,
+		&i.Path,
+		&i.SyncIntervalSec,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SyncedCommit,
+		&i.SkippedTicks,
+		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
 	)
 	return &i, err
 }
@@ -101,8 +196,8 @@ func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*S
 const sourceInsert = `-- name: SourceInsert :one
 INSERT INTO source (id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-ON CONFLICT (name) DO NOTHING
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at
+ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING
+RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at
 `
 
 type SourceInsertParams struct {
@@ -142,19 +237,65 @@ func (q *Queries) SourceInsert(ctx context.Context, arg *SourceInsertParams) (*S
 		&i.SyncedCommit,
 		&i.SkippedTicks,
 		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
 	)
 	return &i, err
 }
 
+const sourceList = `-- name: SourceList :many
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source WHERE deleted_at IS NULL ORDER BY name
+`
+
+// SourceList lists the sources that are not deleted, by name.
+func (q *Queries) SourceList(ctx context.Context) ([]*Source, error) {
+	rows, err := q.db.Query(ctx, sourceList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*Source
+	for rows.Next() {
+		var i Source
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.RepoUrl,
+			&i.RepoUsername,
+			&i.RepoPassword,
+			&i.Branch,
+			&i.Path,
+			&i.SyncIntervalSec,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.SyncedCommit,
+			&i.SkippedTicks,
+			&i.LastTickAt,
+			&i.SuspendedAt,
+			&i.DeletedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const sourceListDue = `-- name: SourceListDue :many
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at FROM source
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source
 WHERE sync_interval_sec > 0
+  AND suspended_at IS NULL
+  AND deleted_at IS NULL
   AND (last_tick_at IS NULL OR last_tick_at + make_interval(secs => sync_interval_sec) <= now())
 ORDER BY name
 `
 
 // SourceListDue lists sources whose interval has come round. A source that
 // never ticked is due at once, so a new repository syncs without waiting.
+// Suspended and deleted sources are never due.
 func (q *Queries) SourceListDue(ctx context.Context) ([]*Source, error) {
 	rows, err := q.db.Query(ctx, sourceListDue)
 	if err != nil {
@@ -178,6 +319,8 @@ func (q *Queries) SourceListDue(ctx context.Context) ([]*Source, error) {
 			&i.SyncedCommit,
 			&i.SkippedTicks,
 			&i.LastTickAt,
+			&i.SuspendedAt,
+			&i.DeletedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -187,6 +330,104 @@ func (q *Queries) SourceListDue(ctx context.Context) ([]*Source, error) {
 		return nil, err
 	}
 	return items, nil
+}
+
+const sourceMarkDeleted = `-- name: SourceMarkDeleted :one
+UPDATE source SET deleted_at = now(), updated_at = now() WHERE id = $1 AND deleted_at IS NULL
+RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at
+`
+
+func (q *Queries) SourceMarkDeleted(ctx context.Context, id uuid.UUID) (*Source, error) {
+	row := q.db.QueryRow(ctx, sourceMarkDeleted, id)
+	var i Source
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.RepoUrl,
+		&i.RepoUsername,
+		&i.RepoPassword,
+		&i.Branch,
+		&i.Path,
+		&i.SyncIntervalSec,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SyncedCommit,
+		&i.SkippedTicks,
+		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
+	)
+	return &i, err
+}
+
+const sourceRename = `-- name: SourceRename :one
+UPDATE source SET name = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at
+`
+
+type SourceRenameParams struct {
+	Name string
+	ID   uuid.UUID
+}
+
+func (q *Queries) SourceRename(ctx context.Context, arg *SourceRenameParams) (*Source, error) {
+	row := q.db.QueryRow(ctx, sourceRename, arg.Name, arg.ID)
+	var i Source
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.RepoUrl,
+		&i.RepoUsername,
+		&i.RepoPassword,
+		&i.Branch,
+		&i.Path,
+		&i.SyncIntervalSec,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SyncedCommit,
+		&i.SkippedTicks,
+		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
+	)
+	return &i, err
+}
+
+const sourceSetSuspended = `-- name: SourceSetSuspended :one
+UPDATE source
+SET suspended_at = CASE WHEN $1::boolean THEN coalesce(suspended_at, now()) ELSE NULL END,
+    updated_at = now()
+WHERE id = $2
+RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at
+`
+
+type SourceSetSuspendedParams struct {
+	Suspended bool
+	ID        uuid.UUID
+}
+
+// SourceSetSuspended suspends (keeping the first suspension's time) or
+// resumes a source.
+func (q *Queries) SourceSetSuspended(ctx context.Context, arg *SourceSetSuspendedParams) (*Source, error) {
+	row := q.db.QueryRow(ctx, sourceSetSuspended, arg.Suspended, arg.ID)
+	var i Source
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.RepoUrl,
+		&i.RepoUsername,
+		&i.RepoPassword,
+		&i.Branch,
+		&i.Path,
+		&i.SyncIntervalSec,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SyncedCommit,
+		&i.SkippedTicks,
+		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
+	)
+	return &i, err
 }
 
 const sourceSetSyncedCommit = `-- name: SourceSetSyncedCommit :exec
@@ -239,7 +480,7 @@ UPDATE source
 SET last_tick_at = now(),
     skipped_ticks = skipped_ticks + CASE WHEN $1::boolean THEN 1 ELSE 0 END
 WHERE id = $2
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at
+RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at
 `
 
 type SourceTickParams struct {
@@ -265,6 +506,8 @@ func (q *Queries) SourceTick(ctx context.Context, arg *SourceTickParams) (*Sourc
 		&i.SyncedCommit,
 		&i.SkippedTicks,
 		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
 	)
 	return &i, err
 }
@@ -281,7 +524,7 @@ SET repo_url = $1,
                          THEN synced_commit ELSE NULL END,
     updated_at = now()
 WHERE id = $7
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at
+RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at
 `
 
 type SourceUpdateSettingsParams struct {
@@ -321,6 +564,8 @@ func (q *Queries) SourceUpdateSettings(ctx context.Context, arg *SourceUpdateSet
 		&i.SyncedCommit,
 		&i.SkippedTicks,
 		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
 	)
 	return &i, err
 }

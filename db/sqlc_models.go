@@ -145,6 +145,8 @@ type Source struct {
 	SyncedCommit    *string
 	SkippedTicks    int64
 	LastTickAt      *time.Time
+	SuspendedAt     *time.Time
+	DeletedAt       *time.Time
 }
 
 type Unit struct {

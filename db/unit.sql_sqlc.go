@@ -281,3 +281,19 @@ func (q *Queries) UnitMarkStale(ctx context.Context, ids []uuid.UUID) error {
 	_, err := q.db.Exec(ctx, unitMarkStale, ids)
 	return err
 }
+
+const unitMarkStaleBySource = `-- name: UnitMarkStaleBySource :execrows
+UPDATE unit
+SET status_before_stale = status, status = 'stale', updated_at = now()
+WHERE source_id = $1 AND status NOT IN ('stale', 'destroyed')
+`
+
+// UnitMarkStaleBySource stales every active unit of a source: the source
+// was deleted, so its units are no longer in any Git sluice reads.
+func (q *Queries) UnitMarkStaleBySource(ctx context.Context, sourceID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, unitMarkStaleBySource, sourceID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}

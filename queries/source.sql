@@ -1,16 +1,53 @@
 -- name: SourceGetByName :one
-SELECT * FROM source WHERE name = @name;
+-- SourceGetByName finds a source that is not deleted by its name.
+SELECT * FROM source WHERE name = @name AND deleted_at IS NULL;
 
 -- name: SourceGetByNameForUpdate :one
-SELECT * FROM source WHERE name = @name FOR UPDATE;
+SELECT * FROM source WHERE name = @name AND deleted_at IS NULL FOR UPDATE;
 
 -- name: SourceGet :one
+-- SourceGet returns a source by id, deleted or not.
 SELECT * FROM source WHERE id = @id;
+
+-- name: SourceGetForUpdate :one
+SELECT * FROM source WHERE id = @id FOR UPDATE;
+
+-- name: SourceFindForUpdate :one
+-- SourceFindForUpdate finds a source that is not deleted by its id or its
+-- name, and locks it.
+SELECT * FROM source
+WHERE deleted_at IS NULL AND (id::text = @key::text OR name = @key::text)
+FOR UPDATE;
+
+-- name: SourceFind :one
+-- SourceFind finds a source that is not deleted by its id or its name.
+SELECT * FROM source
+WHERE deleted_at IS NULL AND (id::text = @key::text OR name = @key::text);
+
+-- name: SourceList :many
+-- SourceList lists the sources that are not deleted, by name.
+SELECT * FROM source WHERE deleted_at IS NULL ORDER BY name;
+
+-- name: SourceRename :one
+UPDATE source SET name = @name, updated_at = now() WHERE id = @id RETURNING *;
+
+-- name: SourceSetSuspended :one
+-- SourceSetSuspended suspends (keeping the first suspension's time) or
+-- resumes a source.
+UPDATE source
+SET suspended_at = CASE WHEN @suspended::boolean THEN coalesce(suspended_at, now()) ELSE NULL END,
+    updated_at = now()
+WHERE id = @id
+RETURNING *;
+
+-- name: SourceMarkDeleted :one
+UPDATE source SET deleted_at = now(), updated_at = now() WHERE id = @id AND deleted_at IS NULL
+RETURNING *;
 
 -- name: SourceInsert :one
 INSERT INTO source (id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec)
 VALUES (@id, @name, @repo_url, sqlc.narg('repo_username'), sqlc.narg('repo_password'), @branch, @path, @sync_interval_sec)
-ON CONFLICT (name) DO NOTHING
+ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING
 RETURNING *;
 
 -- name: SourceUpdateSettings :one
@@ -43,8 +80,11 @@ RETURNING *;
 -- name: SourceListDue :many
 -- SourceListDue lists sources whose interval has come round. A source that
 -- never ticked is due at once, so a new repository syncs without waiting.
+-- Suspended and deleted sources are never due.
 SELECT * FROM source
 WHERE sync_interval_sec > 0
+  AND suspended_at IS NULL
+  AND deleted_at IS NULL
   AND (last_tick_at IS NULL OR last_tick_at + make_interval(secs => sync_interval_sec) <= now())
 ORDER BY name;
 

@@ -36,6 +36,13 @@ UPDATE unit
 SET status_before_stale = status, status = 'stale', updated_at = now()
 WHERE id = ANY(@ids::uuid[]) AND status NOT IN ('stale', 'destroyed');
 
+-- name: UnitMarkStaleBySource :execrows
+-- UnitMarkStaleBySource stales every active unit of a source: the source
+-- was deleted, so its units are no longer in any Git sluice reads.
+UPDATE unit
+SET status_before_stale = status, status = 'stale', updated_at = now()
+WHERE source_id = @source_id AND status NOT IN ('stale', 'destroyed');
+
 -- name: UnitGet :one
 SELECT * FROM unit WHERE id = @id;
 
