@@ -26,9 +26,12 @@ type Unit struct {
 	// "apps/web.json".
 	Path string
 	// ID is metadata.id when that is a valid, non-nil UUID, else
-	// IdentityFor(Path). An ID therefore survives a rename only when the file
-	// declares it.
+	// IdentityFor(Path) (IdentityIn(ns, Path) for ReadFilesIn). An ID
+	// therefore survives a rename only when the file declares it.
 	ID uuid.UUID
+	// DerivedID is true when the file declares no usable metadata.id, so
+	// that ID was derived from Path.
+	DerivedID bool
 	// Kind is the non-empty top-level "kind".
 	Kind string
 	// Name is the non-empty "metadata.name".
@@ -57,7 +60,15 @@ func (e *ParseError) Error() string { return e.Path + ": " + e.Reason }
 // repository-relative with forward slashes, so that the identity is the same
 // on every checkout and platform.
 func IdentityFor(path string) uuid.UUID {
-	return uuid.NewSHA1(uuid.NameSpaceDNS, []byte(path))
+	return IdentityIn(uuid.NameSpaceDNS, path)
+}
+
+// IdentityIn returns the identity of a unit that does not declare one, in
+// namespace ns: the version 5 UUID of path in ns. IdentityFor is IdentityIn
+// the DNS namespace; a source other than the default derives identities in
+// its own id, so that the same path in two sources names two units.
+func IdentityIn(ns uuid.UUID, path string) uuid.UUID {
+	return uuid.NewSHA1(ns, []byte(path))
 }
 
 // Parse turns the content of one unit file into a Unit. It checks the size,
@@ -68,7 +79,7 @@ func IdentityFor(path string) uuid.UUID {
 //
 // The error is always a *ParseError.
 func Parse(path string, data []byte) (*Unit, error) {
-	u, reason := parse(path, data)
+	u, reason := parse(path, uuid.NameSpaceDNS, data)
 	if reason != "" {
 		return nil, &ParseError{Path: path, Reason: reason}
 	}
@@ -76,8 +87,8 @@ func Parse(path string, data []byte) (*Unit, error) {
 }
 
 // parse is Parse with the error as a bare reason, which is what Walk and
-// ReadFiles put in an Invalid.
-func parse(path string, data []byte) (*Unit, string) {
+// ReadFiles put in an Invalid, and with the namespace of derived identities.
+func parse(path string, ns uuid.UUID, data []byte) (*Unit, string) {
 	if len(data) > MaxSize {
 		return nil, tooLarge(int64(len(data)))
 	}
@@ -85,7 +96,7 @@ func parse(path string, data []byte) (*Unit, string) {
 	if err != nil {
 		return nil, err.Error()
 	}
-	u, reason := envelope(path, doc)
+	u, reason := envelope(path, ns, doc)
 	if reason != "" {
 		return nil, reason
 	}
@@ -99,7 +110,7 @@ func parse(path string, data []byte) (*Unit, string) {
 
 // envelope checks the fields every unit shares and returns the Unit they
 // describe, or the reason they do not.
-func envelope(path string, doc any) (*Unit, string) {
+func envelope(path string, ns uuid.UUID, doc any) (*Unit, string) {
 	obj, ok := doc.(map[string]any)
 	if !ok {
 		return nil, fmt.Sprintf(`is %s, not a JSON object; a unit looks like {"kind": "Service", "metadata": {"name": "web"}, "spec": {…}}`, describe(doc))
@@ -124,13 +135,13 @@ func envelope(path string, doc any) (*Unit, string) {
 	if reason != "" {
 		return nil, reason
 	}
-	id := IdentityFor(path)
+	u := &Unit{Path: path, ID: IdentityIn(ns, path), DerivedID: true, Kind: kind, Name: name, Labels: labels}
 	if s, ok := meta["id"].(string); ok {
 		if parsed, err := uuid.Parse(s); err == nil && parsed != uuid.Nil {
-			id = parsed
+			u.ID, u.DerivedID = parsed, false
 		}
 	}
-	return &Unit{Path: path, ID: id, Kind: kind, Name: name, Labels: labels}, ""
+	return u, ""
 }
 
 // nonEmptyString returns obj[key] when it is a non-empty string, or a reason

@@ -80,7 +80,7 @@ func Walk(root, prefix string) (units []*Unit, invalid []Invalid, err error) {
 		case !strings.HasSuffix(p, ".json"):
 			return nil
 		}
-		u, reason := readUnit(r, p)
+		u, reason := readUnit(r, p, uuid.NameSpaceDNS)
 		if reason != "" {
 			invalid = append(invalid, Invalid{Path: p, Reason: reason})
 			return nil
@@ -102,6 +102,13 @@ func Walk(root, prefix string) (units []*Unit, invalid []Invalid, err error) {
 // candidates are ignored. The error is only for a root that cannot be
 // opened.
 func ReadFiles(root string, paths []string) (units []*Unit, invalid []Invalid, err error) {
+	return ReadFilesIn(root, uuid.NameSpaceDNS, paths)
+}
+
+// ReadFilesIn is ReadFiles for units whose derived identities live in
+// namespace ns (see IdentityIn). Duplicate IDs are checked with those
+// identities, the ones the units keep.
+func ReadFilesIn(root string, ns uuid.UUID, paths []string) (units []*Unit, invalid []Invalid, err error) {
 	r, err := os.OpenRoot(root)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open repository: %w", err)
@@ -130,7 +137,7 @@ func ReadFiles(root string, paths []string) (units []*Unit, invalid []Invalid, e
 				continue
 			}
 		}
-		u, reason := readUnit(r, p)
+		u, reason := readUnit(r, p, ns)
 		if reason != "" {
 			invalid = append(invalid, Invalid{Path: p, Reason: reason})
 			continue
@@ -165,7 +172,7 @@ func checkPrefixDir(r *os.Root, p string) error {
 // readUnit reads and parses the file p, checking with Lstat first that it is
 // a regular file of at most MaxSize, so that neither a link, a pipe nor a huge
 // file is ever opened or read whole.
-func readUnit(r *os.Root, p string) (*Unit, string) {
+func readUnit(r *os.Root, p string, ns uuid.UUID) (*Unit, string) {
 	info, err := r.Lstat(p)
 	if err != nil {
 		return nil, "could not be read: " + pathErrText(err)
@@ -197,7 +204,7 @@ func readUnit(r *os.Root, p string) (*Unit, string) {
 	if buf.Len() > MaxSize {
 		return nil, tooLarge(int64(buf.Len()))
 	}
-	return parse(p, buf.Bytes())
+	return parse(p, ns, buf.Bytes())
 }
 
 // fileKind names the type of a file that is neither regular, a directory
@@ -285,7 +292,7 @@ func CheckDuplicateIDs(units []*Unit) (kept []*Unit, invalid []Invalid) {
 		others = slices.Delete(others, slices.Index(others, u.Path), slices.Index(others, u.Path)+1)
 		slices.Sort(others)
 		var reason string
-		if u.ID == IdentityFor(u.Path) {
+		if u.DerivedID || u.ID == IdentityFor(u.Path) {
 			reason = fmt.Sprintf("its identity %s, derived from its path, is also the metadata.id of %s; change or remove that id", u.ID, listPaths(others))
 		} else {
 			reason = fmt.Sprintf("metadata.id %s is also used by %s; give each unit its own id", u.ID, listPaths(others))
