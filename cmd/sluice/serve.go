@@ -75,6 +75,8 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	j.Notifier = journal.NewNotifier(pool, logger)
 
 	gops := gitops.New(pool, j, cfg.ConfigRoot, redact.Default, logger)
+	// Sources other than the default are mirrored into a tree each here.
+	gops.SourcesDir = filepath.Join(cfg.DataDir, "sources")
 	if err := gops.Seed(ctx, cfg.GitOps, cfg.GitOpsIntervalSet); err != nil {
 		return redact.Error(fmt.Errorf("gitops settings: %w", err))
 	}

@@ -212,38 +212,7 @@ func (s *Service) PutSettings(ctx context.Context, in SettingsInput) (*Settings,
 		} else if err != nil {
 			return err
 		}
-		var user, pass *string
-		switch {
-		case creds.username == keepMarker:
-			if cur == nil || cur.RepoUrl != in.RepoURL {
-				// Never send stored credentials to another repository.
-				return errs.Errorf(errs.Invalid, "The URL's masked credentials (%s) only stand for the stored ones of the same repository; send the credentials again.", redact.Mask)
-			}
-			user, pass = cur.RepoUsername, cur.RepoPassword
-		case creds.password != "":
-			user, pass = &creds.username, &creds.password
-		case in.Token != "":
-			u := "x-access-token"
-			user, pass = &u, &in.Token
-		case cur != nil && cur.RepoUrl == in.RepoURL:
-			// The same repository without credentials in the URL: keep a
-			// stored token, so an interval change does not drop it.
-			user, pass = cur.RepoUsername, cur.RepoPassword
-		}
-		if pass != nil {
-			s.Redactor.Add(*pass)
-		}
-		if cur == nil {
-			out, err = q.SourceInsert(ctx, &db.SourceInsertParams{
-				ID: DefaultSourceID, Name: DefaultSourceName, RepoUrl: in.RepoURL, RepoUsername: user,
-				RepoPassword: pass, Branch: in.Branch, Path: in.Path, SyncIntervalSec: int32(in.SyncIntervalSec),
-			})
-			return err
-		}
-		out, err = q.SourceUpdateSettings(ctx, &db.SourceUpdateSettingsParams{
-			ID: cur.ID, RepoUrl: in.RepoURL, RepoUsername: user, RepoPassword: pass,
-			Branch: in.Branch, Path: in.Path, SyncIntervalSec: int32(in.SyncIntervalSec),
-		})
+		out, err = s.storeSettingsTx(ctx, q, cur, DefaultSourceID, DefaultSourceName, in, creds)
 		return err
 	})
 	if err != nil {
@@ -252,9 +221,56 @@ func (s *Service) PutSettings(ctx context.Context, in SettingsInput) (*Settings,
 	return settingsOut(out), nil
 }
 
+// storeSettingsTx writes normalized settings: onto cur, or into a new
+// source with id and name when cur is nil. It decides which credentials the
+// source keeps.
+func (s *Service) storeSettingsTx(ctx context.Context, q *db.Queries, cur *db.Source, id uuid.UUID, name string, in SettingsInput, creds credentials) (*db.Source, error) {
+	var user, pass *string
+	switch {
+	case creds.username == keepMarker:
+		if cur == nil || cur.RepoUrl != in.RepoURL {
+			// Never send stored credentials to another repository.
+			return nil, errs.Errorf(errs.Invalid, "The URL's masked credentials (%s) only stand for the stored ones of the same repository; send the credentials again.", redact.Mask)
+		}
+		user, pass = cur.RepoUsername, cur.RepoPassword
+	case creds.password != "":
+		user, pass = &creds.username, &creds.password
+	case in.Token != "":
+		u := "x-access-token"
+		user, pass = &u, &in.Token
+	case cur != nil && cur.RepoUrl == in.RepoURL:
+		// The same repository without credentials in the URL: keep a
+		// stored token, so an interval change does not drop it.
+		user, pass = cur.RepoUsername, cur.RepoPassword
+	}
+	if pass != nil {
+		s.Redactor.Add(*pass)
+	}
+	if cur == nil {
+		out, err := q.SourceInsert(ctx, &db.SourceInsertParams{
+			ID: id, Name: name, RepoUrl: in.RepoURL, RepoUsername: user,
+			RepoPassword: pass, Branch: in.Branch, Path: in.Path, SyncIntervalSec: int32(in.SyncIntervalSec),
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			// ON CONFLICT DO NOTHING: a source that is not deleted has the name.
+			return nil, errs.Errorf(errs.Conflict, "A source named %q exists; choose another name, or change that one with PUT /api/v1/sources/%s.", name, name)
+		}
+		return out, err
+	}
+	return q.SourceUpdateSettings(ctx, &db.SourceUpdateSettingsParams{
+		ID: cur.ID, RepoUrl: in.RepoURL, RepoUsername: user, RepoPassword: pass,
+		Branch: in.Branch, Path: in.Path, SyncIntervalSec: int32(in.SyncIntervalSec),
+	})
+}
+
 // Seed stores the environment's settings on first start; later starts keep
 // the stored settings, which the API may have changed.
 func (s *Service) Seed(ctx context.Context, in SettingsInput, intervalSet bool) error {
+	// Stored credentials, of every source, need masking from the start,
+	// before any sync uses them.
+	if err := s.registerSecrets(ctx); err != nil {
+		return err
+	}
 	if in.RepoURL == "" {
 		return nil
 	}
@@ -263,8 +279,7 @@ func (s *Service) Seed(ctx context.Context, in SettingsInput, intervalSet bool) 
 	}
 	_, err := db.New(s.Pool).SourceGetByName(ctx, DefaultSourceName)
 	if err == nil {
-		// Stored settings win, but their credentials still need masking.
-		return s.registerSecrets(ctx)
+		return nil // stored settings win
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return err
@@ -273,18 +288,17 @@ func (s *Service) Seed(ctx context.Context, in SettingsInput, intervalSet bool) 
 	return err
 }
 
-// registerSecrets adds stored credentials to the redactor, so that a
-// restart keeps them out of logs before any sync uses them.
+// registerSecrets adds the stored credentials of every source to the
+// redactor, so that a restart keeps them out of logs.
 func (s *Service) registerSecrets(ctx context.Context) error {
-	src, err := db.New(s.Pool).SourceGetByName(ctx, DefaultSourceName)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
+	srcs, err := db.New(s.Pool).SourceList(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("list sources: %w", err)
 	}
-	if src.RepoPassword != nil {
-		s.Redactor.Add(*src.RepoPassword)
+	for _, src := range srcs {
+		if src.RepoPassword != nil {
+			s.Redactor.Add(*src.RepoPassword)
+		}
 	}
 	return nil
 }

@@ -48,8 +48,13 @@ func (SyncArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttem
 type Service struct {
 	Pool    *pgxpool.Pool
 	Journal *journal.Journal
-	// ConfigRoot is the working tree the repository is mirrored into.
+	// ConfigRoot is the working tree the default source's repository is
+	// mirrored into.
 	ConfigRoot string
+	// SourcesDir holds the working trees of the other sources, one
+	// directory per source id (see WorkTree). Default: "sources" beside
+	// ConfigRoot.
+	SourcesDir string
 	Redactor   *redact.Redactor
 	Logger     *slog.Logger
 }
@@ -62,21 +67,65 @@ func New(pool *pgxpool.Pool, j *journal.Journal, configRoot string, red *redact.
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{Pool: pool, Journal: j, ConfigRoot: configRoot, Redactor: red, Logger: logger.With("component", "gitops")}
+	return &Service{
+		Pool: pool, Journal: j, ConfigRoot: configRoot, SourcesDir: filepath.Join(filepath.Dir(configRoot), "sources"),
+		Redactor: red, Logger: logger.With("component", "gitops"),
+	}
 }
 
-// RequestSync asks for a sync now. It fails fast with a Conflict when a sync
-// of the source is already queued or running: operators get an answer, not
-// a pile-up of queued syncs.
+// WorkTree is the working tree src's repository is mirrored into: the
+// config root for the default source, SourcesDir/<id> for any other.
+func (s *Service) WorkTree(src *db.Source) string { return s.WorkTreeOf(src.ID) }
+
+// WorkTreeOf is WorkTree by source id.
+func (s *Service) WorkTreeOf(sourceID uuid.UUID) string {
+	if sourceID == DefaultSourceID {
+		return s.ConfigRoot
+	}
+	return filepath.Join(s.SourcesDir, sourceID.String())
+}
+
+// identitySpace is the namespace in which src's units that declare no
+// metadata.id get their identity (unit.IdentityIn): DNS for the default
+// source, as it always was, and the source's own id for any other, so that
+// the same path in two sources names two units.
+func identitySpace(src *db.Source) uuid.UUID {
+	if src.ID == DefaultSourceID {
+		return uuid.NameSpaceDNS
+	}
+	return src.ID
+}
+
+// RequestSync asks for a sync of the default source now. It fails fast with
+// a Conflict when a sync of the source is already queued or running:
+// operators get an answer, not a pile-up of queued syncs.
 func (s *Service) RequestSync(ctx context.Context, requestedBy string, full bool) (*journal.EnqueueResult, error) {
+	return s.requestSync(ctx, requestedBy, full, func(q *db.Queries) (*db.Source, error) {
+		src, err := q.SourceGetByName(ctx, DefaultSourceName)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, errs.Errorf(errs.Conflict, "No repository is configured: set SLUICE_GITOPS_REPO_URL or PUT /api/v1/gitops/settings.")
+		}
+		return src, err
+	})
+}
+
+// RequestSourceSync is RequestSync for the source key names (its id or
+// name).
+func (s *Service) RequestSourceSync(ctx context.Context, key, requestedBy string, full bool) (*journal.EnqueueResult, error) {
+	return s.requestSync(ctx, requestedBy, full, func(q *db.Queries) (*db.Source, error) {
+		return findSource(ctx, q, key)
+	})
+}
+
+func (s *Service) requestSync(ctx context.Context, requestedBy string, full bool, find func(*db.Queries) (*db.Source, error)) (*journal.EnqueueResult, error) {
 	var res *journal.EnqueueResult
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		src, err := db.New(tx).SourceGetByName(ctx, DefaultSourceName)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return errs.Errorf(errs.Conflict, "No repository is configured: set SLUICE_GITOPS_REPO_URL or PUT /api/v1/gitops/settings.")
-		}
+		src, err := find(db.New(tx))
 		if err != nil {
 			return err
+		}
+		if src.SuspendedAt != nil {
+			return errs.Errorf(errs.Conflict, "Source %s is suspended, so it does not sync; resume it first with `sluice resume %s`.", src.Name, src.Name)
 		}
 		res, err = s.enqueueTx(ctx, tx, src, requestedBy, full)
 		if err != nil {
@@ -124,10 +173,14 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	if err != nil {
 		return nil, fmt.Errorf("load source %s: %w", args.SourceID, err)
 	}
+	if src.DeletedAt != nil {
+		return nil, errs.Errorf(errs.Conflict, "Source %s was deleted; it no longer syncs.", src.Name)
+	}
 	mirror, err := s.mirror(src)
 	if err != nil {
 		return nil, err
 	}
+	tree := s.WorkTree(src)
 	since := ""
 	if src.SyncedCommit != nil && !args.Full {
 		since = *src.SyncedCommit
@@ -158,7 +211,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 			return nil, errs.Errorf(errs.Invalid, "The path %q is not a directory at commit %s of %s; fix the path in the GitOps settings, or add units under it.",
 				src.Path, short(gr.Commit), maskedURL(src))
 		}
-		if plan.units, plan.invalid, err = unit.ReadFiles(s.ConfigRoot, paths); err != nil {
+		if plan.units, plan.invalid, err = unit.ReadFilesIn(tree, identitySpace(src), paths); err != nil {
 			return nil, fmt.Errorf("read units: %w", err)
 		}
 	} else {
@@ -177,7 +230,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 				present = append(present, c.Path)
 			}
 		}
-		if plan.units, plan.invalid, err = unit.ReadFiles(s.ConfigRoot, present); err != nil {
+		if plan.units, plan.invalid, err = unit.ReadFilesIn(tree, identitySpace(src), present); err != nil {
 			return nil, fmt.Errorf("read changed units: %w", err)
 		}
 	}
@@ -194,11 +247,11 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	}, nil
 }
 
-// mirror returns the Mirror of src's repository in the config root.
+// mirror returns the Mirror of src's repository in its working tree.
 func (s *Service) mirror(src *db.Source) (*gitsync.Mirror, error) {
 	repoURL, token := remoteURL(src)
 	return gitsync.New(gitsync.Opts{
-		Dir:      s.ConfigRoot,
+		Dir:      s.WorkTree(src),
 		Remote:   gitsync.Remote{URL: repoURL, Branch: src.Branch, Token: token},
 		Redactor: s.Redactor,
 		Logger:   s.Logger,
@@ -266,7 +319,7 @@ func (s *Service) withLastInvalid(ctx context.Context, src *db.Source, since str
 			continue
 		}
 		seen[inv.Path] = true
-		_, err := os.Lstat(filepath.Join(s.ConfigRoot, filepath.FromSlash(inv.Path)))
+		_, err := os.Lstat(filepath.Join(s.WorkTree(src), filepath.FromSlash(inv.Path)))
 		changes = append(changes, gitsync.Change{Path: inv.Path, Deleted: errors.Is(err, fs.ErrNotExist)})
 	}
 	return changes, nil
@@ -294,25 +347,37 @@ type plan struct {
 
 func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 	q := db.New(tx)
+	// The source first, then its units: DeleteSource takes them in this
+	// order too. A source deleted while the sync ran keeps its units stale.
+	cur, err := q.SourceGetForUpdate(ctx, p.source.ID)
+	if err != nil {
+		return fmt.Errorf("lock source: %w", err)
+	}
+	if cur.DeletedAt != nil {
+		return errs.Errorf(errs.Conflict, "Source %s was deleted while it synced; nothing was changed.", p.source.Name)
+	}
 	var rows []*db.Unit
-	var err error
+	ids := make([]uuid.UUID, 0, len(p.units))
+	for _, u := range p.units {
+		ids = append(ids, u.ID)
+	}
+	// The rows at this sync's paths, and any row (of any source) that has
+	// the id of a unit read: a declared metadata.id may belong to a unit of
+	// another source.
+	var atPaths, byIDs []*db.Unit
 	if p.changed == nil {
-		rows, err = q.UnitListBySource(ctx, p.source.ID)
+		atPaths, err = q.UnitListBySource(ctx, p.source.ID)
 	} else {
 		paths := make([]string, 0, len(p.changed))
 		for path := range p.changed {
 			paths = append(paths, path)
 		}
-		ids := make([]uuid.UUID, 0, len(p.units))
-		for _, u := range p.units {
-			ids = append(ids, u.ID)
-		}
-		var atPaths, byIDs []*db.Unit
-		if atPaths, err = q.UnitListBySourceAndPaths(ctx, &db.UnitListBySourceAndPathsParams{SourceID: p.source.ID, Paths: paths}); err == nil {
-			byIDs, err = q.UnitListByIDs(ctx, ids)
-		}
-		rows = dedupe(append(atPaths, byIDs...))
+		atPaths, err = q.UnitListBySourceAndPaths(ctx, &db.UnitListBySourceAndPathsParams{SourceID: p.source.ID, Paths: paths})
 	}
+	if err == nil {
+		byIDs, err = q.UnitListByIDs(ctx, ids)
+	}
+	rows = dedupe(append(atPaths, byIDs...))
 	if err != nil {
 		return fmt.Errorf("load units: %w", err)
 	}
@@ -429,10 +494,6 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 	}
 	// Settings changed while the sync ran (PutSettings forgot the synced
 	// commit) are not overwritten: the next sync walks everything as they say.
-	cur, err := q.SourceGetByNameForUpdate(ctx, p.source.Name)
-	if err != nil {
-		return fmt.Errorf("lock source: %w", err)
-	}
 	if cur.RepoUrl == p.source.RepoUrl && cur.Branch == p.source.Branch && cur.Path == p.source.Path {
 		if err := q.SourceSetSyncedCommit(ctx, &db.SourceSetSyncedCommitParams{ID: p.source.ID, SyncedCommit: &p.commit}); err != nil {
 			return fmt.Errorf("record synced commit: %w", err)

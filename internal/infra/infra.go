@@ -4,7 +4,7 @@
 // terraform queue's workers.
 //
 // Each unit gets a generated root in archive/<unit path without .json>/ of
-// the config root (untracked, so a sync leaves it alone): main.tf.json calls
+// its source's working tree (untracked, so a sync leaves it alone): main.tf.json calls
 // ./module, the unit's module exported from the synced commit, with the
 // unit's inputs. State lives in PostgreSQL through Terraform's pg backend, one
 // schema per unit, so wiping the archive loses nothing: it is generated again.
@@ -105,8 +105,9 @@ type Service struct {
 	Pool    *pgxpool.Pool
 	Journal *journal.Journal
 	GitOps  *gitops.Service
-	// ConfigRoot is the intent repository's working tree; roots are
-	// generated in its archive/.
+	// ConfigRoot is the default source's working tree. Roots are generated
+	// in archive/ of the unit's source's working tree (GitOps.WorkTreeOf);
+	// ConfigRoot serves only when GitOps is nil.
 	ConfigRoot string
 	// DataDir holds the roots drift checks plan in (terraform/drift/).
 	DataDir string
@@ -235,9 +236,14 @@ func refuse(action string, u *db.Unit) error {
 }
 
 // rootDir is where the unit's root is generated: archive/<path without
-// .json>/ in the config root.
+// .json>/ in the working tree of the unit's source, so that units at the
+// same path in two sources get two roots.
 func (s *Service) rootDir(u *db.Unit) string {
-	return filepath.Join(s.ConfigRoot, "archive", filepath.FromSlash(strings.TrimSuffix(u.Path, ".json")))
+	tree := s.ConfigRoot
+	if s.GitOps != nil {
+		tree = s.GitOps.WorkTreeOf(u.SourceID)
+	}
+	return filepath.Join(tree, "archive", filepath.FromSlash(strings.TrimSuffix(u.Path, ".json")))
 }
 
 func (s *Service) driftDir(u *db.Unit) string {
