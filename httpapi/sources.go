@@ -1,0 +1,173 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"sluice/internal/auth"
+	"sluice/internal/gitops"
+)
+
+// Source is a Git repository sluice syncs units from. The GitOps settings
+// are the source named default.
+type Source struct {
+	ID              uuid.UUID  `json:"id" format:"uuid"`
+	Name            string     `json:"name" example:"apps"`
+	RepoURL         string     `json:"repoUrl" doc:"The repository. Credentials are shown as ***; send the URL back unchanged to keep them." example:"https://git.example.com/ops/apps.git"`
+	Branch          string     `json:"branch" example:"main"`
+	Path            string     `json:"path" doc:"The subdirectory holding the units; empty for the whole repository."`
+	SyncIntervalSec int        `json:"syncIntervalSec" doc:"Seconds between interval syncs; 0 means manual syncs only." example:"600"`
+	Default         bool       `json:"default" doc:"The source the GitOps settings describe (/api/v1/gitops/settings); it cannot be deleted."`
+	Suspended       bool       `json:"suspended" doc:"A suspended source gets no interval syncs, and manual syncs are refused."`
+	SuspendedAt     *time.Time `json:"suspendedAt,omitempty"`
+	CreatedAt       time.Time  `json:"createdAt"`
+	UpdatedAt       time.Time  `json:"updatedAt"`
+}
+
+func sourceOut(s *gitops.Source) Source {
+	return Source{
+		ID: s.ID, Name: s.Name, RepoURL: s.RepoURL, Branch: s.Branch, Path: s.Path, SyncIntervalSec: s.SyncIntervalSec,
+		Default: s.Default, Suspended: s.SuspendedAt != nil, SuspendedAt: s.SuspendedAt,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+	}
+}
+
+// SourceInput creates or changes a source.
+type SourceInput struct {
+	Name    string `json:"name" doc:"1 to 63 lowercase letters, digits, '.', '_' or '-'. A deleted source's name may be used again." example:"apps"`
+	RepoURL string `json:"repoUrl" doc:"https, ssh, file:// or a local path. Credentials in the URL are stored apart and shown as ***." example:"https://git.example.com/ops/apps.git"`
+	Branch  string `json:"branch,omitempty" default:"main" doc:"The branch to track." example:"main"`
+	Path    string `json:"path,omitempty" doc:"Optional subdirectory holding the units: relative, no .., not absolute." example:"units"`
+	// SyncIntervalSec is a pointer because Huma fills a default into a zero
+	// value: an explicit 0 (manual only) must stay 0.
+	SyncIntervalSec *int `json:"syncIntervalSec,omitempty" minimum:"0" default:"600" doc:"Seconds between interval syncs; 0 means manual syncs only. Default 600." example:"600"`
+}
+
+func (in SourceInput) domain() gitops.SourceInput {
+	interval := gitops.DefaultInterval
+	if in.SyncIntervalSec != nil {
+		interval = *in.SyncIntervalSec
+	}
+	return gitops.SourceInput{Name: in.Name, SettingsInput: gitops.SettingsInput{
+		RepoURL: in.RepoURL, Branch: in.Branch, Path: in.Path, SyncIntervalSec: interval,
+	}}
+}
+
+type sourceOutput struct{ Body Source }
+
+type listSourcesOutput struct {
+	Body struct {
+		Sources []Source `json:"sources" doc:"The sources that are not deleted, by name."`
+	}
+}
+
+type createSourceInput struct{ Body SourceInput }
+
+type sourceRef struct {
+	ID string `path:"id" doc:"The source's id or name." example:"apps"`
+}
+
+type putSourceInput struct {
+	ID   string `path:"id" doc:"The source's id or name." example:"apps"`
+	Body SourceInput
+}
+
+type syncSourceInput struct {
+	ID   string `path:"id" doc:"The source's id or name." example:"apps"`
+	Full bool   `query:"full" doc:"Walk every unit instead of the paths changed since the last sync."`
+}
+
+func registerSources(api huma.API, d Deps) {
+	register(api, d, op("list-sources", http.MethodGet, "/sources", "List the sources, by name.", auth.RoleViewer),
+		func(ctx context.Context, _ *struct{}) (*listSourcesOutput, error) {
+			srcs, err := d.GitOps.ListSources(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := &listSourcesOutput{}
+			out.Body.Sources = make([]Source, 0, len(srcs))
+			for _, s := range srcs {
+				out.Body.Sources = append(out.Body.Sources, sourceOut(s))
+			}
+			return out, nil
+		})
+
+	o := op("create-source", http.MethodPost, "/sources",
+		"Add a source. It syncs into a working tree of its own, at once when it has an interval; "+
+			"its units that declare no metadata.id get identities of their own.",
+		auth.RoleAdmin, http.StatusConflict, http.StatusUnprocessableEntity)
+	o.DefaultStatus = http.StatusCreated
+	register(api, d, o, func(ctx context.Context, in *createSourceInput) (*sourceOutput, error) {
+		s, err := d.GitOps.CreateSource(ctx, in.Body.domain())
+		if err != nil {
+			return nil, err
+		}
+		return &sourceOutput{Body: sourceOut(s)}, nil
+	})
+
+	register(api, d, op("get-source", http.MethodGet, "/sources/{id}", "Get one source.", auth.RoleViewer, http.StatusNotFound),
+		func(ctx context.Context, in *sourceRef) (*sourceOutput, error) {
+			s, err := d.GitOps.GetSource(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &sourceOutput{Body: sourceOut(s)}, nil
+		})
+
+	register(api, d, op("put-source", http.MethodPut, "/sources/{id}",
+		"Change a source; a new name renames it (the default source keeps its name). "+
+			"A new repository, branch or path makes the next sync walk every unit.",
+		auth.RoleAdmin, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity),
+		func(ctx context.Context, in *putSourceInput) (*sourceOutput, error) {
+			s, err := d.GitOps.UpdateSource(ctx, in.ID, in.Body.domain())
+			if err != nil {
+				return nil, err
+			}
+			return &sourceOutput{Body: sourceOut(s)}, nil
+		})
+
+	register(api, d, op("delete-source", http.MethodDelete, "/sources/{id}",
+		"Delete a source: its units become stale (never destroyed) and its name is free again. "+
+			"The default source cannot be deleted (409).",
+		auth.RoleAdmin, http.StatusNotFound, http.StatusConflict),
+		func(ctx context.Context, in *sourceRef) (*sourceOutput, error) {
+			s, err := d.GitOps.DeleteSource(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &sourceOutput{Body: sourceOut(s)}, nil
+		})
+
+	o = op("sync-source", http.MethodPost, "/sources/{id}/sync",
+		"Sync a source now. Answers 409 when a sync is already queued or running, or the source is suspended.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict)
+	o.DefaultStatus = http.StatusAccepted
+	register(api, d, o, func(ctx context.Context, in *syncSourceInput) (*ActionAccepted, error) {
+		res, err := d.GitOps.RequestSourceSync(ctx, in.ID, requester(ctx), in.Full)
+		if err != nil {
+			return nil, err
+		}
+		return accepted(res), nil
+	})
+
+	for _, a := range []struct {
+		id, path, summary string
+		suspend           bool
+	}{
+		{"suspend-source", "/sources/{id}/suspend", "Suspend a source: no interval syncs, and manual syncs are refused, until it is resumed.", true},
+		{"resume-source", "/sources/{id}/resume", "Resume a suspended source: its interval syncs and manual syncs work again.", false},
+	} {
+		register(api, d, op(a.id, http.MethodPost, a.path, a.summary, auth.RoleOperator, http.StatusNotFound),
+			func(ctx context.Context, in *sourceRef) (*sourceOutput, error) {
+				s, err := d.GitOps.SetSuspended(ctx, in.ID, a.suspend)
+				if err != nil {
+					return nil, err
+				}
+				return &sourceOutput{Body: sourceOut(s)}, nil
+			})
+	}
+}
