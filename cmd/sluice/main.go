@@ -24,7 +24,10 @@ Server:
   sluice migrate                   apply database migrations and exit
 
 CLI (talks to SLUICE_URL with SLUICE_TOKEN):
-  sluice sync [--wait] [--full]    sync the GitOps repository now
+  sluice sync [--wait] [--full] [--source S]
+                                   sync a source now (default: the GitOps settings' source)
+  sluice sources                   list the sources
+  sluice suspend|resume SOURCE     stop, or restart, a source's syncs (name or id)
   sluice status                    where sync stands
   sluice units [--status S] [--kind K] [--path-prefix P]
   sluice journal [ID] [--follow]   list runs, show one, or follow it to its end
@@ -92,6 +95,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSync(ctx, rest, stdout, stderr)
 	case "status":
 		return runStatus(ctx, rest, stdout, stderr)
+	case "sources":
+		return runSources(ctx, rest, stdout, stderr)
+	case "suspend", "resume":
+		return runSuspend(ctx, cmd, rest, stdout, stderr)
 	case "units":
 		return runUnits(ctx, rest, stdout, stderr)
 	case "services":

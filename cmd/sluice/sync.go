@@ -18,6 +18,7 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	wait := fs.Bool("wait", false, "follow the sync to its end; the exit code is the outcome")
 	full := fs.Bool("full", false, "walk every unit instead of the paths changed since the last sync")
+	source := fs.String("source", "", "the source to sync, by name or id (default: the default source, the GitOps settings')")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -25,20 +26,32 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	resp, err := client.SyncGitopsWithResponse(ctx, &apiclient.SyncGitopsParams{Full: full})
-	if err != nil {
-		return err
+	var id uuid.UUID
+	if *source == "" {
+		resp, err := client.SyncGitopsWithResponse(ctx, &apiclient.SyncGitopsParams{Full: full})
+		if err != nil {
+			return err
+		}
+		if resp.JSON202 == nil {
+			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		id = uuid.UUID(resp.JSON202.JournalId)
+	} else {
+		resp, err := client.SyncSourceWithResponse(ctx, *source, &apiclient.SyncSourceParams{Full: full})
+		if err != nil {
+			return err
+		}
+		if resp.JSON202 == nil {
+			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		id = uuid.UUID(resp.JSON202.JournalId)
 	}
-	if resp.JSON202 == nil {
-		return apiError(resp.HTTPResponse, resp.Body)
-	}
-	id := resp.JSON202.JournalId
 	fmt.Fprintf(stderr, "sync queued: run %s\n", id)
 	if !*wait {
 		fmt.Fprintln(stdout, id)
 		return nil
 	}
-	return followRun(ctx, client, stdout, uuid.UUID(id))
+	return followRun(ctx, client, stdout, id)
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
