@@ -1,5 +1,9 @@
 -- 0005: sources besides the GitOps settings' default one. A source can be
 -- suspended (no interval syncs, manual syncs refused) and deleted.
+--
+-- A unit of a source other than the default that declares no metadata.id
+-- gets the UUID v5 of its path in the namespace of its source's id (the
+-- default source's units keep the DNS namespace): see unit.IdentityIn.
 
 -- suspended_at is when an operator suspended the source; NULL when active.
 ALTER TABLE source ADD COLUMN suspended_at timestamptz;

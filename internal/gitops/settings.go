@@ -1,10 +1,11 @@
 // Package gitops pulls desired state from Git into the unit inventory.
 //
-// The GitOps settings are the source named "default". A sync is a journaled
-// action (SyncSourceArgs in jobs/): it mirrors the repository into the
-// config root (gitsync), reads the units that changed since the last synced
-// commit (unit), and in the transaction that finishes the run creates,
-// updates and stales inventory rows. It never destroys anything.
+// The GitOps settings are the source named "default"; other sources are
+// added, suspended and deleted here too (sources.go). A sync is a journaled action
+// (SyncSourceArgs in jobs/): it mirrors the source's repository into its
+// working tree (gitsync; WorkTree), reads the units that changed since the
+// last synced commit (unit), and in the transaction that finishes the run
+// creates, updates and stales inventory rows. It never destroys anything.
 package gitops
 
 import (
