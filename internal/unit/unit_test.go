@@ -729,3 +729,36 @@ func TestReadFiles(t *testing.T) {
 		require.Empty(t, invalid)
 	})
 }
+
+func TestReadFilesIn(t *testing.T) {
+	t.Parallel()
+
+	ns := uuid.MustParse("6f1d9c7a-2b3e-4c5d-8e9f-0a1b2c3d4e5f")
+	declared := uuid.MustParse("0b3c1f7e-8d4a-4f5b-9c2d-6e7f8a9b0c1d")
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "web.json"), []byte(`{"kind":"Config","metadata":{"name":"web"}}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "api.json"), []byte(`{"kind":"Config","metadata":{"name":"api","id":"`+declared.String()+`"}}`), 0o644))
+
+	units, invalid, err := ReadFilesIn(root, ns, []string{"web.json", "api.json"})
+	require.NoError(t, err)
+	require.Empty(t, invalid)
+	require.Len(t, units, 2)
+	require.Equal(t, "api.json", units[0].Path)
+	require.Equal(t, declared, units[0].ID, "a declared id is the same in every namespace")
+	require.False(t, units[0].DerivedID)
+	require.Equal(t, IdentityIn(ns, "web.json"), units[1].ID)
+	require.NotEqual(t, IdentityFor("web.json"), units[1].ID)
+	require.True(t, units[1].DerivedID)
+
+	units, _, err = ReadFiles(root, []string{"web.json"})
+	require.NoError(t, err)
+	require.Equal(t, IdentityFor("web.json"), units[0].ID, "ReadFiles keeps the DNS namespace")
+
+	// A declared id equal to another file's derived one is reported as such.
+	require.NoError(t, os.WriteFile(filepath.Join(root, "copy.json"),
+		[]byte(`{"kind":"Config","metadata":{"name":"copy","id":"`+IdentityIn(ns, "web.json").String()+`"}}`), 0o644))
+	_, invalid, err = ReadFilesIn(root, ns, []string{"web.json", "copy.json"})
+	require.NoError(t, err)
+	require.Len(t, invalid, 2)
+	require.Contains(t, invalid[1].Reason, "derived from its path")
+}
