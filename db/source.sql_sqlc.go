@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/google/uuid"
 )
@@ -23,8 +24,90 @@ func (q *Queries) SchedulerTryLock(ctx context.Context, key int64) (bool, error)
 	return acquired, err
 }
 
+const sourceCandidateDelete = `-- name: SourceCandidateDelete :exec
+DELETE FROM source_candidate WHERE source_id = $1
+`
+
+func (q *Queries) SourceCandidateDelete(ctx context.Context, sourceID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, sourceCandidateDelete, sourceID)
+	return err
+}
+
+const sourceCandidateGet = `-- name: SourceCandidateGet :one
+SELECT source_id, git_commit, commit_message, fingerprint, summary, plan, run_id, fetched_at FROM source_candidate WHERE source_id = $1
+`
+
+func (q *Queries) SourceCandidateGet(ctx context.Context, sourceID uuid.UUID) (*SourceCandidate, error) {
+	row := q.db.QueryRow(ctx, sourceCandidateGet, sourceID)
+	var i SourceCandidate
+	err := row.Scan(
+		&i.SourceID,
+		&i.GitCommit,
+		&i.CommitMessage,
+		&i.Fingerprint,
+		&i.Summary,
+		&i.Plan,
+		&i.RunID,
+		&i.FetchedAt,
+	)
+	return &i, err
+}
+
+const sourceCandidateGetForUpdate = `-- name: SourceCandidateGetForUpdate :one
+SELECT source_id, git_commit, commit_message, fingerprint, summary, plan, run_id, fetched_at FROM source_candidate WHERE source_id = $1 FOR UPDATE
+`
+
+func (q *Queries) SourceCandidateGetForUpdate(ctx context.Context, sourceID uuid.UUID) (*SourceCandidate, error) {
+	row := q.db.QueryRow(ctx, sourceCandidateGetForUpdate, sourceID)
+	var i SourceCandidate
+	err := row.Scan(
+		&i.SourceID,
+		&i.GitCommit,
+		&i.CommitMessage,
+		&i.Fingerprint,
+		&i.Summary,
+		&i.Plan,
+		&i.RunID,
+		&i.FetchedAt,
+	)
+	return &i, err
+}
+
+const sourceCandidateUpsert = `-- name: SourceCandidateUpsert :exec
+INSERT INTO source_candidate (source_id, git_commit, commit_message, fingerprint, summary, plan, run_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (source_id) DO UPDATE
+SET git_commit = excluded.git_commit, commit_message = excluded.commit_message,
+    fingerprint = excluded.fingerprint, summary = excluded.summary, plan = excluded.plan,
+    run_id = excluded.run_id, fetched_at = now()
+`
+
+type SourceCandidateUpsertParams struct {
+	SourceID      uuid.UUID
+	GitCommit     string
+	CommitMessage string
+	Fingerprint   string
+	Summary       json.RawMessage
+	Plan          json.RawMessage
+	RunID         *uuid.UUID
+}
+
+// SourceCandidateUpsert stores a source's candidate, replacing the one that waited.
+func (q *Queries) SourceCandidateUpsert(ctx context.Context, arg *SourceCandidateUpsertParams) error {
+	_, err := q.db.Exec(ctx, sourceCandidateUpsert,
+		arg.SourceID,
+		arg.GitCommit,
+		arg.CommitMessage,
+		arg.Fingerprint,
+		arg.Summary,
+		arg.Plan,
+		arg.RunID,
+	)
+	return err
+}
+
 const sourceFind = `-- name: SourceFind :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source
 WHERE deleted_at IS NULL AND (id::text = $1::text OR name = $1::text)
 `
 
@@ -48,12 +131,13 @@ func (q *Queries) SourceFind(ctx context.Context, key string) (*Source, error) {
 		&i.LastTickAt,
 		&i.SuspendedAt,
 		&i.DeletedAt,
+		&i.Policy,
 	)
 	return &i, err
 }
 
 const sourceFindForUpdate = `-- name: SourceFindForUpdate :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source
 WHERE deleted_at IS NULL AND (id::text = $1::text OR name = $1::text)
 FOR UPDATE
 `
@@ -79,12 +163,13 @@ func (q *Queries) SourceFindForUpdate(ctx context.Context, key string) (*Source,
 		&i.LastTickAt,
 		&i.SuspendedAt,
 		&i.DeletedAt,
+		&i.Policy,
 	)
 	return &i, err
 }
 
 const sourceGet = `-- name: SourceGet :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source WHERE id = $1
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source WHERE id = $1
 `
 
 // SourceGet returns a source by id, deleted or not.
@@ -107,12 +192,13 @@ func (q *Queries) SourceGet(ctx context.Context, id uuid.UUID) (*Source, error) 
 		&i.LastTickAt,
 		&i.SuspendedAt,
 		&i.DeletedAt,
+		&i.Policy,
 	)
 	return &i, err
 }
 
 const sourceGetByName = `-- name: SourceGetByName :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source WHERE name = $1 AND deleted_at IS NULL
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source WHERE name = $1 AND deleted_at IS NULL
 `
 
 // SourceGetByName finds a source that is not deleted by its name.
@@ -135,12 +221,13 @@ func (q *Queries) SourceGetByName(ctx context.Context, name string) (*Source, er
 		&i.LastTickAt,
 		&i.SuspendedAt,
 		&i.DeletedAt,
+		&i.Policy,
 	)
 	return &i, err
 }
 
 const sourceGetByNameForUpdate = `-- name: SourceGetByNameForUpdate :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source WHERE name = $1 AND deleted_at IS NULL FOR UPDATE
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source WHERE name = $1 AND deleted_at IS NULL FOR UPDATE
 `
 
 func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*Source, error) {
@@ -162,12 +249,13 @@ func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*S
 		&i.LastTickAt,
 		&i.SuspendedAt,
 		&i.DeletedAt,
+		&i.Policy,
 	)
 	return &i, err
 }
 
 const sourceGetForUpdate = `-- name: SourceGetForUpdate :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source WHERE id = $1 FOR UPDATE
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SourceGetForUpdate(ctx context.Context, id uuid.UUID) (*Source, error) {
@@ -189,6 +277,7 @@ func (q *Queries) SourceGetForUpdate(ctx context.Context, id uuid.UUID) (*Source
 		&i.LastTickAt,
 		&i.SuspendedAt,
 		&i.DeletedAt,
+		&i.Policy,
 	)
 	return &i, err
 }
@@ -197,7 +286,7 @@ const sourceInsert = `-- name: SourceInsert :one
 INSERT INTO source (id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at
+RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
 `
 
 type SourceInsertParams struct {
@@ -239,12 +328,13 @@ func (q *Queries) SourceInsert(ctx context.Context, arg *SourceInsertParams) (*S
 		&i.LastTickAt,
 		&i.SuspendedAt,
 		&i.DeletedAt,
+		&i.Policy,
 	)
 	return &i, err
 }
 
 const sourceList = `-- name: SourceList :many
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source WHERE deleted_at IS NULL ORDER BY name
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source WHERE deleted_at IS NULL ORDER BY name
 `
 
 // SourceList lists the sources that are not deleted, by name.
@@ -273,6 +363,7 @@ func (q *Queries) SourceList(ctx context.Context) ([]*Source, error) {
 			&i.LastTickAt,
 			&i.SuspendedAt,
 			&i.DeletedAt,
+			&i.Policy,
 		); err != nil {
 			return nil, err
 		}
@@ -285,7 +376,7 @@ func (q *Queries) SourceList(ctx context.Context) ([]*Source, error) {
 }
 
 const sourceListDue = `-- name: SourceListDue :many
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at FROM source
+SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source
 WHERE sync_interval_sec > 0
   AND suspended_at IS NULL
   AND deleted_at IS NULL
@@ -321,6 +412,7 @@ func (q *Queries) SourceListDue(ctx context.Context) ([]*Source, error) {
 			&i.LastTickAt,
 			&i.SuspendedAt,
 			&i.DeletedAt,
+			&i.Policy,
 		); err != nil {
 			return nil, err
 		}
@@ -334,7 +426,7 @@ func (q *Queries) SourceListDue(ctx context.Context) ([]*Source, error) {
 
 const sourceMarkDeleted = `-- name: SourceMarkDeleted :one
 UPDATE source SET deleted_at = now(), updated_at = now() WHERE id = $1 AND deleted_at IS NULL
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at
+RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
 `
 
 func (q *Queries) SourceMarkDeleted(ctx context.Context, id uuid.UUID) (*Source, error) {
@@ -356,12 +448,13 @@ func (q *Queries) SourceMarkDeleted(ctx context.Context, id uuid.UUID) (*Source,
 		&i.LastTickAt,
 		&i.SuspendedAt,
 		&i.DeletedAt,
+		&i.Policy,
 	)
 	return &i, err
 }
 
 const sourceRename = `-- name: SourceRename :one
-UPDATE source SET name = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at
+UPDATE source SET name = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
 `
 
 type SourceRenameParams struct {
@@ -388,6 +481,40 @@ func (q *Queries) SourceRename(ctx context.Context, arg *SourceRenameParams) (*S
 		&i.LastTickAt,
 		&i.SuspendedAt,
 		&i.DeletedAt,
+		&i.Policy,
+	)
+	return &i, err
+}
+
+const sourceSetPolicy = `-- name: SourceSetPolicy :one
+UPDATE source SET policy = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
+`
+
+type SourceSetPolicyParams struct {
+	Policy string
+	ID     uuid.UUID
+}
+
+func (q *Queries) SourceSetPolicy(ctx context.Context, arg *SourceSetPolicyParams) (*Source, error) {
+	row := q.db.QueryRow(ctx, sourceSetPolicy, arg.Policy, arg.ID)
+	var i Source
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.RepoUrl,
+		&i.RepoUsername,
+		&i.RepoPassword,
+		&i.Branch,
+		&i.Path,
+		&i.SyncIntervalSec,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SyncedCommit,
+		&i.SkippedTicks,
+		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
+		&i.Policy,
 	)
 	return &i, err
 }
@@ -397,7 +524,7 @@ UPDATE source
 SET suspended_at = CASE WHEN $1::boolean THEN coalesce(suspended_at, now()) ELSE NULL END,
     updated_at = now()
 WHERE id = $2
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at
+RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
 `
 
 type SourceSetSuspendedParams struct {
@@ -426,6 +553,7 @@ func (q *Queries) SourceSetSuspended(ctx context.Context, arg *SourceSetSuspende
 		&i.LastTickAt,
 		&i.SuspendedAt,
 		&i.DeletedAt,
+		&i.Policy,
 	)
 	return &i, err
 }
@@ -480,7 +608,7 @@ UPDATE source
 SET last_tick_at = now(),
     skipped_ticks = skipped_ticks + CASE WHEN $1::boolean THEN 1 ELSE 0 END
 WHERE id = $2
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at
+RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
 `
 
 type SourceTickParams struct {
@@ -508,6 +636,7 @@ func (q *Queries) SourceTick(ctx context.Context, arg *SourceTickParams) (*Sourc
 		&i.LastTickAt,
 		&i.SuspendedAt,
 		&i.DeletedAt,
+		&i.Policy,
 	)
 	return &i, err
 }
@@ -524,7 +653,7 @@ SET repo_url = $1,
                          THEN synced_commit ELSE NULL END,
     updated_at = now()
 WHERE id = $7
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at
+RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
 `
 
 type SourceUpdateSettingsParams struct {
@@ -566,6 +695,7 @@ func (q *Queries) SourceUpdateSettings(ctx context.Context, arg *SourceUpdateSet
 		&i.LastTickAt,
 		&i.SuspendedAt,
 		&i.DeletedAt,
+		&i.Policy,
 	)
 	return &i, err
 }

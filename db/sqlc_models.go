@@ -147,6 +147,18 @@ type Source struct {
 	LastTickAt      *time.Time
 	SuspendedAt     *time.Time
 	DeletedAt       *time.Time
+	Policy          string
+}
+
+type SourceCandidate struct {
+	SourceID      uuid.UUID
+	GitCommit     string
+	CommitMessage string
+	Fingerprint   string
+	Summary       json.RawMessage
+	Plan          json.RawMessage
+	RunID         *uuid.UUID
+	FetchedAt     time.Time
 }
 
 type Unit struct {

@@ -32,6 +32,7 @@ type Deps struct {
 func Register(workers *river.Workers, d Deps) {
 	river.AddWorker[RecoverRunsArgs](workers, &RecoverRunsWorker{Journal: d.Journal})
 	river.AddWorker[gitops.SyncArgs](workers, &SyncSourceWorker{Journal: d.Journal, GitOps: d.GitOps})
+	river.AddWorker[gitops.AcceptArgs](workers, &AcceptSourceWorker{Journal: d.Journal, GitOps: d.GitOps})
 	if d.Services != nil {
 		river.AddWorker[services.DeployArgs](workers, &DeployWorker{Services: d.Services})
 		river.AddWorker[services.RollbackArgs](workers, &RollbackWorker{Services: d.Services})

@@ -31,8 +31,16 @@ func (w *SyncSourceWorker) Work(ctx context.Context, job *river.Job[gitops.SyncA
 	if err != nil {
 		return err
 	}
-	defer release()
-	return journal.Work(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
-		return w.GitOps.Sync(ctx, p, job.Args)
+	var out *journal.Outcome
+	err = journal.Work(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+		out, err = w.GitOps.Sync(ctx, p, job.Args)
+		return out, err
 	})
+	release()
+	if err == nil {
+		// After the run committed and the lock is free: an auto-deploy
+		// source's converges and plans are runs of their own.
+		w.GitOps.FollowUp(ctx, out)
+	}
+	return err
 }

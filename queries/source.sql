@@ -100,3 +100,24 @@ SELECT pg_advisory_lock(@class::int4, hashtext(@source_id::text));
 
 -- name: SourceSyncUnlock :exec
 SELECT pg_advisory_unlock(@class::int4, hashtext(@source_id::text));
+
+-- name: SourceSetPolicy :one
+UPDATE source SET policy = @policy, updated_at = now() WHERE id = @id RETURNING *;
+
+-- name: SourceCandidateUpsert :exec
+-- SourceCandidateUpsert stores a source's candidate, replacing the one that waited.
+INSERT INTO source_candidate (source_id, git_commit, commit_message, fingerprint, summary, plan, run_id)
+VALUES (@source_id, @git_commit, @commit_message, @fingerprint, @summary, @plan, sqlc.narg('run_id'))
+ON CONFLICT (source_id) DO UPDATE
+SET git_commit = excluded.git_commit, commit_message = excluded.commit_message,
+    fingerprint = excluded.fingerprint, summary = excluded.summary, plan = excluded.plan,
+    run_id = excluded.run_id, fetched_at = now();
+
+-- name: SourceCandidateGet :one
+SELECT * FROM source_candidate WHERE source_id = @source_id;
+
+-- name: SourceCandidateGetForUpdate :one
+SELECT * FROM source_candidate WHERE source_id = @source_id FOR UPDATE;
+
+-- name: SourceCandidateDelete :exec
+DELETE FROM source_candidate WHERE source_id = @source_id;

@@ -98,6 +98,8 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		}
 		inf.ModuleBank = bank
 	}
+	// An auto-deploy source's accepted changes converge and plan (or apply).
+	gops.AfterAcceptFunc = jobs.AutoDeployFunc(svcs, inf)
 	periodic := jobs.PeriodicJobs()
 	if cfg.DriftIntervalSec > 0 {
 		periodic = append(periodic, infra.PeriodicSweep(cfg.DriftIntervalSec))

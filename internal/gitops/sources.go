@@ -22,6 +22,8 @@ type Source struct {
 	Settings
 	// Default is true for the source the GitOps settings describe.
 	Default bool
+	// Policy says what a sync may do with what it fetches.
+	Policy Policy
 	// SuspendedAt is when the source was suspended; nil when it is active.
 	SuspendedAt *time.Time
 	CreatedAt   time.Time
@@ -32,13 +34,15 @@ type Source struct {
 type SourceInput struct {
 	// Name names the source in the API and the CLI; "" in a change keeps it.
 	Name string
+	// Policy is the source's policy; "" keeps it (auto-write for a new source).
+	Policy Policy
 	SettingsInput
 }
 
 func sourceOut(src *db.Source) *Source {
 	return &Source{
 		ID: src.ID, Name: src.Name, Settings: *settingsOut(src), Default: src.ID == DefaultSourceID,
-		SuspendedAt: src.SuspendedAt, CreatedAt: src.CreatedAt, UpdatedAt: src.UpdatedAt,
+		Policy: Policy(src.Policy), SuspendedAt: src.SuspendedAt, CreatedAt: src.CreatedAt, UpdatedAt: src.UpdatedAt,
 	}
 }
 
@@ -114,9 +118,16 @@ func (s *Service) CreateSource(ctx context.Context, in SourceInput) (*Source, er
 	if err != nil {
 		return nil, err
 	}
+	if in.Policy, err = checkPolicy(in.Policy); err != nil {
+		return nil, err
+	}
 	var out *db.Source
 	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		out, err = s.storeSettingsTx(ctx, db.New(tx), nil, uuid.New(), in.Name, settings, creds)
+		if err != nil || in.Policy == "" {
+			return err
+		}
+		out, err = db.New(tx).SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: out.ID, Policy: string(in.Policy)})
 		return err
 	})
 	if err != nil {
@@ -131,6 +142,9 @@ func (s *Service) CreateSource(ctx context.Context, in SourceInput) (*Source, er
 func (s *Service) UpdateSource(ctx context.Context, key string, in SourceInput) (*Source, error) {
 	settings, creds, err := normalizeInput(in.SettingsInput)
 	if err != nil {
+		return nil, err
+	}
+	if in.Policy, err = checkPolicy(in.Policy); err != nil {
 		return nil, err
 	}
 	var out *db.Source
@@ -160,6 +174,10 @@ func (s *Service) UpdateSource(ctx context.Context, key string, in SourceInput) 
 			}
 		}
 		out, err = s.storeSettingsTx(ctx, q, cur, cur.ID, cur.Name, settings, creds)
+		if err != nil || in.Policy == "" {
+			return err
+		}
+		out, err = q.SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: cur.ID, Policy: string(in.Policy)})
 		return err
 	})
 	if err != nil {
@@ -217,4 +235,12 @@ func (s *Service) SetSuspended(ctx context.Context, key string, suspended bool) 
 		return nil, err
 	}
 	return sourceOut(out), nil
+}
+
+// checkPolicy checks a policy in an input; "" stays "", meaning keep.
+func checkPolicy(p Policy) (Policy, error) {
+	if p == "" {
+		return "", nil
+	}
+	return ParsePolicy(string(p))
 }

@@ -2,6 +2,8 @@ package gitops
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -57,6 +60,13 @@ type Service struct {
 	SourcesDir string
 	Redactor   *redact.Redactor
 	Logger     *slog.Logger
+	// AfterAcceptFunc, when set, is called by FollowUp with the units that a
+	// sync or an accept of an auto-deploy source created or updated, after
+	// its run committed: serve sets it to converge the services and plan
+	// (or apply) the infrastructure. It lives here as a func so that gitops
+	// need not import services or infra, which import gitops. Nil: nothing
+	// is deployed.
+	AfterAcceptFunc func(ctx context.Context, accepted []*db.Unit) error
 }
 
 // New returns a Service.
@@ -164,6 +174,25 @@ type Result struct {
 	Unchanged     int            `json:"unchanged"`
 	Stale         []string       `json:"stale"`
 	Invalid       []unit.Invalid `json:"invalid"`
+	// Policy is the source's policy when the run finished, and Decision the
+	// line of it that decided: DecisionAuto, DecisionWaits (a candidate
+	// waits, and the inventory is unchanged) or "Operator accepted (name)".
+	Policy   string `json:"policy,omitempty"`
+	Decision string `json:"decision,omitempty"`
+	// Fingerprint identifies the change plan: see change.fingerprint.
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// CandidateWaits is true when the plan was kept as the source's
+	// candidate instead of being applied.
+	CandidateWaits bool `json:"candidateWaits,omitempty"`
+	// Reviewer is who accepted the candidate of a review source, and
+	// ReviewedPlan the plan they accepted.
+	Reviewer     string      `json:"reviewer,omitempty"`
+	ReviewedPlan *PlanDigest `json:"reviewedPlan,omitempty"`
+
+	// accepted are the units the run created or updated, and autoDeploy
+	// whether the policy asks to deploy them (see Service.FollowUp).
+	accepted   []*db.Unit
+	autoDeploy bool
 }
 
 // Sync is the sync action's body: it runs in the worker, outside any
@@ -194,7 +223,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	p.Info(ctx, fmt.Sprintf("at commit %s, %d paths changed (%s)", short(gr.Commit), len(gr.Changed), time.Since(begin).Round(time.Millisecond)), nil)
 	begin = time.Now()
 
-	plan := &plan{source: src, commit: gr.Commit, result: &Result{
+	plan := &plan{source: src, commit: gr.Commit, runID: p.RunID(), result: &Result{
 		Commit: gr.Commit, CommitMessage: gr.Message, Full: gr.Full,
 		Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{},
 	}}
@@ -239,10 +268,14 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	for _, inv := range plan.invalid {
 		p.Warn(ctx, "invalid unit "+inv.Path+": "+inv.Reason, nil)
 	}
+	msg := "synced"
+	if Policy(src.Policy).waits() {
+		msg = "synced: under policy " + src.Policy + " the commit waits as the candidate; `sluice accept " + src.Name + "` applies it"
+	}
 	return &journal.Outcome{
 		Result:  plan.result,
 		Commit:  gr.Commit,
-		Message: "synced",
+		Message: msg,
 		ApplyTx: plan.applyTx,
 	}, nil
 }
@@ -343,8 +376,14 @@ type plan struct {
 	// changed since the synced commit, deleted ones included.
 	changed map[string]bool
 	result  *Result
+	// runID is the run that fetched; a candidate names it.
+	runID uuid.UUID
 }
 
+// applyTx is the finishing step of a sync. The policy in force when it
+// runs (not when the fetch began) decides: manual and review keep the plan
+// as the source's candidate and leave the inventory and the synced commit
+// alone; auto-write and auto-deploy apply it.
 func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 	q := db.New(tx)
 	// The source first, then its units: DeleteSource takes them in this
@@ -356,7 +395,67 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 	if cur.DeletedAt != nil {
 		return errs.Errorf(errs.Conflict, "Source %s was deleted while it synced; nothing was changed.", p.source.Name)
 	}
-	var rows []*db.Unit
+	c, err := p.changeTx(ctx, q)
+	if err != nil {
+		return err
+	}
+	c.res.Policy = cur.Policy
+	if Policy(cur.Policy).waits() {
+		return p.storeCandidateTx(ctx, q, cur, c)
+	}
+	if err := p.writeTx(ctx, q, cur, c); err != nil {
+		return err
+	}
+	c.res.Decision = DecisionAuto
+	c.res.autoDeploy = cur.Policy == string(PolicyAutoDeploy)
+	*p.result = c.res
+	return nil
+}
+
+// change is what a plan does to the inventory as it stands: the rows to
+// insert, update and mark stale, and the result that says so.
+type change struct {
+	inserts []*db.UnitInsertParams
+	updates []*db.UnitUpdateContentParams
+	stale   []uuid.UUID
+	// res is a copy of the plan's result completed with the change: it is
+	// published only when every write succeeded, since a failed run's
+	// receipt is written with the plan's result, which must not claim
+	// changes that were rolled back.
+	res Result
+	// activeBefore counts the source's active units before the change.
+	activeBefore int
+}
+
+// fingerprint is the hex SHA-256 of the commit and what the change makes:
+// the created, updated, stale and invalid paths, and the units' hashes.
+// Two fetches with one fingerprint would do the same to the inventory.
+func (c *change) fingerprint() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "commit %s\n", c.res.Commit)
+	for _, in := range c.inserts {
+		fmt.Fprintf(h, "create %s %s %s\n", in.Path, in.ID, in.ContentHash)
+	}
+	for _, up := range c.updates {
+		fmt.Fprintf(h, "update %s %s %s\n", up.Path, up.ID, up.ContentHash)
+	}
+	for _, path := range c.res.Stale {
+		fmt.Fprintf(h, "stale %s\n", path)
+	}
+	for _, inv := range c.res.Invalid {
+		fmt.Fprintf(h, "invalid %s %s\n", inv.Path, inv.Reason)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// changeTx works out, without writing, what the plan does to the inventory
+// as tx sees it. The plan itself is left as it was, so that a candidate can
+// be worked out again when it is accepted.
+func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
+	w := *p
+	w.invalid = slices.Clone(p.invalid)
+	p = &w
+
 	ids := make([]uuid.UUID, 0, len(p.units))
 	for _, u := range p.units {
 		ids = append(ids, u.ID)
@@ -364,7 +463,10 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 	// The rows at this sync's paths, and any row (of any source) that has
 	// the id of a unit read: a declared metadata.id may belong to a unit of
 	// another source.
-	var atPaths, byIDs []*db.Unit
+	var (
+		atPaths, byIDs []*db.Unit
+		err            error
+	)
 	if p.changed == nil {
 		atPaths, err = q.UnitListBySource(ctx, p.source.ID)
 	} else {
@@ -377,9 +479,9 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 	if err == nil {
 		byIDs, err = q.UnitListByIDs(ctx, ids)
 	}
-	rows = dedupe(append(atPaths, byIDs...))
+	rows := dedupe(append(atPaths, byIDs...))
 	if err != nil {
-		return fmt.Errorf("load units: %w", err)
+		return nil, fmt.Errorf("load units: %w", err)
 	}
 
 	byID := make(map[uuid.UUID]*db.Unit, len(rows))
@@ -408,18 +510,11 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 	}
 
 	if units, err = p.uniqueServiceNames(ctx, q, units, invalidPaths); err != nil {
-		return err
+		return nil, err
 	}
 
-	// A copy, published when every write succeeded: if this transaction
-	// fails, the failed run's receipt is written with p.result, which must
-	// not claim changes that were rolled back.
-	res := *p.result
+	c := &change{res: *p.result}
 	seen := make(map[uuid.UUID]bool, len(units))
-	var (
-		inserts []*db.UnitInsertParams
-		updates []*db.UnitUpdateContentParams
-	)
 	for _, u := range units {
 		seen[u.ID] = true
 		r, ok := byID[u.ID]
@@ -429,51 +524,28 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 		}
 		labels, err := jsonLabels(u.Labels)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		switch {
 		case !ok:
-			inserts = append(inserts, &db.UnitInsertParams{
+			c.inserts = append(c.inserts, &db.UnitInsertParams{
 				ID: u.ID, SourceID: p.source.ID, Path: u.Path, Kind: u.Kind, Name: u.Name, Labels: labels,
 				Status: "pending", Content: u.Content, ContentHash: u.Hash, GitCommit: p.commit,
 			})
-			res.Created = append(res.Created, u.Path)
+			c.res.Created = append(c.res.Created, u.Path)
 		case r.ContentHash == u.Hash && r.Path == u.Path && active(r.Status):
 			continue
 		default:
-			updates = append(updates, &db.UnitUpdateContentParams{
+			c.updates = append(c.updates, &db.UnitUpdateContentParams{
 				ID: u.ID, Path: u.Path, Kind: u.Kind, Name: u.Name, Labels: labels,
 				Content: u.Content, ContentHash: u.Hash, GitCommit: p.commit,
 			})
-			res.Updated = append(res.Updated, u.Path)
-		}
-	}
-	// New units go in with COPY and changed ones in one pipelined batch: a
-	// sync of thousands of changes is a few round trips, not thousands.
-	if len(inserts) > 0 {
-		if _, err := q.UnitInsert(ctx, inserts); err != nil {
-			return fmt.Errorf("insert %d units: %w", len(inserts), err)
-		}
-	}
-	if len(updates) > 0 {
-		var batchErr error
-		br := q.UnitUpdateContent(ctx, updates)
-		br.Exec(func(i int, err error) {
-			if err != nil && batchErr == nil {
-				batchErr = fmt.Errorf("update unit %s: %w", updates[i].Path, err)
-			}
-		})
-		if err := br.Close(); err != nil && batchErr == nil {
-			batchErr = fmt.Errorf("update units: %w", err)
-		}
-		if batchErr != nil {
-			return batchErr
+			c.res.Updated = append(c.res.Updated, u.Path)
 		}
 	}
 
 	// Whatever was tracked and is no longer in Git goes stale: never
 	// destroyed. A path with an invalid file keeps its row as it was.
-	var stale []uuid.UUID
 	for _, r := range rows {
 		if r.SourceID != p.source.ID || seen[r.ID] || !active(r.Status) || invalidPaths[r.Path] {
 			continue
@@ -484,11 +556,58 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 		if !unit.InPrefix(r.Path, p.source.Path) && p.changed != nil {
 			continue
 		}
-		stale = append(stale, r.ID)
-		res.Stale = append(res.Stale, r.Path)
+		c.stale = append(c.stale, r.ID)
+		c.res.Stale = append(c.res.Stale, r.Path)
 	}
-	if len(stale) > 0 {
-		if err := q.UnitMarkStale(ctx, stale); err != nil {
+
+	counts, err := q.UnitCountByStatus(ctx, p.source.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range counts {
+		if active(n.Status) {
+			c.activeBefore += int(n.N)
+		}
+	}
+	c.res.Unchanged = max(c.activeBefore-len(c.res.Updated)-len(c.res.Stale), 0)
+	c.res.Invalid = append(c.res.Invalid, p.invalid...)
+	for _, l := range [][]string{c.res.Created, c.res.Updated, c.res.Stale} {
+		sort.Strings(l)
+	}
+	sort.Slice(c.res.Invalid, func(i, j int) bool { return c.res.Invalid[i].Path < c.res.Invalid[j].Path })
+	sort.Slice(c.inserts, func(i, j int) bool { return c.inserts[i].Path < c.inserts[j].Path })
+	sort.Slice(c.updates, func(i, j int) bool { return c.updates[i].Path < c.updates[j].Path })
+	c.res.Fingerprint = c.fingerprint()
+	return c, nil
+}
+
+// writeTx makes change c in the inventory and records the plan's commit as
+// the source's synced commit.
+func (p *plan) writeTx(ctx context.Context, q *db.Queries, cur *db.Source, c *change) error {
+	// New units go in with COPY and changed ones in one pipelined batch: a
+	// sync of thousands of changes is a few round trips, not thousands.
+	if len(c.inserts) > 0 {
+		if _, err := q.UnitInsert(ctx, c.inserts); err != nil {
+			return fmt.Errorf("insert %d units: %w", len(c.inserts), err)
+		}
+	}
+	if len(c.updates) > 0 {
+		var batchErr error
+		br := q.UnitUpdateContent(ctx, c.updates)
+		br.Exec(func(i int, err error) {
+			if err != nil && batchErr == nil {
+				batchErr = fmt.Errorf("update unit %s: %w", c.updates[i].Path, err)
+			}
+		})
+		if err := br.Close(); err != nil && batchErr == nil {
+			batchErr = fmt.Errorf("update units: %w", err)
+		}
+		if batchErr != nil {
+			return batchErr
+		}
+	}
+	if len(c.stale) > 0 {
+		if err := q.UnitMarkStale(ctx, c.stale); err != nil {
 			return fmt.Errorf("mark stale: %w", err)
 		}
 	}
@@ -499,24 +618,27 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 			return fmt.Errorf("record synced commit: %w", err)
 		}
 	}
-
+	// Whatever waited is superseded: the inventory has moved past it.
+	if err := q.SourceCandidateDelete(ctx, p.source.ID); err != nil {
+		return fmt.Errorf("remove the candidate: %w", err)
+	}
 	counts, err := q.UnitCountByStatus(ctx, p.source.ID)
 	if err != nil {
 		return err
 	}
 	activeN := 0
-	for _, c := range counts {
-		if active(c.Status) {
-			activeN += int(c.N)
+	for _, n := range counts {
+		if active(n.Status) {
+			activeN += int(n.N)
 		}
 	}
-	res.Unchanged = max(activeN-len(res.Created)-len(res.Updated), 0)
-	res.Invalid = append(res.Invalid, p.invalid...)
-	for _, l := range [][]string{res.Created, res.Updated, res.Stale} {
-		sort.Strings(l)
+	c.res.Unchanged = max(activeN-len(c.res.Created)-len(c.res.Updated), 0)
+	for _, in := range c.inserts {
+		c.res.accepted = append(c.res.accepted, &db.Unit{ID: in.ID, SourceID: in.SourceID, Path: in.Path, Kind: in.Kind, Name: in.Name, Content: in.Content, ContentHash: in.ContentHash})
 	}
-	sort.Slice(res.Invalid, func(i, j int) bool { return res.Invalid[i].Path < res.Invalid[j].Path })
-	*p.result = res
+	for _, up := range c.updates {
+		c.res.accepted = append(c.res.accepted, &db.Unit{ID: up.ID, SourceID: p.source.ID, Path: up.Path, Kind: up.Kind, Name: up.Name, Content: up.Content, ContentHash: up.ContentHash})
+	}
 	return nil
 }
 

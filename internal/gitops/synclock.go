@@ -47,7 +47,9 @@ func (s *Service) LockSource(ctx context.Context, sourceID uuid.UUID) (release f
 // converge), inside that action's run: the fetch, the plan and the inventory
 // change happen under the source's sync lock, and the change commits with an
 // event on the action's run that says what it did. The caller's run thus
-// records which commit it acted on.
+// records which commit it acted on. The source's policy holds here too:
+// under manual or review the fetch only replaces the candidate, and the
+// action works on the inventory as it was accepted.
 func (s *Service) SyncNow(ctx context.Context, p *journal.Progress, sourceID uuid.UUID) (*Result, error) {
 	release, err := s.LockSource(ctx, sourceID)
 	if err != nil {
@@ -62,6 +64,10 @@ func (s *Service) SyncNow(ctx context.Context, p *journal.Progress, sourceID uui
 	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		if err := out.ApplyTx(ctx, tx); err != nil {
 			return err
+		}
+		if res.CandidateWaits {
+			return p.InfoTx(ctx, tx, fmt.Sprintf("fetched commit %s: under policy %s it waits as the candidate (%d created, %d updated, %d stale, %d invalid); the inventory is unchanged",
+				short(res.Commit), res.Policy, len(res.Created), len(res.Updated), len(res.Stale), len(res.Invalid)))
 		}
 		return p.InfoTx(ctx, tx, fmt.Sprintf("synced to commit %s: %d created, %d updated, %d stale, %d invalid",
 			short(res.Commit), len(res.Created), len(res.Updated), len(res.Stale), len(res.Invalid)))
