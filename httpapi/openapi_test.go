@@ -94,10 +94,10 @@ func TestOpenAPISpec(t *testing.T) {
 		}
 		slices.Sort(ids)
 		require.Equal(t, []string{
-			"apply-infrastructure", "converge-service", "create-source", "create-token", "delete-source",
+			"accept-source", "apply-infrastructure", "converge-service", "create-source", "create-token", "delete-source",
 			"deploy-service", "destroy-infrastructure", "drift-check-infrastructure", "drift-check-service",
 			"get-artifact", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-journal-run",
-			"get-service", "get-source", "get-unit", "list-infrastructures", "list-journal", "list-services",
+			"get-service", "get-source", "get-source-candidate", "get-unit", "list-infrastructures", "list-journal", "list-services",
 			"list-sources", "list-tokens", "list-units", "plan-infrastructure", "put-artifact",
 			"put-gitops-settings", "put-source", "resume-source", "revoke-token", "rollback-service",
 			"stream-journal-events", "suspend-source", "sync-gitops", "sync-source",

@@ -22,6 +22,7 @@ type Source struct {
 	Path            string     `json:"path" doc:"The subdirectory holding the units; empty for the whole repository."`
 	SyncIntervalSec int        `json:"syncIntervalSec" doc:"Seconds between interval syncs; 0 means manual syncs only." example:"600"`
 	Default         bool       `json:"default" doc:"The source the GitOps settings describe (/api/v1/gitops/settings); it cannot be deleted."`
+	Policy          string     `json:"policy" enum:"manual,review,auto-write,auto-deploy" doc:"What a sync may do with what it fetches: manual and review keep it as a candidate an operator accepts; auto-write applies it; auto-deploy applies it, then converges changed services and plans (or, with autoApply, applies) changed infrastructure." example:"auto-write"`
 	Suspended       bool       `json:"suspended" doc:"A suspended source gets no interval syncs, and manual syncs are refused."`
 	SuspendedAt     *time.Time `json:"suspendedAt,omitempty"`
 	CreatedAt       time.Time  `json:"createdAt"`
@@ -31,7 +32,7 @@ type Source struct {
 func sourceOut(s *gitops.Source) Source {
 	return Source{
 		ID: s.ID, Name: s.Name, RepoURL: s.RepoURL, Branch: s.Branch, Path: s.Path, SyncIntervalSec: s.SyncIntervalSec,
-		Default: s.Default, Suspended: s.SuspendedAt != nil, SuspendedAt: s.SuspendedAt,
+		Default: s.Default, Policy: string(s.Policy), Suspended: s.SuspendedAt != nil, SuspendedAt: s.SuspendedAt,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 	}
 }
@@ -44,7 +45,8 @@ type SourceInput struct {
 	Path    string `json:"path,omitempty" doc:"Optional subdirectory holding the units: relative, no .., not absolute." example:"units"`
 	// SyncIntervalSec is a pointer because Huma fills a default into a zero
 	// value: an explicit 0 (manual only) must stay 0.
-	SyncIntervalSec *int `json:"syncIntervalSec,omitempty" minimum:"0" default:"600" doc:"Seconds between interval syncs; 0 means manual syncs only. Default 600." example:"600"`
+	SyncIntervalSec *int   `json:"syncIntervalSec,omitempty" minimum:"0" default:"600" doc:"Seconds between interval syncs; 0 means manual syncs only. Default 600." example:"600"`
+	Policy          string `json:"policy,omitempty" enum:"manual,review,auto-write,auto-deploy" doc:"The source's policy; omitted keeps it (auto-write for a new source). A change withdraws nothing already accepted." example:"manual"`
 }
 
 func (in SourceInput) domain() gitops.SourceInput {
@@ -52,7 +54,7 @@ func (in SourceInput) domain() gitops.SourceInput {
 	if in.SyncIntervalSec != nil {
 		interval = *in.SyncIntervalSec
 	}
-	return gitops.SourceInput{Name: in.Name, SettingsInput: gitops.SettingsInput{
+	return gitops.SourceInput{Name: in.Name, Policy: gitops.Policy(in.Policy), SettingsInput: gitops.SettingsInput{
 		RepoURL: in.RepoURL, Branch: in.Branch, Path: in.Path, SyncIntervalSec: interval,
 	}}
 }
@@ -74,6 +76,40 @@ type sourceRef struct {
 type putSourceInput struct {
 	ID   string `path:"id" doc:"The source's id or name." example:"apps"`
 	Body SourceInput
+}
+
+// Candidate is the fetch of a manual or review source that waits for an
+// operator: a commit and the change plan accepting it makes.
+type Candidate struct {
+	SourceID      uuid.UUID     `json:"sourceId" format:"uuid"`
+	Source        string        `json:"source" example:"apps"`
+	Policy        string        `json:"policy" example:"review"`
+	State         string        `json:"state" enum:"Pending update,Review required" doc:"Pending update under manual, Review required under review."`
+	Commit        string        `json:"commit" doc:"Send it back to accept."`
+	CommitMessage string        `json:"commitMessage"`
+	Fingerprint   string        `json:"fingerprint" doc:"SHA-256 of the commit and the plan; send it back to accept."`
+	Created       []string      `json:"created" doc:"Paths of the units accepting creates."`
+	Updated       []string      `json:"updated" doc:"Paths of the units whose content accepting changes."`
+	Stale         []string      `json:"stale" doc:"Paths of the units accepting makes stale."`
+	Invalid       []InvalidUnit `json:"invalid" doc:"Files that are not units, with the reason; their rows stay as they are."`
+	RunID         *uuid.UUID    `json:"runId,omitempty" format:"uuid" doc:"The run whose fetch made the candidate."`
+	FetchedAt     time.Time     `json:"fetchedAt"`
+}
+
+// InvalidUnit is a file that could not become a unit.
+type InvalidUnit struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+type candidateOutput struct{ Body Candidate }
+
+type acceptSourceInput struct {
+	ID   string `path:"id" doc:"The source's id or name." example:"apps"`
+	Body struct {
+		Commit      string `json:"commit" minLength:"1" doc:"The candidate's commit, as GET …/candidate shows it."`
+		Fingerprint string `json:"fingerprint" minLength:"1" doc:"The candidate's fingerprint, as GET …/candidate shows it."`
+	}
 }
 
 type syncSourceInput struct {
@@ -154,6 +190,40 @@ func registerSources(api huma.API, d Deps) {
 		return accepted(res), nil
 	})
 
+	register(api, d, op("get-source-candidate", http.MethodGet, "/sources/{id}/candidate",
+		"Get the candidate that waits for an operator: a commit and the change plan accepting it makes. 404 when none waits.",
+		auth.RoleViewer, http.StatusNotFound),
+		func(ctx context.Context, in *sourceRef) (*candidateOutput, error) {
+			c, err := d.GitOps.GetCandidate(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			out := &candidateOutput{Body: Candidate{
+				SourceID: c.SourceID, Source: c.Source, Policy: string(c.Policy), State: c.State,
+				Commit: c.Commit, CommitMessage: c.CommitMessage, Fingerprint: c.Fingerprint,
+				Created: nonNil(c.Created), Updated: nonNil(c.Updated), Stale: nonNil(c.Stale),
+				Invalid: []InvalidUnit{}, RunID: c.RunID, FetchedAt: c.FetchedAt,
+			}}
+			for _, inv := range c.Invalid {
+				out.Body.Invalid = append(out.Body.Invalid, InvalidUnit{Path: inv.Path, Reason: inv.Reason})
+			}
+			return out, nil
+		})
+
+	o = op("accept-source", http.MethodPost, "/sources/{id}/accept",
+		"Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "+
+			"\"Operator accepted (token name)\" (and, under review, the reviewer and the plan). "+
+			"409 when no candidate waits or it has moved on (another commit or plan).",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
+	o.DefaultStatus = http.StatusAccepted
+	register(api, d, o, func(ctx context.Context, in *acceptSourceInput) (*ActionAccepted, error) {
+		res, err := d.GitOps.RequestAccept(ctx, in.ID, requester(ctx), in.Body.Commit, in.Body.Fingerprint)
+		if err != nil {
+			return nil, err
+		}
+		return accepted(res), nil
+	})
+
 	for _, a := range []struct {
 		id, path, summary string
 		suspend           bool
@@ -170,4 +240,11 @@ func registerSources(api huma.API, d Deps) {
 				return &sourceOutput{Body: sourceOut(s)}, nil
 			})
 	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

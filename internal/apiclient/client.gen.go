@@ -18,6 +18,24 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for CandidateState.
+const (
+	PendingUpdate  CandidateState = "Pending update"
+	ReviewRequired CandidateState = "Review required"
+)
+
+// Valid indicates whether the value is a known member of the CandidateState enum.
+func (e CandidateState) Valid() bool {
+	switch e {
+	case PendingUpdate:
+		return true
+	case ReviewRequired:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateTokenInputBodyRole.
 const (
 	CreateTokenInputBodyRoleAdmin    CreateTokenInputBodyRole = "admin"
@@ -138,6 +156,54 @@ func (e ServiceStatus) Valid() bool {
 	}
 }
 
+// Defines values for SourcePolicy.
+const (
+	SourcePolicyAutoDeploy SourcePolicy = "auto-deploy"
+	SourcePolicyAutoWrite  SourcePolicy = "auto-write"
+	SourcePolicyManual     SourcePolicy = "manual"
+	SourcePolicyReview     SourcePolicy = "review"
+)
+
+// Valid indicates whether the value is a known member of the SourcePolicy enum.
+func (e SourcePolicy) Valid() bool {
+	switch e {
+	case SourcePolicyAutoDeploy:
+		return true
+	case SourcePolicyAutoWrite:
+		return true
+	case SourcePolicyManual:
+		return true
+	case SourcePolicyReview:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SourceInputPolicy.
+const (
+	SourceInputPolicyAutoDeploy SourceInputPolicy = "auto-deploy"
+	SourceInputPolicyAutoWrite  SourceInputPolicy = "auto-write"
+	SourceInputPolicyManual     SourceInputPolicy = "manual"
+	SourceInputPolicyReview     SourceInputPolicy = "review"
+)
+
+// Valid indicates whether the value is a known member of the SourceInputPolicy enum.
+func (e SourceInputPolicy) Valid() bool {
+	switch e {
+	case SourceInputPolicyAutoDeploy:
+		return true
+	case SourceInputPolicyAutoWrite:
+		return true
+	case SourceInputPolicyManual:
+		return true
+	case SourceInputPolicyReview:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TokenRole.
 const (
 	TokenRoleAdmin    TokenRole = "admin"
@@ -243,6 +309,15 @@ func (e ListUnitsParamsStatus) Valid() bool {
 	}
 }
 
+// AcceptSourceInputBody defines model for AcceptSourceInputBody.
+type AcceptSourceInputBody struct {
+	// Commit The candidate's commit, as GET …/candidate shows it.
+	Commit string `json:"commit"`
+
+	// Fingerprint The candidate's fingerprint, as GET …/candidate shows it.
+	Fingerprint string `json:"fingerprint"`
+}
+
 // ActionAcceptedBody defines model for ActionAcceptedBody.
 type ActionAcceptedBody struct {
 	// Joined True when the request joined a run already queued (or running).
@@ -265,6 +340,45 @@ type ArtifactInfo struct {
 	// Size Bytes.
 	Size int64 `json:"size"`
 }
+
+// Candidate defines model for Candidate.
+type Candidate struct {
+	// Commit Send it back to accept.
+	Commit        string `json:"commit"`
+	CommitMessage string `json:"commitMessage"`
+
+	// Created Paths of the units accepting creates.
+	Created   *[]string `json:"created"`
+	FetchedAt time.Time `json:"fetchedAt"`
+
+	// Fingerprint SHA-256 of the commit and the plan; send it back to accept.
+	Fingerprint string `json:"fingerprint"`
+
+	// Invalid Files that are not units, with the reason; their rows stay as they are.
+	Invalid *[]InvalidUnit `json:"invalid"`
+
+	// Policy Example: review
+	Policy string `json:"policy"`
+
+	// RunId The run whose fetch made the candidate.
+	RunId *openapi_types.UUID `json:"runId,omitempty"`
+
+	// Source Example: apps
+	Source   string             `json:"source"`
+	SourceId openapi_types.UUID `json:"sourceId"`
+
+	// Stale Paths of the units accepting makes stale.
+	Stale *[]string `json:"stale"`
+
+	// State Pending update under manual, Review required under review.
+	State CandidateState `json:"state"`
+
+	// Updated Paths of the units whose content accepting changes.
+	Updated *[]string `json:"updated"`
+}
+
+// CandidateState Pending update under manual, Review required under review.
+type CandidateState string
 
 // CreateTokenInputBody defines model for CreateTokenInputBody.
 type CreateTokenInputBody struct {
@@ -454,6 +568,12 @@ type Infrastructure struct {
 // InfrastructureStatus defines model for Infrastructure.Status.
 type InfrastructureStatus string
 
+// InvalidUnit defines model for InvalidUnit.
+type InvalidUnit struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
 // ListInfraOutputBody defines model for ListInfraOutputBody.
 type ListInfraOutputBody struct {
 	Infrastructures *[]Infrastructure `json:"infrastructures"`
@@ -610,6 +730,11 @@ type Source struct {
 	// Path The subdirectory holding the units; empty for the whole repository.
 	Path string `json:"path"`
 
+	// Policy What a sync may do with what it fetches: manual and review keep it as a candidate an operator accepts; auto-write applies it; auto-deploy applies it, then converges changed services and plans (or, with autoApply, applies) changed infrastructure.
+	//
+	// Example: auto-write
+	Policy SourcePolicy `json:"policy"`
+
 	// RepoUrl The repository. Credentials are shown as ***; send the URL back unchanged to keep them.
 	//
 	// Example: https://git.example.com/ops/apps.git
@@ -625,6 +750,11 @@ type Source struct {
 	SyncIntervalSec int64     `json:"syncIntervalSec"`
 	UpdatedAt       time.Time `json:"updatedAt"`
 }
+
+// SourcePolicy What a sync may do with what it fetches: manual and review keep it as a candidate an operator accepts; auto-write applies it; auto-deploy applies it, then converges changed services and plans (or, with autoApply, applies) changed infrastructure.
+//
+// Example: auto-write
+type SourcePolicy string
 
 // SourceInput defines model for SourceInput.
 type SourceInput struct {
@@ -643,6 +773,11 @@ type SourceInput struct {
 	// Example: units
 	Path *string `json:"path,omitempty"`
 
+	// Policy The source's policy; omitted keeps it (auto-write for a new source). A change withdraws nothing already accepted.
+	//
+	// Example: manual
+	Policy *SourceInputPolicy `json:"policy,omitempty"`
+
 	// RepoUrl https, ssh, file:// or a local path. Credentials in the URL are stored apart and shown as ***.
 	//
 	// Example: https://git.example.com/ops/apps.git
@@ -653,6 +788,11 @@ type SourceInput struct {
 	// Example: 600
 	SyncIntervalSec *int64 `json:"syncIntervalSec,omitempty"`
 }
+
+// SourceInputPolicy The source's policy; omitted keeps it (auto-write for a new source). A change withdraws nothing already accepted.
+//
+// Example: manual
+type SourceInputPolicy string
 
 // Token defines model for Token.
 type Token struct {
@@ -769,6 +909,9 @@ type CreateSourceJSONRequestBody = SourceInput
 
 // PutSourceJSONRequestBody defines body for PutSource for application/json ContentType.
 type PutSourceJSONRequestBody = SourceInput
+
+// AcceptSourceJSONRequestBody defines body for AcceptSource for application/json ContentType.
+type AcceptSourceJSONRequestBody = AcceptSourceInputBody
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = CreateTokenInputBody
@@ -1074,6 +1217,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/v1/sources/{id} (the `PutSource` operationId).
 	PutSource(ctx context.Context, id string, body PutSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcceptSourceWithBody Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan).
+	//
+	// Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan). Needs the operator role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/sources/{id}/accept (the `AcceptSource` operationId).
+	AcceptSourceWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcceptSource Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan).
+	//
+	// Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan). Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/sources/{id}/accept (the `AcceptSource` operationId).
+	AcceptSource(ctx context.Context, id string, body AcceptSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSourceCandidate Get the candidate that waits for an operator: a commit and the change plan accepting it makes. 404 when none waits.
+	//
+	// Get the candidate that waits for an operator: a commit and the change plan accepting it makes. 404 when none waits. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/sources/{id}/candidate (the `GetSourceCandidate` operationId).
+	GetSourceCandidate(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResumeSource Resume a suspended source: its interval syncs and manual syncs work again.
 	//
@@ -1661,6 +1829,61 @@ func (c *Client) PutSourceWithBody(ctx context.Context, id string, contentType s
 // Corresponds with PUT /api/v1/sources/{id} (the `PutSource` operationId).
 func (c *Client) PutSource(ctx context.Context, id string, body PutSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutSourceRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcceptSourceWithBody Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan).
+//
+// Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan). Needs the operator role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/sources/{id}/accept (the `AcceptSource` operationId).
+func (c *Client) AcceptSourceWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcceptSourceRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcceptSource Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan).
+//
+// Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan). Needs the operator role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/sources/{id}/accept (the `AcceptSource` operationId).
+func (c *Client) AcceptSource(ctx context.Context, id string, body AcceptSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcceptSourceRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSourceCandidate Get the candidate that waits for an operator: a commit and the change plan accepting it makes. 404 when none waits.
+//
+// Get the candidate that waits for an operator: a commit and the change plan accepting it makes. 404 when none waits. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/sources/{id}/candidate (the `GetSourceCandidate` operationId).
+func (c *Client) GetSourceCandidate(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSourceCandidateRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2840,6 +3063,87 @@ func NewPutSourceRequestWithBody(server string, id string, contentType string, b
 	return req, nil
 }
 
+// NewAcceptSourceRequest calls the generic AcceptSource builder with application/json body
+func NewAcceptSourceRequest(server string, id string, body AcceptSourceJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAcceptSourceRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewAcceptSourceRequestWithBody constructs an http.Request for the AcceptSource method, with any body, and a specified content type
+func NewAcceptSourceRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sources/%s/accept", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetSourceCandidateRequest constructs an http.Request for the GetSourceCandidate method
+func NewGetSourceCandidateRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sources/%s/candidate", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewResumeSourceRequest constructs an http.Request for the ResumeSource method
 func NewResumeSourceRequest(server string, id string) (*http.Request, error) {
 	var err error
@@ -3519,6 +3823,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /api/v1/sources/{id} (the `PutSource` operationId).
 	PutSourceWithResponse(ctx context.Context, id string, body PutSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*PutSourceResponse, error)
+
+	// AcceptSourceWithBodyWithResponse Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan).
+	//
+	// Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan). Needs the operator role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/sources/{id}/accept (the `AcceptSource` operationId).
+	AcceptSourceWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcceptSourceResponse, error)
+
+	// AcceptSourceWithResponse Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan).
+	//
+	// Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan). Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/sources/{id}/accept (the `AcceptSource` operationId).
+	AcceptSourceWithResponse(ctx context.Context, id string, body AcceptSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*AcceptSourceResponse, error)
+
+	// GetSourceCandidateWithResponse Get the candidate that waits for an operator: a commit and the change plan accepting it makes. 404 when none waits.
+	//
+	// Get the candidate that waits for an operator: a commit and the change plan accepting it makes. 404 when none waits. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/sources/{id}/candidate (the `GetSourceCandidate` operationId).
+	GetSourceCandidateWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSourceCandidateResponse, error)
 
 	// ResumeSourceWithResponse Resume a suspended source: its interval syncs and manual syncs work again.
 	//
@@ -5613,6 +5944,172 @@ func (r PutSourceResponse) ContentType() string {
 	return ""
 }
 
+// AcceptSourceResponse202Headers the declared response headers of an HTTP 202 response for AcceptSource
+type AcceptSourceResponse202Headers struct {
+	Location *string
+}
+
+type AcceptSourceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *AcceptSourceResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r AcceptSourceResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AcceptSourceResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AcceptSourceResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AcceptSourceResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AcceptSourceResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AcceptSourceResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AcceptSourceResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AcceptSourceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AcceptSourceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcceptSourceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcceptSourceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSourceCandidateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Candidate
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSourceCandidateResponse) GetJSON200() *Candidate {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSourceCandidateResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetSourceCandidateResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSourceCandidateResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetSourceCandidateResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetSourceCandidateResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSourceCandidateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSourceCandidateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSourceCandidateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSourceCandidateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ResumeSourceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6662,6 +7159,51 @@ func (c *ClientWithResponses) PutSourceWithResponse(ctx context.Context, id stri
 		return nil, err
 	}
 	return ParsePutSourceResponse(rsp)
+}
+
+// AcceptSourceWithBodyWithResponse Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan).
+//
+// Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan). Needs the operator role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/sources/{id}/accept (the `AcceptSource` operationId).
+func (c *ClientWithResponses) AcceptSourceWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcceptSourceResponse, error) {
+	rsp, err := c.AcceptSourceWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcceptSourceResponse(rsp)
+}
+
+// AcceptSourceWithResponse Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan).
+//
+// Accept the source's candidate: apply its plan to the inventory, journaled, recording the policy line "Operator accepted (token name)" (and, under review, the reviewer and the plan). 409 when no candidate waits or it has moved on (another commit or plan). Needs the operator role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/sources/{id}/accept (the `AcceptSource` operationId).
+func (c *ClientWithResponses) AcceptSourceWithResponse(ctx context.Context, id string, body AcceptSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*AcceptSourceResponse, error) {
+	rsp, err := c.AcceptSource(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcceptSourceResponse(rsp)
+}
+
+// GetSourceCandidateWithResponse Get the candidate that waits for an operator: a commit and the change plan accepting it makes. 404 when none waits.
+//
+// Get the candidate that waits for an operator: a commit and the change plan accepting it makes. 404 when none waits. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/sources/{id}/candidate (the `GetSourceCandidate` operationId).
+func (c *ClientWithResponses) GetSourceCandidateWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSourceCandidateResponse, error) {
+	rsp, err := c.GetSourceCandidate(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSourceCandidateResponse(rsp)
 }
 
 // ResumeSourceWithResponse Resume a suspended source: its interval syncs and manual syncs work again.
@@ -8460,6 +9002,148 @@ func ParsePutSourceResponse(rsp *http.Response) (*PutSourceResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAcceptSourceResponse parses an HTTP response from a AcceptSourceWithResponse call
+func ParseAcceptSourceResponse(rsp *http.Response) (*AcceptSourceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcceptSourceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers AcceptSourceResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSourceCandidateResponse parses an HTTP response from a GetSourceCandidateWithResponse call
+func ParseGetSourceCandidateResponse(rsp *http.Response) (*GetSourceCandidateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSourceCandidateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Candidate
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel
