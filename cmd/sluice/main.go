@@ -26,7 +26,8 @@ Server:
 CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice sync [--wait] [--full] [--source S]
                                    sync a source now (default: the GitOps settings' source)
-  sluice sources                   list the sources
+  sluice sources                   list the sources, with their policies
+  sluice accept SOURCE             show a source's candidate and accept it (operator)
   sluice suspend|resume SOURCE     stop, or restart, a source's syncs (name or id)
   sluice status                    where sync stands
   sluice units [--status S] [--kind K] [--path-prefix P]
@@ -99,6 +100,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSources(ctx, rest, stdout, stderr)
 	case "suspend", "resume":
 		return runSuspend(ctx, cmd, rest, stdout, stderr)
+	case "accept":
+		return runAccept(ctx, rest, stdout, stderr)
 	case "units":
 		return runUnits(ctx, rest, stdout, stderr)
 	case "services":

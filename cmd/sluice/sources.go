@@ -8,6 +8,8 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/google/uuid"
+
 	"sluice/internal/apiclient"
 )
 
@@ -37,7 +39,7 @@ func runSources(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return printJSON(stdout, srcs)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tREPOSITORY\tBRANCH\tPATH\tINTERVAL\tSTATE\tID")
+	fmt.Fprintln(tw, "NAME\tREPOSITORY\tBRANCH\tPATH\tINTERVAL\tPOLICY\tSTATE\tID")
 	for _, s := range srcs {
 		interval := "manual"
 		if s.SyncIntervalSec > 0 {
@@ -51,7 +53,7 @@ func runSources(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if path == "" {
 			path = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.RepoUrl, s.Branch, path, interval, state, s.Id)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.RepoUrl, s.Branch, path, interval, s.Policy, state, s.Id)
 	}
 	return tw.Flush()
 }
@@ -100,4 +102,60 @@ func runSuspend(ctx context.Context, cmd string, args []string, stdout, stderr i
 		fmt.Fprintf(stdout, "source %s active\n", src.Name)
 	}
 	return nil
+}
+
+// runAccept shows the candidate of a source, accepts it with the commit and
+// fingerprint it showed (so that a newer fetch is never accepted unseen),
+// and follows the run: exit 0 only when it succeeded.
+func runAccept(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("accept", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	detach := fs.Bool("detach", false, "print the run's id and return instead of following it")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: sluice accept SOURCE (its name or id)")
+		return exitError{2}
+	}
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	cr, err := client.GetSourceCandidateWithResponse(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if cr.JSON200 == nil {
+		return apiError(cr.HTTPResponse, cr.Body)
+	}
+	c := cr.JSON200
+	fmt.Fprintf(stdout, "source %s (%s): %s, commit %s %s\n", c.Source, c.Policy, c.State, short(c.Commit), firstLine(c.CommitMessage))
+	for _, l := range []struct {
+		what  string
+		paths *[]string
+	}{{"create", c.Created}, {"update", c.Updated}, {"stale", c.Stale}} {
+		for _, p := range deref(l.paths) {
+			fmt.Fprintf(stdout, "  %-7s %s\n", l.what, p)
+		}
+	}
+	for _, inv := range deref(c.Invalid) {
+		fmt.Fprintf(stdout, "  invalid %s: %s\n", inv.Path, inv.Reason)
+	}
+	fmt.Fprintf(stdout, "fingerprint %s\n", c.Fingerprint)
+	ar, err := client.AcceptSourceWithResponse(ctx, fs.Arg(0), apiclient.AcceptSourceJSONRequestBody{Commit: c.Commit, Fingerprint: c.Fingerprint})
+	if err != nil {
+		return err
+	}
+	acc, err := answer202(ar.JSON202, ar.HTTPResponse, ar.Body)
+	if err != nil {
+		return err
+	}
+	id := uuid.UUID(acc.JournalId)
+	fmt.Fprintf(stderr, "accept %s queued: run %s\n", c.Source, id)
+	if *detach {
+		fmt.Fprintln(stdout, id)
+		return nil
+	}
+	return followRun(ctx, client, stdout, id)
 }

@@ -72,3 +72,35 @@ func TestCLISources(t *testing.T) {
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "404")
 }
+
+func TestCLIAccept(t *testing.T) {
+	t.Parallel()
+
+	repo := gittest.New(t)
+	repo.Commit(t, "first", map[string]string{"web.json": `{"kind":"Config","metadata":{"name":"web"},"spec":{}}`})
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbtest.NewDB(t), "SLUICE_DATA_DIR="+t.TempDir(), "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0")
+	cli := p.cliOut
+
+	status, body := p.do("POST", "/api/v1/sources", testToken, map[string]any{"name": "apps", "repoUrl": repo.Bare, "syncIntervalSec": 0, "policy": "review"})
+	require.Equal(t, http.StatusCreated, status, string(body))
+	out, code := cli("sources")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "review")
+
+	out, code = cli("sync", "--source", "apps", "--wait")
+	require.Equal(t, 0, code, out)
+	out, _ = cli("units")
+	require.NotContains(t, out, "web.json", "a review source's fetch waits")
+
+	out, code = cli("accept", "apps")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "Review required")
+	require.Contains(t, out, "create  web.json")
+	require.Contains(t, out, "succeeded")
+	out, _ = cli("units")
+	require.Contains(t, out, "web.json")
+
+	out, code = cli("accept", "apps")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "404")
+}
