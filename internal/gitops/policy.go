@@ -40,6 +40,10 @@ const (
 // waits reports whether a fetch under the policy waits for an operator.
 func (p Policy) waits() bool { return p == PolicyManual || p == PolicyReview }
 
+// Waits is waits for other packages: a deploy refuses to push a pin that
+// would only wait as a candidate.
+func (p Policy) Waits() bool { return p.waits() }
+
 // ParsePolicy checks a policy's name; "" is PolicyAutoWrite.
 func ParsePolicy(s string) (Policy, error) {
 	switch p := Policy(s); p {

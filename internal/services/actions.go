@@ -109,6 +109,9 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	if err := s.requireArtifact(ctx, target); err != nil {
 		return out, err
 	}
+	if err := pinAllowedTx(ctx, db.New(s.Pool), u, name); err != nil {
+		return out, err
+	}
 	from := deref(u.RunningDigest)
 	res.DigestFrom, res.DigestTo = from, target
 	out.DigestFrom, out.DigestTo = from, target

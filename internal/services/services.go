@@ -160,6 +160,9 @@ func (s *Service) RequestDeploy(ctx context.Context, name, digest, requestedBy s
 		if spec.Digest() == d {
 			return errs.Errorf(errs.Conflict, "Git already pins %s to %s, so there is nothing to deploy. To re-apply what Git holds (env, args, the template), converge: `sluice converge %s`.", name, d, name)
 		}
+		if err := pinAllowedTx(ctx, db.New(tx), u, name); err != nil {
+			return err
+		}
 		// In tx, not on another connection: artifacts are never deleted, so
 		// what this sees holds until commit.
 		if err := requireArtifactTx(ctx, db.New(tx), d); err != nil {
@@ -193,6 +196,9 @@ func (s *Service) RequestRollback(ctx context.Context, name, requestedBy string)
 		}
 		if prev == "" {
 			return errs.Errorf(errs.Conflict, "Service %s has no previous healthy digest: no succeeded run left a digest other than the pin %s running.", name, spec.Digest())
+		}
+		if err := pinAllowedTx(ctx, q, u, name); err != nil {
+			return err
 		}
 		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 			Args:        &RollbackArgs{Service: name},
@@ -257,6 +263,20 @@ func requireArtifactTx(ctx context.Context, q *db.Queries, digest string) error 
 	}
 	if err != nil {
 		return fmt.Errorf("look up artifact %s: %w", digest, err)
+	}
+	return nil
+}
+
+// pinAllowedTx refuses a deploy or rollback of a service whose source waits
+// for an operator (manual, review): its pin commit would only become a
+// candidate, so the deploy could not run what it pinned.
+func pinAllowedTx(ctx context.Context, q *db.Queries, u *db.Unit, name string) error {
+	src, err := q.SourceGet(ctx, u.SourceID)
+	if err != nil {
+		return fmt.Errorf("load the source of %s: %w", name, err)
+	}
+	if gitops.Policy(src.Policy).Waits() {
+		return errs.Errorf(errs.Conflict, "Source %s of service %s has the %s policy, so a deploy's pin commit would wait as a candidate instead of running. Pin the digest in Git, accept it (`sluice accept %s`) and converge, or give the source the auto-write policy.", src.Name, name, src.Policy, src.Name)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"sluice/db"
 	"sluice/internal/errs"
+	"sluice/internal/gitops"
 	"sluice/internal/gittest"
 	"sluice/internal/journal"
 	"sluice/internal/services"
@@ -491,5 +492,42 @@ func TestServiceDriftCheck(t *testing.T) {
 		findings := strings.Join(d.Findings, "\n")
 		require.Contains(t, findings, "The unit file on disk hashes to")
 		require.Contains(t, findings, "No process runs")
+	})
+}
+
+func TestPolicies(t *testing.T) {
+	t.Parallel()
+
+	t.Run("UnderManualADeployIsRefusedAndConvergeAppliesOnlyWhatWasAccepted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.converged(t, map[string]string{"GREETING": "hi"})
+		_, err := b.gitops.SetPolicy(b.ctx, gitops.DefaultSourceName, gitops.PolicyManual)
+		require.NoError(t, err)
+
+		_, err = b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice")
+		require.Equal(t, errs.Conflict, errs.CodeOf(err))
+		require.Contains(t, err.Error(), "manual policy")
+		before := gittest.Git(t, b.Bare, "rev-parse", "main")
+
+		// An edit in Git waits as a candidate: the converge's sync does not
+		// accept it, and the converge applies what was accepted.
+		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digests["v1"], map[string]string{"GREETING": "hello there"}, 20))
+		require.NotEqual(t, before, edit)
+		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+		require.Equal(t, "hi", b.hello(t).Greeting)
+		cand, err := b.gitops.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		require.NoError(t, err)
+		require.Equal(t, edit, cand.Commit)
+
+		acc, err := b.gitops.RequestAccept(b.ctx, gitops.DefaultSourceName, "alice", cand.Commit, cand.Fingerprint)
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, acc.Run.ID).State)
+		res, err = b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+		require.Equal(t, "hello there", b.hello(t).Greeting)
 	})
 }
