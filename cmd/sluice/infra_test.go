@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,4 +112,61 @@ func TestServeKillNineMidApply(t *testing.T) {
 	r = p2.waitRunLong(id2, "succeeded")
 	require.NoError(t, conn.QueryRow(context.Background(), `SELECT status FROM unit WHERE name = 'slow'`).Scan(&status))
 	require.Equal(t, "applied", status)
+}
+
+func TestServeAutoDeploy(t *testing.T) {
+	t.Parallel()
+	repo := gittest.New(t)
+	repo.Commit(t, "a service and a network", map[string]string{
+		"services/web.json":         `{"kind":"Service","metadata":{"name":"web"},"spec":{"runtime":"exec","image":"sha256:` + strings.Repeat("0", 64) + `"}}`,
+		"infra/net.json":            `{"kind":"Infrastructure","metadata":{"name":"net"},"spec":{"module":"infra/modules/net","autoApply":true}}`,
+		"infra/lan.json":            `{"kind":"Infrastructure","metadata":{"name":"lan"},"spec":{"module":"infra/modules/net"}}`,
+		"infra/modules/net/main.tf": "resource \"terraform_data\" \"net\" {\n  input = \"net\"\n}\n",
+	})
+	dbURL := dbtest.NewDB(t)
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+t.TempDir(),
+		"SLUICE_GITOPS_REPO_URL="+repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0")
+
+	status, body := p.do("GET", "/api/v1/sources/default", testToken, nil)
+	require.Equal(t, http.StatusOK, status, string(body))
+	var src map[string]any
+	require.NoError(t, json.Unmarshal(body, &src))
+	put := map[string]any{"name": "default", "repoUrl": src["repoUrl"], "branch": src["branch"], "path": src["path"],
+		"syncIntervalSec": src["syncIntervalSec"], "policy": "auto-deploy"}
+	status, body = p.do("PUT", "/api/v1/sources/default", testToken, put)
+	require.Equal(t, http.StatusOK, status, string(body))
+
+	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	// The sync applied without an operator, then asked, as system, for a
+	// converge of the service, an apply of the autoApply unit and a plan of
+	// the other.
+	type ask struct{ action, state string }
+	asked := func() map[string]ask {
+		rows, err := conn.Query(context.Background(), `SELECT r.action, r.state, coalesce(u.name, r.target)
+			FROM journal_run r LEFT JOIN unit u ON u.id::text = r.target OR (u.name = r.target AND u.kind = 'Service')
+			WHERE r.requested_by = 'system' AND r.action IN ('converge', 'plan', 'apply')`)
+		require.NoError(t, err)
+		defer rows.Close()
+		out := map[string]ask{}
+		for rows.Next() {
+			var a ask
+			var name string
+			require.NoError(t, rows.Scan(&a.action, &a.state, &name))
+			out[name] = a
+		}
+		return out
+	}
+	require.Eventually(t, func() bool {
+		got := asked()
+		return len(got) == 3 && got["net"].state == "succeeded" && got["lan"].state == "succeeded" &&
+			(got["web"].state == "failed" || got["web"].state == "succeeded")
+	}, 60*time.Second, 50*time.Millisecond, "%v", asked())
+	got := asked()
+	require.Equal(t, "converge", got["web"].action)
+	require.Equal(t, "failed", got["web"].state, "its artifact is not stored")
+	require.Equal(t, "apply", got["net"].action)
+	require.Equal(t, "plan", got["lan"].action)
 }
