@@ -300,6 +300,116 @@ func (q *Queries) JournalRunJoin(ctx context.Context, id uuid.UUID) (*JournalRun
 	return &i, err
 }
 
+const journalRunLastAcceptanceOf = `-- name: JournalRunLastAcceptanceOf :many
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+WHERE target = $1 AND action = ANY($2::text[]) AND state = 'succeeded'
+  AND coalesce(result->>'candidateWaits', 'false') <> 'true'
+ORDER BY finished_at DESC, id DESC
+LIMIT 1
+`
+
+type JournalRunLastAcceptanceOfParams struct {
+	Target  string
+	Actions []string
+}
+
+// JournalRunLastAcceptanceOf returns the newest succeeded run of the actions
+// on target that applied what it fetched or accepted, rather than keeping it
+// as a candidate (none or one row).
+func (q *Queries) JournalRunLastAcceptanceOf(ctx context.Context, arg *JournalRunLastAcceptanceOfParams) ([]*JournalRun, error) {
+	rows, err := q.db.Query(ctx, journalRunLastAcceptanceOf, arg.Target, arg.Actions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JournalRun
+	for rows.Next() {
+		var i JournalRun
+		if err := rows.Scan(
+			&i.ID,
+			&i.Action,
+			&i.Target,
+			&i.State,
+			&i.RequestedBy,
+			&i.RequestedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.RiverJobID,
+			&i.Attempt,
+			&i.Joined,
+			&i.RetryOf,
+			&i.Params,
+			&i.Error,
+			&i.Result,
+			&i.GitCommit,
+			&i.DigestFrom,
+			&i.DigestTo,
+			&i.LastSeq,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const journalRunLatestFinishedOf = `-- name: JournalRunLatestFinishedOf :many
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+WHERE target = $1 AND action = ANY($2::text[]) AND finished_at IS NOT NULL
+ORDER BY finished_at DESC, id DESC
+LIMIT 1
+`
+
+type JournalRunLatestFinishedOfParams struct {
+	Target  string
+	Actions []string
+}
+
+// JournalRunLatestFinishedOf returns the newest finished run of the actions
+// on target (none or one row).
+func (q *Queries) JournalRunLatestFinishedOf(ctx context.Context, arg *JournalRunLatestFinishedOfParams) ([]*JournalRun, error) {
+	rows, err := q.db.Query(ctx, journalRunLatestFinishedOf, arg.Target, arg.Actions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JournalRun
+	for rows.Next() {
+		var i JournalRun
+		if err := rows.Scan(
+			&i.ID,
+			&i.Action,
+			&i.Target,
+			&i.State,
+			&i.RequestedBy,
+			&i.RequestedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.RiverJobID,
+			&i.Attempt,
+			&i.Joined,
+			&i.RetryOf,
+			&i.Params,
+			&i.Error,
+			&i.Result,
+			&i.GitCommit,
+			&i.DigestFrom,
+			&i.DigestTo,
+			&i.LastSeq,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const journalRunLatestForJob = `-- name: JournalRunLatestForJob :one
 SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
 WHERE river_job_id = $1
@@ -488,6 +598,58 @@ func (q *Queries) JournalRunReleaseLiveness(ctx context.Context, key int64) (boo
 	var released bool
 	err := row.Scan(&released)
 	return released, err
+}
+
+const journalRunRunningOf = `-- name: JournalRunRunningOf :many
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+WHERE target = $1 AND action = ANY($2::text[]) AND state = 'running'
+ORDER BY started_at DESC
+`
+
+type JournalRunRunningOfParams struct {
+	Target  string
+	Actions []string
+}
+
+// JournalRunRunningOf lists the running runs of the actions on target.
+func (q *Queries) JournalRunRunningOf(ctx context.Context, arg *JournalRunRunningOfParams) ([]*JournalRun, error) {
+	rows, err := q.db.Query(ctx, journalRunRunningOf, arg.Target, arg.Actions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JournalRun
+	for rows.Next() {
+		var i JournalRun
+		if err := rows.Scan(
+			&i.ID,
+			&i.Action,
+			&i.Target,
+			&i.State,
+			&i.RequestedBy,
+			&i.RequestedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.RiverJobID,
+			&i.Attempt,
+			&i.Joined,
+			&i.RetryOf,
+			&i.Params,
+			&i.Error,
+			&i.Result,
+			&i.GitCommit,
+			&i.DigestFrom,
+			&i.DigestTo,
+			&i.LastSeq,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const journalRunSetDigests = `-- name: JournalRunSetDigests :one

@@ -123,3 +123,27 @@ SELECT * FROM journal_run
 WHERE river_job_id = @river_job_id
 ORDER BY requested_at DESC, id DESC
 LIMIT 1;
+
+-- name: JournalRunRunningOf :many
+-- JournalRunRunningOf lists the running runs of the actions on target.
+SELECT * FROM journal_run
+WHERE target = @target AND action = ANY(@actions::text[]) AND state = 'running'
+ORDER BY started_at DESC;
+
+-- name: JournalRunLatestFinishedOf :many
+-- JournalRunLatestFinishedOf returns the newest finished run of the actions
+-- on target (none or one row).
+SELECT * FROM journal_run
+WHERE target = @target AND action = ANY(@actions::text[]) AND finished_at IS NOT NULL
+ORDER BY finished_at DESC, id DESC
+LIMIT 1;
+
+-- name: JournalRunLastAcceptanceOf :many
+-- JournalRunLastAcceptanceOf returns the newest succeeded run of the actions
+-- on target that applied what it fetched or accepted, rather than keeping it
+-- as a candidate (none or one row).
+SELECT * FROM journal_run
+WHERE target = @target AND action = ANY(@actions::text[]) AND state = 'succeeded'
+  AND coalesce(result->>'candidateWaits', 'false') <> 'true'
+ORDER BY finished_at DESC, id DESC
+LIMIT 1;

@@ -202,11 +202,11 @@ func (s *Service) GetCandidate(ctx context.Context, key string) (*Candidate, err
 		return nil, fmt.Errorf("get the candidate of %s: %w", src.Name, err)
 	}
 	out := &Candidate{
-		SourceID: src.ID, Source: src.Name, Policy: Policy(src.Policy), State: "Review required",
+		SourceID: src.ID, Source: src.Name, Policy: Policy(src.Policy), State: string(SourceReviewRequired),
 		CommitMessage: row.CommitMessage, RunID: row.RunID, FetchedAt: row.FetchedAt,
 	}
 	if out.Policy == PolicyManual {
-		out.State = "Pending update"
+		out.State = string(SourcePendingUpdate)
 	}
 	if err := json.Unmarshal(row.Summary, &out.PlanDigest); err != nil {
 		return nil, fmt.Errorf("decode the candidate of %s: %w", src.Name, err)

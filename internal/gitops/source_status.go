@@ -1,0 +1,355 @@
+package gitops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"sluice/db"
+	"sluice/internal/journal"
+)
+
+// SourceState is the one state a source is in, as the API and the CLI say
+// it. DeriveSourceStatus picks the first of these that holds, in this order.
+//
+// "Recovering" is not among them: nothing records that a recovery of a
+// source is under way (journal.Recover finishes dead runs in one short
+// transaction per run), so no state could be derived from evidence.
+type SourceState string
+
+// The source states, in the order they are tried.
+const (
+	// SourceFetching: a sync of the source is running.
+	SourceFetching SourceState = "Fetching"
+	// SourceApplying: an accept of the source's candidate is running.
+	SourceApplying SourceState = "Applying"
+	// SourceOutcomeUnknown: the newest finished sync or accept is unknown;
+	// it holds until the next one finishes.
+	SourceOutcomeUnknown SourceState = "Outcome unknown"
+	// SourceSuspended: the source gets no interval syncs, and manual ones are refused.
+	SourceSuspended SourceState = "Suspended"
+	// SourceFailed: the newest finished sync or accept failed and no
+	// interval tick will try again (interval 0).
+	SourceFailed SourceState = "Source failed"
+	// SourceRetryScheduled: it failed, and the next interval tick will try again.
+	SourceRetryScheduled SourceState = "Retry scheduled"
+	// SourceReconcileRequired: a candidate waits, and what was accepted or
+	// fetched no longer matches the repository, branch and path in force.
+	SourceReconcileRequired SourceState = "Reconcile required"
+	// SourcePendingBlocked: the candidate that waits has invalid units.
+	SourcePendingBlocked SourceState = "Pending update blocked"
+	// SourceReviewRequired: a candidate waits under the review policy.
+	SourceReviewRequired SourceState = "Review required"
+	// SourcePendingUpdate: a candidate waits under the manual policy.
+	SourcePendingUpdate SourceState = "Pending update"
+	// SourceAccepted: a synced commit is in force.
+	SourceAccepted SourceState = "Accepted"
+	// SourceNeverReconciled: nothing was ever synced into the inventory.
+	SourceNeverReconciled SourceState = "Never reconciled"
+)
+
+// Tone says how much a state asks of an operator.
+type Tone string
+
+// The tones.
+const (
+	ToneOK    Tone = "ok"    // nothing to do
+	ToneInfo  Tone = "info"  // under way, or not started: nothing is wrong
+	ToneWarn  Tone = "warn"  // an operator decides or waits on something
+	ToneError Tone = "error" // something failed and needs an operator
+)
+
+// SourceStateTones is the one table of source states and their tones; a
+// state whose tone is warn or error blocks and counts as an issue.
+var SourceStateTones = map[SourceState]Tone{
+	SourceFetching:          ToneInfo,
+	SourceApplying:          ToneInfo,
+	SourceOutcomeUnknown:    ToneError,
+	SourceSuspended:         ToneWarn,
+	SourceFailed:            ToneError,
+	SourceRetryScheduled:    ToneWarn,
+	SourceReconcileRequired: ToneWarn,
+	SourcePendingBlocked:    ToneError,
+	SourceReviewRequired:    ToneWarn,
+	SourcePendingUpdate:     ToneWarn,
+	SourceAccepted:          ToneOK,
+	SourceNeverReconciled:   ToneInfo,
+}
+
+// Blocks reports whether the state needs an operator.
+func (s SourceState) Blocks() bool {
+	t := SourceStateTones[s]
+	return t == ToneWarn || t == ToneError
+}
+
+// SourceStatus is the status answer of one source.
+type SourceStatus struct {
+	Source string
+	Answer Answer
+	// Path is the stages between Git and the inventory; for now one,
+	// "source".
+	Path     []Stage
+	Evidence Evidence
+	// NextSyncAt is when the next interval tick comes; nil when syncs are
+	// manual only or the source is suspended.
+	NextSyncAt *time.Time
+}
+
+// Answer is the first thing that needs an operator, or the state when
+// nothing does.
+type Answer struct {
+	State  SourceState
+	Tone   Tone
+	Reason string
+	// Action is the command that moves the source on; "" when none is needed.
+	Action string
+	// Others counts the other issues (blocking states that hold too).
+	Others int
+	// Partial is true when some of the evidence could not be proven
+	// (Evidence.Unproven says what).
+	Partial bool
+}
+
+// Stage is one stage of the path and its state; Reason is set when it blocks.
+type Stage struct {
+	Name   string
+	State  SourceState
+	Reason string
+}
+
+// Evidence is the grants the journal records, and what it cannot prove.
+type Evidence struct {
+	// LastAcceptance is the newest receipt that put a commit in force; nil
+	// when none exists.
+	LastAcceptance *Acceptance
+	// Unproven lists, in sentences, what could not be proven.
+	Unproven []string
+}
+
+// Acceptance is a receipt that put a commit of the source in force.
+type Acceptance struct {
+	RunID  uuid.UUID
+	Action string
+	// By is the token name that asked, or "system" for a tick.
+	By string
+	// Decision is the policy line: DecisionAuto or "Operator accepted (name)".
+	Decision string
+	// Policy is the policy in force when it was accepted; "" on receipts
+	// older than policies.
+	Policy string
+	At     time.Time
+	Commit string
+}
+
+// sourceActions are the runs that move a source's inventory.
+var sourceActions = []string{SyncArgs{}.Kind(), AcceptArgs{}.Kind()}
+
+// GetSourceStatus answers the status of the source key names.
+func (s *Service) GetSourceStatus(ctx context.Context, key string) (*SourceStatus, error) {
+	q := db.New(s.Pool)
+	src, err := findSource(ctx, q, key)
+	if err != nil {
+		return nil, err
+	}
+	in := SourceFacts{Source: src, Now: time.Now()}
+	t, a := src.Name, sourceActions
+	if in.Running, err = q.JournalRunRunningOf(ctx, &db.JournalRunRunningOfParams{Target: t, Actions: a}); err != nil {
+		return nil, fmt.Errorf("list running runs of %s: %w", src.Name, err)
+	}
+	last, err := q.JournalRunLatestFinishedOf(ctx, &db.JournalRunLatestFinishedOfParams{Target: t, Actions: a})
+	if err != nil {
+		return nil, fmt.Errorf("find the newest run of %s: %w", src.Name, err)
+	}
+	if len(last) > 0 {
+		in.LastFinished = last[0]
+	}
+	acc, err := q.JournalRunLastAcceptanceOf(ctx, &db.JournalRunLastAcceptanceOfParams{Target: t, Actions: a})
+	if err != nil {
+		return nil, fmt.Errorf("find the last acceptance of %s: %w", src.Name, err)
+	}
+	if len(acc) > 0 {
+		in.LastAcceptance = acc[0]
+	}
+	row, err := q.SourceCandidateGet(ctx, src.ID)
+	switch {
+	case err == nil:
+		in.Candidate = row
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("get the candidate of %s: %w", src.Name, err)
+	}
+	return DeriveSourceStatus(in)
+}
+
+// SourceFacts is what DeriveSourceStatus decides from.
+type SourceFacts struct {
+	Source *db.Source
+	// Running are the sync and accept runs of the source that are running.
+	Running []*db.JournalRun
+	// LastFinished is the newest finished sync or accept; nil when none.
+	LastFinished *db.JournalRun
+	// LastAcceptance is the newest succeeded run that applied; nil when none.
+	LastAcceptance *db.JournalRun
+	// Candidate is the candidate that waits; nil when none.
+	Candidate *db.SourceCandidate
+	Now       time.Time
+}
+
+// DeriveSourceStatus picks the source's state, the first of SourceState's
+// order that holds, and counts the other blocking states that hold too.
+//
+// Reconcile required holds when a candidate waits and either the candidate
+// was fetched with another repository, branch or path than the source has
+// now (accepting it would apply a plan of settings no longer in force), or a
+// commit was accepted and the synced commit has since been forgotten, which
+// only a change of repository, branch or path does (SourceUpdateSettings):
+// the inventory holds what older settings gave.
+func DeriveSourceStatus(in SourceFacts) (*SourceStatus, error) {
+	src := in.Source
+	name := src.Name
+	st := &SourceStatus{Source: name}
+	if src.SyncIntervalSec > 0 && src.SuspendedAt == nil {
+		next := in.Now // never ticked: due now
+		if src.LastTickAt != nil {
+			next = src.LastTickAt.Add(time.Duration(src.SyncIntervalSec) * time.Second)
+		}
+		st.NextSyncAt = &next
+	}
+	var unproven []string
+	type hold struct {
+		state          SourceState
+		reason, action string
+	}
+	var holds []hold
+	add := func(state SourceState, action, format string, a ...any) {
+		holds = append(holds, hold{state, fmt.Sprintf(format, a...), action})
+	}
+	follow := func(r *db.JournalRun) string { return "sluice journal " + r.ID.String() + " --follow" }
+	syncCmd := "sluice sync --source " + name
+
+	for _, r := range in.Running {
+		if r.Action == (SyncArgs{}).Kind() {
+			add(SourceFetching, follow(r), "Sync run %s is fetching and planning %s.", r.ID, name)
+		}
+	}
+	for _, r := range in.Running {
+		if r.Action == (AcceptArgs{}).Kind() {
+			add(SourceApplying, follow(r), "Accept run %s is applying commit %s.", r.ID, short(deref(r.GitCommit)))
+		}
+	}
+	if len(in.Running) > 0 {
+		unproven = append(unproven, "a run of the source is still running, so its outcome is not known yet")
+	}
+	if last := in.LastFinished; last != nil {
+		switch last.State {
+		case journal.StateUnknown:
+			add(SourceOutcomeUnknown, syncCmd, "The outcome of %s run %s is unknown: %s", last.Action, last.ID, deref(last.Error))
+			unproven = append(unproven, fmt.Sprintf("run %s did not record its outcome", last.ID))
+		case journal.StateFailed:
+			if st.NextSyncAt == nil && src.SuspendedAt == nil {
+				add(SourceFailed, syncCmd, "The last %s failed and no interval sync will try again: %s", last.Action, deref(last.Error))
+			} else if st.NextSyncAt != nil {
+				add(SourceRetryScheduled, syncCmd, "The last %s failed; the next interval sync is at %s: %s", last.Action, st.NextSyncAt.UTC().Format(time.RFC3339), deref(last.Error))
+			}
+			unproven = append(unproven, "the newest "+last.Action+" failed, so what the branch holds now is not known")
+		}
+	}
+	if src.SuspendedAt != nil {
+		// Suspended outranks a failure, whose retry it holds off.
+		add(SourceSuspended, "sluice resume "+name, "Source %s is suspended since %s: it gets no interval syncs and refuses manual ones.", name, src.SuspendedAt.UTC().Format(time.RFC3339))
+		if in.LastFinished != nil && in.LastFinished.State == journal.StateFailed {
+			add(SourceFailed, syncCmd, "The last %s failed and no interval sync will try again while the source is suspended: %s", in.LastFinished.Action, deref(in.LastFinished.Error))
+		}
+	}
+
+	accepted := in.LastAcceptance != nil || src.SyncedCommit != nil
+	settingsChanged := in.LastAcceptance != nil && src.SyncedCommit == nil
+	if settingsChanged {
+		unproven = append(unproven, fmt.Sprintf("the accepted commit %s was synced with another repository, branch or path than those in force", short(deref(in.LastAcceptance.GitCommit))))
+	}
+	if c := in.Candidate; c != nil {
+		var sp storedPlan
+		if err := json.Unmarshal(c.Plan, &sp); err != nil {
+			return nil, fmt.Errorf("decode the candidate of %s: %w", name, err)
+		}
+		var digest PlanDigest
+		if err := json.Unmarshal(c.Summary, &digest); err != nil {
+			return nil, fmt.Errorf("decode the candidate of %s: %w", name, err)
+		}
+		fetchedOther := sp.RepoURL != src.RepoUrl || sp.Branch != src.Branch || sp.Path != src.Path
+		switch {
+		case fetchedOther:
+			add(SourceReconcileRequired, syncCmd, "Candidate %s was fetched from branch %s, path %q, but the source now tracks branch %s, path %q (or another repository); sync to fetch with the settings in force.",
+				short(c.GitCommit), sp.Branch, sp.Path, src.Branch, src.Path)
+			unproven = append(unproven, "no sync has finished since the settings changed")
+		case settingsChanged:
+			add(SourceReconcileRequired, "sluice accept "+name, "The inventory holds commit %s, synced with other settings than those in force; candidate %s, fetched with the settings in force, waits to replace it.",
+				short(deref(in.LastAcceptance.GitCommit)), short(c.GitCommit))
+		case len(digest.Invalid) > 0:
+			add(SourcePendingBlocked, syncCmd, "Candidate %s has %d invalid units (first: %s: %s); fix them in Git, then sync.",
+				short(c.GitCommit), len(digest.Invalid), digest.Invalid[0].Path, digest.Invalid[0].Reason)
+		case Policy(src.Policy) == PolicyManual:
+			add(SourcePendingUpdate, "sluice accept "+name, "Candidate %s (%q) waits for an operator to accept it.", short(c.GitCommit), c.CommitMessage)
+		default:
+			add(SourceReviewRequired, "sluice accept "+name, "Candidate %s (%q) waits for an operator to review and accept it.", short(c.GitCommit), c.CommitMessage)
+		}
+	} else if settingsChanged {
+		unproven = append(unproven, "no sync has finished since the settings changed")
+	}
+	switch {
+	case accepted && settingsChanged:
+		add(SourceAccepted, syncCmd, "The inventory holds commit %s, synced with other settings than those in force; the next sync reconciles it.", short(deref(in.LastAcceptance.GitCommit)))
+	case accepted:
+		add(SourceAccepted, "", "Commit %s is in force.", short(deref(src.SyncedCommit)))
+	default:
+		add(SourceNeverReconciled, syncCmd, "No commit of %s has been synced into the inventory yet.", name)
+		unproven = append(unproven, "no sync of the source has applied a commit")
+	}
+
+	first := holds[0]
+	st.Answer = Answer{State: first.state, Tone: SourceStateTones[first.state], Reason: first.reason, Action: first.action}
+	for _, h := range holds[1:] {
+		if h.state.Blocks() && h.state != first.state {
+			st.Answer.Others++
+		}
+	}
+	stage := Stage{Name: "source", State: first.state}
+	if first.state.Blocks() {
+		stage.Reason = first.reason
+	}
+	st.Path = []Stage{stage}
+	if r := in.LastAcceptance; r != nil {
+		st.Evidence.LastAcceptance = acceptanceOf(r)
+	} else if src.SyncedCommit != nil {
+		unproven = append(unproven, fmt.Sprintf("no receipt records who accepted commit %s", short(*src.SyncedCommit)))
+	}
+	st.Evidence.Unproven = unproven
+	st.Answer.Partial = len(unproven) > 0
+	return st, nil
+}
+
+func acceptanceOf(r *db.JournalRun) *Acceptance {
+	a := &Acceptance{RunID: r.ID, Action: r.Action, By: r.RequestedBy, Commit: deref(r.GitCommit), Decision: DecisionAuto}
+	if r.FinishedAt != nil {
+		a.At = *r.FinishedAt
+	}
+	var res Result
+	if len(r.Result) > 0 && json.Unmarshal(r.Result, &res) == nil {
+		if res.Decision != "" {
+			a.Decision = res.Decision
+		}
+		a.Policy = res.Policy
+	}
+	return a
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
