@@ -104,6 +104,71 @@ type InvalidUnit struct {
 
 type candidateOutput struct{ Body Candidate }
 
+// SourceStatus is a source's status answer: the first thing that needs an
+// operator, the path from Git to the inventory, and the evidence.
+type SourceStatus struct {
+	Source     string       `json:"source" example:"apps"`
+	Answer     StatusAnswer `json:"answer"`
+	Path       []PathStage  `json:"path" doc:"The stages from Git to the inventory; for now one, source."`
+	Evidence   Evidence     `json:"evidence"`
+	NextSyncAt *time.Time   `json:"nextSyncAt,omitempty" doc:"The next interval sync; absent when syncs are manual only or the source is suspended."`
+}
+
+// StatusAnswer is the first thing that needs an operator, or the state when
+// nothing does.
+type StatusAnswer struct {
+	State   string `json:"state" enum:"Fetching,Applying,Outcome unknown,Suspended,Source failed,Retry scheduled,Reconcile required,Pending update blocked,Review required,Pending update,Accepted,Never reconciled" doc:"The first of the source states that holds (see the README's table)." example:"Pending update"`
+	Tone    string `json:"tone" enum:"ok,info,warn,error"`
+	Reason  string `json:"reason" doc:"Why, in a sentence."`
+	Action  string `json:"action" doc:"The command that moves the source on; empty when none is needed." example:"sluice accept apps"`
+	Others  int    `json:"others" doc:"How many other issues hold besides this one."`
+	Partial bool   `json:"partial" doc:"Some evidence could not be proven; evidence.unproven says what."`
+}
+
+// PathStage is one stage of the path and its state.
+type PathStage struct {
+	Stage  string `json:"stage" example:"source"`
+	State  string `json:"state" example:"Accepted"`
+	Reason string `json:"reason,omitempty" doc:"Why it blocks; absent when it does not."`
+}
+
+// Evidence is what the journal's receipts grant, and what they cannot prove.
+type Evidence struct {
+	LastAcceptance *AcceptanceEvidence `json:"lastAcceptance,omitempty" doc:"The newest receipt that put a commit in force."`
+	Unproven       []string            `json:"unproven" doc:"What could not be proven."`
+}
+
+// AcceptanceEvidence is a receipt that put a commit of the source in force.
+type AcceptanceEvidence struct {
+	JournalID uuid.UUID `json:"journalId" format:"uuid"`
+	Action    string    `json:"action" example:"accept_source"`
+	By        string    `json:"by" doc:"The token name that asked, or system." example:"alice"`
+	Decision  string    `json:"decision" doc:"The policy line that decided." example:"Operator accepted (alice)"`
+	Policy    string    `json:"policy,omitempty" example:"manual"`
+	At        time.Time `json:"at"`
+	Commit    string    `json:"commit"`
+}
+
+type sourceStatusOutput struct{ Body SourceStatus }
+
+func sourceStatusOut(st *gitops.SourceStatus) SourceStatus {
+	a := st.Answer
+	out := SourceStatus{
+		Source: st.Source, NextSyncAt: st.NextSyncAt,
+		Answer: StatusAnswer{State: string(a.State), Tone: string(a.Tone), Reason: a.Reason, Action: a.Action, Others: a.Others, Partial: a.Partial},
+		Path:   []PathStage{}, Evidence: Evidence{Unproven: nonNil(st.Evidence.Unproven)},
+	}
+	for _, s := range st.Path {
+		out.Path = append(out.Path, PathStage{Stage: s.Name, State: string(s.State), Reason: s.Reason})
+	}
+	if acc := st.Evidence.LastAcceptance; acc != nil {
+		out.Evidence.LastAcceptance = &AcceptanceEvidence{
+			JournalID: acc.RunID, Action: acc.Action, By: acc.By, Decision: acc.Decision, Policy: acc.Policy, At: acc.At, Commit: acc.Commit,
+		}
+	}
+	return out
+}
+
 type acceptSourceInput struct {
 	ID   string `path:"id" doc:"The source's id or name." example:"apps"`
 	Body struct {
@@ -189,6 +254,18 @@ func registerSources(api huma.API, d Deps) {
 		}
 		return accepted(res), nil
 	})
+
+	register(api, d, op("get-source-status", http.MethodGet, "/sources/{id}/status",
+		"Get a source's status answer: its state (the first that holds), why, the command that moves it on, "+
+			"how many other issues hold, the path and the evidence the journal's receipts grant.",
+		auth.RoleViewer, http.StatusNotFound),
+		func(ctx context.Context, in *sourceRef) (*sourceStatusOutput, error) {
+			st, err := d.GitOps.GetSourceStatus(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &sourceStatusOutput{Body: sourceStatusOut(st)}, nil
+		})
 
 	register(api, d, op("get-source-candidate", http.MethodGet, "/sources/{id}/candidate",
 		"Get the candidate that waits for an operator: a commit and the change plan accepting it makes. 404 when none waits.",

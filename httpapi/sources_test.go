@@ -149,6 +149,27 @@ func TestSources(t *testing.T) {
 			return r.State == "succeeded"
 		}, 20*time.Second, 20*time.Millisecond)
 		require.JSONEq(t, `["api.json","web.json"]`, jsonField(t, r.Result, "created"))
+
+		var st struct {
+			Answer struct {
+				State, Tone, Action string
+				Others              int
+				Partial             bool
+			}
+			Path []struct{ Stage, State string }
+			Evidence struct {
+				LastAcceptance *struct{ By, Decision, Commit string }
+				Unproven       []string
+			}
+		}
+		b.get(t, "/api/v1/sources/apps/status", b.viewer).decode(t, http.StatusOK, &st)
+		require.Equal(t, "Accepted", st.Answer.State)
+		require.Equal(t, "ok", st.Answer.Tone)
+		require.Equal(t, "source", st.Path[0].Stage)
+		require.NotNil(t, st.Evidence.LastAcceptance)
+		require.Equal(t, "Applies without an operator", st.Evidence.LastAcceptance.Decision)
+		require.Equal(t, "otto-operator", st.Evidence.LastAcceptance.By)
+		require.NotNil(t, st.Evidence.Unproven)
 	})
 
 	t.Run("CredentialsAreMaskedEverywhere", func(t *testing.T) {

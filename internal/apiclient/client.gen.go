@@ -20,16 +20,16 @@ import (
 
 // Defines values for CandidateState.
 const (
-	PendingUpdate  CandidateState = "Pending update"
-	ReviewRequired CandidateState = "Review required"
+	CandidateStatePendingUpdate  CandidateState = "Pending update"
+	CandidateStateReviewRequired CandidateState = "Review required"
 )
 
 // Valid indicates whether the value is a known member of the CandidateState enum.
 func (e CandidateState) Valid() bool {
 	switch e {
-	case PendingUpdate:
+	case CandidateStatePendingUpdate:
 		return true
-	case ReviewRequired:
+	case CandidateStateReviewRequired:
 		return true
 	default:
 		return false
@@ -204,6 +204,78 @@ func (e SourceInputPolicy) Valid() bool {
 	}
 }
 
+// Defines values for StatusAnswerState.
+const (
+	StatusAnswerStateAccepted             StatusAnswerState = "Accepted"
+	StatusAnswerStateApplying             StatusAnswerState = "Applying"
+	StatusAnswerStateFetching             StatusAnswerState = "Fetching"
+	StatusAnswerStateNeverReconciled      StatusAnswerState = "Never reconciled"
+	StatusAnswerStateOutcomeUnknown       StatusAnswerState = "Outcome unknown"
+	StatusAnswerStatePendingUpdate        StatusAnswerState = "Pending update"
+	StatusAnswerStatePendingUpdateBlocked StatusAnswerState = "Pending update blocked"
+	StatusAnswerStateReconcileRequired    StatusAnswerState = "Reconcile required"
+	StatusAnswerStateRetryScheduled       StatusAnswerState = "Retry scheduled"
+	StatusAnswerStateReviewRequired       StatusAnswerState = "Review required"
+	StatusAnswerStateSourceFailed         StatusAnswerState = "Source failed"
+	StatusAnswerStateSuspended            StatusAnswerState = "Suspended"
+)
+
+// Valid indicates whether the value is a known member of the StatusAnswerState enum.
+func (e StatusAnswerState) Valid() bool {
+	switch e {
+	case StatusAnswerStateAccepted:
+		return true
+	case StatusAnswerStateApplying:
+		return true
+	case StatusAnswerStateFetching:
+		return true
+	case StatusAnswerStateNeverReconciled:
+		return true
+	case StatusAnswerStateOutcomeUnknown:
+		return true
+	case StatusAnswerStatePendingUpdate:
+		return true
+	case StatusAnswerStatePendingUpdateBlocked:
+		return true
+	case StatusAnswerStateReconcileRequired:
+		return true
+	case StatusAnswerStateRetryScheduled:
+		return true
+	case StatusAnswerStateReviewRequired:
+		return true
+	case StatusAnswerStateSourceFailed:
+		return true
+	case StatusAnswerStateSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusAnswerTone.
+const (
+	Error StatusAnswerTone = "error"
+	Info  StatusAnswerTone = "info"
+	Ok    StatusAnswerTone = "ok"
+	Warn  StatusAnswerTone = "warn"
+)
+
+// Valid indicates whether the value is a known member of the StatusAnswerTone enum.
+func (e StatusAnswerTone) Valid() bool {
+	switch e {
+	case Error:
+		return true
+	case Info:
+		return true
+	case Ok:
+		return true
+	case Warn:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TokenRole.
 const (
 	TokenRoleAdmin    TokenRole = "admin"
@@ -316,6 +388,28 @@ type AcceptSourceInputBody struct {
 
 	// Fingerprint The candidate's fingerprint, as GET …/candidate shows it.
 	Fingerprint string `json:"fingerprint"`
+}
+
+// AcceptanceEvidence defines model for AcceptanceEvidence.
+type AcceptanceEvidence struct {
+	// Action Example: accept_source
+	Action string    `json:"action"`
+	At     time.Time `json:"at"`
+
+	// By The token name that asked, or system.
+	//
+	// Example: alice
+	By     string `json:"by"`
+	Commit string `json:"commit"`
+
+	// Decision The policy line that decided.
+	//
+	// Example: Operator accepted (alice)
+	Decision  string             `json:"decision"`
+	JournalId openapi_types.UUID `json:"journalId"`
+
+	// Policy Example: manual
+	Policy *string `json:"policy,omitempty"`
 }
 
 // ActionAcceptedBody defines model for ActionAcceptedBody.
@@ -462,6 +556,14 @@ type ErrorModel struct {
 	//
 	// Example: https://example.com/errors/example
 	Type *string `json:"type,omitempty"`
+}
+
+// Evidence defines model for Evidence.
+type Evidence struct {
+	LastAcceptance *AcceptanceEvidence `json:"lastAcceptance,omitempty"`
+
+	// Unproven What could not be proven.
+	Unproven *[]string `json:"unproven"`
 }
 
 // GitOpsLastSync defines model for GitOpsLastSync.
@@ -611,6 +713,18 @@ type ListUnitsOutputBody struct {
 
 	// Units Ordered by path.
 	Units *[]Unit `json:"units"`
+}
+
+// PathStage defines model for PathStage.
+type PathStage struct {
+	// Reason Why it blocks; absent when it does not.
+	Reason *string `json:"reason,omitempty"`
+
+	// Stage Example: source
+	Stage string `json:"stage"`
+
+	// State Example: Accepted
+	State string `json:"state"`
 }
 
 // Run defines model for Run.
@@ -793,6 +907,52 @@ type SourceInput struct {
 //
 // Example: manual
 type SourceInputPolicy string
+
+// SourceStatus defines model for SourceStatus.
+type SourceStatus struct {
+	Answer   StatusAnswer `json:"answer"`
+	Evidence Evidence     `json:"evidence"`
+
+	// NextSyncAt The next interval sync; absent when syncs are manual only or the source is suspended.
+	NextSyncAt *time.Time `json:"nextSyncAt,omitempty"`
+
+	// Path The stages from Git to the inventory; for now one, source.
+	Path *[]PathStage `json:"path"`
+
+	// Source Example: apps
+	Source string `json:"source"`
+}
+
+// StatusAnswer defines model for StatusAnswer.
+type StatusAnswer struct {
+	// Action The command that moves the source on; empty when none is needed.
+	//
+	// Example: sluice accept apps
+	Action string `json:"action"`
+
+	// Others How many other issues hold besides this one.
+	Others int64 `json:"others"`
+
+	// Partial Some evidence could not be proven; evidence.unproven says what.
+	Partial bool `json:"partial"`
+
+	// Reason Why, in a sentence.
+	Reason string `json:"reason"`
+
+	// State The first of the source states that holds (see the README's table).
+	//
+	// Example: Pending update
+	State StatusAnswerState `json:"state"`
+	Tone  StatusAnswerTone  `json:"tone"`
+}
+
+// StatusAnswerState The first of the source states that holds (see the README's table).
+//
+// Example: Pending update
+type StatusAnswerState string
+
+// StatusAnswerTone defines model for StatusAnswer.Tone.
+type StatusAnswerTone string
 
 // Token defines model for Token.
 type Token struct {
@@ -1249,6 +1409,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/sources/{id}/resume (the `ResumeSource` operationId).
 	ResumeSource(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSourceStatus Get a source's status answer: its state (the first that holds), why, the command that moves it on, how many other issues hold, the path and the evidence the journal's receipts grant.
+	//
+	// Get a source's status answer: its state (the first that holds), why, the command that moves it on, how many other issues hold, the path and the evidence the journal's receipts grant. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/sources/{id}/status (the `GetSourceStatus` operationId).
+	GetSourceStatus(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SuspendSource Suspend a source: no interval syncs, and manual syncs are refused, until it is resumed.
 	//
@@ -1901,6 +2068,23 @@ func (c *Client) GetSourceCandidate(ctx context.Context, id string, reqEditors .
 // Corresponds with POST /api/v1/sources/{id}/resume (the `ResumeSource` operationId).
 func (c *Client) ResumeSource(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeSourceRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSourceStatus Get a source's status answer: its state (the first that holds), why, the command that moves it on, how many other issues hold, the path and the evidence the journal's receipts grant.
+//
+// Get a source's status answer: its state (the first that holds), why, the command that moves it on, how many other issues hold, the path and the evidence the journal's receipts grant. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/sources/{id}/status (the `GetSourceStatus` operationId).
+func (c *Client) GetSourceStatus(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSourceStatusRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -3178,6 +3362,40 @@ func NewResumeSourceRequest(server string, id string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetSourceStatusRequest constructs an http.Request for the GetSourceStatus method
+func NewGetSourceStatusRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sources/%s/status", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewSuspendSourceRequest constructs an http.Request for the SuspendSource method
 func NewSuspendSourceRequest(server string, id string) (*http.Request, error) {
 	var err error
@@ -3859,6 +4077,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/sources/{id}/resume (the `ResumeSource` operationId).
 	ResumeSourceWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ResumeSourceResponse, error)
+
+	// GetSourceStatusWithResponse Get a source's status answer: its state (the first that holds), why, the command that moves it on, how many other issues hold, the path and the evidence the journal's receipts grant.
+	//
+	// Get a source's status answer: its state (the first that holds), why, the command that moves it on, how many other issues hold, the path and the evidence the journal's receipts grant. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/sources/{id}/status (the `GetSourceStatus` operationId).
+	GetSourceStatusWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSourceStatusResponse, error)
 
 	// SuspendSourceWithResponse Suspend a source: no interval syncs, and manual syncs are refused, until it is resumed.
 	//
@@ -6186,6 +6413,82 @@ func (r ResumeSourceResponse) ContentType() string {
 	return ""
 }
 
+type GetSourceStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SourceStatus
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSourceStatusResponse) GetJSON200() *SourceStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSourceStatusResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetSourceStatusResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSourceStatusResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetSourceStatusResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetSourceStatusResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSourceStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSourceStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSourceStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSourceStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type SuspendSourceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7219,6 +7522,21 @@ func (c *ClientWithResponses) ResumeSourceWithResponse(ctx context.Context, id s
 		return nil, err
 	}
 	return ParseResumeSourceResponse(rsp)
+}
+
+// GetSourceStatusWithResponse Get a source's status answer: its state (the first that holds), why, the command that moves it on, how many other issues hold, the path and the evidence the journal's receipts grant.
+//
+// Get a source's status answer: its state (the first that holds), why, the command that moves it on, how many other issues hold, the path and the evidence the journal's receipts grant. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/sources/{id}/status (the `GetSourceStatus` operationId).
+func (c *ClientWithResponses) GetSourceStatusWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSourceStatusResponse, error) {
+	rsp, err := c.GetSourceStatus(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSourceStatusResponse(rsp)
 }
 
 // SuspendSourceWithResponse Suspend a source: no interval syncs, and manual syncs are refused, until it is resumed.
@@ -9180,6 +9498,67 @@ func ParseResumeSourceResponse(rsp *http.Response) (*ResumeSourceResponse, error
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest Source
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSourceStatusResponse parses an HTTP response from a GetSourceStatusWithResponse call
+func ParseGetSourceStatusResponse(rsp *http.Response) (*GetSourceStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSourceStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SourceStatus
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
