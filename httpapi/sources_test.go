@@ -156,7 +156,7 @@ func TestSources(t *testing.T) {
 				Others              int
 				Partial             bool
 			}
-			Path []struct{ Stage, State string }
+			Path     []struct{ Stage, State string }
 			Evidence struct {
 				LastAcceptance *struct{ By, Decision, Commit string }
 				Unproven       []string

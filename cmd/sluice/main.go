@@ -28,6 +28,7 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
                                    sync a source now (default: the GitOps settings' source)
   sluice sources                   list the sources, with their policies
   sluice accept SOURCE             show a source's candidate and accept it (operator)
+  sluice source status [-v] SOURCE the source's state, why and what to do; -v the evidence
   sluice suspend|resume SOURCE     stop, or restart, a source's syncs (name or id)
   sluice status                    where sync stands
   sluice units [--status S] [--kind K] [--path-prefix P]
@@ -98,6 +99,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runStatus(ctx, rest, stdout, stderr)
 	case "sources":
 		return runSources(ctx, rest, stdout, stderr)
+	case "source":
+		return runSource(ctx, rest, stdout, stderr)
 	case "suspend", "resume":
 		return runSuspend(ctx, cmd, rest, stdout, stderr)
 	case "accept":

@@ -159,3 +159,69 @@ func runAccept(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	return followRun(ctx, client, stdout, id)
 }
+
+// runSource runs `sluice source status NAME [-v]`: the answer line first,
+// then the path, then with -v the evidence.
+func runSource(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "status" {
+		fmt.Fprintln(stderr, "usage: sluice source status [-v] SOURCE (its name or id)")
+		return exitError{2}
+	}
+	fs := flag.NewFlagSet("source status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	verbose := fs.Bool("v", false, "print the evidence too")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: sluice source status [-v] SOURCE (its name or id)")
+		return exitError{2}
+	}
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	resp, err := client.GetSourceStatusWithResponse(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if resp.JSON200 == nil {
+		return apiError(resp.HTTPResponse, resp.Body)
+	}
+	st := resp.JSON200
+	a := st.Answer
+	line := fmt.Sprintf("%s: %s", a.State, a.Reason)
+	if a.Action != "" {
+		line += " → " + a.Action
+	}
+	fmt.Fprintln(stdout, line)
+	if a.Others > 0 {
+		fmt.Fprintf(stdout, "  and %d other issues\n", a.Others)
+	}
+	if st.Path != nil {
+		for _, s := range *st.Path {
+			fmt.Fprintf(stdout, "path: %s: %s", s.Stage, s.State)
+			if s.Reason != nil && *s.Reason != "" {
+				fmt.Fprintf(stdout, " (%s)", *s.Reason)
+			}
+			fmt.Fprintln(stdout)
+		}
+	}
+	if !*verbose {
+		return nil
+	}
+	if acc := st.Evidence.LastAcceptance; acc != nil {
+		fmt.Fprintf(stdout, "evidence: commit %s accepted %s by %s: %s\n", short(acc.Commit), fmtTime(&acc.At), acc.By, acc.Decision)
+	} else {
+		fmt.Fprintln(stdout, "evidence: no receipt accepted a commit")
+	}
+	if st.Evidence.Unproven != nil {
+		for _, u := range *st.Evidence.Unproven {
+			fmt.Fprintln(stdout, "unproven: "+u)
+		}
+	}
+	if a.Partial {
+		fmt.Fprintln(stdout, "the evidence is partial")
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,6 +45,13 @@ func TestCLISources(t *testing.T) {
 	require.Contains(t, out, "suspended")
 	out, _ = cli("sources")
 	require.Contains(t, out, "suspended since")
+	out, code = cli("source", "status", "apps")
+	require.Equal(t, 0, code, out)
+	require.True(t, strings.HasPrefix(out, "Suspended: "), out)
+	require.Contains(t, out, "→ sluice resume apps")
+	require.Contains(t, out, "path: source: Suspended")
+	out, _ = cli("source", "status", "-v", "apps")
+	require.Contains(t, out, "unproven: no sync of the source has applied a commit")
 	out, code = cli("sync", "--source", "apps")
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "suspended")
