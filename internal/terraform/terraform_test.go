@@ -419,7 +419,10 @@ func TestRunner(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 		require.Equal(t, -1, ce.ExitCode)
 		require.Equal(t, "terraform apply was stopped: context canceled.", ce.Error())
-		require.Contains(t, ce.Output, "Interrupt received")
+		// SIGINT reaches the whole group: terraform says it received it, or,
+		// when the provisioner's shell ends first, reports the signal.
+		require.True(t, strings.Contains(ce.Output, "Interrupt received") || strings.Contains(ce.Output, "signal: interrupt"),
+			"the output shows the interrupt: %s", ce.Output)
 		requireGone(t, pid)
 
 		// The state lock died with terraform's connection.
