@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"sluice/internal/artifact"
@@ -29,6 +30,31 @@ const (
 	MaxProbeTimeoutSec     = 3600
 )
 
+// Health rollout policies: what an action does when the started process
+// fails its probe (spec.onProbeFailure).
+const (
+	// OnProbeFailureRollback restores the unit that ran before (a deploy
+	// also reverts its pin). The default of deploy and rollback.
+	OnProbeFailureRollback = "rollback"
+	// OnProbeFailureStop stops the process: nothing runs. The default of
+	// converge.
+	OnProbeFailureStop = "stop"
+	// OnProbeFailureRetryOnce probes once more (restarting the process if it
+	// exited); if that fails too, the action's default applies.
+	OnProbeFailureRetryOnce = "retry-once"
+	// OnProbeFailurePause leaves everything as it is and holds the
+	// service's queue until an operator resumes it.
+	OnProbeFailurePause = "pause"
+	// OnProbeFailureObserve only reports: the run succeeds with the probe's
+	// failure in its result, and the unhealthy process keeps running.
+	OnProbeFailureObserve = "observe"
+)
+
+// OnProbeFailurePolicies lists the valid values of spec.onProbeFailure.
+var OnProbeFailurePolicies = []string{
+	OnProbeFailureRollback, OnProbeFailureStop, OnProbeFailureRetryOnce, OnProbeFailurePause, OnProbeFailureObserve,
+}
+
 // Spec is a Service unit's spec.
 type Spec struct {
 	Runtime string `json:"runtime"`
@@ -39,6 +65,9 @@ type Spec struct {
 	WorkDir        string            `json:"workDir,omitempty"`
 	Probe          *Probe            `json:"probe,omitempty"`
 	StopTimeoutSec int               `json:"stopTimeoutSec,omitempty"`
+	// OnProbeFailure is the health rollout policy, one of
+	// OnProbeFailurePolicies; "" leaves it to the action's default.
+	OnProbeFailure string `json:"onProbeFailure,omitempty"`
 }
 
 // Probe says how to tell that a started process is healthy.
@@ -120,6 +149,10 @@ func (s *Spec) check(name string) error {
 		if p.TimeoutSec < 0 || p.TimeoutSec > MaxProbeTimeoutSec {
 			return fmt.Errorf(`has "spec.probe.timeoutSec" %d; give 1 to %d, or leave it out for %d`, p.TimeoutSec, MaxProbeTimeoutSec, DefaultProbeTimeoutSec)
 		}
+	}
+	if s.OnProbeFailure != "" && !slices.Contains(OnProbeFailurePolicies, s.OnProbeFailure) {
+		return fmt.Errorf(`has "spec.onProbeFailure" %q; give one of %s, or leave it out for the action's default (rollback for deploy, stop for converge)`,
+			s.OnProbeFailure, strings.Join(OnProbeFailurePolicies, ", "))
 	}
 	// The rest (name, environment names, NUL bytes, stop timeout) is what
 	// the renderer refuses; ask it, so the two never disagree.
