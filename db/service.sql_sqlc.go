@@ -177,6 +177,87 @@ func (q *Queries) ServiceListByNames(ctx context.Context, names []string) ([]*Se
 	return items, nil
 }
 
+const servicePauseDelete = `-- name: ServicePauseDelete :one
+DELETE FROM service_pause WHERE service = $1 RETURNING service, run_id, reason, paused_at
+`
+
+// ServicePauseDelete resumes the queue of service and returns the pause it
+// lifted; no row when it was not paused.
+func (q *Queries) ServicePauseDelete(ctx context.Context, service string) (*ServicePause, error) {
+	row := q.db.QueryRow(ctx, servicePauseDelete, service)
+	var i ServicePause
+	err := row.Scan(
+		&i.Service,
+		&i.RunID,
+		&i.Reason,
+		&i.PausedAt,
+	)
+	return &i, err
+}
+
+const servicePauseGet = `-- name: ServicePauseGet :one
+SELECT service, run_id, reason, paused_at FROM service_pause WHERE service = $1
+`
+
+func (q *Queries) ServicePauseGet(ctx context.Context, service string) (*ServicePause, error) {
+	row := q.db.QueryRow(ctx, servicePauseGet, service)
+	var i ServicePause
+	err := row.Scan(
+		&i.Service,
+		&i.RunID,
+		&i.Reason,
+		&i.PausedAt,
+	)
+	return &i, err
+}
+
+const servicePauseInsert = `-- name: ServicePauseInsert :exec
+INSERT INTO service_pause (service, run_id, reason) VALUES ($1, $2, $3)
+ON CONFLICT (service) DO UPDATE SET run_id = excluded.run_id, reason = excluded.reason, paused_at = now()
+`
+
+type ServicePauseInsertParams struct {
+	Service string
+	RunID   uuid.UUID
+	Reason  string
+}
+
+// ServicePauseInsert pauses the queue of service; a newer pause replaces
+// the older one.
+func (q *Queries) ServicePauseInsert(ctx context.Context, arg *ServicePauseInsertParams) error {
+	_, err := q.db.Exec(ctx, servicePauseInsert, arg.Service, arg.RunID, arg.Reason)
+	return err
+}
+
+const servicePauseList = `-- name: ServicePauseList :many
+SELECT service, run_id, reason, paused_at FROM service_pause WHERE service = ANY($1::text[])
+`
+
+func (q *Queries) ServicePauseList(ctx context.Context, services []string) ([]*ServicePause, error) {
+	rows, err := q.db.Query(ctx, servicePauseList, services)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ServicePause
+	for rows.Next() {
+		var i ServicePause
+		if err := rows.Scan(
+			&i.Service,
+			&i.RunID,
+			&i.Reason,
+			&i.PausedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const servicePreviousHealthy = `-- name: ServicePreviousHealthy :one
 SELECT digest_to FROM journal_run
 WHERE target = $1 AND action = ANY($2::text[]) AND state = 'succeeded'

@@ -131,6 +131,13 @@ type RiverJob struct {
 	FinalizedAt *time.Time
 }
 
+type ServicePause struct {
+	Service  string
+	RunID    uuid.UUID
+	Reason   string
+	PausedAt time.Time
+}
+
 type Source struct {
 	ID              uuid.UUID
 	Name            string

@@ -63,3 +63,20 @@ WHERE target = @target AND action = ANY(@actions::text[]) AND state = 'succeeded
   AND digest_to IS NOT NULL AND digest_to <> @pinned::text
 ORDER BY finished_at DESC, id DESC
 LIMIT 1;
+
+-- name: ServicePauseInsert :exec
+-- ServicePauseInsert pauses the queue of service; a newer pause replaces
+-- the older one.
+INSERT INTO service_pause (service, run_id, reason) VALUES (@service, @run_id, @reason)
+ON CONFLICT (service) DO UPDATE SET run_id = excluded.run_id, reason = excluded.reason, paused_at = now();
+
+-- name: ServicePauseGet :one
+SELECT * FROM service_pause WHERE service = @service;
+
+-- name: ServicePauseDelete :one
+-- ServicePauseDelete resumes the queue of service and returns the pause it
+-- lifted; no row when it was not paused.
+DELETE FROM service_pause WHERE service = @service RETURNING *;
+
+-- name: ServicePauseList :many
+SELECT * FROM service_pause WHERE service = ANY(@services::text[]);

@@ -38,8 +38,15 @@ type Result struct {
 	ManifestHash string   `json:"manifestHash,omitempty"`
 	Applied      *Applied `json:"applied,omitempty"`
 	// Restored is the previous unit, started again after a failed deploy.
-	Restored *Applied       `json:"restored,omitempty"`
-	Phases   journal.Phases `json:"phases"`
+	Restored *Applied `json:"restored,omitempty"`
+	// OnProbeFailure is the health rollout policy the run ran under: the
+	// spec's, else the action's default (rollback for deploy and rollback,
+	// stop for converge).
+	OnProbeFailure string `json:"onProbeFailure"`
+	// Retry is the second probe under retry-once (a restart too when the
+	// process had exited); absent when there was none.
+	Retry  *Applied       `json:"retry,omitempty"`
+	Phases journal.Phases `json:"phases"`
 	// Running says in one sentence what runs now.
 	Running string `json:"running,omitempty"`
 }
@@ -86,7 +93,7 @@ func (s *Service) syncService(ctx context.Context, p *journal.Progress, t *journ
 }
 
 func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name, target string) (*journal.Outcome, error) {
-	res := &Result{Service: name, Action: action, Phases: journal.Phases{}}
+	res := &Result{Service: name, Action: action, OnProbeFailure: servicespec.OnProbeFailureRollback, Phases: journal.Phases{}}
 	t := &res.Phases
 	out := &journal.Outcome{Result: res}
 
@@ -94,6 +101,7 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	if err != nil {
 		return out, err
 	}
+	s.notePolicy(ctx, p, res, spec)
 	pinned := spec.Digest()
 	if action == ActionRollback {
 		if target, err = previousHealthy(ctx, db.New(s.Pool), name, pinned); err != nil {
@@ -167,9 +175,23 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	}
 	applied, applyErr := s.apply(ctx, p, t, spec.Manifest(name), spec.Probe, spec.ProbeTimeoutSec(), "")
 	res.Applied = applied
+	policy := res.OnProbeFailure
+	retried := false
+	if applyErr == nil && !applied.Probe.OK && policy == servicespec.OnProbeFailureRetryOnce && ctx.Err() == nil {
+		retried = true
+		if s.retryOnce(ctx, p, t, res, spec, name) {
+			applied = res.Retry
+		} else {
+			policy = servicespec.OnProbeFailureRollback
+			p.Warn(ctx, "the retry failed too; under retry-once, a deploy falls back to its default, rollback", nil)
+		}
+	}
 	if applyErr == nil && applied.Probe.OK {
 		res.Running = fmt.Sprintf("%s runs %s (pid %d).", name, target, applied.Pid)
 		out.Message = fmt.Sprintf("%s %s to %s: probe passed; %s", action, name, short(target), res.Running)
+		if retried {
+			out.Message = fmt.Sprintf("%s %s to %s: the first probe failed and the retry passed (retry-once); %s", action, name, short(target), res.Running)
+		}
 		id, hash := u.ID, u.ContentHash
 		out.ApplyTx = record(id, "applied", &hash, &target)
 		return out, nil
@@ -181,9 +203,112 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	if applyErr != nil {
 		what = applyErr.Error()
 	} else {
-		what = "its probe failed: " + applied.Probe.Sentence
+		what = "its probe failed: " + lastProbe(res).Sentence
+		if retried {
+			what = "its probe failed, and again on its retry: " + lastProbe(res).Sentence
+		}
 	}
-	return s.undo(ctx, p, t, out, res, u, action, name, target, oldImage, prev, what)
+	if applyErr != nil || policy == servicespec.OnProbeFailureRollback {
+		return s.undo(ctx, p, t, out, res, u, action, name, target, oldImage, prev, what)
+	}
+	head := fmt.Sprintf("%s of %s to %s failed: %s.", upperFirst(action), name, target, trimDot(what))
+	tail := fmt.Sprintf("The pin stays in Git; deploy again, or roll back with `sluice rollback %s`.", name)
+	return s.keepFailure(ctx, p, t, out, res, u, policy, name, target, head, tail)
+}
+
+// notePolicy records the health rollout policy the run runs under: on its
+// receipt and in an event.
+func (s *Service) notePolicy(ctx context.Context, p *journal.Progress, res *Result, spec *servicespec.Spec) {
+	from := "the default for " + res.Action
+	if spec.OnProbeFailure != "" {
+		res.OnProbeFailure, from = spec.OnProbeFailure, "spec.onProbeFailure"
+	}
+	p.Info(ctx, fmt.Sprintf("on a failed probe: %s (%s)", res.OnProbeFailure, from), map[string]any{"onProbeFailure": res.OnProbeFailure})
+}
+
+// lastProbe is the probe that decided: the retry's, if there was one.
+func lastProbe(res *Result) *ProbeReport {
+	if res.Retry != nil && res.Retry.Probe != nil {
+		return res.Retry.Probe
+	}
+	return res.Applied.Probe
+}
+
+// retryOnce probes the service a second time, for retry-once. A process
+// that still runs is probed again as it is, not restarted: a slow start
+// gets the time it needs. One that exited is started again first. It
+// reports whether the second probe passed.
+func (s *Service) retryOnce(ctx context.Context, p *journal.Progress, t *journal.Phases, res *Result, spec *servicespec.Spec, name string) bool {
+	if proc, err := s.Supervisor.Adopt(name); err == nil && proc.Alive() {
+		p.Info(ctx, fmt.Sprintf("retry-once: probing pid %d once more", proc.Pid()), nil)
+		a := *res.Applied
+		_ = t.Do("retry-probe", func() error {
+			a.Probe = s.probe(ctx, proc, spec.Probe, spec.ProbeTimeoutSec())
+			return nil
+		})
+		a.Alive = proc.Alive()
+		res.Retry = &a
+	} else {
+		p.Info(ctx, "retry-once: the process exited; starting it once more", nil)
+		a, err := s.apply(ctx, p, t, spec.Manifest(name), spec.Probe, spec.ProbeTimeoutSec(), "retry-")
+		if err != nil {
+			p.Error(ctx, "retry-once: "+err.Error(), nil)
+			return false
+		}
+		res.Retry = a
+	}
+	if res.Retry.Probe.OK {
+		p.Info(ctx, "retry-once: the retry's probe passed: "+res.Retry.Probe.Sentence, nil)
+	} else {
+		p.Error(ctx, "retry-once: the retry's probe failed: "+res.Retry.Probe.Sentence, nil)
+	}
+	return res.Retry.Probe.OK
+}
+
+// keepFailure ends a run whose probe failed under stop, pause or observe:
+// head says what failed and tail what to do next.
+func (s *Service) keepFailure(ctx context.Context, p *journal.Progress, t *journal.Phases, out *journal.Outcome, res *Result, u *db.Unit, policy, name, digest, head, tail string) (*journal.Outcome, error) {
+	last := res.Applied
+	if res.Retry != nil {
+		last = res.Retry
+	}
+	var running *string
+	if last.Alive {
+		running = &digest
+	}
+	switch policy {
+	case servicespec.OnProbeFailureObserve:
+		if last.Alive {
+			res.Running = fmt.Sprintf("%s runs %s (pid %d), unhealthy: under onProbeFailure observe it was left running and the run counts as succeeded.", name, digest, last.Pid)
+		} else {
+			res.Running = fmt.Sprintf("Nothing runs: %s's process has exited; under onProbeFailure observe the run counts as succeeded.", name)
+		}
+		p.Warn(ctx, "observe: the probe failed and nothing was done about it: "+last.Probe.Sentence, map[string]any{"probe": last.Probe})
+		out.Message = fmt.Sprintf("%s %s to %s: the probe failed (%s), observed only; %s", res.Action, name, short(digest), trimDot(last.Probe.Sentence), res.Running)
+		hash := u.ContentHash
+		out.ApplyTx = record(u.ID, "applied", &hash, running)
+		return out, nil
+	case servicespec.OnProbeFailurePause:
+		if last.Alive {
+			res.Running = fmt.Sprintf("%s runs %s (pid %d) but is not healthy; it was left as it is.", name, digest, last.Pid)
+		} else {
+			res.Running = fmt.Sprintf("Nothing runs: %s's process has exited.", name)
+		}
+		rec := record(u.ID, "failed", nil, running)
+		runID, reason := p.RunID(), trimDot(head)
+		out.ApplyTx = func(ctx context.Context, tx pgx.Tx) error {
+			if err := rec(ctx, tx); err != nil {
+				return err
+			}
+			return db.New(tx).ServicePauseInsert(ctx, &db.ServicePauseInsertParams{Service: name, RunID: runID, Reason: reason})
+		}
+		return out, fmt.Errorf("%s Under onProbeFailure pause, nothing was undone and the queue of %s is paused: its later actions wait until an operator resumes it (`sluice resume-service %s`). %s", head, name, name, res.Running)
+	default: // stop
+		_ = t.Do("stop", func() error { return s.Supervisor.Stop(ctx, name, 0) })
+		res.Running = "Nothing runs."
+		out.ApplyTx = record(u.ID, "failed", nil, nil)
+		return out, fmt.Errorf("%s Under onProbeFailure stop, the process was stopped: %s %s", head, res.Running, tail)
+	}
 }
 
 // undo reverts a failed deploy: it pushes a revert of the pin, restores the
@@ -221,6 +346,16 @@ func (s *Service) undo(ctx context.Context, p *journal.Progress, t *journal.Phas
 		}
 	}
 
+	restoreText, running := s.restore(ctx, p, t, res, name, prev)
+	res.Running = upperFirst(restoreText) + "."
+	out.ApplyTx = record(u.ID, "failed", nil, running)
+	return out, fmt.Errorf("%s of %s to %s failed: %s. %s; %s.", upperFirst(action), name, target, trimDot(what), revertText, restoreText)
+}
+
+// restore starts prev, the rendered unit that ran before, again and probes
+// it with the probe Git holds now (nil prev: stops the service). It returns
+// a clause on what runs now and the digest it left running.
+func (s *Service) restore(ctx context.Context, p *journal.Progress, t *journal.Phases, res *Result, name string, prev []byte) (string, *string) {
 	var running *string
 	restoreText := ""
 	if prev == nil {
@@ -252,22 +387,22 @@ func (s *Service) undo(ctx context.Context, p *journal.Progress, t *journal.Phas
 			}
 		}
 	}
-	res.Running = upperFirst(restoreText) + "."
-	out.ApplyTx = record(u.ID, "failed", nil, running)
-	return out, fmt.Errorf("%s of %s to %s failed: %s. %s; %s.", upperFirst(action), name, target, trimDot(what), revertText, restoreText)
+	return restoreText, running
 }
 
 // Converge is the converge action's body: apply what the branch holds, with
-// no commit and no automatic rollback.
+// no commit. A failed probe is handled by the service's health rollout
+// policy, stop by default (no rollback).
 func (s *Service) Converge(ctx context.Context, p *journal.Progress, args ConvergeArgs) (*journal.Outcome, error) {
 	name := args.Service
-	res := &Result{Service: name, Action: ActionConverge, Phases: journal.Phases{}}
+	res := &Result{Service: name, Action: ActionConverge, OnProbeFailure: servicespec.OnProbeFailureStop, Phases: journal.Phases{}}
 	t := &res.Phases
 	out := &journal.Outcome{Result: res}
 	u, spec, err := s.syncService(ctx, p, t, "sync", name, res)
 	if err != nil {
 		return out, err
 	}
+	s.notePolicy(ctx, p, res, spec)
 	out.Commit = res.SyncedCommit
 	digest, from := spec.Digest(), deref(u.RunningDigest)
 	res.DigestFrom, res.DigestTo = from, digest
@@ -284,11 +419,29 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 	if err := s.requireArtifact(ctx, digest); err != nil {
 		return out, err
 	}
+	prev, err := s.unitText(name)
+	if err != nil {
+		return out, err
+	}
 	applied, applyErr := s.apply(ctx, p, t, spec.Manifest(name), spec.Probe, spec.ProbeTimeoutSec(), "")
 	res.Applied = applied
+	policy := res.OnProbeFailure
+	retried := false
+	if applyErr == nil && !applied.Probe.OK && policy == servicespec.OnProbeFailureRetryOnce && ctx.Err() == nil {
+		retried = true
+		if s.retryOnce(ctx, p, t, res, spec, name) {
+			applied = res.Retry
+		} else {
+			policy = servicespec.OnProbeFailureStop
+			p.Warn(ctx, "the retry failed too; under retry-once, a converge falls back to its default, stop", nil)
+		}
+	}
 	if applyErr == nil && applied.Probe.OK {
 		res.Running = fmt.Sprintf("%s runs %s (pid %d).", name, digest, applied.Pid)
 		out.Message = fmt.Sprintf("converged %s at commit %s: probe passed; %s", name, shortCommit(res.SyncedCommit), res.Running)
+		if retried {
+			out.Message = fmt.Sprintf("converged %s at commit %s: the first probe failed and the retry passed (retry-once); %s", name, shortCommit(res.SyncedCommit), res.Running)
+		}
 		hash := u.ContentHash
 		out.ApplyTx = record(u.ID, "applied", &hash, &digest)
 		return out, nil
@@ -308,15 +461,18 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 		}
 		return out, fmt.Errorf("Converge of %s failed before its probe: %s. No rollback was made; %s %s", name, trimDot(applyErr.Error()), res.Running, next)
 	}
-	var running *string
-	if applied.Alive {
-		running = &digest
-		res.Running = fmt.Sprintf("%s runs %s (pid %d) but is not healthy.", name, digest, applied.Pid)
-	} else {
-		res.Running = fmt.Sprintf("Nothing runs: %s's process has exited.", name)
+	sentence := lastProbe(res).Sentence
+	if retried {
+		sentence = "its probe failed, and again on its retry: " + sentence
 	}
-	out.ApplyTx = record(u.ID, "failed", nil, running)
-	return out, fmt.Errorf("Converge of %s to %s failed: %s No rollback was made: %s %s", name, digest, applied.Probe.Sentence, res.Running, next)
+	if policy == servicespec.OnProbeFailureRollback {
+		restoreText, running := s.restore(ctx, p, t, res, name, prev)
+		res.Running = upperFirst(restoreText) + "."
+		out.ApplyTx = record(u.ID, "failed", nil, running)
+		return out, fmt.Errorf("Converge of %s to %s failed: %s Under onProbeFailure rollback, the unit rendered before was restored (a converge commits nothing, so Git is unchanged): %s %s", name, digest, sentence, res.Running, next)
+	}
+	head := fmt.Sprintf("Converge of %s to %s failed: %s", name, digest, sentence)
+	return s.keepFailure(ctx, p, t, out, res, u, policy, name, digest, head, "No rollback was made. "+next)
 }
 
 // record writes a finished action's effect on the service's unit, in the

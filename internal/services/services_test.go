@@ -63,6 +63,7 @@ func TestDeploy(t *testing.T) {
 		r := b.result(t, run)
 		require.Equal(t, head, r.PinCommit)
 		require.True(t, r.Applied.Probe.OK)
+		require.Equal(t, "rollback", r.OnProbeFailure, "the default of deploy")
 		require.True(t, strings.HasPrefix(r.Applied.RenderedHash, "sha256:"))
 		require.Contains(t, r.Applied.Rendered, `Artifact="`+b.digests["v2"]+`"`)
 		require.NotEmpty(t, r.ManifestHash)
@@ -187,9 +188,12 @@ func TestConverge(t *testing.T) {
 		require.Contains(t, *run.Error, "No rollback was made")
 		require.Contains(t, *run.Error, "sluice rollback hello")
 		require.Equal(t, edit, gittest.Git(t, b.Bare, "rev-parse", "main"), "no revert commit")
-		// The unhealthy process is left running, as the sentence says.
-		info := b.hello(t)
-		require.Equal(t, "fail", info.Env["HELLO_HEALTH"])
+		// Under the default policy, stop, the unhealthy process is stopped, as the sentence says.
+		require.Contains(t, *run.Error, "Under onProbeFailure stop, the process was stopped: Nothing runs.")
+		require.Equal(t, "stop", b.result(t, run).OnProbeFailure)
+		v, err := b.svc.Get(b.ctx, "hello")
+		require.NoError(t, err)
+		require.False(t, v.Process.Running)
 		u := b.unit(t)
 		require.Equal(t, "failed", u.Status)
 		require.NotEqual(t, u.ContentHash, *u.LastAppliedHash)

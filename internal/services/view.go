@@ -23,6 +23,9 @@ type View struct {
 	// in the order they will run.
 	Queue   []*db.JournalRun
 	Process Process
+	// Pause is set while the service's queue is paused (the pause health
+	// policy); nil when it runs.
+	Pause *db.ServicePause
 }
 
 // DesiredAhead reports whether Git holds content that was not applied.
@@ -101,6 +104,13 @@ func (s *Service) views(ctx context.Context, units []*db.Unit) ([]*View, error) 
 	}
 	for _, r := range prev {
 		byName[r.Target].PreviousHealthyDigest = r.Digest
+	}
+	pauses, err := q.ServicePauseList(ctx, names)
+	if err != nil {
+		return nil, fmt.Errorf("pauses of services: %w", err)
+	}
+	for _, p := range pauses {
+		byName[p.Service].Pause = p
 	}
 	return views, nil
 }
