@@ -99,7 +99,7 @@ func TestOpenAPISpec(t *testing.T) {
 			"get-artifact", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-journal-run",
 			"get-service", "get-source", "get-source-candidate", "get-source-status", "get-unit", "list-infrastructures", "list-journal", "list-services",
 			"list-sources", "list-tokens", "list-units", "plan-infrastructure", "put-artifact",
-			"put-gitops-settings", "put-source", "resume-source", "revoke-token", "rollback-service",
+			"put-gitops-settings", "put-source", "resume-service", "resume-source", "revoke-token", "rollback-service",
 			"stream-journal-events", "suspend-source", "sync-gitops", "sync-source",
 		}, ids)
 	})

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
@@ -26,6 +27,10 @@ type Service struct {
 	LastRun               *Run           `json:"lastRun,omitempty"`
 	Queued                []Run          `json:"queued" doc:"Open runs of this service: the running one first, then the queued ones in the order they will run (converge first)."`
 	Process               ServiceProcess `json:"process"`
+	Paused                bool           `json:"paused" doc:"The service's queue is paused: a run under the pause health policy (spec.onProbeFailure) failed its probe, and later actions stay queued until an operator resumes it."`
+	PausedBy              *uuid.UUID     `json:"pausedBy,omitempty" format:"uuid" doc:"The run whose failed probe paused the queue."`
+	PausedAt              *time.Time     `json:"pausedAt,omitempty"`
+	PauseReason           string         `json:"pauseReason,omitempty" doc:"That run's failure, in one sentence."`
 }
 
 // ServiceProcess is what runs on the host, read from the supervisor and the
@@ -52,6 +57,9 @@ func serviceOut(v *services.View) Service {
 	}
 	if v.PreviousHealthyDigest != "" {
 		out.PreviousHealthyDigest = &v.PreviousHealthyDigest
+	}
+	if p := v.Pause; p != nil {
+		out.Paused, out.PausedBy, out.PausedAt, out.PauseReason = true, &p.RunID, &p.PausedAt, p.Reason
 	}
 	out.LastRun = runPtr(v.LastRun)
 	for _, r := range v.Queue {
@@ -106,7 +114,7 @@ func registerServices(api huma.API, d Deps) {
 
 	o := op("deploy-service", http.MethodPost, "/services/{name}/deploy",
 		"Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; "+
-			"a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. "+
+			"a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. "+
 			"409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.",
 		auth.RoleOperator, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
 	o.DefaultStatus = http.StatusAccepted
@@ -143,9 +151,24 @@ func registerServices(api huma.API, d Deps) {
 		return accepted(res), nil
 	})
 
+	register(api, d, op("resume-service", http.MethodPost, "/services/{name}/resume",
+		"Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: "+
+			"its queued actions run again, in their order. Answers the service. 409 when it is not paused.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict),
+		func(ctx context.Context, in *serviceNameInput) (*getServiceOutput, error) {
+			if _, err := d.Services.Resume(ctx, in.Name, requester(ctx)); err != nil {
+				return nil, err
+			}
+			v, err := d.Services.Get(ctx, in.Name)
+			if err != nil {
+				return nil, err
+			}
+			return &getServiceOutput{Body: serviceOut(v)}, nil
+		})
+
 	o = op("converge-service", http.MethodPost, "/services/{name}/converge",
 		"Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. "+
-			"No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy.",
+			"No commit; a failed probe is handled by spec.onProbeFailure (default stop: the process is stopped). Joins a queued converge (joined: true), never a running one or a deploy.",
 		auth.RoleOperator, http.StatusNotFound, http.StatusConflict)
 	o.DefaultStatus = http.StatusAccepted
 	register(api, d, o, func(ctx context.Context, in *serviceNameInput) (*ActionAccepted, error) {

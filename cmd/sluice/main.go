@@ -38,6 +38,7 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice deploy SERVICE DIGEST     pin DIGEST in Git, restart, probe; revert on failure
   sluice rollback SERVICE          deploy the previous healthy digest
   sluice converge SERVICE          apply what Git holds (env, args…); no rollback
+  sluice resume-service SERVICE    run a queue paused by onProbeFailure pause again (operator)
                                    (these three follow the run; exit 0 only on success)
   sluice infrastructures           list infrastructure units and their last operations
   sluice plan|apply UNIT           Terraform plan, or plan and apply, of a unit (id or name)
@@ -109,6 +110,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runUnits(ctx, rest, stdout, stderr)
 	case "services":
 		return runServices(ctx, args[1:], stdout, stderr)
+	case "resume-service":
+		return runResumeService(ctx, rest, stdout, stderr)
 	case "service":
 		return runService(ctx, args[1:], stdout, stderr)
 	case "deploy", "rollback", "converge":

@@ -189,6 +189,9 @@ func runService(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(tw, "git ahead\t%v\n", s.DesiredAhead)
 	fmt.Fprintf(tw, "rollback to\t%s\n", orDash(deref(s.PreviousHealthyDigest)))
 	fmt.Fprintf(tw, "process\t%s\n", processText(s.Process))
+	if s.Paused {
+		fmt.Fprintf(tw, "paused\tsince %s by run %s: %s (`sluice resume-service %s`)\n", deref(s.PausedAt), deref(s.PausedBy), deref(s.PauseReason), s.Name)
+	}
 	if s.Process.UnitDigest != nil {
 		fmt.Fprintf(tw, "unit on disk\t%s (%s)\n", *s.Process.UnitDigest, shortDigest(deref(s.Process.RenderedHash)))
 	}
@@ -200,6 +203,32 @@ func runService(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(tw, "queue %d\t%s %s (run %s, asked by %s)\n", i+1, r.Action, r.State, r.Id, r.RequestedBy)
 	}
 	return tw.Flush()
+}
+
+// runResumeService lets a service's queue, paused by a run under the pause
+// health policy, run again.
+func runResumeService(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("resume-service", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: sluice resume-service SERVICE")
+	}
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	resp, err := client.ResumeServiceWithResponse(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if resp.JSON200 == nil {
+		return apiError(resp.HTTPResponse, resp.Body)
+	}
+	fmt.Fprintf(stdout, "resumed %s: %d queued action(s) run in their order\n", resp.JSON200.Name, len(deref(resp.JSON200.Queued)))
+	return nil
 }
 
 func processText(p apiclient.ServiceProcess) string {

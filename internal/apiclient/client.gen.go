@@ -790,6 +790,16 @@ type Service struct {
 	// Path The unit file, relative to the repository root.
 	Path string `json:"path"`
 
+	// PauseReason That run's failure, in one sentence.
+	PauseReason *string `json:"pauseReason,omitempty"`
+
+	// Paused The service's queue is paused: a run under the pause health policy (spec.onProbeFailure) failed its probe, and later actions stay queued until an operator resumes it.
+	Paused   bool       `json:"paused"`
+	PausedAt *time.Time `json:"pausedAt,omitempty"`
+
+	// PausedBy The run whose failed probe paused the queue.
+	PausedBy *openapi_types.UUID `json:"pausedBy,omitempty"`
+
 	// PinnedDigest The artifact digest Git pins.
 	PinnedDigest string `json:"pinnedDigest"`
 
@@ -1282,25 +1292,25 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/services/{name} (the `GetService` operationId).
 	GetService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ConvergeService Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy.
+	// ConvergeService Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit; a failed probe is handled by spec.onProbeFailure (default stop: the process is stopped). Joins a queued converge (joined: true), never a running one or a deploy.
 	//
-	// Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy. Needs the operator role.
+	// Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit; a failed probe is handled by spec.onProbeFailure (default stop: the process is stopped). Joins a queued converge (joined: true), never a running one or a deploy. Needs the operator role.
 	//
 	// Corresponds with POST /api/v1/services/{name}/converge (the `ConvergeService` operationId).
 	ConvergeService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DeployServiceWithBody Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+	// DeployServiceWithBody Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
 	//
-	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
 	DeployServiceWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DeployService Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+	// DeployService Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
 	//
-	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1313,6 +1323,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/services/{name}/drift-check (the `DriftCheckService` operationId).
 	DriftCheckService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeService Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused.
+	//
+	// Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused. Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/services/{name}/resume (the `ResumeService` operationId).
+	ResumeService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RollbackService Deploy the previous healthy digest. 409 when there is none.
 	//
@@ -1790,9 +1807,9 @@ func (c *Client) GetService(ctx context.Context, name string, reqEditors ...Requ
 	return c.Client.Do(req)
 }
 
-// ConvergeService Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy.
+// ConvergeService Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit; a failed probe is handled by spec.onProbeFailure (default stop: the process is stopped). Joins a queued converge (joined: true), never a running one or a deploy.
 //
-// Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy. Needs the operator role.
+// Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit; a failed probe is handled by spec.onProbeFailure (default stop: the process is stopped). Joins a queued converge (joined: true), never a running one or a deploy. Needs the operator role.
 //
 // Corresponds with POST /api/v1/services/{name}/converge (the `ConvergeService` operationId).
 func (c *Client) ConvergeService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1807,9 +1824,9 @@ func (c *Client) ConvergeService(ctx context.Context, name string, reqEditors ..
 	return c.Client.Do(req)
 }
 
-// DeployServiceWithBody Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+// DeployServiceWithBody Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
 //
-// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1826,9 +1843,9 @@ func (c *Client) DeployServiceWithBody(ctx context.Context, name string, content
 	return c.Client.Do(req)
 }
 
-// DeployService Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+// DeployService Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
 //
-// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1852,6 +1869,23 @@ func (c *Client) DeployService(ctx context.Context, name string, body DeployServ
 // Corresponds with POST /api/v1/services/{name}/drift-check (the `DriftCheckService` operationId).
 func (c *Client) DriftCheckService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDriftCheckServiceRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeService Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused.
+//
+// Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused. Needs the operator role.
+//
+// Corresponds with POST /api/v1/services/{name}/resume (the `ResumeService` operationId).
+func (c *Client) ResumeService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeServiceRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -3031,6 +3065,40 @@ func NewDriftCheckServiceRequest(server string, name string) (*http.Request, err
 	return req, nil
 }
 
+// NewResumeServiceRequest constructs an http.Request for the ResumeService method
+func NewResumeServiceRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/services/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRollbackServiceRequest constructs an http.Request for the RollbackService method
 func NewRollbackServiceRequest(server string, name string) (*http.Request, error) {
 	var err error
@@ -3934,27 +4002,27 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/services/{name} (the `GetService` operationId).
 	GetServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetServiceResponse, error)
 
-	// ConvergeServiceWithResponse Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy.
+	// ConvergeServiceWithResponse Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit; a failed probe is handled by spec.onProbeFailure (default stop: the process is stopped). Joins a queued converge (joined: true), never a running one or a deploy.
 	//
-	// Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy. Needs the operator role.
+	// Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit; a failed probe is handled by spec.onProbeFailure (default stop: the process is stopped). Joins a queued converge (joined: true), never a running one or a deploy. Needs the operator role.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/services/{name}/converge (the `ConvergeService` operationId).
 	ConvergeServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ConvergeServiceResponse, error)
 
-	// DeployServiceWithBodyWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+	// DeployServiceWithBodyWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
 	//
-	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
 	DeployServiceWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeployServiceResponse, error)
 
-	// DeployServiceWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+	// DeployServiceWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
 	//
-	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3969,6 +4037,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/services/{name}/drift-check (the `DriftCheckService` operationId).
 	DriftCheckServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DriftCheckServiceResponse, error)
+
+	// ResumeServiceWithResponse Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused.
+	//
+	// Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused. Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/services/{name}/resume (the `ResumeService` operationId).
+	ResumeServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ResumeServiceResponse, error)
 
 	// RollbackServiceWithResponse Deploy the previous healthy digest. 409 when there is none.
 	//
@@ -5701,6 +5778,89 @@ func (r DriftCheckServiceResponse) ContentType() string {
 	return ""
 }
 
+type ResumeServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Service
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeServiceResponse) GetJSON200() *Service {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeServiceResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResumeServiceResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeServiceResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResumeServiceResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ResumeServiceResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ResumeServiceResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // RollbackServiceResponse202Headers the declared response headers of an HTTP 202 response for RollbackService
 type RollbackServiceResponse202Headers struct {
 	Location *string
@@ -7284,9 +7444,9 @@ func (c *ClientWithResponses) GetServiceWithResponse(ctx context.Context, name s
 	return ParseGetServiceResponse(rsp)
 }
 
-// ConvergeServiceWithResponse Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy.
+// ConvergeServiceWithResponse Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit; a failed probe is handled by spec.onProbeFailure (default stop: the process is stopped). Joins a queued converge (joined: true), never a running one or a deploy.
 //
-// Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit and no automatic rollback. Joins a queued converge (joined: true), never a running one or a deploy. Needs the operator role.
+// Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. No commit; a failed probe is handled by spec.onProbeFailure (default stop: the process is stopped). Joins a queued converge (joined: true), never a running one or a deploy. Needs the operator role.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7299,9 +7459,9 @@ func (c *ClientWithResponses) ConvergeServiceWithResponse(ctx context.Context, n
 	return ParseConvergeServiceResponse(rsp)
 }
 
-// DeployServiceWithBodyWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+// DeployServiceWithBodyWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
 //
-// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7314,9 +7474,9 @@ func (c *ClientWithResponses) DeployServiceWithBodyWithResponse(ctx context.Cont
 	return ParseDeployServiceResponse(rsp)
 }
 
-// DeployServiceWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+// DeployServiceWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
 //
-// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe reverts the pin and restores the previous unit. Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7342,6 +7502,21 @@ func (c *ClientWithResponses) DriftCheckServiceWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseDriftCheckServiceResponse(rsp)
+}
+
+// ResumeServiceWithResponse Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused.
+//
+// Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused. Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/services/{name}/resume (the `ResumeService` operationId).
+func (c *ClientWithResponses) ResumeServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ResumeServiceResponse, error) {
+	rsp, err := c.ResumeService(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeServiceResponse(rsp)
 }
 
 // RollbackServiceWithResponse Deploy the previous healthy digest. 409 when there is none.
@@ -8949,6 +9124,74 @@ func ParseDriftCheckServiceResponse(rsp *http.Response) (*DriftCheckServiceRespo
 			headers.Location = &value
 		}
 		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeServiceResponse parses an HTTP response from a ResumeServiceWithResponse call
+func ParseResumeServiceResponse(rsp *http.Response) (*ResumeServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Service
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
 	}
 
 	return response, nil
