@@ -261,6 +261,7 @@ func (q *Queries) ServicePauseList(ctx context.Context, services []string) ([]*S
 const servicePreviousHealthy = `-- name: ServicePreviousHealthy :one
 SELECT digest_to FROM journal_run
 WHERE target = $1 AND action = ANY($2::text[]) AND state = 'succeeded'
+  AND coalesce((result -> 'applied' -> 'probe' ->> 'ok')::boolean, true)
   AND digest_to IS NOT NULL AND digest_to <> $3::text
 ORDER BY finished_at DESC, id DESC
 LIMIT 1
@@ -288,6 +289,8 @@ WITH pin AS (
 SELECT DISTINCT ON (r.target) r.target, r.digest_to::text AS digest
 FROM journal_run r JOIN pin ON pin.target = r.target
 WHERE r.action = ANY($1::text[]) AND r.state = 'succeeded'
+  -- An observe run succeeds with a failed probe: not healthy.
+  AND coalesce((r.result -> 'applied' -> 'probe' ->> 'ok')::boolean, true)
   AND r.digest_to IS NOT NULL AND r.digest_to <> pin.pinned
 ORDER BY r.target, r.finished_at DESC, r.id DESC
 `

@@ -52,6 +52,8 @@ WITH pin AS (
 SELECT DISTINCT ON (r.target) r.target, r.digest_to::text AS digest
 FROM journal_run r JOIN pin ON pin.target = r.target
 WHERE r.action = ANY(@actions::text[]) AND r.state = 'succeeded'
+  -- An observe run succeeds with a failed probe: not healthy.
+  AND coalesce((r.result -> 'applied' -> 'probe' ->> 'ok')::boolean, true)
   AND r.digest_to IS NOT NULL AND r.digest_to <> pin.pinned
 ORDER BY r.target, r.finished_at DESC, r.id DESC;
 
@@ -60,6 +62,7 @@ ORDER BY r.target, r.finished_at DESC, r.id DESC;
 -- the latest succeeded run of the service whose digest differs from the pin.
 SELECT digest_to FROM journal_run
 WHERE target = @target AND action = ANY(@actions::text[]) AND state = 'succeeded'
+  AND coalesce((result -> 'applied' -> 'probe' ->> 'ok')::boolean, true)
   AND digest_to IS NOT NULL AND digest_to <> @pinned::text
 ORDER BY finished_at DESC, id DESC
 LIMIT 1;
