@@ -264,15 +264,27 @@ func TestWork(t *testing.T) {
 		require.Equal(t, first.Run.ID, <-s.started)
 		waitState(t, b, first.Run.ID, journal.StateRunning)
 
-		second := enqueue(t, b, "web", false)
+		// Scheduled for later, so that River cannot start the new run before
+		// the third request: this worker has no lane to keep it queued.
+		later := func() *journal.EnqueueResult {
+			res, err := b.journal.Enqueue(context.Background(), journal.EnqueueParams{
+				Args: &probeArgs{Target: "web"}, Target: "web", RequestedBy: "alice",
+				InsertOpts: &river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)},
+			})
+			require.NoError(t, err)
+			return res
+		}
+		second := later()
 		require.False(t, second.Joined, "a running run is not joined")
 		require.NotEqual(t, first.Run.ID, second.Run.ID)
-		third := enqueue(t, b, "web", false)
+		third := later()
 		require.True(t, third.Joined, "the queued run behind it is joined")
 		require.Equal(t, second.Run.ID, third.Run.ID)
 
 		s.release <- nil
 		waitState(t, b, first.Run.ID, journal.StateSucceeded)
+		_, err := b.client.JobRetry(context.Background(), *second.Run.RiverJobID)
+		require.NoError(t, err)
 		require.Equal(t, second.Run.ID, <-s.started)
 		s.release <- nil
 		run := waitState(t, b, second.Run.ID, journal.StateSucceeded)
