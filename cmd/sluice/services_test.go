@@ -177,12 +177,17 @@ func (p *proc) pushArtifact(file string) string {
 
 func (p *proc) waitRunLong(id, state string) runView {
 	p.t.Helper()
-	var r runView
-	require.Eventually(p.t, func() bool {
-		r = p.run(id)
-		return r.State == state
-	}, 90*time.Second, 20*time.Millisecond, "run %s never became %s (last %s %v)", id, state, r.State, r.Error)
-	return r
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		r := p.run(id)
+		if r.State == state {
+			return r
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("run %s never became %s: it is %s (%s)", id, state, r.State, deref(r.Error))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 type serviceView struct {
