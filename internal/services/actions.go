@@ -173,19 +173,7 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	if err != nil {
 		return out, err
 	}
-	applied, applyErr := s.apply(ctx, p, t, spec.Manifest(name), spec.Probe, spec.ProbeTimeoutSec(), "")
-	res.Applied = applied
-	policy := res.OnProbeFailure
-	retried := false
-	if applyErr == nil && !applied.Probe.OK && policy == servicespec.OnProbeFailureRetryOnce && ctx.Err() == nil {
-		retried = true
-		if s.retryOnce(ctx, p, t, res, spec, name) {
-			applied = res.Retry
-		} else {
-			policy = servicespec.OnProbeFailureRollback
-			p.Warn(ctx, "the retry failed too; under retry-once, a deploy falls back to its default, rollback", nil)
-		}
-	}
+	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, p, t, res, spec, name, "a deploy", servicespec.OnProbeFailureRollback)
 	if applyErr == nil && applied.Probe.OK {
 		res.Running = fmt.Sprintf("%s runs %s (pid %d).", name, target, applied.Pid)
 		out.Message = fmt.Sprintf("%s %s to %s: probe passed; %s", action, name, short(target), res.Running)
@@ -423,19 +411,7 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 	if err != nil {
 		return out, err
 	}
-	applied, applyErr := s.apply(ctx, p, t, spec.Manifest(name), spec.Probe, spec.ProbeTimeoutSec(), "")
-	res.Applied = applied
-	policy := res.OnProbeFailure
-	retried := false
-	if applyErr == nil && !applied.Probe.OK && policy == servicespec.OnProbeFailureRetryOnce && ctx.Err() == nil {
-		retried = true
-		if s.retryOnce(ctx, p, t, res, spec, name) {
-			applied = res.Retry
-		} else {
-			policy = servicespec.OnProbeFailureStop
-			p.Warn(ctx, "the retry failed too; under retry-once, a converge falls back to its default, stop", nil)
-		}
-	}
+	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, p, t, res, spec, name, "a converge", servicespec.OnProbeFailureStop)
 	if applyErr == nil && applied.Probe.OK {
 		res.Running = fmt.Sprintf("%s runs %s (pid %d).", name, digest, applied.Pid)
 		out.Message = fmt.Sprintf("converged %s at commit %s: probe passed; %s", name, shortCommit(res.SyncedCommit), res.Running)
@@ -483,4 +459,22 @@ func record(id uuid.UUID, status string, appliedHash, running *string) func(cont
 			ID: id, Status: status, AppliedHash: appliedHash, RunningDigest: running,
 		})
 	}
+}
+
+// applyUnderPolicy applies the service's manifest and, under retry-once,
+// probes once more when the probe failed. It returns what runs, the policy
+// that now decides a failure (the action's fallback when the retry failed
+// too) and whether a retry was made.
+func (s *Service) applyUnderPolicy(ctx context.Context, p *journal.Progress, t *journal.Phases, res *Result, spec *servicespec.Spec, name, what, fallback string) (*Applied, string, bool, error) {
+	applied, applyErr := s.apply(ctx, p, t, spec.Manifest(name), spec.Probe, spec.ProbeTimeoutSec(), "")
+	res.Applied = applied
+	policy := res.OnProbeFailure
+	if applyErr != nil || applied.Probe.OK || policy != servicespec.OnProbeFailureRetryOnce || ctx.Err() != nil {
+		return applied, policy, false, applyErr
+	}
+	if s.retryOnce(ctx, p, t, res, spec, name) {
+		return res.Retry, policy, true, nil
+	}
+	p.Warn(ctx, fmt.Sprintf("the retry failed too; under retry-once, %s falls back to its default, %s", what, fallback), nil)
+	return applied, fallback, true, nil
 }
