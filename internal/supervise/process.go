@@ -2,8 +2,13 @@ package supervise
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -101,4 +106,44 @@ func (p *Process) exitRecord(ctx context.Context) (*Exit, error) {
 			return nil, fmt.Errorf("wait for exit record of %s: %w", p.name, ctx.Err())
 		}
 	}
+}
+
+// Executable is what the kernel runs as a process: the file it was started
+// from and the digest of its bytes.
+type Executable struct {
+	// Path is where the file was when the process started; the kernel adds
+	// " (deleted)" once it is removed or replaced on disk.
+	Path string
+	// Digest is "sha256:<hex>" of the bytes the process runs.
+	Digest string
+}
+
+// Executable reads the process's executable through /proc/<pid>/exe, which
+// opens the file the kernel maps even after the path was replaced or
+// removed, so the digest proves what runs rather than what lies on disk. It
+// fails when the process does not run, checked again after hashing so a
+// reused pid never answers for it. For a script, the kernel runs (and this
+// reports) its interpreter.
+func (p *Process) Executable() (Executable, error) {
+	if !p.Alive() {
+		return Executable{}, fmt.Errorf("%s (pid %d) does not run", p.name, p.rec.Pid)
+	}
+	link := "/proc/" + strconv.Itoa(p.rec.Pid) + "/exe"
+	path, err := os.Readlink(link)
+	if err != nil {
+		return Executable{}, fmt.Errorf("read the executable of %s (pid %d): %w", p.name, p.rec.Pid, err)
+	}
+	f, err := os.Open(link)
+	if err != nil {
+		return Executable{}, fmt.Errorf("open the executable of %s (pid %d): %w", p.name, p.rec.Pid, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return Executable{}, fmt.Errorf("hash the executable of %s (pid %d): %w", p.name, p.rec.Pid, err)
+	}
+	if !p.Alive() {
+		return Executable{}, fmt.Errorf("%s (pid %d) ended while its executable was read", p.name, p.rec.Pid)
+	}
+	return Executable{Path: path, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}, nil
 }

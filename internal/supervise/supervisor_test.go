@@ -3,6 +3,8 @@ package supervise
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -187,6 +189,41 @@ func TestSupervisor(t *testing.T) {
 		exit, err := p.Wait(bundle.ctx)
 		require.NoError(t, err)
 		require.Equal(t, 3, exit.Code)
+	})
+
+	t.Run("ExecutableProvesTheBytesThatRunNotTheFileOnDisk", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t)
+
+		self, err := os.Executable()
+		require.NoError(t, err)
+		exe := filepath.Join(t.TempDir(), "svc")
+		b, err := os.ReadFile(self)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(exe, b, 0o755))
+		sum := sha256.Sum256(b)
+		want := "sha256:" + hex.EncodeToString(sum[:])
+
+		spec := serviceSpec(nil)
+		spec.Exec = exe
+		p := start(t, bundle, "proven", spec)
+		baseURL(t, bundle.sup, "proven")
+		got, err := p.Executable()
+		require.NoError(t, err)
+		require.Equal(t, Executable{Path: exe, Digest: want}, got)
+
+		// Another file renamed over the path changes the disk, not what runs.
+		other := exe + ".new"
+		require.NoError(t, os.WriteFile(other, []byte("#!/bin/sh\nexit 0\n"), 0o755))
+		require.NoError(t, os.Rename(other, exe))
+		got, err = p.Executable()
+		require.NoError(t, err)
+		require.Equal(t, want, got.Digest)
+		require.Equal(t, exe+" (deleted)", got.Path)
+
+		require.NoError(t, bundle.sup.Stop(bundle.ctx, "proven", 5*time.Second))
+		_, err = p.Executable()
+		require.ErrorContains(t, err, "does not run")
 	})
 
 	t.Run("AdoptsFromFreshSupervisor", func(t *testing.T) {
