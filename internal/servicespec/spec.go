@@ -68,6 +68,32 @@ type Spec struct {
 	// OnProbeFailure is the health rollout policy, one of
 	// OnProbeFailurePolicies; "" leaves it to the action's default.
 	OnProbeFailure string `json:"onProbeFailure,omitempty"`
+	// DriftMode is what a drift check may do about the drift it finds,
+	// one of DriftModes; "" is DriftModeObserve.
+	DriftMode string `json:"driftMode,omitempty"`
+}
+
+// The drift modes of spec.driftMode.
+const (
+	// DriftModeObserve reports drift only. The default.
+	DriftModeObserve = "observe"
+	// DriftModeSuggest reports drift with the action that repairs it.
+	DriftModeSuggest = "suggest"
+	// DriftModeEnforce converges back to the accepted manifest and digest
+	// when runtime or artifact drift persists over two checks, where that
+	// target is proven.
+	DriftModeEnforce = "enforce"
+)
+
+// DriftModes lists the valid values of spec.driftMode.
+var DriftModes = []string{DriftModeObserve, DriftModeSuggest, DriftModeEnforce}
+
+// Mode returns the drift mode in force: the spec's, else observe.
+func (s *Spec) Mode() string {
+	if s.DriftMode == "" {
+		return DriftModeObserve
+	}
+	return s.DriftMode
 }
 
 // Probe says how to tell that a started process is healthy.
@@ -153,6 +179,10 @@ func (s *Spec) check(name string) error {
 	if s.OnProbeFailure != "" && !slices.Contains(OnProbeFailurePolicies, s.OnProbeFailure) {
 		return fmt.Errorf(`has "spec.onProbeFailure" %q; give one of %s, or leave it out for the action's default (rollback for deploy, stop for converge)`,
 			s.OnProbeFailure, strings.Join(OnProbeFailurePolicies, ", "))
+	}
+	if s.DriftMode != "" && !slices.Contains(DriftModes, s.DriftMode) {
+		return fmt.Errorf(`has "spec.driftMode" %q; give one of %s, or leave it out for observe`,
+			s.DriftMode, strings.Join(DriftModes, ", "))
 	}
 	// The rest (name, environment names, NUL bytes, stop timeout) is what
 	// the renderer refuses; ask it, so the two never disagree.

@@ -42,3 +42,35 @@ func TestParseOnProbeFailure(t *testing.T) {
 		})
 	}
 }
+
+func TestParseDriftMode(t *testing.T) {
+	t.Parallel()
+
+	unit := func(mode string) []byte {
+		return fmt.Appendf(nil, `{"kind": "Service", "metadata": {"name": "web"},
+			"spec": {"runtime": "exec", "image": "sha256:%s", "driftMode": %q}}`, strings.Repeat("ab", 32), mode)
+	}
+	for _, tt := range []struct {
+		mode     string
+		wantMode string
+		wantErr  string
+	}{
+		{mode: "", wantMode: "observe"},
+		{mode: "observe", wantMode: "observe"},
+		{mode: "suggest", wantMode: "suggest"},
+		{mode: "enforce", wantMode: "enforce"},
+		{mode: "repair", wantErr: `has "spec.driftMode" "repair"; give one of observe, suggest, enforce, or leave it out for observe`},
+		{mode: "Enforce", wantErr: `has "spec.driftMode" "Enforce"`},
+	} {
+		t.Run(fmt.Sprintf("%q", tt.mode), func(t *testing.T) {
+			t.Parallel()
+			spec, err := servicespec.Parse("web", unit(tt.mode))
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.wantMode, spec.Mode())
+		})
+	}
+}
