@@ -38,6 +38,7 @@ func Register(workers *river.Workers, d Deps) {
 		river.AddWorker[services.RollbackArgs](workers, &RollbackWorker{Services: d.Services})
 		river.AddWorker[services.ConvergeArgs](workers, &ConvergeWorker{Services: d.Services})
 		river.AddWorker[services.DriftCheckArgs](workers, &ServiceDriftCheckWorker{Services: d.Services})
+		river.AddWorker[services.SweepArgs](workers, &ServiceSweepWorker{Journal: d.Journal, Services: d.Services})
 	}
 	if d.Infra != nil {
 		river.AddWorker[infra.PlanArgs](workers, &PlanWorker{Infra: d.Infra})

@@ -85,3 +85,18 @@ func (w *ServiceDriftCheckWorker) Work(ctx context.Context, job *river.Job[servi
 		return w.Services.DriftCheck(ctx, p, job.Args)
 	})
 }
+
+// ServiceSweepWorker works services.SweepArgs, the periodic drift sweep of
+// services.
+type ServiceSweepWorker struct {
+	river.WorkerDefaults[services.SweepArgs]
+	Journal  *journal.Journal
+	Services *services.Service
+}
+
+// Work implements river.Worker.
+func (w *ServiceSweepWorker) Work(ctx context.Context, job *river.Job[services.SweepArgs]) error {
+	return journal.Work(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+		return w.Services.Sweep(ctx, p)
+	})
+}

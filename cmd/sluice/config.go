@@ -68,6 +68,10 @@ type ServeConfig struct {
 	// DriftIntervalSec is SLUICE_DRIFT_INTERVAL_SEC, default 3600: how often
 	// every infrastructure unit is drift-checked; 0 turns the sweep off.
 	DriftIntervalSec int
+	// ServiceDriftIntervalSec is SLUICE_SERVICE_DRIFT_INTERVAL_SEC, default
+	// 300: how often every applied service is drift-checked (drift mode
+	// enforce repairs what two checks in a row see); 0 turns it off.
+	ServiceDriftIntervalSec int
 }
 
 func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
@@ -114,6 +118,9 @@ func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
 	if c.DriftIntervalSec, err = intEnv(getenv, "SLUICE_DRIFT_INTERVAL_SEC", 3600); err != nil {
 		return nil, err
 	}
+	if c.ServiceDriftIntervalSec, err = intEnv(getenv, "SLUICE_SERVICE_DRIFT_INTERVAL_SEC", 300); err != nil {
+		return nil, err
+	}
 	c.ConfigRoot = cmp.Or(getenv("SLUICE_CONFIG_ROOT"), filepath.Join(c.DataDir, "config"))
 	if c.ConfigRoot, err = filepath.Abs(c.ConfigRoot); err != nil {
 		return nil, fmt.Errorf("SLUICE_CONFIG_ROOT: %w", err)
@@ -144,6 +151,9 @@ func (c *ServeConfig) validate() error {
 	}
 	if c.DriftIntervalSec < 0 {
 		return fmt.Errorf("SLUICE_DRIFT_INTERVAL_SEC must be 0 (off) or a number of seconds")
+	}
+	if c.ServiceDriftIntervalSec < 0 {
+		return fmt.Errorf("SLUICE_SERVICE_DRIFT_INTERVAL_SEC must be 0 (off) or a number of seconds")
 	}
 	return nil
 }

@@ -104,6 +104,9 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	if cfg.DriftIntervalSec > 0 {
 		periodic = append(periodic, infra.PeriodicSweep(cfg.DriftIntervalSec))
 	}
+	if cfg.ServiceDriftIntervalSec > 0 {
+		periodic = append(periodic, services.PeriodicSweep(cfg.ServiceDriftIntervalSec))
+	}
 
 	workers := river.NewWorkers()
 	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, TestActions: cfg.TestActions})

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"sluice/db"
+	"sluice/internal/gitops"
 	"sluice/internal/journal"
 	"sluice/internal/servicespec"
 )
@@ -37,29 +39,98 @@ func (DriftCheckArgs) InsertOpts() river.InsertOpts { return insertOpts() }
 // service answers now, not whether it comes up.
 const driftProbeTimeout = 5 * time.Second
 
-// Drift is a service drift check's result, in the vocabulary of
-// infrastructure drift: desired_ahead when Git moved past the last apply,
-// live_drift when what runs is not what was applied (both can hold; the
-// status is then live_drift), in_sync, or unknown with its reason.
+// Enforcer is the requester of the converges that drift mode enforce asks
+// for.
+const Enforcer = "drift-enforcer"
+
+// The drift classes of a service.
+const (
+	// ClassSource: Git is ahead of what was accepted or applied.
+	ClassSource = "source"
+	// ClassRuntime: what runs is not what was applied (the unit file, the
+	// process).
+	ClassRuntime = "runtime"
+	// ClassArtifact: the process runs other bytes than the applied digest.
+	ClassArtifact = "artifact"
+	// ClassHealth: the probe fails now.
+	ClassHealth = "health"
+)
+
+// DriftFinding is one drift: a fact, of a class, with its proof.
+type DriftFinding struct {
+	Class string `json:"class"`
+	Fact  string `json:"fact"`
+	Proof string `json:"proof"`
+}
+
+// Enforcement is what drift mode enforce decided after a check.
+type Enforcement struct {
+	// Decision is "repair" (a converge was asked for), "wait" (seen once:
+	// the next check decides) or "held" (the target is not proven).
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
+	// RepairRun is the converge asked for, with Joined when it joined a
+	// queued one.
+	RepairRun string `json:"repairRun,omitempty"`
+	Joined    bool   `json:"joined,omitempty"`
+}
+
+// Enforcement decisions.
+const (
+	EnforceRepair = "repair"
+	EnforceWait   = "wait"
+	EnforceHeld   = "held"
+)
+
+// Drift is a service drift check's result. Drift lists each drift found,
+// by class, with its proof. Status sums it up in the vocabulary of
+// infrastructure drift: live_drift when something runs other than what was
+// applied or is unhealthy (runtime, artifact, health), desired_ahead when
+// only Git moved on (source), in_sync, in_progress when a queued or
+// running action explains the differences (work in progress is not drift),
+// or unknown with its reason.
 type Drift struct {
 	Status       string `json:"status"`
 	DesiredAhead bool   `json:"desiredAhead"`
 	LiveDrift    bool   `json:"liveDrift"`
 	Reason       string `json:"reason,omitempty"`
-	// Findings are the facts behind the status, each with its proof.
-	Findings      []string     `json:"findings"`
-	PinnedDigest  string       `json:"pinnedDigest"`
-	AppliedDigest string       `json:"appliedDigest,omitempty"`
-	AppliedRun    string       `json:"appliedRun,omitempty"`
-	Probe         *ProbeReport `json:"probe,omitempty"`
-	CheckedAt     time.Time    `json:"checkedAt"`
+	// Drift is the drift found, each a fact with its proof.
+	Drift []DriftFinding `json:"drift"`
+	// InProgress names the open actions that explain the differences
+	// found; while one waits, differences are not drift.
+	InProgress []string `json:"inProgress,omitempty"`
+	// Findings are every fact checked, drift or not, in sentences.
+	Findings      []string       `json:"findings"`
+	PinnedDigest  string         `json:"pinnedDigest"`
+	AppliedDigest string         `json:"appliedDigest,omitempty"`
+	AppliedRun    string         `json:"appliedRun,omitempty"`
+	Probe         *ProbeReport   `json:"probe,omitempty"`
+	Artifact      *ArtifactProof `json:"artifact,omitempty"`
+	// DriftMode is the spec's drift mode the check ran under.
+	DriftMode string       `json:"driftMode"`
+	Enforce   *Enforcement `json:"enforce,omitempty"`
+	CheckedAt time.Time    `json:"checkedAt"`
 }
+
+// Has reports whether d found drift of class.
+func (d *Drift) Has(class string) bool {
+	for _, f := range d.Drift {
+		if f.Class == class {
+			return true
+		}
+	}
+	return false
+}
+
+// repairable reports whether d found the drift enforce repairs.
+func (d *Drift) repairable() bool { return d.Has(ClassRuntime) || d.Has(ClassArtifact) }
 
 // Drift statuses.
 const (
 	InSync       = "in_sync"
 	DesiredAhead = "desired_ahead"
 	LiveDrift    = "live_drift"
+	InProgress   = "in_progress"
 	Unknown      = "unknown"
 )
 
@@ -79,25 +150,48 @@ func (s *Service) RequestDriftCheck(ctx context.Context, name, requestedBy strin
 	return res, err
 }
 
+// changeActions are the service actions that change what runs.
+var changeActions = []string{ActionDeploy, ActionRollback, ActionConverge}
+
 // DriftCheck compares what runs with what was applied and with what Git
-// holds: the pin against the last applied digest, the unit file on disk
-// against the rendered unit of the last succeeded run, and whether the
-// process is alive and its probe passes. The check succeeds whatever it
-// finds.
+// holds, and lists each drift by class with its proof:
+//   - source: the pin or the content moved past the last apply, or a
+//     candidate waiting on the source would change the unit;
+//   - runtime: the unit file on disk is not the one applied, or no process
+//     runs;
+//   - artifact: the process runs other bytes than the applied digest;
+//   - health: the probe fails now.
+//
+// While an action of the service is queued, the differences are work in
+// progress, not drift. Under drift mode enforce, runtime or artifact drift
+// seen by this check and the one before it asks for a converge back to
+// what was accepted, when that target is proven; otherwise the repair is
+// held and the result says why. The check succeeds whatever it finds.
 func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, args DriftCheckArgs) (*journal.Outcome, error) {
 	name := args.Service
-	d := &Drift{Findings: []string{}, CheckedAt: time.Now().UTC()}
+	d := &Drift{Drift: []DriftFinding{}, Findings: []string{}, CheckedAt: time.Now().UTC()}
 	out := &journal.Outcome{Result: d}
-	u, spec, err := getTx(ctx, db.New(s.Pool), name)
+	q := db.New(s.Pool)
+	u, spec, err := getTx(ctx, q, name)
 	if err != nil {
 		return out, err
 	}
-	d.PinnedDigest = spec.Digest()
-	d.DesiredAhead = u.LastAppliedHash == nil || *u.LastAppliedHash != u.ContentHash
-	if d.DesiredAhead {
-		d.Findings = append(d.Findings, fmt.Sprintf("Git is ahead: the unit's content hash %s is not the last applied one (%s).", short(u.ContentHash), orNone(deref(u.LastAppliedHash))))
+	d.PinnedDigest, d.DriftMode = spec.Digest(), spec.Mode()
+	found := func(class, fact, proof string) {
+		d.Drift = append(d.Drift, DriftFinding{Class: class, Fact: fact, Proof: proof})
+		d.Findings = append(d.Findings, fact+" "+proof)
 	}
-	run, err := db.New(s.Pool).RunLatestSucceeded(ctx, &db.RunLatestSucceededParams{Target: name, Actions: []string{ActionDeploy, ActionRollback, ActionConverge}})
+	if u.LastAppliedHash == nil || *u.LastAppliedHash != u.ContentHash {
+		found(ClassSource, "Git is ahead of what was applied.", fmt.Sprintf("The unit's content hash is %s; the last applied one is %s.", short(u.ContentHash), orNone(deref(u.LastAppliedHash))))
+	}
+	pending, err := s.GitOps.PendingChangeOf(ctx, u.SourceID, u.Path)
+	if err != nil {
+		return out, err
+	}
+	if pending != nil {
+		found(ClassSource, "Git is ahead of what was accepted.", fmt.Sprintf("Candidate %s, waiting on the source, has %s %s.", shortCommit(pending.Commit), pending.Change, u.Path))
+	}
+	run, err := q.RunLatestSucceeded(ctx, &db.RunLatestSucceededParams{Target: name, Actions: changeActions})
 	if errors.Is(err, pgx.ErrNoRows) {
 		d.Status, d.Reason = Unknown, "no action on this service ever succeeded, so nothing applied can be compared; converge it first"
 		out.Message = "drift unknown: " + d.Reason
@@ -111,43 +205,69 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, args Drif
 		d.Status, d.Reason = Unknown, fmt.Sprintf("the receipt of run %s holds no applied unit", run.ID)
 		return out, nil
 	}
-	d.AppliedDigest, d.AppliedRun = applied.Applied.Digest, run.ID.String()
+	last := applied.Applied
+	if applied.Retry != nil {
+		last = applied.Retry
+	}
+	d.AppliedDigest, d.AppliedRun = last.Digest, run.ID.String()
 	if d.PinnedDigest != d.AppliedDigest {
-		d.DesiredAhead = true
-		d.Findings = append(d.Findings, fmt.Sprintf("Git pins %s; run %s applied %s.", d.PinnedDigest, run.ID, d.AppliedDigest))
+		found(ClassSource, fmt.Sprintf("Git pins %s; what was applied is %s.", d.PinnedDigest, d.AppliedDigest), fmt.Sprintf("Run %s applied %s.", run.ID, d.AppliedDigest))
 	}
 
-	live := func(f string) {
-		d.LiveDrift = true
-		d.Findings = append(d.Findings, f)
-	}
 	text, err := s.unitText(name)
 	switch {
 	case err != nil:
-		live("The unit file on disk cannot be read: " + err.Error())
+		found(ClassRuntime, "The unit file on disk cannot be read.", err.Error())
 	case text == nil:
-		live(fmt.Sprintf("The unit file %s is missing; run %s wrote %s.", s.unitPath(name), run.ID, short(applied.Applied.RenderedHash)))
+		found(ClassRuntime, fmt.Sprintf("The unit file %s is missing.", s.unitPath(name)), fmt.Sprintf("Run %s wrote %s there.", run.ID, short(last.RenderedHash)))
 	default:
 		sum := sha256.Sum256(text)
-		if h := "sha256:" + hex.EncodeToString(sum[:]); h != applied.Applied.RenderedHash {
-			live(fmt.Sprintf("The unit file on disk hashes to %s; run %s wrote %s.", short(h), run.ID, short(applied.Applied.RenderedHash)))
+		if h := "sha256:" + hex.EncodeToString(sum[:]); h != last.RenderedHash {
+			found(ClassRuntime, "The unit file on disk is not the one applied.", fmt.Sprintf("The unit file on disk hashes to %s; run %s wrote %s.", short(h), run.ID, short(last.RenderedHash)))
+		} else {
+			d.Findings = append(d.Findings, fmt.Sprintf("The unit file on disk is the one run %s wrote (%s).", run.ID, short(h)))
 		}
 	}
 	proc, err := s.Supervisor.Adopt(name)
 	if err != nil {
-		live(fmt.Sprintf("No process runs: %s.", err))
+		found(ClassRuntime, "No process runs.", err.Error()+".")
 	} else {
+		d.Artifact = s.proveArtifact(ctx, proc, d.AppliedDigest)
+		switch {
+		case d.Artifact.Matches:
+			d.Findings = append(d.Findings, d.Artifact.Sentence)
+		case d.Artifact.Proven:
+			found(ClassArtifact, fmt.Sprintf("The process runs other bytes than artifact %s.", short(d.AppliedDigest)), d.Artifact.Sentence)
+		default:
+			d.Findings = append(d.Findings, d.Artifact.Sentence)
+		}
 		var pr *servicespec.Probe
 		if spec.Probe != nil {
 			pr = &servicespec.Probe{HTTP: spec.Probe.HTTP}
 		}
 		d.Probe = s.probe(ctx, proc, pr, int(driftProbeTimeout/time.Second))
 		if !d.Probe.OK {
-			live(fmt.Sprintf("The process (pid %d) runs, but its probe fails: %s", proc.Pid(), d.Probe.Sentence))
+			found(ClassHealth, fmt.Sprintf("The process (pid %d) runs, but its probe fails.", proc.Pid()), d.Probe.Sentence)
 		} else {
 			d.Findings = append(d.Findings, fmt.Sprintf("The process runs as pid %d and its probe passes.", proc.Pid()))
 		}
 	}
+
+	open, err := q.ServiceQueues(ctx, &db.ServiceQueuesParams{Targets: []string{name}, Actions: changeActions, FrontAction: ActionConverge})
+	if err != nil {
+		return out, fmt.Errorf("open actions of %s: %w", name, err)
+	}
+	if len(open) > 0 && len(d.Drift) > 0 {
+		for _, r := range open {
+			d.InProgress = append(d.InProgress, fmt.Sprintf("%s run %s is %s.", r.Action, r.ID, r.State))
+		}
+		d.Drift = []DriftFinding{}
+		d.Status = InProgress
+		out.Message = fmt.Sprintf("drift check of %s: differences found, but %s; work in progress is not drift", name, strings.TrimSuffix(d.InProgress[0], "."))
+		return out, nil
+	}
+	d.LiveDrift = d.Has(ClassRuntime) || d.Has(ClassArtifact) || d.Has(ClassHealth)
+	d.DesiredAhead = d.Has(ClassSource)
 	switch {
 	case d.LiveDrift:
 		d.Status = LiveDrift
@@ -157,5 +277,100 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, args Drif
 		d.Status = InSync
 	}
 	out.Message = fmt.Sprintf("drift check of %s: %s", name, d.Status)
+	if d.DriftMode == servicespec.DriftModeEnforce && d.repairable() {
+		if err := s.enforce(ctx, p, out, d, u, spec); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
+}
+
+// enforce decides what drift mode enforce does about the runtime or
+// artifact drift d found: wait when the check before did not see it too,
+// hold when the target is not proven, and otherwise ask for a converge in
+// the transaction that finishes the check.
+func (s *Service) enforce(ctx context.Context, p *journal.Progress, out *journal.Outcome, d *Drift, u *db.Unit, spec *servicespec.Spec) error {
+	name := u.Name
+	q := db.New(s.Pool)
+	e := &Enforcement{}
+	d.Enforce = e
+	prev, err := q.JournalRunLatestFinishedOf(ctx, &db.JournalRunLatestFinishedOfParams{Target: name, Actions: Actions})
+	if err != nil {
+		return fmt.Errorf("find the check before this one: %w", err)
+	}
+	var before Drift
+	if len(prev) == 0 || prev[0].Action != ActionDriftCheck || prev[0].State != journal.StateSucceeded ||
+		json.Unmarshal(prev[0].Result, &before) != nil || !before.repairable() {
+		e.Decision, e.Reason = EnforceWait, "This check is the first to see the drift; the next check repairs it if it persists."
+		p.Info(ctx, "enforce: "+e.Reason, nil)
+		return nil
+	}
+	if reason, err := s.targetUnproven(ctx, q, u, spec); err != nil {
+		return err
+	} else if reason != "" {
+		e.Decision, e.Reason = EnforceHeld, "Repair held: "+reason
+		p.Warn(ctx, "enforce: "+e.Reason, nil)
+		out.Message += "; " + e.Reason
+		return nil
+	}
+	e.Decision = EnforceRepair
+	e.Reason = fmt.Sprintf("The drift persisted over two checks (runs %s and %s); converging %s back to %s, as accepted.", prev[0].ID, p.RunID(), name, short(spec.Digest()))
+	checkID := p.RunID().String()
+	out.ApplyTx = func(ctx context.Context, tx pgx.Tx) error {
+		res, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
+			Args: &ConvergeArgs{Service: name}, Target: name, RequestedBy: Enforcer,
+			Params:     map[string]string{"driftCheck": checkID, "reason": "drift mode enforce"},
+			DigestFrom: fromDigest(u), DigestTo: spec.Digest(),
+		})
+		if err != nil {
+			return fmt.Errorf("ask for the repair of %s: %w", name, err)
+		}
+		e.RepairRun, e.Joined = res.Run.ID.String(), res.Joined
+		return nil
+	}
+	p.Info(ctx, "enforce: "+e.Reason, nil)
+	out.Message += "; repair asked for"
+	return nil
+}
+
+// targetUnproven says why converging u back to what was accepted is not
+// proven safe; "" when it is: the source's accepted commit is known, the
+// pinned artifact is in the store, the service is not paused, and its last
+// action succeeded (a failed or interrupted one is for an operator, and a
+// failed repair is never repeated on its own).
+func (s *Service) targetUnproven(ctx context.Context, q *db.Queries, u *db.Unit, spec *servicespec.Spec) (string, error) {
+	name := u.Name
+	if pause, err := s.paused(ctx, q, name); err != nil {
+		return "", err
+	} else if pause != nil {
+		return fmt.Sprintf("service %s is paused since run %s (%s); resume it first (`sluice resume-service %s`).", name, pause.RunID, pause.Reason, name), nil
+	}
+	src, err := s.GitOps.GetSourceStatus(ctx, u.SourceID.String())
+	if err != nil {
+		return "", err
+	}
+	if src.Answer.State == gitops.SourceSuspended {
+		return fmt.Sprintf("source %s is suspended, and a suspended source gets no automatic deploy", src.Source), nil
+	}
+	switch src.Answer.State {
+	case gitops.SourceOutcomeUnknown, gitops.SourceReconcileRequired, gitops.SourceNeverReconciled, gitops.SourceFetching, gitops.SourceApplying:
+		return fmt.Sprintf("what source %s accepted is not proven (%s: %s)", src.Source, src.Answer.State, src.Answer.Reason), nil
+	}
+	if _, err := q.ArtifactGet(ctx, spec.Digest()); errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Sprintf("the accepted digest %s is not in the artifact store", spec.Digest()), nil
+	} else if err != nil {
+		return "", fmt.Errorf("look up artifact %s: %w", spec.Digest(), err)
+	}
+	last, err := q.JournalRunLatestFinishedOf(ctx, &db.JournalRunLatestFinishedOfParams{Target: name, Actions: changeActions})
+	if err != nil {
+		return "", fmt.Errorf("find the last action of %s: %w", name, err)
+	}
+	if len(last) > 0 && last[0].State != journal.StateSucceeded {
+		what := "action"
+		if last[0].RequestedBy == Enforcer {
+			what = "repair"
+		}
+		return fmt.Sprintf("the last %s of %s, %s run %s, ended %s (%s); an operator decides what runs next", what, name, last[0].Action, last[0].ID, last[0].State, trimDot(deref(last[0].Error))), nil
+	}
+	return "", nil
 }

@@ -46,6 +46,8 @@ type Applied struct {
 	Rendered     string       `json:"rendered"`
 	Pid          int          `json:"pid,omitempty"`
 	Probe        *ProbeReport `json:"probe"`
+	// Artifact proves which artifact the started process runs.
+	Artifact *ArtifactProof `json:"artifact,omitempty"`
 	// Alive says whether the process still ran when the probe decided.
 	Alive bool `json:"alive"`
 }
@@ -110,6 +112,12 @@ func (s *Service) apply(ctx context.Context, p *journal.Progress, t *journal.Pha
 	}
 	a.Pid = proc.Pid()
 	p.Info(ctx, fmt.Sprintf("started %s as pid %d", m.Service, proc.Pid()), nil)
+	a.Artifact = s.proveArtifact(ctx, proc, m.ArtifactDigest)
+	if a.Artifact.Proven && !a.Artifact.Matches {
+		p.Error(ctx, a.Artifact.Sentence, map[string]any{"artifact": a.Artifact})
+	} else {
+		p.Info(ctx, a.Artifact.Sentence, nil)
+	}
 	_ = t.Do(label+"probe", func() error {
 		a.Probe = s.probe(ctx, proc, pr, probeTimeoutSec)
 		return nil

@@ -1,0 +1,466 @@
+package services
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"sluice/db"
+	"sluice/internal/gitops"
+	"sluice/internal/journal"
+	"sluice/internal/servicespec"
+)
+
+// State is a stage's state in a service's status, as the API and the CLI
+// say it.
+type State string
+
+// The states of the runtime stage, in the order they are tried.
+const (
+	// Recovering: drift mode enforce's converge is repairing the service.
+	Recovering State = "Recovering"
+	// Applying: a deploy, rollback or converge is running.
+	Applying State = "Applying"
+	// OutcomeUnknown: the newest finished action was interrupted; it holds
+	// until the next one finishes.
+	OutcomeUnknown State = "Outcome unknown"
+	// Paused: a run under the pause health policy holds the queue.
+	Paused State = "Paused"
+	// Queued: an action waits its turn. Work in progress is not drift.
+	Queued State = "Queued"
+	// Failed: the newest finished action failed.
+	Failed State = "Failed"
+	// RepairHeld: drift mode enforce saw drift persist but could not prove
+	// the target, so it did not repair.
+	RepairHeld State = "Repair held"
+	// RuntimeDrift: the unit file on disk or the process is not what was
+	// applied.
+	RuntimeDrift State = "Runtime drift"
+	// Unhealthy: the newest probe failed.
+	Unhealthy State = "Unhealthy"
+	// OutOfDate: Git holds content or a pin that was not applied.
+	OutOfDate State = "Out of date"
+	// NeverApplied: no action on the service ever succeeded.
+	NeverApplied State = "Never applied"
+	// Running: what was applied runs and its probe passed.
+	Running State = "Running"
+)
+
+// The states of the artifact stage.
+const (
+	// ArtifactMissing: the pinned digest is not in the artifact store.
+	ArtifactMissing State = "Artifact missing"
+	// ArtifactDrift: the process runs other bytes than the applied digest.
+	ArtifactDrift State = "Artifact drift"
+	// Unverified: which artifact runs could not be proven.
+	Unverified State = "Unverified"
+	// Verified: the process runs the applied digest, proven by its bytes.
+	Verified State = "Verified"
+)
+
+// StateTones is the one table of service states and their tones; warn and
+// error block and count as issues.
+var StateTones = map[State]gitops.Tone{
+	Recovering:      gitops.ToneInfo,
+	Applying:        gitops.ToneInfo,
+	OutcomeUnknown:  gitops.ToneError,
+	Paused:          gitops.ToneWarn,
+	Queued:          gitops.ToneInfo,
+	Failed:          gitops.ToneError,
+	RepairHeld:      gitops.ToneError,
+	RuntimeDrift:    gitops.ToneWarn,
+	Unhealthy:       gitops.ToneError,
+	OutOfDate:       gitops.ToneWarn,
+	NeverApplied:    gitops.ToneInfo,
+	Running:         gitops.ToneOK,
+	ArtifactMissing: gitops.ToneError,
+	ArtifactDrift:   gitops.ToneError,
+	Unverified:      gitops.ToneInfo,
+	Verified:        gitops.ToneOK,
+}
+
+// Status is a service's status answer: the first thing that needs an
+// operator, the path from Git to what runs, and the evidence.
+type Status struct {
+	Service  string
+	Answer   StatusAnswer
+	Path     []StatusStage
+	Evidence StatusEvidence
+}
+
+// StatusAnswer is the first thing on the path that needs an operator, or
+// the runtime's state when nothing does.
+type StatusAnswer struct {
+	// Stage is the stage the answer comes from.
+	Stage  string
+	State  string
+	Tone   gitops.Tone
+	Reason string
+	// Action is the command that moves the service on; "" when none is
+	// needed, or when drift mode observe only reports.
+	Action  string
+	Others  int
+	Partial bool
+}
+
+// StatusStage is one stage of the path: source, artifact, runtime.
+type StatusStage struct {
+	Name   string
+	State  string
+	Tone   gitops.Tone
+	Reason string
+}
+
+// StatusEvidence is what the receipts grant, the stages that are settled
+// with their proof, and what could not be proven.
+type StatusEvidence struct {
+	Grants   []Grant
+	Settled  []Settled
+	Unproven []string
+	// InProgress names the open actions; while one waits, differences are
+	// not reported as drift.
+	InProgress []string
+	// LastCheck is the newest drift check since the last action; nil when
+	// none.
+	LastCheck *CheckEvidence
+}
+
+// Grant is a receipt that let something happen.
+type Grant struct {
+	// What is "Source accepted" or "Applied".
+	What  string
+	RunID uuid.UUID
+	By    string
+	// Decision is the policy line of an acceptance, or the health policy an
+	// apply ran under.
+	Decision string
+	At       time.Time
+	Commit   string
+	Digest   string
+}
+
+// Settled is a stage whose state is proven, and the proof.
+type Settled struct {
+	Stage string
+	State string
+	Proof string
+}
+
+// CheckEvidence is a drift check's result, as the status shows it.
+type CheckEvidence struct {
+	RunID   uuid.UUID
+	At      time.Time
+	Status  string
+	Drift   []DriftFinding
+	Enforce *Enforcement
+}
+
+// hold is a state that holds for a stage.
+type hold struct {
+	stage  string
+	state  State
+	reason string
+	action string
+	drift  bool // a drift class: its action depends on the drift mode
+}
+
+// GetStatus answers the status of the active service name.
+func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
+	v, err := s.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	q := db.New(s.Pool)
+	st := &Status{Service: name}
+	ev := &st.Evidence
+	var holds []hold
+	add := func(stage string, state State, action, format string, a ...any) {
+		holds = append(holds, hold{stage: stage, state: state, reason: fmt.Sprintf(format, a...), action: action})
+	}
+	addDrift := func(stage string, state State, format string, a ...any) {
+		holds = append(holds, hold{stage: stage, state: state, reason: fmt.Sprintf(format, a...), action: "sluice converge " + name, drift: true})
+	}
+	settle := func(stage string, state State, format string, a ...any) {
+		ev.Settled = append(ev.Settled, Settled{Stage: stage, State: string(state), Proof: fmt.Sprintf(format, a...)})
+	}
+
+	// Source: the state of the unit's source.
+	src, err := s.GitOps.GetSourceStatus(ctx, v.Unit.SourceID.String())
+	if err != nil {
+		return nil, err
+	}
+	srcStage := StatusStage{Name: "source", State: string(src.Answer.State), Tone: src.Answer.Tone}
+	if src.Answer.State.Blocks() {
+		srcStage.Reason = src.Answer.Reason
+	} else if src.Answer.Tone == gitops.ToneOK {
+		settle("source", State(src.Answer.State), "Source %s: %s", src.Source, src.Answer.Reason)
+	}
+	if acc := src.Evidence.LastAcceptance; acc != nil {
+		ev.Grants = append(ev.Grants, Grant{What: "Source accepted", RunID: acc.RunID, By: acc.By, Decision: acc.Decision, At: acc.At, Commit: acc.Commit})
+	}
+	for _, u := range src.Evidence.Unproven {
+		ev.Unproven = append(ev.Unproven, "source "+src.Source+": "+u)
+	}
+
+	// What was applied, the newest action, and the newest check since.
+	var (
+		applied    *Applied
+		appliedRun *db.JournalRun
+	)
+	run, err := q.RunLatestSucceeded(ctx, &db.RunLatestSucceededParams{Target: name, Actions: changeActions})
+	switch {
+	case err == nil:
+		var res Result
+		if json.Unmarshal(run.Result, &res) == nil && res.Applied != nil {
+			applied, appliedRun = res.Applied, run
+			if res.Retry != nil {
+				applied = res.Retry
+			}
+			g := Grant{What: "Applied", RunID: run.ID, By: run.RequestedBy, Digest: applied.Digest, Commit: res.SyncedCommit,
+				Decision: "onProbeFailure " + res.OnProbeFailure}
+			if run.FinishedAt != nil {
+				g.At = *run.FinishedAt
+			}
+			ev.Grants = append(ev.Grants, g)
+		} else {
+			ev.Unproven = append(ev.Unproven, fmt.Sprintf("the receipt of run %s holds no applied unit", run.ID))
+		}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("find the last applied run of %s: %w", name, err)
+	}
+	lastAction, err := latestFinished(ctx, q, name, changeActions)
+	if err != nil {
+		return nil, err
+	}
+	lastCheck, err := latestFinished(ctx, q, name, []string{ActionDriftCheck})
+	if err != nil {
+		return nil, err
+	}
+	var check *Drift
+	if lastCheck != nil && lastCheck.State == journal.StateSucceeded && (lastAction == nil || lastCheck.FinishedAt.After(*lastAction.FinishedAt)) {
+		var d Drift
+		if json.Unmarshal(lastCheck.Result, &d) == nil {
+			check = &d
+			ev.LastCheck = &CheckEvidence{RunID: lastCheck.ID, At: *lastCheck.FinishedAt, Status: d.Status, Drift: d.Drift, Enforce: d.Enforce}
+		}
+	}
+
+	// A held repair belongs to the stage of the drift it holds.
+	held := check != nil && check.Enforce != nil && check.Enforce.Decision == EnforceHeld
+	if held && check.Has(ClassArtifact) {
+		add("artifact", RepairHeld, "sluice converge "+name, "%s (drift check %s).", trimDot(check.Enforce.Reason), lastCheck.ID)
+	}
+
+	// Artifact: the pin is in the store, and what runs is what was applied.
+	pinned := ""
+	if v.Spec != nil {
+		pinned = v.Spec.Digest()
+	}
+	if _, err := q.ArtifactGet(ctx, pinned); errors.Is(err, pgx.ErrNoRows) {
+		add("artifact", ArtifactMissing, "sluice artifact push FILE", "The pinned digest %s is not in the artifact store, so no action can run it.", pinned)
+	} else if err != nil {
+		return nil, fmt.Errorf("look up artifact %s: %w", pinned, err)
+	}
+	proc, procErr := s.Supervisor.Adopt(name)
+	var proof *ArtifactProof
+	switch {
+	case applied == nil:
+		add("artifact", Unverified, "", "Nothing was applied, so no running artifact can be proven.")
+	case procErr != nil:
+		add("artifact", Unverified, "", "No process runs, so which artifact runs cannot be proven.")
+		ev.Unproven = append(ev.Unproven, "artifact: no process runs, so which artifact runs cannot be proven")
+	default:
+		proof = s.proveArtifact(ctx, proc, applied.Digest)
+		switch {
+		case proof.Matches:
+			add("artifact", Verified, "", "%s", proof.Sentence)
+			settle("artifact", Verified, "%s", proof.Sentence)
+		case proof.Proven:
+			addDrift("artifact", ArtifactDrift, "Artifact drift: %s", proof.Sentence)
+		default:
+			add("artifact", Unverified, "", "%s", proof.Sentence)
+			ev.Unproven = append(ev.Unproven, "artifact: "+proof.Sentence)
+		}
+	}
+
+	// Runtime.
+	var open, queued []*db.JournalRun
+	for _, r := range v.Queue {
+		if r.Action == ActionDriftCheck {
+			continue
+		}
+		open = append(open, r)
+		ev.InProgress = append(ev.InProgress, fmt.Sprintf("%s run %s (requested by %s) is %s.", r.Action, r.ID, r.RequestedBy, r.State))
+		if r.State == journal.StateQueued {
+			queued = append(queued, r)
+		}
+	}
+	follow := func(r *db.JournalRun) string { return "sluice journal " + r.ID.String() + " --follow" }
+	for _, r := range open {
+		switch {
+		case r.State != journal.StateRunning:
+		case r.RequestedBy == Enforcer:
+			add("runtime", Recovering, follow(r), "Drift mode enforce's converge, run %s, is repairing %s.", r.ID, name)
+		default:
+			add("runtime", Applying, follow(r), "%s run %s is applying %s (requested by %s).", upperFirst(r.Action), r.ID, orNone(deref(r.DigestTo)), r.RequestedBy)
+		}
+	}
+	if lastAction != nil && lastAction.State == journal.StateUnknown {
+		add("runtime", OutcomeUnknown, "sluice converge "+name, "The outcome of %s run %s is unknown: %s", lastAction.Action, lastAction.ID, deref(lastAction.Error))
+		ev.Unproven = append(ev.Unproven, fmt.Sprintf("runtime: %s run %s did not record its outcome", lastAction.Action, lastAction.ID))
+	}
+	if v.Pause != nil {
+		add("runtime", Paused, "sluice resume-service "+name, "Run %s paused the queue of %s: %s.", v.Pause.RunID, name, trimDot(v.Pause.Reason))
+	}
+	for _, r := range queued {
+		add("runtime", Queued, follow(r), "%s run %s waits its turn (requested by %s).", upperFirst(r.Action), r.ID, r.RequestedBy)
+	}
+	if lastAction != nil && lastAction.State == journal.StateFailed {
+		add("runtime", Failed, "sluice journal "+lastAction.ID.String(), "%s run %s failed: %s", upperFirst(lastAction.Action), lastAction.ID, deref(lastAction.Error))
+	}
+	if held && !check.Has(ClassArtifact) {
+		add("runtime", RepairHeld, "sluice converge "+name, "%s (drift check %s).", trimDot(check.Enforce.Reason), lastCheck.ID)
+	}
+	if applied != nil {
+		switch {
+		case procErr != nil:
+			addDrift("runtime", RuntimeDrift, "No process runs: %s; run %s started pid %d.", procErr, appliedRun.ID, applied.Pid)
+		default:
+			text, err := s.unitText(name)
+			if err != nil {
+				return nil, err
+			}
+			sum := sha256.Sum256(text)
+			if h := "sha256:" + hex.EncodeToString(sum[:]); text == nil || h != applied.RenderedHash {
+				addDrift("runtime", RuntimeDrift, "The unit file on disk is not the one run %s wrote (%s).", appliedRun.ID, short(applied.RenderedHash))
+			}
+		}
+		probe, probeAt, probeBy := applied.Probe, appliedRun.FinishedAt, appliedRun.ID
+		if check != nil && check.Probe != nil {
+			probe, probeAt, probeBy = check.Probe, lastCheck.FinishedAt, lastCheck.ID
+		}
+		if probe != nil && !probe.OK && procErr == nil {
+			addDrift("runtime", Unhealthy, "The probe of run %s at %s failed: %s", probeBy, fmtAt(probeAt), probe.Sentence)
+		}
+		if v.DesiredAhead() || (pinned != "" && pinned != applied.Digest) {
+			addDrift("runtime", OutOfDate, "Git holds content for %s (pin %s) that was not applied; run %s applied %s.", name, short(pinned), appliedRun.ID, short(applied.Digest))
+		}
+		if procErr == nil && probe != nil && probe.OK {
+			settle("runtime", Running, "pid %d runs the unit run %s applied; its probe passed (run %s, %s).", proc.Pid(), appliedRun.ID, probeBy, fmtAt(probeAt))
+		}
+	} else {
+		add("runtime", NeverApplied, "sluice converge "+name, "No action on %s ever succeeded; converge applies what Git holds.", name)
+	}
+	if procErr == nil && applied != nil {
+		add("runtime", Running, "", "pid %d runs %s, as run %s applied it.", proc.Pid(), short(applied.Digest), appliedRun.ID)
+	}
+
+	// Work in progress is not drift: an open action explains it.
+	mode := servicespec.DriftModeObserve
+	if v.Spec != nil {
+		mode = v.Spec.Mode()
+	}
+	kept := holds[:0]
+	for _, h := range holds {
+		if h.drift && len(open) > 0 {
+			continue
+		}
+		if h.drift {
+			switch mode {
+			case servicespec.DriftModeObserve:
+				h.action = ""
+				h.reason += " (drift mode observe: reported only)"
+			case servicespec.DriftModeEnforce:
+				if h.state == RuntimeDrift || h.state == ArtifactDrift {
+					h.reason += " Drift mode enforce converges it back when two checks in a row see it."
+				}
+			}
+		}
+		kept = append(kept, h)
+	}
+	holds = kept
+
+	st.Path = []StatusStage{srcStage}
+	for _, stage := range []string{"artifact", "runtime"} {
+		for _, h := range holds {
+			if h.stage == stage {
+				ss := StatusStage{Name: stage, State: string(h.state), Tone: StateTones[h.state]}
+				if blocks(h.state) {
+					ss.Reason = h.reason
+				}
+				st.Path = append(st.Path, ss)
+				break
+			}
+		}
+	}
+	// The answer: the first blocking state along the path, else the
+	// runtime's.
+	all := append([]hold{{stage: "source", state: State(src.Answer.State), reason: src.Answer.Reason, action: src.Answer.Action}}, holds...)
+	first := -1
+	for i, h := range all {
+		if tone(h.state) == gitops.ToneWarn || tone(h.state) == gitops.ToneError {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		for i, h := range all {
+			if h.stage == "runtime" {
+				first = i
+				break
+			}
+		}
+	}
+	a := all[first]
+	st.Answer = StatusAnswer{Stage: a.stage, State: string(a.state), Tone: tone(a.state), Reason: a.reason, Action: a.action}
+	seen := map[State]bool{a.state: true}
+	for i, h := range all {
+		if i != first && !seen[h.state] && (tone(h.state) == gitops.ToneWarn || tone(h.state) == gitops.ToneError) {
+			seen[h.state] = true
+			st.Answer.Others++
+		}
+	}
+	st.Answer.Partial = len(ev.Unproven) > 0
+	return st, nil
+}
+
+// tone is the tone of a service state or, for the source stage, of a
+// source state.
+func tone(s State) gitops.Tone {
+	if t, ok := StateTones[s]; ok {
+		return t
+	}
+	return gitops.SourceStateTones[gitops.SourceState(s)]
+}
+
+func blocks(s State) bool {
+	t := tone(s)
+	return t == gitops.ToneWarn || t == gitops.ToneError
+}
+
+// latestFinished returns the newest finished run of actions on service
+// name; nil when none.
+func latestFinished(ctx context.Context, q *db.Queries, name string, actions []string) (*db.JournalRun, error) {
+	rows, err := q.JournalRunLatestFinishedOf(ctx, &db.JournalRunLatestFinishedOfParams{Target: name, Actions: actions})
+	if err != nil {
+		return nil, fmt.Errorf("find the newest run of %s: %w", name, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return rows[0], nil
+}
+
+func fmtAt(t *time.Time) string {
+	if t == nil {
+		return "an unknown time"
+	}
+	return t.UTC().Format(time.RFC3339)
+}

@@ -1,0 +1,337 @@
+package services_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"sluice/db"
+	"sluice/internal/gitops"
+	"sluice/internal/journal"
+	"sluice/internal/services"
+	"sluice/internal/supervise"
+)
+
+// withDriftMode sets spec.driftMode in a unit from unitJSON.
+func withDriftMode(unit, mode string) string {
+	return strings.Replace(unit, `"stopTimeoutSec": 2`, `"stopTimeoutSec": 2, "driftMode": "`+mode+`"`, 1)
+}
+
+func (b *testBundle) status(t *testing.T) *services.Status {
+	t.Helper()
+	st, err := b.svc.GetStatus(b.ctx, "hello")
+	require.NoError(t, err)
+	return st
+}
+
+func (b *testBundle) driftCheck(t *testing.T) (*db.JournalRun, *services.Drift) {
+	t.Helper()
+	res, err := b.svc.RequestDriftCheck(b.ctx, "hello", "alice")
+	require.NoError(t, err)
+	run := b.wait(t, res.Run.ID)
+	require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+	var d services.Drift
+	require.NoError(t, json.Unmarshal(run.Result, &d))
+	return run, &d
+}
+
+// stages maps each stage of a status's path to its state.
+func stages(st *services.Status) map[string]string {
+	m := map[string]string{}
+	for _, s := range st.Path {
+		m[s.Name] = s.State
+	}
+	return m
+}
+
+// runOther restarts hello out of band from another artifact, the way a
+// person on the host would: same arguments, other bytes.
+func (b *testBundle) runOther(t *testing.T, version string) *supervise.Process {
+	t.Helper()
+	exe, err := b.store.Materialize(b.ctx, b.digests[version])
+	require.NoError(t, err)
+	proc, err := b.svc.Supervisor.Restart(b.ctx, "hello", supervise.Spec{
+		Exec: exe, Args: []string{"--port", itoa(b.port)}, StopTimeout: 2 * time.Second,
+	})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", b.port))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var info helloInfo
+		return json.NewDecoder(resp.Body).Decode(&info) == nil && info.Version == version
+	}, 10*time.Second, 20*time.Millisecond)
+	return proc
+}
+
+func TestServiceStatus(t *testing.T) {
+	t.Parallel()
+
+	t.Run("NeverAppliedThenRunningWithItsProof", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
+		b.sync(t)
+
+		st := b.status(t)
+		require.Equal(t, "Never applied", st.Answer.State)
+		require.Equal(t, "sluice converge hello", st.Answer.Action)
+		require.Equal(t, map[string]string{"source": "Accepted", "artifact": "Unverified", "runtime": "Never applied"}, stages(st))
+
+		conv := b.converged(t, nil)
+		var res services.Result
+		require.NoError(t, json.Unmarshal(conv.Result, &res))
+		require.NotNil(t, res.Applied.Artifact)
+		require.True(t, res.Applied.Artifact.Matches, "%+v", res.Applied.Artifact)
+		require.Equal(t, b.digests["v1"], res.Applied.Artifact.Digest)
+
+		st = b.status(t)
+		require.Equal(t, "Running", st.Answer.State, "%+v", st.Answer)
+		require.Equal(t, "runtime", st.Answer.Stage)
+		require.Empty(t, st.Answer.Action)
+		require.Zero(t, st.Answer.Others)
+		require.Equal(t, map[string]string{"source": "Accepted", "artifact": "Verified", "runtime": "Running"}, stages(st))
+		require.False(t, st.Answer.Partial, "%v", st.Evidence.Unproven)
+		var whats []string
+		for _, g := range st.Evidence.Grants {
+			whats = append(whats, g.What)
+		}
+		require.Equal(t, []string{"Source accepted", "Applied"}, whats)
+		require.Equal(t, conv.ID, st.Evidence.Grants[1].RunID)
+		settled := map[string]string{}
+		for _, s := range st.Evidence.Settled {
+			settled[s.Stage] = s.Proof
+		}
+		require.Contains(t, settled["artifact"], "proven by the digest of its executable")
+		require.Contains(t, settled["runtime"], "its probe passed")
+	})
+
+	t.Run("ArtifactDriftWhenTheRunningFileIsNotThePinnedDigest", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.converged(t, nil)
+		b.runOther(t, "v2")
+
+		st := b.status(t)
+		require.Equal(t, "Artifact drift", st.Answer.State, "%+v", st.Answer)
+		require.Equal(t, "artifact", st.Answer.Stage)
+		require.Contains(t, st.Answer.Reason, "not artifact "+b.digests["v1"][:19])
+		require.Contains(t, st.Answer.Reason, "reported only", "observe is the default drift mode")
+		require.Empty(t, st.Answer.Action)
+		require.Equal(t, "Accepted", stages(st)["source"], "the source still reads as accepted")
+
+		_, d := b.driftCheck(t)
+		require.Equal(t, services.LiveDrift, d.Status)
+		require.True(t, d.Has(services.ClassArtifact), "%+v", d.Drift)
+		require.False(t, d.Has(services.ClassRuntime), "%+v", d.Drift)
+		require.Equal(t, b.digests["v2"], d.Artifact.Digest)
+		require.True(t, d.Artifact.Proven)
+		require.False(t, d.Artifact.Matches)
+	})
+
+	t.Run("AnswerNamesTheFirstBlockingReasonAndCountsTheOthers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": withDriftMode(b.unitJSON(b.digests["v1"], nil, 20), "suggest")})
+		b.sync(t)
+		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+		b.runOther(t, "v2")
+		_, err = b.gitops.SetSuspended(b.ctx, gitops.DefaultSourceName, true)
+		require.NoError(t, err)
+
+		st := b.status(t)
+		require.Equal(t, "Suspended", st.Answer.State, "%+v", st.Answer)
+		require.Equal(t, "source", st.Answer.Stage)
+		require.Equal(t, "sluice resume default", st.Answer.Action)
+		require.Equal(t, 1, st.Answer.Others, "artifact drift holds too")
+		require.Equal(t, "Artifact drift", stages(st)["artifact"])
+
+		_, err = b.gitops.SetSuspended(b.ctx, gitops.DefaultSourceName, false)
+		require.NoError(t, err)
+		st = b.status(t)
+		require.Equal(t, "Artifact drift", st.Answer.State)
+		require.Equal(t, "sluice converge hello", st.Answer.Action, "drift mode suggest puts the action in the answer")
+	})
+
+	t.Run("EvidenceListsWhatCouldNotBeProven", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.converged(t, nil)
+		require.NoError(t, b.svc.Supervisor.Stop(b.ctx, "hello", time.Second))
+
+		st := b.status(t)
+		require.Equal(t, "Runtime drift", st.Answer.State, "%+v", st.Answer)
+		require.Contains(t, st.Answer.Reason, "No process runs")
+		require.Equal(t, "Unverified", stages(st)["artifact"], "unverified is never shown as converged")
+		require.True(t, st.Answer.Partial)
+		require.Contains(t, strings.Join(st.Evidence.Unproven, "\n"), "no process runs, so which artifact runs cannot be proven")
+	})
+
+	t.Run("WorkInProgressIsNotDrift", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		conv := b.converged(t, nil)
+		// Hold the queue, as a run under the pause policy does, so the
+		// converge asked next stays queued.
+		require.NoError(t, db.New(b.pool).ServicePauseInsert(b.ctx, &db.ServicePauseInsertParams{Service: "hello", RunID: conv.ID, Reason: "held by the test"}))
+		require.NoError(t, b.svc.Supervisor.Stop(b.ctx, "hello", time.Second))
+		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+
+		st := b.status(t)
+		require.Equal(t, "Paused", st.Answer.State, "%+v", st.Answer)
+		require.Equal(t, 0, st.Answer.Others, "the stopped process is work in progress, not drift: %+v", st.Path)
+		require.Equal(t, []string{"converge run " + res.Run.ID.String() + " (requested by alice) is queued."}, st.Evidence.InProgress)
+
+		_, err = b.svc.Resume(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+		require.Equal(t, "Running", b.status(t).Answer.State)
+	})
+}
+
+func TestDriftEnforce(t *testing.T) {
+	t.Parallel()
+
+	// enforced sets up hello at v1 under drift mode enforce, converged.
+	enforced := func(t *testing.T, b *testBundle) {
+		t.Helper()
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": withDriftMode(b.unitJSON(b.digests["v1"], nil, 20), "enforce")})
+		b.sync(t)
+		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+	}
+
+	t.Run("RepairsRuntimeDriftOnceTwoChecksSeeIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		enforced(t, b)
+		require.NoError(t, b.svc.Supervisor.Stop(b.ctx, "hello", time.Second))
+
+		_, d := b.driftCheck(t)
+		require.True(t, d.Has(services.ClassRuntime), "%+v", d.Drift)
+		require.Equal(t, services.EnforceWait, d.Enforce.Decision)
+		st := b.status(t)
+		require.Equal(t, "Runtime drift", st.Answer.State)
+		require.Contains(t, st.Answer.Reason, "enforce converges it back when two checks in a row see it")
+
+		check2, d := b.driftCheck(t)
+		require.Equal(t, services.EnforceRepair, d.Enforce.Decision, "%+v", d.Enforce)
+		require.NotEmpty(t, d.Enforce.RepairRun)
+		repairID := mustUUID(t, d.Enforce.RepairRun)
+		repair := b.wait(t, repairID)
+		require.Equal(t, journal.StateSucceeded, repair.State, "%v\n%s", repair.Error, b.events(t, repairID))
+		require.Equal(t, services.Enforcer, repair.RequestedBy, "the enforcer's run names its requester")
+		require.Equal(t, services.ActionConverge, repair.Action)
+		require.Contains(t, string(repair.Params), check2.ID.String())
+		require.Equal(t, "v1", b.hello(t).Version)
+		require.Equal(t, "Running", b.status(t).Answer.State)
+	})
+
+	t.Run("HoldsTheRepairWhenTheTargetIsNotProven", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		enforced(t, b)
+		b.runOther(t, "v2")
+		_, err := b.gitops.SetSuspended(b.ctx, gitops.DefaultSourceName, true)
+		require.NoError(t, err)
+
+		_, d := b.driftCheck(t)
+		require.True(t, d.Has(services.ClassArtifact), "%+v", d.Drift)
+		require.Equal(t, services.EnforceWait, d.Enforce.Decision)
+		check2, d := b.driftCheck(t)
+		require.Equal(t, services.EnforceHeld, d.Enforce.Decision, "%+v", d.Enforce)
+		require.Contains(t, d.Enforce.Reason, "Repair held: source default is suspended")
+		require.Empty(t, d.Enforce.RepairRun)
+		var n int
+		require.NoError(t, b.pool.QueryRow(b.ctx, "SELECT count(*) FROM journal_run WHERE requested_by = $1", services.Enforcer).Scan(&n))
+		require.Zero(t, n, "nothing was repaired")
+		require.Equal(t, "v2", b.hello(t).Version)
+
+		_, err = b.gitops.SetSuspended(b.ctx, gitops.DefaultSourceName, false)
+		require.NoError(t, err)
+		st := b.status(t)
+		require.Equal(t, "Repair held", st.Answer.State, "%+v", st.Answer)
+		require.Contains(t, st.Answer.Reason, check2.ID.String())
+		require.Equal(t, "sluice converge hello", st.Answer.Action)
+
+		// Once the target is proven again, the next check repairs.
+		_, d = b.driftCheck(t)
+		require.Equal(t, services.EnforceRepair, d.Enforce.Decision, "%+v", d.Enforce)
+		repair := b.wait(t, mustUUID(t, d.Enforce.RepairRun))
+		require.Equal(t, journal.StateSucceeded, repair.State, "%v", repair.Error)
+		require.Equal(t, "v1", b.hello(t).Version)
+	})
+
+	t.Run("NeverRepeatsAFailedRepair", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		enforced(t, b)
+		// The accepted unit now fails on every start: each repair would fail.
+		b.commitUnit(t, "break it", withDriftMode(b.unitJSON(b.digests["bad"], nil, 5), "enforce"))
+		b.sync(t)
+		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateFailed, b.wait(t, res.Run.ID).State)
+
+		b.driftCheck(t)
+		_, d := b.driftCheck(t)
+		require.True(t, d.Has(services.ClassRuntime), "%+v", d.Drift)
+		require.Equal(t, services.EnforceHeld, d.Enforce.Decision, "%+v", d.Enforce)
+		require.Contains(t, d.Enforce.Reason, "ended failed")
+		require.Equal(t, "Failed", b.status(t).Answer.State)
+	})
+}
+
+func TestSweepChecksAppliedServices(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
+	b.sync(t)
+
+	sweep := func() *services.SweepResult {
+		t.Helper()
+		res, err := b.journal.Enqueue(b.ctx, journal.EnqueueParams{Args: &services.SweepArgs{}, Target: "services", RequestedBy: "alice"})
+		require.NoError(t, err)
+		run := b.wait(t, res.Run.ID)
+		require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+		var r services.SweepResult
+		require.NoError(t, json.Unmarshal(run.Result, &r))
+		return &r
+	}
+	r := sweep()
+	require.Equal(t, 0, r.Enqueued)
+	require.Equal(t, 1, r.NeverApplied)
+
+	res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+	require.NoError(t, err)
+	require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+	r = sweep()
+	require.Equal(t, 1, r.Enqueued)
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, b.pool.QueryRow(b.ctx, "SELECT count(*) FROM journal_run WHERE action = $1 AND state = 'succeeded' AND requested_by = 'system'", services.ActionDriftCheck).Scan(&n))
+		return n == 1
+	}, 30*time.Second, 20*time.Millisecond)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func mustUUID(t *testing.T, s string) uuid.UUID {
+	t.Helper()
+	id, err := uuid.Parse(s)
+	require.NoError(t, err)
+	return id
+}
