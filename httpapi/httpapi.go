@@ -70,6 +70,7 @@ func New(d Deps) http.Handler {
 	registerSources(api, d)
 	registerArtifacts(api, d)
 	registerServices(api, d)
+	registerServiceStatus(api, d)
 	registerInfra(api, d)
 	if d.TestActions {
 		registerTestActions(newHiddenAPI(mux, d), d)
@@ -94,6 +95,7 @@ func Spec() *huma.OpenAPI {
 	registerSources(api, Deps{})
 	registerArtifacts(api, Deps{})
 	registerServices(api, Deps{})
+	registerServiceStatus(api, Deps{})
 	registerInfra(api, Deps{})
 	return api.OpenAPI()
 }

@@ -97,7 +97,7 @@ func TestOpenAPISpec(t *testing.T) {
 			"accept-source", "apply-infrastructure", "converge-service", "create-source", "create-token", "delete-source",
 			"deploy-service", "destroy-infrastructure", "drift-check-infrastructure", "drift-check-service",
 			"get-artifact", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-journal-run",
-			"get-service", "get-source", "get-source-candidate", "get-source-status", "get-unit", "list-infrastructures", "list-journal", "list-services",
+			"get-service", "get-service-status", "get-source", "get-source-candidate", "get-source-status", "get-unit", "list-infrastructures", "list-journal", "list-services",
 			"list-sources", "list-tokens", "list-units", "plan-infrastructure", "put-artifact",
 			"put-gitops-settings", "put-source", "resume-service", "resume-source", "revoke-token", "rollback-service",
 			"stream-journal-events", "suspend-source", "sync-gitops", "sync-source",

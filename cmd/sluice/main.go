@@ -35,6 +35,8 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice journal [ID] [--follow]   list runs, show one, or follow it to its end
   sluice services                  list services: pin, running digest, process, queue
   sluice service NAME              one service in detail
+  sluice service status [-v] NAME  the service's state, why and what to do; -v the evidence
+  sluice service drift-check NAME  exit 0 in sync, 2 drift, 1 unknown; lists each drift with its proof
   sluice deploy SERVICE DIGEST     pin DIGEST in Git, restart, probe; revert on failure
   sluice rollback SERVICE          deploy the previous healthy digest
   sluice converge SERVICE          apply what Git holds (env, args…); no rollback

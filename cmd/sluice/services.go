@@ -50,6 +50,13 @@ var actionCalls = map[string]actionCall{
 		}
 		return answer202(r.JSON202, r.HTTPResponse, r.Body)
 	},
+	"service drift-check": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
+		r, err := c.DriftCheckServiceWithResponse(ctx, a[0])
+		if err != nil {
+			return nil, err
+		}
+		return answer202(r.JSON202, r.HTTPResponse, r.Body)
+	},
 	"plan": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
 		r, err := c.PlanInfrastructureWithResponse(ctx, a[0])
 		if err != nil {
@@ -157,6 +164,14 @@ func runServices(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 func runService(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// "sluice service status NAME"; a service named status is still
+	// "sluice service status".
+	if len(args) >= 2 && args[0] == "status" {
+		return runServiceStatus(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) >= 2 && args[0] == "drift-check" {
+		return runServiceDriftCheck(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("service", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")

@@ -78,6 +78,78 @@ func (e CreateTokenOutputBodyRole) Valid() bool {
 	}
 }
 
+// Defines values for DriftCheckSummaryStatus.
+const (
+	DriftCheckSummaryStatusDesiredAhead DriftCheckSummaryStatus = "desired_ahead"
+	DriftCheckSummaryStatusInProgress   DriftCheckSummaryStatus = "in_progress"
+	DriftCheckSummaryStatusInSync       DriftCheckSummaryStatus = "in_sync"
+	DriftCheckSummaryStatusLiveDrift    DriftCheckSummaryStatus = "live_drift"
+	DriftCheckSummaryStatusUnknown      DriftCheckSummaryStatus = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the DriftCheckSummaryStatus enum.
+func (e DriftCheckSummaryStatus) Valid() bool {
+	switch e {
+	case DriftCheckSummaryStatusDesiredAhead:
+		return true
+	case DriftCheckSummaryStatusInProgress:
+		return true
+	case DriftCheckSummaryStatusInSync:
+		return true
+	case DriftCheckSummaryStatusLiveDrift:
+		return true
+	case DriftCheckSummaryStatusUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DriftClassFoundClass.
+const (
+	DriftClassFoundClassArtifact DriftClassFoundClass = "artifact"
+	DriftClassFoundClassHealth   DriftClassFoundClass = "health"
+	DriftClassFoundClassRuntime  DriftClassFoundClass = "runtime"
+	DriftClassFoundClassSource   DriftClassFoundClass = "source"
+)
+
+// Valid indicates whether the value is a known member of the DriftClassFoundClass enum.
+func (e DriftClassFoundClass) Valid() bool {
+	switch e {
+	case DriftClassFoundClassArtifact:
+		return true
+	case DriftClassFoundClassHealth:
+		return true
+	case DriftClassFoundClassRuntime:
+		return true
+	case DriftClassFoundClassSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnforceDecisionDecision.
+const (
+	Held   EnforceDecisionDecision = "held"
+	Repair EnforceDecisionDecision = "repair"
+	Wait   EnforceDecisionDecision = "wait"
+)
+
+// Valid indicates whether the value is a known member of the EnforceDecisionDecision enum.
+func (e EnforceDecisionDecision) Valid() bool {
+	switch e {
+	case Held:
+		return true
+	case Repair:
+		return true
+	case Wait:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for InfrastructureStatus.
 const (
 	InfrastructureStatusApplied   InfrastructureStatus = "applied"
@@ -150,6 +222,96 @@ func (e ServiceStatus) Valid() bool {
 	case ServiceStatusFailed:
 		return true
 	case ServiceStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServicePathStageStage.
+const (
+	ServicePathStageStageArtifact ServicePathStageStage = "artifact"
+	ServicePathStageStageRuntime  ServicePathStageStage = "runtime"
+	ServicePathStageStageSource   ServicePathStageStage = "source"
+)
+
+// Valid indicates whether the value is a known member of the ServicePathStageStage enum.
+func (e ServicePathStageStage) Valid() bool {
+	switch e {
+	case ServicePathStageStageArtifact:
+		return true
+	case ServicePathStageStageRuntime:
+		return true
+	case ServicePathStageStageSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServicePathStageTone.
+const (
+	ServicePathStageToneError ServicePathStageTone = "error"
+	ServicePathStageToneInfo  ServicePathStageTone = "info"
+	ServicePathStageToneOk    ServicePathStageTone = "ok"
+	ServicePathStageToneWarn  ServicePathStageTone = "warn"
+)
+
+// Valid indicates whether the value is a known member of the ServicePathStageTone enum.
+func (e ServicePathStageTone) Valid() bool {
+	switch e {
+	case ServicePathStageToneError:
+		return true
+	case ServicePathStageToneInfo:
+		return true
+	case ServicePathStageToneOk:
+		return true
+	case ServicePathStageToneWarn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceStatusAnswerStage.
+const (
+	ServiceStatusAnswerStageArtifact ServiceStatusAnswerStage = "artifact"
+	ServiceStatusAnswerStageRuntime  ServiceStatusAnswerStage = "runtime"
+	ServiceStatusAnswerStageSource   ServiceStatusAnswerStage = "source"
+)
+
+// Valid indicates whether the value is a known member of the ServiceStatusAnswerStage enum.
+func (e ServiceStatusAnswerStage) Valid() bool {
+	switch e {
+	case ServiceStatusAnswerStageArtifact:
+		return true
+	case ServiceStatusAnswerStageRuntime:
+		return true
+	case ServiceStatusAnswerStageSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceStatusAnswerTone.
+const (
+	ServiceStatusAnswerToneError ServiceStatusAnswerTone = "error"
+	ServiceStatusAnswerToneInfo  ServiceStatusAnswerTone = "info"
+	ServiceStatusAnswerToneOk    ServiceStatusAnswerTone = "ok"
+	ServiceStatusAnswerToneWarn  ServiceStatusAnswerTone = "warn"
+)
+
+// Valid indicates whether the value is a known member of the ServiceStatusAnswerTone enum.
+func (e ServiceStatusAnswerTone) Valid() bool {
+	switch e {
+	case ServiceStatusAnswerToneError:
+		return true
+	case ServiceStatusAnswerToneInfo:
+		return true
+	case ServiceStatusAnswerToneOk:
+		return true
+	case ServiceStatusAnswerToneWarn:
 		return true
 	default:
 		return false
@@ -254,22 +416,40 @@ func (e StatusAnswerState) Valid() bool {
 
 // Defines values for StatusAnswerTone.
 const (
-	Error StatusAnswerTone = "error"
-	Info  StatusAnswerTone = "info"
-	Ok    StatusAnswerTone = "ok"
-	Warn  StatusAnswerTone = "warn"
+	StatusAnswerToneError StatusAnswerTone = "error"
+	StatusAnswerToneInfo  StatusAnswerTone = "info"
+	StatusAnswerToneOk    StatusAnswerTone = "ok"
+	StatusAnswerToneWarn  StatusAnswerTone = "warn"
 )
 
 // Valid indicates whether the value is a known member of the StatusAnswerTone enum.
 func (e StatusAnswerTone) Valid() bool {
 	switch e {
-	case Error:
+	case StatusAnswerToneError:
 		return true
-	case Info:
+	case StatusAnswerToneInfo:
 		return true
-	case Ok:
+	case StatusAnswerToneOk:
 		return true
-	case Warn:
+	case StatusAnswerToneWarn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusGrantWhat.
+const (
+	StatusGrantWhatApplied        StatusGrantWhat = "Applied"
+	StatusGrantWhatSourceAccepted StatusGrantWhat = "Source accepted"
+)
+
+// Valid indicates whether the value is a known member of the StatusGrantWhat enum.
+func (e StatusGrantWhat) Valid() bool {
+	switch e {
+	case StatusGrantWhatApplied:
+		return true
+	case StatusGrantWhatSourceAccepted:
 		return true
 	default:
 		return false
@@ -514,6 +694,40 @@ type DeployInputBody struct {
 	// Example: sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae
 	Digest string `json:"digest"`
 }
+
+// DriftCheckSummary defines model for DriftCheckSummary.
+type DriftCheckSummary struct {
+	At        time.Time               `json:"at"`
+	Drift     *[]DriftClassFound      `json:"drift"`
+	Enforce   *EnforceDecision        `json:"enforce,omitempty"`
+	JournalId openapi_types.UUID      `json:"journalId"`
+	Status    DriftCheckSummaryStatus `json:"status"`
+}
+
+// DriftCheckSummaryStatus defines model for DriftCheckSummary.Status.
+type DriftCheckSummaryStatus string
+
+// DriftClassFound defines model for DriftClassFound.
+type DriftClassFound struct {
+	Class DriftClassFoundClass `json:"class"`
+	Fact  string               `json:"fact"`
+	Proof string               `json:"proof"`
+}
+
+// DriftClassFoundClass defines model for DriftClassFound.Class.
+type DriftClassFoundClass string
+
+// EnforceDecision defines model for EnforceDecision.
+type EnforceDecision struct {
+	Decision EnforceDecisionDecision `json:"decision"`
+	Reason   string                  `json:"reason"`
+
+	// RepairRun The converge asked for.
+	RepairRun *string `json:"repairRun,omitempty"`
+}
+
+// EnforceDecisionDecision defines model for EnforceDecision.Decision.
+type EnforceDecisionDecision string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
@@ -824,6 +1038,23 @@ type Service struct {
 // ServiceStatus What the last finished action left: pending until one succeeds.
 type ServiceStatus string
 
+// ServicePathStage defines model for ServicePathStage.
+type ServicePathStage struct {
+	// Reason Why it blocks; absent when it does not.
+	Reason *string               `json:"reason,omitempty"`
+	Stage  ServicePathStageStage `json:"stage"`
+
+	// State Example: Verified
+	State string               `json:"state"`
+	Tone  ServicePathStageTone `json:"tone"`
+}
+
+// ServicePathStageStage defines model for ServicePathStage.Stage.
+type ServicePathStageStage string
+
+// ServicePathStageTone defines model for ServicePathStage.Tone.
+type ServicePathStageTone string
+
 // ServiceProcess defines model for ServiceProcess.
 type ServiceProcess struct {
 	// LastExit Why no process runs, when none does.
@@ -836,6 +1067,73 @@ type ServiceProcess struct {
 
 	// UnitDigest The artifact the rendered unit on disk names.
 	UnitDigest *string `json:"unitDigest,omitempty"`
+}
+
+// ServiceStatusAnswer defines model for ServiceStatusAnswer.
+type ServiceStatusAnswer struct {
+	// Action The command that moves the service on; empty when none is needed, or when drift mode observe only reports.
+	//
+	// Example: sluice converge web
+	Action string `json:"action"`
+
+	// Others How many other issues hold besides this one.
+	Others int64 `json:"others"`
+
+	// Partial Some evidence could not be proven; evidence.unproven says what.
+	Partial bool `json:"partial"`
+
+	// Reason Why, in a sentence.
+	Reason string `json:"reason"`
+
+	// Stage The stage the answer comes from.
+	Stage ServiceStatusAnswerStage `json:"stage"`
+
+	// State The state of that stage (see the README's tables).
+	//
+	// Example: Runtime drift
+	State string                  `json:"state"`
+	Tone  ServiceStatusAnswerTone `json:"tone"`
+}
+
+// ServiceStatusAnswerStage The stage the answer comes from.
+type ServiceStatusAnswerStage string
+
+// ServiceStatusAnswerTone defines model for ServiceStatusAnswer.Tone.
+type ServiceStatusAnswerTone string
+
+// ServiceStatusEvidence defines model for ServiceStatusEvidence.
+type ServiceStatusEvidence struct {
+	// Grants The receipts that let what runs happen: the source's acceptance and the apply.
+	Grants *[]StatusGrant `json:"grants"`
+
+	// InProgress The open actions; while one waits, differences are work in progress, not drift.
+	InProgress *[]string          `json:"inProgress"`
+	LastCheck  *DriftCheckSummary `json:"lastCheck,omitempty"`
+
+	// Settled The stages whose state is proven, with the proof.
+	Settled *[]SettledStage `json:"settled"`
+
+	// Unproven Everything that could not be proven. Unverified is never shown as converged.
+	Unproven *[]string `json:"unproven"`
+}
+
+// ServiceStatusReport defines model for ServiceStatusReport.
+type ServiceStatusReport struct {
+	Answer   ServiceStatusAnswer   `json:"answer"`
+	Evidence ServiceStatusEvidence `json:"evidence"`
+
+	// Path The stages from Git to what runs: source, artifact, runtime.
+	Path *[]ServicePathStage `json:"path"`
+
+	// Service Example: web
+	Service string `json:"service"`
+}
+
+// SettledStage defines model for SettledStage.
+type SettledStage struct {
+	Proof string `json:"proof"`
+	Stage string `json:"stage"`
+	State string `json:"state"`
 }
 
 // Source defines model for Source.
@@ -963,6 +1261,26 @@ type StatusAnswerState string
 
 // StatusAnswerTone defines model for StatusAnswer.Tone.
 type StatusAnswerTone string
+
+// StatusGrant defines model for StatusGrant.
+type StatusGrant struct {
+	At time.Time `json:"at"`
+
+	// By Example: alice
+	By     string  `json:"by"`
+	Commit *string `json:"commit,omitempty"`
+
+	// Decision The policy line of an acceptance, or the health policy an apply ran under.
+	//
+	// Example: Applies without an operator
+	Decision  string             `json:"decision"`
+	Digest    *string            `json:"digest,omitempty"`
+	JournalId openapi_types.UUID `json:"journalId"`
+	What      StatusGrantWhat    `json:"what"`
+}
+
+// StatusGrantWhat defines model for StatusGrant.What.
+type StatusGrantWhat string
 
 // Token defines model for Token.
 type Token struct {
@@ -1337,6 +1655,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/services/{name}/rollback (the `RollbackService` operationId).
 	RollbackService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetServiceStatus The service's status in one answer: the first thing that needs an operator and the action to take, the path (source, artifact, runtime) with each stage's state, and the evidence: the grants recorded, the settled stages with their proof, and everything that could not be proven. It proves which artifact runs by hashing the running executable.
+	//
+	// The service's status in one answer: the first thing that needs an operator and the action to take, the path (source, artifact, runtime) with each stage's state, and the evidence: the grants recorded, the settled stages with their proof, and everything that could not be proven. It proves which artifact runs by hashing the running executable. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/services/{name}/status (the `GetServiceStatus` operationId).
+	GetServiceStatus(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSources List the sources, by name.
 	//
@@ -1903,6 +2228,23 @@ func (c *Client) ResumeService(ctx context.Context, name string, reqEditors ...R
 // Corresponds with POST /api/v1/services/{name}/rollback (the `RollbackService` operationId).
 func (c *Client) RollbackService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRollbackServiceRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetServiceStatus The service's status in one answer: the first thing that needs an operator and the action to take, the path (source, artifact, runtime) with each stage's state, and the evidence: the grants recorded, the settled stages with their proof, and everything that could not be proven. It proves which artifact runs by hashing the running executable.
+//
+// The service's status in one answer: the first thing that needs an operator and the action to take, the path (source, artifact, runtime) with each stage's state, and the evidence: the grants recorded, the settled stages with their proof, and everything that could not be proven. It proves which artifact runs by hashing the running executable. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/services/{name}/status (the `GetServiceStatus` operationId).
+func (c *Client) GetServiceStatus(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetServiceStatusRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -3133,6 +3475,40 @@ func NewRollbackServiceRequest(server string, name string) (*http.Request, error
 	return req, nil
 }
 
+// NewGetServiceStatusRequest constructs an http.Request for the GetServiceStatus method
+func NewGetServiceStatusRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/services/%s/status", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSourcesRequest constructs an http.Request for the ListSources method
 func NewListSourcesRequest(server string) (*http.Request, error) {
 	var err error
@@ -4055,6 +4431,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/services/{name}/rollback (the `RollbackService` operationId).
 	RollbackServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RollbackServiceResponse, error)
+
+	// GetServiceStatusWithResponse The service's status in one answer: the first thing that needs an operator and the action to take, the path (source, artifact, runtime) with each stage's state, and the evidence: the grants recorded, the settled stages with their proof, and everything that could not be proven. It proves which artifact runs by hashing the running executable.
+	//
+	// The service's status in one answer: the first thing that needs an operator and the action to take, the path (source, artifact, runtime) with each stage's state, and the evidence: the grants recorded, the settled stages with their proof, and everything that could not be proven. It proves which artifact runs by hashing the running executable. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/services/{name}/status (the `GetServiceStatus` operationId).
+	GetServiceStatusWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetServiceStatusResponse, error)
 
 	// ListSourcesWithResponse List the sources, by name.
 	//
@@ -5951,6 +6336,82 @@ func (r RollbackServiceResponse) ContentType() string {
 	return ""
 }
 
+type GetServiceStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceStatusReport
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetServiceStatusResponse) GetJSON200() *ServiceStatusReport {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetServiceStatusResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetServiceStatusResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetServiceStatusResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetServiceStatusResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetServiceStatusResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetServiceStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetServiceStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetServiceStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetServiceStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListSourcesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7532,6 +7993,21 @@ func (c *ClientWithResponses) RollbackServiceWithResponse(ctx context.Context, n
 		return nil, err
 	}
 	return ParseRollbackServiceResponse(rsp)
+}
+
+// GetServiceStatusWithResponse The service's status in one answer: the first thing that needs an operator and the action to take, the path (source, artifact, runtime) with each stage's state, and the evidence: the grants recorded, the settled stages with their proof, and everything that could not be proven. It proves which artifact runs by hashing the running executable.
+//
+// The service's status in one answer: the first thing that needs an operator and the action to take, the path (source, artifact, runtime) with each stage's state, and the evidence: the grants recorded, the settled stages with their proof, and everything that could not be proven. It proves which artifact runs by hashing the running executable. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/services/{name}/status (the `GetServiceStatus` operationId).
+func (c *ClientWithResponses) GetServiceStatusWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetServiceStatusResponse, error) {
+	rsp, err := c.GetServiceStatus(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetServiceStatusResponse(rsp)
 }
 
 // ListSourcesWithResponse List the sources, by name.
@@ -9273,6 +9749,67 @@ func ParseRollbackServiceResponse(rsp *http.Response) (*RollbackServiceResponse,
 			headers.Location = &value
 		}
 		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetServiceStatusResponse parses an HTTP response from a GetServiceStatusWithResponse call
+func ParseGetServiceStatusResponse(rsp *http.Response) (*GetServiceStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetServiceStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceStatusReport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
 	}
 
 	return response, nil

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+)
+
+// runServiceStatus is `sluice service status [-v] NAME`: the answer line
+// first, then the path, then (with -v) the evidence.
+func runServiceStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("service status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	verbose := fs.Bool("v", false, "print the evidence too")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: sluice service status [-v] SERVICE")
+		return exitError{2}
+	}
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	resp, err := client.GetServiceStatusWithResponse(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if resp.JSON200 == nil {
+		return apiError(resp.HTTPResponse, resp.Body)
+	}
+	st := resp.JSON200
+	if *asJSON {
+		return printJSON(stdout, st)
+	}
+	a := st.Answer
+	line := fmt.Sprintf("%s: %s", a.State, a.Reason)
+	if a.Action != "" {
+		line += " → " + a.Action
+	}
+	fmt.Fprintln(stdout, line)
+	if a.Others > 0 {
+		fmt.Fprintf(stdout, "  and %d other issues\n", a.Others)
+	}
+	if st.Path != nil {
+		for _, s := range *st.Path {
+			fmt.Fprintf(stdout, "path: %s: %s", s.Stage, s.State)
+			if s.Reason != nil && *s.Reason != "" {
+				fmt.Fprintf(stdout, " (%s)", *s.Reason)
+			}
+			fmt.Fprintln(stdout)
+		}
+	}
+	if !*verbose {
+		return nil
+	}
+	ev := st.Evidence
+	if ev.Grants != nil {
+		for _, g := range *ev.Grants {
+			what := g.Decision
+			if g.Digest != nil && *g.Digest != "" {
+				what = shortDigest(*g.Digest) + ", " + what
+			}
+			fmt.Fprintf(stdout, "grant: %s by %s %s (run %s): %s\n", g.What, g.By, fmtTime(&g.At), g.JournalId, what)
+		}
+	}
+	if ev.Settled != nil {
+		for _, s := range *ev.Settled {
+			fmt.Fprintf(stdout, "settled: %s: %s: %s\n", s.Stage, s.State, s.Proof)
+		}
+	}
+	if ev.InProgress != nil {
+		for _, s := range *ev.InProgress {
+			fmt.Fprintln(stdout, "in progress: "+s)
+		}
+	}
+	if c := ev.LastCheck; c != nil {
+		fmt.Fprintf(stdout, "last drift check: %s %s (run %s)\n", c.Status, fmtTime(&c.At), c.JournalId)
+		if c.Drift != nil {
+			for _, d := range *c.Drift {
+				fmt.Fprintf(stdout, "  %s drift: %s %s\n", d.Class, d.Fact, d.Proof)
+			}
+		}
+		if c.Enforce != nil {
+			fmt.Fprintf(stdout, "  enforce: %s: %s\n", c.Enforce.Decision, c.Enforce.Reason)
+		}
+	}
+	if ev.Unproven != nil {
+		for _, u := range *ev.Unproven {
+			fmt.Fprintln(stdout, "unproven: "+u)
+		}
+	}
+	if a.Partial {
+		fmt.Fprintln(stdout, "the evidence is partial")
+	}
+	return nil
+}
+
+// runServiceDriftCheck is `sluice service drift-check NAME`: ask, follow,
+// then print each drift with its proof. It exits 0 in sync (or while work
+// in progress explains the differences), 2 on drift, 1 when unknown.
+func runServiceDriftCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	client, id, detached, err := askAndFollow(ctx, "service drift-check", "sluice service drift-check SERVICE", 1, args, stdout, stderr)
+	if detached || err != nil {
+		return err
+	}
+	r, err := client.GetJournalRunWithResponse(ctx, id)
+	if err != nil {
+		return err
+	}
+	if r.JSON200 == nil {
+		return apiError(r.HTTPResponse, r.Body)
+	}
+	var res struct {
+		Status string `json:"status"`
+		Reason string `json:"reason"`
+		Drift  []struct {
+			Class, Fact, Proof string
+		} `json:"drift"`
+		InProgress []string `json:"inProgress"`
+		Enforce    *struct {
+			Decision, Reason string
+		} `json:"enforce"`
+	}
+	b, _ := json.Marshal(r.JSON200.Result)
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("read the drift check's result: %w", err)
+	}
+	fmt.Fprintf(stdout, "drift: %s\n", res.Status)
+	for _, d := range res.Drift {
+		fmt.Fprintf(stdout, "  %s: %s %s\n", d.Class, d.Fact, d.Proof)
+	}
+	for _, s := range res.InProgress {
+		fmt.Fprintf(stdout, "  in progress: %s\n", s)
+	}
+	if res.Enforce != nil {
+		fmt.Fprintf(stdout, "  enforce: %s: %s\n", res.Enforce.Decision, res.Enforce.Reason)
+	}
+	switch res.Status {
+	case "in_sync", "in_progress":
+		return nil
+	case "desired_ahead", "live_drift":
+		return exitError{2}
+	default:
+		if res.Reason != "" {
+			fmt.Fprintf(stdout, "  %s\n", res.Reason)
+		}
+		return exitError{1}
+	}
+}
