@@ -40,6 +40,32 @@ func (q *Queries) ArtifactChunkInsert(ctx context.Context, arg *ArtifactChunkIns
 	return err
 }
 
+const artifactDigestsPresent = `-- name: ArtifactDigestsPresent :many
+SELECT digest FROM artifact WHERE digest = ANY($1::text[])
+`
+
+// ArtifactDigestsPresent returns the digests among digests that the store
+// holds.
+func (q *Queries) ArtifactDigestsPresent(ctx context.Context, digests []string) ([]string, error) {
+	rows, err := q.db.Query(ctx, artifactDigestsPresent, digests)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var digest string
+		if err := rows.Scan(&digest); err != nil {
+			return nil, err
+		}
+		items = append(items, digest)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const artifactGet = `-- name: ArtifactGet :one
 SELECT digest, size, created_at FROM artifact WHERE digest = $1
 `

@@ -14,3 +14,8 @@ INSERT INTO artifact_chunk (digest, seq, data) VALUES (@digest, @seq, @data);
 
 -- name: ArtifactChunkGet :one
 SELECT data FROM artifact_chunk WHERE digest = @digest AND seq = @seq;
+
+-- name: ArtifactDigestsPresent :many
+-- ArtifactDigestsPresent returns the digests among digests that the store
+-- holds.
+SELECT digest FROM artifact WHERE digest = ANY(@digests::text[]);

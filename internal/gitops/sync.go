@@ -188,6 +188,9 @@ type Result struct {
 	// ReviewedPlan the plan they accepted.
 	Reviewer     string      `json:"reviewer,omitempty"`
 	ReviewedPlan *PlanDigest `json:"reviewedPlan,omitempty"`
+	// Artifacts is, for each service the run created or updated, whether
+	// its pinned digest is in the artifact store at acceptance.
+	Artifacts []ArtifactCheck `json:"artifacts,omitempty"`
 
 	// accepted are the units the run created or updated, and autoDeploy
 	// whether the policy asks to deploy them (see Service.FollowUp).
@@ -639,7 +642,8 @@ func (p *plan) writeTx(ctx context.Context, q *db.Queries, cur *db.Source, c *ch
 	for _, up := range c.updates {
 		c.res.accepted = append(c.res.accepted, &db.Unit{ID: up.ID, SourceID: p.source.ID, Path: up.Path, Kind: up.Kind, Name: up.Name, Content: up.Content, ContentHash: up.ContentHash})
 	}
-	return nil
+	c.res.Artifacts, err = checkArtifactsTx(ctx, q, c.res.accepted)
+	return err
 }
 
 // active reports whether a status is a unit in Git now.

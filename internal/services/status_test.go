@@ -115,6 +115,33 @@ func TestServiceStatus(t *testing.T) {
 		require.Contains(t, settled["runtime"], "its probe passed")
 	})
 
+	t.Run("AcceptanceChecksThePinnedArtifactIsInTheStore", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		missing := "sha256:" + strings.Repeat("ab", 32)
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(missing, nil, 20)})
+		res, err := b.gitops.RequestSync(b.ctx, "alice", false)
+		require.NoError(t, err)
+		run := b.wait(t, res.Run.ID)
+		require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+		var sync gitops.Result
+		require.NoError(t, json.Unmarshal(run.Result, &sync))
+		require.Equal(t, []gitops.ArtifactCheck{{Service: "hello", Path: "services/hello.json", Digest: missing, InStore: false}}, sync.Artifacts)
+
+		st := b.status(t)
+		require.Equal(t, "Artifact missing", st.Answer.State, "%+v", st.Answer)
+		require.Equal(t, "sluice artifact push FILE", st.Answer.Action)
+		require.Contains(t, st.Answer.Reason, missing)
+
+		b.commitUnit(t, "pin v1", b.unitJSON(b.digests["v1"], nil, 20))
+		res, err = b.gitops.RequestSync(b.ctx, "alice", false)
+		require.NoError(t, err)
+		run = b.wait(t, res.Run.ID)
+		require.NoError(t, json.Unmarshal(run.Result, &sync))
+		require.Equal(t, []gitops.ArtifactCheck{{Service: "hello", Path: "services/hello.json", Digest: b.digests["v1"], InStore: true}}, sync.Artifacts)
+		require.Equal(t, "Never applied", b.status(t).Answer.State)
+	})
+
 	t.Run("ArtifactDriftWhenTheRunningFileIsNotThePinnedDigest", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
