@@ -250,6 +250,10 @@ func TestServeKillNineMidProbe(t *testing.T) {
 	var runs int
 	require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(*) FROM journal_run WHERE target = 'hello'`).Scan(&runs))
 	require.Equal(t, 1, runs, "River does not run the dead converge again")
+	out, code := p2.cliOut("service", "status", "hello")
+	require.Equal(t, 0, code, out)
+	require.True(t, strings.HasPrefix(out, "Outcome unknown: "), "%s", out)
+	require.Contains(t, out, id)
 
 	// The queue is not blocked: a new converge replaces the adopted process.
 	id2 := p2.accepted("/api/v1/services/hello/converge", nil)
@@ -259,6 +263,9 @@ func TestServeKillNineMidProbe(t *testing.T) {
 	require.NotEqual(t, pid, v.Process.Pid)
 	require.Equal(t, []int{v.Process.Pid}, processesOf(t, exe))
 	require.Equal(t, digest, *v.RunningDigest)
+	out, code = p2.cliOut("service", "status", "hello")
+	require.Equal(t, 0, code, out)
+	require.True(t, strings.HasPrefix(out, "Running: "), "the next action settles it: %s", out)
 }
 
 func TestCLIServices(t *testing.T) {
@@ -294,6 +301,11 @@ func TestCLIServices(t *testing.T) {
 	require.Contains(t, out, "exited with code 3")
 	require.Contains(t, out, "failed")
 
+	out, code = cli("service", "status", "hello")
+	require.Equal(t, 0, code, out)
+	require.True(t, strings.HasPrefix(out, "Failed: Deploy run "), "%s", out)
+	require.Contains(t, out, "path: source: Accepted\npath: artifact: Verified\npath: runtime: Failed")
+
 	out, code = cli("services")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "hello")
@@ -304,6 +316,18 @@ func TestCLIServices(t *testing.T) {
 	out, code = cli("service", "hello")
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `running +`+v1, out)
+	out, code = cli("service", "status", "-v", "hello")
+	require.Equal(t, 0, code, out)
+	require.True(t, strings.HasPrefix(out, "Running: "), "%s", out)
+	require.Contains(t, out, "grant: Source accepted by ")
+	require.Contains(t, out, "grant: Applied by ")
+	require.Contains(t, out, "settled: artifact: Verified: ")
+	out, code = cli("service", "drift-check", "hello")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "drift: in_sync")
+	out, code = cli("resume-service", "hello")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "is not paused")
 
 	out, code = cli("converge", "nope")
 	require.Equal(t, 1, code, out)
