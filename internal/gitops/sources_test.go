@@ -202,6 +202,21 @@ func TestSources(t *testing.T) {
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run WHERE target = 'apps' AND requested_by = 'system'"))
 	})
 
+	t.Run("ASyncQueuedBeforeSuspendIsRefusedAtItsTurn", func(t *testing.T) {
+		t.Parallel()
+		b := setupSources(t, setupOpts{noStart: true})
+		b.other.Commit(t, "other", map[string]string{"a.json": svcUnit("a", "x:1")})
+		res, err := b.svc.RequestSourceSync(b.ctx, "apps", "alice", false)
+		require.NoError(t, err)
+		_, err = b.svc.SetSuspended(b.ctx, "apps", true)
+		require.NoError(t, err)
+		b.start(t)
+		run := b.wait(t, res.Run.ID)
+		require.Equal(t, journal.StateFailed, run.State)
+		require.Contains(t, *run.Error, "was suspended before this sync's turn, so nothing was fetched")
+		require.Empty(t, b.unitsOf(t, b.src.ID))
+	})
+
 	t.Run("NameIsFreeAgainAfterDelete", func(t *testing.T) {
 		t.Parallel()
 		b := setupSources(t, setupOpts{})

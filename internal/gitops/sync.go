@@ -208,6 +208,9 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	if src.DeletedAt != nil {
 		return nil, errs.Errorf(errs.Conflict, "Source %s was deleted; it no longer syncs.", src.Name)
 	}
+	if src.SuspendedAt != nil {
+		return nil, errs.Errorf(errs.Conflict, "Source %s was suspended before this sync's turn, so nothing was fetched; `sluice resume %s` lets it sync again.", src.Name, src.Name)
+	}
 	mirror, err := s.mirror(src)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"sluice/db"
 	"sluice/internal/journal"
+	"sluice/internal/unit"
 )
 
 // syncLockClass is the advisory lock space of per-source sync locks ("slsy").
@@ -56,6 +57,19 @@ func (s *Service) SyncNow(ctx context.Context, p *journal.Progress, sourceID uui
 		return nil, err
 	}
 	defer release()
+	src, err := db.New(s.Pool).SourceGet(ctx, sourceID)
+	if err != nil {
+		return nil, fmt.Errorf("load source %s: %w", sourceID, err)
+	}
+	if src.SuspendedAt != nil {
+		// A suspended source is not fetched: act on what it accepted.
+		commit := ""
+		if src.SyncedCommit != nil {
+			commit = *src.SyncedCommit
+		}
+		p.Info(ctx, fmt.Sprintf("source %s is suspended, so nothing was fetched; acting on commit %s, as accepted", src.Name, orNoneCommit(commit)), nil)
+		return &Result{Commit: commit, Policy: src.Policy, Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{}}, nil
+	}
 	out, err := s.Sync(ctx, p, SyncArgs{SourceID: sourceID})
 	if err != nil {
 		return nil, err
@@ -76,4 +90,11 @@ func (s *Service) SyncNow(ctx context.Context, p *journal.Progress, sourceID uui
 		return nil, fmt.Errorf("apply sync: %w", err)
 	}
 	return res, nil
+}
+
+func orNoneCommit(c string) string {
+	if c == "" {
+		return "(none)"
+	}
+	return short(c)
 }

@@ -275,6 +275,9 @@ func pinAllowedTx(ctx context.Context, q *db.Queries, u *db.Unit, name string) e
 	if err != nil {
 		return fmt.Errorf("load the source of %s: %w", name, err)
 	}
+	if src.SuspendedAt != nil {
+		return errs.Errorf(errs.Conflict, "Source %s of service %s is suspended, so a deploy's pin commit would not be synced. Resume it (`sluice resume %s`), or converge to apply what it accepted.", src.Name, name, src.Name)
+	}
 	if gitops.Policy(src.Policy).Waits() {
 		return errs.Errorf(errs.Conflict, "Source %s of service %s has the %s policy, so a deploy's pin commit would wait as a candidate instead of running. Pin the digest in Git, accept it (`sluice accept %s`) and converge, or give the source the auto-write policy.", src.Name, name, src.Policy, src.Name)
 	}

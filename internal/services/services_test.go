@@ -502,6 +502,26 @@ func TestServiceDriftCheck(t *testing.T) {
 func TestPolicies(t *testing.T) {
 	t.Parallel()
 
+	t.Run("WhileSuspendedADeployIsRefusedAndConvergeFetchesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.converged(t, map[string]string{"GREETING": "hi"})
+		b.commitUnit(t, "greet differently", b.unitJSON(b.digests["v1"], map[string]string{"GREETING": "hello there"}, 20))
+		_, err := b.gitops.SetSuspended(b.ctx, gitops.DefaultSourceName, true)
+		require.NoError(t, err)
+
+		_, err = b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice")
+		require.Equal(t, errs.Conflict, errs.CodeOf(err))
+		require.Contains(t, err.Error(), "is suspended")
+
+		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		run := b.wait(t, res.Run.ID)
+		require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+		require.Contains(t, b.events(t, run.ID), "is suspended, so nothing was fetched")
+		require.Equal(t, "hi", b.hello(t).Greeting, "the converge applied what was accepted, not the branch")
+	})
+
 	t.Run("UnderManualADeployIsRefusedAndConvergeAppliesOnlyWhatWasAccepted", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
