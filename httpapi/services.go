@@ -151,20 +151,18 @@ func registerServices(api huma.API, d Deps) {
 		return accepted(res), nil
 	})
 
-	register(api, d, op("resume-service", http.MethodPost, "/services/{name}/resume",
+	o = op("resume-service", http.MethodPost, "/services/{name}/resume",
 		"Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: "+
-			"its queued actions run again, in their order. Answers the service. 409 when it is not paused.",
-		auth.RoleOperator, http.StatusNotFound, http.StatusConflict),
-		func(ctx context.Context, in *serviceNameInput) (*getServiceOutput, error) {
-			if _, err := d.Services.Resume(ctx, in.Name, requester(ctx)); err != nil {
-				return nil, err
-			}
-			v, err := d.Services.Get(ctx, in.Name)
-			if err != nil {
-				return nil, err
-			}
-			return &getServiceOutput{Body: serviceOut(v)}, nil
-		})
+			"a journaled run removes the pause, and the queued actions run again, in their order. 409 when it is not paused.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict)
+	o.DefaultStatus = http.StatusAccepted
+	register(api, d, o, func(ctx context.Context, in *serviceNameInput) (*ActionAccepted, error) {
+		res, err := d.Services.RequestResume(ctx, in.Name, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return accepted(res), nil
+	})
 
 	o = op("converge-service", http.MethodPost, "/services/{name}/converge",
 		"Apply what the branch holds (env, args, template…) at the front of the service's queue: sync, render, restart, probe. "+

@@ -39,6 +39,7 @@ func Register(workers *river.Workers, d Deps) {
 		river.AddWorker[services.ConvergeArgs](workers, &ConvergeWorker{Services: d.Services})
 		river.AddWorker[services.DriftCheckArgs](workers, &ServiceDriftCheckWorker{Services: d.Services})
 		river.AddWorker[services.SweepArgs](workers, &ServiceSweepWorker{Journal: d.Journal, Services: d.Services})
+		river.AddWorker[services.ResumeArgs](workers, &ResumeServiceWorker{Journal: d.Journal, Services: d.Services})
 	}
 	if d.Infra != nil {
 		river.AddWorker[infra.PlanArgs](workers, &PlanWorker{Infra: d.Infra})

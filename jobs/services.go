@@ -100,3 +100,18 @@ func (w *ServiceSweepWorker) Work(ctx context.Context, job *river.Job[services.S
 		return w.Services.Sweep(ctx, p)
 	})
 }
+
+// ResumeServiceWorker works services.ResumeArgs, outside the service's
+// lane: the lane is what it unblocks.
+type ResumeServiceWorker struct {
+	river.WorkerDefaults[services.ResumeArgs]
+	Journal  *journal.Journal
+	Services *services.Service
+}
+
+// Work implements river.Worker.
+func (w *ResumeServiceWorker) Work(ctx context.Context, job *river.Job[services.ResumeArgs]) error {
+	return journal.Work(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+		return w.Services.Resume(ctx, p, job.Args)
+	})
+}

@@ -57,6 +57,13 @@ var actionCalls = map[string]actionCall{
 		}
 		return answer202(r.JSON202, r.HTTPResponse, r.Body)
 	},
+	"resume-service": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
+		r, err := c.ResumeServiceWithResponse(ctx, a[0])
+		if err != nil {
+			return nil, err
+		}
+		return answer202(r.JSON202, r.HTTPResponse, r.Body)
+	},
 	"plan": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
 		r, err := c.PlanInfrastructureWithResponse(ctx, a[0])
 		if err != nil {
@@ -223,27 +230,8 @@ func runService(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // runResumeService lets a service's queue, paused by a run under the pause
 // health policy, run again.
 func runResumeService(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("resume-service", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return errors.New("usage: sluice resume-service SERVICE")
-	}
-	client, err := newClient()
-	if err != nil {
-		return err
-	}
-	resp, err := client.ResumeServiceWithResponse(ctx, fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	if resp.JSON200 == nil {
-		return apiError(resp.HTTPResponse, resp.Body)
-	}
-	fmt.Fprintf(stdout, "resumed %s: %d queued action(s) run in their order\n", resp.JSON200.Name, len(deref(resp.JSON200.Queued)))
-	return nil
+	_, _, _, err := askAndFollow(ctx, "resume-service", "sluice resume-service SERVICE", 1, args, stdout, stderr)
+	return err
 }
 
 func processText(p apiclient.ServiceProcess) string {

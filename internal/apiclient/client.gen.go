@@ -1642,9 +1642,9 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/services/{name}/drift-check (the `DriftCheckService` operationId).
 	DriftCheckService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResumeService Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused.
+	// ResumeService Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: a journaled run removes the pause, and the queued actions run again, in their order. 409 when it is not paused.
 	//
-	// Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused. Needs the operator role.
+	// Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: a journaled run removes the pause, and the queued actions run again, in their order. 409 when it is not paused. Needs the operator role.
 	//
 	// Corresponds with POST /api/v1/services/{name}/resume (the `ResumeService` operationId).
 	ResumeService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2204,9 +2204,9 @@ func (c *Client) DriftCheckService(ctx context.Context, name string, reqEditors 
 	return c.Client.Do(req)
 }
 
-// ResumeService Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused.
+// ResumeService Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: a journaled run removes the pause, and the queued actions run again, in their order. 409 when it is not paused.
 //
-// Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused. Needs the operator role.
+// Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: a journaled run removes the pause, and the queued actions run again, in their order. 409 when it is not paused. Needs the operator role.
 //
 // Corresponds with POST /api/v1/services/{name}/resume (the `ResumeService` operationId).
 func (c *Client) ResumeService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4414,9 +4414,9 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/services/{name}/drift-check (the `DriftCheckService` operationId).
 	DriftCheckServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DriftCheckServiceResponse, error)
 
-	// ResumeServiceWithResponse Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused.
+	// ResumeServiceWithResponse Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: a journaled run removes the pause, and the queued actions run again, in their order. 409 when it is not paused.
 	//
-	// Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused. Needs the operator role.
+	// Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: a journaled run removes the pause, and the queued actions run again, in their order. 409 when it is not paused. Needs the operator role.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6163,11 +6163,16 @@ func (r DriftCheckServiceResponse) ContentType() string {
 	return ""
 }
 
+// ResumeServiceResponse202Headers the declared response headers of an HTTP 202 response for ResumeService
+type ResumeServiceResponse202Headers struct {
+	Location *string
+}
+
 type ResumeServiceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
-	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Service
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -6180,11 +6185,13 @@ type ResumeServiceResponse struct {
 	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *ResumeServiceResponse202Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ResumeServiceResponse) GetJSON200() *Service {
-	return r.JSON200
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r ResumeServiceResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -7965,9 +7972,9 @@ func (c *ClientWithResponses) DriftCheckServiceWithResponse(ctx context.Context,
 	return ParseDriftCheckServiceResponse(rsp)
 }
 
-// ResumeServiceWithResponse Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused.
+// ResumeServiceWithResponse Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: a journaled run removes the pause, and the queued actions run again, in their order. 409 when it is not paused.
 //
-// Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: its queued actions run again, in their order. Answers the service. 409 when it is not paused. Needs the operator role.
+// Resume the service's queue, paused by a run under the pause health policy (spec.onProbeFailure) whose probe failed: a journaled run removes the pause, and the queued actions run again, in their order. 409 when it is not paused. Needs the operator role.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -9619,12 +9626,12 @@ func ParseResumeServiceResponse(rsp *http.Response) (*ResumeServiceResponse, err
 	}
 
 	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Service
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.JSON200 = &dest
+		response.JSON202 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorModel
@@ -9668,6 +9675,19 @@ func ParseResumeServiceResponse(rsp *http.Response) (*ResumeServiceResponse, err
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers ResumeServiceResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
 	}
 
 	return response, nil

@@ -1,6 +1,7 @@
 package services_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -144,15 +145,21 @@ func TestOnProbeFailure(t *testing.T) {
 		time.Sleep(time.Second)
 		require.Equal(t, journal.StateQueued, mustGet(t, b, held.Run.ID).State)
 
-		_, err = b.svc.Resume(b.ctx, "hello", "alice")
+		resume, err := b.svc.RequestResume(b.ctx, "hello", "alice")
 		require.NoError(t, err)
+		resumed := b.wait(t, resume.Run.ID)
+		require.Equal(t, journal.StateSucceeded, resumed.State, "%v", resumed.Error)
+		require.Equal(t, "alice", resumed.RequestedBy, "the journal says who resumed the queue")
+		var rr services.ResumeResult
+		require.NoError(t, json.Unmarshal(resumed.Result, &rr))
+		require.Equal(t, run.ID.String(), rr.PausedBy, "and which run had paused it")
 		after := b.wait(t, held.Run.ID)
 		require.Equal(t, journal.StateSucceeded, after.State, "%v", after.Error)
 		require.Equal(t, "fixed", b.hello(t).Greeting)
 		v, err = b.svc.Get(b.ctx, "hello")
 		require.NoError(t, err)
 		require.Nil(t, v.Pause)
-		_, err = b.svc.Resume(b.ctx, "hello", "alice")
+		_, err = b.svc.RequestResume(b.ctx, "hello", "alice")
 		require.Equal(t, errs.Conflict, errs.CodeOf(err), "not paused any more")
 	})
 

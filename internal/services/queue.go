@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -44,19 +45,80 @@ func (s *Service) paused(ctx context.Context, q *db.Queries, name string) (*db.S
 	return p, nil
 }
 
-// Resume lets the queue of service name run again after a run under the
-// pause health policy held it. Conflict when it is not paused.
-func (s *Service) Resume(ctx context.Context, name, requestedBy string) (*db.ServicePause, error) {
-	if _, _, err := getTx(ctx, db.New(s.Pool), name); err != nil {
-		return nil, err
-	}
-	p, err := db.New(s.Pool).ServicePauseDelete(ctx, name)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errs.Errorf(errs.Conflict, "Service %s is not paused, so there is nothing to resume.", name)
-	}
+// ActionResume resumes a service's queue paused by the pause health policy.
+const ActionResume = "resume_service"
+
+// ResumeArgs asks to resume the queue of Service; requests join a queued
+// one. It runs outside the service's lane: the lane is what it unblocks.
+type ResumeArgs struct {
+	journal.Ref
+	Service string `json:"service" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (ResumeArgs) Kind() string { return ActionResume }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (ResumeArgs) InsertOpts() river.InsertOpts { return insertOpts() }
+
+// ResumeResult is a resume's receipt.
+type ResumeResult struct {
+	Service string `json:"service"`
+	// PausedBy is the run whose failed probe paused the queue, and Reason
+	// its failure.
+	PausedBy string    `json:"pausedBy"`
+	Reason   string    `json:"reason"`
+	PausedAt time.Time `json:"pausedAt"`
+}
+
+// RequestResume asks to let the queue of service name run again after a
+// run under the pause health policy held it. Conflict when it is not paused.
+func (s *Service) RequestResume(ctx context.Context, name, requestedBy string) (*journal.EnqueueResult, error) {
+	var res *journal.EnqueueResult
+	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		if _, _, err := getTx(ctx, q, name); err != nil {
+			return err
+		}
+		p, err := s.paused(ctx, q, name)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			return errs.Errorf(errs.Conflict, "Service %s is not paused, so there is nothing to resume.", name)
+		}
+		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
+			Args: &ResumeArgs{Service: name}, Target: name, RequestedBy: requestedBy,
+			Params: map[string]string{"pausedBy": p.RunID.String()},
+		})
+		return err
+	})
+	return res, err
+}
+
+// Resume is the resume action's body: the pause is removed in the
+// transaction that finishes the run, so the receipt records who resumed
+// the queue and which run had paused it.
+func (s *Service) Resume(ctx context.Context, p *journal.Progress, args ResumeArgs) (*journal.Outcome, error) {
+	name := args.Service
+	res := &ResumeResult{Service: name}
+	out := &journal.Outcome{Result: res}
+	pause, err := s.paused(ctx, db.New(s.Pool), name)
 	if err != nil {
-		return nil, fmt.Errorf("resume %s: %w", name, err)
+		return out, err
 	}
-	s.Logger.Info("service resumed", "service", name, "requested_by", requestedBy, "paused_by_run", p.RunID)
-	return p, nil
+	if pause == nil {
+		return out, errs.Errorf(errs.Conflict, "Service %s was no longer paused at this run's turn; nothing was changed.", name)
+	}
+	res.PausedBy, res.Reason, res.PausedAt = pause.RunID.String(), pause.Reason, pause.PausedAt
+	out.Message = fmt.Sprintf("resumed the queue of %s, paused by run %s; its queued actions run in their order", name, pause.RunID)
+	out.ApplyTx = func(ctx context.Context, tx pgx.Tx) error {
+		_, err := db.New(tx).ServicePauseDelete(ctx, name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // resumed meanwhile: the same end
+		}
+		return err
+	}
+	s.Logger.Info("service resumed", "service", name, "requested_by", p.Run().RequestedBy, "paused_by_run", pause.RunID)
+	return out, nil
 }

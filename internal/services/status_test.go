@@ -221,8 +221,9 @@ func TestServiceStatus(t *testing.T) {
 		require.Equal(t, 0, st.Answer.Others, "the stopped process is work in progress, not drift: %+v", st.Path)
 		require.Equal(t, []string{"converge run " + res.Run.ID.String() + " (requested by alice) is queued."}, st.Evidence.InProgress)
 
-		_, err = b.svc.Resume(b.ctx, "hello", "alice")
+		resume, err := b.svc.RequestResume(b.ctx, "hello", "alice")
 		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, resume.Run.ID).State)
 		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
 		require.Equal(t, "Running", b.status(t).Answer.State)
 	})
