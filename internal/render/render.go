@@ -99,8 +99,7 @@ func Render(m Manifest) ([]byte, string, error) {
 		b.WriteByte('\n')
 	}
 	text := b.Bytes()
-	sum := sha256.Sum256(text)
-	return text, "sha256:" + hex.EncodeToString(sum[:]), nil
+	return text, Hash(text), nil
 }
 
 func writeQuoted(b *bytes.Buffer, key, value string) {
@@ -273,4 +272,11 @@ func parseInt(s string) (int, error) {
 		return 0, fmt.Errorf("has a number that is not plain decimal")
 	}
 	return v, nil
+}
+
+// Hash is a rendered unit's hash, "sha256:" and the hex of its SHA-256: the
+// hash Render returns, for comparing a unit file on disk with it.
+func Hash(text []byte) string {
+	sum := sha256.Sum256(text)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -2,8 +2,6 @@ package services
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"sluice/db"
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
+	"sluice/internal/render"
 	"sluice/internal/servicespec"
 )
 
@@ -181,7 +180,7 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, args Drif
 		d.Drift = append(d.Drift, DriftFinding{Class: class, Fact: fact, Proof: proof})
 		d.Findings = append(d.Findings, fact+" "+proof)
 	}
-	if u.LastAppliedHash == nil || *u.LastAppliedHash != u.ContentHash {
+	if contentAhead(u) {
 		found(ClassSource, "Git is ahead of what was applied.", fmt.Sprintf("The unit's content hash is %s; the last applied one is %s.", short(u.ContentHash), orNone(deref(u.LastAppliedHash))))
 	}
 	pending, err := s.GitOps.PendingChangeOf(ctx, u.SourceID, u.Path)
@@ -221,8 +220,7 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, args Drif
 	case text == nil:
 		found(ClassRuntime, fmt.Sprintf("The unit file %s is missing.", s.unitPath(name)), fmt.Sprintf("Run %s wrote %s there.", run.ID, short(last.RenderedHash)))
 	default:
-		sum := sha256.Sum256(text)
-		if h := "sha256:" + hex.EncodeToString(sum[:]); h != last.RenderedHash {
+		if h := render.Hash(text); h != last.RenderedHash {
 			found(ClassRuntime, "The unit file on disk is not the one applied.", fmt.Sprintf("The unit file on disk hashes to %s; run %s wrote %s.", short(h), run.ID, short(last.RenderedHash)))
 		} else {
 			d.Findings = append(d.Findings, fmt.Sprintf("The unit file on disk is the one run %s wrote (%s).", run.ID, short(h)))

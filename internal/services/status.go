@@ -2,8 +2,6 @@ package services
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -332,15 +330,8 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 		switch {
 		case procErr != nil:
 			addDrift("runtime", RuntimeDrift, "No process runs: %s; run %s started pid %d.", procErr, appliedRun.ID, applied.Pid)
-		default:
-			text, err := s.unitText(name)
-			if err != nil {
-				return nil, err
-			}
-			sum := sha256.Sum256(text)
-			if h := "sha256:" + hex.EncodeToString(sum[:]); text == nil || h != applied.RenderedHash {
-				addDrift("runtime", RuntimeDrift, "The unit file on disk is not the one run %s wrote (%s).", appliedRun.ID, short(applied.RenderedHash))
-			}
+		case v.Process.RenderedHash != applied.RenderedHash:
+			addDrift("runtime", RuntimeDrift, "The unit file on disk is not the one run %s wrote (%s).", appliedRun.ID, short(applied.RenderedHash))
 		}
 		probe, probeAt, probeBy := applied.Probe, appliedRun.FinishedAt, appliedRun.ID
 		if check != nil && check.Probe != nil {

@@ -2,8 +2,6 @@ package services
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 
 	"sluice/db"
@@ -29,8 +27,11 @@ type View struct {
 }
 
 // DesiredAhead reports whether Git holds content that was not applied.
-func (v *View) DesiredAhead() bool {
-	return v.Unit.LastAppliedHash == nil || *v.Unit.LastAppliedHash != v.Unit.ContentHash
+func (v *View) DesiredAhead() bool { return contentAhead(v.Unit) }
+
+// contentAhead reports whether u's content is not the last applied one.
+func contentAhead(u *db.Unit) bool {
+	return u.LastAppliedHash == nil || *u.LastAppliedHash != u.ContentHash
 }
 
 // Process is what runs on this host for a service, read from the supervisor
@@ -126,8 +127,7 @@ func (s *Service) process(name string) Process {
 		if m, err := render.Parse(text); err == nil {
 			p.UnitDigest = m.ArtifactDigest
 		}
-		sum := sha256.Sum256(text)
-		p.RenderedHash = "sha256:" + hex.EncodeToString(sum[:])
+		p.RenderedHash = render.Hash(text)
 	}
 	return p
 }
