@@ -485,3 +485,51 @@ func TestServeServiceCredentialsNeverLeak(t *testing.T) {
 	}))
 	require.Greater(t, files, 10)
 }
+
+// TestServeEnforceRepairsAKilledService: a service under drift mode enforce
+// is killed on the host; the periodic sweep's checks see it gone twice in a
+// row, and the enforcer's converge brings it back, journaled with its
+// requester, with no operator.
+func TestServeEnforceRepairsAKilledService(t *testing.T) {
+	t.Parallel()
+	site := newServiceSite(t)
+	env := append(slices.Clone(site.env), "SLUICE_SERVICE_DRIFT_INTERVAL_SEC=1")
+	p, _ := startServe(t, env...)
+	digest := p.pushArtifact(helloBuild(t, "v1"))
+	unit := strings.Replace(site.unit(digest, nil), `"stopTimeoutSec": 2`, `"stopTimeoutSec": 2, "driftMode": "enforce"`, 1)
+	site.repo.Commit(t, "hello", map[string]string{"services/hello.json": unit})
+	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+	p.waitRunLong(p.accepted("/api/v1/services/hello/converge", nil), "succeeded")
+	before := p.service("hello").Process.Pid
+	require.NotZero(t, before)
+
+	require.NoError(t, syscall.Kill(-before, syscall.SIGKILL))
+	conn, err := pgx.Connect(context.Background(), site.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var repair, params string
+	require.Eventually(t, func() bool {
+		err := conn.QueryRow(context.Background(),
+			`SELECT id::text, params::text FROM journal_run WHERE action = 'converge' AND requested_by = 'drift-enforcer' AND state = 'succeeded'`).Scan(&repair, &params)
+		return err == nil
+	}, 90*time.Second, 100*time.Millisecond, "the enforcer never repaired the killed service")
+
+	v := p.service("hello")
+	require.True(t, v.Process.Running)
+	require.NotEqual(t, before, v.Process.Pid)
+	// The check that asked for the repair decided so, after one that saw
+	// the drift first and waited.
+	var decision string
+	require.NoError(t, conn.QueryRow(context.Background(),
+		`SELECT c.result->'enforce'->>'decision' FROM journal_run c, journal_run r
+		 WHERE r.id = $1 AND c.id::text = r.params->>'driftCheck' AND c.requested_by = 'system'`, repair).Scan(&decision), params)
+	require.Equal(t, "repair", decision)
+	var waited int
+	require.NoError(t, conn.QueryRow(context.Background(),
+		`SELECT count(*) FROM journal_run WHERE action = 'service_drift_check' AND result->'enforce'->>'decision' = 'wait'`).Scan(&waited))
+	require.GreaterOrEqual(t, waited, 1)
+
+	out, code := p.cliOut("service", "status", "hello")
+	require.Equal(t, 0, code, out)
+	require.True(t, strings.HasPrefix(out, "Running: "), "%s", out)
+}
