@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -406,4 +407,54 @@ func reportStarts(b *testing.B, name string, samples, floor []startSample, floor
 		line += "; its phases' p50 in ms: " + strings.Join(phases, ", ")
 	}
 	b.Log(line)
+}
+
+// BenchmarkServiceStatus measures GET /services/{name}/status, the answer
+// with its proofs (it reads the source's state, the receipts, and hashes the
+// running executable through /proc), against GET /services/{name}, the
+// view of the same service without them, as its floor. The hash alone
+// (sha256 of the artifact file, ~8 MB here) is reported too: it is most of
+// the difference.
+func BenchmarkServiceStatus(b *testing.B) {
+	site := newServiceSite(b)
+	p, _ := startServe(b, site.env...)
+	exe := helloBuild(b, "v1")
+	digest := p.pushArtifact(exe)
+	site.repo.Commit(b, "hello", map[string]string{"services/hello.json": site.unit(digest, nil)})
+	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+	p.waitRunLong(p.accepted("/api/v1/services/hello/converge", nil), "succeeded")
+
+	const n = 100
+	timed := func(path string) (p50, p99 time.Duration) {
+		var took []time.Duration
+		for range n {
+			begin := time.Now()
+			status, body := p.do("GET", path, testToken, nil)
+			took = append(took, time.Since(begin))
+			require.Equal(b, http.StatusOK, status, string(body))
+		}
+		slices.Sort(took)
+		return took[n/2], took[n*99/100]
+	}
+	raw, err := os.ReadFile(exe)
+	require.NoError(b, err)
+	b.ResetTimer()
+	for range b.N {
+		s50, s99 := timed("/api/v1/services/hello/status")
+		f50, f99 := timed("/api/v1/services/hello")
+		var hash time.Duration
+		for range 10 {
+			begin := time.Now()
+			_ = sha256.Sum256(raw)
+			hash += time.Since(begin)
+		}
+		hash /= 10
+		b.ReportMetric(ms(s50), "ms-p50-status")
+		b.ReportMetric(ms(s99), "ms-p99-status")
+		b.ReportMetric(ms(f50), "ms-p50-floor")
+		b.ReportMetric(float64(s50)/float64(f50), "x-floor-p50")
+		b.ReportMetric(ms(hash), "ms-exe-hash")
+		b.Logf("status p50 %.1f ms p99 %.1f ms; floor (GET the service) p50 %.1f ms p99 %.1f ms; ratio p50 %.2f; hashing the %.1f MB executable alone %.1f ms",
+			ms(s50), ms(s99), ms(f50), ms(f99), float64(s50)/float64(f50), float64(len(raw))/1e6, ms(hash))
+	}
 }

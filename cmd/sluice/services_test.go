@@ -62,7 +62,7 @@ type serviceSite struct {
 	env     []string
 }
 
-func newServiceSite(t *testing.T) *serviceSite {
+func newServiceSite(t testing.TB) *serviceSite {
 	t.Helper()
 	s := &serviceSite{repo: gittest.New(t), dbURL: dbtest.NewDB(t), dataDir: t.TempDir(), port: freePort(t)}
 	s.env = []string{
@@ -73,7 +73,7 @@ func newServiceSite(t *testing.T) *serviceSite {
 	return s
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	addr := freeAddr(t)
 	port, err := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])

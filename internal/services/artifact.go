@@ -32,7 +32,7 @@ type ArtifactProof struct {
 // about the script: that is reported as unproven, never as a match.
 func (s *Service) proveArtifact(ctx context.Context, proc *supervise.Process, want string) *ArtifactProof {
 	pr := &ArtifactProof{Pid: proc.Pid(), Want: want}
-	exe, err := proc.Executable()
+	exe, err := s.executable(proc)
 	if err != nil {
 		pr.Sentence = fmt.Sprintf("Which artifact runs cannot be proven: %s.", err)
 		return pr
@@ -50,6 +50,31 @@ func (s *Service) proveArtifact(ctx context.Context, proc *supervise.Process, wa
 	pr.Proven = true
 	pr.Sentence = fmt.Sprintf("pid %d runs %s (%s), not artifact %s.", pr.Pid, short(exe.Digest), exe.Path, short(want))
 	return pr
+}
+
+// executable is proc.Executable, hashed again only when the process or the
+// file it runs changed (supervise.Process.ExecutableStamp): the kernel
+// refuses writes to a file while it is executed (ETXTBSY), so this is a
+// second guard, and a restart is another stamp.
+func (s *Service) executable(proc *supervise.Process) (supervise.Executable, error) {
+	stamp, err := proc.ExecutableStamp()
+	if err != nil {
+		return supervise.Executable{}, err
+	}
+	if e, ok := s.exes.Load(proc.Name()); ok && e.(cachedExe).stamp == stamp {
+		return e.(cachedExe).exe, nil
+	}
+	exe, err := proc.Executable()
+	if err != nil {
+		return exe, err
+	}
+	s.exes.Store(proc.Name(), cachedExe{stamp: stamp, exe: exe})
+	return exe, nil
+}
+
+type cachedExe struct {
+	stamp string
+	exe   supervise.Executable
 }
 
 // isScript reports whether the artifact digest starts with "#!".

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -108,6 +109,10 @@ type Service struct {
 	// Wait is how long an action waits before it looks again for its turn
 	// in its service's queue. Default 250 ms.
 	Wait time.Duration
+
+	// exes caches the proven executable of each service's process by
+	// service name (see executable).
+	exes sync.Map
 }
 
 // New returns a Service keeping its files under dataDir.

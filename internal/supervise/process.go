@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -53,6 +54,25 @@ func (p *Process) Name() string { return p.name }
 
 // Pid returns the pid of the service process (not of its shim).
 func (p *Process) Pid() int { return p.rec.Pid }
+
+// ExecutableStamp names the process instance (pid and start time, so a
+// reused pid is another instance) and the file it runs as it is now (device,
+// inode, size, change time). Two equal stamps mean the bytes the process
+// runs have not changed between them, so Executable's digest still holds.
+func (p *Process) ExecutableStamp() (string, error) {
+	fi, err := os.Stat("/proc/" + strconv.Itoa(p.rec.Pid) + "/exe")
+	if err != nil {
+		return "", fmt.Errorf("stat the executable of %s (pid %d): %w", p.name, p.rec.Pid, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", fmt.Errorf("stat the executable of %s: no inode", p.name)
+	}
+	if !p.Alive() {
+		return "", fmt.Errorf("%s (pid %d) does not run", p.name, p.rec.Pid)
+	}
+	return fmt.Sprintf("%d@%d %d:%d %d %d.%d", p.rec.Pid, p.rec.StartTime, st.Dev, st.Ino, st.Size, st.Ctim.Sec, st.Ctim.Nsec), nil
+}
 
 // SpecHash returns Spec.Hash of the spec the process was started with.
 func (p *Process) SpecHash() string { return p.rec.SpecHash }

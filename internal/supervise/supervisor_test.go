@@ -211,6 +211,11 @@ func TestSupervisor(t *testing.T) {
 		got, err := p.Executable()
 		require.NoError(t, err)
 		require.Equal(t, Executable{Path: exe, Digest: want}, got)
+		stamp, err := p.ExecutableStamp()
+		require.NoError(t, err)
+		again, err := p.ExecutableStamp()
+		require.NoError(t, err)
+		require.Equal(t, stamp, again, "nothing changed, so the digest still holds")
 
 		// Another file renamed over the path changes the disk, not what runs.
 		other := exe + ".new"
@@ -220,10 +225,18 @@ func TestSupervisor(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, got.Digest)
 		require.Equal(t, exe+" (deleted)", got.Path)
+		// A restart is another instance, though the same bytes run.
+		restarted, err := bundle.sup.Restart(bundle.ctx, "proven", serviceSpec(nil))
+		require.NoError(t, err)
+		stamp2, err := restarted.ExecutableStamp()
+		require.NoError(t, err)
+		require.NotEqual(t, stamp, stamp2)
 
 		require.NoError(t, bundle.sup.Stop(bundle.ctx, "proven", 5*time.Second))
-		_, err = p.Executable()
+		_, err = restarted.Executable()
 		require.ErrorContains(t, err, "does not run")
+		_, err = restarted.ExecutableStamp()
+		require.Error(t, err)
 	})
 
 	t.Run("AdoptsFromFreshSupervisor", func(t *testing.T) {
