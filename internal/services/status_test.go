@@ -233,9 +233,9 @@ func TestDriftEnforce(t *testing.T) {
 	t.Parallel()
 
 	// enforced sets up hello at v1 under drift mode enforce, converged.
-	enforced := func(t *testing.T, b *testBundle) {
+	enforced := func(t *testing.T, b *testBundle, env map[string]string) {
 		t.Helper()
-		b.Commit(t, "add hello", map[string]string{"services/hello.json": withDriftMode(b.unitJSON(b.digests["v1"], nil, 20), "enforce")})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": withDriftMode(b.unitJSON(b.digests["v1"], env, 20), "enforce")})
 		b.sync(t)
 		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 		require.NoError(t, err)
@@ -245,7 +245,8 @@ func TestDriftEnforce(t *testing.T) {
 	t.Run("RepairsRuntimeDriftOnceTwoChecksSeeIt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		enforced(t, b)
+		// A slow start keeps the repair running long enough to be seen.
+		enforced(t, b, map[string]string{"HELLO_START_DELAY": "2s"})
 		require.NoError(t, b.svc.Supervisor.Stop(b.ctx, "hello", time.Second))
 
 		_, d := b.driftCheck(t)
@@ -259,6 +260,11 @@ func TestDriftEnforce(t *testing.T) {
 		require.Equal(t, services.EnforceRepair, d.Enforce.Decision, "%+v", d.Enforce)
 		require.NotEmpty(t, d.Enforce.RepairRun)
 		repairID := mustUUID(t, d.Enforce.RepairRun)
+		require.Eventually(t, func() bool { return b.status(t).Answer.State == "Recovering" }, 10*time.Second, 20*time.Millisecond,
+			"while the enforcer's converge runs, the service is recovering")
+		st = b.status(t)
+		require.Contains(t, st.Answer.Reason, repairID.String())
+		require.Zero(t, st.Answer.Others, "the stopped process is what the repair is about, not another issue: %+v", st.Path)
 		repair := b.wait(t, repairID)
 		require.Equal(t, journal.StateSucceeded, repair.State, "%v\n%s", repair.Error, b.events(t, repairID))
 		require.Equal(t, services.Enforcer, repair.RequestedBy, "the enforcer's run names its requester")
@@ -271,7 +277,7 @@ func TestDriftEnforce(t *testing.T) {
 	t.Run("HoldsTheRepairWhenTheTargetIsNotProven", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		enforced(t, b)
+		enforced(t, b, nil)
 		b.runOther(t, "v2")
 		_, err := b.gitops.SetSuspended(b.ctx, gitops.DefaultSourceName, true)
 		require.NoError(t, err)
@@ -306,7 +312,7 @@ func TestDriftEnforce(t *testing.T) {
 	t.Run("NeverRepeatsAFailedRepair", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		enforced(t, b)
+		enforced(t, b, nil)
 		// The accepted unit now fails on every start: each repair would fail.
 		b.commitUnit(t, "break it", withDriftMode(b.unitJSON(b.digests["bad"], nil, 5), "enforce"))
 		b.sync(t)
