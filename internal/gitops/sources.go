@@ -218,8 +218,9 @@ func (s *Service) DeleteSource(ctx context.Context, key string) (*Source, error)
 }
 
 // SetSuspended suspends or resumes the source key names. A suspended source
-// gets no interval syncs, and a manual sync is refused; a sync already queued
-// or running goes on.
+// gets no interval syncs, a manual sync is refused, a sync queued before is
+// refused at its turn (Sync), and a service action's own sync fetches
+// nothing (SyncNow). A sync already running goes on to its end.
 func (s *Service) SetSuspended(ctx context.Context, key string, suspended bool) (*Source, error) {
 	var out *db.Source
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
