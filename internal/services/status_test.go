@@ -191,6 +191,26 @@ func TestServiceStatus(t *testing.T) {
 		require.Equal(t, "sluice converge hello", st.Answer.Action, "drift mode suggest puts the action in the answer")
 	})
 
+	t.Run("SourceDriftIncludesAWaitingCandidate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.converged(t, map[string]string{"GREETING": "hi"})
+		_, err := b.gitops.SetPolicy(b.ctx, gitops.DefaultSourceName, gitops.PolicyReview)
+		require.NoError(t, err)
+		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digests["v1"], map[string]string{"GREETING": "hello there"}, 20))
+		b.sync(t)
+
+		_, d := b.driftCheck(t)
+		require.Equal(t, services.DesiredAhead, d.Status, "%+v", d.Drift)
+		require.Equal(t, []services.DriftFinding{{Class: services.ClassSource, Fact: "Git is ahead of what was accepted.",
+			Proof: "Candidate " + edit[:12] + ", waiting on the source, has updated services/hello.json."}}, d.Drift)
+
+		st := b.status(t)
+		require.Equal(t, "Review required", st.Answer.State, "%+v", st.Answer)
+		require.Equal(t, "source", st.Answer.Stage)
+		require.Equal(t, "Running", stages(st)["runtime"], "what runs is what was accepted and applied")
+	})
+
 	t.Run("EvidenceListsWhatCouldNotBeProven", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
