@@ -13,7 +13,9 @@
 // A sync writes in an order that survives a crash: a marker naming the target
 // commit, then the files, then the index (renamed into place), then the
 // branch, then the marker is removed. A sync that finds the marker reconciles
-// every tracked path instead of trusting the diff.
+// every tracked path instead of trusting the diff. The first sync creates the
+// repository under a marker of its own, and one that finds it starts the
+// repository again.
 //
 // Files are written as their blobs hold them: Git attributes (end-of-line
 // conversion, filters such as LFS) are not applied. A submodule becomes an

@@ -496,6 +496,40 @@ func TestSync(t *testing.T) {
 		b.requireCleanCheckout(t, c3)
 	})
 
+	t.Run("StartsAgainAfterAnInitStoppedHalfWay", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c1 := b.commit(t, "one", units)
+		// What a first sync killed inside its init leaves: the directories
+		// the init makes first, and an empty HEAD.
+		gitDir := filepath.Join(b.dir, ".git")
+		for _, d := range []string{"objects/info", "objects/pack", "refs/heads"} {
+			require.NoError(t, os.MkdirAll(filepath.Join(gitDir, d), 0o755))
+		}
+		for _, f := range []string{lockName, initName, "HEAD"} {
+			require.NoError(t, os.WriteFile(filepath.Join(gitDir, f), nil, 0o644))
+		}
+
+		res, err := b.mirror(t, Remote{}).Sync(b.ctx, "")
+		require.NoError(t, err)
+		require.Equal(t, c1, res.Commit)
+		b.requireMissing(t, ".git/"+initName)
+		b.requireCleanCheckout(t, c1)
+	})
+
+	t.Run("RefusesADotGitThatIsNotARepository", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.commit(t, "one", units)
+		// The same directories without sluice's init marker are not ours.
+		require.NoError(t, os.MkdirAll(filepath.Join(b.dir, ".git", "objects", "info"), 0o755))
+
+		_, err := b.mirror(t, Remote{}).Sync(b.ctx, "")
+		require.Equal(t, errs.Invalid, errs.CodeOf(err))
+		require.Contains(t, err.Error(), "has a .git directory that is not a repository")
+		require.DirExists(t, filepath.Join(b.dir, ".git", "objects", "info"))
+	})
+
 	t.Run("SerializesProcessesOnOneDirectory", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -341,28 +341,48 @@ func (m *Mirror) open(ctx context.Context) (*git.Repository, func(), error) {
 const (
 	lockName    = "sluice.lock"    // in .git: held during a sync
 	pendingName = "sluice-pending" // in .git: names the commit a sync was checking out
+	initName    = "sluice-init"    // in .git: a sync is creating the repository
 )
 
 func (m *Mirror) openLocked() (*git.Repository, func(), error) {
-	repo, closeRepo, err := openRepo(m.dir)
-	if err == nil {
-		return repo, closeRepo, nil
-	}
-	if !errors.Is(err, git.ErrRepositoryNotExists) {
-		return nil, nil, fmt.Errorf("open repository: %w", err)
-	}
-	// Dir holds only a .git with at most our lock file (an init that did not
-	// get further): start the repository.
-	onlyGit, err := onlyEntries(m.dir, git.GitDirName)
-	if err != nil {
-		return nil, nil, err
-	}
-	onlyLock, err := onlyEntries(filepath.Join(m.dir, git.GitDirName), lockName)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !onlyGit || !onlyLock {
-		return nil, nil, m.notOurs("has a .git directory that is not a repository")
+	gitDir := filepath.Join(m.dir, git.GitDirName)
+	_, err := os.Lstat(filepath.Join(gitDir, initName))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		repo, closeRepo, err := openRepo(m.dir)
+		if err == nil {
+			return repo, closeRepo, nil
+		}
+		if !errors.Is(err, git.ErrRepositoryNotExists) {
+			return nil, nil, fmt.Errorf("open repository: %w", err)
+		}
+		// Dir holds only a .git with at most our lock file (an init that
+		// did not get further): start the repository.
+		onlyGit, err := onlyEntries(m.dir, git.GitDirName)
+		if err != nil {
+			return nil, nil, err
+		}
+		onlyLock, err := onlyEntries(gitDir, lockName)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !onlyGit || !onlyLock {
+			return nil, nil, m.notOurs("has a .git directory that is not a repository")
+		}
+		if err := os.WriteFile(filepath.Join(gitDir, initName), nil, 0o644); err != nil {
+			return nil, nil, fmt.Errorf("create %s: %w", initName, err)
+		}
+	case err != nil:
+		return nil, nil, fmt.Errorf("stat %s: %w", initName, err)
+	default:
+		// An init stopped half way (the process was killed): it creates
+		// directories before HEAD and the config, so what it left is not
+		// yet a repository, and would be refused as someone else's. All
+		// of .git but the lock is that init's: start it again.
+		if err := removeAllBut(gitDir, lockName, initName); err != nil {
+			return nil, nil, err
+		}
+		m.logger.Warn("restarting an interrupted init of the working tree", "dir", m.dir)
 	}
 	_, err = git.PlainInitWithOptions(m.dir, &git.PlainInitOptions{
 		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName(m.branch)},
@@ -370,7 +390,10 @@ func (m *Mirror) openLocked() (*git.Repository, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("init repository: %w", err)
 	}
-	repo, closeRepo, err = openRepo(m.dir)
+	if err := os.Remove(filepath.Join(gitDir, initName)); err != nil {
+		return nil, nil, fmt.Errorf("remove %s: %w", initName, err)
+	}
+	repo, closeRepo, err := openRepo(m.dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open repository: %w", err)
 	}
@@ -453,6 +476,23 @@ func stripUserinfo(s string) string {
 		rest = rest[at+1:]
 	}
 	return scheme + "://" + rest
+}
+
+// removeAllBut removes every entry of dir except the kept ones.
+func removeAllBut(dir string, keep ...string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if slices.Contains(keep, e.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("remove %s: %w", filepath.Join(dir, e.Name()), err)
+		}
+	}
+	return nil
 }
 
 // onlyEntries reports whether dir holds no entries except allowed ones.
