@@ -15,7 +15,9 @@
 // branch, then the marker is removed. A sync that finds the marker reconciles
 // every tracked path instead of trusting the diff. The first sync creates the
 // repository under a marker of its own, and one that finds it starts the
-// repository again.
+// repository again; and every sync first mends what a kill in the middle of
+// go-git's own writes leaves (empty refs, a pack index without its pack). A
+// killed sync never stops the next one.
 //
 // Files are written as their blobs hold them: Git attributes (end-of-line
 // conversion, filters such as LFS) are not applied. A submodule becomes an
