@@ -117,7 +117,7 @@ type SourceStatus struct {
 // StatusAnswer is the first thing that needs an operator, or the state when
 // nothing does.
 type StatusAnswer struct {
-	State   string `json:"state" enum:"Fetching,Applying,Outcome unknown,Suspended,Source failed,Retry scheduled,Reconcile required,Pending update blocked,Review required,Pending update,Accepted,Never reconciled" doc:"The first of the source states that holds (see the README's table)." example:"Pending update"`
+	State   string `json:"state" enum:"Recovering,Fetching,Applying,Outcome unknown,Suspended,Source failed,Retry scheduled,Reconcile required,Pending update blocked,Review required,Pending update,Accepted,Never reconciled" doc:"The first of the source states that holds (see the README's table)." example:"Pending update"`
 	Tone    string `json:"tone" enum:"ok,info,warn,error"`
 	Reason  string `json:"reason" doc:"Why, in a sentence."`
 	Action  string `json:"action" doc:"The command that moves the source on; empty when none is needed." example:"sluice accept apps"`

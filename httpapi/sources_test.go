@@ -2,10 +2,15 @@ package httpapi_test
 
 import (
 	"net/http"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"sluice/httpapi"
+	"sluice/internal/gitops"
 )
 
 type sourceIn struct {
@@ -203,4 +208,17 @@ func TestSources(t *testing.T) {
 		}
 		require.NotContains(t, b.logs.String(), secret)
 	})
+}
+
+// The answer's state enum, which the spec and the generated client carry, is
+// the domain's one table of source states.
+func TestSourceStatusStateEnumIsTheTable(t *testing.T) {
+	t.Parallel()
+	f, ok := reflect.TypeFor[httpapi.StatusAnswer]().FieldByName("State")
+	require.True(t, ok)
+	var want []string
+	for s := range gitops.SourceStateTones {
+		want = append(want, string(s))
+	}
+	require.ElementsMatch(t, want, strings.Split(f.Tag.Get("enum"), ","))
 }

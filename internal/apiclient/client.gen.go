@@ -376,6 +376,7 @@ const (
 	StatusAnswerStatePendingUpdate        StatusAnswerState = "Pending update"
 	StatusAnswerStatePendingUpdateBlocked StatusAnswerState = "Pending update blocked"
 	StatusAnswerStateReconcileRequired    StatusAnswerState = "Reconcile required"
+	StatusAnswerStateRecovering           StatusAnswerState = "Recovering"
 	StatusAnswerStateRetryScheduled       StatusAnswerState = "Retry scheduled"
 	StatusAnswerStateReviewRequired       StatusAnswerState = "Review required"
 	StatusAnswerStateSourceFailed         StatusAnswerState = "Source failed"
@@ -400,6 +401,8 @@ func (e StatusAnswerState) Valid() bool {
 	case StatusAnswerStatePendingUpdateBlocked:
 		return true
 	case StatusAnswerStateReconcileRequired:
+		return true
+	case StatusAnswerStateRecovering:
 		return true
 	case StatusAnswerStateRetryScheduled:
 		return true

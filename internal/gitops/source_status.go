@@ -16,14 +16,16 @@ import (
 
 // SourceState is the one state a source is in, as the API and the CLI say
 // it. DeriveSourceStatus picks the first of these that holds, in this order.
-//
-// "Recovering" is not among them: nothing records that a recovery of a
-// source is under way (journal.Recover finishes dead runs in one short
-// transaction per run), so no state could be derived from evidence.
 type SourceState string
 
 // The source states, in the order they are tried.
 const (
+	// SourceRecovering: a sync or accept of the source is running while
+	// the newest finished one is unknown (its process died and
+	// journal.Recover finished it), so the running one repairs what the
+	// interrupted one left. That run is the evidence of a recovery under
+	// way: Recover itself finishes a dead run in one short transaction.
+	SourceRecovering SourceState = "Recovering"
 	// SourceFetching: a sync of the source is running.
 	SourceFetching SourceState = "Fetching"
 	// SourceApplying: an accept of the source's candidate is running.
@@ -67,6 +69,7 @@ const (
 // SourceStateTones is the one table of source states and their tones; a
 // state whose tone is warn or error blocks and counts as an issue.
 var SourceStateTones = map[SourceState]Tone{
+	SourceRecovering:        ToneInfo,
 	SourceFetching:          ToneInfo,
 	SourceApplying:          ToneInfo,
 	SourceOutcomeUnknown:    ToneError,
@@ -231,14 +234,23 @@ func DeriveSourceStatus(in SourceFacts) (*SourceStatus, error) {
 	follow := func(r *db.JournalRun) string { return "sluice journal " + r.ID.String() + " --follow" }
 	syncCmd := "sluice sync --source " + name
 
-	for _, r := range in.Running {
-		if r.Action == (SyncArgs{}).Kind() {
-			add(SourceFetching, follow(r), "Sync run %s is fetching and planning %s.", r.ID, name)
+	if last := in.LastFinished; last != nil && last.State == journal.StateUnknown {
+		// A run that runs after an unknown one recovers from it: once it
+		// finishes, what the source holds is known again.
+		for _, r := range in.Running {
+			add(SourceRecovering, follow(r), "%s run %s is recovering %s from %s run %s, whose outcome is unknown.",
+				runWord(r.Action), r.ID, name, last.Action, last.ID)
 		}
-	}
-	for _, r := range in.Running {
-		if r.Action == (AcceptArgs{}).Kind() {
-			add(SourceApplying, follow(r), "Accept run %s is applying commit %s.", r.ID, short(deref(r.GitCommit)))
+	} else {
+		for _, r := range in.Running {
+			if r.Action == (SyncArgs{}).Kind() {
+				add(SourceFetching, follow(r), "Sync run %s is fetching and planning %s.", r.ID, name)
+			}
+		}
+		for _, r := range in.Running {
+			if r.Action == (AcceptArgs{}).Kind() {
+				add(SourceApplying, follow(r), "Accept run %s is applying commit %s.", r.ID, short(deref(r.GitCommit)))
+			}
 		}
 	}
 	if len(in.Running) > 0 {
@@ -330,6 +342,14 @@ func DeriveSourceStatus(in SourceFacts) (*SourceStatus, error) {
 	st.Evidence.Unproven = unproven
 	st.Answer.Partial = len(unproven) > 0
 	return st, nil
+}
+
+// runWord names a source action in a sentence.
+func runWord(action string) string {
+	if action == (AcceptArgs{}).Kind() {
+		return "Accept"
+	}
+	return "Sync"
 }
 
 func acceptanceOf(r *db.JournalRun) *Acceptance {

@@ -3,9 +3,12 @@ package gitops_test
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"sluice/db"
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
 )
@@ -89,6 +92,46 @@ func TestSourceStatus(t *testing.T) {
 		require.Equal(t, "sluice sync --source default", st.Answer.Action)
 		require.True(t, st.Answer.Partial)
 		require.Contains(t, st.Evidence.Unproven, "run "+res.Run.ID.String()+" did not record its outcome")
+	})
+
+	t.Run("RunAfterAnUnknownOneIsRecovering", func(t *testing.T) {
+		t.Parallel()
+		// As RunningSyncIsFetching, runs are made running by hand, their
+		// River jobs too, as a worker's start would.
+		b := setup(t, setupOpts{noStart: true})
+		start := func(id uuid.UUID) {
+			b.exec(t, `UPDATE journal_run SET state = 'running', started_at = now() WHERE id = $1`, id)
+			b.exec(t, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now()
+				WHERE id = (SELECT river_job_id FROM journal_run WHERE id = $1)`, id)
+		}
+		dead, err := b.svc.RequestSync(b.ctx, "alice", false)
+		require.NoError(t, err)
+		start(dead.Run.ID)
+		n, err := b.journal.Recover(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, gitops.SourceOutcomeUnknown, b.status(t, gitops.DefaultSourceName).Answer.State)
+
+		// The next sync is accepted (the dead one holds nothing) and, once
+		// it runs, repairs what the dead one left.
+		next, err := b.svc.RequestSync(b.ctx, "alice", false)
+		require.NoError(t, err)
+		require.NotEqual(t, dead.Run.ID, next.Run.ID)
+		require.Equal(t, gitops.SourceOutcomeUnknown, b.status(t, gitops.DefaultSourceName).Answer.State,
+			"a queued sync repairs nothing yet")
+		start(next.Run.ID)
+		st := b.status(t, gitops.DefaultSourceName)
+		require.Equal(t, gitops.SourceRecovering, st.Answer.State)
+		require.Equal(t, gitops.ToneInfo, st.Answer.Tone)
+		require.Equal(t, "sluice journal "+next.Run.ID.String()+" --follow", st.Answer.Action)
+		require.Equal(t, "Sync run "+next.Run.ID.String()+" is recovering default from sync_source run "+dead.Run.ID.String()+", whose outcome is unknown.", st.Answer.Reason)
+		require.Equal(t, 1, st.Answer.Others, "the unknown outcome holds until the recovery finishes")
+		require.Empty(t, st.Path[0].Reason, "Recovering does not block")
+		require.Contains(t, st.Evidence.Unproven, "run "+dead.Run.ID.String()+" did not record its outcome")
+
+		// Once it finishes, its own outcome decides.
+		b.exec(t, `UPDATE journal_run SET state = 'failed', error = 'no route', finished_at = now() WHERE id = $1`, next.Run.ID)
+		require.Equal(t, gitops.SourceFailed, b.status(t, gitops.DefaultSourceName).Answer.State)
 	})
 
 	t.Run("FailureWithoutIntervalIsSourceFailed", func(t *testing.T) {
@@ -179,5 +222,55 @@ func TestSourceStatus(t *testing.T) {
 		require.Equal(t, "Operator accepted (alice)", acc.Decision)
 		require.Equal(t, "manual", acc.Policy)
 		require.Equal(t, c.Commit, acc.Commit)
+	})
+}
+
+func TestDeriveSourceStatus(t *testing.T) {
+	t.Parallel()
+
+	src := &db.Source{ID: uuid.New(), Name: "apps", Policy: string(gitops.PolicyAutoWrite)}
+	run := func(action, state string) *db.JournalRun {
+		r := &db.JournalRun{ID: uuid.New(), Action: action, Target: src.Name, State: state}
+		if state == journal.StateUnknown {
+			msg := "The process working this run stopped before it finished, so its outcome is unknown."
+			r.Error = &msg
+		}
+		return r
+	}
+	const syncKind, acceptKind = "sync_source", "accept_source"
+	derive := func(t *testing.T, last *db.JournalRun, running ...*db.JournalRun) *gitops.SourceStatus {
+		t.Helper()
+		st, err := gitops.DeriveSourceStatus(gitops.SourceFacts{Source: src, Running: running, LastFinished: last, Now: time.Now()})
+		require.NoError(t, err)
+		return st
+	}
+
+	t.Run("RecoveringOutranksApplyingAndFetching", func(t *testing.T) {
+		t.Parallel()
+		dead := run(acceptKind, journal.StateUnknown)
+		accept, sync := run(acceptKind, journal.StateRunning), run(syncKind, journal.StateRunning)
+		st := derive(t, dead, accept, sync)
+		require.Equal(t, gitops.SourceRecovering, st.Answer.State)
+		require.Equal(t, gitops.ToneInfo, st.Answer.Tone)
+		require.Equal(t, "sluice journal "+accept.ID.String()+" --follow", st.Answer.Action)
+		require.Contains(t, st.Answer.Reason, "Accept run "+accept.ID.String())
+		require.Contains(t, st.Answer.Reason, "accept_source run "+dead.ID.String())
+		require.Equal(t, 1, st.Answer.Others, "Outcome unknown; the recoveries are not issues")
+		require.False(t, gitops.SourceRecovering.Blocks())
+	})
+
+	t.Run("RunningAfterAKnownOutcomeIsNotRecovering", func(t *testing.T) {
+		t.Parallel()
+		for _, last := range []*db.JournalRun{nil, run(syncKind, journal.StateSucceeded), run(syncKind, journal.StateFailed)} {
+			require.Equal(t, gitops.SourceFetching, derive(t, last, run(syncKind, journal.StateRunning)).Answer.State)
+			require.Equal(t, gitops.SourceApplying, derive(t, last, run(acceptKind, journal.StateRunning)).Answer.State)
+		}
+	})
+
+	t.Run("UnknownWithNothingRunningIsOutcomeUnknown", func(t *testing.T) {
+		t.Parallel()
+		st := derive(t, run(syncKind, journal.StateUnknown))
+		require.Equal(t, gitops.SourceOutcomeUnknown, st.Answer.State)
+		require.Equal(t, gitops.ToneError, st.Answer.Tone)
 	})
 }
