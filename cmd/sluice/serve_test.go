@@ -766,18 +766,54 @@ func TestServeKillNineMidSyncLeavesInventoryAsItWas(t *testing.T) {
 	require.Zero(t, count(), "the inventory is as it was: the sync's changes commit with its receipt or not at all")
 
 	p2, _ := startServe(t, env...)
-	r := p2.waitRun(acc.JournalID, "unknown")
+	dead := acc.JournalID
+	r := p2.waitRun(dead, "unknown")
 	require.Contains(t, *r.Error, "outcome is unknown")
+	// Until the next sync, the source says so (no interval sync can come).
+	require.Equal(t, "Outcome unknown", p2.sourceState("default"))
+	out, code := p2.cliOut("source", "status", "default")
+	require.Equal(t, 0, code, out)
+	require.True(t, strings.HasPrefix(out, "Outcome unknown: "), out)
 
 	// The dead sync no longer blocks the source: a new one is accepted and
 	// catches up.
 	status, body = p2.do("POST", "/api/v1/gitops/sync", testToken, nil)
 	require.Equal(t, http.StatusAccepted, status, string(body))
 	require.NoError(t, json.Unmarshal(body, &acc))
+	require.NotEqual(t, dead, acc.JournalID)
+	// While it runs it recovers the source. A state read between two reads
+	// of the run that both say running was read while it ran; a sync that
+	// finishes first leaves nothing to check.
+	require.Eventually(t, func() bool { return p2.run(acc.JournalID).State != "queued" }, 30*time.Second, 5*time.Millisecond)
+	checked := false
+	if p2.run(acc.JournalID).State == "running" {
+		state := p2.sourceState("default")
+		if checked = p2.run(acc.JournalID).State == "running"; checked {
+			require.Equal(t, "Recovering", state)
+		}
+	}
+	if !checked {
+		t.Log("the catch-up sync finished before the source's state could be read while it ran")
+	}
 	// A first sync of 6,000 units on a busy 2-core machine can take longer
 	// than waitRun's 30 s; this is no speed claim (make bench measures that).
 	p2.waitRunLong(acc.JournalID, "succeeded")
 	require.Equal(t, units, count())
+	require.Equal(t, "Accepted", p2.sourceState("default"))
+}
+
+// sourceState is the state word of a source's status answer.
+func (p *proc) sourceState(source string) string {
+	p.t.Helper()
+	status, body := p.do("GET", "/api/v1/sources/"+source+"/status", testToken, nil)
+	require.Equal(p.t, http.StatusOK, status, string(body))
+	var st struct {
+		Answer struct {
+			State string `json:"state"`
+		} `json:"answer"`
+	}
+	require.NoError(p.t, json.Unmarshal(body, &st))
+	return st.Answer.State
 }
 
 func TestTwoServesRunOneSyncAtATime(t *testing.T) {
