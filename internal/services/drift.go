@@ -350,8 +350,10 @@ func (s *Service) targetUnproven(ctx context.Context, q *db.Queries, u *db.Unit,
 	if src.Answer.State == gitops.SourceSuspended {
 		return fmt.Sprintf("source %s is suspended, and a suspended source gets no automatic deploy", src.Source), nil
 	}
+	// A routine fetch or accept does not hold it: the converge syncs first,
+	// under the source's lock, and applies what is accepted at its turn.
 	switch src.Answer.State {
-	case gitops.SourceOutcomeUnknown, gitops.SourceReconcileRequired, gitops.SourceNeverReconciled, gitops.SourceFetching, gitops.SourceApplying:
+	case gitops.SourceRecovering, gitops.SourceOutcomeUnknown, gitops.SourceReconcileRequired, gitops.SourceNeverReconciled:
 		return fmt.Sprintf("what source %s accepted is not proven (%s: %s)", src.Source, src.Answer.State, src.Answer.Reason), nil
 	}
 	if _, err := q.ArtifactGet(ctx, spec.Digest()); errors.Is(err, pgx.ErrNoRows) {

@@ -329,6 +329,25 @@ func TestDriftEnforce(t *testing.T) {
 		require.Equal(t, "v1", b.hello(t).Version)
 	})
 
+	t.Run("HoldsWhileWhatTheSourceAcceptedIsUnknown", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		enforced(t, b, nil)
+		require.NoError(t, b.svc.Supervisor.Stop(b.ctx, "hello", time.Second))
+		// A sync of the source that a crash cut short, as Recover leaves it.
+		_, err := b.pool.Exec(b.ctx, `INSERT INTO journal_run (id, action, target, state, requested_by, started_at, finished_at, error)
+			VALUES (gen_random_uuid(), 'sync_source', 'default', 'unknown', 'system', now(), now(), 'the process working it ended; the outcome is unknown')`)
+		require.NoError(t, err)
+
+		b.driftCheck(t)
+		_, d := b.driftCheck(t)
+		require.Equal(t, services.EnforceHeld, d.Enforce.Decision, "%+v", d.Enforce)
+		require.Contains(t, d.Enforce.Reason, "what source default accepted is not proven (Outcome unknown")
+		st := b.status(t)
+		require.Equal(t, "Outcome unknown", st.Answer.State, "the source's state comes first on the path: %+v", st.Answer)
+		require.Equal(t, "Repair held", stages(st)["runtime"])
+	})
+
 	t.Run("NeverRepeatsAFailedRepair", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
