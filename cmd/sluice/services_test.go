@@ -447,11 +447,23 @@ func TestServeServiceCredentialsNeverLeak(t *testing.T) {
 			resp.Body.Close()
 		}
 	}
+	check := p.accepted("/api/v1/services/hello/drift-check", nil)
+	p.waitRunLong(check, "succeeded")
+	get("/api/v1/journal/" + check)
 	get("/api/v1/journal?limit=100")
 	get("/api/v1/services")
 	get("/api/v1/services/hello")
 	get("/api/v1/gitops/status")
 	get("/api/v1/gitops/settings")
+	get("/api/v1/sources")
+	for _, path := range []string{"/api/v1/services/hello/status", "/api/v1/sources/default/status"} {
+		status, b := p.do("GET", path, testToken, nil)
+		require.Equal(t, http.StatusOK, status, string(b))
+		bodies = append(bodies, string(b))
+	}
+	out, code := p.cliOut("service", "status", "-v", "hello")
+	require.Equal(t, 0, code, out)
+	bodies = append(bodies, out)
 	p.term()
 
 	require.NotContains(t, p.logs.String(), password)
