@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -353,14 +354,23 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 		add("runtime", Running, "", "pid %d runs %s, as run %s applied it.", proc.Pid(), short(applied.Digest), appliedRun.ID)
 	}
 
-	// Work in progress is not drift: an open action explains it.
 	mode := servicespec.DriftModeObserve
 	if v.Spec != nil {
 		mode = v.Spec.Mode()
 	}
+	holds = driftUnderMode(holds, mode, len(open) > 0)
+	st.Path, st.Answer = summarize(srcStage, src, holds)
+	st.Answer.Partial = len(ev.Unproven) > 0
+	return st, nil
+}
+
+// driftUnderMode drops the drift holds while an action is open (work in
+// progress is not drift), and words the others as the drift mode says:
+// observe reports only, without an action.
+func driftUnderMode(holds []hold, mode string, workInProgress bool) []hold {
 	kept := holds[:0]
 	for _, h := range holds {
-		if h.drift && len(open) > 0 {
+		if h.drift && workInProgress {
 			continue
 		}
 		if h.drift {
@@ -376,50 +386,41 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 		}
 		kept = append(kept, h)
 	}
-	holds = kept
+	return kept
+}
 
-	st.Path = []StatusStage{srcStage}
+// summarize gives the path (each stage's first hold) and the answer: the
+// first blocking state along the path, else the runtime's, with the count of
+// the other blocking states.
+func summarize(srcStage StatusStage, src *gitops.SourceStatus, holds []hold) ([]StatusStage, StatusAnswer) {
+	path := []StatusStage{srcStage}
 	for _, stage := range []string{"artifact", "runtime"} {
 		for _, h := range holds {
 			if h.stage == stage {
-				ss := StatusStage{Name: stage, State: string(h.state), Tone: StateTones[h.state]}
+				ss := StatusStage{Name: stage, State: string(h.state), Tone: tone(h.state)}
 				if blocks(h.state) {
 					ss.Reason = h.reason
 				}
-				st.Path = append(st.Path, ss)
+				path = append(path, ss)
 				break
 			}
 		}
 	}
-	// The answer: the first blocking state along the path, else the
-	// runtime's.
 	all := append([]hold{{stage: "source", state: State(src.Answer.State), reason: src.Answer.Reason, action: src.Answer.Action}}, holds...)
-	first := -1
-	for i, h := range all {
-		if tone(h.state) == gitops.ToneWarn || tone(h.state) == gitops.ToneError {
-			first = i
-			break
-		}
-	}
+	first := slices.IndexFunc(all, func(h hold) bool { return blocks(h.state) })
 	if first < 0 {
-		for i, h := range all {
-			if h.stage == "runtime" {
-				first = i
-				break
-			}
-		}
+		first = max(slices.IndexFunc(all, func(h hold) bool { return h.stage == "runtime" }), 0)
 	}
 	a := all[first]
-	st.Answer = StatusAnswer{Stage: a.stage, State: string(a.state), Tone: tone(a.state), Reason: a.reason, Action: a.action}
+	answer := StatusAnswer{Stage: a.stage, State: string(a.state), Tone: tone(a.state), Reason: a.reason, Action: a.action}
 	seen := map[State]bool{a.state: true}
 	for i, h := range all {
-		if i != first && !seen[h.state] && (tone(h.state) == gitops.ToneWarn || tone(h.state) == gitops.ToneError) {
+		if i != first && !seen[h.state] && blocks(h.state) {
 			seen[h.state] = true
-			st.Answer.Others++
+			answer.Others++
 		}
 	}
-	st.Answer.Partial = len(ev.Unproven) > 0
-	return st, nil
+	return path, answer
 }
 
 // tone is the tone of a service state or, for the source stage, of a
