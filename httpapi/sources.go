@@ -135,6 +135,7 @@ type PathStage struct {
 // Evidence is what the journal's receipts grant, and what they cannot prove.
 type Evidence struct {
 	LastAcceptance *AcceptanceEvidence `json:"lastAcceptance,omitempty" doc:"The newest receipt that put a commit in force."`
+	Settled        []SettledStage      `json:"settled" doc:"The stages whose state is proven, with the proof."`
 	Unproven       []string            `json:"unproven" doc:"What could not be proven."`
 }
 
@@ -156,7 +157,10 @@ func sourceStatusOut(st *gitops.SourceStatus) SourceStatus {
 	out := SourceStatus{
 		Source: st.Source, NextSyncAt: st.NextSyncAt,
 		Answer: StatusAnswer{State: string(a.State), Tone: string(a.Tone), Reason: a.Reason, Action: a.Action, Others: a.Others, Partial: a.Partial},
-		Path:   []PathStage{}, Evidence: Evidence{Unproven: nonNil(st.Evidence.Unproven)},
+		Path:   []PathStage{}, Evidence: Evidence{Settled: []SettledStage{}, Unproven: nonNil(st.Evidence.Unproven)},
+	}
+	for _, s := range st.Evidence.Settled {
+		out.Evidence.Settled = append(out.Evidence.Settled, SettledStage{Stage: s.Stage, State: string(s.State), Proof: s.Proof})
 	}
 	for _, s := range st.Path {
 		out.Path = append(out.Path, PathStage{Stage: s.Name, State: string(s.State), Reason: s.Reason})

@@ -215,6 +215,11 @@ func runSource(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		fmt.Fprintln(stdout, "evidence: no receipt accepted a commit")
 	}
+	if st.Evidence.Settled != nil {
+		for _, set := range *st.Evidence.Settled {
+			fmt.Fprintf(stdout, "settled: %s: %s: %s\n", set.Stage, set.State, set.Proof)
+		}
+	}
 	if st.Evidence.Unproven != nil {
 		for _, u := range *st.Evidence.Unproven {
 			fmt.Fprintln(stdout, "unproven: "+u)

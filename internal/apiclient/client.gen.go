@@ -779,6 +779,9 @@ type ErrorModel struct {
 type Evidence struct {
 	LastAcceptance *AcceptanceEvidence `json:"lastAcceptance,omitempty"`
 
+	// Settled The stages whose state is proven, with the proof.
+	Settled *[]SettledStage `json:"settled"`
+
 	// Unproven What could not be proven.
 	Unproven *[]string `json:"unproven"`
 }

@@ -130,8 +130,17 @@ type Evidence struct {
 	// LastAcceptance is the newest receipt that put a commit in force; nil
 	// when none exists.
 	LastAcceptance *Acceptance
+	// Settled lists the stages whose state is proven, with the proof.
+	Settled []SettledStage
 	// Unproven lists, in sentences, what could not be proven.
 	Unproven []string
+}
+
+// SettledStage is a stage whose state is proven, and the proof.
+type SettledStage struct {
+	Stage string
+	State SourceState
+	Proof string
 }
 
 // Acceptance is a receipt that put a commit of the source in force.
@@ -336,6 +345,11 @@ func DeriveSourceStatus(in SourceFacts) (*SourceStatus, error) {
 	st.Path = []Stage{stage}
 	if r := in.LastAcceptance; r != nil {
 		st.Evidence.LastAcceptance = acceptanceOf(r)
+		if first.state == SourceAccepted && src.SyncedCommit != nil {
+			a := st.Evidence.LastAcceptance
+			st.Evidence.Settled = append(st.Evidence.Settled, SettledStage{Stage: "source", State: SourceAccepted,
+				Proof: fmt.Sprintf("Commit %s is in force; %s run %s accepted commit %s (%s).", short(*src.SyncedCommit), a.Action, a.RunID, short(a.Commit), a.Decision)})
+		}
 	} else if src.SyncedCommit != nil {
 		unproven = append(unproven, fmt.Sprintf("no receipt records who accepted commit %s", short(*src.SyncedCommit)))
 	}

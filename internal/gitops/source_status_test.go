@@ -68,6 +68,9 @@ func TestSourceStatus(t *testing.T) {
 		require.Equal(t, gitops.DecisionAuto, acc.Decision)
 		require.Equal(t, res.Commit, acc.Commit)
 		require.False(t, acc.At.IsZero())
+		require.Len(t, st.Evidence.Settled, 1)
+		require.Equal(t, gitops.SourceAccepted, st.Evidence.Settled[0].State)
+		require.Contains(t, st.Evidence.Settled[0].Proof, "Commit "+res.Commit[:12]+" is in force; sync_source run "+acc.RunID.String())
 	})
 
 	t.Run("RunningSyncIsFetching", func(t *testing.T) {

@@ -198,8 +198,9 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 	srcStage := StatusStage{Name: "source", State: string(src.Answer.State), Tone: src.Answer.Tone}
 	if src.Answer.State.Blocks() {
 		srcStage.Reason = src.Answer.Reason
-	} else if src.Answer.Tone == gitops.ToneOK {
-		settle("source", State(src.Answer.State), "Source %s: %s", src.Source, src.Answer.Reason)
+	}
+	for _, set := range src.Evidence.Settled {
+		settle(set.Stage, State(set.State), "Source %s: %s", src.Source, set.Proof)
 	}
 	if acc := src.Evidence.LastAcceptance; acc != nil {
 		ev.Grants = append(ev.Grants, Grant{What: "Source accepted", RunID: acc.RunID, By: acc.By, Decision: acc.Decision, At: acc.At, Commit: acc.Commit})

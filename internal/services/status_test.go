@@ -112,6 +112,7 @@ func TestServiceStatus(t *testing.T) {
 			settled[s.Stage] = s.Proof
 		}
 		require.Contains(t, settled["artifact"], "proven by the digest of its executable")
+		require.Contains(t, settled["source"], "is in force")
 		require.Contains(t, settled["runtime"], "its probe passed")
 	})
 
