@@ -38,23 +38,13 @@ func runServiceStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 		return printJSON(stdout, st)
 	}
 	a := st.Answer
-	line := fmt.Sprintf("%s: %s", a.State, a.Reason)
-	if a.Action != "" {
-		line += " → " + a.Action
-	}
-	fmt.Fprintln(stdout, line)
-	if a.Others > 0 {
-		fmt.Fprintf(stdout, "  and %d other issues\n", a.Others)
-	}
+	var path []pathLine
 	if st.Path != nil {
 		for _, s := range *st.Path {
-			fmt.Fprintf(stdout, "path: %s: %s", s.Stage, s.State)
-			if s.Reason != nil && *s.Reason != "" {
-				fmt.Fprintf(stdout, " (%s)", *s.Reason)
-			}
-			fmt.Fprintln(stdout)
+			path = append(path, pathLine{string(s.Stage), s.State, deref(s.Reason)})
 		}
 	}
+	printAnswer(stdout, a.State, a.Reason, a.Action, int(a.Others), path)
 	if !*verbose {
 		return nil
 	}
@@ -150,5 +140,29 @@ func runServiceDriftCheck(ctx context.Context, args []string, stdout, stderr io.
 			fmt.Fprintf(stdout, "  %s\n", res.Reason)
 		}
 		return exitError{1}
+	}
+}
+
+// pathLine is one stage of a status's path, as printAnswer prints it.
+type pathLine struct{ stage, state, reason string }
+
+// printAnswer prints a status answer the way `source status` and `service
+// status` both do: the answer line first (state, reason, then the action),
+// the count of other issues, then one line per stage of the path.
+func printAnswer(w io.Writer, state, reason, action string, others int, path []pathLine) {
+	line := fmt.Sprintf("%s: %s", state, reason)
+	if action != "" {
+		line += " → " + action
+	}
+	fmt.Fprintln(w, line)
+	if others > 0 {
+		fmt.Fprintf(w, "  and %d other issues\n", others)
+	}
+	for _, s := range path {
+		fmt.Fprintf(w, "path: %s: %s", s.stage, s.state)
+		if s.reason != "" {
+			fmt.Fprintf(w, " (%s)", s.reason)
+		}
+		fmt.Fprintln(w)
 	}
 }

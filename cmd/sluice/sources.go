@@ -190,23 +190,13 @@ func runSource(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	st := resp.JSON200
 	a := st.Answer
-	line := fmt.Sprintf("%s: %s", a.State, a.Reason)
-	if a.Action != "" {
-		line += " → " + a.Action
-	}
-	fmt.Fprintln(stdout, line)
-	if a.Others > 0 {
-		fmt.Fprintf(stdout, "  and %d other issues\n", a.Others)
-	}
+	var path []pathLine
 	if st.Path != nil {
 		for _, s := range *st.Path {
-			fmt.Fprintf(stdout, "path: %s: %s", s.Stage, s.State)
-			if s.Reason != nil && *s.Reason != "" {
-				fmt.Fprintf(stdout, " (%s)", *s.Reason)
-			}
-			fmt.Fprintln(stdout)
+			path = append(path, pathLine{string(s.Stage), s.State, deref(s.Reason)})
 		}
 	}
+	printAnswer(stdout, string(a.State), a.Reason, a.Action, int(a.Others), path)
 	if !*verbose {
 		return nil
 	}
