@@ -79,10 +79,7 @@ func (s *Service) Sweep(ctx context.Context, p *journal.Progress) (*journal.Outc
 // PeriodicSweep returns the periodic job of the drift sweep, every interval
 // seconds. A tick is skipped while the previous sweep is queued or running.
 func PeriodicSweep(intervalSec int) *river.PeriodicJob {
-	return river.NewPeriodicJob(river.PeriodicInterval(secs(intervalSec)),
-		func() (river.JobArgs, *river.InsertOpts) {
-			return SweepArgs{}, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: journal.OpenJobStates}}
-		}, nil)
+	return journal.Periodic(secs(intervalSec), SweepArgs{})
 }
 
 func secs(n int) time.Duration { return time.Duration(n) * time.Second }

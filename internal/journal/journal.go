@@ -141,6 +141,20 @@ var OpenJobStates = []rivertype.JobState{
 	rivertype.JobStateScheduled,
 }
 
+// Periodic returns the periodic job of args every interval: a journaled
+// tick (args implements Targeter, so Work records its run as it starts)
+// that is skipped while the previous one is still queued or running, and
+// never retried on its own.
+func Periodic(interval time.Duration, args interface {
+	river.JobArgs
+	Targeter
+}) *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(interval),
+		func() (river.JobArgs, *river.InsertOpts) {
+			return args, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: OpenJobStates}}
+		}, nil)
+}
+
 // EnqueueParams describes one request for an action.
 type EnqueueParams struct {
 	// Args are the River job's args; the action is Args.Kind().

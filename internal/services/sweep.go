@@ -91,8 +91,5 @@ func (s *Service) Sweep(ctx context.Context, p *journal.Progress) (*journal.Outc
 // every intervalSec seconds. A tick is skipped while the previous sweep is
 // queued or running.
 func PeriodicSweep(intervalSec int) *river.PeriodicJob {
-	return river.NewPeriodicJob(river.PeriodicInterval(time.Duration(intervalSec)*time.Second),
-		func() (river.JobArgs, *river.InsertOpts) {
-			return SweepArgs{}, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: journal.OpenJobStates}}
-		}, nil)
+	return journal.Periodic(time.Duration(intervalSec)*time.Second, SweepArgs{})
 }
