@@ -105,6 +105,7 @@ if [ -n "$ready" ]; then  "$bin" artifact push bin/hello-v1 >/dev/null 2>&1 && "
     $bin deploy hello $v2
     $bin rollback hello
     $bin services
+    $bin service status -v hello
 
 MSG
 fi
