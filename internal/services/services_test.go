@@ -1,7 +1,6 @@
 package services_test
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -443,17 +442,6 @@ func TestTwoWorkers(t *testing.T) {
 func TestServiceDriftCheck(t *testing.T) {
 	t.Parallel()
 
-	check := func(t *testing.T, b *testBundle) *services.Drift {
-		t.Helper()
-		res, err := b.svc.RequestDriftCheck(b.ctx, "hello", "alice")
-		require.NoError(t, err)
-		run := b.wait(t, res.Run.ID)
-		require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
-		var d services.Drift
-		require.NoError(t, json.Unmarshal(run.Result, &d))
-		return &d
-	}
-
 	t.Run("SeparatesGitAheadFromWhatRuns", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
@@ -462,21 +450,21 @@ func TestServiceDriftCheck(t *testing.T) {
 
 		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
 		b.sync(t)
-		d := check(t, b)
+		_, d := b.driftCheck(t)
 		require.Equal(t, services.Unknown, d.Status)
 		require.Contains(t, d.Reason, "converge it first")
 
 		conv, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 		require.NoError(t, err)
 		require.Equal(t, journal.StateSucceeded, b.wait(t, conv.Run.ID).State)
-		d = check(t, b)
+		_, d = b.driftCheck(t)
 		require.Equal(t, services.InSync, d.Status, "%v", d.Findings)
 		require.True(t, d.Probe.OK)
 
 		// Git moves on: desired_ahead, and what runs is still what was applied.
 		b.commitUnit(t, "re-pin", b.unitJSON(b.digests["v2"], nil, 20))
 		b.sync(t)
-		d = check(t, b)
+		_, d = b.driftCheck(t)
 		require.Equal(t, services.DesiredAhead, d.Status, "%v", d.Findings)
 		require.False(t, d.LiveDrift)
 		require.Equal(t, b.digests["v2"], d.PinnedDigest)
@@ -490,7 +478,7 @@ func TestServiceDriftCheck(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
 		require.NoError(t, b.svc.Supervisor.Stop(b.ctx, "hello", time.Second))
-		d = check(t, b)
+		_, d = b.driftCheck(t)
 		require.Equal(t, services.LiveDrift, d.Status)
 		require.True(t, d.DesiredAhead)
 		findings := strings.Join(d.Findings, "\n")
