@@ -292,13 +292,13 @@ func (s *Service) enforce(ctx context.Context, p *journal.Progress, out *journal
 	q := db.New(s.Pool)
 	e := &Enforcement{}
 	d.Enforce = e
-	prev, err := q.JournalRunLatestFinishedOf(ctx, &db.JournalRunLatestFinishedOfParams{Target: name, Actions: Actions})
+	prev, err := latestFinished(ctx, q, name, Actions)
 	if err != nil {
-		return fmt.Errorf("find the check before this one: %w", err)
+		return err
 	}
 	var before Drift
-	if len(prev) == 0 || prev[0].Action != ActionDriftCheck || prev[0].State != journal.StateSucceeded ||
-		json.Unmarshal(prev[0].Result, &before) != nil || !before.repairable() {
+	if prev == nil || prev.Action != ActionDriftCheck || prev.State != journal.StateSucceeded ||
+		json.Unmarshal(prev.Result, &before) != nil || !before.repairable() {
 		e.Decision, e.Reason = EnforceWait, "This check is the first to see the drift; the next check repairs it if it persists."
 		p.Info(ctx, "enforce: "+e.Reason, nil)
 		return nil
@@ -312,7 +312,7 @@ func (s *Service) enforce(ctx context.Context, p *journal.Progress, out *journal
 		return nil
 	}
 	e.Decision = EnforceRepair
-	e.Reason = fmt.Sprintf("The drift persisted over two checks (runs %s and %s); converging %s back to %s, as accepted.", prev[0].ID, p.RunID(), name, short(spec.Digest()))
+	e.Reason = fmt.Sprintf("The drift persisted over two checks (runs %s and %s); converging %s back to %s, as accepted.", prev.ID, p.RunID(), name, short(spec.Digest()))
 	checkID := p.RunID().String()
 	out.ApplyTx = func(ctx context.Context, tx pgx.Tx) error {
 		res, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
@@ -361,16 +361,16 @@ func (s *Service) targetUnproven(ctx context.Context, q *db.Queries, u *db.Unit,
 	} else if err != nil {
 		return "", fmt.Errorf("look up artifact %s: %w", spec.Digest(), err)
 	}
-	last, err := q.JournalRunLatestFinishedOf(ctx, &db.JournalRunLatestFinishedOfParams{Target: name, Actions: changeActions})
+	last, err := latestFinished(ctx, q, name, changeActions)
 	if err != nil {
-		return "", fmt.Errorf("find the last action of %s: %w", name, err)
+		return "", err
 	}
-	if len(last) > 0 && last[0].State != journal.StateSucceeded {
+	if last != nil && last.State != journal.StateSucceeded {
 		what := "action"
-		if last[0].RequestedBy == Enforcer {
+		if last.RequestedBy == Enforcer {
 			what = "repair"
 		}
-		return fmt.Sprintf("the last %s of %s, %s run %s, ended %s (%s); an operator decides what runs next", what, name, last[0].Action, last[0].ID, last[0].State, trimDot(deref(last[0].Error))), nil
+		return fmt.Sprintf("the last %s of %s, %s run %s, ended %s (%s); an operator decides what runs next", what, name, last.Action, last.ID, last.State, trimDot(deref(last.Error))), nil
 	}
 	return "", nil
 }
