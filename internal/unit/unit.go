@@ -12,6 +12,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 )
@@ -74,8 +78,11 @@ func IdentityIn(ns uuid.UUID, path string) uuid.UUID {
 // Parse turns the content of one unit file into a Unit. It checks the size,
 // that data is one JSON object, and the envelope: a non-empty string "kind",
 // a "metadata" object with a non-empty string "name" and, if present, string
-// "labels". It does not look at "spec". A "metadata.id" that is not a UUID
-// is not an error: the identity then falls back to IdentityFor(path).
+// "labels". It does not look at "spec", except to check that the inventory
+// can store the unit: no NUL character (\u0000) in any string or key, and
+// no number beyond what PostgreSQL's numeric holds. A "metadata.id" that is
+// not a UUID is not an error: the identity then falls back to
+// IdentityFor(path).
 //
 // The error is always a *ParseError.
 func Parse(path string, data []byte) (*Unit, error) {
@@ -98,6 +105,9 @@ func parse(path string, ns uuid.UUID, data []byte) (*Unit, string) {
 	}
 	u, reason := envelope(path, ns, doc)
 	if reason != "" {
+		return nil, reason
+	}
+	if reason := unstorable(doc); reason != "" {
 		return nil, reason
 	}
 	// The canonical form is never longer than the input: it only drops
@@ -184,6 +194,76 @@ func stringMap(v any) (map[string]string, string) {
 		labels[k] = s
 	}
 	return labels, ""
+}
+
+// unstorable returns why the inventory cannot hold doc, or "". PostgreSQL
+// refuses a NUL character anywhere in text and jsonb, and a number that its
+// numeric type cannot hold; either would fail the write of the whole sync
+// rather than this one file, so the file is refused here instead.
+func unstorable(doc any) string {
+	what, fix, at := findUnstorable(doc)
+	if what == "" {
+		return ""
+	}
+	slices.Reverse(at)
+	where := strings.ReplaceAll(strings.Join(at, "."), ".[", "[")
+	return fmt.Sprintf("has %s at %q, which the inventory cannot store; %s", what, where, fix)
+}
+
+// findUnstorable returns the first problem in v and how to fix it, with the
+// path to it innermost element first. It visits object keys in order, so
+// that the reason is the same at every sync.
+func findUnstorable(v any) (what, fix string, at []string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if strings.IndexByte(k, 0) >= 0 {
+				return `a key with a NUL character (\u0000)`, "rename the key", []string{k}
+			}
+			if what, fix, at := findUnstorable(v[k]); what != "" {
+				return what, fix, append(at, k)
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if what, fix, at := findUnstorable(e); what != "" {
+				return what, fix, append(at, "["+strconv.Itoa(i)+"]")
+			}
+		}
+	case string:
+		if strings.IndexByte(v, 0) >= 0 {
+			return `a NUL character (\u0000)`, "remove it", nil
+		}
+	case json.Number:
+		if !numericFits(string(v)) {
+			return "a number with more than 131072 digits before the decimal point or 16383 after", "write it as a string", nil
+		}
+	}
+	return "", "", nil
+}
+
+// numericFits reports whether PostgreSQL's numeric, the type of a jsonb
+// number, holds the JSON number n: at most 131072 digits before the decimal
+// point and 16383 after it (trailing zeros as written count, and an
+// exponent moves the point), with an exponent below 2^30-1 either way even
+// for zero.
+func numericFits(n string) bool {
+	n = strings.TrimPrefix(n, "-")
+	var exp int64
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		var err error
+		exp, err = strconv.ParseInt(n[i+1:], 10, 64)
+		if err != nil || exp >= 1<<30-1 || exp <= -(1<<30-1) {
+			return false
+		}
+		n = n[:i]
+	}
+	whole, frac, _ := strings.Cut(n, ".")
+	if int64(len(frac))-exp > 16383 {
+		return false
+	}
+	first := strings.IndexFunc(whole+frac, func(r rune) bool { return r != '0' })
+	return first < 0 || int64(len(whole))+exp-int64(first) <= 131072
 }
 
 // tooLarge is the reason for a file over MaxSize.
