@@ -8,6 +8,7 @@ package db
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -107,7 +108,7 @@ func (q *Queries) SourceCandidateUpsert(ctx context.Context, arg *SourceCandidat
 }
 
 const sourceFind = `-- name: SourceFind :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source
 WHERE deleted_at IS NULL AND (id::text = $1::text OR name = $1::text)
 `
 
@@ -120,7 +121,6 @@ func (q *Queries) SourceFind(ctx context.Context, key string) (*Source, error) {
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -132,12 +132,13 @@ func (q *Queries) SourceFind(ctx context.Context, key string) (*Source, error) {
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
 }
 
 const sourceFindForUpdate = `-- name: SourceFindForUpdate :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source
 WHERE deleted_at IS NULL AND (id::text = $1::text OR name = $1::text)
 FOR UPDATE
 `
@@ -152,7 +153,6 @@ func (q *Queries) SourceFindForUpdate(ctx context.Context, key string) (*Source,
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -164,12 +164,13 @@ func (q *Queries) SourceFindForUpdate(ctx context.Context, key string) (*Source,
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
 }
 
 const sourceGet = `-- name: SourceGet :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source WHERE id = $1
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source WHERE id = $1
 `
 
 // SourceGet returns a source by id, deleted or not.
@@ -181,7 +182,6 @@ func (q *Queries) SourceGet(ctx context.Context, id uuid.UUID) (*Source, error) 
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -193,12 +193,13 @@ func (q *Queries) SourceGet(ctx context.Context, id uuid.UUID) (*Source, error) 
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
 }
 
 const sourceGetByName = `-- name: SourceGetByName :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source WHERE name = $1 AND deleted_at IS NULL
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source WHERE name = $1 AND deleted_at IS NULL
 `
 
 // SourceGetByName finds a source that is not deleted by its name.
@@ -210,7 +211,6 @@ func (q *Queries) SourceGetByName(ctx context.Context, name string) (*Source, er
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -222,12 +222,13 @@ func (q *Queries) SourceGetByName(ctx context.Context, name string) (*Source, er
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
 }
 
 const sourceGetByNameForUpdate = `-- name: SourceGetByNameForUpdate :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source WHERE name = $1 AND deleted_at IS NULL FOR UPDATE
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source WHERE name = $1 AND deleted_at IS NULL FOR UPDATE
 `
 
 func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*Source, error) {
@@ -238,7 +239,6 @@ func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*S
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -250,12 +250,13 @@ func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*S
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
 }
 
 const sourceGetForUpdate = `-- name: SourceGetForUpdate :one
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source WHERE id = $1 FOR UPDATE
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SourceGetForUpdate(ctx context.Context, id uuid.UUID) (*Source, error) {
@@ -266,7 +267,6 @@ func (q *Queries) SourceGetForUpdate(ctx context.Context, id uuid.UUID) (*Source
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -278,26 +278,27 @@ func (q *Queries) SourceGetForUpdate(ctx context.Context, id uuid.UUID) (*Source
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
 }
 
 const sourceInsert = `-- name: SourceInsert :one
-INSERT INTO source (id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec)
+INSERT INTO source (id, name, repo_url, repo_username, repo_password_sealed, branch, path, sync_interval_sec)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
 `
 
 type SourceInsertParams struct {
-	ID              uuid.UUID
-	Name            string
-	RepoUrl         string
-	RepoUsername    *string
-	RepoPassword    *string
-	Branch          string
-	Path            string
-	SyncIntervalSec int32
+	ID                 uuid.UUID
+	Name               string
+	RepoUrl            string
+	RepoUsername       *string
+	RepoPasswordSealed []byte
+	Branch             string
+	Path               string
+	SyncIntervalSec    int32
 }
 
 func (q *Queries) SourceInsert(ctx context.Context, arg *SourceInsertParams) (*Source, error) {
@@ -306,7 +307,7 @@ func (q *Queries) SourceInsert(ctx context.Context, arg *SourceInsertParams) (*S
 		arg.Name,
 		arg.RepoUrl,
 		arg.RepoUsername,
-		arg.RepoPassword,
+		arg.RepoPasswordSealed,
 		arg.Branch,
 		arg.Path,
 		arg.SyncIntervalSec,
@@ -317,7 +318,6 @@ func (q *Queries) SourceInsert(ctx context.Context, arg *SourceInsertParams) (*S
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -329,12 +329,13 @@ func (q *Queries) SourceInsert(ctx context.Context, arg *SourceInsertParams) (*S
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
 }
 
 const sourceList = `-- name: SourceList :many
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source WHERE deleted_at IS NULL ORDER BY name
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source WHERE deleted_at IS NULL ORDER BY name
 `
 
 // SourceList lists the sources that are not deleted, by name.
@@ -352,7 +353,6 @@ func (q *Queries) SourceList(ctx context.Context) ([]*Source, error) {
 			&i.Name,
 			&i.RepoUrl,
 			&i.RepoUsername,
-			&i.RepoPassword,
 			&i.Branch,
 			&i.Path,
 			&i.SyncIntervalSec,
@@ -364,6 +364,7 @@ func (q *Queries) SourceList(ctx context.Context) ([]*Source, error) {
 			&i.SuspendedAt,
 			&i.DeletedAt,
 			&i.Policy,
+			&i.RepoPasswordSealed,
 		); err != nil {
 			return nil, err
 		}
@@ -376,7 +377,7 @@ func (q *Queries) SourceList(ctx context.Context) ([]*Source, error) {
 }
 
 const sourceListDue = `-- name: SourceListDue :many
-SELECT id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy FROM source
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source
 WHERE sync_interval_sec > 0
   AND suspended_at IS NULL
   AND deleted_at IS NULL
@@ -401,7 +402,6 @@ func (q *Queries) SourceListDue(ctx context.Context) ([]*Source, error) {
 			&i.Name,
 			&i.RepoUrl,
 			&i.RepoUsername,
-			&i.RepoPassword,
 			&i.Branch,
 			&i.Path,
 			&i.SyncIntervalSec,
@@ -413,6 +413,48 @@ func (q *Queries) SourceListDue(ctx context.Context) ([]*Source, error) {
 			&i.SuspendedAt,
 			&i.DeletedAt,
 			&i.Policy,
+			&i.RepoPasswordSealed,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const sourceListSealedForUpdate = `-- name: SourceListSealedForUpdate :many
+SELECT id, name, deleted_at, repo_password_sealed FROM source
+WHERE repo_password_sealed IS NOT NULL
+ORDER BY name
+FOR UPDATE
+`
+
+type SourceListSealedForUpdateRow struct {
+	ID                 uuid.UUID
+	Name               string
+	DeletedAt          *time.Time
+	RepoPasswordSealed []byte
+}
+
+// SourceListSealedForUpdate locks every source that holds credentials,
+// deleted ones too, so that one process at a time seals or re-seals them.
+func (q *Queries) SourceListSealedForUpdate(ctx context.Context) ([]*SourceListSealedForUpdateRow, error) {
+	rows, err := q.db.Query(ctx, sourceListSealedForUpdate)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*SourceListSealedForUpdateRow
+	for rows.Next() {
+		var i SourceListSealedForUpdateRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.DeletedAt,
+			&i.RepoPasswordSealed,
 		); err != nil {
 			return nil, err
 		}
@@ -426,7 +468,7 @@ func (q *Queries) SourceListDue(ctx context.Context) ([]*Source, error) {
 
 const sourceMarkDeleted = `-- name: SourceMarkDeleted :one
 UPDATE source SET deleted_at = now(), updated_at = now() WHERE id = $1 AND deleted_at IS NULL
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
 `
 
 func (q *Queries) SourceMarkDeleted(ctx context.Context, id uuid.UUID) (*Source, error) {
@@ -437,7 +479,6 @@ func (q *Queries) SourceMarkDeleted(ctx context.Context, id uuid.UUID) (*Source,
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -449,12 +490,13 @@ func (q *Queries) SourceMarkDeleted(ctx context.Context, id uuid.UUID) (*Source,
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
 }
 
 const sourceRename = `-- name: SourceRename :one
-UPDATE source SET name = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
+UPDATE source SET name = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
 `
 
 type SourceRenameParams struct {
@@ -470,7 +512,6 @@ func (q *Queries) SourceRename(ctx context.Context, arg *SourceRenameParams) (*S
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -482,12 +523,13 @@ func (q *Queries) SourceRename(ctx context.Context, arg *SourceRenameParams) (*S
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
 }
 
 const sourceSetPolicy = `-- name: SourceSetPolicy :one
-UPDATE source SET policy = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
+UPDATE source SET policy = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
 `
 
 type SourceSetPolicyParams struct {
@@ -503,7 +545,6 @@ func (q *Queries) SourceSetPolicy(ctx context.Context, arg *SourceSetPolicyParam
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -515,8 +556,25 @@ func (q *Queries) SourceSetPolicy(ctx context.Context, arg *SourceSetPolicyParam
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
+}
+
+const sourceSetSealed = `-- name: SourceSetSealed :exec
+UPDATE source SET repo_password_sealed = $1 WHERE id = $2
+`
+
+type SourceSetSealedParams struct {
+	RepoPasswordSealed []byte
+	ID                 uuid.UUID
+}
+
+// SourceSetSealed replaces a source's sealed credentials with the same
+// secret sealed again: no settings change, so updated_at stays.
+func (q *Queries) SourceSetSealed(ctx context.Context, arg *SourceSetSealedParams) error {
+	_, err := q.db.Exec(ctx, sourceSetSealed, arg.RepoPasswordSealed, arg.ID)
+	return err
 }
 
 const sourceSetSuspended = `-- name: SourceSetSuspended :one
@@ -524,7 +582,7 @@ UPDATE source
 SET suspended_at = CASE WHEN $1::boolean THEN coalesce(suspended_at, now()) ELSE NULL END,
     updated_at = now()
 WHERE id = $2
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
 `
 
 type SourceSetSuspendedParams struct {
@@ -542,7 +600,6 @@ func (q *Queries) SourceSetSuspended(ctx context.Context, arg *SourceSetSuspende
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -554,6 +611,7 @@ func (q *Queries) SourceSetSuspended(ctx context.Context, arg *SourceSetSuspende
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
 }
@@ -608,7 +666,7 @@ UPDATE source
 SET last_tick_at = now(),
     skipped_ticks = skipped_ticks + CASE WHEN $1::boolean THEN 1 ELSE 0 END
 WHERE id = $2
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
 `
 
 type SourceTickParams struct {
@@ -625,7 +683,6 @@ func (q *Queries) SourceTick(ctx context.Context, arg *SourceTickParams) (*Sourc
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -637,6 +694,7 @@ func (q *Queries) SourceTick(ctx context.Context, arg *SourceTickParams) (*Sourc
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
 }
@@ -645,7 +703,7 @@ const sourceUpdateSettings = `-- name: SourceUpdateSettings :one
 UPDATE source
 SET repo_url = $1,
     repo_username = $2,
-    repo_password = $3,
+    repo_password_sealed = $3,
     branch = $4,
     path = $5,
     sync_interval_sec = $6,
@@ -653,17 +711,17 @@ SET repo_url = $1,
                          THEN synced_commit ELSE NULL END,
     updated_at = now()
 WHERE id = $7
-RETURNING id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
 `
 
 type SourceUpdateSettingsParams struct {
-	RepoUrl         string
-	RepoUsername    *string
-	RepoPassword    *string
-	Branch          string
-	Path            string
-	SyncIntervalSec int32
-	ID              uuid.UUID
+	RepoUrl            string
+	RepoUsername       *string
+	RepoPasswordSealed []byte
+	Branch             string
+	Path               string
+	SyncIntervalSec    int32
+	ID                 uuid.UUID
 }
 
 // SourceUpdateSettings changes what to sync. A change of repository, branch
@@ -672,7 +730,7 @@ func (q *Queries) SourceUpdateSettings(ctx context.Context, arg *SourceUpdateSet
 	row := q.db.QueryRow(ctx, sourceUpdateSettings,
 		arg.RepoUrl,
 		arg.RepoUsername,
-		arg.RepoPassword,
+		arg.RepoPasswordSealed,
 		arg.Branch,
 		arg.Path,
 		arg.SyncIntervalSec,
@@ -684,7 +742,6 @@ func (q *Queries) SourceUpdateSettings(ctx context.Context, arg *SourceUpdateSet
 		&i.Name,
 		&i.RepoUrl,
 		&i.RepoUsername,
-		&i.RepoPassword,
 		&i.Branch,
 		&i.Path,
 		&i.SyncIntervalSec,
@@ -696,6 +753,7 @@ func (q *Queries) SourceUpdateSettings(ctx context.Context, arg *SourceUpdateSet
 		&i.SuspendedAt,
 		&i.DeletedAt,
 		&i.Policy,
+		&i.RepoPasswordSealed,
 	)
 	return &i, err
 }

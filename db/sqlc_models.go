@@ -139,22 +139,22 @@ type ServicePause struct {
 }
 
 type Source struct {
-	ID              uuid.UUID
-	Name            string
-	RepoUrl         string
-	RepoUsername    *string
-	RepoPassword    *string
-	Branch          string
-	Path            string
-	SyncIntervalSec int32
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	SyncedCommit    *string
-	SkippedTicks    int64
-	LastTickAt      *time.Time
-	SuspendedAt     *time.Time
-	DeletedAt       *time.Time
-	Policy          string
+	ID                 uuid.UUID
+	Name               string
+	RepoUrl            string
+	RepoUsername       *string
+	Branch             string
+	Path               string
+	SyncIntervalSec    int32
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	SyncedCommit       *string
+	SkippedTicks       int64
+	LastTickAt         *time.Time
+	SuspendedAt        *time.Time
+	DeletedAt          *time.Time
+	Policy             string
+	RepoPasswordSealed []byte
 }
 
 type SourceCandidate struct {

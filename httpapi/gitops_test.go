@@ -89,13 +89,18 @@ func TestGitOpsSettings(t *testing.T) {
 		var out gitopsSettings
 		s.put(t, "/api/v1/gitops/settings", s.admin, in).decode(t, http.StatusOK, &out)
 		require.Equal(t, "https://***@git.example.com/ops/intent.git", out.RepoURL)
+		sealed := func() []byte {
+			var v []byte
+			require.NoError(t, s.pool.QueryRow(t.Context(), "SELECT repo_password_sealed FROM source WHERE name = 'default'").Scan(&v))
+			require.NotContains(t, string(v), secret, "stored sealed")
+			return v
+		}
+		before := sealed()
 
 		// Sending the masked URL back (a form round trip) keeps the password.
 		out.SyncIntervalSec = 45
 		s.put(t, "/api/v1/gitops/settings", s.admin, out).decode(t, http.StatusOK, &out)
-		var stored *string
-		require.NoError(t, s.pool.QueryRow(t.Context(), "SELECT repo_password FROM source WHERE name = 'default'").Scan(&stored))
-		require.Equal(t, secret, *stored)
+		require.Equal(t, before, sealed())
 		require.Equal(t, 45, out.SyncIntervalSec)
 
 		// The masked URL of another repository is refused: the stored

@@ -29,6 +29,7 @@ import (
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	"sluice/internal/secretbox"
 	"sluice/internal/services"
 	"sluice/jobs"
 )
@@ -84,6 +85,10 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	j := journal.New(pool, logger, &redact.Redactor{})
 	dataDir := t.TempDir()
 	gops := gitops.New(pool, j, filepath.Join(dataDir, "config"), &redact.Redactor{}, logger)
+	key, err := secretbox.NewKey()
+	require.NoError(t, err)
+	gops.Secrets, err = secretbox.New(secretbox.Opts{Key: key})
+	require.NoError(t, err)
 	store := &artifact.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
 	svcs := services.New(pool, j, gops, store, dataDir, &redact.Redactor{}, logger)
 	workers := river.NewWorkers()

@@ -190,10 +190,15 @@ func TestSources(t *testing.T) {
 		b.get(t, "/api/v1/sources", b.viewer).decode(t, http.StatusOK, &sourceList{})
 
 		// The masked URL sent back keeps the password; another host's is refused.
+		sealed := func() []byte {
+			var v []byte
+			require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT repo_password_sealed FROM source WHERE name = 'apps'").Scan(&v))
+			require.NotContains(t, string(v), secret, "stored sealed")
+			return v
+		}
+		before := sealed()
 		b.put(t, "/api/v1/sources/apps", b.admin, sourceIn{Name: "apps", RepoURL: out.RepoURL}).decode(t, http.StatusOK, &out)
-		var stored *string
-		require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT repo_password FROM source WHERE name = 'apps'").Scan(&stored))
-		require.Equal(t, secret, *stored)
+		require.Equal(t, before, sealed())
 		b.put(t, "/api/v1/sources/apps", b.admin, sourceIn{Name: "apps", RepoURL: "https://***@evil.example.com/x.git"}).
 			problem(t, http.StatusUnprocessableEntity)
 		b.post(t, "/api/v1/sources/apps/suspend", b.operator, nil).decode(t, http.StatusOK, &out)

@@ -45,8 +45,8 @@ UPDATE source SET deleted_at = now(), updated_at = now() WHERE id = @id AND dele
 RETURNING *;
 
 -- name: SourceInsert :one
-INSERT INTO source (id, name, repo_url, repo_username, repo_password, branch, path, sync_interval_sec)
-VALUES (@id, @name, @repo_url, sqlc.narg('repo_username'), sqlc.narg('repo_password'), @branch, @path, @sync_interval_sec)
+INSERT INTO source (id, name, repo_url, repo_username, repo_password_sealed, branch, path, sync_interval_sec)
+VALUES (@id, @name, @repo_url, sqlc.narg('repo_username'), sqlc.narg('repo_password_sealed'), @branch, @path, @sync_interval_sec)
 ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING
 RETURNING *;
 
@@ -56,7 +56,7 @@ RETURNING *;
 UPDATE source
 SET repo_url = @repo_url,
     repo_username = sqlc.narg('repo_username'),
-    repo_password = sqlc.narg('repo_password'),
+    repo_password_sealed = sqlc.narg('repo_password_sealed'),
     branch = @branch,
     path = @path,
     sync_interval_sec = @sync_interval_sec,
@@ -65,6 +65,19 @@ SET repo_url = @repo_url,
     updated_at = now()
 WHERE id = @id
 RETURNING *;
+
+-- name: SourceListSealedForUpdate :many
+-- SourceListSealedForUpdate locks every source that holds credentials,
+-- deleted ones too, so that one process at a time seals or re-seals them.
+SELECT id, name, deleted_at, repo_password_sealed FROM source
+WHERE repo_password_sealed IS NOT NULL
+ORDER BY name
+FOR UPDATE;
+
+-- name: SourceSetSealed :exec
+-- SourceSetSealed replaces a source's sealed credentials with the same
+-- secret sealed again: no settings change, so updated_at stays.
+UPDATE source SET repo_password_sealed = @repo_password_sealed WHERE id = @id;
 
 -- name: SourceSetSyncedCommit :exec
 UPDATE source SET synced_commit = @synced_commit WHERE id = @id;

@@ -2,6 +2,8 @@ package main
 
 import (
 	"cmp"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +16,7 @@ import (
 
 	"sluice/internal/gitops"
 	"sluice/internal/redact"
+	"sluice/internal/secretbox"
 )
 
 // ServeConfig is the configuration of `sluice serve` and `sluice migrate`,
@@ -55,6 +58,14 @@ type ServeConfig struct {
 	// ConfigRoot is SLUICE_CONFIG_ROOT, the working tree the repository is
 	// mirrored into; default DataDir/config.
 	ConfigRoot string
+	// SecretKey is SLUICE_SECRET_KEY: the key that seals Git credentials at
+	// rest, 32 bytes as standard base64 or 64 hex digits. Nil: the key file
+	// DataDir/secret.key, created at first start.
+	SecretKey *secretbox.Key
+	// SecretKeyPrevious is SLUICE_SECRET_KEY_PREVIOUS, in the same form: the
+	// key being rotated away from. Credentials it sealed are re-sealed with
+	// the current key at start. Nil when no rotation is under way.
+	SecretKeyPrevious *secretbox.Key
 
 	// TerraformBin is SLUICE_TERRAFORM_BIN; default terraform on PATH.
 	TerraformBin string
@@ -125,7 +136,53 @@ func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
 	if c.ConfigRoot, err = filepath.Abs(c.ConfigRoot); err != nil {
 		return nil, fmt.Errorf("SLUICE_CONFIG_ROOT: %w", err)
 	}
+	if c.SecretKey, err = keyEnv(getenv, "SLUICE_SECRET_KEY"); err != nil {
+		return nil, err
+	}
+	if c.SecretKeyPrevious, err = keyEnv(getenv, "SLUICE_SECRET_KEY_PREVIOUS"); err != nil {
+		return nil, err
+	}
 	return c, c.validate()
+}
+
+// keyEnv parses a key variable; nil when it is unset. Its errors name the
+// variable, never its value.
+func keyEnv(getenv func(string) string, name string) (*secretbox.Key, error) {
+	s := getenv(name)
+	if s == "" {
+		return nil, nil
+	}
+	k, err := secretbox.ParseKey(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a key: %w", name, err)
+	}
+	return &k, nil
+}
+
+// secretKeyFile is where the key lives when SLUICE_SECRET_KEY is unset.
+func (c *ServeConfig) secretKeyFile() string { return filepath.Join(c.DataDir, "secret.key") }
+
+// secretBox returns what seals Git credentials at rest: SLUICE_SECRET_KEY,
+// else the key file in the data dir (created with a new key at first start),
+// with SLUICE_SECRET_KEY_PREVIOUS to open what the key before sealed.
+func (c *ServeConfig) secretBox() (*secretbox.Box, error) {
+	opts := secretbox.Opts{Origin: "SLUICE_SECRET_KEY"}
+	if c.SecretKey != nil {
+		opts.Key = *c.SecretKey
+	} else {
+		k, created, err := secretbox.LoadKeyFile(c.secretKeyFile())
+		if err != nil {
+			return nil, fmt.Errorf("the key that seals Git credentials: %w; or set SLUICE_SECRET_KEY", err)
+		}
+		opts.Key, opts.Origin = k, "the key file "+c.secretKeyFile()
+		if created {
+			opts.Origin += ", created at this start"
+		}
+	}
+	if c.SecretKeyPrevious != nil {
+		opts.Previous = []secretbox.Key{*c.SecretKeyPrevious}
+	}
+	return secretbox.New(opts)
 }
 
 func (c *ServeConfig) validate() error {
@@ -165,6 +222,11 @@ func (c *ServeConfig) secrets() []string {
 		if u, err := url.Parse(repo); err == nil && u.User != nil {
 			pw, _ := u.User.Password()
 			out = append(out, pw, u.User.Username(), u.User.String())
+		}
+	}
+	for _, k := range []*secretbox.Key{c.SecretKey, c.SecretKeyPrevious} {
+		if k != nil {
+			out = append(out, base64.StdEncoding.EncodeToString(k[:]), hex.EncodeToString(k[:]))
 		}
 	}
 	if u, err := url.Parse(c.DatabaseURL); err == nil && u.User != nil {

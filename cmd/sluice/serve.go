@@ -77,6 +77,12 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	gops := gitops.New(pool, j, cfg.ConfigRoot, redact.Default, logger)
 	// Sources other than the default are mirrored into a tree each here.
 	gops.SourcesDir = filepath.Join(cfg.DataDir, "sources")
+	// Seed seals the sources' credentials with this key (see secretBox).
+	box, err := cfg.secretBox()
+	if err != nil {
+		return redact.Error(err)
+	}
+	gops.Secrets = box
 	if err := gops.Seed(ctx, cfg.GitOps, cfg.GitOpsIntervalSet); err != nil {
 		return redact.Error(fmt.Errorf("gitops settings: %w", err))
 	}

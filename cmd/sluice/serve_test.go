@@ -34,6 +34,11 @@ import (
 
 var sluiceBin string
 
+// dataDir is SLUICE_DATA_DIR for a serve whose test sets none: one for the
+// whole package, as ./.sluice would be, so that restarts find the key file
+// they sealed credentials with.
+var dataDir string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sluice-bin-")
 	if err != nil {
@@ -41,6 +46,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	sluiceBin = filepath.Join(dir, "sluice")
+	dataDir = filepath.Join(dir, "data")
 	out, err := exec.Command("go", "build", "-o", sluiceBin, ".").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build sluice: %v\n%s", err, out)
@@ -97,6 +103,7 @@ func startServe(t testing.TB, env ...string) (*proc, time.Duration) {
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + os.Getenv("HOME"),
 		"SLUICE_LISTEN=" + addr,
+		"SLUICE_DATA_DIR=" + dataDir, // env may set another
 		"SLUICE_BOOTSTRAP_TOKEN=" + testToken,
 		"SLUICE_ENABLE_TEST_ACTIONS=1",
 		"SLUICE_LOG_FORMAT=json",
@@ -392,6 +399,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"SLUICE_LISTEN=8080", "SLUICE_LISTEN must be host:port"},
 		{"SLUICE_BOOTSTRAP_TOKEN=short", "at least 16 characters"},
 		{"SLUICE_SHUTDOWN_TIMEOUT_SEC=soon", "SLUICE_SHUTDOWN_TIMEOUT_SEC must be a whole number"},
+		{"SLUICE_SECRET_KEY=c2hvcnQta2V5LXZhbHVl", "SLUICE_SECRET_KEY is not a key: it must be 32 bytes"},
 	} {
 		cmd := exec.Command(sluiceBin, "serve")
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), tt.env}

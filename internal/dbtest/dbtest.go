@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,4 +277,27 @@ func sanitize(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// Dump returns what pg_dump prints of the database at dbURL (schema and data,
+// as plain SQL): what leaves the database in a backup. pg_dump comes from
+// the private cluster's bin dir, else from PATH.
+func Dump(t testing.TB, dbURL string) string {
+	t.Helper()
+	ServerURL(t) // starts the private cluster, when there is one
+	bin := "pg_dump"
+	mu.Lock()
+	if cluster != nil {
+		bin = filepath.Join(cluster.BinDir(), "pg_dump")
+	}
+	mu.Unlock()
+	out, err := exec.Command(bin, "--no-owner", "--dbname="+dbURL).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("pg_dump: %v: %s", err, stderr)
+	}
+	return string(out)
 }

@@ -101,7 +101,7 @@ func splitURL(raw string) (string, credentials, error) {
 // maskedURL is how a stored source's URL is shown: with "***@" where
 // credentials are stored.
 func maskedURL(src *db.Source) string {
-	if src.RepoPassword == nil || *src.RepoPassword == "" {
+	if len(src.RepoPasswordSealed) == 0 {
 		return src.RepoUrl
 	}
 	if i := strings.Index(src.RepoUrl, "://"); i >= 0 {
@@ -110,24 +110,26 @@ func maskedURL(src *db.Source) string {
 	return src.RepoUrl
 }
 
-// remoteURL rebuilds the URL with credentials for the Git client.
-func remoteURL(src *db.Source) (string, string) {
-	if src.RepoPassword == nil || *src.RepoPassword == "" {
-		return src.RepoUrl, ""
+// remoteURL opens src's credentials and rebuilds the URL with them for the
+// Git client: a URL, and a token when the credentials are one.
+func (s *Service) remoteURL(src *db.Source) (string, string, error) {
+	secret, err := s.openSecret(src)
+	if err != nil || secret == "" {
+		return src.RepoUrl, "", err
 	}
 	user := ""
 	if src.RepoUsername != nil {
 		user = *src.RepoUsername
 	}
 	if user == "" || user == "x-access-token" {
-		return src.RepoUrl, *src.RepoPassword
+		return src.RepoUrl, secret, nil
 	}
 	u, err := url.Parse(src.RepoUrl)
 	if err != nil {
-		return src.RepoUrl, *src.RepoPassword
+		return src.RepoUrl, secret, nil
 	}
-	u.User = url.UserPassword(user, *src.RepoPassword)
-	return u.String(), ""
+	u.User = url.UserPassword(user, secret)
+	return u.String(), "", nil
 }
 
 func settingsOut(src *db.Source) *Settings {
@@ -227,13 +229,16 @@ func (s *Service) PutSettings(ctx context.Context, in SettingsInput) (*Settings,
 // source keeps.
 func (s *Service) storeSettingsTx(ctx context.Context, q *db.Queries, cur *db.Source, id uuid.UUID, name string, in SettingsInput, creds credentials) (*db.Source, error) {
 	var user, pass *string
+	// sealed is what the row keeps: the stored value as it is (the same row,
+	// so it still opens), or pass sealed below.
+	var sealed []byte
 	switch {
 	case creds.username == keepMarker:
 		if cur == nil || cur.RepoUrl != in.RepoURL {
 			// Never send stored credentials to another repository.
 			return nil, errs.Errorf(errs.Invalid, "The URL's masked credentials (%s) only stand for the stored ones of the same repository; send the credentials again.", redact.Mask)
 		}
-		user, pass = cur.RepoUsername, cur.RepoPassword
+		user, sealed = cur.RepoUsername, cur.RepoPasswordSealed
 	case creds.password != "":
 		user, pass = &creds.username, &creds.password
 	case in.Token != "":
@@ -242,15 +247,19 @@ func (s *Service) storeSettingsTx(ctx context.Context, q *db.Queries, cur *db.So
 	case cur != nil && cur.RepoUrl == in.RepoURL:
 		// The same repository without credentials in the URL: keep a
 		// stored token, so an interval change does not drop it.
-		user, pass = cur.RepoUsername, cur.RepoPassword
+		user, sealed = cur.RepoUsername, cur.RepoPasswordSealed
 	}
 	if pass != nil {
 		s.Redactor.Add(*pass)
+		var err error
+		if sealed, err = s.seal(id, *pass); err != nil {
+			return nil, err
+		}
 	}
 	if cur == nil {
 		out, err := q.SourceInsert(ctx, &db.SourceInsertParams{
 			ID: id, Name: name, RepoUrl: in.RepoURL, RepoUsername: user,
-			RepoPassword: pass, Branch: in.Branch, Path: in.Path, SyncIntervalSec: int32(in.SyncIntervalSec),
+			RepoPasswordSealed: sealed, Branch: in.Branch, Path: in.Path, SyncIntervalSec: int32(in.SyncIntervalSec),
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			// ON CONFLICT DO NOTHING: a source that is not deleted has the name.
@@ -259,17 +268,18 @@ func (s *Service) storeSettingsTx(ctx context.Context, q *db.Queries, cur *db.So
 		return out, err
 	}
 	return q.SourceUpdateSettings(ctx, &db.SourceUpdateSettingsParams{
-		ID: cur.ID, RepoUrl: in.RepoURL, RepoUsername: user, RepoPassword: pass,
+		ID: cur.ID, RepoUrl: in.RepoURL, RepoUsername: user, RepoPasswordSealed: sealed,
 		Branch: in.Branch, Path: in.Path, SyncIntervalSec: int32(in.SyncIntervalSec),
 	})
 }
 
 // Seed stores the environment's settings on first start; later starts keep
-// the stored settings, which the API may have changed.
+// the stored settings, which the API may have changed. It first runs
+// SealCredentials.
 func (s *Service) Seed(ctx context.Context, in SettingsInput, intervalSet bool) error {
-	// Stored credentials, of every source, need masking from the start,
-	// before any sync uses them.
-	if err := s.registerSecrets(ctx); err != nil {
+	// Stored credentials, of every source, need sealing with the current
+	// key and masking from the start, before any sync uses them.
+	if err := s.SealCredentials(ctx); err != nil {
 		return err
 	}
 	if in.RepoURL == "" {
@@ -287,19 +297,4 @@ func (s *Service) Seed(ctx context.Context, in SettingsInput, intervalSet bool) 
 	}
 	_, err = s.PutSettings(ctx, in)
 	return err
-}
-
-// registerSecrets adds the stored credentials of every source to the
-// redactor, so that a restart keeps them out of logs.
-func (s *Service) registerSecrets(ctx context.Context) error {
-	srcs, err := db.New(s.Pool).SourceList(ctx)
-	if err != nil {
-		return fmt.Errorf("list sources: %w", err)
-	}
-	for _, src := range srcs {
-		if src.RepoPassword != nil {
-			s.Redactor.Add(*src.RepoPassword)
-		}
-	}
-	return nil
 }

@@ -163,7 +163,7 @@ func TestSettingsCredentials(t *testing.T) {
 		require.Equal(t, 120, cur2.SyncIntervalSec)
 		src := b.source(t)
 		require.Equal(t, user, *src.RepoUsername)
-		require.Equal(t, right, *src.RepoPassword)
+		require.Equal(t, right, b.secret(t, src))
 		require.NotNil(t, src.SyncedCommit, "the same repository, branch and path keep the synced commit")
 
 		c2 := b.Commit(t, "two", map[string]string{"apps/api.json": svcUnit("api", "api:1")})
@@ -261,18 +261,18 @@ func TestPutSettings(t *testing.T) {
 		}
 		src := b.source(t)
 		require.Equal(t, "https://git.example.com/team/a.git", src.RepoUrl)
-		require.Equal(t, secret, *src.RepoPassword)
+		require.Equal(t, secret, b.secret(t, src))
 
 		// Another repository with credentials of its own is fine.
 		out, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://deployer:other-Secret@git.example.com/team/b.git"})
 		require.NoError(t, err)
 		require.Equal(t, "https://***@git.example.com/team/b.git", out.RepoURL)
-		require.Equal(t, "other-Secret", *b.source(t).RepoPassword)
+		require.Equal(t, "other-Secret", b.secret(t, b.source(t)))
 
 		// Another repository without credentials does not inherit them.
 		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://git.example.com/team/c.git"})
 		require.NoError(t, err)
-		require.Nil(t, b.source(t).RepoPassword)
+		require.Nil(t, b.source(t).RepoPasswordSealed)
 	})
 
 	t.Run("KeepsSSHLoginName", func(t *testing.T) {
@@ -369,6 +369,7 @@ func TestSeed(t *testing.T) {
 		// A restart: a new process with its own redactor and other settings.
 		red := &redact.Redactor{}
 		svc := gitops.New(b.pool, b.journal, b.configRoot, red, nil)
+		svc.Secrets = b.box
 		require.NoError(t, svc.Seed(b.ctx, gitops.SettingsInput{RepoURL: "https://git.example.com/b.git", SyncIntervalSec: 5}, true))
 		out, err = svc.GetSettings(b.ctx)
 		require.NoError(t, err)

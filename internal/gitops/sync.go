@@ -27,6 +27,7 @@ import (
 	"sluice/internal/gitsync"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	"sluice/internal/secretbox"
 	"sluice/internal/unit"
 )
 
@@ -58,8 +59,12 @@ type Service struct {
 	// directory per source id (see WorkTree). Default: "sources" beside
 	// ConfigRoot.
 	SourcesDir string
-	Redactor   *redact.Redactor
-	Logger     *slog.Logger
+	// Secrets seals the sources' passwords and tokens at rest (see
+	// SealCredentials); serve sets it from SLUICE_SECRET_KEY or the key file.
+	// Nil: storing or using credentials fails, and nothing else does.
+	Secrets  *secretbox.Box
+	Redactor *redact.Redactor
+	Logger   *slog.Logger
 	// AfterAcceptFunc, when set, is called by FollowUp with the units that a
 	// sync or an accept of an auto-deploy source created or updated, after
 	// its run committed: serve sets it to converge the services and plan
@@ -288,7 +293,10 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 
 // mirror returns the Mirror of src's repository in its working tree.
 func (s *Service) mirror(src *db.Source) (*gitsync.Mirror, error) {
-	repoURL, token := remoteURL(src)
+	repoURL, token, err := s.remoteURL(src)
+	if err != nil {
+		return nil, err
+	}
 	return gitsync.New(gitsync.Opts{
 		Dir:      s.WorkTree(src),
 		Remote:   gitsync.Remote{URL: repoURL, Branch: src.Branch, Token: token},

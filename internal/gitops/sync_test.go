@@ -28,6 +28,7 @@ import (
 	"sluice/internal/gittest"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	"sluice/internal/secretbox"
 	"sluice/internal/unit"
 	"sluice/jobs"
 )
@@ -42,6 +43,7 @@ type testBundle struct {
 	client     *river.Client[pgx.Tx]
 	svc        *gitops.Service
 	redactor   *redact.Redactor
+	box        *secretbox.Box // seals svc's credentials
 	configRoot string
 }
 
@@ -64,6 +66,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	j.PollInterval = 20 * time.Millisecond
 	configRoot := filepath.Join(t.TempDir(), "config-root")
 	svc := gitops.New(pool, j, configRoot, red, nil)
+	svc.Secrets = newBox(t)
 	workers := river.NewWorkers()
 	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: svc})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
@@ -78,7 +81,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	j.River = client
 	b := &testBundle{
 		Repo: r, ctx: t.Context(), pool: pool, journal: j, client: client, svc: svc,
-		redactor: red, configRoot: configRoot,
+		redactor: red, box: svc.Secrets, configRoot: configRoot,
 	}
 	if !opts.noStart {
 		b.start(t)

@@ -173,6 +173,10 @@ func (c *Cluster) URLFor(database string) string {
 // Dir returns the absolute cluster root directory.
 func (c *Cluster) Dir() string { return c.dir }
 
+// BinDir returns the directory of the server's binaries; its client tools
+// (pg_dump, psql) match the server's version there.
+func (c *Cluster) BinDir() string { return c.binDir }
+
 // Stop shuts the server down with a fast shutdown, waiting for it to exit,
 // and releases the lock on Dir. Calling Stop again does nothing.
 func (c *Cluster) Stop(ctx context.Context) error {

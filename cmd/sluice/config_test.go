@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/dbtest"
+	"sluice/internal/gittest"
+	"sluice/internal/secretbox"
+)
+
+// envOf is a getenv over kv pairs.
+func envOf(kv ...string) func(string) string {
+	m := map[string]string{}
+	for _, s := range kv {
+		k, v, _ := strings.Cut(s, "=")
+		m[k] = v
+	}
+	return func(k string) string { return m[k] }
+}
+
+func TestServeConfigSecretKey(t *testing.T) {
+	t.Parallel()
+
+	t.Run("KeyFileIsCreatedOnceInTheDataDir", func(t *testing.T) {
+		t.Parallel()
+		dataDir := t.TempDir()
+		cfg, err := loadServeConfig(envOf("SLUICE_DATA_DIR=" + dataDir))
+		require.NoError(t, err)
+		box, err := cfg.secretBox()
+		require.NoError(t, err)
+		path := filepath.Join(dataDir, "secret.key")
+		require.Equal(t, "the key file "+path+", created at this start", box.Origin())
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+		again, err := cfg.secretBox()
+		require.NoError(t, err)
+		require.Equal(t, "the key file "+path, again.Origin())
+		require.Equal(t, box.KeyID(), again.KeyID())
+	})
+
+	t.Run("EnvKeyWinsAndNoFileIsMade", func(t *testing.T) {
+		t.Parallel()
+		dataDir := t.TempDir()
+		key, err := secretbox.NewKey()
+		require.NoError(t, err)
+		for _, form := range []string{base64.StdEncoding.EncodeToString(key[:]), hex.EncodeToString(key[:])} {
+			cfg, err := loadServeConfig(envOf("SLUICE_DATA_DIR="+dataDir, "SLUICE_SECRET_KEY="+form))
+			require.NoError(t, err)
+			box, err := cfg.secretBox()
+			require.NoError(t, err)
+			require.Equal(t, "SLUICE_SECRET_KEY", box.Origin())
+			require.Contains(t, cfg.secrets(), form, "the key is masked wherever it would show")
+		}
+		require.NoFileExists(t, filepath.Join(dataDir, "secret.key"))
+	})
+
+	t.Run("BadKeySaysWhatItMustBeWithoutShowingIt", func(t *testing.T) {
+		t.Parallel()
+		const bad = "c2hvcnQta2V5LXZhbHVl" // 15 bytes
+		for _, name := range []string{"SLUICE_SECRET_KEY", "SLUICE_SECRET_KEY_PREVIOUS"} {
+			_, err := loadServeConfig(envOf(name + "=" + bad))
+			require.ErrorContains(t, err, name+" is not a key: it must be 32 bytes written as standard base64")
+			require.ErrorContains(t, err, "openssl rand -base64 32")
+			require.NotContains(t, err.Error(), bad)
+		}
+	})
+}
+
+// TestServeSealsCredentialsWithTheKey runs serve against one database with
+// the key file, a rotation to SLUICE_SECRET_KEY, and the old key again.
+func TestServeSealsCredentialsWithTheKey(t *testing.T) {
+	t.Parallel()
+
+	const password = "pw-E2e-Sealed-3f9a71"
+	repo := gittest.New(t)
+	repo.Commit(t, "one", map[string]string{"apps/web.json": `{"kind":"Config","metadata":{"name":"web"},"spec":{}}`})
+	dbURL := dbtest.NewDB(t)
+	dataDir := t.TempDir()
+	keyFile := filepath.Join(dataDir, "secret.key")
+	env := []string{
+		"SLUICE_DATABASE_URL=" + dbURL,
+		"SLUICE_DATA_DIR=" + dataDir,
+		"SLUICE_GITOPS_REPO_URL=file://main:" + password + "@localhost" + repo.Bare,
+		"SLUICE_GITOPS_SYNC_INTERVAL_SEC=0",
+		"SLUICE_LOG_LEVEL=debug",
+	}
+	requireNoSecretIn := func(t *testing.T, text string, secrets ...string) {
+		t.Helper()
+		for _, s := range secrets {
+			require.NotContains(t, text, s)
+		}
+	}
+
+	// First start: the key file is made, the credentials are sealed, and the
+	// sync authenticates with them.
+	p, _ := startServe(t, env...)
+	fi, err := os.Stat(keyFile)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	oldKey, err := os.ReadFile(keyFile)
+	require.NoError(t, err)
+	require.Len(t, oldKey, secretbox.KeyLen)
+	id := p.accepted("/api/v1/gitops/sync", nil)
+	p.waitRun(id, "succeeded")
+	p.term()
+
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), "SELECT message FROM journal_event WHERE run_id = $1 ORDER BY seq", id)
+	require.NoError(t, err)
+	msgs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	events := strings.Join(msgs, "\n")
+	require.Contains(t, events, "fetching file://***@localhost"+repo.Bare)
+	oldB64 := base64.StdEncoding.EncodeToString(oldKey)
+	dump := dbtest.Dump(t, dbURL)
+	requireNoSecretIn(t, dump, password, base64.StdEncoding.EncodeToString([]byte(password)), hex.EncodeToString([]byte(password)), oldB64)
+	requireNoSecretIn(t, events+p.logs.String(), password, oldB64)
+
+	// Rotation: the new key in SLUICE_SECRET_KEY, the key file's as the
+	// previous one. The start re-seals, and syncs go on.
+	newKey, err := secretbox.NewKey()
+	require.NoError(t, err)
+	newB64 := base64.StdEncoding.EncodeToString(newKey[:])
+	rotating := append(env[:len(env):len(env)], "SLUICE_SECRET_KEY="+newB64, "SLUICE_SECRET_KEY_PREVIOUS="+oldB64)
+	p, _ = startServe(t, rotating...)
+	require.Contains(t, p.logs.String(), "re-sealed Git credentials with the current key")
+	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+	p.term()
+	requireNoSecretIn(t, p.logs.String(), password, oldB64, newB64)
+
+	// The old key alone (the key file) no longer opens them: the start
+	// stops and says which key it needs.
+	cmd := exec.Command(sluiceBin, "serve")
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_LISTEN=" + freeAddr(t)}, env...)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "The Git credentials of source default were sealed with another key (id ")
+	require.Contains(t, string(out), ") than the key file "+keyFile+" (id ")
+	require.Contains(t, string(out), "SLUICE_SECRET_KEY")
+	requireNoSecretIn(t, string(out), password, oldB64, newB64)
+
+	// The new key alone does.
+	p, _ = startServe(t, append(env[:len(env):len(env)], "SLUICE_SECRET_KEY="+newB64)...)
+	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+	p.term()
+}
