@@ -212,16 +212,31 @@ func (c *ServeConfig) validate() error {
 	if c.ServiceDriftIntervalSec < 0 {
 		return fmt.Errorf("SLUICE_SERVICE_DRIFT_INTERVAL_SEC must be 0 (off) or a number of seconds")
 	}
+	if u, err := url.Parse(c.GitOps.RepoURL); err == nil && u.User != nil && c.GitOps.Token != "" {
+		if pw, _ := u.User.Password(); pw != "" {
+			return fmt.Errorf("SLUICE_GITOPS_REPO_URL carries a password and SLUICE_GITOPS_TOKEN is set too, so one of them would be ignored; drop the password from the URL, or unset SLUICE_GITOPS_TOKEN")
+		}
+	}
 	return nil
 }
 
-// secrets are the configured values the redactor must remove everywhere.
+// secrets are the configured values the redactor must remove everywhere: a
+// URL's password, never its user name, unless the user part stands alone in
+// an https URL (https://TOKEN@host) with no token beside it.
 func (c *ServeConfig) secrets() []string {
 	out := []string{c.BootstrapToken, c.GitOps.Token}
-	for _, repo := range []string{c.GitOps.RepoURL, c.ModuleBankURL} {
-		if u, err := url.Parse(repo); err == nil && u.User != nil {
-			pw, _ := u.User.Password()
-			out = append(out, pw, u.User.Username(), u.User.String())
+	for _, repo := range []struct{ url, token string }{{c.GitOps.RepoURL, c.GitOps.Token}, {c.ModuleBankURL, ""}} {
+		u, err := url.Parse(repo.url)
+		if err != nil || u.User == nil {
+			continue
+		}
+		if pw, _ := u.User.Password(); pw != "" {
+			out = append(out, pw, u.User.String())
+			if escaped, ok := strings.CutPrefix(u.User.String(), url.User(u.User.Username()).String()+":"); ok {
+				out = append(out, escaped)
+			}
+		} else if repo.token == "" && (u.Scheme == "https" || u.Scheme == "http") {
+			out = append(out, u.User.Username(), u.User.String())
 		}
 	}
 	for _, k := range []*secretbox.Key{c.SecretKey, c.SecretKeyPrevious} {

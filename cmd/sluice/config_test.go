@@ -15,6 +15,7 @@ import (
 
 	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
+	"sluice/internal/redact"
 	"sluice/internal/secretbox"
 )
 
@@ -26,6 +27,42 @@ func envOf(kv ...string) func(string) string {
 		m[k] = v
 	}
 	return func(k string) string { return m[k] }
+}
+
+func TestServeConfigSecrets(t *testing.T) {
+	t.Parallel()
+
+	t.Run("PasswordsAndTokensAreSecretsButUserNamesAreNot", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := loadServeConfig(envOf(
+			"SLUICE_GITOPS_REPO_URL=https://main:pw-Url-6f1a@git.example.com/intent.git",
+			"SLUICE_MODULE_BANK_URL=https://user:pw-B%40nk-90c2@git.example.com/modules.git",
+		))
+		require.NoError(t, err)
+		r := &redact.Redactor{}
+		r.Add(cfg.secrets()...)
+		require.Equal(t, "fetching (branch main); check the token, or the user and password *** *** ***",
+			r.String("fetching (branch main); check the token, or the user and password pw-Url-6f1a pw-B@nk-90c2 pw-B%40nk-90c2"))
+	})
+
+	t.Run("TokenInTheUserPartIsASecret", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := loadServeConfig(envOf("SLUICE_MODULE_BANK_URL=https://ghp_tokenAsUser01@git.example.com/modules.git"))
+		require.NoError(t, err)
+		require.Contains(t, cfg.secrets(), "ghp_tokenAsUser01")
+
+		// With a token beside it, the user part is the user name it goes with.
+		cfg, err = loadServeConfig(envOf("SLUICE_GITOPS_REPO_URL=https://deployer@git.example.com/intent.git", "SLUICE_GITOPS_TOKEN=tok-Env-77c1"))
+		require.NoError(t, err)
+		require.Contains(t, cfg.secrets(), "tok-Env-77c1")
+		require.NotContains(t, cfg.secrets(), "deployer")
+	})
+
+	t.Run("TokenGivenTwoWaysIsAStartError", func(t *testing.T) {
+		t.Parallel()
+		_, err := loadServeConfig(envOf("SLUICE_GITOPS_REPO_URL=https://deployer:pw-Twice-1a@git.example.com/intent.git", "SLUICE_GITOPS_TOKEN=tok-Twice-2b"))
+		require.EqualError(t, err, "SLUICE_GITOPS_REPO_URL carries a password and SLUICE_GITOPS_TOKEN is set too, so one of them would be ignored; drop the password from the URL, or unset SLUICE_GITOPS_TOKEN")
+	})
 }
 
 func TestServeConfigSecretKey(t *testing.T) {
@@ -92,6 +129,7 @@ func TestServeSealsCredentialsWithTheKey(t *testing.T) {
 	env := []string{
 		"SLUICE_DATABASE_URL=" + dbURL,
 		"SLUICE_DATA_DIR=" + dataDir,
+		// The user is main, as the branch: masking it would garble events.
 		"SLUICE_GITOPS_REPO_URL=file://main:" + password + "@localhost" + repo.Bare,
 		"SLUICE_GITOPS_SYNC_INTERVAL_SEC=0",
 		"SLUICE_LOG_LEVEL=debug",
@@ -124,7 +162,7 @@ func TestServeSealsCredentialsWithTheKey(t *testing.T) {
 	msgs, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	events := strings.Join(msgs, "\n")
-	require.Contains(t, events, "fetching file://***@localhost"+repo.Bare)
+	require.Contains(t, events, "fetching file://***@localhost"+repo.Bare+" (branch main)")
 	oldB64 := base64.StdEncoding.EncodeToString(oldKey)
 	dump := dbtest.Dump(t, dbURL)
 	requireNoSecretIn(t, dump, password, base64.StdEncoding.EncodeToString([]byte(password)), hex.EncodeToString([]byte(password)), oldB64)

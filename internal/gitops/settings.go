@@ -60,6 +60,9 @@ type SettingsInput struct {
 // credentials are what a repository URL carried, kept out of the URL.
 type credentials struct {
 	username, password string
+	// userOnly is true when the URL's user part stood alone
+	// (https://TOKEN@host): password holds it, as the token.
+	userOnly bool
 }
 
 // splitURL separates credentials from a repository URL. Local paths and
@@ -85,13 +88,18 @@ func splitURL(raw string) (string, credentials, error) {
 	if u.User != nil {
 		c.username = u.User.Username()
 		c.password, _ = u.User.Password()
-		if c.password == "" && u.Scheme == "ssh" {
+		switch {
+		case c.password != "":
+		case u.Scheme == "ssh":
 			// An SSH login name (ssh://git@host) is no secret, and ssh needs it.
 			return u.String(), credentials{}, nil
-		}
-		if c.password == "" {
+		case u.Scheme == "https" || u.Scheme == "http":
 			// https://TOKEN@host: the user part is the secret.
-			c.username, c.password = "x-access-token", u.User.Username()
+			c = credentials{username: "x-access-token", password: c.username, userOnly: true}
+		default:
+			// file:// and git:// send no credentials: a user name alone
+			// is neither used nor a secret.
+			c = credentials{}
 		}
 		u.User = nil
 	}
@@ -170,6 +178,16 @@ func normalizeInput(in SettingsInput) (SettingsInput, credentials, error) {
 	cleanURL, creds, err := splitURL(in.RepoURL)
 	if err != nil {
 		return in, credentials{}, err
+	}
+	if in.Token != "" {
+		switch {
+		case creds.userOnly:
+			// https://deployer@host and a token: the user part is the user
+			// name the token goes with, as gitsync.Remote takes them.
+			creds = credentials{username: creds.password, password: in.Token}
+		case creds.password != "":
+			return in, credentials{}, errs.Errorf(errs.Invalid, "The repository URL carries a password and a token is given too, so one of them would be ignored; drop the password from the URL, or drop the token.")
+		}
 	}
 	in.RepoURL = cleanURL
 	if !strings.Contains(cleanURL, "://") && !strings.Contains(cleanURL, "@") {

@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"sluice/db"
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
@@ -376,4 +378,77 @@ func TestSeed(t *testing.T) {
 		require.Equal(t, "https://***@git.example.com/a.git", out.RepoURL, "stored settings win")
 		require.Equal(t, "fetch failed with "+redact.Mask, red.String("fetch failed with "+token))
 	})
+}
+
+func TestCredentialsGivenTwoWays(t *testing.T) {
+	t.Parallel()
+
+	const token = "tok-Twice-3c9d17"
+
+	t.Run("PasswordInTheURLAndATokenAreRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true, noSettings: true})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://deployer:pw-Twice-77aa@git.example.com/a.git", Token: token})
+		require.Equal(t, errs.Invalid, errs.CodeOf(err))
+		require.Equal(t, "The repository URL carries a password and a token is given too, so one of them would be ignored; drop the password from the URL, or drop the token.", err.Error())
+		err = b.svc.Seed(b.ctx, gitops.SettingsInput{RepoURL: "https://deployer:pw-Twice-77aa@git.example.com/a.git", Token: token}, false)
+		require.Equal(t, errs.Invalid, errs.CodeOf(err))
+		require.Zero(t, b.count(t, "SELECT count(*) FROM source"))
+	})
+
+	t.Run("UserInTheURLGoesWithTheToken", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noSettings: true})
+		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
+		srv := serveRepo(t, b.Repo, serveOpts{user: "deployer", password: token})
+		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "http://deployer@" + srv.host + "/intent.git", Token: token})
+		require.NoError(t, err)
+		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Created)
+		src := b.source(t)
+		require.Equal(t, "deployer", *src.RepoUsername)
+		require.Equal(t, token, b.secret(t, src))
+	})
+}
+
+func TestUserNamesAreNotMasked(t *testing.T) {
+	t.Parallel()
+
+	// events returns the messages of a run.
+	events := func(t *testing.T, b *testBundle, run *db.JournalRun) string {
+		t.Helper()
+		rows, err := b.pool.Query(b.ctx, "SELECT message FROM journal_event WHERE run_id = $1 ORDER BY seq", run.ID)
+		require.NoError(t, err)
+		msgs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return strings.Join(msgs, "\n")
+	}
+
+	for _, tt := range []struct {
+		name, userinfo, secret string
+	}{
+		{"UserAndPassword", "main:pw-Main-4b1e90@", "pw-Main-4b1e90"},
+		{"UserAlone", "main@", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{noSettings: true})
+			b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
+			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "file://" + tt.userinfo + "localhost" + b.Bare, Branch: "main"})
+			require.NoError(t, err)
+			run := b.syncRun(t, false)
+			require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+
+			log := events(t, b, run)
+			require.Contains(t, log, "(branch main)")
+			require.Equal(t, "branch main of main", b.redactor.String("branch main of main"))
+			if tt.secret != "" {
+				require.Contains(t, log, "fetching file://"+redact.Mask+"@localhost")
+				require.Equal(t, "auth "+redact.Mask, b.redactor.String("auth "+tt.secret))
+				b.requireNowhere(t, tt.secret)
+			} else {
+				require.Contains(t, log, "fetching file://localhost"+b.Bare, "file:// sends no credentials: a user name alone is dropped")
+				require.Nil(t, b.source(t).RepoPasswordSealed)
+			}
+		})
+	}
 }

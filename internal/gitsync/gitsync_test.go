@@ -934,4 +934,14 @@ func TestNew(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "*** deployment", r.String("ghp_tokenAsUser deployment"))
 	})
+
+	t.Run("RegistersNoUserName", func(t *testing.T) {
+		t.Parallel()
+		r := &redact.Redactor{}
+		for _, u := range []string{"https://main:pw-NotMain-19@h/x.git", "file://main@localhost/srv/x.git", "git://main@h/x.git", "ssh://main@h/x.git"} {
+			_, err := New(Opts{Dir: t.TempDir(), Remote: Remote{URL: u}, Redactor: r})
+			require.NoError(t, err, u)
+		}
+		require.Equal(t, "branch main, password ***", r.String("branch main, password pw-NotMain-19"))
+	})
 }

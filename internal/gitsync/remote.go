@@ -97,9 +97,10 @@ func parseRemote(r Remote) (*endpoint, error) {
 			if encoded, ok := strings.CutPrefix(u.User.String(), url.User(user).String()+":"); ok {
 				ep.secrets = append(ep.secrets, encoded)
 			}
-		} else if u.Scheme != "ssh" {
+		} else if u.Scheme == "https" || u.Scheme == "http" {
 			// https://TOKEN@host is how some forges take a token. An SSH
-			// login name is no secret, and masking it would garble text.
+			// login name is no secret, file:// and git:// send no
+			// credentials, and masking a user name would garble text.
 			ep.secrets = append(ep.secrets, user, u.User.String())
 		}
 	}

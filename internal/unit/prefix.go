@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"sluice/internal/errs"
 )
@@ -20,12 +21,17 @@ var skipDirs = map[string]bool{".git": true, "archive": true}
 // even one that would clean away ("a/.."): an operator who writes ".." means
 // something other than what cleaning would give. Backslashes and elements
 // named .git or archive are refused too, since the walk would never find a
-// unit there. The error is an *errs.Error with code errs.Invalid whose
-// message is a lower-case clause that does not repeat prefix, so that a
-// caller can put it after its own "The path %q is not allowed: ".
+// unit there, and so are a NUL (no file name holds one) and bytes that are
+// not UTF-8 (PostgreSQL, which stores the prefix, takes neither). The error
+// is an *errs.Error with code errs.Invalid whose message is a lower-case
+// clause that does not repeat prefix, so that a caller can put it after its
+// own "The path %q is not allowed: ".
 func ValidatePrefix(prefix string) (string, error) {
 	if prefix == "" || prefix == "." {
 		return "", nil
+	}
+	if strings.IndexByte(prefix, 0) >= 0 || !utf8.ValidString(prefix) {
+		return "", errs.Errorf(errs.Invalid, "a prefix is UTF-8 text without NUL characters; give the directory's name as Git shows it")
 	}
 	if strings.HasPrefix(prefix, "/") {
 		return "", errs.Errorf(errs.Invalid, "an absolute path cannot be a prefix; give a directory relative to the repository root, such as \"apps\"")
