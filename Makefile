@@ -9,7 +9,7 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 15m
 # ./bin holds what the Makefile builds, Terraform too when the machine has none.
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: run test build demo-artifacts vet generate check-generated ensure-tools bench clean
+.PHONY: run test build demo-artifacts vet generate check-generated ensure-tools bench clean fuzz
 
 ## run: build sluice and serve it on an embedded PostgreSQL in $(SLUICE_DATA_DIR)
 run: ensure-tools build demo-artifacts
@@ -59,6 +59,20 @@ bench: ensure-tools build
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/services/
 	$(GO) test -run '^$$' -bench '^BenchmarkDriftCheck$$' -benchtime 10x ./internal/infra/
 	$(GO) test -run '^$$' -bench '^BenchmarkSweep100$$' -benchtime 1x ./internal/infra/
+
+## fuzz: run every fuzz target for $(FUZZTIME), one after the other (`make test` runs their seeds)
+# One at a time, because a fuzz target takes every CPU; -fuzz takes one
+# target, so each gets its line.
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzCanonical$$' -fuzztime $(FUZZTIME) ./internal/unit/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/unit/
+	$(GO) test -run '^$$' -fuzz '^FuzzSetString$$' -fuzztime $(FUZZTIME) ./internal/unit/
+	$(GO) test -run '^$$' -fuzz '^FuzzRenderLines$$' -fuzztime $(FUZZTIME) ./internal/render/
+	$(GO) test -run '^$$' -fuzz '^FuzzRenderSpec$$' -fuzztime $(FUZZTIME) ./internal/render/
+	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/render/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/render/
+	$(GO) test -run '^$$' -fuzz '^FuzzSettingsInput$$' -fuzztime $(FUZZTIME) ./internal/gitops/
 
 clean:
 	rm -rf bin
