@@ -9,7 +9,7 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 15m
 # ./bin holds what the Makefile builds, Terraform too when the machine has none.
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: run test build demo-artifacts vet generate check-generated ensure-tools bench clean fuzz
+.PHONY: run test build demo-artifacts vet generate check-generated ensure-tools bench faults clean fuzz
 
 ## run: build sluice and serve it on an embedded PostgreSQL in $(SLUICE_DATA_DIR)
 run: ensure-tools build demo-artifacts
@@ -59,6 +59,23 @@ bench: ensure-tools build
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/services/
 	$(GO) test -run '^$$' -bench '^BenchmarkDriftCheck$$' -benchtime 10x ./internal/infra/
 	$(GO) test -run '^$$' -bench '^BenchmarkSweep100$$' -benchtime 1x ./internal/infra/
+
+## faults: fault injection on real processes (kill -9 of serve, PostgreSQL restarts, Git
+## failures, a secret scan), FAULT_TRIALS trials each, then one summary line per scenario
+# `make test` runs the same tests with 3 trials. The whole log is kept in
+# bin/faults.log; the summary is printed whether the tests pass or fail, and
+# the target fails when they do. SLUICE_FAULT_SEED, when set, replays the
+# kill moments a failing run logged.
+FAULT_TRIALS ?= 20
+faults: ensure-tools
+	@mkdir -p bin; set +e; \
+	  SLUICE_FAULT_TRIALS=$(FAULT_TRIALS) $(GO) test -race -count=1 -v -run '^TestFaults' -timeout 60m ./cmd/sluice/ 2>&1 \
+	    | tee bin/faults.log | grep --line-buffered -E '\] (inject|check) |FAULTS '; \
+	  rc=$${PIPESTATUS[0]}; \
+	  echo; echo "== fault injection summary: $(FAULT_TRIALS) trials a scenario; the whole log is bin/faults.log =="; \
+	  grep -E 'FAULTS ' bin/faults.log | sed -E 's/^ *faults[a-z_]*_test\.go:[0-9]+: //'; \
+	  grep -E '^ *--- (PASS|FAIL)|^(ok|FAIL)[[:space:]]' bin/faults.log; \
+	  exit $$rc
 
 ## fuzz: run every fuzz target for $(FUZZTIME), one after the other (`make test` runs their seeds)
 # One at a time, because a fuzz target takes every CPU; -fuzz takes one
