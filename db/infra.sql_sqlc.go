@@ -140,7 +140,7 @@ func (q *Queries) InfraListActive(ctx context.Context) ([]*Unit, error) {
 }
 
 const runLatestSucceeded = `-- name: RunLatestSucceeded :one
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE target = $1 AND action = ANY($2::text[]) AND state = 'succeeded'
 ORDER BY finished_at DESC, id DESC
 LIMIT 1
@@ -176,12 +176,15 @@ func (q *Queries) RunLatestSucceeded(ctx context.Context, arg *RunLatestSucceede
 		&i.DigestFrom,
 		&i.DigestTo,
 		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
 	)
 	return &i, err
 }
 
 const runsLatestByTargets = `-- name: RunsLatestByTargets :many
-SELECT DISTINCT ON (target, action) id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+SELECT DISTINCT ON (target, action) id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE target = ANY($1::text[]) AND action = ANY($2::text[])
 ORDER BY target, action, requested_at DESC, id DESC
 `
@@ -221,6 +224,9 @@ func (q *Queries) RunsLatestByTargets(ctx context.Context, arg *RunsLatestByTarg
 			&i.DigestFrom,
 			&i.DigestTo,
 			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
 		); err != nil {
 			return nil, err
 		}

@@ -13,48 +13,23 @@ import (
 	"github.com/google/uuid"
 )
 
-const actionGenerationBump = `-- name: ActionGenerationBump :one
-INSERT INTO action_generation (action, target, generation) VALUES ($1, $2, 1)
-ON CONFLICT (action, target) DO UPDATE SET generation = action_generation.generation + 1
-RETURNING generation
+const journalRunBindJob = `-- name: JournalRunBindJob :exec
+UPDATE journal_run SET river_job_id = $1 WHERE id = $2 AND state = 'queued'
 `
 
-type ActionGenerationBumpParams struct {
-	Action string
-	Target string
+type JournalRunBindJobParams struct {
+	RiverJobID *int64
+	ID         uuid.UUID
 }
 
-func (q *Queries) ActionGenerationBump(ctx context.Context, arg *ActionGenerationBumpParams) (int64, error) {
-	row := q.db.QueryRow(ctx, actionGenerationBump, arg.Action, arg.Target)
-	var generation int64
-	err := row.Scan(&generation)
-	return generation, err
-}
-
-const actionGenerationGet = `-- name: ActionGenerationGet :one
-INSERT INTO action_generation (action, target) VALUES ($1, $2)
-ON CONFLICT (action, target) DO UPDATE SET generation = action_generation.generation
-RETURNING generation
-`
-
-type ActionGenerationGetParams struct {
-	Action string
-	Target string
-}
-
-// ActionGenerationGet reads the generation and locks its row until commit,
-// so a run's start, which bumps it, waits until the request that read it has
-// committed its job. (A no-op DO UPDATE is what takes the lock on a row that
-// may not exist yet.)
-func (q *Queries) ActionGenerationGet(ctx context.Context, arg *ActionGenerationGetParams) (int64, error) {
-	row := q.db.QueryRow(ctx, actionGenerationGet, arg.Action, arg.Target)
-	var generation int64
-	err := row.Scan(&generation)
-	return generation, err
+// JournalRunBindJob names the River job of a run inserted before its job.
+func (q *Queries) JournalRunBindJob(ctx context.Context, arg *JournalRunBindJobParams) error {
+	_, err := q.db.Exec(ctx, journalRunBindJob, arg.RiverJobID, arg.ID)
+	return err
 }
 
 const journalRunCurrentForJob = `-- name: JournalRunCurrentForJob :one
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE river_job_id = $1
 ORDER BY requested_at DESC, id DESC
 LIMIT 1
@@ -85,6 +60,9 @@ func (q *Queries) JournalRunCurrentForJob(ctx context.Context, riverJobID *int64
 		&i.DigestFrom,
 		&i.DigestTo,
 		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
 	)
 	return &i, err
 }
@@ -97,9 +75,10 @@ SET state = $1,
     result = $3,
     git_commit = coalesce($4, git_commit),
     digest_from = coalesce($5, digest_from),
-    digest_to = coalesce($6, digest_to)
-WHERE id = $7 AND state IN ('queued', 'running')
-RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq
+    digest_to = coalesce($6, digest_to),
+    events_lost = events_lost + $7::int
+WHERE id = $8 AND state IN ('queued', 'running')
+RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost
 `
 
 type JournalRunFinishParams struct {
@@ -109,6 +88,7 @@ type JournalRunFinishParams struct {
 	GitCommit  *string
 	DigestFrom *string
 	DigestTo   *string
+	EventsLost int32
 	ID         uuid.UUID
 }
 
@@ -120,6 +100,7 @@ func (q *Queries) JournalRunFinish(ctx context.Context, arg *JournalRunFinishPar
 		arg.GitCommit,
 		arg.DigestFrom,
 		arg.DigestTo,
+		arg.EventsLost,
 		arg.ID,
 	)
 	var i JournalRun
@@ -143,12 +124,15 @@ func (q *Queries) JournalRunFinish(ctx context.Context, arg *JournalRunFinishPar
 		&i.DigestFrom,
 		&i.DigestTo,
 		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
 	)
 	return &i, err
 }
 
 const journalRunGet = `-- name: JournalRunGet :one
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run WHERE id = $1
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run WHERE id = $1
 `
 
 func (q *Queries) JournalRunGet(ctx context.Context, id uuid.UUID) (*JournalRun, error) {
@@ -174,12 +158,15 @@ func (q *Queries) JournalRunGet(ctx context.Context, id uuid.UUID) (*JournalRun,
 		&i.DigestFrom,
 		&i.DigestTo,
 		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
 	)
 	return &i, err
 }
 
 const journalRunGetForUpdate = `-- name: JournalRunGetForUpdate :one
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run WHERE id = $1 FOR UPDATE
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) JournalRunGetForUpdate(ctx context.Context, id uuid.UUID) (*JournalRun, error) {
@@ -205,15 +192,20 @@ func (q *Queries) JournalRunGetForUpdate(ctx context.Context, id uuid.UUID) (*Jo
 		&i.DigestFrom,
 		&i.DigestTo,
 		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
 	)
 	return &i, err
 }
 
 const journalRunInsert = `-- name: JournalRunInsert :one
-INSERT INTO journal_run (id, action, target, state, requested_by, river_job_id, retry_of, params, joined, digest_from, digest_to)
+INSERT INTO journal_run (id, action, target, state, requested_by, river_job_id, retry_of, params, joined, digest_from, digest_to,
+                         join_key, join_running)
 VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8,
-        $9, $10)
-RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq
+        $9, $10, $11, $12)
+ON CONFLICT (join_key) WHERE state = 'queued' OR (state = 'running' AND join_running) DO NOTHING
+RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost
 `
 
 type JournalRunInsertParams struct {
@@ -227,8 +219,13 @@ type JournalRunInsertParams struct {
 	Joined      int32
 	DigestFrom  *string
 	DigestTo    *string
+	JoinKey     *string
+	JoinRunning bool
 }
 
+// JournalRunInsert records a queued run. A run with a join key is refused
+// (no row) while another run of that key is pending: the caller joins that
+// one instead.
 func (q *Queries) JournalRunInsert(ctx context.Context, arg *JournalRunInsertParams) (*JournalRun, error) {
 	row := q.db.QueryRow(ctx, journalRunInsert,
 		arg.ID,
@@ -241,6 +238,8 @@ func (q *Queries) JournalRunInsert(ctx context.Context, arg *JournalRunInsertPar
 		arg.Joined,
 		arg.DigestFrom,
 		arg.DigestTo,
+		arg.JoinKey,
+		arg.JoinRunning,
 	)
 	var i JournalRun
 	err := row.Scan(
@@ -263,6 +262,9 @@ func (q *Queries) JournalRunInsert(ctx context.Context, arg *JournalRunInsertPar
 		&i.DigestFrom,
 		&i.DigestTo,
 		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
 	)
 	return &i, err
 }
@@ -270,7 +272,7 @@ func (q *Queries) JournalRunInsert(ctx context.Context, arg *JournalRunInsertPar
 const journalRunJoin = `-- name: JournalRunJoin :one
 UPDATE journal_run SET joined = joined + 1
 WHERE id = $1
-RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq
+RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost
 `
 
 func (q *Queries) JournalRunJoin(ctx context.Context, id uuid.UUID) (*JournalRun, error) {
@@ -296,12 +298,61 @@ func (q *Queries) JournalRunJoin(ctx context.Context, id uuid.UUID) (*JournalRun
 		&i.DigestFrom,
 		&i.DigestTo,
 		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
+	)
+	return &i, err
+}
+
+const journalRunJoinPending = `-- name: JournalRunJoinPending :one
+UPDATE journal_run SET joined = joined + $1::int
+WHERE join_key = $2 AND (state = 'queued' OR (state = 'running' AND join_running))
+RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost
+`
+
+type JournalRunJoinPendingParams struct {
+	Requests int32
+	JoinKey  *string
+}
+
+// JournalRunJoinPending counts requests on the pending run of a join key:
+// the queued one, or the running one for actions that join running runs.
+// The row lock it takes makes a run's start wait for the join to commit, and
+// a join that meets a run just started finds no row: a join never lands on
+// a run that has started unless the action joins running runs.
+func (q *Queries) JournalRunJoinPending(ctx context.Context, arg *JournalRunJoinPendingParams) (*JournalRun, error) {
+	row := q.db.QueryRow(ctx, journalRunJoinPending, arg.Requests, arg.JoinKey)
+	var i JournalRun
+	err := row.Scan(
+		&i.ID,
+		&i.Action,
+		&i.Target,
+		&i.State,
+		&i.RequestedBy,
+		&i.RequestedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.RiverJobID,
+		&i.Attempt,
+		&i.Joined,
+		&i.RetryOf,
+		&i.Params,
+		&i.Error,
+		&i.Result,
+		&i.GitCommit,
+		&i.DigestFrom,
+		&i.DigestTo,
+		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
 	)
 	return &i, err
 }
 
 const journalRunLastAcceptanceOf = `-- name: JournalRunLastAcceptanceOf :many
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE target = $1 AND action = ANY($2::text[]) AND state = 'succeeded'
   AND coalesce(result->>'candidateWaits', 'false') <> 'true'
 ORDER BY finished_at DESC, id DESC
@@ -345,6 +396,9 @@ func (q *Queries) JournalRunLastAcceptanceOf(ctx context.Context, arg *JournalRu
 			&i.DigestFrom,
 			&i.DigestTo,
 			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
 		); err != nil {
 			return nil, err
 		}
@@ -357,7 +411,7 @@ func (q *Queries) JournalRunLastAcceptanceOf(ctx context.Context, arg *JournalRu
 }
 
 const journalRunLatestFinishedOf = `-- name: JournalRunLatestFinishedOf :many
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE target = $1 AND action = ANY($2::text[]) AND finished_at IS NOT NULL
 ORDER BY finished_at DESC, id DESC
 LIMIT 1
@@ -399,6 +453,9 @@ func (q *Queries) JournalRunLatestFinishedOf(ctx context.Context, arg *JournalRu
 			&i.DigestFrom,
 			&i.DigestTo,
 			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
 		); err != nil {
 			return nil, err
 		}
@@ -411,7 +468,7 @@ func (q *Queries) JournalRunLatestFinishedOf(ctx context.Context, arg *JournalRu
 }
 
 const journalRunLatestForJob = `-- name: JournalRunLatestForJob :one
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE river_job_id = $1
 ORDER BY requested_at DESC, id DESC
 LIMIT 1
@@ -443,12 +500,15 @@ func (q *Queries) JournalRunLatestForJob(ctx context.Context, riverJobID *int64)
 		&i.DigestFrom,
 		&i.DigestTo,
 		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
 	)
 	return &i, err
 }
 
 const journalRunList = `-- name: JournalRunList :many
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE ($1::text IS NULL OR action = $1)
   AND ($2::text IS NULL OR target = $2)
   AND ($3::text IS NULL OR state = $3)
@@ -504,6 +564,9 @@ func (q *Queries) JournalRunList(ctx context.Context, arg *JournalRunListParams)
 			&i.DigestFrom,
 			&i.DigestTo,
 			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
 		); err != nil {
 			return nil, err
 		}
@@ -516,7 +579,8 @@ func (q *Queries) JournalRunList(ctx context.Context, arg *JournalRunListParams)
 }
 
 const journalRunListOpen = `-- name: JournalRunListOpen :many
-SELECT journal_run.id, journal_run.action, journal_run.target, journal_run.state, journal_run.requested_by, journal_run.requested_at, journal_run.started_at, journal_run.finished_at, journal_run.river_job_id, journal_run.attempt, journal_run.joined, journal_run.retry_of, journal_run.params, journal_run.error, journal_run.result, journal_run.git_commit, journal_run.digest_from, journal_run.digest_to, journal_run.last_seq, coalesce(river_job.state::text, 'deleted')::text AS job_state
+SELECT journal_run.id, journal_run.action, journal_run.target, journal_run.state, journal_run.requested_by, journal_run.requested_at, journal_run.started_at, journal_run.finished_at, journal_run.river_job_id, journal_run.attempt, journal_run.joined, journal_run.retry_of, journal_run.params, journal_run.error, journal_run.result, journal_run.git_commit, journal_run.digest_from, journal_run.digest_to, journal_run.last_seq, journal_run.join_key, journal_run.join_running, journal_run.events_lost, coalesce(river_job.state::text, 'deleted')::text AS job_state,
+       coalesce(river_job.attempted_by[array_upper(river_job.attempted_by, 1)], '')::text AS job_owner
 FROM journal_run
 LEFT JOIN river_job ON river_job.id = journal_run.river_job_id
 WHERE journal_run.state IN ('queued', 'running')
@@ -543,7 +607,11 @@ type JournalRunListOpenRow struct {
 	DigestFrom  *string
 	DigestTo    *string
 	LastSeq     int32
+	JoinKey     *string
+	JoinRunning bool
+	EventsLost  int32
 	JobState    string
+	JobOwner    string
 }
 
 // JournalRunListOpen lists the runs that are not finished, with the state of
@@ -577,7 +645,11 @@ func (q *Queries) JournalRunListOpen(ctx context.Context) ([]*JournalRunListOpen
 			&i.DigestFrom,
 			&i.DigestTo,
 			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
 			&i.JobState,
+			&i.JobOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -601,7 +673,7 @@ func (q *Queries) JournalRunReleaseLiveness(ctx context.Context, key int64) (boo
 }
 
 const journalRunRunningOf = `-- name: JournalRunRunningOf :many
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE target = $1 AND action = ANY($2::text[]) AND state = 'running'
 ORDER BY started_at DESC
 `
@@ -641,6 +713,9 @@ func (q *Queries) JournalRunRunningOf(ctx context.Context, arg *JournalRunRunnin
 			&i.DigestFrom,
 			&i.DigestTo,
 			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
 		); err != nil {
 			return nil, err
 		}
@@ -655,7 +730,7 @@ func (q *Queries) JournalRunRunningOf(ctx context.Context, arg *JournalRunRunnin
 const journalRunSetDigests = `-- name: JournalRunSetDigests :one
 UPDATE journal_run SET digest_from = $1, digest_to = $2
 WHERE id = $3
-RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq
+RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost
 `
 
 type JournalRunSetDigestsParams struct {
@@ -690,6 +765,9 @@ func (q *Queries) JournalRunSetDigests(ctx context.Context, arg *JournalRunSetDi
 		&i.DigestFrom,
 		&i.DigestTo,
 		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
 	)
 	return &i, err
 }
@@ -698,7 +776,7 @@ const journalRunStart = `-- name: JournalRunStart :one
 UPDATE journal_run
 SET state = 'running', started_at = clock_timestamp(), attempt = $1
 WHERE id = $2 AND state = 'queued'
-RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq
+RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost
 `
 
 type JournalRunStartParams struct {
@@ -729,6 +807,9 @@ func (q *Queries) JournalRunStart(ctx context.Context, arg *JournalRunStartParam
 		&i.DigestFrom,
 		&i.DigestTo,
 		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
 	)
 	return &i, err
 }
@@ -757,6 +838,41 @@ func (q *Queries) JournalRunTryLiveness(ctx context.Context, key int64) (bool, e
 	var acquired bool
 	err := row.Scan(&acquired)
 	return acquired, err
+}
+
+const processTryLock = `-- name: ProcessTryLock :one
+SELECT pg_try_advisory_lock($1::int4, hashtext($2::text)) AS acquired
+`
+
+type ProcessTryLockParams struct {
+	Class    int32
+	ClientID string
+}
+
+// ProcessTryLock takes the liveness lock of a River client (a sluice
+// process) on this session if it is free. Each process holds its own for as
+// long as it lives, so a free lock means the process is gone.
+func (q *Queries) ProcessTryLock(ctx context.Context, arg *ProcessTryLockParams) (bool, error) {
+	row := q.db.QueryRow(ctx, processTryLock, arg.Class, arg.ClientID)
+	var acquired bool
+	err := row.Scan(&acquired)
+	return acquired, err
+}
+
+const processUnlock = `-- name: ProcessUnlock :one
+SELECT pg_advisory_unlock($1::int4, hashtext($2::text)) AS released
+`
+
+type ProcessUnlockParams struct {
+	Class    int32
+	ClientID string
+}
+
+func (q *Queries) ProcessUnlock(ctx context.Context, arg *ProcessUnlockParams) (bool, error) {
+	row := q.db.QueryRow(ctx, processUnlock, arg.Class, arg.ClientID)
+	var released bool
+	err := row.Scan(&released)
+	return released, err
 }
 
 const riverJobFinalizeDead = `-- name: RiverJobFinalizeDead :exec
@@ -788,4 +904,41 @@ SELECT id FROM river_job WHERE id = $1 FOR UPDATE
 func (q *Queries) RiverJobLock(ctx context.Context, id int64) error {
 	_, err := q.db.Exec(ctx, riverJobLock, id)
 	return err
+}
+
+const riverJobLockOwner = `-- name: RiverJobLockOwner :one
+SELECT state::text AS state, coalesce(attempted_by[array_upper(attempted_by, 1)], '')::text AS owner
+FROM river_job WHERE id = $1 FOR UPDATE
+`
+
+type RiverJobLockOwnerRow struct {
+	State string
+	Owner string
+}
+
+// RiverJobLockOwner locks a River job's row and returns its state and the
+// River client that took it last (” if none).
+func (q *Queries) RiverJobLockOwner(ctx context.Context, id int64) (*RiverJobLockOwnerRow, error) {
+	row := q.db.QueryRow(ctx, riverJobLockOwner, id)
+	var i RiverJobLockOwnerRow
+	err := row.Scan(&i.State, &i.Owner)
+	return &i, err
+}
+
+const riverJobOwner = `-- name: RiverJobOwner :one
+SELECT state::text AS state, coalesce(attempted_by[array_upper(attempted_by, 1)], '')::text AS owner
+FROM river_job WHERE id = $1
+`
+
+type RiverJobOwnerRow struct {
+	State string
+	Owner string
+}
+
+// RiverJobOwner is RiverJobLockOwner without the lock.
+func (q *Queries) RiverJobOwner(ctx context.Context, id int64) (*RiverJobOwnerRow, error) {
+	row := q.db.QueryRow(ctx, riverJobOwner, id)
+	var i RiverJobOwnerRow
+	err := row.Scan(&i.State, &i.Owner)
+	return &i, err
 }

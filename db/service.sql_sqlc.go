@@ -44,7 +44,7 @@ func (q *Queries) ServiceGet(ctx context.Context, name string) (*Unit, error) {
 }
 
 const serviceLastRuns = `-- name: ServiceLastRuns :many
-SELECT DISTINCT ON (target) id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+SELECT DISTINCT ON (target) id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE target = ANY($1::text[]) AND action = ANY($2::text[])
 ORDER BY target, requested_at DESC, id DESC
 `
@@ -84,6 +84,9 @@ func (q *Queries) ServiceLastRuns(ctx context.Context, arg *ServiceLastRunsParam
 			&i.DigestFrom,
 			&i.DigestTo,
 			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
 		); err != nil {
 			return nil, err
 		}
@@ -329,7 +332,7 @@ func (q *Queries) ServicePreviousHealthyAll(ctx context.Context, arg *ServicePre
 }
 
 const serviceQueues = `-- name: ServiceQueues :many
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq FROM journal_run
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE target = ANY($1::text[]) AND action = ANY($2::text[]) AND state IN ('queued', 'running')
 ORDER BY target, (state = 'running') DESC, (action = $3::text) DESC, requested_at, id
 `
@@ -371,6 +374,9 @@ func (q *Queries) ServiceQueues(ctx context.Context, arg *ServiceQueuesParams) (
 			&i.DigestFrom,
 			&i.DigestTo,
 			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
 		); err != nil {
 			return nil, err
 		}

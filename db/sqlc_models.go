@@ -61,12 +61,6 @@ func (ns NullRiverJobState) Value() (driver.Value, error) {
 	return string(ns.RiverJobState), nil
 }
 
-type ActionGeneration struct {
-	Action     string
-	Target     string
-	Generation int64
-}
-
 type ApiToken struct {
 	ID         uuid.UUID
 	Name       string
@@ -119,6 +113,9 @@ type JournalRun struct {
 	DigestFrom  *string
 	DigestTo    *string
 	LastSeq     int32
+	JoinKey     *string
+	JoinRunning bool
+	EventsLost  int32
 }
 
 type RiverJob struct {
@@ -129,6 +126,8 @@ type RiverJob struct {
 	State       RiverJobState
 	Errors      []json.RawMessage
 	FinalizedAt *time.Time
+	AttemptedBy []string
+	AttemptedAt *time.Time
 }
 
 type ServicePause struct {

@@ -2,10 +2,8 @@ package jobs
 
 import (
 	"context"
-	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"sluice/internal/journal"
 )
@@ -13,14 +11,14 @@ import (
 // RecoverRunsArgs asks for a sweep of runs left open by processes that died
 // (see journal.Recover). It is housekeeping, not an operator's action, so it
 // keeps no journal run of its own: the runs it finishes say what happened.
+//
+// Every process now sweeps on its own (journal.RecoverEvery), so that a
+// sweep never waits for River's leader, which may be the process that died.
+// The kind stays registered for jobs of it that an older sluice inserted.
 type RecoverRunsArgs struct{}
 
 // Kind implements river.JobArgs.
 func (RecoverRunsArgs) Kind() string { return "recover_runs" }
-
-// RecoverRunsInterval is how often the sweep runs. serve also sweeps once at
-// start, before it works any job.
-const RecoverRunsInterval = 30 * time.Second
 
 // RecoverRunsWorker works RecoverRunsArgs.
 type RecoverRunsWorker struct {
@@ -32,21 +30,4 @@ type RecoverRunsWorker struct {
 func (w *RecoverRunsWorker) Work(ctx context.Context, _ *river.Job[RecoverRunsArgs]) error {
 	_, err := w.Journal.Recover(ctx)
 	return err
-}
-
-// PeriodicJobs returns the jobs River inserts on a schedule. A tick is
-// skipped while the previous one is still queued or running.
-func PeriodicJobs() []*river.PeriodicJob {
-	return []*river.PeriodicJob{
-		river.NewPeriodicJob(river.PeriodicInterval(RecoverRunsInterval),
-			func() (river.JobArgs, *river.InsertOpts) {
-				return RecoverRunsArgs{}, &river.InsertOpts{
-					MaxAttempts: 1,
-					UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
-						rivertype.JobStateAvailable, rivertype.JobStatePending,
-						rivertype.JobStateRunning, rivertype.JobStateScheduled,
-					}},
-				}
-			}, nil),
-	}
 }

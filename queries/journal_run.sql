@@ -1,8 +1,27 @@
 -- name: JournalRunInsert :one
-INSERT INTO journal_run (id, action, target, state, requested_by, river_job_id, retry_of, params, joined, digest_from, digest_to)
+-- JournalRunInsert records a queued run. A run with a join key is refused
+-- (no row) while another run of that key is pending: the caller joins that
+-- one instead.
+INSERT INTO journal_run (id, action, target, state, requested_by, river_job_id, retry_of, params, joined, digest_from, digest_to,
+                         join_key, join_running)
 VALUES (@id, @action, @target, 'queued', @requested_by, @river_job_id, sqlc.narg('retry_of'), @params, @joined,
-        sqlc.narg('digest_from'), sqlc.narg('digest_to'))
+        sqlc.narg('digest_from'), sqlc.narg('digest_to'), sqlc.narg('join_key'), @join_running)
+ON CONFLICT (join_key) WHERE state = 'queued' OR (state = 'running' AND join_running) DO NOTHING
 RETURNING *;
+
+-- name: JournalRunJoinPending :one
+-- JournalRunJoinPending counts requests on the pending run of a join key:
+-- the queued one, or the running one for actions that join running runs.
+-- The row lock it takes makes a run's start wait for the join to commit, and
+-- a join that meets a run just started finds no row: a join never lands on
+-- a run that has started unless the action joins running runs.
+UPDATE journal_run SET joined = joined + @requests::int
+WHERE join_key = @join_key AND (state = 'queued' OR (state = 'running' AND join_running))
+RETURNING *;
+
+-- name: JournalRunBindJob :exec
+-- JournalRunBindJob names the River job of a run inserted before its job.
+UPDATE journal_run SET river_job_id = @river_job_id WHERE id = @id AND state = 'queued';
 
 -- name: JournalRunGet :one
 SELECT * FROM journal_run WHERE id = @id;
@@ -38,7 +57,8 @@ SET state = @state,
     result = sqlc.narg('result'),
     git_commit = coalesce(sqlc.narg('git_commit'), git_commit),
     digest_from = coalesce(sqlc.narg('digest_from'), digest_from),
-    digest_to = coalesce(sqlc.narg('digest_to'), digest_to)
+    digest_to = coalesce(sqlc.narg('digest_to'), digest_to),
+    events_lost = events_lost + @events_lost::int
 WHERE id = @id AND state IN ('queued', 'running')
 RETURNING *;
 
@@ -56,7 +76,8 @@ LIMIT @max_rows;
 -- name: JournalRunListOpen :many
 -- JournalRunListOpen lists the runs that are not finished, with the state of
 -- their River job (NULL once River has deleted the job).
-SELECT journal_run.*, coalesce(river_job.state::text, 'deleted')::text AS job_state
+SELECT journal_run.*, coalesce(river_job.state::text, 'deleted')::text AS job_state,
+       coalesce(river_job.attempted_by[array_upper(river_job.attempted_by, 1)], '')::text AS job_owner
 FROM journal_run
 LEFT JOIN river_job ON river_job.id = journal_run.river_job_id
 WHERE journal_run.state IN ('queued', 'running')
@@ -71,20 +92,6 @@ SELECT pg_try_advisory_lock(@key::bigint) AS acquired;
 -- name: JournalRunReleaseLiveness :one
 SELECT pg_advisory_unlock(@key::bigint) AS released;
 
--- name: ActionGenerationGet :one
--- ActionGenerationGet reads the generation and locks its row until commit,
--- so a run's start, which bumps it, waits until the request that read it has
--- committed its job. (A no-op DO UPDATE is what takes the lock on a row that
--- may not exist yet.)
-INSERT INTO action_generation (action, target) VALUES (@action, @target)
-ON CONFLICT (action, target) DO UPDATE SET generation = action_generation.generation
-RETURNING generation;
-
--- name: ActionGenerationBump :one
-INSERT INTO action_generation (action, target, generation) VALUES (@action, @target, 1)
-ON CONFLICT (action, target) DO UPDATE SET generation = action_generation.generation + 1
-RETURNING generation;
-
 -- name: JournalRunTargetForJob :one
 -- JournalRunTargetForJob reads, without locking, the target a job's runs work on.
 SELECT target FROM journal_run WHERE river_job_id = @river_job_id LIMIT 1;
@@ -93,6 +100,26 @@ SELECT target FROM journal_run WHERE river_job_id = @river_job_id LIMIT 1;
 -- RiverJobLock locks a River job's row. Transactions that finish a run take
 -- it before touching the run, the order Enqueue's duplicate path takes too.
 SELECT id FROM river_job WHERE id = @id FOR UPDATE;
+
+-- name: RiverJobLockOwner :one
+-- RiverJobLockOwner locks a River job's row and returns its state and the
+-- River client that took it last ('' if none).
+SELECT state::text AS state, coalesce(attempted_by[array_upper(attempted_by, 1)], '')::text AS owner
+FROM river_job WHERE id = @id FOR UPDATE;
+
+-- name: RiverJobOwner :one
+-- RiverJobOwner is RiverJobLockOwner without the lock.
+SELECT state::text AS state, coalesce(attempted_by[array_upper(attempted_by, 1)], '')::text AS owner
+FROM river_job WHERE id = @id;
+
+-- name: ProcessTryLock :one
+-- ProcessTryLock takes the liveness lock of a River client (a sluice
+-- process) on this session if it is free. Each process holds its own for as
+-- long as it lives, so a free lock means the process is gone.
+SELECT pg_try_advisory_lock(@class::int4, hashtext(@client_id::text)) AS acquired;
+
+-- name: ProcessUnlock :one
+SELECT pg_advisory_unlock(@class::int4, hashtext(@client_id::text)) AS released;
 
 -- name: RiverJobFinalizeDead :exec
 -- RiverJobFinalizeDead cancels a River job whose worker process died. River

@@ -106,7 +106,7 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	}
 	// An auto-deploy source's accepted changes converge and plan (or apply).
 	gops.AfterAcceptFunc = jobs.AutoDeployFunc(svcs, inf)
-	periodic := jobs.PeriodicJobs()
+	var periodic []*river.PeriodicJob
 	if cfg.DriftIntervalSec > 0 {
 		periodic = append(periodic, infra.PeriodicSweep(cfg.DriftIntervalSec))
 	}
@@ -148,6 +148,11 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	go j.Notifier.Run(bg)
+	// Held before River works a job: a job River hands this process is then
+	// never taken for one whose process died.
+	if err := j.HoldLiveness(bg, client.ID()); err != nil {
+		return redact.Error(err)
+	}
 
 	if n, err := j.Recover(ctx); err != nil {
 		return redact.Error(fmt.Errorf("recover runs: %w", err))
@@ -161,6 +166,7 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	}
 	riverStarted.Store(true)
 	go gops.Schedule(bg)
+	go j.RecoverEvery(bg, journal.RecoverInterval)
 	go func() {
 		<-client.Stopped()
 		riverStarted.Store(false)

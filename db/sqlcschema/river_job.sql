@@ -13,3 +13,6 @@ CREATE TABLE river_job (
     errors jsonb[],
     finalized_at timestamptz
 );
+
+ALTER TABLE river_job ADD COLUMN attempted_by text[];
+ALTER TABLE river_job ADD COLUMN attempted_at timestamptz;

@@ -240,6 +240,12 @@ func (AcceptArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAtt
 // accepted. It answers Conflict when no candidate waits or the one that
 // waits is not commit with fingerprint: the operator accepts what they saw.
 func (s *Service) RequestAccept(ctx context.Context, key, requestedBy, commit, fingerprint string) (*journal.EnqueueResult, error) {
+	return s.Journal.Coalesce(ctx, AcceptArgs{}.Kind()+" "+key+" "+commit+" "+fingerprint, func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
+		return s.requestAccept(ctx, key, requestedBy, commit, fingerprint, requests)
+	})
+}
+
+func (s *Service) requestAccept(ctx context.Context, key, requestedBy, commit, fingerprint string, requests int) (*journal.EnqueueResult, error) {
 	var res *journal.EnqueueResult
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
@@ -254,6 +260,7 @@ func (s *Service) RequestAccept(ctx context.Context, key, requestedBy, commit, f
 			Args:        &AcceptArgs{SourceID: src.ID, Commit: commit, Fingerprint: fingerprint},
 			Target:      src.Name,
 			RequestedBy: requestedBy,
+			Requests:    requests,
 			Params:      map[string]any{"commit": commit, "fingerprint": fingerprint},
 		})
 		return err

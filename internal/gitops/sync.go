@@ -115,7 +115,7 @@ func identitySpace(src *db.Source) uuid.UUID {
 // a Conflict when a sync of the source is already queued or running:
 // operators get an answer, not a pile-up of queued syncs.
 func (s *Service) RequestSync(ctx context.Context, requestedBy string, full bool) (*journal.EnqueueResult, error) {
-	return s.requestSync(ctx, requestedBy, full, func(q *db.Queries) (*db.Source, error) {
+	return s.requestSync(ctx, DefaultSourceName, requestedBy, full, func(q *db.Queries) (*db.Source, error) {
 		src, err := q.SourceGetByName(ctx, DefaultSourceName)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, errs.Errorf(errs.Conflict, "No repository is configured: set SLUICE_GITOPS_REPO_URL or PUT /api/v1/gitops/settings.")
@@ -127,12 +127,31 @@ func (s *Service) RequestSync(ctx context.Context, requestedBy string, full bool
 // RequestSourceSync is RequestSync for the source key names (its id or
 // name).
 func (s *Service) RequestSourceSync(ctx context.Context, key, requestedBy string, full bool) (*journal.EnqueueResult, error) {
-	return s.requestSync(ctx, requestedBy, full, func(q *db.Queries) (*db.Source, error) {
+	return s.requestSync(ctx, key, requestedBy, full, func(q *db.Queries) (*db.Source, error) {
 		return findSource(ctx, q, key)
 	})
 }
 
-func (s *Service) requestSync(ctx context.Context, requestedBy string, full bool, find func(*db.Queries) (*db.Source, error)) (*journal.EnqueueResult, error) {
+// requestSync asks for a sync of the source find finds (key names it).
+// Identical requests that arrive together share one transaction (see
+// journal.Coalesce): one of them may start the sync, and every other one
+// answers Conflict, naming the run, as a request that meets a pending sync
+// does.
+func (s *Service) requestSync(ctx context.Context, key, requestedBy string, full bool, find func(*db.Queries) (*db.Source, error)) (*journal.EnqueueResult, error) {
+	res, err := s.Journal.Coalesce(ctx, fmt.Sprintf("%s %s %t", SyncArgs{}.Kind(), key, full), func(ctx context.Context, _ int) (*journal.EnqueueResult, error) {
+		return s.requestSyncOnce(ctx, requestedBy, full, find)
+	})
+	if err == nil && res.Joined {
+		return nil, syncPending(res.Run)
+	}
+	return res, err
+}
+
+func syncPending(run *db.JournalRun) error {
+	return errs.Errorf(errs.Conflict, "A sync is already %s (run %s); follow it with `sluice journal %s --follow`.", run.State, run.ID, run.ID)
+}
+
+func (s *Service) requestSyncOnce(ctx context.Context, requestedBy string, full bool, find func(*db.Queries) (*db.Source, error)) (*journal.EnqueueResult, error) {
 	var res *journal.EnqueueResult
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		src, err := find(db.New(tx))
@@ -148,8 +167,7 @@ func (s *Service) requestSync(ctx context.Context, requestedBy string, full bool
 		}
 		if res.Joined {
 			// Rolling back leaves the running sync untouched and uncounted.
-			return errs.Errorf(errs.Conflict, "A sync is already %s (run %s); follow it with `sluice journal %s --follow`.",
-				res.Run.State, res.Run.ID, res.Run.ID)
+			return syncPending(res.Run)
 		}
 		return nil
 	})

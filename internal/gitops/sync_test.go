@@ -871,26 +871,27 @@ func TestRequestSync(t *testing.T) {
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run"))
 	})
 
-	t.Run("JustFinishedSyncIsNamedNotARunThatNeverExists", func(t *testing.T) {
+	t.Run("JustFinishedSyncDoesNotHoldOffTheNext", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true})
 		res, err := b.svc.RequestSync(b.ctx, "alice", false)
 		require.NoError(t, err)
 		// The window between a failed run's receipt and River discarding its
-		// job, held open: the run is final, the job still running.
+		// job, held open: the run is final, the job still running. The run
+		// is a receipt, so a request makes a run of its own, with its own job.
 		b.exec(t, "UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() WHERE id = $1", *res.Run.RiverJobID)
 		b.exec(t, "UPDATE journal_run SET state = 'failed', started_at = now(), finished_at = now(), error = 'boom' WHERE id = $1", res.Run.ID)
 
-		_, err = b.svc.RequestSync(b.ctx, "bob", false)
-		require.Equal(t, errs.Conflict, errs.CodeOf(err))
-		require.Equal(t, "Run "+res.Run.ID.String()+" of this action has just finished (failed) and River is still settling its job; ask again in a moment.", err.Error())
-		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run"))
-
-		b.exec(t, "UPDATE river_job SET state = 'discarded', finalized_at = now() WHERE id = $1", *res.Run.RiverJobID)
 		next, err := b.svc.RequestSync(b.ctx, "bob", false)
 		require.NoError(t, err)
 		require.NotEqual(t, res.Run.ID, next.Run.ID)
+		require.NotEqual(t, *res.Run.RiverJobID, *next.Run.RiverJobID)
 		require.Nil(t, next.Run.RetryOf)
+		require.Equal(t, 2, b.count(t, "SELECT count(*) FROM journal_run"))
+
+		_, err = b.svc.RequestSync(b.ctx, "carol", false)
+		require.Equal(t, errs.Conflict, errs.CodeOf(err), "the new one is pending now")
+		require.Contains(t, err.Error(), next.Run.ID.String())
 	})
 
 	t.Run("WithoutRepositoryIsAConflict", func(t *testing.T) {

@@ -191,6 +191,12 @@ func find(ctx context.Context, q *db.Queries, key string) (*db.Unit, error) {
 
 // Request asks for operation action on the unit key names.
 func (s *Service) Request(ctx context.Context, action, key, requestedBy string) (*journal.EnqueueResult, error) {
+	return s.Journal.Coalesce(ctx, action+" "+key, func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
+		return s.request(ctx, action, key, requestedBy, requests)
+	})
+}
+
+func (s *Service) request(ctx context.Context, action, key, requestedBy string, requests int) (*journal.EnqueueResult, error) {
 	var res *journal.EnqueueResult
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		u, err := find(ctx, db.New(tx), key)
@@ -215,7 +221,7 @@ func (s *Service) Request(ctx context.Context, action, key, requestedBy string) 
 			return fmt.Errorf("unknown operation %q", action)
 		}
 		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
-			Args: a, Target: u.ID.String(), RequestedBy: requestedBy,
+			Args: a, Target: u.ID.String(), RequestedBy: requestedBy, Requests: requests,
 			Params: map[string]string{"unit": u.Path, "name": u.Name},
 		})
 		return err

@@ -20,6 +20,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,8 +86,11 @@ type Journal struct {
 	logger   *slog.Logger
 	redactor *redact.Redactor
 
-	mu   sync.Mutex
-	live map[uuid.UUID]struct{} // runs this process is working right now
+	mu       sync.Mutex
+	live     map[uuid.UUID]struct{} // runs this process is working right now
+	clientID string                 // see HoldLiveness
+
+	coalescer coalescer // see Coalesce
 }
 
 // New returns a Journal on pool. logger and redactor default to a discarding
@@ -114,25 +120,20 @@ type Ref struct {
 	// RunID is the run the job was inserted with. A retry of a finished run
 	// gets a run of its own, so workers look runs up by job id instead.
 	RunID uuid.UUID `json:"run_id"`
-	// Generation is the action's generation for its target when the job was
-	// inserted, and part of the unique key: a run's start bumps it, so a
-	// request made while a run is running starts a new run instead of joining.
-	// It stays 0 for actions that join running runs.
-	Generation int64 `json:"generation,omitempty" river:"unique"`
 }
 
 func (r *Ref) setRef(ref Ref) { *r = ref }
 
 // Args is what every action's River args satisfy, by embedding Ref. The
-// action's own key fields carry `river:"unique"` tags.
+// action's own key fields carry `river:"unique"` tags: two requests whose
+// tagged fields are equal are the same request (see joinKey).
 type Args interface {
 	river.JobArgs
 	setRef(Ref)
 }
 
-// OpenJobStates are the job states in which a new request joins an existing
-// job. Completed, cancelled and discarded jobs are left out, so a request
-// after a run finished starts a new one.
+// OpenJobStates are the job states in which a periodic tick is skipped
+// because the previous one is still open.
 var OpenJobStates = []rivertype.JobState{
 	rivertype.JobStateAvailable,
 	rivertype.JobStatePending,
@@ -163,13 +164,17 @@ type EnqueueParams struct {
 	Target string
 	// RequestedBy is the token name that asked, or RequestedBySystem.
 	RequestedBy string
+	// Requests is how many identical requests this one answers (see
+	// Coalesce): the run counts all but the one that made it as joined.
+	// Default 1.
+	Requests int
 	// Params are recorded on the run as JSON, redacted. Optional.
 	Params any
 	// JoinRunning makes a request join a run that is already running.
 	// Default false: a request joins only a queued run, and a running one
 	// gets a new run queued behind it.
 	JoinRunning bool
-	// InsertOpts are passed to River. UniqueOpts are set by the spine.
+	// InsertOpts are passed to River.
 	InsertOpts *river.InsertOpts
 	// DigestFrom and DigestTo are recorded on the run when set: what a
 	// service action expects to replace and to apply. The worker may rewrite
@@ -194,114 +199,122 @@ func (j *Journal) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueRe
 	return res, err
 }
 
+// joinAttempts bounds how often EnqueueTx goes round when the pending run it
+// found starts, or another request's run wins the insert, in between.
+const joinAttempts = 8
+
 // EnqueueTx is Enqueue inside the caller's transaction: the job exists only
 // if tx commits, so callers can make it part of a larger change.
+//
+// A request joins the pending run of its join key (queued; or running, with
+// JoinRunning) by counting itself on it. With none, it inserts a run, which
+// a partial unique index admits only while no other run of the key is
+// pending, and then the run's River job. No row is shared by requests for
+// different runs, and a request that joins locks only the run it joins, for
+// one short statement's transaction.
 func (j *Journal) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
 	if j.River == nil {
 		return nil, errors.New("journal: River client not set")
 	}
 	q := db.New(tx)
 	action := params.Args.Kind()
+	key, err := joinKey(params.Args)
+	if err != nil {
+		return nil, fmt.Errorf("join key of %s: %w", action, err)
+	}
+	requests := max(params.Requests, 1)
 	paramsJSON, err := j.redactedJSON(params.Params)
 	if err != nil {
 		return nil, fmt.Errorf("encode params: %w", err)
 	}
-
-	var generation int64
-	if !params.JoinRunning {
-		if generation, err = q.ActionGenerationGet(ctx, &db.ActionGenerationGetParams{Action: action, Target: params.Target}); err != nil {
-			return nil, fmt.Errorf("read generation: %w", err)
+	for range joinAttempts {
+		run, err := q.JournalRunJoinPending(ctx, &db.JournalRunJoinPendingParams{JoinKey: &key, Requests: int32(requests)})
+		if err == nil {
+			return &EnqueueResult{Run: run, Joined: true}, nil
 		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("join a pending %s: %w", action, err)
+		}
+		runID := uuid.New()
+		run, err = q.JournalRunInsert(ctx, &db.JournalRunInsertParams{
+			ID:          runID,
+			Action:      action,
+			Target:      params.Target,
+			RequestedBy: params.RequestedBy,
+			Params:      paramsJSON,
+			Joined:      int32(requests - 1),
+			DigestFrom:  nonEmpty(params.DigestFrom),
+			DigestTo:    nonEmpty(params.DigestTo),
+			JoinKey:     &key,
+			JoinRunning: params.JoinRunning,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // another request's run is pending now: join it
+		}
+		if err != nil {
+			return nil, fmt.Errorf("insert run: %w", err)
+		}
+		params.Args.setRef(Ref{RunID: runID})
+		opts := river.InsertOpts{}
+		if params.InsertOpts != nil {
+			opts = *params.InsertOpts
+		}
+		inserted, err := j.River.InsertTx(ctx, tx, params.Args, &opts)
+		if err != nil {
+			return nil, fmt.Errorf("insert %s job: %w", action, err)
+		}
+		if err := q.JournalRunBindJob(ctx, &db.JournalRunBindJobParams{ID: runID, RiverJobID: &inserted.Job.ID}); err != nil {
+			return nil, fmt.Errorf("bind run %s to its job: %w", runID, err)
+		}
+		run.RiverJobID = &inserted.Job.ID
+		return &EnqueueResult{Run: run}, nil
 	}
-	runID := uuid.New()
-	params.Args.setRef(Ref{RunID: runID, Generation: generation})
-
-	opts := river.InsertOpts{}
-	if params.InsertOpts != nil {
-		opts = *params.InsertOpts
-	}
-	opts.UniqueOpts = river.UniqueOpts{ByArgs: true, ByState: OpenJobStates}
-	inserted, err := j.River.InsertTx(ctx, tx, params.Args, &opts)
-	if err != nil {
-		return nil, fmt.Errorf("insert %s job: %w", action, err)
-	}
-
-	if inserted.UniqueSkippedAsDuplicate {
-		return j.joinTx(ctx, tx, inserted.Job)
-	}
-	run, err := q.JournalRunInsert(ctx, &db.JournalRunInsertParams{
-		ID:          runID,
-		Action:      action,
-		Target:      params.Target,
-		RequestedBy: params.RequestedBy,
-		RiverJobID:  &inserted.Job.ID,
-		Params:      paramsJSON,
-		DigestFrom:  nonEmpty(params.DigestFrom),
-		DigestTo:    nonEmpty(params.DigestTo),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("insert run: %w", err)
-	}
-	return &EnqueueResult{Run: run}, nil
+	return nil, errs.Errorf(errs.Conflict, "Runs of %s on %s kept starting while this request tried to join one; ask again.", action, params.Target)
 }
 
-// joinTx counts a duplicate request on the run that answers for job. If
-// that run already finished, the job is waiting for River to retry it, and
-// the retry's run is recorded now, queued, so the request has a run to follow.
-// A job still running after its run finished is one River has not settled
-// yet (a failed run's receipt commits before River records the failure):
-// whether it will be retried is not known, so the request is refused rather
-// than given a run that may never start.
-func (j *Journal) joinTx(ctx context.Context, tx pgx.Tx, job *rivertype.JobRow) (*EnqueueResult, error) {
-	jobID := job.ID
-	q := db.New(tx)
-	if err := lockJob(ctx, tx, jobID); err != nil {
-		return nil, err
+// joinKey is what makes two requests the same: the action and the values of
+// its args' fields tagged `river:"unique"` (all of its own fields when none
+// is tagged), as River's unique keys choose them.
+func joinKey(args Args) (string, error) {
+	v := reflect.Indirect(reflect.ValueOf(args))
+	if v.Kind() != reflect.Struct {
+		return "", fmt.Errorf("args of %s are not a struct", args.Kind())
 	}
-	latest, err := q.JournalRunLatestForJob(ctx, &jobID)
-	if err != nil {
-		return nil, fmt.Errorf("find run of job %d: %w", jobID, err)
-	}
-	if !IsFinal(latest.State) {
-		run, err := q.JournalRunJoin(ctx, latest.ID)
-		if err != nil {
-			return nil, fmt.Errorf("join run %s: %w", latest.ID, err)
+	var tagged, all []any
+	refType := reflect.TypeFor[Ref]()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if f.Type == refType || !f.IsExported() {
+			continue
 		}
-		return &EnqueueResult{Run: run, Joined: true}, nil
+		name := f.Name
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag != "" && tag != "-" {
+			name = tag
+		}
+		pair := []any{name, v.Field(i).Interface()}
+		all = append(all, pair)
+		if slices.Contains(strings.Split(f.Tag.Get("river"), ","), "unique") {
+			tagged = append(tagged, pair)
+		}
 	}
-	if job.State == rivertype.JobStateRunning {
-		return nil, errs.Errorf(errs.Conflict,
-			"Run %s of this action has just finished (%s) and River is still settling its job; ask again in a moment.",
-			latest.ID, latest.State)
+	if tagged == nil {
+		tagged = all
 	}
-	run, err := q.JournalRunInsert(ctx, &db.JournalRunInsertParams{
-		ID:          uuid.New(),
-		Action:      latest.Action,
-		Target:      latest.Target,
-		RequestedBy: latest.RequestedBy,
-		RiverJobID:  &jobID,
-		RetryOf:     &latest.ID,
-		Params:      latest.Params,
-		Joined:      1,
-		DigestFrom:  latest.DigestFrom,
-		DigestTo:    latest.DigestTo,
-	})
+	b, err := json.Marshal(tagged)
 	if err != nil {
-		return nil, fmt.Errorf("insert retry run: %w", err)
+		return "", err
 	}
-	return &EnqueueResult{Run: run, Joined: true}, nil
+	return args.Kind() + " " + string(b), nil
 }
 
 // lockOrder: every transaction of the spine takes its locks in this order,
 // so that none can deadlock another:
 //
-//  1. the action_generation row (Enqueue; a run's start),
-//  2. the river_job row (River's insert of a duplicate; a run's finish),
-//  3. the job's advisory lock (lockJob),
-//  4. the journal_run row (joins, starts, events, finishes).
+//  1. the river_job row (a run's start and finish, Recover),
+//  2. the job's advisory lock (lockJob),
+//  3. the journal_run row (joins, starts, events, finishes).
 //
-// lockJob serializes the two places that may record a new run for a job: a
-// request joining it and a worker starting it.
+// lockJob serializes the places that may record a new run for a job.
 func lockJob(ctx context.Context, tx pgx.Tx, jobID int64) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(jobLockClass), int32(jobID)); err != nil {
 		return fmt.Errorf("lock job %d: %w", jobID, err)

@@ -19,7 +19,6 @@ import (
 
 	"sluice/db"
 	"sluice/internal/dbtest"
-	"sluice/internal/errs"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 )
@@ -486,25 +485,7 @@ func TestRetry(t *testing.T) {
 		require.Equal(t, first.FinishedAt, again.FinishedAt, "the first receipt is untouched")
 	})
 
-	t.Run("RequestWhileRiverSettlesAFinishedRunIsRefusedNotGivenAPhantomRun", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{maxAttempts: 1})
-		ctx := context.Background()
-		res := enqueue(t, b, "web", true)
-		// The window after a failed run's receipt committed and before River
-		// records the job's failure: the run is final, the job still running.
-		_, err := b.pool.Exec(ctx, "UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() WHERE id = $1", *res.Run.RiverJobID)
-		require.NoError(t, err)
-		_, err = b.pool.Exec(ctx, "UPDATE journal_run SET state = 'failed', started_at = now(), finished_at = now(), error = 'x' WHERE id = $1", res.Run.ID)
-		require.NoError(t, err)
-
-		_, err = b.journal.Enqueue(ctx, journal.EnqueueParams{Args: &probeArgs{Target: "web"}, Target: "web", RequestedBy: "bob", JoinRunning: true})
-		require.True(t, errs.Is(err, errs.Conflict), "%v", err)
-		require.Contains(t, err.Error(), res.Run.ID.String())
-		require.Len(t, runsOf(t, b, "web"), 1, "no run that may never start")
-	})
-
-	t.Run("RequestWhileJobAwaitsRetryJoinsTheRetry", func(t *testing.T) {
+	t.Run("RequestAfterAFinishedRunMakesANewRunEvenWhileItsJobAwaitsRetry", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{maxAttempts: 3})
 		ctx := context.Background()
@@ -513,11 +494,14 @@ func TestRetry(t *testing.T) {
 		_, err := b.pool.Exec(ctx, "UPDATE journal_run SET state = 'failed', finished_at = now(), error = 'x' WHERE id = $1", res.Run.ID)
 		require.NoError(t, err)
 
-		joined := enqueue(t, b, "web", true)
-		require.True(t, joined.Joined)
-		require.NotEqual(t, res.Run.ID, joined.Run.ID)
-		require.Equal(t, res.Run.ID, *joined.Run.RetryOf)
-		require.Equal(t, journal.StateQueued, joined.Run.State)
+		// Joins follow the journal, not River's job: a finished run is a
+		// receipt, so the request gets a run of its own, which will start.
+		next := enqueue(t, b, "web", true)
+		require.False(t, next.Joined)
+		require.NotEqual(t, res.Run.ID, next.Run.ID)
+		require.Nil(t, next.Run.RetryOf)
+		require.Equal(t, journal.StateQueued, next.Run.State)
+		require.NotEqual(t, *res.Run.RiverJobID, *next.Run.RiverJobID)
 	})
 }
 

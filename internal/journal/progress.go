@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,8 +16,9 @@ import (
 // Progress appends events to a running run. Each event commits on its own,
 // so followers see it at once, whatever the action does next.
 type Progress struct {
-	j   *Journal
-	run *db.JournalRun
+	j    *Journal
+	run  *db.JournalRun
+	lost atomic.Int32 // events that could not be written; the receipt counts them
 }
 
 // RunID is the id of the run being worked.
@@ -40,7 +42,13 @@ func (p *Progress) Error(ctx context.Context, msg string, data any) {
 	p.append(ctx, LevelError, msg, data)
 }
 
-// append writes one event. A failure to write is logged, not returned: the
+// appendRetry bounds how long one event waits for the database to come back.
+const appendRetry = 15 * time.Second
+
+// append writes one event. When the database is unreachable it tries again
+// for up to appendRetry (an event may then be written twice, never dropped
+// unsaid); an event that still cannot be written is counted, and the
+// receipt records how many were lost. A failure is not returned: the
 // action's own outcome decides the run, and the final event is written with
 // the outcome in the same transaction.
 func (p *Progress) append(ctx context.Context, level, msg string, data any) {
@@ -51,10 +59,15 @@ func (p *Progress) append(ctx context.Context, level, msg string, data any) {
 			p.j.logger.Warn("encode event data", "run_id", p.run.ID, "err", err)
 		}
 	}
-	_, err := db.New(p.j.pool).JournalEventAppend(ctx, &db.JournalEventAppendParams{
-		RunID: p.run.ID, Level: level, Message: p.j.redactor.String(msg), Data: raw,
+	arg := &db.JournalEventAppendParams{RunID: p.run.ID, Level: level, Message: p.j.redactor.String(msg), Data: raw}
+	rctx, cancel := context.WithTimeout(ctx, appendRetry)
+	defer cancel()
+	err := retryTransient(rctx, func() error {
+		_, err := db.New(p.j.pool).JournalEventAppend(rctx, arg)
+		return err
 	})
 	if err != nil {
+		p.lost.Add(1)
 		p.j.logger.Warn("append event", "run_id", p.run.ID, "message", msg, "err", p.j.redactor.Error(err))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,6 +13,8 @@ import (
 
 var errMoved = errors.New("run moved on")
 
+const msgGoneBeforeStart = "The process that took this run's job stopped before the run started, so nothing was done; ask again."
+
 // Recover finishes the runs that can no longer finish on their own:
 //
 //   - a running run whose liveness lock is free: the process that worked it
@@ -19,6 +22,9 @@ var errMoved = errors.New("run moved on")
 //     never succeeded: sluice cannot tell how far it got. Its River job, which
 //     River would hold as running until its rescuer, is cancelled so that new
 //     requests are not joined to a dead job; River UI can still retry it.
+//   - a queued run whose River job a process took (River marked it
+//     running) and then died before the run started: it becomes unknown,
+//     and its job is cancelled, so that new requests make a new run.
 //   - a queued run whose River job was cancelled, discarded or deleted
 //     before it started: it becomes cancelled (or unknown).
 //
@@ -49,6 +55,10 @@ func (j *Journal) Recover(ctx context.Context) (int, error) {
 			state, msg = StateUnknown, msgOwnerGone
 		case StateQueued:
 			switch {
+			case r.JobState == "running" && j.processGone(ctx, lc, r.JobOwner):
+				// River handed the job to a process that died before the
+				// run started: nothing was done, but nothing says so either.
+				state, msg = StateUnknown, msgGoneBeforeStart
 			case r.JobState == "deleted":
 				state, msg = StateUnknown, "Its River job was deleted before the run started."
 			case r.JobState == "cancelled":
@@ -80,7 +90,7 @@ func (j *Journal) Recover(ctx context.Context) (int, error) {
 			if err := finishTx(ctx, q, r.ID, state, msg, nil); err != nil {
 				return err
 			}
-			if r.State == StateRunning && r.RiverJobID != nil {
+			if r.RiverJobID != nil && r.JobState == "running" {
 				// Its worker is gone: free the job, or its unique key would
 				// hold off new requests until River's rescuer, hours away.
 				return q.RiverJobFinalizeDead(ctx, *r.RiverJobID)
@@ -97,4 +107,25 @@ func (j *Journal) Recover(ctx context.Context) (int, error) {
 		finished++
 	}
 	return finished, nil
+}
+
+// RecoverInterval is how often each process runs Recover: the bound, after
+// a process died, on how long its runs stay open (a restarted serve sweeps
+// at once, before it works any job).
+const RecoverInterval = 5 * time.Second
+
+// RecoverEvery runs Recover every interval until ctx ends.
+func (j *Journal) RecoverEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := j.Recover(ctx); err != nil && ctx.Err() == nil {
+			j.logger.Warn("recover runs", "err", j.redactor.Error(err))
+		}
+	}
 }

@@ -92,7 +92,7 @@ func workOn[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T],
 	p := &Progress{j: j, run: run}
 	outcome, actErr := safeRun(ctx, fn, p)
 	complete := func(ctx context.Context, tx pgx.Tx) error { return completeTx(ctx, tx, job) }
-	return j.finish(ctx, job.ID, complete, run, outcome, actErr)
+	return j.finish(ctx, job.ID, complete, run, outcome, actErr, p.lost.Load())
 }
 
 func safeRun(ctx context.Context, fn ActionFunc, p *Progress) (out *Outcome, err error) {
@@ -112,18 +112,17 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 	)
 	err := db.WithTx(ctx, j.pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
-		// Locks are taken in one order everywhere (see lockOrder): the
-		// generation row first, then the job lock, then the run's row.
-		target, err := q.JournalRunTargetForJob(ctx, &job.ID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			if t, ok := args.(Targeter); ok {
-				target = t.JournalTarget()
-			}
-		} else if err != nil {
-			return fmt.Errorf("find target of job %d: %w", job.ID, err)
+		// Locks are taken in one order everywhere (see lockOrder): the job's
+		// row first, then the job lock, then the run's row.
+		jobRow, err := q.RiverJobLockOwner(ctx, job.ID)
+		if err != nil {
+			return fmt.Errorf("lock job %d: %w", job.ID, err)
 		}
-		if _, err := q.ActionGenerationBump(ctx, &db.ActionGenerationBumpParams{Action: job.Kind, Target: target}); err != nil {
-			return fmt.Errorf("bump generation: %w", err)
+		if jobRow.State != string(rivertype.JobStateRunning) {
+			// Recover took this process for dead before the run started
+			// (it was cut off from the database), recorded the run unknown
+			// and finalized the job: nothing has been done, so do nothing.
+			return river.JobCancel(fmt.Errorf("job %d is %s: its run was finished before this worker could start it", job.ID, jobRow.State))
 		}
 		if err := lockJob(ctx, tx, job.ID); err != nil {
 			return err
@@ -141,6 +140,10 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 		case latest == nil:
 			// Inserted outside Enqueue, by River's periodic enqueuer: the run
 			// is recorded as the job starts.
+			var target string
+			if t, ok := args.(Targeter); ok {
+				target = t.JournalTarget()
+			}
 			insert = &db.JournalRunInsertParams{
 				ID: uuid.New(), Action: job.Kind, Target: target,
 				RequestedBy: RequestedBySystem, RiverJobID: &job.ID, Params: json.RawMessage(`{}`),
@@ -240,7 +243,7 @@ func (j *Journal) releaseConn(ctx context.Context, lc *pgxpool.Conn) {
 }
 
 // finish records the outcome. It returns what the worker returns to River.
-func (j *Journal) finish(ctx context.Context, jobID int64, complete func(context.Context, pgx.Tx) error, run *db.JournalRun, outcome *Outcome, actErr error) error {
+func (j *Journal) finish(ctx context.Context, jobID int64, complete func(context.Context, pgx.Tx) error, run *db.JournalRun, outcome *Outcome, actErr error, lost int32) error {
 	state, errText := StateSucceeded, ""
 	if actErr != nil {
 		state, errText = j.classify(ctx, actErr)
@@ -278,6 +281,12 @@ func (j *Journal) finish(ctx context.Context, jobID int64, complete func(context
 				}
 			}
 			q := db.New(tx)
+			if lost > 0 {
+				lostMsg := fmt.Sprintf("%d event(s) of this run could not be written while the database was unreachable; the receipt counts them as eventsLost.", lost)
+				if _, err := q.JournalEventAppend(ctx, &db.JournalEventAppendParams{RunID: run.ID, Level: LevelWarn, Message: lostMsg}); err != nil {
+					return fmt.Errorf("append event: %w", err)
+				}
+			}
 			level := LevelInfo
 			if state != StateSucceeded {
 				level = LevelError
@@ -285,7 +294,7 @@ func (j *Journal) finish(ctx context.Context, jobID int64, complete func(context
 			if _, err := q.JournalEventAppend(ctx, &db.JournalEventAppendParams{RunID: run.ID, Level: level, Message: j.redactor.String(msg)}); err != nil {
 				return fmt.Errorf("append event: %w", err)
 			}
-			p := &db.JournalRunFinishParams{ID: run.ID, State: state, Result: result}
+			p := &db.JournalRunFinishParams{ID: run.ID, State: state, Result: result, EventsLost: lost}
 			if errText != "" {
 				p.Error = &errText
 			}

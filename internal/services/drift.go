@@ -135,18 +135,20 @@ const (
 
 // RequestDriftCheck asks for a drift check of service name.
 func (s *Service) RequestDriftCheck(ctx context.Context, name, requestedBy string) (*journal.EnqueueResult, error) {
-	var res *journal.EnqueueResult
-	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		if _, _, err := getTx(ctx, db.New(tx), name); err != nil {
+	return s.Journal.Coalesce(ctx, ActionDriftCheck+" "+name, func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
+		var res *journal.EnqueueResult
+		err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+			if _, _, err := getTx(ctx, db.New(tx), name); err != nil {
+				return err
+			}
+			var err error
+			res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
+				Args: &DriftCheckArgs{Service: name}, Target: name, RequestedBy: requestedBy, Requests: requests,
+			})
 			return err
-		}
-		var err error
-		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
-			Args: &DriftCheckArgs{Service: name}, Target: name, RequestedBy: requestedBy,
 		})
-		return err
+		return res, err
 	})
-	return res, err
 }
 
 // changeActions are the service actions that change what runs.

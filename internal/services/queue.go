@@ -74,6 +74,12 @@ type ResumeResult struct {
 // RequestResume asks to let the queue of service name run again after a
 // run under the pause health policy held it. Conflict when it is not paused.
 func (s *Service) RequestResume(ctx context.Context, name, requestedBy string) (*journal.EnqueueResult, error) {
+	return s.Journal.Coalesce(ctx, ActionResume+" "+name, func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
+		return s.requestResume(ctx, name, requestedBy, requests)
+	})
+}
+
+func (s *Service) requestResume(ctx context.Context, name, requestedBy string, requests int) (*journal.EnqueueResult, error) {
 	var res *journal.EnqueueResult
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
@@ -88,7 +94,7 @@ func (s *Service) RequestResume(ctx context.Context, name, requestedBy string) (
 			return errs.Errorf(errs.Conflict, "Service %s is not paused, so there is nothing to resume.", name)
 		}
 		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
-			Args: &ResumeArgs{Service: name}, Target: name, RequestedBy: requestedBy,
+			Args: &ResumeArgs{Service: name}, Target: name, RequestedBy: requestedBy, Requests: requests,
 			Params: map[string]string{"pausedBy": p.RunID.String()},
 		})
 		return err

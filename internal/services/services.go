@@ -156,8 +156,14 @@ func (s *Service) RequestDeploy(ctx context.Context, name, digest, requestedBy s
 	if err != nil {
 		return nil, err
 	}
+	return s.Journal.Coalesce(ctx, ActionDeploy+" "+name+" "+d, func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
+		return s.requestDeploy(ctx, name, d, requestedBy, requests)
+	})
+}
+
+func (s *Service) requestDeploy(ctx context.Context, name, d, requestedBy string, requests int) (*journal.EnqueueResult, error) {
 	var res *journal.EnqueueResult
-	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		u, spec, err := getTx(ctx, db.New(tx), name)
 		if err != nil {
 			return err
@@ -177,6 +183,7 @@ func (s *Service) RequestDeploy(ctx context.Context, name, digest, requestedBy s
 			Args:        &DeployArgs{Service: name, Digest: d},
 			Target:      name,
 			RequestedBy: requestedBy,
+			Requests:    requests,
 			Params:      map[string]string{"digest": d},
 			DigestFrom:  fromDigest(u),
 			DigestTo:    d,
@@ -188,6 +195,12 @@ func (s *Service) RequestDeploy(ctx context.Context, name, digest, requestedBy s
 
 // RequestRollback asks to deploy the service's previous healthy digest.
 func (s *Service) RequestRollback(ctx context.Context, name, requestedBy string) (*journal.EnqueueResult, error) {
+	return s.Journal.Coalesce(ctx, ActionRollback+" "+name, func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
+		return s.requestRollback(ctx, name, requestedBy, requests)
+	})
+}
+
+func (s *Service) requestRollback(ctx context.Context, name, requestedBy string, requests int) (*journal.EnqueueResult, error) {
 	var res *journal.EnqueueResult
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
@@ -209,6 +222,7 @@ func (s *Service) RequestRollback(ctx context.Context, name, requestedBy string)
 			Args:        &RollbackArgs{Service: name},
 			Target:      name,
 			RequestedBy: requestedBy,
+			Requests:    requests,
 			DigestFrom:  fromDigest(u),
 			DigestTo:    prev,
 		})
@@ -219,6 +233,12 @@ func (s *Service) RequestRollback(ctx context.Context, name, requestedBy string)
 
 // RequestConverge asks to apply what Git holds for service name.
 func (s *Service) RequestConverge(ctx context.Context, name, requestedBy string) (*journal.EnqueueResult, error) {
+	return s.Journal.Coalesce(ctx, ActionConverge+" "+name, func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
+		return s.requestConverge(ctx, name, requestedBy, requests)
+	})
+}
+
+func (s *Service) requestConverge(ctx context.Context, name, requestedBy string, requests int) (*journal.EnqueueResult, error) {
 	var res *journal.EnqueueResult
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		u, spec, err := getTx(ctx, db.New(tx), name)
@@ -229,6 +249,7 @@ func (s *Service) RequestConverge(ctx context.Context, name, requestedBy string)
 			Args:        &ConvergeArgs{Service: name},
 			Target:      name,
 			RequestedBy: requestedBy,
+			Requests:    requests,
 			DigestFrom:  fromDigest(u),
 			DigestTo:    spec.Digest(),
 		})
