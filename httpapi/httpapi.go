@@ -55,12 +55,17 @@ type Deps struct {
 	// ShuttingDown, when closed, ends open event streams so that a graceful
 	// shutdown does not wait for runs to finish.
 	ShuttingDown <-chan struct{}
+
+	authn *auth.Authenticator // made by New: lookups shared by concurrent requests
 }
 
 // New returns the whole HTTP handler.
 func New(d Deps) http.Handler {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Pool != nil {
+		d.authn = auth.NewAuthenticator(d.Pool)
 	}
 	mux := http.NewServeMux()
 	api := newAPI(mux, d)
@@ -192,7 +197,7 @@ func authenticate(ctx context.Context, d Deps, secret string) (*auth.Token, erro
 	if d.Pool == nil {
 		return nil, errs.Errorf(errs.Unavailable, "The server has no database.")
 	}
-	return auth.Authenticate(ctx, d.Pool, secret)
+	return d.authn.Authenticate(ctx, secret)
 }
 
 func bearer(header string) string {

@@ -101,15 +101,22 @@ func Authenticate(ctx context.Context, e db.DBTX, secret string) (*Token, error)
 	if secret == "" {
 		return nil, errs.Errorf(errs.Unauthorized, "This needs an API token: send it as \"Authorization: Bearer <token>\".")
 	}
-	q := db.New(e)
-	tok, err := q.APITokenGetByHash(ctx, Hash(secret))
+	tok, err := lookup(ctx, e, Hash(secret))
+	if err != nil {
+		return nil, err
+	}
+	_ = db.New(e).APITokenTouch(ctx, tok.ID) // best effort: a read must not fail on it
+	return tok, nil
+}
+
+func lookup(ctx context.Context, e db.DBTX, hash []byte) (*Token, error) {
+	tok, err := db.New(e).APITokenGetByHash(ctx, hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.Errorf(errs.Unauthorized, "The API token is not valid, or was revoked.")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up token: %w", err)
 	}
-	_ = q.APITokenTouch(ctx, tok.ID) // best effort: a read must not fail on it
 	return tok, nil
 }
 
