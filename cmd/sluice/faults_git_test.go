@@ -225,16 +225,17 @@ func (s *gitSite) requireFailed(r journalRow, what string, want *regexp.Regexp) 
 	require.Equal(s.t, "failed", r.State, "%s: %s", what, r)
 	require.NotNil(s.t, r.Error, "%s: %s", what, r)
 	e := *r.Error
-	if !oneSentence.MatchString(e) || strings.Count(e, ". ") > 1 || len(e) > 400 {
-		s.rep.fail(what+": the error is not one sentence", "%s: the error is not one redacted sentence: %q", what, e)
-	}
-	if want != nil && !want.MatchString(e) {
-		s.rep.fail(what+": the error does not say what happened", "%s: the error %q does not match %s", what, e, want)
-	}
 	for _, secret := range s.secrets {
 		require.NotContains(s.t, e, secret, "%s: the error holds the credential", what)
 	}
-	s.rep.held("one-sentence-error", "%s: %q", what, e)
+	switch {
+	case !oneSentence.MatchString(e) || strings.Count(e, ". ") > 1 || len(e) > 400:
+		s.rep.fail(fmt.Sprintf("%s: the error is not one sentence: %q", what, e), "%s: the error of %s is not one redacted sentence: %q", what, r.ID, e)
+	case want != nil && !want.MatchString(e):
+		s.rep.fail(fmt.Sprintf("%s: the error does not say what happened: %q", what, e), "%s: the error of %s, %q, does not match %s", what, r.ID, e, want)
+	default:
+		s.rep.held("one-sentence-error", "%s: %q", what, e)
+	}
 }
 
 // watchBroken counts the syncs requested over gitWindow after the first
@@ -325,8 +326,11 @@ func runGitFault(s *gitSite, f gitFault, trials int) {
 		first := s.firstSyncAfter(injected, label)
 		if first.State == "succeeded" && f.mayHeal {
 			s.requireInventory(label + ", healed")
-			s.rep.note("trial %d: %s healed on its own", i+1, what)
+			s.rep.outcome("healed: " + what)
 		} else if f.repair != nil {
+			if f.mayHeal {
+				s.rep.outcome("failed, repaired: " + what)
+			}
 			s.requireFailed(first, label, f.want)
 			s.watchBroken(first, label, f.want)
 			repaired := time.Now()
@@ -499,11 +503,13 @@ func gitCorrupt(t *testing.T, trials int) {
 	runGitFault(s, gitFault{
 		name:    "corrupt-working-tree",
 		mayHeal: true,
+		// Each trial corrupts the config root in the next way, then a
+		// commit gives the sync something to fetch into it.
 		inject: func(s *gitSite, i int) string {
 			c := corruptions[i%len(corruptions)]
 			c.do()
 			s.commit(100+i, nil)
-			return c.name + " in the config root, then a new commit"
+			return c.name
 		},
 		repair: func(s *gitSite, i int) string {
 			require.NoError(t, os.RemoveAll(root))

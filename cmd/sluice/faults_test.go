@@ -130,13 +130,14 @@ type faultReport struct {
 	finished bool   // the scenario ran to its end (its failures did not stop it)
 	injected map[string]int
 	checked  map[string]int
+	outcomes map[string]int
 	notes    []string
 	failures []string
 }
 
 func newFaultReport(t *testing.T, scenario string, trials int) *faultReport {
 	r := &faultReport{t: t, scenario: scenario, begin: time.Now(), trials: trials,
-		injected: map[string]int{}, checked: map[string]int{}}
+		injected: map[string]int{}, checked: map[string]int{}, outcomes: map[string]int{}}
 	t.Cleanup(func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -149,6 +150,9 @@ func newFaultReport(t *testing.T, scenario string, trials int) *faultReport {
 		}
 		line := fmt.Sprintf("FAULTS %s: %s; %d trial(s) in %s; injected %s; checked %s",
 			r.scenario, verdict, r.trials, time.Since(r.begin).Round(100*time.Millisecond), faultCounts(r.injected), faultCounts(r.checked))
+		if len(r.outcomes) > 0 {
+			line += "; outcomes " + faultCounts(r.outcomes)
+		}
 		if len(r.failures) > 0 {
 			line += "; failures: " + strings.Join(r.failures, "; ")
 		}
@@ -205,6 +209,14 @@ func (r *faultReport) fail(summary, format string, args ...any) {
 	}
 	r.mu.Unlock()
 	r.t.Errorf(format, args...)
+}
+
+// outcome counts one of the outcomes a scenario accepts (a fault healed on
+// its own, or failed and was repaired).
+func (r *faultReport) outcome(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.outcomes[name]++
 }
 
 // note adds a remark to the summary line.
