@@ -881,17 +881,22 @@ SET state = 'cancelled',
     finalized_at = now(),
     errors = array_append(coalesce(errors, '{}'), jsonb_build_object(
         'at', now(), 'attempt', attempt,
-        'error', 'the process working this job stopped; its journal run is recorded as unknown',
+        'error', $1::text,
         'trace', ''))
-WHERE id = $1 AND state = 'running'
+WHERE id = $2 AND state = 'running'
 `
+
+type RiverJobFinalizeDeadParams struct {
+	Why string
+	ID  int64
+}
 
 // RiverJobFinalizeDead cancels a River job whose worker process died. River
 // would leave it running until its rescuer runs (hours away, since that must
 // exceed the longest job timeout), and a running unique job blocks every new
 // request for its action. An operator can still retry it in River UI.
-func (q *Queries) RiverJobFinalizeDead(ctx context.Context, id int64) error {
-	_, err := q.db.Exec(ctx, riverJobFinalizeDead, id)
+func (q *Queries) RiverJobFinalizeDead(ctx context.Context, arg *RiverJobFinalizeDeadParams) error {
+	_, err := q.db.Exec(ctx, riverJobFinalizeDead, arg.Why, arg.ID)
 	return err
 }
 

@@ -40,6 +40,7 @@ type Run struct {
 	DigestFrom  *string    `json:"digestFrom,omitempty"`
 	DigestTo    *string    `json:"digestTo,omitempty"`
 	EventCount  int32      `json:"eventCount" doc:"Events so far; their seqs are 1..eventCount."`
+	EventsLost  int32      `json:"eventsLost" doc:"Events the worker could not write while the database was unreachable past every retry; 0 when none is missing."`
 }
 
 func runOut(r *db.JournalRun) Run {
@@ -48,7 +49,7 @@ func runOut(r *db.JournalRun) Run {
 		RequestedAt: r.RequestedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 		RiverJobID: r.RiverJobID, Attempt: r.Attempt, Joined: r.Joined, RetryOf: r.RetryOf,
 		Params: rawAny(r.Params), Error: r.Error, Result: rawAny(r.Result),
-		Commit: r.GitCommit, DigestFrom: r.DigestFrom, DigestTo: r.DigestTo, EventCount: r.LastSeq,
+		Commit: r.GitCommit, DigestFrom: r.DigestFrom, DigestTo: r.DigestTo, EventCount: r.LastSeq, EventsLost: r.EventsLost,
 	}
 }
 
@@ -114,6 +115,13 @@ type getRunOutput struct {
 	Body Run
 }
 
+type cancelRunInput struct {
+	ID   uuid.UUID `path:"id" format:"uuid"`
+	Body *struct {
+		Reason string `json:"reason,omitempty" maxLength:"500" doc:"Why, recorded on the run."`
+	}
+}
+
 type eventsInput struct {
 	ID          uuid.UUID `path:"id" format:"uuid"`
 	After       int32     `query:"after" minimum:"0" doc:"Send only events with a greater seq."`
@@ -159,6 +167,22 @@ func registerJournal(api huma.API, d Deps) {
 		"Get one journal run.", auth.RoleViewer, http.StatusNotFound),
 		func(ctx context.Context, in *getRunInput) (*getRunOutput, error) {
 			run, err := d.Journal.Get(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &getRunOutput{Body: runOut(run)}, nil
+		})
+
+	register(api, d, op("cancel-journal-run", http.MethodPost, "/journal/{id}/cancel",
+		"End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop "+
+			"(follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity),
+		func(ctx context.Context, in *cancelRunInput) (*getRunOutput, error) {
+			reason := ""
+			if in.Body != nil {
+				reason = in.Body.Reason
+			}
+			run, err := d.Journal.Cancel(ctx, in.ID, requester(ctx), reason)
 			if err != nil {
 				return nil, err
 			}

@@ -131,7 +131,7 @@ SET state = 'cancelled',
     finalized_at = now(),
     errors = array_append(coalesce(errors, '{}'), jsonb_build_object(
         'at', now(), 'attempt', attempt,
-        'error', 'the process working this job stopped; its journal run is recorded as unknown',
+        'error', @why::text,
         'trace', ''))
 WHERE id = @id AND state = 'running';
 

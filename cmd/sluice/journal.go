@@ -24,12 +24,16 @@ func runJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	state := fs.String("state", "", "list only runs in this state")
 	limit := fs.Int("limit", 20, "how many runs to list")
 	asJSON := fs.Bool("json", false, "print JSON")
+	reason := fs.String("reason", "", "with cancel: why, recorded on the run")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice journal [flags] [ID]\n\nWithout ID, lists runs newest first. With ID, shows the run (and its events with --follow).")
+		fmt.Fprintln(stderr, "usage: sluice journal [flags] [ID]\n       sluice journal cancel ID [--reason TEXT]\n\n"+
+			"Without ID, lists runs newest first. With ID, shows the run (and its events with --follow).\n"+
+			"cancel ends an open run (operator): a queued one never starts, a running one is asked to stop,\n"+
+			"one whose process is gone ends unknown; who asked and why are recorded.")
 		fs.PrintDefaults()
 	}
 	// Accept flags after the ID too: sluice journal ID --follow.
-	var id string
+	var positional []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
 			return err
@@ -37,10 +41,21 @@ func runJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if fs.NArg() == 0 {
 			break
 		}
-		if id != "" {
-			return fmt.Errorf("journal takes one run id, got %q and %q", id, fs.Arg(0))
+		positional, args = append(positional, fs.Arg(0)), fs.Args()[1:]
+	}
+	cancel := len(positional) > 0 && positional[0] == "cancel"
+	if cancel {
+		positional = positional[1:]
+		if len(positional) != 1 {
+			return errors.New("usage: sluice journal cancel ID [--reason TEXT]")
 		}
-		id, args = fs.Arg(0), fs.Args()[1:]
+	}
+	if len(positional) > 1 {
+		return fmt.Errorf("journal takes one run id, got %q and %q", positional[0], positional[1])
+	}
+	var id string
+	if len(positional) == 1 {
+		id = positional[0]
 	}
 	client, err := newClient()
 	if err != nil {
@@ -55,6 +70,21 @@ func runJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	runID, err := uuid.Parse(id)
 	if err != nil {
 		return fmt.Errorf("%q is not a run id (a UUID)", id)
+	}
+	if cancel {
+		resp, err := client.CancelJournalRunWithResponse(ctx, runID, apiclient.CancelJournalRunJSONRequestBody{Reason: reason})
+		if err != nil {
+			return err
+		}
+		if resp.JSON200 == nil {
+			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		if resp.JSON200.State == "running" {
+			fmt.Fprintf(stdout, "Asked run %s to stop; it records how it ended. Follow it: sluice journal %s --follow\n", runID, runID)
+			return nil
+		}
+		fmt.Fprintf(stdout, "Run %s is %s.\n", runID, resp.JSON200.State)
+		return nil
 	}
 	if *follow {
 		return followRun(ctx, client, stdout, runID)

@@ -493,6 +493,22 @@ func TestCLI(t *testing.T) {
 		require.Contains(t, out, "The hold was asked to fail.")
 	})
 
+	t.Run("JournalCancelEndsARunningRunAndSaysWhoAsked", func(t *testing.T) {
+		id := p.hold("cancel-me", 60)
+		p.waitRun(id, "running")
+		out, stderr, code := cli(testToken, "journal", "cancel", id, "--reason", "held too long")
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, out, "Asked run "+id+" to stop")
+		r := p.waitRun(id, "cancelled")
+		require.Contains(t, *r.Error, "Cancelled by an operator while it ran")
+		out, _, _ = cli(testToken, "journal", id, "--follow")
+		require.Contains(t, out, "Cancel asked by bootstrap: held too long")
+
+		_, stderr, code = cli(testToken, "journal", "cancel", id)
+		require.Equal(t, 1, code)
+		require.Contains(t, stderr, "already finished")
+	})
+
 	t.Run("TokenCreatePrintsSecretOnceAndItWorks", func(t *testing.T) {
 		secret, stderr, code := cli(testToken, "token", "create", "--role", "viewer", "--name", "reader")
 		require.Equal(t, 0, code, stderr)

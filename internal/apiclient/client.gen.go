@@ -618,6 +618,12 @@ type ArtifactInfo struct {
 	Size int64 `json:"size"`
 }
 
+// CancelRunInputBody defines model for CancelRunInputBody.
+type CancelRunInputBody struct {
+	// Reason Why, recorded on the run.
+	Reason *string `json:"reason,omitempty"`
+}
+
 // Candidate defines model for Candidate.
 type Candidate struct {
 	// Commit Send it back to accept.
@@ -964,7 +970,10 @@ type Run struct {
 	Error *string `json:"error,omitempty"`
 
 	// EventCount Events so far; their seqs are 1..eventCount.
-	EventCount int32      `json:"eventCount"`
+	EventCount int32 `json:"eventCount"`
+
+	// EventsLost Events the worker could not write while the database was unreachable past every retry; 0 when none is missing.
+	EventsLost int32      `json:"eventsLost"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 
 	// Id The run's id (journalId).
@@ -1395,6 +1404,9 @@ type ListUnitsParamsStatus string
 // PutGitopsSettingsJSONRequestBody defines body for PutGitopsSettings for application/json ContentType.
 type PutGitopsSettingsJSONRequestBody = GitOpsSettings
 
+// CancelJournalRunJSONRequestBody defines body for CancelJournalRun for application/json ContentType.
+type CancelJournalRunJSONRequestBody = CancelRunInputBody
+
 // DeployServiceJSONRequestBody defines body for DeployService for application/json ContentType.
 type DeployServiceJSONRequestBody = DeployInputBody
 
@@ -1594,6 +1606,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/journal/{id} (the `GetJournalRun` operationId).
 	GetJournalRun(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelJournalRunWithBody End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded.
+	//
+	// End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/journal/{id}/cancel (the `CancelJournalRun` operationId).
+	CancelJournalRunWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelJournalRun End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded.
+	//
+	// End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/journal/{id}/cancel (the `CancelJournalRun` operationId).
+	CancelJournalRun(ctx context.Context, id openapi_types.UUID, body CancelJournalRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// StreamJournalEvents Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run.
 	//
@@ -2077,6 +2107,44 @@ func (c *Client) ListJournal(ctx context.Context, params *ListJournalParams, req
 // Corresponds with GET /api/v1/journal/{id} (the `GetJournalRun` operationId).
 func (c *Client) GetJournalRun(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetJournalRunRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelJournalRunWithBody End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded.
+//
+// End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded. Needs the operator role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/journal/{id}/cancel (the `CancelJournalRun` operationId).
+func (c *Client) CancelJournalRunWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelJournalRunRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelJournalRun End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded.
+//
+// End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded. Needs the operator role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/journal/{id}/cancel (the `CancelJournalRun` operationId).
+func (c *Client) CancelJournalRun(ctx context.Context, id openapi_types.UUID, body CancelJournalRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelJournalRunRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3157,6 +3225,53 @@ func NewGetJournalRunRequest(server string, id openapi_types.UUID) (*http.Reques
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewCancelJournalRunRequest calls the generic CancelJournalRun builder with application/json body
+func NewCancelJournalRunRequest(server string, id openapi_types.UUID, body CancelJournalRunJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCancelJournalRunRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCancelJournalRunRequestWithBody constructs an http.Request for the CancelJournalRun method, with any body, and a specified content type
+func NewCancelJournalRunRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/journal/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4356,6 +4471,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/journal/{id} (the `GetJournalRun` operationId).
 	GetJournalRunWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetJournalRunResponse, error)
+
+	// CancelJournalRunWithBodyWithResponse End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded.
+	//
+	// End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/journal/{id}/cancel (the `CancelJournalRun` operationId).
+	CancelJournalRunWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelJournalRunResponse, error)
+
+	// CancelJournalRunWithResponse End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded.
+	//
+	// End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/journal/{id}/cancel (the `CancelJournalRun` operationId).
+	CancelJournalRunWithResponse(ctx context.Context, id openapi_types.UUID, body CancelJournalRunJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelJournalRunResponse, error)
 
 	// StreamJournalEventsWithResponse Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run.
 	//
@@ -5693,6 +5826,89 @@ func (r GetJournalRunResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetJournalRunResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CancelJournalRunResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Run
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelJournalRunResponse) GetJSON200() *Run {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelJournalRunResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CancelJournalRunResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CancelJournalRunResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CancelJournalRunResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CancelJournalRunResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CancelJournalRunResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelJournalRunResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelJournalRunResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelJournalRunResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelJournalRunResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7873,6 +8089,36 @@ func (c *ClientWithResponses) GetJournalRunWithResponse(ctx context.Context, id 
 	return ParseGetJournalRunResponse(rsp)
 }
 
+// CancelJournalRunWithBodyWithResponse End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded.
+//
+// End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded. Needs the operator role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/journal/{id}/cancel (the `CancelJournalRun` operationId).
+func (c *ClientWithResponses) CancelJournalRunWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelJournalRunResponse, error) {
+	rsp, err := c.CancelJournalRunWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelJournalRunResponse(rsp)
+}
+
+// CancelJournalRunWithResponse End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded.
+//
+// End an open run: a queued one is cancelled before it starts; a running one's worker is asked to stop (follow the run: it ends cancelled); one whose process is gone ends unknown at once. Who asked and why are recorded. Needs the operator role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/journal/{id}/cancel (the `CancelJournalRun` operationId).
+func (c *ClientWithResponses) CancelJournalRunWithResponse(ctx context.Context, id openapi_types.UUID, body CancelJournalRunJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelJournalRunResponse, error) {
+	rsp, err := c.CancelJournalRun(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelJournalRunResponse(rsp)
+}
+
 // StreamJournalEventsWithResponse Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run.
 //
 // Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run. Needs the viewer role.
@@ -9200,6 +9446,74 @@ func ParseGetJournalRunResponse(rsp *http.Response) (*GetJournalRunResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCancelJournalRunResponse parses an HTTP response from a CancelJournalRunWithResponse call
+func ParseCancelJournalRunResponse(rsp *http.Response) (*CancelJournalRunResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelJournalRunResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Run
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel

@@ -93,7 +93,7 @@ func (j *Journal) Recover(ctx context.Context) (int, error) {
 			if r.RiverJobID != nil && r.JobState == "running" {
 				// Its worker is gone: free the job, or its unique key would
 				// hold off new requests until River's rescuer, hours away.
-				return q.RiverJobFinalizeDead(ctx, *r.RiverJobID)
+				return q.RiverJobFinalizeDead(ctx, &db.RiverJobFinalizeDeadParams{ID: *r.RiverJobID, Why: "the process working this job stopped; its journal run is recorded as unknown"})
 			}
 			return nil
 		})
