@@ -94,7 +94,7 @@ func TestOpenAPISpec(t *testing.T) {
 		}
 		slices.Sort(ids)
 		require.Equal(t, []string{
-			"accept-source", "apply-infrastructure", "converge-service", "create-source", "create-token", "delete-source",
+			"accept-source", "apply-infrastructure", "cancel-journal-run", "converge-service", "create-source", "create-token", "delete-source",
 			"deploy-service", "destroy-infrastructure", "drift-check-infrastructure", "drift-check-service",
 			"get-artifact", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-journal-run",
 			"get-service", "get-service-status", "get-source", "get-source-candidate", "get-source-status", "get-unit", "list-infrastructures", "list-journal", "list-services",
