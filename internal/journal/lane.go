@@ -48,13 +48,13 @@ type Lane struct {
 func WorkInLane[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], lane Lane, fn ActionFunc) error {
 	conn, err := j.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("acquire connection for the lane lock: %w", err)
+		return snoozeIfTransient(fmt.Errorf("acquire connection for the lane lock: %w", err))
 	}
 	q := db.New(conn)
 	locked, err := q.LaneTryLock(ctx, &db.LaneTryLockParams{Class: laneLockClass, Target: lane.Target})
 	if err != nil {
 		conn.Release()
-		return fmt.Errorf("take the lane lock of %s: %w", lane.Target, err)
+		return snoozeIfTransient(fmt.Errorf("take the lane lock of %s: %w", lane.Target, err))
 	}
 	wait := river.JobSnooze(cmp.Or(lane.Wait, DefaultLaneWait))
 	if !locked {
@@ -67,7 +67,7 @@ func WorkInLane[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job
 
 	turn, err := lane.isTurn(ctx, q, job.ID)
 	if err != nil {
-		return err
+		return snoozeIfTransient(err)
 	}
 	if !turn {
 		return wait

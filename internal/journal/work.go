@@ -71,10 +71,21 @@ const snoozeWhenBusy = 30 * time.Second
 func Work[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], fn ActionFunc) error {
 	lc, err := j.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("acquire liveness connection: %w", err)
+		return snoozeIfTransient(fmt.Errorf("acquire liveness connection: %w", err))
 	}
 	defer j.releaseConn(ctx, lc)
 	return workOn(ctx, j, job, lc, fn)
+}
+
+// snoozeIfTransient turns an error that says the database could not be
+// reached, before the action began, into a short snooze: River then looks
+// again without spending the job's one attempt, so a request accepted just
+// before PostgreSQL restarted still runs.
+func snoozeIfTransient(err error) error {
+	if err != nil && isTransient(err) {
+		return river.JobSnooze(snoozeAfterLockError)
+	}
+	return err
 }
 
 // workOn is Work on lc, a connection the caller holds for the whole job and
@@ -83,7 +94,7 @@ func Work[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], f
 func workOn[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], lc *pgxpool.Conn, fn ActionFunc) error {
 	run, err := j.start(ctx, lc, job.JobRow, job.Args)
 	if err != nil {
-		return err
+		return snoozeIfTransient(err)
 	}
 	defer unlockLiveness(ctx, lc, run.ID)
 
@@ -150,8 +161,11 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 			}
 		case latest.State == StateQueued:
 		case latest.State == StateRunning:
-			if j.isLive(latest.ID) || !tryLock(ctx, lc, latest.ID, true) {
+			if j.isLive(latest.ID) {
 				return river.JobSnooze(snoozeWhenBusy)
+			}
+			if free, err := tryLockErr(ctx, lc, latest.ID, true); !free {
+				return busyOrBroken(err)
 			}
 			if err := finishTx(ctx, q, latest.ID, StateUnknown, msgOwnerGone, nil); err != nil {
 				return err
@@ -167,8 +181,8 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 		} else {
 			runID = latest.ID
 		}
-		if !tryLock(ctx, lc, runID, false) {
-			return river.JobSnooze(snoozeWhenBusy)
+		if free, err := tryLockErr(ctx, lc, runID, false); !free {
+			return busyOrBroken(err)
 		}
 		locked = &runID
 		if insert != nil {
@@ -209,16 +223,37 @@ func retryParams(prev *db.JournalRun, jobID int64) *db.JournalRunInsertParams {
 
 // tryLock takes run id's liveness lock on lc if it is free. With probe set,
 // it releases the lock at once: the caller only wanted to know it was free.
+// A session that cannot answer (PostgreSQL restarted under it) reads as not
+// free: callers then never take a live run for a dead one; see lockErr.
 func tryLock(ctx context.Context, lc *pgxpool.Conn, id uuid.UUID, probe bool) bool {
+	ok, _ := tryLockErr(ctx, lc, id, probe)
+	return ok
+}
+
+func tryLockErr(ctx context.Context, lc *pgxpool.Conn, id uuid.UUID, probe bool) (bool, error) {
 	q := db.New(lc)
 	ok, err := q.JournalRunTryLiveness(ctx, livenessKey(id))
 	if err != nil || !ok {
-		return false
+		return false, err
 	}
 	if probe {
 		_, _ = q.JournalRunReleaseLiveness(ctx, livenessKey(id))
 	}
-	return true
+	return true, nil
+}
+
+// snoozeAfterLockError is how long a job waits when its own session could
+// not answer (the database restarted): the pool's next one will.
+const snoozeAfterLockError = time.Second
+
+// busyOrBroken is the snooze for a liveness lock tryLockErr could not take:
+// a short one when the session failed, snoozeWhenBusy when a live worker
+// holds it.
+func busyOrBroken(err error) error {
+	if err != nil {
+		return river.JobSnooze(snoozeAfterLockError)
+	}
+	return river.JobSnooze(snoozeWhenBusy)
 }
 
 // unlockLiveness releases run id's liveness lock on lc, as well as it can:
