@@ -53,9 +53,13 @@ ensure-tools:
 # package's benchmark shares the CPUs with it. One op of BenchmarkDriftCheck
 # is one drift check (10 give its p50 and max), and one of BenchmarkSweep100 a
 # sweep over 100 applied units (one; its untimed setup applies all 100).
+# BenchmarkStorm is 1,000 identical clicks at once over HTTP (converge, drift
+# check, sync), each beside 1,000 converges of 1,000 services and the
+# machine's HTTP floor (1,000 GET /healthz): runs made, p50, p99, peak RSS.
 bench: ensure-tools build
-	$(GO) test -p 1 -run '^$$' -bench . -skip '^BenchmarkActionStart$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
+	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|Storm)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
 	$(GO) test -run '^$$' -bench '^BenchmarkActionStart$$' -benchtime 30x ./cmd/sluice/
+	$(GO) test -run '^$$' -bench '^BenchmarkStorm$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/services/
 	$(GO) test -run '^$$' -bench '^BenchmarkDriftCheck$$' -benchtime 10x ./internal/infra/
 	$(GO) test -run '^$$' -bench '^BenchmarkSweep100$$' -benchtime 1x ./internal/infra/
