@@ -19,12 +19,33 @@ import (
 // Mask replaces every redacted secret.
 const Mask = "***"
 
+// userinfo is the userinfo of a URL in free text: scheme, user, password.
+var userinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)([^/@:\s"'<>]*)(:[^/@\s"'<>]*)?@`)
+
+// maskUserinfo masks the secret part of a URL's userinfo. Of an http(s)
+// URL that is all of it: hosts take a token as the user name
+// (https://TOKEN@host, https://TOKEN:x-oauth-basic@host). Of any other
+// scheme the user is a name (ssh://git@host, file://main@localhost) and
+// stays readable; only a password is masked.
+func maskUserinfo(s string) string {
+	return userinfo.ReplaceAllStringFunc(s, func(m string) string {
+		sub := userinfo.FindStringSubmatch(m)
+		scheme, user, pass := sub[1], sub[2], sub[3]
+		switch {
+		case strings.HasPrefix(strings.ToLower(scheme), "http"):
+			return scheme + Mask + "@"
+		case pass != "":
+			return scheme + user + ":" + Mask + "@"
+		default:
+			return m
+		}
+	})
+}
+
 var shapes = []struct {
 	re   *regexp.Regexp
 	repl string
 }{
-	// scheme://user:pass@host and scheme://token@host: keep the scheme and host.
-	{regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s"'<>]+@`), "${1}" + Mask + "@"},
 	// sluice API tokens, wherever they appear.
 	{regexp.MustCompile(`sluice_[A-Za-z0-9_-]{20,}`), "sluice_" + Mask},
 	// Authorization headers and their bearer or basic values.
@@ -67,6 +88,7 @@ func (r *Redactor) String(s string) string {
 		s = strings.ReplaceAll(s, secret, Mask)
 	}
 	r.mu.RUnlock()
+	s = maskUserinfo(s)
 	for _, sh := range shapes {
 		s = sh.re.ReplaceAllString(s, sh.repl)
 	}

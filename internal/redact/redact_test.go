@@ -20,12 +20,16 @@ func TestString(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"plain text about ab", "plain text about ab"},
 		{"fetch https://user:pw@git.example/repo.git: 401", "fetch https://***@git.example/repo.git: 401"},
-		{"ssh://git@host/x", "ssh://***@host/x"},
+		{"ssh://git@host/x", "ssh://git@host/x"},
+		{"fetch file://main@localhost/srv/intent.git (branch main)", "fetch file://main@localhost/srv/intent.git (branch main)"},
+		{"ssh://deploy:pw@host/x", "ssh://deploy:***@host/x"},
+		{"https://TOKEN:x-oauth-basic@github.example/r.git", "https://***@github.example/r.git"},
+		{"HTTPS://tok@host/r.git", "HTTPS://***@host/r.git"},
 		{"token hunter2-secret leaked", "token *** leaked"},
 		{"Authorization: Bearer sluice_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "Authorization: Bearer sluice_***"},
 		{"got sluice_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAA here", "got sluice_*** here"},
 		{"host=/tmp user=x password=pa55word dbname=y", "host=/tmp user=x password=*** dbname=y"},
-		{"postgres://sluice:pw@localhost/db", "postgres://***@localhost/db"},
+		{"postgres://sluice:pw@localhost/db", "postgres://sluice:***@localhost/db"},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, r.String(tt.in), "input %q", tt.in)
