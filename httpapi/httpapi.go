@@ -77,6 +77,8 @@ func New(d Deps) http.Handler {
 	registerServices(api, d)
 	registerServiceStatus(api, d)
 	registerInfra(api, d)
+	finishSpec(api.OpenAPI())
+	serveSpec(mux, api)
 	if d.TestActions {
 		registerTestActions(newHiddenAPI(mux, d), d)
 	}
@@ -102,6 +104,7 @@ func Spec() *huma.OpenAPI {
 	registerServices(api, Deps{})
 	registerServiceStatus(api, Deps{})
 	registerInfra(api, Deps{})
+	finishSpec(api.OpenAPI())
 	return api.OpenAPI()
 }
 
@@ -127,6 +130,8 @@ func newAPI(mux *http.ServeMux, d Deps) huma.API {
 	config.SchemasPath = ""
 	// The docs page loads its JavaScript from a CDN; offline it is blank.
 	config.DocsPath = ""
+	// Served by serveSpec instead, with a 3.0 document 3.0 validators accept.
+	config.OpenAPIPath = ""
 	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "An API token from `sluice token create`."},
 	}

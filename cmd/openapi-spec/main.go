@@ -26,7 +26,7 @@ func main() {
 		err error
 	)
 	if *v30 {
-		b, err = spec.Downgrade()
+		b, err = httpapi.Downgrade(spec)
 	} else {
 		b, err = json.Marshal(spec)
 	}

@@ -706,8 +706,10 @@ type DeployInputBody struct {
 
 // DriftCheckSummary defines model for DriftCheckSummary.
 type DriftCheckSummary struct {
-	At        time.Time               `json:"at"`
-	Drift     *[]DriftClassFound      `json:"drift"`
+	At    time.Time          `json:"at"`
+	Drift *[]DriftClassFound `json:"drift"`
+
+	// Enforce What drift mode enforce decided after the check.
 	Enforce   *EnforceDecision        `json:"enforce,omitempty"`
 	JournalId openapi_types.UUID      `json:"journalId"`
 	Status    DriftCheckSummaryStatus `json:"status"`
@@ -783,6 +785,7 @@ type ErrorModel struct {
 
 // Evidence defines model for Evidence.
 type Evidence struct {
+	// LastAcceptance The newest receipt that put a commit in force.
 	LastAcceptance *AcceptanceEvidence `json:"lastAcceptance,omitempty"`
 
 	// Settled The stages whose state is proven, with the proof.
@@ -881,8 +884,10 @@ type Infrastructure struct {
 	LastAppliedHash *string            `json:"lastAppliedHash,omitempty"`
 	LastApply       *Run               `json:"lastApply,omitempty"`
 	LastDestroy     *Run               `json:"lastDestroy,omitempty"`
-	LastDriftCheck  *Run               `json:"lastDriftCheck,omitempty"`
-	LastPlan        *Run               `json:"lastPlan,omitempty"`
+
+	// LastDriftCheck Its result holds status (in_sync, desired_ahead, live_drift, unknown), desiredAhead, liveDrift, reason, summary, addresses (up to 40), excerpt and checkedAt.
+	LastDriftCheck *Run `json:"lastDriftCheck,omitempty"`
+	LastPlan       *Run `json:"lastPlan,omitempty"`
 
 	// Module The module's directory in the repository.
 	Module *string `json:"module,omitempty"`
@@ -1122,8 +1127,10 @@ type ServiceStatusEvidence struct {
 	Grants *[]StatusGrant `json:"grants"`
 
 	// InProgress The open actions; while one waits, differences are work in progress, not drift.
-	InProgress *[]string          `json:"inProgress"`
-	LastCheck  *DriftCheckSummary `json:"lastCheck,omitempty"`
+	InProgress *[]string `json:"inProgress"`
+
+	// LastCheck The newest drift check since the last action.
+	LastCheck *DriftCheckSummary `json:"lastCheck,omitempty"`
 
 	// Settled The stages whose state is proven, with the proof.
 	Settled *[]SettledStage `json:"settled"`
