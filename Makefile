@@ -9,14 +9,14 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 15m
 # ./bin holds what the Makefile builds, Terraform too when the machine has none.
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: run test build demo-artifacts vet generate check-generated ensure-tools bench faults clean fuzz
+.PHONY: run test build demo-artifacts vet generate check-generated check-contract ensure-tools bench faults clean fuzz
 
 ## run: build sluice and serve it on an embedded PostgreSQL in $(SLUICE_DATA_DIR)
 run: ensure-tools build demo-artifacts
 	@bash scripts/run.sh bin/sluice "$(SLUICE_DATA_DIR)" "$(SLUICE_LISTEN)"
 
 ## test: vet, check generated code is fresh, build, and run every test
-test: ensure-tools vet check-generated build
+test: ensure-tools vet check-generated check-contract build
 	$(GO) test $(GOTEST_FLAGS) ./...
 
 build:
@@ -38,10 +38,16 @@ generate:
 	$(GO) run ./cmd/openapi-spec > httpapi/openapi.json
 	$(GO) run ./cmd/openapi-spec -3.0 > internal/apiclient/openapi-3.0.json
 	$(GO) tool oapi-codegen -config internal/apiclient/oapi-codegen.yaml internal/apiclient/openapi-3.0.json
+	@if command -v npm >/dev/null; then cd internal/apiclient/ts && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npx --no-install openapi-typescript ../../../httpapi/openapi.json -o schema.d.ts; \
+	  else echo "npm is missing: internal/apiclient/ts/schema.d.ts not regenerated"; fi
 
 ## check-generated: fail when committed generated code differs from what generate makes
 check-generated:
 	@bash scripts/check-generated.sh
+
+## check-contract: validate both spec documents, and type-check the TypeScript types and example (needs npm)
+check-contract:
+	@bash scripts/check-contract.sh
 
 ## ensure-tools: install PostgreSQL and git from Debian when missing (as root), or say how
 ensure-tools:
