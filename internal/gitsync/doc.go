@@ -19,6 +19,14 @@
 // go-git's own writes leaves (empty refs, a pack index without its pack). A
 // killed sync never stops the next one.
 //
+// The object store is a copy of the remote's, and is mended as one: a Sync
+// or an Export that fails in a way sluice did not word reads the whole store,
+// and when it finds an object that cannot be read, does not match its hash
+// or is missing, it fetches the branch into a new store, which takes the
+// damaged one's place, and tries once more. The working tree and its
+// untracked files stay; the next checkout compares every tracked path. A
+// repair that fails says so in one sentence, and the next sync tries again.
+//
 // Files are written as their blobs hold them: Git attributes (end-of-line
 // conversion, filters such as LFS) are not applied. A submodule becomes an
 // empty directory.

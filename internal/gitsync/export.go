@@ -36,8 +36,9 @@ import (
 // Errors: errs.Invalid for a malformed commit or dir, a dest that overlaps
 // the working tree, and a symbolic link or submodule under dir (their
 // targets lie outside what is exported); errs.NotFound for a commit the
-// local repository lacks (sync first) or a dir that commit does not have.
-// Every error is redacted. It takes the same locks as Sync.
+// local repository lacks (sync first) or a dir that commit does not have;
+// errs.Unavailable for a damaged object store it could not mend, as Sync
+// does. Every error is redacted. It takes the same locks as Sync.
 func (m *Mirror) Export(ctx context.Context, commit, dir, dest string) error {
 	if !plumbing.IsHash(commit) {
 		return errs.Errorf(errs.Invalid, "Cannot export commit %q: it is not a 40-hex commit hash; name the commit in full.", commit)
@@ -91,12 +92,14 @@ func (m *Mirror) export(ctx context.Context, commit plumbing.Hash, dir, dest str
 		return errs.Errorf(errs.NotFound,
 			"Commit %s is not in the local repository: the working tree %s was never synced; sync it first.", commit, m.dir)
 	}
-	repo, unlock, err := m.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
+	// A damaged object store is fetched again, as a Sync does, and the
+	// export tried once more.
+	return m.withRepair(ctx, func(repo *git.Repository) error {
+		return m.exportFrom(ctx, repo, commit, dir, dest)
+	}, commit)
+}
 
+func (m *Mirror) exportFrom(ctx context.Context, repo *git.Repository, commit plumbing.Hash, dir, dest string) error {
 	c, err := repo.CommitObject(commit)
 	if errors.Is(err, plumbing.ErrObjectNotFound) {
 		return errs.Errorf(errs.NotFound,

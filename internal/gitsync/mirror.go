@@ -155,6 +155,11 @@ type Change struct {
 // and the new commit, computed by comparing the two trees, so its cost
 // follows the change and not the repository's size. Pass "" to get Full.
 //
+// A damaged object store (a garbled loose object or pack, an object gone) is
+// fetched again into a new one, and the sync goes on from it; a repair that
+// fails is an *errs.Error with Code errs.Unavailable that says what is
+// damaged, and the next Sync tries again.
+//
 // A Sync holds a lock on Dir/.git/sluice.lock, so two processes never
 // interleave. Transport failures are *errs.Error with Code errs.Unavailable
 // and a message for the operator; every error is redacted.
@@ -177,17 +182,25 @@ func (m *Mirror) scrub(err error) error {
 }
 
 func (m *Mirror) sync(ctx context.Context, since string) (*Result, error) {
-	begin := time.Now()
-	repo, unlock, err := m.open(ctx)
+	var res *Result
+	err := m.withRepair(ctx, func(repo *git.Repository) error {
+		var err error
+		res, err = m.pull(ctx, repo, since)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	return res, nil
+}
 
+// pull fetches the branch into repo and checks it out.
+func (m *Mirror) pull(ctx context.Context, repo *git.Repository, since string) (*Result, error) {
+	begin := time.Now()
 	if err := m.configure(repo); err != nil {
 		return nil, err
 	}
-	err = repo.FetchContext(ctx, &git.FetchOptions{
+	err := repo.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: git.DefaultRemoteName,
 		RefSpecs:   []config.RefSpec{m.refSpec()},
 		Auth:       m.ep.auth,
@@ -293,16 +306,27 @@ func (m *Mirror) changedSince(ctx context.Context, repo *git.Repository, since s
 // open opens Dir's repository under the sync lock, creating it when Dir is
 // absent or empty. The returned func releases the lock.
 func (m *Mirror) open(ctx context.Context) (*git.Repository, func(), error) {
+	repo, closeRepo, unlock, err := m.openParts(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return repo, func() { closeRepo(); unlock() }, nil
+}
+
+// openParts is open with the two releases apart: closeRepo closes the
+// repository's files, unlock then releases the lock. A repair closes the
+// repository, replaces its object store and opens it again under the lock.
+func (m *Mirror) openParts(ctx context.Context) (*git.Repository, func(), func(), error) {
 	fi, err := os.Stat(m.dir) // the config root may be a link to a directory
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(m.dir, 0o755); err != nil {
-			return nil, nil, fmt.Errorf("create working tree: %w", err)
+			return nil, nil, nil, fmt.Errorf("create working tree: %w", err)
 		}
 	case err != nil:
-		return nil, nil, fmt.Errorf("stat working tree: %w", err)
+		return nil, nil, nil, fmt.Errorf("stat working tree: %w", err)
 	case !fi.IsDir():
-		return nil, nil, errs.Errorf(errs.Invalid, "The working tree %s is not a directory; point the config root at a directory.", m.dir)
+		return nil, nil, nil, errs.Errorf(errs.Invalid, "The working tree %s is not a directory; point the config root at a directory.", m.dir)
 	}
 
 	gitDir := filepath.Join(m.dir, git.GitDirName)
@@ -312,30 +336,30 @@ func (m *Mirror) open(ctx context.Context) (*git.Repository, func(), error) {
 		// Empty, or holding only the .git another process has just made.
 		empty, err := onlyEntries(m.dir, git.GitDirName)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if !empty {
-			return nil, nil, m.notOurs("is not empty and is not a Git checkout")
+			return nil, nil, nil, m.notOurs("is not empty and is not a Git checkout")
 		}
 		if err := os.Mkdir(gitDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, nil, fmt.Errorf("create %s: %w", gitDir, err)
+			return nil, nil, nil, fmt.Errorf("create %s: %w", gitDir, err)
 		}
 	case err != nil:
-		return nil, nil, fmt.Errorf("stat %s: %w", gitDir, err)
+		return nil, nil, nil, fmt.Errorf("stat %s: %w", gitDir, err)
 	case !fi.IsDir():
-		return nil, nil, m.notOurs("has a .git that is not a directory (a linked worktree or submodule)")
+		return nil, nil, nil, m.notOurs("has a .git that is not a directory (a linked worktree or submodule)")
 	}
 
 	unlock, err := lockFile(ctx, filepath.Join(gitDir, lockName))
 	if err != nil {
-		return nil, nil, fmt.Errorf("lock working tree: %w", err)
+		return nil, nil, nil, fmt.Errorf("lock working tree: %w", err)
 	}
 	repo, closeRepo, err := m.openLocked()
 	if err != nil {
 		unlock()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return repo, func() { closeRepo(); unlock() }, nil
+	return repo, closeRepo, unlock, nil
 }
 
 const (
@@ -443,8 +467,13 @@ func (m *Mirror) mirrorsRemote(gitDir string) bool {
 //     never be read. (Git moves the pack first, so a git process working in
 //     the tree never has such an index.)
 //
-// It runs under the sync lock, and only on a repository of the remote.
+// It also finishes or undoes a repair of the object store a kill stopped
+// (see mendRefetch). It runs under the sync lock, and only on a repository
+// of the remote.
 func (m *Mirror) mend(gitDir string) error {
+	if err := m.mendRefetch(gitDir); err != nil {
+		return err
+	}
 	head := filepath.Join(gitDir, "HEAD")
 	if fi, err := os.Lstat(head); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
 		m.logger.Warn("HEAD is empty; pointing it at the branch again", "dir", m.dir, "branch", m.branch)
