@@ -70,7 +70,9 @@ type ServeConfig struct {
 	// TerraformBin is SLUICE_TERRAFORM_BIN; default terraform on PATH.
 	TerraformBin string
 	// TerraformConcurrency is SLUICE_TERRAFORM_CONCURRENCY, default 4: how
-	// many units run Terraform at once in this process.
+	// many units run Terraform at once in this process. 0: this process runs
+	// no Terraform, and infrastructure operations wait for a process (a
+	// worker) that does.
 	TerraformConcurrency int
 	// ModuleBankURL and ModuleBankRef are SLUICE_MODULE_BANK_URL and
 	// SLUICE_MODULE_BANK_REF (default main): a repository that infrastructure
@@ -203,8 +205,8 @@ func (c *ServeConfig) validate() error {
 	if c.MaxWorkers < 1 {
 		return fmt.Errorf("SLUICE_MAX_WORKERS must be at least 1")
 	}
-	if c.TerraformConcurrency < 1 {
-		return fmt.Errorf("SLUICE_TERRAFORM_CONCURRENCY must be at least 1")
+	if c.TerraformConcurrency < 0 {
+		return fmt.Errorf("SLUICE_TERRAFORM_CONCURRENCY must be 0 (no Terraform in this process) or more")
 	}
 	if c.DriftIntervalSec < 0 {
 		return fmt.Errorf("SLUICE_DRIFT_INTERVAL_SEC must be 0 (off) or a number of seconds")

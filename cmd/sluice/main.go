@@ -21,6 +21,7 @@ const usage = `sluice is a pull-based GitOps control plane.
 
 Server:
   sluice serve                     run the API, the workers and River UI
+  sluice worker                    run the workers alone, on serve's database (no HTTP; no service actions)
   sluice migrate                   apply database migrations and exit
 
 CLI (talks to SLUICE_URL with SLUICE_TOKEN):
@@ -92,6 +93,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "serve":
 		return runServe(ctx, rest, stderr)
+	case "worker":
+		return runWorker(ctx, rest, stderr)
 	case "migrate":
 		return runMigrate(ctx, rest, stderr)
 	case "journal":

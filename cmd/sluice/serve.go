@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -68,9 +69,28 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	return serve(ctx, cfg, logger, database.pool, begin)
 }
 
-// serve runs until ctx ends, then shuts down in order: stop accepting
-// requests, give running jobs ShutdownTimeout, cancel what is left.
-func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgxpool.Pool, begin time.Time) error {
+// controlPlane is what serve and worker both run: the journal, the domain
+// services and the River client that works their jobs, wired in one place
+// so that the processes cannot drift apart (every River client gets the
+// same periodic jobs: whichever leads enqueues them).
+type controlPlane struct {
+	journal      *journal.Journal
+	gitops       *gitops.Service
+	services     *services.Service
+	infra        *infra.Service
+	artifacts    *artifact.Store
+	river        *river.Client[pgx.Tx]
+	riverStarted atomic.Bool
+}
+
+// controlPlaneOpts says which queues a process works.
+type controlPlaneOpts struct {
+	// Services works the services queue: deploys, rollbacks, converges and
+	// drift checks run on this process's host. Default false.
+	Services bool
+}
+
+func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgxpool.Pool, opts controlPlaneOpts) (*controlPlane, error) {
 	j := journal.New(pool, logger, redact.Default)
 	j.Notifier = journal.NewNotifier(pool, logger)
 
@@ -80,11 +100,11 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 	// Seed seals the sources' credentials with this key (see secretBox).
 	box, err := cfg.secretBox()
 	if err != nil {
-		return redact.Error(err)
+		return nil, redact.Error(err)
 	}
 	gops.Secrets = box
 	if err := gops.Seed(ctx, cfg.GitOps, cfg.GitOpsIntervalSet); err != nil {
-		return redact.Error(fmt.Errorf("gitops settings: %w", err))
+		return nil, redact.Error(fmt.Errorf("gitops settings: %w", err))
 	}
 
 	store := &artifact.Store{Pool: pool, CacheDir: filepath.Join(cfg.DataDir, "artifacts")}
@@ -100,7 +120,7 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 			Logger:      logger,
 		})
 		if err != nil {
-			return redact.Error(fmt.Errorf("SLUICE_MODULE_BANK_URL: %w", err))
+			return nil, redact.Error(fmt.Errorf("SLUICE_MODULE_BANK_URL: %w", err))
 		}
 		inf.ModuleBank = bank
 	}
@@ -116,14 +136,17 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 
 	workers := river.NewWorkers()
 	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, TestActions: cfg.TestActions})
+	// Service actions have a queue of their own: services waiting for their
+	// turn never hold off a sync.
+	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}}
+	if cfg.TerraformConcurrency > 0 {
+		queues[infra.Queue] = river.QueueConfig{MaxWorkers: cfg.TerraformConcurrency}
+	}
+	if opts.Services {
+		queues[services.Queue] = river.QueueConfig{MaxWorkers: cfg.MaxWorkers}
+	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		// Service actions have a queue of their own: services waiting for
-		// their turn never hold off a sync.
-		Queues: map[string]river.QueueConfig{
-			river.QueueDefault: {MaxWorkers: cfg.MaxWorkers},
-			services.Queue:     {MaxWorkers: cfg.MaxWorkers},
-			infra.Queue:        {MaxWorkers: cfg.TerraformConcurrency},
-		},
+		Queues:       queues,
 		Workers:      workers,
 		PeriodicJobs: periodic,
 		// River sends at most one insert notification per queue per
@@ -141,36 +164,67 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		RescueStuckJobsAfter: 4 * time.Hour,
 	})
 	if err != nil {
-		return fmt.Errorf("river client: %w", err)
+		return nil, fmt.Errorf("river client: %w", err)
 	}
 	j.River = client
+	return &controlPlane{journal: j, gitops: gops, services: svcs, infra: inf, artifacts: store, river: client}, nil
+}
 
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBG()
+// start works jobs until bg ends: the liveness lock first, then a recovery
+// sweep, then River, the interval syncs and the periodic sweeps.
+func (cp *controlPlane) start(ctx, bg context.Context, logger *slog.Logger) error {
+	j := cp.journal
 	go j.Notifier.Run(bg)
 	// Held before River works a job: a job River hands this process is then
 	// never taken for one whose process died.
-	if err := j.HoldLiveness(bg, client.ID()); err != nil {
+	if err := j.HoldLiveness(bg, cp.river.ID()); err != nil {
 		return redact.Error(err)
 	}
-
 	if n, err := j.Recover(ctx); err != nil {
 		return redact.Error(fmt.Errorf("recover runs: %w", err))
 	} else if n > 0 {
 		logger.Warn("runs left open by a stopped process are now unknown", "count", n)
 	}
-
-	var riverStarted atomic.Bool
-	if err := client.Start(bg); err != nil {
+	if err := cp.river.Start(bg); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
-	riverStarted.Store(true)
-	go gops.Schedule(bg)
+	cp.riverStarted.Store(true)
+	go cp.gitops.Schedule(bg)
 	go j.RecoverEvery(bg, journal.RecoverInterval)
 	go func() {
-		<-client.Stopped()
-		riverStarted.Store(false)
+		<-cp.river.Stopped()
+		cp.riverStarted.Store(false)
 	}()
+	return nil
+}
+
+// stop gives running jobs grace, then cancels what is left: their runs are
+// recorded as unknown, since they did not finish.
+func (cp *controlPlane) stop(grace time.Duration, logger *slog.Logger) {
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), grace)
+	err := cp.river.Stop(stopCtx)
+	cancelStop()
+	if errors.Is(err, context.DeadlineExceeded) {
+		logger.Warn("jobs still running after the grace period; cancelling them")
+		hardCtx, cancelHard := context.WithTimeout(context.Background(), 15*time.Second)
+		_ = cp.river.StopAndCancel(hardCtx)
+		cancelHard()
+	}
+}
+
+// serve runs until ctx ends, then shuts down in order: stop accepting
+// requests, give running jobs ShutdownTimeout, cancel what is left.
+func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgxpool.Pool, begin time.Time) error {
+	cp, err := newControlPlane(ctx, cfg, logger, pool, controlPlaneOpts{Services: true})
+	if err != nil {
+		return err
+	}
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	if err := cp.start(ctx, bg, logger); err != nil {
+		return err
+	}
+	j, gops, svcs, inf, store, client := cp.journal, cp.gitops, cp.services, cp.infra, cp.artifacts, cp.river
 
 	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
 		Endpoints: riverui.NewEndpoints(client, nil),
@@ -197,7 +251,7 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		TestActions:  cfg.TestActions,
 		ShuttingDown: shuttingDown,
 		Ready: func(ctx context.Context) httpapi.ReadyReport {
-			rep := readiness(ctx, pool, riverStarted.Load())
+			rep := readiness(ctx, pool, cp.riverStarted.Load())
 			// Terraform is reported, not required: services and sync work
 			// without it, and infrastructure operations say it is missing.
 			rep.Checks["terraform"] = "ok"
@@ -234,15 +288,7 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 
 	// 2. Give running jobs a bounded time, then cancel them: their runs are
 	// recorded as unknown, since they did not finish.
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	err = client.Stop(stopCtx)
-	cancelStop()
-	if errors.Is(err, context.DeadlineExceeded) {
-		logger.Warn("jobs still running after the grace period; cancelling them")
-		hardCtx, cancelHard := context.WithTimeout(context.Background(), 15*time.Second)
-		_ = client.StopAndCancel(hardCtx)
-		cancelHard()
-	}
+	cp.stop(cfg.ShutdownTimeout, logger)
 	stopBG()
 	logger.Info("stopped")
 	return nil

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"sluice/db"
+	"sluice/internal/redact"
+)
+
+// runWorker runs `sluice worker`: the control plane's River workers without
+// the HTTP server, on the database serve uses. Any number of workers and
+// serves share the work, and every guarantee holds across them: one sync per
+// source, one action per target, joined duplicates, immutable receipts, one
+// scheduler tick at a time (all decided in PostgreSQL).
+//
+// A worker works syncs, accepts, infrastructure operations and the sweeps,
+// with its own working trees and Terraform roots in its SLUICE_DATA_DIR. It
+// does not work service actions: those run on the host of the process that
+// works them, and until agents take host steps on their nodes, that is
+// serve's host.
+func runWorker(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sluice worker\n\n"+
+			"Works syncs, accepts, infrastructure operations and sweeps from the database serve uses\n"+
+			"(SLUICE_DATABASE_URL, required), with no HTTP server. Service actions stay with serve.\n"+
+			"Give it the key serve seals credentials with (SLUICE_SECRET_KEY) when its data dir is its own.")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("worker takes no arguments, got %q", fs.Arg(0))
+	}
+	begin := time.Now()
+	cfg, err := loadServeConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return errors.New("sluice worker needs SLUICE_DATABASE_URL, the PostgreSQL that serve uses: a worker shares serve's database, it never starts one of its own")
+	}
+	redact.Add(cfg.secrets()...)
+	logger := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	database, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer database.close(logger)
+	if _, err := db.Migrate(ctx, database.pool, logger.With("component", "migrate")); err != nil {
+		return redact.Error(err)
+	}
+	cp, err := newControlPlane(ctx, cfg, logger, database.pool, controlPlaneOpts{})
+	if err != nil {
+		return err
+	}
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	if err := cp.start(ctx, bg, logger); err != nil {
+		return err
+	}
+	logger.Info("sluice worker is working", "client_id", cp.river.ID(), "took", time.Since(begin).Round(time.Millisecond).String())
+	<-ctx.Done()
+	logger.Info("shutting down", "job_grace", cfg.ShutdownTimeout.String())
+	cp.stop(cfg.ShutdownTimeout, logger)
+	stopBG()
+	logger.Info("stopped")
+	return nil
+}
