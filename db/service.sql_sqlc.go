@@ -18,8 +18,9 @@ ORDER BY path
 LIMIT 1
 `
 
-// ServiceGet finds the active Service unit named name. Sync keeps names
-// unique among active services, so at most one row matches.
+// ServiceGet finds the active Service unit named name. At most one row
+// matches: the constraint unit_service_name_active gives a name to one
+// active service, of every source.
 func (q *Queries) ServiceGet(ctx context.Context, name string) (*Unit, error) {
 	row := q.db.QueryRow(ctx, serviceGet, name)
 	var i Unit
@@ -142,19 +143,22 @@ func (q *Queries) ServiceList(ctx context.Context) ([]*Unit, error) {
 }
 
 const serviceListByNames = `-- name: ServiceListByNames :many
-SELECT id, source_id, path, name FROM unit
-WHERE kind = 'Service' AND status NOT IN ('stale', 'destroyed') AND name = ANY($1::text[])
+SELECT u.id, u.source_id, s.name AS source_name, u.path, u.name
+FROM unit u JOIN source s ON s.id = u.source_id
+WHERE u.kind = 'Service' AND u.status NOT IN ('stale', 'destroyed') AND u.name = ANY($1::text[])
 `
 
 type ServiceListByNamesRow struct {
-	ID       uuid.UUID
-	SourceID uuid.UUID
-	Path     string
-	Name     string
+	ID         uuid.UUID
+	SourceID   uuid.UUID
+	SourceName string
+	Path       string
+	Name       string
 }
 
 // ServiceListByNames returns the active Service units holding any of names,
-// of every source: sync refuses a second service of the same name.
+// of every source, with their source's name: sync refuses a second service
+// of the same name, and says which unit holds it.
 func (q *Queries) ServiceListByNames(ctx context.Context, names []string) ([]*ServiceListByNamesRow, error) {
 	rows, err := q.db.Query(ctx, serviceListByNames, names)
 	if err != nil {
@@ -167,6 +171,7 @@ func (q *Queries) ServiceListByNames(ctx context.Context, names []string) ([]*Se
 		if err := rows.Scan(
 			&i.ID,
 			&i.SourceID,
+			&i.SourceName,
 			&i.Path,
 			&i.Name,
 		); err != nil {
@@ -178,6 +183,19 @@ func (q *Queries) ServiceListByNames(ctx context.Context, names []string) ([]*Se
 		return nil, err
 	}
 	return items, nil
+}
+
+const serviceNamesLock = `-- name: ServiceNamesLock :exec
+SELECT pg_advisory_xact_lock($1::bigint)
+`
+
+// ServiceNamesLock waits for, then holds until the transaction ends, the
+// lock of giving service names out: a sync that creates, renames or brings
+// back a service takes it before it reads who holds the names, so that of
+// two syncs finishing at once the second sees what the first gave.
+func (q *Queries) ServiceNamesLock(ctx context.Context, key int64) error {
+	_, err := q.db.Exec(ctx, serviceNamesLock, key)
+	return err
 }
 
 const servicePauseDelete = `-- name: ServicePauseDelete :one

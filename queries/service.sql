@@ -5,8 +5,9 @@ WHERE kind = 'Service' AND status NOT IN ('stale', 'destroyed')
 ORDER BY name, path;
 
 -- name: ServiceGet :one
--- ServiceGet finds the active Service unit named name. Sync keeps names
--- unique among active services, so at most one row matches.
+-- ServiceGet finds the active Service unit named name. At most one row
+-- matches: the constraint unit_service_name_active gives a name to one
+-- active service, of every source.
 SELECT * FROM unit
 WHERE kind = 'Service' AND name = @name AND status NOT IN ('stale', 'destroyed')
 ORDER BY path
@@ -14,9 +15,18 @@ LIMIT 1;
 
 -- name: ServiceListByNames :many
 -- ServiceListByNames returns the active Service units holding any of names,
--- of every source: sync refuses a second service of the same name.
-SELECT id, source_id, path, name FROM unit
-WHERE kind = 'Service' AND status NOT IN ('stale', 'destroyed') AND name = ANY(@names::text[]);
+-- of every source, with their source's name: sync refuses a second service
+-- of the same name, and says which unit holds it.
+SELECT u.id, u.source_id, s.name AS source_name, u.path, u.name
+FROM unit u JOIN source s ON s.id = u.source_id
+WHERE u.kind = 'Service' AND u.status NOT IN ('stale', 'destroyed') AND u.name = ANY(@names::text[]);
+
+-- name: ServiceNamesLock :exec
+-- ServiceNamesLock waits for, then holds until the transaction ends, the
+-- lock of giving service names out: a sync that creates, renames or brings
+-- back a service takes it before it reads who holds the names, so that of
+-- two syncs finishing at once the second sees what the first gave.
+SELECT pg_advisory_xact_lock(@key::bigint);
 
 -- name: UnitRecordOutcome :exec
 -- UnitRecordOutcome writes what a finished action (a service's, an apply)

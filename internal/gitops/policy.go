@@ -331,15 +331,14 @@ func (s *Service) Accept(ctx context.Context, p *journal.Progress, args AcceptAr
 				return fmt.Errorf("decode the candidate's plan: %w", err)
 			}
 			pl := sp.plan(cur)
-			c, err := pl.changeTx(ctx, q)
+			c, err := pl.writeChangeTx(ctx, tx, cur, func(c *change) error {
+				if c.res.Fingerprint != args.Fingerprint {
+					return errs.Errorf(errs.Conflict, "The inventory of source %s changed since commit %s was planned, so its plan would now make other changes; sync again and look at the new candidate.",
+						cur.Name, short(args.Commit))
+				}
+				return nil
+			})
 			if err != nil {
-				return err
-			}
-			if c.res.Fingerprint != args.Fingerprint {
-				return errs.Errorf(errs.Conflict, "The inventory of source %s changed since commit %s was planned, so its plan would now make other changes; sync again and look at the new candidate.",
-					cur.Name, short(args.Commit))
-			}
-			if err := pl.writeTx(ctx, q, cur, c); err != nil {
 				return err
 			}
 			c.res.Policy = cur.Policy

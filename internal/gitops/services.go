@@ -2,11 +2,14 @@ package gitops
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"sluice/db"
 	"sluice/internal/infraspec"
@@ -36,61 +39,163 @@ func checkServices(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []
 	return kept, invalid
 }
 
-// uniqueServiceNames keeps a service's name unique among active services,
-// since actions address services by name: a Service unit whose name an
-// active service of another path keeps (or, in this sync, a path sorting
-// before it) is invalid, and its row is left as it was.
-func (p *plan) uniqueServiceNames(ctx context.Context, q *db.Queries, units []*unit.Unit, invalidPaths map[string]bool) ([]*unit.Unit, error) {
-	var names []string
-	inPlan := make(map[uuid.UUID]bool, len(units))
+// serviceNamesLockKey is the advisory lock a transaction that gives service
+// names out takes before it decides, and holds until it commits (see
+// decideServiceNames).
+const serviceNamesLockKey int64 = 0x736c736e_00000001 // "slsn" + 1
+
+// serviceNameConstraint is the database's own guard of the rule
+// decideServiceNames applies: one active service per name, of every source
+// (migration 0010). It is deferrable so that a sync can swap two names.
+const serviceNameConstraint = "unit_service_name_active"
+
+// The statements that defer serviceNameConstraint while a sync writes and
+// check it before the sync finishes. They are not in queries/ because sqlc
+// takes a constraint's name for a table's.
+const (
+	deferServiceNames = "SET CONSTRAINTS " + serviceNameConstraint + " DEFERRED"
+	checkServiceNames = "SET CONSTRAINTS " + serviceNameConstraint + " IMMEDIATE"
+)
+
+// isServiceNameTaken reports whether err is serviceNameConstraint refusing
+// a write: a writer that did not wait for the names lock gave the name away
+// after this transaction decided.
+func isServiceNameTaken(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23P01" /* exclusion_violation */ && pgErr.ConstraintName == serviceNameConstraint
+}
+
+// nameHolder is the unit that holds a service name, or is given it by the
+// sync deciding.
+type nameHolder struct {
+	id     uuid.UUID
+	path   string
+	source string // the source's name
+}
+
+// decideServiceNames is the one place a service's name is given, since
+// actions address services by name: a name is held by one active Service
+// unit of any source. The unit that holds a name keeps it: any other unit
+// of this sync that claims it is invalid, with a reason naming the holder,
+// and its row is left as it was. A name nobody holds goes to the oldest of
+// its claimants (a unit the inventory already knows, renamed or back from
+// stale, before a new file), and among new files to the path that sorts
+// first. A holder gives its name up when this sync renames it, makes it
+// another kind or makes it stale.
+//
+// A sync that gives names out (creates, renames or brings back a service)
+// first takes the names lock, and reads the holders after it: two syncs of
+// two sources finishing at once decide one after the other, and the second
+// sees what the first gave. serviceNameConstraint backs the decision in the
+// database (see writeChangeTx).
+//
+// byID holds the rows the sync loaded, locked; invalidPaths gains the paths
+// of the units that lost, so that their rows stay as they were.
+func (p *plan) decideServiceNames(ctx context.Context, q *db.Queries, units []*unit.Unit, byID map[uuid.UUID]*db.Unit, invalidPaths map[string]bool) ([]*unit.Unit, error) {
+	var claims []*unit.Unit
+	givesNames := false
 	for _, u := range units {
-		inPlan[u.ID] = true
-		if u.Kind == servicespec.Kind {
-			names = append(names, u.Name)
-		}
-	}
-	if len(names) == 0 {
-		return units, nil
-	}
-	rows, err := q.ServiceListByNames(ctx, names)
-	if err != nil {
-		return nil, fmt.Errorf("load services by name: %w", err)
-	}
-	taken := map[string]string{} // name -> path of the service that keeps it
-	for _, r := range rows {
-		// A row of this source that this sync replaces (same id) or may
-		// remove (its path changed, or a full walk did not see it) does not
-		// keep its name.
-		kept := r.SourceID != p.source.ID ||
-			(p.changed != nil && !p.changed[r.Path] && !inPlan[r.ID])
-		if kept {
-			taken[r.Name] = r.Path
-		}
-	}
-	sorted := slices.Clone(units)
-	slices.SortFunc(sorted, func(a, b *unit.Unit) int { return strings.Compare(a.Path, b.Path) })
-	drop := map[uuid.UUID]bool{}
-	for _, u := range sorted {
 		if u.Kind != servicespec.Kind {
 			continue
 		}
-		if other, ok := taken[u.Name]; ok && other != u.Path {
-			p.invalid = append(p.invalid, unit.Invalid{Path: u.Path,
-				Reason: fmt.Sprintf("metadata.name %q is also the name of the service at %s; service names must be unique", u.Name, other)})
-			invalidPaths[u.Path] = true
-			drop[u.ID] = true
-			continue
+		claims = append(claims, u)
+		if r, ok := byID[u.ID]; !ok || !active(r.Status) || r.Kind != servicespec.Kind || r.Name != u.Name {
+			givesNames = true
 		}
-		taken[u.Name] = u.Path
 	}
-	if len(drop) == 0 {
+	if !givesNames {
+		// Every service keeps the name its row holds already: the constraint
+		// leaves nobody else holding it.
+		return units, nil
+	}
+	if err := q.ServiceNamesLock(ctx, serviceNamesLockKey); err != nil {
+		return nil, fmt.Errorf("wait for the service names lock: %w", err)
+	}
+	names := make([]string, 0, len(claims))
+	for _, u := range claims {
+		names = append(names, u.Name)
+	}
+	holders, err := q.ServiceListByNames(ctx, names)
+	if err != nil {
+		return nil, fmt.Errorf("load services by name: %w", err)
+	}
+	// The oldest claimant first: a row's age, then new files by path.
+	slices.SortFunc(claims, func(a, b *unit.Unit) int {
+		ra, oka := byID[a.ID]
+		rb, okb := byID[b.ID]
+		switch {
+		case oka && okb:
+			if c := ra.CreatedAt.Compare(rb.CreatedAt); c != 0 {
+				return c
+			}
+		case oka:
+			return -1
+		case okb:
+			return 1
+		}
+		return strings.Compare(a.Path, b.Path)
+	})
+
+	// Losing makes a path invalid, which keeps the row at that path as it
+	// was, and so may keep a name this decision took as given up: decide
+	// again with the losers out until nobody more loses. Losers only grow,
+	// so this ends.
+	lost := map[uuid.UUID]string{} // unit id -> why
+	for {
+		invalid := maps.Clone(invalidPaths)
+		valid := make(map[uuid.UUID]*unit.Unit, len(units))
+		for _, u := range units {
+			if _, ok := lost[u.ID]; ok {
+				invalid[u.Path] = true
+				continue
+			}
+			valid[u.ID] = u
+		}
+		seen := make(map[uuid.UUID]bool, len(valid))
+		for id := range valid {
+			seen[id] = true
+		}
+		held := make(map[string]nameHolder, len(holders))
+		for _, h := range holders {
+			if h.SourceID == p.source.ID {
+				if u, ok := valid[h.ID]; ok && (u.Kind != servicespec.Kind || u.Name != h.Name) {
+					continue // renamed, or no longer a service
+				}
+				if r, ok := byID[h.ID]; ok && p.goesStale(r, seen, invalid) {
+					continue // its file left
+				}
+			}
+			held[h.Name] = nameHolder{id: h.ID, path: h.Path, source: h.SourceName}
+		}
+		more := false
+		for _, u := range claims {
+			if _, ok := lost[u.ID]; ok {
+				continue
+			}
+			h, ok := held[u.Name]
+			switch {
+			case !ok:
+				held[u.Name] = nameHolder{id: u.ID, path: u.Path, source: p.source.Name}
+			case h.id != u.ID:
+				lost[u.ID] = fmt.Sprintf("service name %s is already held by %s of source %s; rename one", u.Name, h.path, h.source)
+				more = true
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	if len(lost) == 0 {
 		return units, nil
 	}
 	kept := units[:0:0]
 	for _, u := range units {
-		if !drop[u.ID] {
-			kept = append(kept, u)
+		if why, ok := lost[u.ID]; ok {
+			p.invalid = append(p.invalid, unit.Invalid{Path: u.Path, Reason: why})
+			invalidPaths[u.Path] = true
+			continue
 		}
+		kept = append(kept, u)
 	}
 	return kept, nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 )
 
@@ -53,16 +54,15 @@ func TestSyncServices(t *testing.T) {
 		// A second file claiming the name is invalid; the first keeps it.
 		b.Commit(t, "copy", map[string]string{"apps/web-copy.json": serviceUnit("web", "b")})
 		res := b.sync(t, false)
-		reasons := invalidPaths(res)
-		require.Contains(t, reasons["apps/web-copy.json"], `metadata.name "web" is also the name of the service at apps/web.json`)
+		require.Equal(t, map[string]string{"apps/web-copy.json": heldBy("web", "apps/web.json", "default")}, invalidPaths(res))
 		require.Empty(t, res.Created)
 		require.Equal(t, web.ContentHash, b.unit(t, "apps/web.json").ContentHash)
 
 		// Within one sync, the path that sorts first keeps the name.
 		b.Commit(t, "two more", map[string]string{"apps/a.json": serviceUnit("api", "a"), "apps/b.json": serviceUnit("api", "b")})
 		res = b.sync(t, false)
-		reasons = invalidPaths(res)
-		require.Contains(t, reasons["apps/b.json"], "apps/a.json")
+		reasons := invalidPaths(res)
+		require.Equal(t, heldBy("api", "apps/a.json", "default"), reasons["apps/b.json"])
 		require.Equal(t, []string{"apps/a.json"}, res.Created)
 
 		// Once the holder leaves Git, the name is free: the copy becomes a unit.
@@ -71,5 +71,77 @@ func TestSyncServices(t *testing.T) {
 		require.Equal(t, []string{"apps/web.json"}, res.Stale)
 		require.Equal(t, []string{"apps/web-copy.json"}, res.Created)
 		require.Equal(t, "stale", b.unit(t, "apps/web.json").Status)
+	})
+
+	for _, full := range []bool{false, true} {
+		name := "TheHolderKeepsItsNameThoughANewcomersPathSortsFirst"
+		if full {
+			name += "OnAFullSync"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{})
+			b.Commit(t, "z", map[string]string{"apps/z.json": serviceUnit("api", "a")})
+			b.sync(t, false)
+			b.Commit(t, "a", map[string]string{"apps/a.json": serviceUnit("api", "b")})
+			res := b.sync(t, full)
+			require.Equal(t, map[string]string{"apps/a.json": heldBy("api", "apps/z.json", "default")}, invalidPaths(res))
+			require.Empty(t, res.Created)
+			require.Empty(t, res.Updated)
+			require.Equal(t, "api", b.unit(t, "apps/z.json").Name)
+			require.NotContains(t, b.units(t), "apps/a.json")
+		})
+	}
+
+	t.Run("AUnitBackFromStaleIsOlderThanANewFileOfItsName", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Commit(t, "old", map[string]string{"apps/old.json": serviceUnit("api", "a")})
+		b.sync(t, false)
+		b.Commit(t, "retire", nil, "apps/old.json")
+		require.Equal(t, []string{"apps/old.json"}, b.sync(t, false).Stale)
+
+		b.Commit(t, "back, and a new one", map[string]string{"apps/old.json": serviceUnit("api", "a"), "apps/a.json": serviceUnit("api", "b")})
+		res := b.sync(t, false)
+		require.Equal(t, []string{"apps/old.json"}, res.Updated)
+		require.Empty(t, res.Created)
+		require.Equal(t, map[string]string{"apps/a.json": heldBy("api", "apps/old.json", "default")}, invalidPaths(res))
+		require.Equal(t, "pending", b.unit(t, "apps/old.json").Status)
+	})
+
+	t.Run("TwoServicesSwapTheirNamesInOneSync", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Commit(t, "two", map[string]string{"apps/x.json": serviceUnit("one", "a"), "apps/y.json": serviceUnit("two", "b")})
+		b.sync(t, false)
+		b.Commit(t, "swap", map[string]string{"apps/x.json": serviceUnit("two", "a"), "apps/y.json": serviceUnit("one", "b")})
+		res := b.sync(t, false)
+		require.Empty(t, res.Invalid)
+		require.Equal(t, []string{"apps/x.json", "apps/y.json"}, res.Updated)
+		require.Equal(t, "two", b.unit(t, "apps/x.json").Name)
+		require.Equal(t, "one", b.unit(t, "apps/y.json").Name)
+	})
+
+	t.Run("ALosersPathKeepsItsRowAndSoItsName", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Commit(t, "two", map[string]string{"apps/x.json": serviceUnit("web", "a"), "apps/y.json": serviceUnit("api", "b")})
+		b.sync(t, false)
+		// x.json becomes another unit (a new metadata.id) named api, which
+		// y.json holds: x.json is invalid, so its row stays and keeps web,
+		// and the new file that wants web cannot have it.
+		b.Commit(t, "shuffle", map[string]string{
+			"apps/x.json": `{"kind":"Service","metadata":{"id":"` + uuid.NewString() + `","name":"api"},"spec":{"runtime":"exec","image":"sha256:` + strings.Repeat("c", 64) + `"}}`,
+			"apps/w.json": serviceUnit("web", "d"),
+		})
+		res := b.sync(t, false)
+		require.Equal(t, map[string]string{
+			"apps/x.json": heldBy("api", "apps/y.json", "default"),
+			"apps/w.json": heldBy("web", "apps/x.json", "default"),
+		}, invalidPaths(res))
+		require.Empty(t, res.Created)
+		require.Empty(t, res.Stale)
+		require.Equal(t, "web", b.unit(t, "apps/x.json").Name)
+		require.Equal(t, "pending", b.unit(t, "apps/x.json").Status)
 	})
 }

@@ -427,17 +427,19 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 	if cur.DeletedAt != nil {
 		return errs.Errorf(errs.Conflict, "Source %s was deleted while it synced; nothing was changed.", p.source.Name)
 	}
-	c, err := p.changeTx(ctx, q)
+	if Policy(cur.Policy).waits() {
+		c, err := p.changeTx(ctx, q)
+		if err != nil {
+			return err
+		}
+		c.res.Policy = cur.Policy
+		return p.storeCandidateTx(ctx, q, cur, c)
+	}
+	c, err := p.writeChangeTx(ctx, tx, cur, nil)
 	if err != nil {
 		return err
 	}
 	c.res.Policy = cur.Policy
-	if Policy(cur.Policy).waits() {
-		return p.storeCandidateTx(ctx, q, cur, c)
-	}
-	if err := p.writeTx(ctx, q, cur, c); err != nil {
-		return err
-	}
 	c.res.Decision = DecisionAuto
 	c.res.autoDeploy = cur.Policy == string(PolicyAutoDeploy)
 	*p.result = c.res
@@ -541,7 +543,19 @@ func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
 		units = kept
 	}
 
-	if units, err = p.uniqueServiceNames(ctx, q, units, invalidPaths); err != nil {
+	// A declared metadata.id of another source's unit is never this
+	// source's, so such a file claims no service name either.
+	kept := units[:0:0]
+	for _, u := range units {
+		if r, ok := byID[u.ID]; ok && r.SourceID != p.source.ID {
+			p.invalid = append(p.invalid, unit.Invalid{Path: u.Path, Reason: fmt.Sprintf("metadata.id %s belongs to a unit of another source", u.ID)})
+			continue
+		}
+		kept = append(kept, u)
+	}
+	units = kept
+
+	if units, err = p.decideServiceNames(ctx, q, units, byID, invalidPaths); err != nil {
 		return nil, err
 	}
 
@@ -550,10 +564,6 @@ func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
 	for _, u := range units {
 		seen[u.ID] = true
 		r, ok := byID[u.ID]
-		if ok && r.SourceID != p.source.ID {
-			p.invalid = append(p.invalid, unit.Invalid{Path: u.Path, Reason: fmt.Sprintf("metadata.id %s belongs to a unit of another source", u.ID)})
-			continue
-		}
 		labels, err := jsonLabels(u.Labels)
 		if err != nil {
 			return nil, err
@@ -576,20 +586,11 @@ func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
 		}
 	}
 
-	// Whatever was tracked and is no longer in Git goes stale: never
-	// destroyed. A path with an invalid file keeps its row as it was.
 	for _, r := range rows {
-		if r.SourceID != p.source.ID || seen[r.ID] || !active(r.Status) || invalidPaths[r.Path] {
-			continue
+		if p.goesStale(r, seen, invalidPaths) {
+			c.stale = append(c.stale, r.ID)
+			c.res.Stale = append(c.res.Stale, r.Path)
 		}
-		if p.changed != nil && !p.changed[r.Path] {
-			continue // an unchanged path, loaded only because a changed file named its id
-		}
-		if !unit.InPrefix(r.Path, p.source.Path) && p.changed != nil {
-			continue
-		}
-		c.stale = append(c.stale, r.ID)
-		c.res.Stale = append(c.res.Stale, r.Path)
 	}
 
 	counts, err := q.UnitCountByStatus(ctx, p.source.ID)
@@ -613,9 +614,69 @@ func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
 	return c, nil
 }
 
+// goesStale reports whether the plan makes row r stale, given the ids of the
+// units it keeps (seen) and the paths of the invalid files: whatever was
+// tracked and is no longer in Git goes stale, never destroyed. A path with
+// an invalid file keeps its row as it was.
+func (p *plan) goesStale(r *db.Unit, seen map[uuid.UUID]bool, invalidPaths map[string]bool) bool {
+	if r.SourceID != p.source.ID || seen[r.ID] || !active(r.Status) || invalidPaths[r.Path] {
+		return false
+	}
+	if p.changed != nil && !p.changed[r.Path] {
+		return false // an unchanged path, loaded only because a changed file named its id
+	}
+	if !unit.InPrefix(r.Path, p.source.Path) && p.changed != nil {
+		return false
+	}
+	return true
+}
+
+// writeChangeTx works out the plan's change as tx sees the inventory,
+// passes it to check when check is set (an accept compares it with what was
+// accepted), and makes it, in a savepoint. When serviceNameConstraint
+// refuses the write, a writer that skipped the names lock gave a name away
+// after the decision: the savepoint is rolled back and the change worked
+// out again, which now finds that holder and lists the file invalid, so the
+// conflict does not fail the sync.
+func (p *plan) writeChangeTx(ctx context.Context, tx pgx.Tx, cur *db.Source, check func(*change) error) (*change, error) {
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		var c *change
+		err := db.WithTx(ctx, tx, func(ctx context.Context, sp pgx.Tx) error {
+			q := db.New(sp)
+			var err error
+			if c, err = p.changeTx(ctx, q); err != nil {
+				return err
+			}
+			if check != nil {
+				if err := check(c); err != nil {
+					return err
+				}
+			}
+			return p.writeTx(ctx, sp, cur, c)
+		})
+		if err == nil {
+			return c, nil
+		}
+		if !isServiceNameTaken(err) || attempt == attempts {
+			return nil, err
+		}
+	}
+}
+
 // writeTx makes change c in the inventory and records the plan's commit as
 // the source's synced commit.
-func (p *plan) writeTx(ctx context.Context, q *db.Queries, cur *db.Source, c *change) error {
+func (p *plan) writeTx(ctx context.Context, tx pgx.Tx, cur *db.Source, c *change) error {
+	q := db.New(tx)
+	// Written row by row, the names decideServiceNames gave may collide on
+	// the way (two services swapping names): the constraint is checked once,
+	// when every row is written.
+	names := len(c.inserts)+len(c.updates) > 0
+	if names {
+		if _, err := tx.Exec(ctx, deferServiceNames); err != nil {
+			return fmt.Errorf("defer the service names check: %w", err)
+		}
+	}
 	// New units go in with COPY and changed ones in one pipelined batch: a
 	// sync of thousands of changes is a few round trips, not thousands.
 	if len(c.inserts) > 0 {
@@ -641,6 +702,11 @@ func (p *plan) writeTx(ctx context.Context, q *db.Queries, cur *db.Source, c *ch
 	if len(c.stale) > 0 {
 		if err := q.UnitMarkStale(ctx, c.stale); err != nil {
 			return fmt.Errorf("mark stale: %w", err)
+		}
+	}
+	if names {
+		if _, err := tx.Exec(ctx, checkServiceNames); err != nil {
+			return fmt.Errorf("check the service names: %w", err)
 		}
 	}
 	// Settings changed while the sync ran (PutSettings forgot the synced
