@@ -24,7 +24,7 @@ type putArtifactOutput struct {
 }
 
 type getArtifactInput struct {
-	Digest string `path:"digest" doc:"sha256:<hex>, or name@sha256:<hex>."`
+	Digest string `path:"digest" maxLength:"200" doc:"sha256:<hex>, or name@sha256:<hex>."`
 }
 
 // bodyKey carries a request's body stream to a handler that must not have

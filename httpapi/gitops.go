@@ -16,10 +16,10 @@ import (
 
 // GitOpsSettings are the default source's settings.
 type GitOpsSettings struct {
-	RepoURL         string `json:"repoUrl" doc:"The intent repository: https, ssh, file:// or a local path. Credentials are shown as ***; send the URL back unchanged to keep them." example:"https://git.example.com/ops/intent.git"`
-	Branch          string `json:"branch" doc:"The branch to track." default:"main" example:"main"`
-	Path            string `json:"path" doc:"Optional subdirectory holding the units: relative, no .., not absolute." example:"units"`
-	SyncIntervalSec int    `json:"syncIntervalSec" minimum:"0" doc:"Seconds between interval syncs; 0 means manual syncs only." example:"600"`
+	RepoURL         string `json:"repoUrl" maxLength:"2048" doc:"The intent repository: https, ssh, file:// or a local path. Credentials are shown as ***; send the URL back unchanged to keep them." example:"https://git.example.com/ops/intent.git"`
+	Branch          string `json:"branch" maxLength:"255" doc:"The branch to track." default:"main" example:"main"`
+	Path            string `json:"path" maxLength:"1024" doc:"Optional subdirectory holding the units: relative, no .., not absolute." example:"units"`
+	SyncIntervalSec int    `json:"syncIntervalSec" minimum:"0" maximum:"31536000" doc:"Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only." example:"600"`
 }
 
 func settingsOut(s *gitops.Settings) GitOpsSettings {
@@ -91,10 +91,10 @@ type syncInput struct {
 
 type listUnitsInput struct {
 	Status     string `query:"status" enum:"pending,applied,failed,stale,destroyed" doc:"Only units with this status."`
-	Kind       string `query:"kind" doc:"Only units of this kind."`
-	PathPrefix string `query:"pathPrefix" doc:"Only units whose path starts with this."`
+	Kind       string `query:"kind" maxLength:"63" doc:"Only units of this kind."`
+	PathPrefix string `query:"pathPrefix" maxLength:"4096" doc:"Only units whose path starts with this."`
 	Limit      int    `query:"limit" minimum:"1" maximum:"1000" default:"100"`
-	Cursor     string `query:"cursor" doc:"nextCursor from the previous page."`
+	Cursor     string `query:"cursor" maxLength:"8192" doc:"nextCursor from the previous page."`
 }
 
 type listUnitsOutput struct {

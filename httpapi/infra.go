@@ -50,7 +50,7 @@ type listInfraOutput struct {
 }
 
 type infraIDInput struct {
-	ID string `path:"id" doc:"The unit's id, or its metadata.name when one unit has it." example:"network"`
+	ID string `path:"id" maxLength:"255" doc:"The unit's id, or its metadata.name when one unit has it." example:"network"`
 }
 
 type getInfraOutput struct{ Body Infrastructure }

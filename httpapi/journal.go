@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -93,11 +92,11 @@ func accepted(res *journal.EnqueueResult) *ActionAccepted {
 }
 
 type listJournalInput struct {
-	Action string `query:"action" doc:"Only runs of this action."`
-	Target string `query:"target" doc:"Only runs on this target."`
+	Action string `query:"action" maxLength:"63" doc:"Only runs of this action."`
+	Target string `query:"target" maxLength:"255" doc:"Only runs on this target."`
 	State  string `query:"state" enum:"queued,running,succeeded,failed,unknown,cancelled" doc:"Only runs in this state."`
 	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50" doc:"Page size."`
-	Cursor string `query:"cursor" doc:"nextCursor from the previous page."`
+	Cursor string `query:"cursor" maxLength:"8192" doc:"nextCursor from the previous page."`
 }
 
 type listJournalOutput struct {
@@ -124,8 +123,8 @@ type cancelRunInput struct {
 
 type eventsInput struct {
 	ID          uuid.UUID `path:"id" format:"uuid"`
-	After       int32     `query:"after" minimum:"0" doc:"Send only events with a greater seq."`
-	LastEventID string    `header:"Last-Event-ID" doc:"Set by reconnecting SSE clients; same as after."`
+	After       int32     `query:"after" minimum:"0" maximum:"2147483647" doc:"Send only events with a greater seq."`
+	LastEventID int32     `header:"Last-Event-ID" minimum:"0" maximum:"2147483647" doc:"Set by reconnecting SSE clients; same as after (the greater of the two wins)."`
 }
 
 func registerJournal(api huma.API, d Deps) {
@@ -203,10 +202,7 @@ func registerJournal(api huma.API, d Deps) {
 		if _, err := d.Journal.Get(ctx, in.ID); err != nil {
 			return nil, err
 		}
-		after := in.After
-		if n, err := strconv.Atoi(in.LastEventID); err == nil && int32(n) > after {
-			after = int32(n)
-		}
+		after := max(in.After, in.LastEventID)
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			streamEvents(hctx, d, in.ID, after)
 		}}, nil

@@ -75,15 +75,15 @@ type listServicesOutput struct {
 }
 
 type serviceNameInput struct {
-	Name string `path:"name" doc:"The service's metadata.name." example:"web"`
+	Name string `path:"name" maxLength:"63" doc:"The service's metadata.name." example:"web"`
 }
 
 type getServiceOutput struct{ Body Service }
 
 type deployInput struct {
-	Name string `path:"name" doc:"The service's metadata.name." example:"web"`
+	Name string `path:"name" maxLength:"63" doc:"The service's metadata.name." example:"web"`
 	Body struct {
-		Digest string `json:"digest" doc:"The artifact to run: sha256:<64 hex> or name@sha256:<64 hex>." example:"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"`
+		Digest string `json:"digest" maxLength:"200" doc:"The artifact to run: sha256:<64 hex> or name@sha256:<64 hex>." example:"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"`
 	}
 }
 

@@ -39,13 +39,13 @@ func sourceOut(s *gitops.Source) Source {
 
 // SourceInput creates or changes a source.
 type SourceInput struct {
-	Name    string `json:"name" doc:"1 to 63 lowercase letters, digits, '.', '_' or '-'. A deleted source's name may be used again." example:"apps"`
-	RepoURL string `json:"repoUrl" doc:"https, ssh, file:// or a local path. Credentials in the URL are stored apart and shown as ***." example:"https://git.example.com/ops/apps.git"`
-	Branch  string `json:"branch,omitempty" default:"main" doc:"The branch to track." example:"main"`
-	Path    string `json:"path,omitempty" doc:"Optional subdirectory holding the units: relative, no .., not absolute." example:"units"`
+	Name    string `json:"name" maxLength:"63" doc:"1 to 63 lowercase letters, digits, '.', '_' or '-'. A deleted source's name may be used again." example:"apps"`
+	RepoURL string `json:"repoUrl" maxLength:"2048" doc:"https, ssh, file:// or a local path. Credentials in the URL are stored apart and shown as ***." example:"https://git.example.com/ops/apps.git"`
+	Branch  string `json:"branch,omitempty" maxLength:"255" default:"main" doc:"The branch to track." example:"main"`
+	Path    string `json:"path,omitempty" maxLength:"1024" doc:"Optional subdirectory holding the units: relative, no .., not absolute." example:"units"`
 	// SyncIntervalSec is a pointer because Huma fills a default into a zero
 	// value: an explicit 0 (manual only) must stay 0.
-	SyncIntervalSec *int   `json:"syncIntervalSec,omitempty" minimum:"0" default:"600" doc:"Seconds between interval syncs; 0 means manual syncs only. Default 600." example:"600"`
+	SyncIntervalSec *int   `json:"syncIntervalSec,omitempty" minimum:"0" maximum:"31536000" default:"600" doc:"Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only. Default 600." example:"600"`
 	Policy          string `json:"policy,omitempty" enum:"manual,review,auto-write,auto-deploy" doc:"The source's policy; omitted keeps it (auto-write for a new source). A change withdraws nothing already accepted." example:"manual"`
 }
 
@@ -70,11 +70,11 @@ type listSourcesOutput struct {
 type createSourceInput struct{ Body SourceInput }
 
 type sourceRef struct {
-	ID string `path:"id" doc:"The source's id or name." example:"apps"`
+	ID string `path:"id" maxLength:"63" doc:"The source's id or name." example:"apps"`
 }
 
 type putSourceInput struct {
-	ID   string `path:"id" doc:"The source's id or name." example:"apps"`
+	ID   string `path:"id" maxLength:"63" doc:"The source's id or name." example:"apps"`
 	Body SourceInput
 }
 
@@ -174,15 +174,15 @@ func sourceStatusOut(st *gitops.SourceStatus) SourceStatus {
 }
 
 type acceptSourceInput struct {
-	ID   string `path:"id" doc:"The source's id or name." example:"apps"`
+	ID   string `path:"id" maxLength:"63" doc:"The source's id or name." example:"apps"`
 	Body struct {
-		Commit      string `json:"commit" minLength:"1" doc:"The candidate's commit, as GET …/candidate shows it."`
-		Fingerprint string `json:"fingerprint" minLength:"1" doc:"The candidate's fingerprint, as GET …/candidate shows it."`
+		Commit      string `json:"commit" minLength:"1" maxLength:"64" doc:"The candidate's commit, as GET …/candidate shows it."`
+		Fingerprint string `json:"fingerprint" minLength:"1" maxLength:"64" doc:"The candidate's fingerprint, as GET …/candidate shows it."`
 	}
 }
 
 type syncSourceInput struct {
-	ID   string `path:"id" doc:"The source's id or name." example:"apps"`
+	ID   string `path:"id" maxLength:"63" doc:"The source's id or name." example:"apps"`
 	Full bool   `query:"full" doc:"Walk every unit instead of the paths changed since the last sync."`
 }
 

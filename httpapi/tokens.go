@@ -49,7 +49,7 @@ type listTokensOutput struct {
 }
 
 type revokeTokenInput struct {
-	Ref string `path:"ref" doc:"The token's name or id."`
+	Ref string `path:"ref" maxLength:"100" doc:"The token's name or id."`
 }
 
 type revokeTokenOutput struct {

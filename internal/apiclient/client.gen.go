@@ -828,7 +828,7 @@ type GitOpsSettings struct {
 	// Example: https://git.example.com/ops/intent.git
 	RepoUrl string `json:"repoUrl"`
 
-	// SyncIntervalSec Seconds between interval syncs; 0 means manual syncs only.
+	// SyncIntervalSec Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only.
 	//
 	// Example: 600
 	SyncIntervalSec int64 `json:"syncIntervalSec"`
@@ -861,7 +861,7 @@ type GitOpsStatus struct {
 	// SkippedTicks Interval ticks skipped because a sync was still busy.
 	SkippedTicks int64 `json:"skippedTicks"`
 
-	// SyncIntervalSec Seconds between interval syncs; 0 means manual syncs only.
+	// SyncIntervalSec Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only.
 	//
 	// Example: 600
 	SyncIntervalSec int64 `json:"syncIntervalSec"`
@@ -1227,7 +1227,7 @@ type SourceInput struct {
 	// Example: https://git.example.com/ops/apps.git
 	RepoUrl string `json:"repoUrl"`
 
-	// SyncIntervalSec Seconds between interval syncs; 0 means manual syncs only. Default 600.
+	// SyncIntervalSec Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only. Default 600.
 	//
 	// Example: 600
 	SyncIntervalSec *int64 `json:"syncIntervalSec,omitempty"`
@@ -1379,8 +1379,8 @@ type StreamJournalEventsParams struct {
 	// After Send only events with a greater seq.
 	After *int32 `form:"after,omitempty" json:"after,omitempty"`
 
-	// LastEventID Set by reconnecting SSE clients; same as after.
-	LastEventID *string `json:"Last-Event-ID,omitempty"`
+	// LastEventID Set by reconnecting SSE clients; same as after (the greater of the two wins).
+	LastEventID *int32 `json:"Last-Event-ID,omitempty"`
 }
 
 // SyncSourceParams defines parameters for SyncSource.
@@ -3346,7 +3346,7 @@ func NewStreamJournalEventsRequest(server string, id openapi_types.UUID, params 
 		if params.LastEventID != nil {
 			var headerParam0 string
 
-			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int32"})
 			if err != nil {
 				return nil, err
 			}

@@ -967,7 +967,7 @@ export interface components {
             repoUrl: string;
             /**
              * Format: int64
-             * @description Seconds between interval syncs; 0 means manual syncs only.
+             * @description Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only.
              * @example 600
              */
             syncIntervalSec: number;
@@ -1006,7 +1006,7 @@ export interface components {
             skippedTicks: number;
             /**
              * Format: int64
-             * @description Seconds between interval syncs; 0 means manual syncs only.
+             * @description Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only.
              * @example 600
              */
             syncIntervalSec: number;
@@ -1320,7 +1320,7 @@ export interface components {
             repoUrl: string;
             /**
              * Format: int64
-             * @description Seconds between interval syncs; 0 means manual syncs only. Default 600.
+             * @description Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only. Default 600.
              * @default 600
              * @example 600
              */
@@ -2439,8 +2439,8 @@ export interface operations {
                 after?: number;
             };
             header?: {
-                /** @description Set by reconnecting SSE clients; same as after. */
-                "Last-Event-ID"?: string;
+                /** @description Set by reconnecting SSE clients; same as after (the greater of the two wins). */
+                "Last-Event-ID"?: number;
             };
             path: {
                 id: string;
