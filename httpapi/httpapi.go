@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -116,27 +117,29 @@ func newHiddenAPI(mux *http.ServeMux, d Deps) huma.API {
 	config.SchemasPath = ""
 	config.DocsPath = ""
 	config.OpenAPIPath = ""
+	config.Transformers = []huma.Transformer{quietErrors}
 	api := humago.New(mux, config)
-	api.UseMiddleware(authMiddleware(api, d))
+	api.UseMiddleware(authMiddleware(api, d), boundInput(api))
 	return api
 }
 
 func newAPI(mux *http.ServeMux, d Deps) huma.API {
 	config := huma.DefaultConfig("sluice", Version)
 	config.Info.Description = "sluice is a pull-based GitOps control plane. Every action is a journal run " +
-		"(a receipt) worked by a River job. Authenticate with `Authorization: Bearer <token>`."
+		"(a receipt) worked by a River job. Authenticate with `Authorization: Bearer <token>`.\n\n" + boundsRule
 	// No $schema fields, Link headers or /schemas routes: the spec is the contract.
 	config.CreateHooks = nil
 	config.SchemasPath = ""
 	// The docs page loads its JavaScript from a CDN; offline it is blank.
 	config.DocsPath = ""
+	config.Transformers = []huma.Transformer{quietErrors}
 	// Served by serveSpec instead, with a 3.0 document 3.0 validators accept.
 	config.OpenAPIPath = ""
 	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "An API token from `sluice token create`."},
 	}
 	api := humago.New(mux, config)
-	api.UseMiddleware(authMiddleware(api, d), streamBody)
+	api.UseMiddleware(authMiddleware(api, d), boundInput(api), streamBody)
 	return api
 }
 
@@ -247,8 +250,12 @@ func mapError(ctx context.Context, logger *slog.Logger, err error) huma.StatusEr
 	return huma.NewError(http.StatusInternalServerError, "Internal error; the server log has the details.")
 }
 
-// register adds an operation whose handler's errors go through mapError.
+// register adds an operation whose handler's errors go through mapError. An
+// operation with a JSON body declares what Huma answers for a bad one.
 func register[I, O any](api huma.API, d Deps, o huma.Operation, h func(context.Context, *I) (*O, error)) {
+	if hasBody[I]() {
+		o.Errors = append(slices.Clone(o.Errors), bodyStatuses...)
+	}
 	logger := d.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
