@@ -27,6 +27,7 @@ import (
 	"sluice/internal/auth"
 	"sluice/internal/dbtest"
 	"sluice/internal/gitops"
+	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
@@ -91,6 +92,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	require.NoError(t, err)
 	store := &artifact.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
 	svcs := services.New(pool, j, gops, store, dataDir, &redact.Redactor{}, logger)
+	inf := infra.New(pool, j, gops, filepath.Join(dataDir, "config"), dataDir, "", pool.Config().ConnString(), &redact.Redactor{}, logger)
 	workers := river.NewWorkers()
 	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, TestActions: true})
 	if opts.workers != nil {
@@ -124,7 +126,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	}
 
 	deps := httpapi.Deps{
-		Pool: pool, Journal: j, GitOps: gops, Artifacts: store, Services: svcs,
+		Pool: pool, Journal: j, GitOps: gops, Artifacts: store, Services: svcs, Infra: inf,
 		Logger: logger, TestActions: true, ShuttingDown: bg.Done(),
 	}
 	if opts.riverUI {
