@@ -410,14 +410,21 @@ func TestSpecBounds(t *testing.T) {
 	}
 
 	var total, serverErrors int
+	var unreached []string
 	start := time.Now()
 	for _, op := range ops {
 		t.Run(op.OperationID, func(t *testing.T) {
-			for _, pr := range probesOf(t, op) {
+			for i, pr := range probesOf(t, op) {
 				total++
 				resp := b.send(t, newRequest(t, op, pr.req))
 				if resp.Status >= 500 {
 					serverErrors++
+				}
+				// An operation for another credential than an API token
+				// (a node's agent) refuses the admin token before any bound.
+				if i == 0 && (resp.Status == http.StatusUnauthorized || resp.Status == http.StatusForbidden) {
+					unreached = append(unreached, op.OperationID)
+					return
 				}
 				what := fmt.Sprintf("%s %s %s: %d %.300s", op.method, op.path, pr.name, resp.Status, resp.Body)
 				if _, declared := op.Responses[strconv.Itoa(resp.Status)]; !declared {
@@ -456,6 +463,9 @@ func TestSpecBounds(t *testing.T) {
 		})
 	}
 	t.Logf("%d operations, %d requests, %d server errors, in %s", len(ops), total, serverErrors, time.Since(start).Round(time.Millisecond))
+	if len(unreached) > 0 {
+		t.Logf("not walked, since an admin token does not reach them: %s", strings.Join(unreached, ", "))
+	}
 	require.Zero(t, serverErrors)
 }
 
