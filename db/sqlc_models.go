@@ -118,6 +118,25 @@ type JournalRun struct {
 	EventsLost  int32
 }
 
+type Node struct {
+	Name               string
+	Labels             json.RawMessage
+	CreatedAt          time.Time
+	CreatedBy          string
+	JoinTokenHash      []byte
+	JoinExpiresAt      *time.Time
+	CredentialHash     []byte
+	CredentialIssuedAt *time.Time
+	RevokedAt          *time.Time
+	RevokedBy          *string
+	CordonedAt         *time.Time
+	CordonedBy         *string
+	AgentInstance      *string
+	LastHeartbeatAt    *time.Time
+	Reported           json.RawMessage
+	Local              bool
+}
+
 type RiverJob struct {
 	ID          int64
 	Args        json.RawMessage

@@ -24,6 +24,7 @@ import (
 	"sluice/internal/gitops"
 	"sluice/internal/infra"
 	"sluice/internal/journal"
+	"sluice/internal/node"
 	"sluice/internal/redact"
 	"sluice/internal/services"
 )
@@ -56,6 +57,8 @@ type Deps struct {
 	// ShuttingDown, when closed, ends open event streams so that a graceful
 	// shutdown does not wait for runs to finish.
 	ShuttingDown <-chan struct{}
+	// Nodes keeps the nodes and authenticates their agents; nil answers 503 on node routes.
+	Nodes *node.Registry
 
 	authn *auth.Authenticator // made by New: lookups shared by concurrent requests
 }
@@ -78,6 +81,7 @@ func New(d Deps) http.Handler {
 	registerServices(api, d)
 	registerServiceStatus(api, d)
 	registerInfra(api, d)
+	registerNodes(api, d)
 	finishSpec(api.OpenAPI())
 	serveSpec(mux, api)
 	if d.TestActions {
@@ -105,6 +109,7 @@ func Spec() *huma.OpenAPI {
 	registerServices(api, Deps{})
 	registerServiceStatus(api, Deps{})
 	registerInfra(api, Deps{})
+	registerNodes(api, Deps{})
 	finishSpec(api.OpenAPI())
 	return api.OpenAPI()
 }
@@ -184,7 +189,12 @@ func authMiddleware(api huma.API, d Deps) func(huma.Context, func(huma.Context))
 			next(ctx)
 			return
 		}
-		tok, err := authenticate(ctx.Context(), d, bearer(ctx.Header("Authorization")))
+		secret := bearer(ctx.Header("Authorization"))
+		if isNodeRequest(need, secret) {
+			nodeAuth(api, d, ctx, next, need, secret)
+			return
+		}
+		tok, err := authenticate(ctx.Context(), d, secret)
 		if err != nil {
 			if errs.Is(err, errs.Unauthorized) {
 				ctx.SetHeader("WWW-Authenticate", `Bearer realm="sluice"`)

@@ -29,6 +29,7 @@ import (
 	"sluice/internal/gitops"
 	"sluice/internal/infra"
 	"sluice/internal/journal"
+	"sluice/internal/node"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
 	"sluice/internal/services"
@@ -127,6 +128,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 
 	deps := httpapi.Deps{
 		Pool: pool, Journal: j, GitOps: gops, Artifacts: store, Services: svcs, Infra: inf,
+		Nodes:  &node.Registry{Pool: pool, Journal: j},
 		Logger: logger, TestActions: true, ShuttingDown: bg.Done(),
 	}
 	if opts.riverUI {

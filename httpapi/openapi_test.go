@@ -87,20 +87,27 @@ func TestOpenAPISpec(t *testing.T) {
 		for _, ops := range s.Paths {
 			for _, op := range ops {
 				ids = append(ids, op.OperationID)
-				require.Equal(t, []map[string][]string{{"bearer": {}}}, op.Security, op.OperationID)
 				require.Contains(t, op.Responses, "401", op.OperationID)
+				if op.OperationID == "join-node" {
+					// Authenticated by the one-time join token in its body.
+					require.Equal(t, []map[string][]string{{}}, op.Security, op.OperationID)
+					continue
+				}
+				require.Equal(t, []map[string][]string{{"bearer": {}}}, op.Security, op.OperationID)
 				require.Contains(t, op.Responses, "403", op.OperationID)
 			}
 		}
 		slices.Sort(ids)
 		require.Equal(t, []string{
-			"accept-source", "apply-infrastructure", "cancel-journal-run", "converge-service", "create-source", "create-token", "delete-source",
+			"accept-source", "add-node", "apply-infrastructure", "cancel-journal-run", "converge-service", "cordon-node", "create-source", "create-token",
+			"delete-node", "delete-source",
 			"deploy-service", "destroy-infrastructure", "drift-check-infrastructure", "drift-check-service",
-			"get-artifact", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-journal-run",
-			"get-service", "get-service-status", "get-source", "get-source-candidate", "get-source-status", "get-unit", "list-infrastructures", "list-journal", "list-services",
+			"get-artifact", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-journal-run", "get-node",
+			"get-service", "get-service-status", "get-source", "get-source-candidate", "get-source-status", "get-unit",
+			"heartbeat-node", "join-node", "list-infrastructures", "list-journal", "list-nodes", "list-services",
 			"list-sources", "list-tokens", "list-units", "plan-infrastructure", "put-artifact",
-			"put-gitops-settings", "put-source", "resume-service", "resume-source", "revoke-token", "rollback-service",
-			"stream-journal-events", "suspend-source", "sync-gitops", "sync-source",
+			"put-gitops-settings", "put-source", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-service",
+			"set-node-labels", "stream-journal-events", "suspend-source", "sync-gitops", "sync-source", "uncordon-node",
 		}, ids)
 	})
 

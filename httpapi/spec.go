@@ -26,6 +26,7 @@ var areaTags = []*huma.Tag{
 	{Name: "services", Description: "Deploy, roll back, converge, drift checks and status answers of services."},
 	{Name: "infrastructures", Description: "Terraform plan, apply, destroy and drift checks."},
 	{Name: "tokens", Description: "API tokens."},
+	{Name: "nodes", Description: "Nodes, the hosts services run on: enrolment, heartbeats, cordon, labels."},
 }
 
 // finishSpec tags each operation by its area and names the server. It runs

@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"sluice/internal/gitops"
+	"sluice/internal/node"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
 )
@@ -85,6 +87,27 @@ type ServeConfig struct {
 	// 300: how often every applied service is drift-checked (drift mode
 	// enforce repairs what two checks in a row see); 0 turns it off.
 	ServiceDriftIntervalSec int
+	// NodeName is SLUICE_NODE_NAME, default the host name made a DNS label:
+	// serve's own node, whose host steps serve runs itself. "-": serve is no
+	// node.
+	NodeName string
+	// NodeSilence is SLUICE_NODE_UNREACHABLE_SEC, default 30: how long a node
+	// may be silent before it reads Unreachable.
+	NodeSilence time.Duration
+}
+
+// localNodeName is the host name as a node name: lower case, '-' for what a
+// DNS label cannot hold, at most 63 characters.
+func localNodeName() string {
+	host, _ := os.Hostname()
+	b := []byte(strings.ToLower(host))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			b[i] = '-'
+		}
+	}
+	name := strings.Trim(string(b[:min(len(b), 63)]), "-")
+	return cmp.Or(name, "local")
 }
 
 func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
@@ -131,6 +154,12 @@ func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
 	if c.DriftIntervalSec, err = intEnv(getenv, "SLUICE_DRIFT_INTERVAL_SEC", 3600); err != nil {
 		return nil, err
 	}
+	c.NodeName = cmp.Or(getenv("SLUICE_NODE_NAME"), localNodeName())
+	silence, err := intEnv(getenv, "SLUICE_NODE_UNREACHABLE_SEC", 30)
+	if err != nil {
+		return nil, err
+	}
+	c.NodeSilence = time.Duration(silence) * time.Second
 	if c.ServiceDriftIntervalSec, err = intEnv(getenv, "SLUICE_SERVICE_DRIFT_INTERVAL_SEC", 300); err != nil {
 		return nil, err
 	}
@@ -204,6 +233,14 @@ func (c *ServeConfig) validate() error {
 	}
 	if c.MaxWorkers < 1 {
 		return fmt.Errorf("SLUICE_MAX_WORKERS must be at least 1")
+	}
+	if c.NodeName != "-" {
+		if err := node.ValidateName(c.NodeName); err != nil {
+			return fmt.Errorf("SLUICE_NODE_NAME: %w (or - for a serve that is no node)", err)
+		}
+	}
+	if c.NodeSilence < time.Second {
+		return fmt.Errorf("SLUICE_NODE_UNREACHABLE_SEC must be at least 1")
 	}
 	if c.TerraformConcurrency < 0 {
 		return fmt.Errorf("SLUICE_TERRAFORM_CONCURRENCY must be 0 (no Terraform in this process) or more")

@@ -22,6 +22,7 @@ const usage = `sluice is a pull-based GitOps control plane.
 Server:
   sluice serve                     run the API, the workers and River UI
   sluice worker                    run the workers alone, on serve's database (no HTTP; no service actions)
+  sluice agent                     run this host's node agent: it joins once, then heartbeats
   sluice migrate                   apply database migrations and exit
 
 CLI (talks to SLUICE_URL with SLUICE_TOKEN):
@@ -47,6 +48,10 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice plan|apply UNIT           Terraform plan, or plan and apply, of a unit (id or name)
   sluice destroy UNIT              terraform destroy (admin); the unit becomes destroyed
   sluice drift-check UNIT          exit 0 in sync, 2 drift, 1 unknown (like plan -detailed-exitcode)
+  sluice nodes                     list the nodes: state, labels, last heartbeat
+  sluice node add NAME [--labels k=v,…]   add a node (admin); prints its one-time join token
+  sluice node NAME | labels NAME k=v,… | revoke NAME | delete NAME
+  sluice cordon|uncordon NODE      nothing new placed there / placement may use it again
   sluice artifact push FILE        store a file by content; prints its digest
   sluice artifact get DIGEST       write an artifact to stdout
   sluice token create --role R --name N
@@ -95,8 +100,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServe(ctx, rest, stderr)
 	case "worker":
 		return runWorker(ctx, rest, stderr)
+	case "agent":
+		return runAgent(ctx, rest, stderr)
 	case "migrate":
 		return runMigrate(ctx, rest, stderr)
+	case "nodes":
+		return runNodes(ctx, rest, stdout, stderr)
+	case "node":
+		return runNode(ctx, rest, stdout, stderr)
+	case "cordon", "uncordon":
+		return runCordon(ctx, cmd, rest, stdout, stderr)
 	case "journal":
 		return runJournal(ctx, rest, stdout, stderr)
 	case "sync":

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"sluice/internal/gitsync"
 	"sluice/internal/infra"
 	"sluice/internal/journal"
+	"sluice/internal/node"
 	"sluice/internal/pglocal"
 	"sluice/internal/redact"
 	"sluice/internal/services"
@@ -79,6 +81,7 @@ type controlPlane struct {
 	services     *services.Service
 	infra        *infra.Service
 	artifacts    *artifact.Store
+	nodes        *node.Registry
 	river        *river.Client[pgx.Tx]
 	riverStarted atomic.Bool
 }
@@ -88,6 +91,9 @@ type controlPlaneOpts struct {
 	// Services works the services queue: deploys, rollbacks, converges and
 	// drift checks run on this process's host. Default false.
 	Services bool
+	// Node, when set, is this process's own node: it is registered and
+	// heartbeats while the process lives.
+	Node string
 }
 
 func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgxpool.Pool, opts controlPlaneOpts) (*controlPlane, error) {
@@ -167,7 +173,25 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	j.River = client
-	return &controlPlane{journal: j, gitops: gops, services: svcs, infra: inf, artifacts: store, river: client}, nil
+	nodes := &node.Registry{Pool: pool, Journal: j, Silence: cfg.NodeSilence, Started: time.Now()}
+	if opts.Node != "" {
+		if err := nodes.Beat(ctx, opts.Node, localReport()); err != nil {
+			return nil, redact.Error(fmt.Errorf("SLUICE_NODE_NAME: %w", err))
+		}
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(node.HeartbeatEvery):
+				}
+				if err := nodes.Beat(ctx, opts.Node, localReport()); err != nil && ctx.Err() == nil {
+					logger.Warn("heartbeat of this node", "node", opts.Node, "err", redact.Error(err))
+				}
+			}
+		}()
+	}
+	return &controlPlane{journal: j, gitops: gops, services: svcs, infra: inf, artifacts: store, nodes: nodes, river: client}, nil
 }
 
 // start works jobs until bg ends: the liveness lock first, then a recovery
@@ -212,10 +236,20 @@ func (cp *controlPlane) stop(grace time.Duration, logger *slog.Logger) {
 	}
 }
 
+// localReport is what serve reports of its own host, as an agent would.
+func localReport() node.Reported {
+	host, _ := os.Hostname()
+	return node.Reported{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, AgentVersion: httpapi.Version, Protocol: node.MinAgentVersion}
+}
+
 // serve runs until ctx ends, then shuts down in order: stop accepting
 // requests, give running jobs ShutdownTimeout, cancel what is left.
 func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgxpool.Pool, begin time.Time) error {
-	cp, err := newControlPlane(ctx, cfg, logger, pool, controlPlaneOpts{Services: true})
+	opts := controlPlaneOpts{Services: true}
+	if cfg.NodeName != "-" {
+		opts.Node = cfg.NodeName
+	}
+	cp, err := newControlPlane(ctx, cfg, logger, pool, opts)
 	if err != nil {
 		return err
 	}
@@ -246,6 +280,7 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		Artifacts:    store,
 		Services:     svcs,
 		Infra:        inf,
+		Nodes:        cp.nodes,
 		Logger:       logger,
 		RiverUI:      ui,
 		TestActions:  cfg.TestActions,

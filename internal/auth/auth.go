@@ -28,6 +28,11 @@ const (
 	RoleAdmin    Role = "admin"    // settings, tokens, destroy
 )
 
+// RoleNode is what a node's credential may do: reach its own node's routes
+// (heartbeat, tasks) and nothing else. It is no rank of Roles, so no API
+// token allows it and it allows no API route.
+const RoleNode Role = "node"
+
 // Roles lists the roles in order.
 var Roles = []Role{RoleViewer, RoleOperator, RoleAdmin}
 

@@ -1,0 +1,499 @@
+// Package node is sluice's vocabulary of nodes, the hosts services run on:
+// the registry, enrolment with a one-time join token, node credentials,
+// heartbeats, states and cordon.
+//
+// An operator adds a node with the labels placement reads, and gets a join
+// token, shown once. The node's agent exchanges it, once, for a node
+// credential, which it keeps; then it heartbeats about every 10 s. A node is
+// Ready while its heartbeats come, Unreachable after a silence (Silence),
+// Cordoned when an operator says nothing new goes there. Unreachable never
+// moves or stops anything by itself.
+//
+// Every change an operator makes is a journal receipt, written in the same
+// transaction as the change.
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"sluice/db"
+	"sluice/internal/errs"
+	"sluice/internal/journal"
+)
+
+// States a node reads.
+const (
+	StateReady        = "Ready"
+	StateUnreachable  = "Unreachable"
+	StateCordoned     = "Cordoned"
+	StateNeedsUpgrade = "Needs upgrade"
+	// StateNeverReported is a node added whose agent has not joined yet, or
+	// joined and never heartbeated.
+	StateNeverReported = "Never reported"
+	StateRevoked       = "Revoked"
+)
+
+// Journal actions of node changes.
+const (
+	ActionAdd      = "add_node"
+	ActionJoin     = "join_node"
+	ActionCordon   = "cordon_node"
+	ActionUncordon = "uncordon_node"
+	ActionLabels   = "set_node_labels"
+	ActionRevoke   = "revoke_node"
+	ActionDelete   = "delete_node"
+)
+
+// Defaults of Registry's timings.
+const (
+	// DefaultSilence is how long a node may stay silent before it reads
+	// Unreachable: three heartbeats, as Nomad counts.
+	DefaultSilence = 30 * time.Second
+	// HeartbeatEvery is how often an agent heartbeats (with jitter).
+	HeartbeatEvery = 10 * time.Second
+	// JoinTokenTTL is how long a join token can be used.
+	JoinTokenTTL = 24 * time.Hour
+)
+
+// MinAgentVersion is the oldest agent protocol this control plane drives.
+const MinAgentVersion = 1
+
+// CredentialPrefix starts every node credential, so that the API tells a
+// node's credential from an API token before it looks either up.
+const CredentialPrefix = "sluice_node_"
+
+const joinTokenPrefix = "sluice_join_"
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+var labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?$`)
+
+// Registry keeps the nodes.
+type Registry struct {
+	Pool    *pgxpool.Pool
+	Journal *journal.Journal
+	// Silence is how long a node may be silent before it reads Unreachable.
+	// Default DefaultSilence.
+	Silence time.Duration
+	// Started is when this control-plane process started: until Silence
+	// has passed since, no node reads Unreachable, since the agents may not
+	// have reached a control plane that was down. Zero: no grace.
+	Started time.Time
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+func (r *Registry) silence() time.Duration {
+	if r.Silence > 0 {
+		return r.Silence
+	}
+	return DefaultSilence
+}
+
+func (r *Registry) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Reported is what an agent says of its host.
+type Reported struct {
+	Hostname     string `json:"hostname,omitempty"`
+	OS           string `json:"os,omitempty"`
+	Arch         string `json:"arch,omitempty"`
+	AgentVersion string `json:"agentVersion,omitempty"`
+	// Protocol is the agent protocol version it speaks.
+	Protocol int `json:"protocol,omitempty"`
+}
+
+// Node is a node as the API shows it.
+type Node struct {
+	Name            string            `json:"name"`
+	State           string            `json:"state"`
+	Reason          string            `json:"reason"`
+	Labels          map[string]string `json:"labels"`
+	Reported        Reported          `json:"reported"`
+	Local           bool              `json:"local"`
+	Enrolled        bool              `json:"enrolled"`
+	LastHeartbeatAt *time.Time        `json:"lastHeartbeatAt,omitempty"`
+	CordonedAt      *time.Time        `json:"cordonedAt,omitempty"`
+	CordonedBy      string            `json:"cordonedBy,omitempty"`
+	RevokedAt       *time.Time        `json:"revokedAt,omitempty"`
+	CreatedAt       time.Time         `json:"createdAt"`
+	CreatedBy       string            `json:"createdBy"`
+}
+
+// view turns a row into a Node with its state.
+func (r *Registry) view(n *db.Node) *Node {
+	v := &Node{
+		Name: n.Name, Local: n.Local, Enrolled: n.CredentialIssuedAt != nil,
+		LastHeartbeatAt: n.LastHeartbeatAt, CordonedAt: n.CordonedAt, RevokedAt: n.RevokedAt,
+		CreatedAt: n.CreatedAt, CreatedBy: n.CreatedBy, Labels: map[string]string{},
+	}
+	_ = json.Unmarshal(n.Labels, &v.Labels)
+	_ = json.Unmarshal(n.Reported, &v.Reported)
+	if n.CordonedBy != nil {
+		v.CordonedBy = *n.CordonedBy
+	}
+	now := r.now()
+	silent := n.LastHeartbeatAt == nil || now.Sub(*n.LastHeartbeatAt) > r.silence()
+	grace := !r.Started.IsZero() && now.Sub(r.Started) < r.silence()
+	switch {
+	case n.RevokedAt != nil:
+		v.State, v.Reason = StateRevoked, "Its credential was revoked; add the node again to enrol a new agent."
+	case n.CordonedAt != nil:
+		v.State, v.Reason = StateCordoned, fmt.Sprintf("Cordoned by %s: nothing new is placed here; what runs keeps running.", v.CordonedBy)
+	case n.LastHeartbeatAt == nil && !v.Enrolled:
+		v.State, v.Reason = StateNeverReported, "No agent has joined yet: start `sluice agent` on the host with its join token."
+	case n.LastHeartbeatAt == nil:
+		v.State, v.Reason = StateNeverReported, "Its agent joined but has not reported yet."
+	case !n.Local && v.Reported.Protocol < MinAgentVersion:
+		v.State, v.Reason = StateNeedsUpgrade, fmt.Sprintf("Its agent speaks protocol %d; this control plane drives %d or newer: upgrade the agent.", v.Reported.Protocol, MinAgentVersion)
+	case silent && grace:
+		v.State, v.Reason = StateReady, "The control plane restarted lately; waiting for the agent's next heartbeat."
+	case silent:
+		v.State, v.Reason = StateUnreachable, fmt.Sprintf("No heartbeat for %s (since %s); what runs there keeps running and nothing is moved.",
+			now.Sub(*n.LastHeartbeatAt).Round(time.Second), n.LastHeartbeatAt.UTC().Format(time.RFC3339))
+	default:
+		v.State, v.Reason = StateReady, "Heartbeats arrive."
+	}
+	return v
+}
+
+// ValidateName refuses a name that is not a DNS label.
+func ValidateName(name string) error {
+	if !nameRE.MatchString(name) {
+		return errs.Errorf(errs.Invalid, "Node name %q is not a DNS label: lower-case letters, digits and '-', 1 to 63 characters, starting and ending with a letter or digit.", name)
+	}
+	return nil
+}
+
+// ValidateLabels refuses labels placement could not match reliably.
+func ValidateLabels(labels map[string]string) error {
+	for k, v := range labels {
+		if !labelKeyRE.MatchString(k) {
+			return errs.Errorf(errs.Invalid, "Label key %q: letters, digits, '.', '_', '/' and '-', 1 to 63 characters.", k)
+		}
+		if len(v) > 63 || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return errs.Errorf(errs.Invalid, "Label %s: the value must be at most 63 characters with no control characters.", k)
+		}
+	}
+	return nil
+}
+
+// AddResult is a new node and its join token, which is shown only here.
+type AddResult struct {
+	Node      *Node
+	JoinToken string
+	ExpiresAt time.Time
+	Run       *db.JournalRun
+}
+
+// Add registers a node and gives out its one-time join token.
+func (r *Registry) Add(ctx context.Context, name string, labels map[string]string, by string) (*AddResult, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if err := ValidateLabels(labels); err != nil {
+		return nil, err
+	}
+	token, err := secret(joinTokenPrefix)
+	if err != nil {
+		return nil, err
+	}
+	lj, _ := json.Marshal(labels)
+	expires := r.now().Add(JoinTokenTTL)
+	res := &AddResult{JoinToken: token, ExpiresAt: expires}
+	err = db.WithTx(ctx, r.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		row, err := db.New(tx).NodeInsert(ctx, &db.NodeInsertParams{
+			Name: name, Labels: lj, CreatedBy: by, JoinTokenHash: hash(token), JoinExpiresAt: &expires,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errs.Errorf(errs.Conflict, "Node %s already exists; delete it first (`sluice node delete %s`), or revoke its credential.", name, name)
+		}
+		if err != nil {
+			return fmt.Errorf("insert node %s: %w", name, err)
+		}
+		res.Node = r.view(row)
+		res.Run, err = r.Journal.RecordTx(ctx, tx, journal.RecordParams{
+			Action: ActionAdd, Target: name, RequestedBy: by, Params: map[string]any{"labels": labels},
+			Message: fmt.Sprintf("node %s added by %s with labels %s; its join token expires at %s", name, by, formatLabels(labels), expires.UTC().Format(time.RFC3339)),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Join exchanges a join token for a node credential, once.
+func (r *Registry) Join(ctx context.Context, name, joinToken string, rep Reported) (string, *Node, error) {
+	if err := ValidateName(name); err != nil {
+		return "", nil, err
+	}
+	cred, err := secret(CredentialPrefix)
+	if err != nil {
+		return "", nil, err
+	}
+	rj, _ := json.Marshal(rep)
+	var n *Node
+	err = db.WithTx(ctx, r.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		row, err := db.New(tx).NodeJoin(ctx, &db.NodeJoinParams{Name: name, JoinTokenHash: hash(joinToken), CredentialHash: hash(cred), Reported: rj})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errs.Errorf(errs.Unauthorized, "The join token of node %s is not valid: it was used already, it expired, or the node does not exist. Add the node again for a new one (`sluice node add %s`).", name, name)
+		}
+		if err != nil {
+			return fmt.Errorf("join node %s: %w", name, err)
+		}
+		n = r.view(row)
+		_, err = r.Journal.RecordTx(ctx, tx, journal.RecordParams{
+			Action: ActionJoin, Target: name, RequestedBy: "node:" + name, Params: rep,
+			Message: fmt.Sprintf("the agent of node %s joined from host %q (%s/%s, agent %s)", name, rep.Hostname, rep.OS, rep.Arch, rep.AgentVersion),
+		})
+		return err
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return cred, n, nil
+}
+
+// Authenticate returns the node whose credential this is.
+func (r *Registry) Authenticate(ctx context.Context, credential string) (*db.Node, error) {
+	if !strings.HasPrefix(credential, CredentialPrefix) {
+		return nil, errs.Errorf(errs.Unauthorized, "This is not a node credential.")
+	}
+	n, err := db.New(r.Pool).NodeGetByCredential(ctx, hash(credential))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.Errorf(errs.Unauthorized, "The node credential is not valid, or was revoked.")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up node credential: %w", err)
+	}
+	// The lookup is by hash; compare again in constant time all the same.
+	if subtle.ConstantTimeCompare(n.CredentialHash, hash(credential)) != 1 {
+		return nil, errs.Errorf(errs.Unauthorized, "The node credential is not valid, or was revoked.")
+	}
+	return n, nil
+}
+
+// Heartbeat records that the agent instance of node name is alive. A second
+// agent claiming the node while the first one's heartbeats are fresh is
+// refused with a Conflict that says so.
+func (r *Registry) Heartbeat(ctx context.Context, name, instance string, rep Reported) (*Node, error) {
+	rj, _ := json.Marshal(rep)
+	var n *Node
+	err := db.WithTx(ctx, r.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		cur, err := q.NodeGetForUpdate(ctx, name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errs.Errorf(errs.NotFound, "Node %s does not exist.", name)
+		}
+		if err != nil {
+			return fmt.Errorf("lock node %s: %w", name, err)
+		}
+		if cur.AgentInstance != nil && *cur.AgentInstance != instance && cur.LastHeartbeatAt != nil &&
+			r.now().Sub(*cur.LastHeartbeatAt) < r.silence() {
+			return errs.Errorf(errs.Conflict, "Node %s is held by another agent (instance %s, last heartbeat %s ago); this one stops. Stop the other agent, or wait %s after it stopped.",
+				name, *cur.AgentInstance, r.now().Sub(*cur.LastHeartbeatAt).Round(time.Second), r.silence())
+		}
+		row, err := q.NodeHeartbeat(ctx, &db.NodeHeartbeatParams{Name: name, AgentInstance: &instance, Reported: rj})
+		if err != nil {
+			return fmt.Errorf("record heartbeat of %s: %w", name, err)
+		}
+		n = r.view(row)
+		return nil
+	})
+	return n, err
+}
+
+// Beat records a heartbeat of serve's own node, registering it first.
+func (r *Registry) Beat(ctx context.Context, name string, rep Reported) error {
+	rj, _ := json.Marshal(rep)
+	_, err := db.New(r.Pool).NodeUpsertLocal(ctx, &db.NodeUpsertLocalParams{Name: name, Reported: rj})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errs.Errorf(errs.Conflict, "Node %s exists as a node with an agent; give serve another SLUICE_NODE_NAME.", name)
+	}
+	return err
+}
+
+// Get returns one node.
+func (r *Registry) Get(ctx context.Context, name string) (*Node, error) {
+	row, err := db.New(r.Pool).NodeGet(ctx, name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.Errorf(errs.NotFound, "Node %s does not exist.", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get node %s: %w", name, err)
+	}
+	return r.view(row), nil
+}
+
+// List returns every node, by name.
+func (r *Registry) List(ctx context.Context) ([]*Node, error) {
+	rows, err := db.New(r.Pool).NodeList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	out := make([]*Node, 0, len(rows))
+	for _, row := range rows {
+		out = append(out, r.view(row))
+	}
+	return out, nil
+}
+
+// change runs fn on node name's locked row and records the receipt.
+func (r *Registry) change(ctx context.Context, name, action, by string, params any, fn func(q *db.Queries, cur *db.Node) (*db.Node, string, error)) (*Node, *db.JournalRun, error) {
+	var (
+		n   *Node
+		run *db.JournalRun
+	)
+	err := db.WithTx(ctx, r.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		cur, err := q.NodeGetForUpdate(ctx, name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errs.Errorf(errs.NotFound, "Node %s does not exist.", name)
+		}
+		if err != nil {
+			return fmt.Errorf("lock node %s: %w", name, err)
+		}
+		row, msg, err := fn(q, cur)
+		if err != nil {
+			return err
+		}
+		if row != nil {
+			n = r.view(row)
+		}
+		run, err = r.Journal.RecordTx(ctx, tx, journal.RecordParams{Action: action, Target: name, RequestedBy: by, Params: params, Message: msg})
+		return err
+	})
+	return n, run, err
+}
+
+// Cordon says nothing new is placed on node name; what runs keeps running.
+func (r *Registry) Cordon(ctx context.Context, name, by string) (*Node, *db.JournalRun, error) {
+	return r.change(ctx, name, ActionCordon, by, nil, func(q *db.Queries, cur *db.Node) (*db.Node, string, error) {
+		if cur.CordonedAt != nil {
+			return nil, "", errs.Errorf(errs.Conflict, "Node %s is already cordoned (by %s).", name, deref(cur.CordonedBy))
+		}
+		now := r.now()
+		row, err := q.NodeSetCordon(ctx, &db.NodeSetCordonParams{Name: name, CordonedAt: &now, CordonedBy: &by})
+		return row, fmt.Sprintf("node %s cordoned by %s: nothing new is placed there; what runs keeps running", name, by), err
+	})
+}
+
+// Uncordon lets placement use node name again.
+func (r *Registry) Uncordon(ctx context.Context, name, by string) (*Node, *db.JournalRun, error) {
+	return r.change(ctx, name, ActionUncordon, by, nil, func(q *db.Queries, cur *db.Node) (*db.Node, string, error) {
+		if cur.CordonedAt == nil {
+			return nil, "", errs.Errorf(errs.Conflict, "Node %s is not cordoned.", name)
+		}
+		row, err := q.NodeSetCordon(ctx, &db.NodeSetCordonParams{Name: name})
+		return row, fmt.Sprintf("node %s uncordoned by %s (cordoned by %s at %s)", name, by, deref(cur.CordonedBy), cur.CordonedAt.UTC().Format(time.RFC3339)), err
+	})
+}
+
+// SetLabels replaces node name's labels.
+func (r *Registry) SetLabels(ctx context.Context, name string, labels map[string]string, by string) (*Node, *db.JournalRun, error) {
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if err := ValidateLabels(labels); err != nil {
+		return nil, nil, err
+	}
+	return r.change(ctx, name, ActionLabels, by, map[string]any{"labels": labels}, func(q *db.Queries, cur *db.Node) (*db.Node, string, error) {
+		var old map[string]string
+		_ = json.Unmarshal(cur.Labels, &old)
+		lj, _ := json.Marshal(labels)
+		row, err := q.NodeSetLabels(ctx, &db.NodeSetLabelsParams{Name: name, Labels: lj})
+		return row, fmt.Sprintf("labels of node %s set by %s: %s (were %s)", name, by, formatLabels(labels), formatLabels(old)), err
+	})
+}
+
+// Revoke ends node name's credential (and an unused join token): its agent
+// is refused from then on, and says why.
+func (r *Registry) Revoke(ctx context.Context, name, by string) (*Node, *db.JournalRun, error) {
+	return r.change(ctx, name, ActionRevoke, by, nil, func(q *db.Queries, cur *db.Node) (*db.Node, string, error) {
+		if cur.RevokedAt != nil {
+			return nil, "", errs.Errorf(errs.Conflict, "Node %s's credential is already revoked.", name)
+		}
+		if cur.Local {
+			return nil, "", errs.Errorf(errs.Conflict, "Node %s is serve's own; it has no credential to revoke.", name)
+		}
+		row, err := q.NodeRevoke(ctx, &db.NodeRevokeParams{Name: name, RevokedBy: &by})
+		return row, fmt.Sprintf("the credential of node %s was revoked by %s: its agent is refused from now on", name, by), err
+	})
+}
+
+// Delete removes node name. PlacedFunc, when set, says what is placed on a
+// node; a node with anything placed is refused.
+func (r *Registry) Delete(ctx context.Context, name, by string, placed func(ctx context.Context, q *db.Queries, node string) ([]string, error)) (*db.JournalRun, error) {
+	_, run, err := r.change(ctx, name, ActionDelete, by, nil, func(q *db.Queries, cur *db.Node) (*db.Node, string, error) {
+		if placed != nil {
+			names, err := placed(ctx, q, name)
+			if err != nil {
+				return nil, "", err
+			}
+			if len(names) > 0 {
+				return nil, "", errs.Errorf(errs.Conflict, "Node %s still has services placed on it (%s); move them first.", name, strings.Join(names, ", "))
+			}
+		}
+		return nil, fmt.Sprintf("node %s deleted by %s", name, by), q.NodeDelete(ctx, name)
+	})
+	return run, err
+}
+
+func formatLabels(labels map[string]string) string {
+	if len(labels) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+labels[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func secret(prefix string) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random: %w", err)
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func hash(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return sum[:]
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

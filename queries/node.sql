@@ -1,0 +1,53 @@
+-- name: NodeInsert :one
+INSERT INTO node (name, labels, created_by, join_token_hash, join_expires_at)
+VALUES (@name, @labels, @created_by, @join_token_hash, @join_expires_at)
+ON CONFLICT (name) DO NOTHING
+RETURNING *;
+
+-- name: NodeUpsertLocal :one
+-- NodeUpsertLocal records serve's own node and its heartbeat.
+INSERT INTO node (name, created_by, local, last_heartbeat_at, reported, credential_issued_at)
+VALUES (@name, 'serve', true, now(), @reported, now())
+ON CONFLICT (name) DO UPDATE SET last_heartbeat_at = now(), reported = EXCLUDED.reported
+WHERE node.local
+RETURNING *;
+
+-- name: NodeGet :one
+SELECT * FROM node WHERE name = @name;
+
+-- name: NodeGetForUpdate :one
+SELECT * FROM node WHERE name = @name FOR UPDATE;
+
+-- name: NodeList :many
+SELECT * FROM node ORDER BY name;
+
+-- name: NodeJoin :one
+-- NodeJoin spends a join token: it is good once, before it expires.
+UPDATE node SET join_token_hash = NULL, join_expires_at = NULL,
+    credential_hash = @credential_hash, credential_issued_at = now(), reported = @reported
+WHERE name = @name AND join_token_hash = @join_token_hash AND join_expires_at > now() AND revoked_at IS NULL
+RETURNING *;
+
+-- name: NodeGetByCredential :one
+SELECT * FROM node WHERE credential_hash = @credential_hash AND revoked_at IS NULL;
+
+-- name: NodeHeartbeat :one
+UPDATE node SET last_heartbeat_at = now(), agent_instance = @agent_instance, reported = @reported
+WHERE name = @name
+RETURNING *;
+
+-- name: NodeSetCordon :one
+UPDATE node SET cordoned_at = sqlc.narg('cordoned_at'), cordoned_by = sqlc.narg('cordoned_by')
+WHERE name = @name
+RETURNING *;
+
+-- name: NodeSetLabels :one
+UPDATE node SET labels = @labels WHERE name = @name RETURNING *;
+
+-- name: NodeRevoke :one
+UPDATE node SET revoked_at = now(), revoked_by = @revoked_by, join_token_hash = NULL, join_expires_at = NULL
+WHERE name = @name AND revoked_at IS NULL
+RETURNING *;
+
+-- name: NodeDelete :exec
+DELETE FROM node WHERE name = @name;
