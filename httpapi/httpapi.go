@@ -29,6 +29,14 @@ import (
 	"sluice/internal/services"
 )
 
+// Every array the server sends is one, never null: the response structs
+// fill each slice (make(…, 0) where a domain value may be nil), so the spec
+// says so. Huma's default declares every slice nullable, which makes every
+// generated client check for null; it is set here, before newAPI, newHiddenAPI
+// or Spec registers an operation, and once, since registrations run
+// concurrently in tests.
+func init() { huma.DefaultArrayNullable = false }
+
 // Version is the API version in the spec.
 const Version = "1.0.0"
 

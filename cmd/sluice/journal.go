@@ -126,7 +126,7 @@ func listJournal(ctx context.Context, client *apiclient.ClientWithResponses, w i
 	}
 	var runs []apiclient.Run
 	if resp.JSON200.Runs != nil {
-		runs = *resp.JSON200.Runs
+		runs = resp.JSON200.Runs
 	}
 	if asJSON {
 		return printJSON(w, runs)

@@ -45,7 +45,7 @@ func runNodes(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if resp.JSON200 == nil {
 		return apiError(resp.HTTPResponse, resp.Body)
 	}
-	nodes := deref(resp.JSON200.Nodes)
+	nodes := resp.JSON200.Nodes
 	if *asJSON {
 		return printJSON(stdout, nodes)
 	}

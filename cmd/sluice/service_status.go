@@ -40,7 +40,7 @@ func runServiceStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 	a := st.Answer
 	var path []pathLine
 	if st.Path != nil {
-		for _, s := range *st.Path {
+		for _, s := range st.Path {
 			path = append(path, pathLine{string(s.Stage), s.State, deref(s.Reason)})
 		}
 	}
@@ -50,7 +50,7 @@ func runServiceStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	ev := st.Evidence
 	if ev.Grants != nil {
-		for _, g := range *ev.Grants {
+		for _, g := range ev.Grants {
 			what := g.Decision
 			if g.Digest != nil && *g.Digest != "" {
 				what = shortDigest(*g.Digest) + ", " + what
@@ -59,19 +59,19 @@ func runServiceStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 	}
 	if ev.Settled != nil {
-		for _, s := range *ev.Settled {
+		for _, s := range ev.Settled {
 			fmt.Fprintf(stdout, "settled: %s: %s: %s\n", s.Stage, s.State, s.Proof)
 		}
 	}
 	if ev.InProgress != nil {
-		for _, s := range *ev.InProgress {
+		for _, s := range ev.InProgress {
 			fmt.Fprintln(stdout, "in progress: "+s)
 		}
 	}
 	if c := ev.LastCheck; c != nil {
 		fmt.Fprintf(stdout, "last drift check: %s %s (run %s)\n", c.Status, fmtTime(&c.At), c.JournalId)
 		if c.Drift != nil {
-			for _, d := range *c.Drift {
+			for _, d := range c.Drift {
 				fmt.Fprintf(stdout, "  %s drift: %s %s\n", d.Class, d.Fact, d.Proof)
 			}
 		}
@@ -80,7 +80,7 @@ func runServiceStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 	}
 	if ev.Unproven != nil {
-		for _, u := range *ev.Unproven {
+		for _, u := range ev.Unproven {
 			fmt.Fprintln(stdout, "unproven: "+u)
 		}
 	}

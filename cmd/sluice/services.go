@@ -157,7 +157,7 @@ func runServices(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if resp.JSON200 == nil {
 		return apiError(resp.HTTPResponse, resp.Body)
 	}
-	svcs := deref(resp.JSON200.Services)
+	svcs := resp.JSON200.Services
 	if *asJSON {
 		return printJSON(stdout, svcs)
 	}
@@ -165,7 +165,7 @@ func runServices(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fmt.Fprintln(tw, "NAME\tSTATUS\tPINNED\tRUNNING\tAHEAD\tPROCESS\tQUEUED\tLAST RUN")
 	for _, s := range svcs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%d\t%s\n", s.Name, s.Status, shortDigest(s.PinnedDigest),
-			shortDigest(deref(s.RunningDigest)), s.DesiredAhead, processText(s.Process), len(deref(s.Queued)), lastRunText(s.LastRun))
+			shortDigest(deref(s.RunningDigest)), s.DesiredAhead, processText(s.Process), len(s.Queued), lastRunText(s.LastRun))
 	}
 	return tw.Flush()
 }
@@ -221,7 +221,7 @@ func runService(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if s.LastRun != nil && s.LastRun.Error != nil {
 		fmt.Fprintf(tw, "\t%s\n", *s.LastRun.Error)
 	}
-	for i, r := range deref(s.Queued) {
+	for i, r := range s.Queued {
 		fmt.Fprintf(tw, "queue %d\t%s %s (run %s, asked by %s)\n", i+1, r.Action, r.State, r.Id, r.RequestedBy)
 	}
 	return tw.Flush()
@@ -335,7 +335,7 @@ func runInfrastructures(ctx context.Context, args []string, stdout, stderr io.Wr
 	if resp.JSON200 == nil {
 		return apiError(resp.HTTPResponse, resp.Body)
 	}
-	list := deref(resp.JSON200.Infrastructures)
+	list := resp.JSON200.Infrastructures
 	if *asJSON {
 		return printJSON(stdout, list)
 	}

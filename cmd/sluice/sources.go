@@ -33,7 +33,7 @@ func runSources(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var srcs []apiclient.Source
 	if resp.JSON200.Sources != nil {
-		srcs = *resp.JSON200.Sources
+		srcs = resp.JSON200.Sources
 	}
 	if *asJSON {
 		return printJSON(stdout, srcs)
@@ -133,13 +133,13 @@ func runAccept(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "source %s (%s): %s, commit %s %s\n", c.Source, c.Policy, c.State, short(c.Commit), firstLine(c.CommitMessage))
 	for _, l := range []struct {
 		what  string
-		paths *[]string
+		paths []string
 	}{{"create", c.Created}, {"update", c.Updated}, {"stale", c.Stale}} {
-		for _, p := range deref(l.paths) {
+		for _, p := range l.paths {
 			fmt.Fprintf(stdout, "  %-7s %s\n", l.what, p)
 		}
 	}
-	for _, inv := range deref(c.Invalid) {
+	for _, inv := range c.Invalid {
 		fmt.Fprintf(stdout, "  invalid %s: %s\n", inv.Path, inv.Reason)
 	}
 	fmt.Fprintf(stdout, "fingerprint %s\n", c.Fingerprint)
@@ -192,7 +192,7 @@ func runSource(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	a := st.Answer
 	var path []pathLine
 	if st.Path != nil {
-		for _, s := range *st.Path {
+		for _, s := range st.Path {
 			path = append(path, pathLine{string(s.Stage), s.State, deref(s.Reason)})
 		}
 	}
@@ -206,12 +206,12 @@ func runSource(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stdout, "evidence: no receipt accepted a commit")
 	}
 	if st.Evidence.Settled != nil {
-		for _, set := range *st.Evidence.Settled {
+		for _, set := range st.Evidence.Settled {
 			fmt.Fprintf(stdout, "settled: %s: %s: %s\n", set.Stage, set.State, set.Proof)
 		}
 	}
 	if st.Evidence.Unproven != nil {
-		for _, u := range *st.Evidence.Unproven {
+		for _, u := range st.Evidence.Unproven {
 			fmt.Fprintln(stdout, "unproven: "+u)
 		}
 	}

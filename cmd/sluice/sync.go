@@ -162,7 +162,7 @@ func runUnits(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return apiError(resp.HTTPResponse, resp.Body)
 		}
 		if resp.JSON200.Units != nil {
-			all = append(all, *resp.JSON200.Units...)
+			all = append(all, resp.JSON200.Units...)
 		}
 		if resp.JSON200.NextCursor == nil || *resp.JSON200.NextCursor == "" {
 			break

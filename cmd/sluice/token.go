@@ -59,7 +59,7 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tROLE\tCREATED\tBY\tLAST USED\tREVOKED\tID")
 		if resp.JSON200.Tokens != nil {
-			for _, t := range *resp.JSON200.Tokens {
+			for _, t := range resp.JSON200.Tokens {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Role, fmtTime(&t.CreatedAt), t.CreatedBy,
 					fmtTime(t.LastUsedAt), fmtTime(t.RevokedAt), t.Id)
 			}

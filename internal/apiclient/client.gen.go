@@ -667,14 +667,14 @@ type Candidate struct {
 	CommitMessage string `json:"commitMessage"`
 
 	// Created Paths of the units accepting creates.
-	Created   *[]string `json:"created"`
+	Created   []string  `json:"created"`
 	FetchedAt time.Time `json:"fetchedAt"`
 
 	// Fingerprint SHA-256 of the commit and the plan; send it back to accept.
 	Fingerprint string `json:"fingerprint"`
 
 	// Invalid Files that are not units, with the reason; their rows stay as they are.
-	Invalid *[]InvalidUnit `json:"invalid"`
+	Invalid []InvalidUnit `json:"invalid"`
 
 	// Policy Example: review
 	Policy string `json:"policy"`
@@ -687,13 +687,13 @@ type Candidate struct {
 	SourceId openapi_types.UUID `json:"sourceId"`
 
 	// Stale Paths of the units accepting makes stale.
-	Stale *[]string `json:"stale"`
+	Stale []string `json:"stale"`
 
 	// State Pending update under manual, Review required under review.
 	State CandidateState `json:"state"`
 
 	// Updated Paths of the units whose content accepting changes.
-	Updated *[]string `json:"updated"`
+	Updated []string `json:"updated"`
 }
 
 // CandidateState Pending update under manual, Review required under review.
@@ -742,8 +742,8 @@ type DeployInputBody struct {
 
 // DriftCheckSummary defines model for DriftCheckSummary.
 type DriftCheckSummary struct {
-	At    time.Time          `json:"at"`
-	Drift *[]DriftClassFound `json:"drift"`
+	At    time.Time         `json:"at"`
+	Drift []DriftClassFound `json:"drift"`
 
 	// Enforce What drift mode enforce decided after the check.
 	Enforce   *EnforceDecision        `json:"enforce,omitempty"`
@@ -825,10 +825,10 @@ type Evidence struct {
 	LastAcceptance *AcceptanceEvidence `json:"lastAcceptance,omitempty"`
 
 	// Settled The stages whose state is proven, with the proof.
-	Settled *[]SettledStage `json:"settled"`
+	Settled []SettledStage `json:"settled"`
 
 	// Unproven What could not be proven.
-	Unproven *[]string `json:"unproven"`
+	Unproven []string `json:"unproven"`
 }
 
 // GitOpsLastSync defines model for GitOpsLastSync.
@@ -958,7 +958,7 @@ type JoinNodeRequest struct {
 
 // ListInfraOutputBody defines model for ListInfraOutputBody.
 type ListInfraOutputBody struct {
-	Infrastructures *[]Infrastructure `json:"infrastructures"`
+	Infrastructures []Infrastructure `json:"infrastructures"`
 }
 
 // ListJournalOutputBody defines model for ListJournalOutputBody.
@@ -967,23 +967,23 @@ type ListJournalOutputBody struct {
 	NextCursor *string `json:"nextCursor,omitempty"`
 
 	// Runs Newest first.
-	Runs *[]Run `json:"runs"`
+	Runs []Run `json:"runs"`
 }
 
 // ListServicesOutputBody defines model for ListServicesOutputBody.
 type ListServicesOutputBody struct {
-	Services *[]Service `json:"services"`
+	Services []Service `json:"services"`
 }
 
 // ListSourcesOutputBody defines model for ListSourcesOutputBody.
 type ListSourcesOutputBody struct {
 	// Sources The sources that are not deleted, by name.
-	Sources *[]Source `json:"sources"`
+	Sources []Source `json:"sources"`
 }
 
 // ListTokensOutputBody defines model for ListTokensOutputBody.
 type ListTokensOutputBody struct {
-	Tokens *[]Token `json:"tokens"`
+	Tokens []Token `json:"tokens"`
 }
 
 // ListUnitsOutputBody defines model for ListUnitsOutputBody.
@@ -992,7 +992,7 @@ type ListUnitsOutputBody struct {
 	NextCursor *string `json:"nextCursor,omitempty"`
 
 	// Units Ordered by path.
-	Units *[]Unit `json:"units"`
+	Units []Unit `json:"units"`
 }
 
 // Node defines model for Node.
@@ -1054,7 +1054,7 @@ type NodeJoined struct {
 
 // NodeList defines model for NodeList.
 type NodeList struct {
-	Nodes *[]Node `json:"nodes"`
+	Nodes []Node `json:"nodes"`
 }
 
 // NodeOutputBody defines model for NodeOutputBody.
@@ -1171,7 +1171,7 @@ type Service struct {
 	Process               ServiceProcess `json:"process"`
 
 	// Queued Open runs of this service: the running one first, then the queued ones in the order they will run (converge first).
-	Queued *[]Run `json:"queued"`
+	Queued []Run `json:"queued"`
 
 	// RunningDigest The digest the last finished action left running; absent when none runs or it is not known.
 	RunningDigest *string `json:"runningDigest,omitempty"`
@@ -1253,19 +1253,19 @@ type ServiceStatusAnswerTone string
 // ServiceStatusEvidence defines model for ServiceStatusEvidence.
 type ServiceStatusEvidence struct {
 	// Grants The receipts that let what runs happen: the source's acceptance and the apply.
-	Grants *[]StatusGrant `json:"grants"`
+	Grants []StatusGrant `json:"grants"`
 
 	// InProgress The open actions; while one waits, differences are work in progress, not drift.
-	InProgress *[]string `json:"inProgress"`
+	InProgress []string `json:"inProgress"`
 
 	// LastCheck The newest drift check since the last action.
 	LastCheck *DriftCheckSummary `json:"lastCheck,omitempty"`
 
 	// Settled The stages whose state is proven, with the proof.
-	Settled *[]SettledStage `json:"settled"`
+	Settled []SettledStage `json:"settled"`
 
 	// Unproven Everything that could not be proven. Unverified is never shown as converged.
-	Unproven *[]string `json:"unproven"`
+	Unproven []string `json:"unproven"`
 }
 
 // ServiceStatusReport defines model for ServiceStatusReport.
@@ -1274,7 +1274,7 @@ type ServiceStatusReport struct {
 	Evidence ServiceStatusEvidence `json:"evidence"`
 
 	// Path The stages from Git to what runs: source, artifact, runtime.
-	Path *[]ServicePathStage `json:"path"`
+	Path []ServicePathStage `json:"path"`
 
 	// Service Example: web
 	Service string `json:"service"`
@@ -1381,7 +1381,7 @@ type SourceStatus struct {
 	NextSyncAt *time.Time `json:"nextSyncAt,omitempty"`
 
 	// Path The stages from Git to the inventory; for now one, source.
-	Path *[]PathStage `json:"path"`
+	Path []PathStage `json:"path"`
 
 	// Source Example: apps
 	Source string `json:"source"`

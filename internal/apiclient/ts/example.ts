@@ -18,7 +18,7 @@ export async function syncAndFollow(baseUrl: string, token: string): Promise<Run
   if (units.error) {
     throw new Error(`list units: ${units.error.detail ?? units.error.title ?? "error"}`);
   }
-  for (const u of units.data.units ?? []) {
+  for (const u of units.data.units) {
     console.log(`${u.status}\t${u.kind}\t${u.path}`);
   }
 

@@ -961,13 +961,13 @@ export interface components {
             commit: string;
             commitMessage: string;
             /** @description Paths of the units accepting creates. */
-            created: string[] | null;
+            created: string[];
             /** Format: date-time */
             fetchedAt: string;
             /** @description SHA-256 of the commit and the plan; send it back to accept. */
             fingerprint: string;
             /** @description Files that are not units, with the reason; their rows stay as they are. */
-            invalid: components["schemas"]["InvalidUnit"][] | null;
+            invalid: components["schemas"]["InvalidUnit"][];
             /** @example review */
             policy: string;
             /**
@@ -980,14 +980,14 @@ export interface components {
             /** Format: uuid */
             sourceId: string;
             /** @description Paths of the units accepting makes stale. */
-            stale: string[] | null;
+            stale: string[];
             /**
              * @description Pending update under manual, Review required under review.
              * @enum {string}
              */
             state: "Pending update" | "Review required";
             /** @description Paths of the units whose content accepting changes. */
-            updated: string[] | null;
+            updated: string[];
         };
         CreateTokenInputBody: {
             /**
@@ -1030,7 +1030,7 @@ export interface components {
         DriftCheckSummary: {
             /** Format: date-time */
             at: string;
-            drift: components["schemas"]["DriftClassFound"][] | null;
+            drift: components["schemas"]["DriftClassFound"][];
             /** @description What drift mode enforce decided after the check. */
             enforce?: components["schemas"]["EnforceDecision"];
             /** Format: uuid */
@@ -1066,7 +1066,7 @@ export interface components {
              */
             detail?: string;
             /** @description Optional list of individual error details */
-            errors?: components["schemas"]["ErrorDetail"][] | null;
+            errors?: components["schemas"]["ErrorDetail"][];
             /**
              * Format: uri
              * @description A URI reference that identifies the specific occurrence of the problem.
@@ -1096,9 +1096,9 @@ export interface components {
             /** @description The newest receipt that put a commit in force. */
             lastAcceptance?: components["schemas"]["AcceptanceEvidence"];
             /** @description The stages whose state is proven, with the proof. */
-            settled: components["schemas"]["SettledStage"][] | null;
+            settled: components["schemas"]["SettledStage"][];
             /** @description What could not be proven. */
-            unproven: string[] | null;
+            unproven: string[];
         };
         GitOpsLastSync: {
             commit?: string;
@@ -1227,29 +1227,29 @@ export interface components {
             reported: components["schemas"]["NodeReported"];
         };
         ListInfraOutputBody: {
-            infrastructures: components["schemas"]["Infrastructure"][] | null;
+            infrastructures: components["schemas"]["Infrastructure"][];
         };
         ListJournalOutputBody: {
             /** @description Pass as cursor for the next page; absent on the last page. */
             nextCursor?: string;
             /** @description Newest first. */
-            runs: components["schemas"]["Run"][] | null;
+            runs: components["schemas"]["Run"][];
         };
         ListServicesOutputBody: {
-            services: components["schemas"]["Service"][] | null;
+            services: components["schemas"]["Service"][];
         };
         ListSourcesOutputBody: {
             /** @description The sources that are not deleted, by name. */
-            sources: components["schemas"]["Source"][] | null;
+            sources: components["schemas"]["Source"][];
         };
         ListTokensOutputBody: {
-            tokens: components["schemas"]["Token"][] | null;
+            tokens: components["schemas"]["Token"][];
         };
         ListUnitsOutputBody: {
             /** @description Pass as cursor for the next page; absent on the last page. */
             nextCursor?: string;
             /** @description Ordered by path. */
-            units: components["schemas"]["Unit"][] | null;
+            units: components["schemas"]["Unit"][];
         };
         Node: {
             /** Format: date-time */
@@ -1304,7 +1304,7 @@ export interface components {
             node: components["schemas"]["Node"];
         };
         NodeList: {
-            nodes: components["schemas"]["Node"][] | null;
+            nodes: components["schemas"]["Node"][];
         };
         NodeOutputBody: {
             /**
@@ -1423,7 +1423,7 @@ export interface components {
             previousHealthyDigest?: string;
             process: components["schemas"]["ServiceProcess"];
             /** @description Open runs of this service: the running one first, then the queued ones in the order they will run (converge first). */
-            queued: components["schemas"]["Run"][] | null;
+            queued: components["schemas"]["Run"][];
             /** @description The digest the last finished action left running; absent when none runs or it is not known. */
             runningDigest?: string;
             /** @example exec */
@@ -1487,21 +1487,21 @@ export interface components {
         };
         ServiceStatusEvidence: {
             /** @description The receipts that let what runs happen: the source's acceptance and the apply. */
-            grants: components["schemas"]["StatusGrant"][] | null;
+            grants: components["schemas"]["StatusGrant"][];
             /** @description The open actions; while one waits, differences are work in progress, not drift. */
-            inProgress: string[] | null;
+            inProgress: string[];
             /** @description The newest drift check since the last action. */
             lastCheck?: components["schemas"]["DriftCheckSummary"];
             /** @description The stages whose state is proven, with the proof. */
-            settled: components["schemas"]["SettledStage"][] | null;
+            settled: components["schemas"]["SettledStage"][];
             /** @description Everything that could not be proven. Unverified is never shown as converged. */
-            unproven: string[] | null;
+            unproven: string[];
         };
         ServiceStatusReport: {
             answer: components["schemas"]["ServiceStatusAnswer"];
             evidence: components["schemas"]["ServiceStatusEvidence"];
             /** @description The stages from Git to what runs: source, artifact, runtime. */
-            path: components["schemas"]["ServicePathStage"][] | null;
+            path: components["schemas"]["ServicePathStage"][];
             /** @example web */
             service: string;
         };
@@ -1597,7 +1597,7 @@ export interface components {
              */
             nextSyncAt?: string;
             /** @description The stages from Git to the inventory; for now one, source. */
-            path: components["schemas"]["PathStage"][] | null;
+            path: components["schemas"]["PathStage"][];
             /** @example apps */
             source: string;
         };
