@@ -186,6 +186,13 @@ type SourceCandidate struct {
 	FetchedAt     time.Time
 }
 
+type SyncPath struct {
+	RunID   uuid.UUID
+	Outcome string
+	Path    string
+	Reason  *string
+}
+
 type Unit struct {
 	ID                uuid.UUID
 	SourceID          uuid.UUID

@@ -86,10 +86,21 @@ type PlanDigest struct {
 	Invalid     []unit.Invalid `json:"invalid"`
 }
 
+// digestOf is the plan a receipt records: its lists are the receipt's
+// samples (see Result), and sync_path has the whole plan.
 func digestOf(res *Result) *PlanDigest {
 	return &PlanDigest{
 		Commit: res.Commit, Fingerprint: res.Fingerprint,
 		Created: res.Created, Updated: res.Updated, Stale: res.Stale, Invalid: res.Invalid,
+	}
+}
+
+// digest is the whole plan of c, every path listed: a candidate keeps it,
+// since PendingChangeOf looks paths up in it.
+func (c *change) digest() *PlanDigest {
+	return &PlanDigest{
+		Commit: c.res.Commit, Fingerprint: c.res.Fingerprint,
+		Created: c.paths.created, Updated: c.paths.updated, Stale: c.paths.stale, Invalid: c.paths.invalid,
 	}
 }
 
@@ -164,7 +175,7 @@ func (sp *storedPlan) plan(src *db.Source) *plan {
 func (p *plan) storeCandidateTx(ctx context.Context, q *db.Queries, cur *db.Source, c *change) error {
 	c.res.CandidateWaits = true
 	c.res.Decision = waitingDecision(Policy(cur.Policy))
-	summary, err := json.Marshal(digestOf(&c.res))
+	summary, err := json.Marshal(c.digest())
 	if err != nil {
 		return fmt.Errorf("encode the candidate's summary: %w", err)
 	}
@@ -339,6 +350,9 @@ func (s *Service) Accept(ctx context.Context, p *journal.Progress, args AcceptAr
 				return nil
 			})
 			if err != nil {
+				return err
+			}
+			if err := writePathsTx(ctx, q, s.Redactor, p.RunID(), &c.paths); err != nil {
 				return err
 			}
 			c.res.Policy = cur.Policy

@@ -99,8 +99,9 @@ func lastSyncOf(r *db.JournalRun) *LastSync {
 	var res Result
 	if len(r.Result) > 0 && json.Unmarshal(r.Result, &res) == nil {
 		ls.CommitMessage = res.CommitMessage
-		ls.Created, ls.Updated, ls.Unchanged = len(res.Created), len(res.Updated), res.Unchanged
-		ls.Stale, ls.Invalid = len(res.Stale), len(res.Invalid)
+		n := res.Totals()
+		ls.Created, ls.Updated, ls.Unchanged = n.Created, n.Updated, res.Unchanged
+		ls.Stale, ls.Invalid = n.Stale, n.Invalid
 	}
 	return ls
 }

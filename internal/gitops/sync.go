@@ -189,14 +189,21 @@ func (s *Service) enqueueTx(ctx context.Context, tx pgx.Tx, src *db.Source, requ
 
 // Result is a sync run's result, stored on its receipt.
 type Result struct {
-	Commit        string         `json:"commit"`
-	CommitMessage string         `json:"commitMessage"`
-	Full          bool           `json:"full"`
-	Created       []string       `json:"created"`
-	Updated       []string       `json:"updated"`
-	Unchanged     int            `json:"unchanged"`
-	Stale         []string       `json:"stale"`
-	Invalid       []unit.Invalid `json:"invalid"`
+	Commit        string `json:"commit"`
+	CommitMessage string `json:"commitMessage"`
+	Full          bool   `json:"full"`
+	// Created, Updated, Stale and Invalid are a sample of the paths of
+	// each outcome: the first SampleSize by path, an invalid file's reason
+	// cut at 300 bytes. Counts has the totals and Truncated says whether a
+	// list is cut; the sync_path table (ListSyncPaths) has every path. A
+	// receipt from before the counts listed every path (see Totals).
+	Created   []string       `json:"created"`
+	Updated   []string       `json:"updated"`
+	Unchanged int            `json:"unchanged"`
+	Stale     []string       `json:"stale"`
+	Invalid   []unit.Invalid `json:"invalid"`
+	Counts    PathCounts     `json:"counts"`
+	Truncated bool           `json:"truncated"`
 	// Policy is the source's policy when the run finished, and Decision the
 	// line of it that decided: DecisionAuto, DecisionWaits (a candidate
 	// waits, and the inventory is unchanged) or "Operator accepted (name)".
@@ -212,8 +219,11 @@ type Result struct {
 	Reviewer     string      `json:"reviewer,omitempty"`
 	ReviewedPlan *PlanDigest `json:"reviewedPlan,omitempty"`
 	// Artifacts is, for each service the run created or updated, whether
-	// its pinned digest is in the artifact store at acceptance.
-	Artifacts []ArtifactCheck `json:"artifacts,omitempty"`
+	// its pinned digest is in the artifact store at acceptance: at most
+	// SampleSize of them, the missing ones first (Truncated says when some
+	// are left out), and ArtifactsMissing counts every missing one.
+	Artifacts        []ArtifactCheck `json:"artifacts,omitempty"`
+	ArtifactsMissing int             `json:"artifactsMissing,omitempty"`
 
 	// accepted are the units the run created or updated, and autoDeploy
 	// whether the policy asks to deploy them (see Service.FollowUp).
@@ -252,7 +262,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	p.Info(ctx, fmt.Sprintf("at commit %s, %d paths changed (%s)", short(gr.Commit), len(gr.Changed), time.Since(begin).Round(time.Millisecond)), nil)
 	begin = time.Now()
 
-	plan := &plan{source: src, commit: gr.Commit, runID: p.RunID(), result: &Result{
+	plan := &plan{source: src, commit: gr.Commit, runID: p.RunID(), redactor: s.Redactor, result: &Result{
 		Commit: gr.Commit, CommitMessage: gr.Message, Full: gr.Full,
 		Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{},
 	}}
@@ -375,6 +385,17 @@ func (s *Service) withLastInvalid(ctx context.Context, src *db.Source, since str
 	if len(runs) == 0 || runs[0].GitCommit == nil || *runs[0].GitCommit != since || json.Unmarshal(runs[0].Result, &last) != nil {
 		return changes, nil
 	}
+	if last.Truncated {
+		// The receipt lists a sample; sync_path has them all.
+		rows, err := db.New(s.Pool).SyncPathListInvalid(ctx, runs[0].ID)
+		if err != nil {
+			return nil, fmt.Errorf("list the invalid paths of run %s: %w", runs[0].ID, err)
+		}
+		last.Invalid = make([]unit.Invalid, 0, len(rows))
+		for _, r := range rows {
+			last.Invalid = append(last.Invalid, unit.Invalid{Path: r.Path})
+		}
+	}
 	seen := make(map[string]bool, len(changes))
 	for _, c := range changes {
 		seen[c.Path] = true
@@ -408,8 +429,11 @@ type plan struct {
 	// changed since the synced commit, deleted ones included.
 	changed map[string]bool
 	result  *Result
-	// runID is the run that fetched; a candidate names it.
+	// runID is the run that fetched; a candidate names it, and sync_path
+	// records the plan's paths under it.
 	runID uuid.UUID
+	// redactor redacts the paths recorded in sync_path. Nil: redact.Default.
+	redactor *redact.Redactor
 }
 
 // applyTx is the finishing step of a sync. The policy in force when it
@@ -433,10 +457,16 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 			return err
 		}
 		c.res.Policy = cur.Policy
-		return p.storeCandidateTx(ctx, q, cur, c)
+		if err := p.storeCandidateTx(ctx, q, cur, c); err != nil {
+			return err
+		}
+		return writePathsTx(ctx, q, p.redactor, p.runID, &c.paths)
 	}
 	c, err := p.writeChangeTx(ctx, tx, cur, nil)
 	if err != nil {
+		return err
+	}
+	if err := writePathsTx(ctx, q, p.redactor, p.runID, &c.paths); err != nil {
 		return err
 	}
 	c.res.Policy = cur.Policy
@@ -452,6 +482,8 @@ type change struct {
 	inserts []*db.UnitInsertParams
 	updates []*db.UnitUpdateContentParams
 	stale   []uuid.UUID
+	// paths is every path the change counts; res holds a sample.
+	paths paths
 	// res is a copy of the plan's result completed with the change: it is
 	// published only when every write succeeded, since a failed run's
 	// receipt is written with the plan's result, which must not claim
@@ -473,10 +505,10 @@ func (c *change) fingerprint() string {
 	for _, up := range c.updates {
 		fmt.Fprintf(h, "update %s %s %s\n", up.Path, up.ID, up.ContentHash)
 	}
-	for _, path := range c.res.Stale {
+	for _, path := range c.paths.stale {
 		fmt.Fprintf(h, "stale %s\n", path)
 	}
-	for _, inv := range c.res.Invalid {
+	for _, inv := range c.paths.invalid {
 		fmt.Fprintf(h, "invalid %s %s\n", inv.Path, inv.Reason)
 	}
 	return hex.EncodeToString(h.Sum(nil))
@@ -574,7 +606,7 @@ func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
 				ID: u.ID, SourceID: p.source.ID, Path: u.Path, Kind: u.Kind, Name: u.Name, Labels: labels,
 				Status: "pending", Content: u.Content, ContentHash: u.Hash, GitCommit: p.commit,
 			})
-			c.res.Created = append(c.res.Created, u.Path)
+			c.paths.created = append(c.paths.created, u.Path)
 		case r.ContentHash == u.Hash && r.Path == u.Path && active(r.Status):
 			continue
 		default:
@@ -582,14 +614,14 @@ func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
 				ID: u.ID, Path: u.Path, Kind: u.Kind, Name: u.Name, Labels: labels,
 				Content: u.Content, ContentHash: u.Hash, GitCommit: p.commit,
 			})
-			c.res.Updated = append(c.res.Updated, u.Path)
+			c.paths.updated = append(c.paths.updated, u.Path)
 		}
 	}
 
 	for _, r := range rows {
 		if p.goesStale(r, seen, invalidPaths) {
 			c.stale = append(c.stale, r.ID)
-			c.res.Stale = append(c.res.Stale, r.Path)
+			c.paths.stale = append(c.paths.stale, r.Path)
 		}
 	}
 
@@ -602,15 +634,16 @@ func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
 			c.activeBefore += int(n.N)
 		}
 	}
-	c.res.Unchanged = max(c.activeBefore-len(c.res.Updated)-len(c.res.Stale), 0)
-	c.res.Invalid = append(c.res.Invalid, p.invalid...)
-	for _, l := range [][]string{c.res.Created, c.res.Updated, c.res.Stale} {
+	c.res.Unchanged = max(c.activeBefore-len(c.paths.updated)-len(c.paths.stale), 0)
+	c.paths.invalid = slices.Clone(p.invalid)
+	for _, l := range [][]string{c.paths.created, c.paths.updated, c.paths.stale} {
 		sort.Strings(l)
 	}
-	sort.Slice(c.res.Invalid, func(i, j int) bool { return c.res.Invalid[i].Path < c.res.Invalid[j].Path })
+	sort.Slice(c.paths.invalid, func(i, j int) bool { return c.paths.invalid[i].Path < c.paths.invalid[j].Path })
 	sort.Slice(c.inserts, func(i, j int) bool { return c.inserts[i].Path < c.inserts[j].Path })
 	sort.Slice(c.updates, func(i, j int) bool { return c.updates[i].Path < c.updates[j].Path })
 	c.res.Fingerprint = c.fingerprint()
+	c.paths.summarize(&c.res)
 	return c, nil
 }
 
@@ -730,15 +763,20 @@ func (p *plan) writeTx(ctx context.Context, tx pgx.Tx, cur *db.Source, c *change
 			activeN += int(n.N)
 		}
 	}
-	c.res.Unchanged = max(activeN-len(c.res.Created)-len(c.res.Updated), 0)
+	c.res.Unchanged = max(activeN-len(c.paths.created)-len(c.paths.updated), 0)
 	for _, in := range c.inserts {
 		c.res.accepted = append(c.res.accepted, &db.Unit{ID: in.ID, SourceID: in.SourceID, Path: in.Path, Kind: in.Kind, Name: in.Name, Content: in.Content, ContentHash: in.ContentHash})
 	}
 	for _, up := range c.updates {
 		c.res.accepted = append(c.res.accepted, &db.Unit{ID: up.ID, SourceID: p.source.ID, Path: up.Path, Kind: up.Kind, Name: up.Name, Content: up.Content, ContentHash: up.ContentHash})
 	}
-	c.res.Artifacts, err = checkArtifactsTx(ctx, q, c.res.accepted)
-	return err
+	checks, err := checkArtifactsTx(ctx, q, c.res.accepted)
+	if err != nil {
+		return err
+	}
+	c.res.Artifacts, c.res.ArtifactsMissing = sampleArtifacts(checks)
+	c.res.Truncated = c.res.Truncated || len(checks) > SampleSize
+	return nil
 }
 
 // active reports whether a status is a unit in Git now.

@@ -79,12 +79,13 @@ func (s *Service) SyncNow(ctx context.Context, p *journal.Progress, sourceID uui
 		if err := out.ApplyTx(ctx, tx); err != nil {
 			return err
 		}
+		n := res.Totals()
 		if res.CandidateWaits {
 			return p.InfoTx(ctx, tx, fmt.Sprintf("fetched commit %s: under policy %s it waits as the candidate (%d created, %d updated, %d stale, %d invalid); the inventory is unchanged",
-				short(res.Commit), res.Policy, len(res.Created), len(res.Updated), len(res.Stale), len(res.Invalid)))
+				short(res.Commit), res.Policy, n.Created, n.Updated, n.Stale, n.Invalid))
 		}
 		return p.InfoTx(ctx, tx, fmt.Sprintf("synced to commit %s: %d created, %d updated, %d stale, %d invalid",
-			short(res.Commit), len(res.Created), len(res.Updated), len(res.Stale), len(res.Invalid)))
+			short(res.Commit), n.Created, n.Updated, n.Stale, n.Invalid))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("apply sync: %w", err)

@@ -1,0 +1,23 @@
+-- name: SyncPathInsert :copyfrom
+-- SyncPathInsert records a sync's outcome per path with COPY: a first sync
+-- of a large repository creates thousands of units at once.
+INSERT INTO sync_path (run_id, outcome, path, reason)
+VALUES (@run_id, @outcome, @path, @reason);
+
+-- name: SyncPathList :many
+-- SyncPathList pages a run's paths in key order (outcome, then path),
+-- optionally of one outcome, after the (outcome, path) of the last row seen.
+SELECT * FROM sync_path
+WHERE run_id = @run_id
+  AND (sqlc.narg('outcome')::text IS NULL OR outcome = sqlc.narg('outcome'))
+  AND (sqlc.narg('after_outcome')::text IS NULL
+       OR (outcome, path) > (sqlc.narg('after_outcome')::text, sqlc.narg('after_path')::text))
+ORDER BY outcome, path
+LIMIT @max_rows;
+
+-- name: SyncPathListInvalid :many
+-- SyncPathListInvalid returns every file a run found invalid: the next sync
+-- reads them again.
+SELECT path, reason FROM sync_path
+WHERE run_id = @run_id AND outcome = 'invalid'
+ORDER BY path;
