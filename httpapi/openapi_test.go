@@ -104,7 +104,7 @@ func TestOpenAPISpec(t *testing.T) {
 			"deploy-service", "destroy-infrastructure", "drift-check-infrastructure", "drift-check-service",
 			"get-artifact", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-journal-run", "get-node",
 			"get-service", "get-service-status", "get-source", "get-source-candidate", "get-source-status", "get-unit",
-			"heartbeat-node", "join-node", "list-infrastructures", "list-journal", "list-nodes", "list-services",
+			"heartbeat-node", "join-node", "list-infrastructures", "list-journal", "list-journal-run-paths", "list-nodes", "list-services",
 			"list-sources", "list-tokens", "list-units", "plan-infrastructure", "put-artifact",
 			"put-gitops-settings", "put-source", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-service",
 			"set-node-labels", "stream-journal-events", "suspend-source", "sync-gitops", "sync-source", "uncordon-node",

@@ -489,6 +489,30 @@ func (e StatusGrantWhat) Valid() bool {
 	}
 }
 
+// Defines values for SyncPathOutcome.
+const (
+	SyncPathOutcomeCreated SyncPathOutcome = "created"
+	SyncPathOutcomeInvalid SyncPathOutcome = "invalid"
+	SyncPathOutcomeStale   SyncPathOutcome = "stale"
+	SyncPathOutcomeUpdated SyncPathOutcome = "updated"
+)
+
+// Valid indicates whether the value is a known member of the SyncPathOutcome enum.
+func (e SyncPathOutcome) Valid() bool {
+	switch e {
+	case SyncPathOutcomeCreated:
+		return true
+	case SyncPathOutcomeInvalid:
+		return true
+	case SyncPathOutcomeStale:
+		return true
+	case SyncPathOutcomeUpdated:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TokenRole.
 const (
 	TokenRoleAdmin    TokenRole = "admin"
@@ -561,6 +585,30 @@ func (e ListJournalParamsState) Valid() bool {
 	case ListJournalParamsStateSucceeded:
 		return true
 	case ListJournalParamsStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListJournalRunPathsParamsOutcome.
+const (
+	ListJournalRunPathsParamsOutcomeCreated ListJournalRunPathsParamsOutcome = "created"
+	ListJournalRunPathsParamsOutcomeInvalid ListJournalRunPathsParamsOutcome = "invalid"
+	ListJournalRunPathsParamsOutcomeStale   ListJournalRunPathsParamsOutcome = "stale"
+	ListJournalRunPathsParamsOutcomeUpdated ListJournalRunPathsParamsOutcome = "updated"
+)
+
+// Valid indicates whether the value is a known member of the ListJournalRunPathsParamsOutcome enum.
+func (e ListJournalRunPathsParamsOutcome) Valid() bool {
+	switch e {
+	case ListJournalRunPathsParamsOutcomeCreated:
+		return true
+	case ListJournalRunPathsParamsOutcomeInvalid:
+		return true
+	case ListJournalRunPathsParamsOutcomeStale:
+		return true
+	case ListJournalRunPathsParamsOutcomeUpdated:
 		return true
 	default:
 		return false
@@ -979,6 +1027,15 @@ type ListServicesOutputBody struct {
 type ListSourcesOutputBody struct {
 	// Sources The sources that are not deleted, by name.
 	Sources []Source `json:"sources"`
+}
+
+// ListSyncPathsOutputBody defines model for ListSyncPathsOutputBody.
+type ListSyncPathsOutputBody struct {
+	// NextCursor Pass as cursor for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+
+	// Paths Ordered by outcome, then path.
+	Paths []SyncPath `json:"paths"`
 }
 
 // ListTokensOutputBody defines model for ListTokensOutputBody.
@@ -1438,6 +1495,23 @@ type StatusGrant struct {
 // StatusGrantWhat defines model for StatusGrant.What.
 type StatusGrantWhat string
 
+// SyncPath defines model for SyncPath.
+type SyncPath struct {
+	// Outcome What the run did to the path (for a candidate that waits: what accepting it would do).
+	Outcome SyncPathOutcome `json:"outcome"`
+
+	// Path Relative to the repository root.
+	//
+	// Example: apps/web.json
+	Path string `json:"path"`
+
+	// Reason Why the file is invalid; only for invalid.
+	Reason *string `json:"reason,omitempty"`
+}
+
+// SyncPathOutcome What the run did to the path (for a candidate that waits: what accepting it would do).
+type SyncPathOutcome string
+
 // Token defines model for Token.
 type Token struct {
 	CreatedAt time.Time          `json:"createdAt"`
@@ -1516,6 +1590,21 @@ type StreamJournalEventsParams struct {
 	// LastEventID Set by reconnecting SSE clients; same as after (the greater of the two wins).
 	LastEventID *int32 `json:"Last-Event-ID,omitempty"`
 }
+
+// ListJournalRunPathsParams defines parameters for ListJournalRunPaths.
+type ListJournalRunPathsParams struct {
+	// Outcome Only paths with this outcome.
+	Outcome *ListJournalRunPathsParamsOutcome `form:"outcome,omitempty" json:"outcome,omitempty"`
+
+	// Limit Page size.
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor nextCursor from the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListJournalRunPathsParamsOutcome defines parameters for ListJournalRunPaths.
+type ListJournalRunPathsParamsOutcome string
 
 // SyncSourceParams defines parameters for SyncSource.
 type SyncSourceParams struct {
@@ -1784,6 +1873,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/journal/{id}/events (the `StreamJournalEvents` operationId).
 	StreamJournalEvents(ctx context.Context, id openapi_types.UUID, params *StreamJournalEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListJournalRunPaths List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none.
+	//
+	// List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/journal/{id}/paths (the `ListJournalRunPaths` operationId).
+	ListJournalRunPaths(ctx context.Context, id openapi_types.UUID, params *ListJournalRunPathsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListNodes List the nodes with their states.
 	//
@@ -2429,6 +2525,23 @@ func (c *Client) CancelJournalRun(ctx context.Context, id openapi_types.UUID, bo
 // Corresponds with GET /api/v1/journal/{id}/events (the `StreamJournalEvents` operationId).
 func (c *Client) StreamJournalEvents(ctx context.Context, id openapi_types.UUID, params *StreamJournalEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStreamJournalEventsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListJournalRunPaths List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none.
+//
+// List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/journal/{id}/paths (the `ListJournalRunPaths` operationId).
+func (c *Client) ListJournalRunPaths(ctx context.Context, id openapi_types.UUID, params *ListJournalRunPathsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListJournalRunPathsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3868,6 +3981,91 @@ func NewStreamJournalEventsRequest(server string, id openapi_types.UUID, params 
 			req.Header.Set("Last-Event-ID", headerParam0)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewListJournalRunPathsRequest constructs an http.Request for the ListJournalRunPaths method
+func NewListJournalRunPathsRequest(server string, id openapi_types.UUID, params *ListJournalRunPathsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/journal/%s/paths", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Outcome != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "outcome", *params.Outcome, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -5397,6 +5595,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/journal/{id}/events (the `StreamJournalEvents` operationId).
 	StreamJournalEventsWithResponse(ctx context.Context, id openapi_types.UUID, params *StreamJournalEventsParams, reqEditors ...RequestEditorFn) (*StreamJournalEventsResponse, error)
+
+	// ListJournalRunPathsWithResponse List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none.
+	//
+	// List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/journal/{id}/paths (the `ListJournalRunPaths` operationId).
+	ListJournalRunPathsWithResponse(ctx context.Context, id openapi_types.UUID, params *ListJournalRunPathsParams, reqEditors ...RequestEditorFn) (*ListJournalRunPathsResponse, error)
 
 	// ListNodesWithResponse List the nodes with their states.
 	//
@@ -7045,6 +7252,82 @@ func (r StreamJournalEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r StreamJournalEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListJournalRunPathsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ListSyncPathsOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListJournalRunPathsResponse) GetJSON200() *ListSyncPathsOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListJournalRunPathsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListJournalRunPathsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListJournalRunPathsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListJournalRunPathsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListJournalRunPathsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListJournalRunPathsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListJournalRunPathsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListJournalRunPathsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListJournalRunPathsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10157,6 +10440,21 @@ func (c *ClientWithResponses) StreamJournalEventsWithResponse(ctx context.Contex
 	return ParseStreamJournalEventsResponse(rsp)
 }
 
+// ListJournalRunPathsWithResponse List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none.
+//
+// List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/journal/{id}/paths (the `ListJournalRunPaths` operationId).
+func (c *ClientWithResponses) ListJournalRunPathsWithResponse(ctx context.Context, id openapi_types.UUID, params *ListJournalRunPathsParams, reqEditors ...RequestEditorFn) (*ListJournalRunPathsResponse, error) {
+	rsp, err := c.ListJournalRunPaths(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListJournalRunPathsResponse(rsp)
+}
+
 // ListNodesWithResponse List the nodes with their states.
 //
 // List the nodes with their states. Needs the viewer role.
@@ -11823,6 +12121,67 @@ func ParseStreamJournalEventsResponse(rsp *http.Response) (*StreamJournalEventsR
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListJournalRunPathsResponse parses an HTTP response from a ListJournalRunPathsWithResponse call
+func ParseListJournalRunPathsResponse(rsp *http.Response) (*ListJournalRunPathsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListJournalRunPathsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ListSyncPathsOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {

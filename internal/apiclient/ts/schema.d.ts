@@ -308,6 +308,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/journal/{id}/paths": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none.
+         * @description List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none. Needs the viewer role.
+         */
+        get: operations["list-journal-run-paths"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/nodes": {
         parameters: {
             query?: never;
@@ -1242,6 +1262,12 @@ export interface components {
             /** @description The sources that are not deleted, by name. */
             sources: components["schemas"]["Source"][];
         };
+        ListSyncPathsOutputBody: {
+            /** @description Pass as cursor for the next page; absent on the last page. */
+            nextCursor?: string;
+            /** @description Ordered by outcome, then path. */
+            paths: components["schemas"]["SyncPath"][];
+        };
         ListTokensOutputBody: {
             tokens: components["schemas"]["Token"][];
         };
@@ -1641,6 +1667,20 @@ export interface components {
             journalId: string;
             /** @enum {string} */
             what: "Source accepted" | "Applied";
+        };
+        SyncPath: {
+            /**
+             * @description What the run did to the path (for a candidate that waits: what accepting it would do).
+             * @enum {string}
+             */
+            outcome: "created" | "updated" | "stale" | "invalid";
+            /**
+             * @description Relative to the repository root.
+             * @example apps/web.json
+             */
+            path: string;
+            /** @description Why the file is invalid; only for invalid. */
+            reason?: string;
         };
         Token: {
             /** Format: date-time */
@@ -2772,6 +2812,80 @@ export interface operations {
                 };
                 content: {
                     "text/event-stream": string;
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "list-journal-run-paths": {
+        parameters: {
+            query?: {
+                /** @description Only paths with this outcome. */
+                outcome?: "created" | "updated" | "stale" | "invalid";
+                /** @description Page size. */
+                limit?: number;
+                /** @description nextCursor from the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListSyncPathsOutputBody"];
                 };
             };
             /** @description Unauthorized */
