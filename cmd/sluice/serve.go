@@ -52,17 +52,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	redact.Add(cfg.secrets()...)
-	logger := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
-
-	database, err := openDatabase(ctx, cfg, logger)
+	database, logger, err := openMigrated(ctx, cfg, stderr)
 	if err != nil {
 		return err
 	}
 	defer database.close(logger)
-	if _, err := db.Migrate(ctx, database.pool, logger.With("component", "migrate")); err != nil {
-		return redact.Error(err)
-	}
 	if cfg.BootstrapToken != "" {
 		if err := auth.EnsureBootstrap(ctx, database.pool, cfg.BootstrapToken); err != nil {
 			return redact.Error(fmt.Errorf("bootstrap token: %w", err))
@@ -379,6 +373,23 @@ func (l levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (l levelFloor) WithGroup(name string) slog.Handler {
 	return levelFloor{Handler: l.Handler.WithGroup(name), min: l.min}
+}
+
+// openMigrated registers cfg's secrets with the redactor, makes the logger,
+// opens the database and runs the migrations: how serve and worker begin.
+// The caller closes the database.
+func openMigrated(ctx context.Context, cfg *ServeConfig, stderr io.Writer) (*database, *slog.Logger, error) {
+	redact.Add(cfg.secrets()...)
+	logger := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	database, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := db.Migrate(ctx, database.pool, logger.With("component", "migrate")); err != nil {
+		database.close(logger)
+		return nil, nil, redact.Error(err)
+	}
+	return database, logger, nil
 }
 
 // database is the pool plus, when sluice runs its own, the embedded cluster.

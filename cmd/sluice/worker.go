@@ -9,8 +9,6 @@ import (
 	"os"
 	"time"
 
-	"sluice/db"
-	"sluice/internal/redact"
 )
 
 // runWorker runs `sluice worker`: the control plane's River workers without
@@ -48,16 +46,11 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	if cfg.DatabaseURL == "" {
 		return errors.New("sluice worker needs SLUICE_DATABASE_URL, the PostgreSQL that serve uses: a worker shares serve's database, it never starts one of its own")
 	}
-	redact.Add(cfg.secrets()...)
-	logger := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
-	database, err := openDatabase(ctx, cfg, logger)
+	database, logger, err := openMigrated(ctx, cfg, stderr)
 	if err != nil {
 		return err
 	}
 	defer database.close(logger)
-	if _, err := db.Migrate(ctx, database.pool, logger.With("component", "migrate")); err != nil {
-		return redact.Error(err)
-	}
 	cp, err := newControlPlane(ctx, cfg, logger, database.pool, controlPlaneOpts{})
 	if err != nil {
 		return err
