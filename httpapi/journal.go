@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -123,9 +124,70 @@ type cancelRunInput struct {
 
 type eventsInput struct {
 	ID          uuid.UUID `path:"id" format:"uuid"`
-	After       int32     `query:"after" minimum:"0" maximum:"2147483647" doc:"Send only events with a greater seq."`
-	LastEventID int32     `header:"Last-Event-ID" minimum:"0" maximum:"2147483647" doc:"Set by reconnecting SSE clients; same as after (the greater of the two wins)."`
+	After       int32     `query:"after" minimum:"0" maximum:"2147483647" doc:"Send only events with a greater seq. At or past a finished run's last event (and above 0) the answer is 204."`
+	LastEventID int32     `header:"Last-Event-ID" minimum:"0" maximum:"2147483647" doc:"Set by reconnecting SSE clients; same as after (the greater of the two wins). At or past a finished run's last event the answer is 204, which stops an EventSource."`
+
+	resumes bool // a Last-Event-ID was sent, 0 included: the client saw a message with an id
 }
+
+// Resolve notes whether Last-Event-ID was sent at all: after end (id 0 when
+// the run has no events) an EventSource sends it on its reconnect.
+func (in *eventsInput) Resolve(ctx huma.Context) []error {
+	in.resumes = ctx.Header("Last-Event-ID") != ""
+	return nil
+}
+
+// StreamError is the message of an `error` stream message: the stream ends
+// without `end`, and a reconnect resumes after the last event.
+type StreamError struct {
+	Message string `json:"message" doc:"What went wrong, in a sentence."`
+}
+
+// streamRetry is the reconnection time the stream tells clients, sent as
+// its first field.
+const streamRetry = 3 * time.Second
+
+// finalStates are the states a run does not leave.
+var finalStates = map[string]bool{"succeeded": true, "failed": true, "unknown": true, "cancelled": true}
+
+// eventStreamSchema documents the stream: a sequence of messages, each one
+// of event (an Event, id = its seq), end (the finished Run, id = its last
+// seq) and error (a StreamError).
+func eventStreamSchema(api huma.API) *huma.Schema {
+	reg := api.OpenAPI().Components.Schemas
+	msg := func(name, doc string, data *huma.Schema, withID bool) *huma.Schema {
+		props := map[string]*huma.Schema{
+			"event": {Type: huma.TypeString, Enum: []any{name}, Description: "The SSE event field."},
+			"data":  data,
+		}
+		required := []string{"event", "data"}
+		if withID {
+			props["id"] = &huma.Schema{Type: huma.TypeInteger, Format: "int32", Minimum: ptr(0.0),
+				Description: "The SSE id field: the seq an EventSource sends back as Last-Event-ID."}
+			required = append(required, "id")
+		}
+		return &huma.Schema{
+			Title: "Message " + name, Description: doc, Type: huma.TypeObject,
+			Properties: props, Required: required,
+		}
+	}
+	return &huma.Schema{
+		Title: "Server-sent events",
+		Description: "The stream as a sequence of SSE messages, each sent as `id:`, `event:` and `data:` lines " +
+			"(data is one line of JSON) and a blank line. The first field is `retry: " +
+			fmt.Sprint(streamRetry.Milliseconds()) + "` (milliseconds), and comment lines (`:`) keep a quiet stream open.",
+		Type: huma.TypeArray,
+		Items: &huma.Schema{OneOf: []*huma.Schema{
+			msg("event", "One event of the run's log; id is its seq.", reg.Schema(reflect.TypeFor[Event](), true, ""), true),
+			msg("end", "The last message: the finished run; id is its last seq (eventCount), so a reconnect gets 204.",
+				reg.Schema(reflect.TypeFor[Run](), true, ""), true),
+			msg("error", "The run could not be followed; the stream ends without end.",
+				reg.Schema(reflect.TypeFor[StreamError](), true, ""), false),
+		}},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func registerJournal(api huma.API, d Deps) {
 	register(api, d, op("list-journal", http.MethodGet, "/journal",
@@ -190,19 +252,29 @@ func registerJournal(api huma.API, d Deps) {
 
 	o := op("stream-journal-events", http.MethodGet, "/journal/{id}/events",
 		"Stream a run's events as server-sent events: the events so far, then new ones as they happen "+
-			"in any process, then one `end` event with the finished run.", auth.RoleViewer, http.StatusNotFound)
-	o.Responses = map[string]*huma.Response{"200": {
-		Description: "An event stream. Each `event` message carries an Event with id = seq; the last message is `end` with the Run.",
-		Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{
-			Type: huma.TypeString, Description: "text/event-stream of `event` (Event) and `end` (Run) messages.",
-		}}},
-	}}
+			"in any process, then one `end` message with the finished run. A reconnect to a finished run "+
+			"at or past its last event (Last-Event-ID, or after above 0) answers 204 No Content, which stops "+
+			"a standard EventSource from reconnecting.", auth.RoleViewer, http.StatusNotFound)
+	o.Responses = map[string]*huma.Response{
+		"200": {
+			Description: "An event stream of `event` messages (an Event, id = seq), then `end` (the Run, id = its last seq); " +
+				"`error` instead of `end` when the run cannot be followed.",
+			Content: map[string]*huma.MediaType{"text/event-stream": {Schema: eventStreamSchema(api)}},
+		},
+		"204": {Description: "The run is finished and the client has every event: nothing more will come."},
+	}
 	register(api, d, o, func(ctx context.Context, in *eventsInput) (*huma.StreamResponse, error) {
 		// Look the run up first, so a wrong id is a 404, not an empty stream.
-		if _, err := d.Journal.Get(ctx, in.ID); err != nil {
+		run, err := d.Journal.Get(ctx, in.ID)
+		if err != nil {
 			return nil, err
 		}
 		after := max(in.After, in.LastEventID)
+		if finalStates[run.State] && after >= run.LastSeq && (in.resumes || after > 0) {
+			return &huma.StreamResponse{Body: func(hctx huma.Context) {
+				hctx.SetStatus(http.StatusNoContent)
+			}}, nil
+		}
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			streamEvents(hctx, d, in.ID, after)
 		}}, nil
@@ -224,6 +296,7 @@ func streamEvents(hctx huma.Context, d Deps, id uuid.UUID, after int32) {
 	}
 	// The keep-alive goroutine and Follow both write: one at a time.
 	var mu sync.Mutex
+	// id < 0 sends no id field.
 	writeMsg := func(event string, id int32, v any) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -232,7 +305,7 @@ func streamEvents(hctx huma.Context, d Deps, id uuid.UUID, after int32) {
 			return err
 		}
 		var sb strings.Builder
-		if id > 0 {
+		if id >= 0 {
 			fmt.Fprintf(&sb, "id: %d\n", id)
 		}
 		fmt.Fprintf(&sb, "event: %s\ndata: %s\n\n", event, b)
@@ -242,7 +315,7 @@ func streamEvents(hctx huma.Context, d Deps, id uuid.UUID, after int32) {
 		flush()
 		return nil
 	}
-	_, _ = w.Write([]byte(": following run " + id.String() + "\n\n"))
+	_, _ = fmt.Fprintf(w, "retry: %d\n: following run %s\n\n", streamRetry.Milliseconds(), id)
 	flush()
 
 	ctx, cancel := context.WithCancel(hctx.Context())
@@ -284,9 +357,11 @@ func streamEvents(hctx huma.Context, d Deps, id uuid.UUID, after int32) {
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			_ = writeMsg("error", 0, map[string]string{"message": mapError(ctx, d.Logger, err).Error()})
+			_ = writeMsg("error", -1, StreamError{Message: mapError(ctx, d.Logger, err).Error()})
 		}
 		return
 	}
-	_ = writeMsg("end", 0, runOut(run))
+	// end's id is the last seq: the id an EventSource already holds, so that
+	// its reconnect, even for a run without events (id 0), is answered 204.
+	_ = writeMsg("end", run.LastSeq, runOut(run))
 }

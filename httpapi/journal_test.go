@@ -331,10 +331,13 @@ func TestJournalEvents(t *testing.T) {
 		}
 		last := msgs[len(msgs)-1]
 		require.Equal(t, "end", last.Event, "last message: %+v", last)
-		require.Empty(t, last.ID, "end has no id, so a reconnecting client resumes after the last event")
 		var r run
 		require.NoError(t, json.Unmarshal([]byte(last.Data), &r))
 		require.Equal(t, runID, r.ID)
+		require.Equal(t, strconv.Itoa(r.EventCount), last.ID, "end's id is the last seq, so a reconnect resumes past every event")
+		for _, m := range msgs {
+			require.Equal(t, "3000", m.Retry, "the stream tells clients to reconnect after 3 s")
+		}
 		return r, events
 	}
 
@@ -406,10 +409,16 @@ func TestJournalEvents(t *testing.T) {
 		id, live := finished(b, t)
 		n := len(live) - 1 // events
 		require.Equal(t, 3, n)
-		for after := 0; after <= n; after++ {
+		for after := 0; after < n; after++ {
 			_, msgs := b.stream(t, fmt.Sprintf("/api/v1/journal/%s/events?after=%d", id, after), b.viewer, nil)
 			_, events := check(t, msgs, id, after+1)
 			require.Len(t, events, n-after)
+		}
+		// At or past the last event of a finished run, nothing more comes.
+		for _, after := range []int{n, n + 1, 2147483647} {
+			resp, msgs := b.stream(t, fmt.Sprintf("/api/v1/journal/%s/events?after=%d", id, after), b.viewer, nil)
+			require.Equal(t, http.StatusNoContent, resp.StatusCode, "after=%d", after)
+			require.Nil(t, msgs)
 		}
 	})
 
@@ -418,7 +427,7 @@ func TestJournalEvents(t *testing.T) {
 		b := setup(t)
 		id, live := finished(b, t)
 		n := len(live) - 1
-		for last := 0; last <= n; last++ {
+		for last := 0; last < n; last++ {
 			_, msgs := b.stream(t, "/api/v1/journal/"+id+"/events", b.viewer,
 				http.Header{"Last-Event-ID": {strconv.Itoa(last)}})
 			_, events := check(t, msgs, id, last+1)
@@ -431,6 +440,45 @@ func TestJournalEvents(t *testing.T) {
 		_, msgs = b.stream(t, "/api/v1/journal/"+id+"/events?after=2", b.viewer,
 			http.Header{"Last-Event-ID": {"1"}})
 		check(t, msgs, id, 3)
+	})
+
+	t.Run("ReconnectToFinishedRunIsNoContent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Followed while it runs, as an EventSource would: the stream ends
+		// with end, whose id the client sends back when it reconnects.
+		id, live := finished(b, t)
+		end := live[len(live)-1]
+		require.Equal(t, "end", end.Event)
+		require.NotEmpty(t, end.ID)
+		resp, msgs := b.stream(t, "/api/v1/journal/"+id+"/events", b.viewer, http.Header{"Last-Event-ID": {end.ID}})
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		require.Empty(t, resp.Header.Get("Content-Type"))
+		require.Nil(t, msgs)
+
+		// The same reconnect to a run that is still open streams on.
+		acc := b.hold(t, holdBody{Target: "api", Seconds: 1})
+		resp, msgs = b.stream(t, "/api/v1/journal/"+acc.JournalID+"/events", b.viewer, http.Header{"Last-Event-ID": {"0"}})
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		check(t, msgs, acc.JournalID, 1)
+	})
+
+	t.Run("ReconnectToFinishedRunWithoutEventsIsNoContent", func(t *testing.T) {
+		t.Parallel()
+		b := &testBundle{testServer: startServer(t, serverOpts{})} // River only inserts: the hold stays queued
+		acc := b.hold(t, holdBody{Target: "web", Seconds: 1})
+		var r run
+		b.post(t, "/api/v1/journal/"+acc.JournalID+"/cancel", b.operator, nil).decode(t, http.StatusOK, &r)
+		require.Equal(t, "cancelled", r.State)
+
+		// A fresh stream replays the run and ends; end's id (0 when there
+		// are no events) makes the reconnect a 204.
+		_, msgs := b.stream(t, "/api/v1/journal/"+acc.JournalID+"/events", b.viewer, nil)
+		r, _ = check(t, msgs, acc.JournalID, 1)
+		require.Equal(t, "cancelled", r.State)
+		resp, _ := b.stream(t, "/api/v1/journal/"+acc.JournalID+"/events", b.viewer,
+			http.Header{"Last-Event-ID": {msgs[len(msgs)-1].ID}})
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
 	})
 
 	t.Run("UnknownRunIsNotFoundBeforeAnyStream", func(t *testing.T) {

@@ -294,6 +294,7 @@ type sseMessage struct {
 	ID    string
 	Event string
 	Data  string
+	Retry string    // the retry field in force when it was read
 	At    time.Time // when the client read it
 }
 
@@ -319,9 +320,10 @@ func (s *testServer) stream(t *testing.T, path, token string, header http.Header
 		return resp, nil
 	}
 	var (
-		raw  bytes.Buffer
-		msgs []sseMessage
-		cur  sseMessage
+		raw   bytes.Buffer
+		msgs  []sseMessage
+		cur   sseMessage
+		retry string
 	)
 	sc := bufio.NewScanner(io.TeeReader(resp.Body, &raw))
 	for sc.Scan() {
@@ -329,11 +331,13 @@ func (s *testServer) stream(t *testing.T, path, token string, header http.Header
 		switch {
 		case line == "":
 			if cur.Event != "" || cur.Data != "" {
-				cur.At = time.Now()
+				cur.At, cur.Retry = time.Now(), retry
 				msgs = append(msgs, cur)
 			}
 			cur = sseMessage{}
 		case strings.HasPrefix(line, ":"): // a comment
+		case strings.HasPrefix(line, "retry: "):
+			retry = strings.TrimPrefix(line, "retry: ")
 		case strings.HasPrefix(line, "id: "):
 			cur.ID = strings.TrimPrefix(line, "id: ")
 		case strings.HasPrefix(line, "event: "):

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"text/tabwriter"
 	"time"
 
@@ -179,12 +180,25 @@ func followRun(ctx context.Context, client *apiclient.ClientWithResponses, w io.
 			time.Sleep(time.Second) // the server may be restarting
 			continue
 		}
-		if resp.StatusCode != 200 {
+		var final *apiclient.Run
+		if resp.StatusCode == http.StatusNoContent {
+			// The run finished after the last event this stream sent; the
+			// empty body below reads as no message.
+			r, err := client.GetJournalRunWithResponse(ctx, id)
+			if err != nil {
+				resp.Body.Close()
+				return err
+			}
+			if r.JSON200 == nil {
+				resp.Body.Close()
+				return apiError(r.HTTPResponse, r.Body)
+			}
+			final = r.JSON200
+		} else if resp.StatusCode != 200 {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			return apiError(resp, body)
 		}
-		var final *apiclient.Run
 		err = readSSE(resp.Body, func(ev sseEvent) bool {
 			switch ev.Event {
 			case "event":

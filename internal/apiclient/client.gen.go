@@ -150,6 +150,27 @@ func (e EnforceDecisionDecision) Valid() bool {
 	}
 }
 
+// Defines values for EventLevel.
+const (
+	EventLevelError EventLevel = "error"
+	EventLevelInfo  EventLevel = "info"
+	EventLevelWarn  EventLevel = "warn"
+)
+
+// Valid indicates whether the value is a known member of the EventLevel enum.
+func (e EventLevel) Valid() bool {
+	switch e {
+	case EventLevelError:
+		return true
+	case EventLevelInfo:
+		return true
+	case EventLevelWarn:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for InfrastructureStatus.
 const (
 	InfrastructureStatusApplied   InfrastructureStatus = "applied"
@@ -867,6 +888,21 @@ type ErrorModel struct {
 	Type *string `json:"type,omitempty"`
 }
 
+// Event defines model for Event.
+type Event struct {
+	At      time.Time          `json:"at"`
+	Data    interface{}        `json:"data,omitempty"`
+	Level   EventLevel         `json:"level"`
+	Message string             `json:"message"`
+	RunId   openapi_types.UUID `json:"runId"`
+
+	// Seq 1, 2, 3… with no gaps.
+	Seq int32 `json:"seq"`
+}
+
+// EventLevel defines model for Event.Level.
+type EventLevel string
+
 // Evidence defines model for Evidence.
 type Evidence struct {
 	// LastAcceptance The newest receipt that put a commit in force.
@@ -1495,6 +1531,12 @@ type StatusGrant struct {
 // StatusGrantWhat defines model for StatusGrant.What.
 type StatusGrantWhat string
 
+// StreamError defines model for StreamError.
+type StreamError struct {
+	// Message What went wrong, in a sentence.
+	Message string `json:"message"`
+}
+
 // SyncPath defines model for SyncPath.
 type SyncPath struct {
 	// Outcome What the run did to the path (for a candidate that waits: what accepting it would do).
@@ -1584,10 +1626,10 @@ type ListJournalParamsState string
 
 // StreamJournalEventsParams defines parameters for StreamJournalEvents.
 type StreamJournalEventsParams struct {
-	// After Send only events with a greater seq.
+	// After Send only events with a greater seq. At or past a finished run's last event (and above 0) the answer is 204.
 	After *int32 `form:"after,omitempty" json:"after,omitempty"`
 
-	// LastEventID Set by reconnecting SSE clients; same as after (the greater of the two wins).
+	// LastEventID Set by reconnecting SSE clients; same as after (the greater of the two wins). At or past a finished run's last event the answer is 204, which stops an EventSource.
 	LastEventID *int32 `json:"Last-Event-ID,omitempty"`
 }
 
@@ -1867,9 +1909,9 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/journal/{id}/cancel (the `CancelJournalRun` operationId).
 	CancelJournalRun(ctx context.Context, id openapi_types.UUID, body CancelJournalRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// StreamJournalEvents Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run.
+	// StreamJournalEvents Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` message with the finished run. A reconnect to a finished run at or past its last event (Last-Event-ID, or after above 0) answers 204 No Content, which stops a standard EventSource from reconnecting.
 	//
-	// Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run. Needs the viewer role.
+	// Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` message with the finished run. A reconnect to a finished run at or past its last event (Last-Event-ID, or after above 0) answers 204 No Content, which stops a standard EventSource from reconnecting. Needs the viewer role.
 	//
 	// Corresponds with GET /api/v1/journal/{id}/events (the `StreamJournalEvents` operationId).
 	StreamJournalEvents(ctx context.Context, id openapi_types.UUID, params *StreamJournalEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2518,9 +2560,9 @@ func (c *Client) CancelJournalRun(ctx context.Context, id openapi_types.UUID, bo
 	return c.Client.Do(req)
 }
 
-// StreamJournalEvents Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run.
+// StreamJournalEvents Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` message with the finished run. A reconnect to a finished run at or past its last event (Last-Event-ID, or after above 0) answers 204 No Content, which stops a standard EventSource from reconnecting.
 //
-// Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run. Needs the viewer role.
+// Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` message with the finished run. A reconnect to a finished run at or past its last event (Last-Event-ID, or after above 0) answers 204 No Content, which stops a standard EventSource from reconnecting. Needs the viewer role.
 //
 // Corresponds with GET /api/v1/journal/{id}/events (the `StreamJournalEvents` operationId).
 func (c *Client) StreamJournalEvents(ctx context.Context, id openapi_types.UUID, params *StreamJournalEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5587,9 +5629,9 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/journal/{id}/cancel (the `CancelJournalRun` operationId).
 	CancelJournalRunWithResponse(ctx context.Context, id openapi_types.UUID, body CancelJournalRunJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelJournalRunResponse, error)
 
-	// StreamJournalEventsWithResponse Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run.
+	// StreamJournalEventsWithResponse Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` message with the finished run. A reconnect to a finished run at or past its last event (Last-Event-ID, or after above 0) answers 204 No Content, which stops a standard EventSource from reconnecting.
 	//
-	// Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run. Needs the viewer role.
+	// Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` message with the finished run. A reconnect to a finished run at or past its last event (Last-Event-ID, or after above 0) answers 204 No Content, which stops a standard EventSource from reconnecting. Needs the viewer role.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10425,9 +10467,9 @@ func (c *ClientWithResponses) CancelJournalRunWithResponse(ctx context.Context, 
 	return ParseCancelJournalRunResponse(rsp)
 }
 
-// StreamJournalEventsWithResponse Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run.
+// StreamJournalEventsWithResponse Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` message with the finished run. A reconnect to a finished run at or past its last event (Last-Event-ID, or after above 0) answers 204 No Content, which stops a standard EventSource from reconnecting.
 //
-// Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run. Needs the viewer role.
+// Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` message with the finished run. A reconnect to a finished run at or past its last event (Last-Event-ID, or after above 0) answers 204 No Content, which stops a standard EventSource from reconnecting. Needs the viewer role.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12121,6 +12163,9 @@ func ParseStreamJournalEventsResponse(rsp *http.Response) (*StreamJournalEventsR
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {

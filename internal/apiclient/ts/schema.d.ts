@@ -296,8 +296,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run.
-         * @description Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` event with the finished run. Needs the viewer role.
+         * Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` message with the finished run. A reconnect to a finished run at or past its last event (Last-Event-ID, or after above 0) answers 204 No Content, which stops a standard EventSource from reconnecting.
+         * @description Stream a run's events as server-sent events: the events so far, then new ones as they happen in any process, then one `end` message with the finished run. A reconnect to a finished run at or past its last event (Last-Event-ID, or after above 0) answers 204 No Content, which stops a standard EventSource from reconnecting. Needs the viewer role.
          */
         get: operations["stream-journal-events"];
         put?: never;
@@ -1112,6 +1112,21 @@ export interface components {
              */
             type: string;
         };
+        Event: {
+            /** Format: date-time */
+            at: string;
+            data?: unknown;
+            /** @enum {string} */
+            level: "info" | "warn" | "error";
+            message: string;
+            /** Format: uuid */
+            runId: string;
+            /**
+             * Format: int32
+             * @description 1, 2, 3… with no gaps.
+             */
+            seq: number;
+        };
         Evidence: {
             /** @description The newest receipt that put a commit in force. */
             lastAcceptance?: components["schemas"]["AcceptanceEvidence"];
@@ -1667,6 +1682,10 @@ export interface components {
             journalId: string;
             /** @enum {string} */
             what: "Source accepted" | "Applied";
+        };
+        StreamError: {
+            /** @description What went wrong, in a sentence. */
+            message: string;
         };
         SyncPath: {
             /**
@@ -2791,11 +2810,11 @@ export interface operations {
     "stream-journal-events": {
         parameters: {
             query?: {
-                /** @description Send only events with a greater seq. */
+                /** @description Send only events with a greater seq. At or past a finished run's last event (and above 0) the answer is 204. */
                 after?: number;
             };
             header?: {
-                /** @description Set by reconnecting SSE clients; same as after (the greater of the two wins). */
+                /** @description Set by reconnecting SSE clients; same as after (the greater of the two wins). At or past a finished run's last event the answer is 204, which stops an EventSource. */
                 "Last-Event-ID"?: number;
             };
             path: {
@@ -2805,14 +2824,52 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description An event stream. Each `event` message carries an Event with id = seq; the last message is `end` with the Run. */
+            /** @description An event stream of `event` messages (an Event, id = seq), then `end` (the Run, id = its last seq); `error` instead of `end` when the run cannot be followed. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": ({
+                        data: components["schemas"]["Event"];
+                        /**
+                         * @description The SSE event field.
+                         * @enum {string}
+                         */
+                        event: "event";
+                        /**
+                         * Format: int32
+                         * @description The SSE id field: the seq an EventSource sends back as Last-Event-ID.
+                         */
+                        id: number;
+                    } | {
+                        data: components["schemas"]["Run"];
+                        /**
+                         * @description The SSE event field.
+                         * @enum {string}
+                         */
+                        event: "end";
+                        /**
+                         * Format: int32
+                         * @description The SSE id field: the seq an EventSource sends back as Last-Event-ID.
+                         */
+                        id: number;
+                    } | {
+                        data: components["schemas"]["StreamError"];
+                        /**
+                         * @description The SSE event field.
+                         * @enum {string}
+                         */
+                        event: "error";
+                    })[];
                 };
+            };
+            /** @description The run is finished and the client has every event: nothing more will come. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Unauthorized */
             401: {
