@@ -304,7 +304,13 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	}
 	plan.units, plan.invalid = checkServices(plan.units, plan.invalid)
 	p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(begin).Round(time.Millisecond)), nil)
-	for _, inv := range plan.invalid {
+	// One event per invalid file, as the receipt's sample: thousands of
+	// them would be thousands of rows for every follower to read.
+	for i, inv := range plan.invalid {
+		if i == SampleSize {
+			p.Warn(ctx, fmt.Sprintf("and %d more invalid units: GET /api/v1/journal/%s/paths?outcome=invalid lists every one", len(plan.invalid)-SampleSize, p.RunID()), nil)
+			break
+		}
 		p.Warn(ctx, "invalid unit "+inv.Path+": "+inv.Reason, nil)
 	}
 	msg := "synced"

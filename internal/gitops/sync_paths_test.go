@@ -93,6 +93,10 @@ func TestSyncPaths(t *testing.T) {
 			require.Contains(t, broken[path], "not valid JSON", path)
 		}
 		require.Equal(t, units+invalid, b.count(t, "SELECT count(*) FROM sync_path WHERE run_id = $1", run.ID))
+		// The run's log names as many invalid files as the sample, then
+		// says where the rest are.
+		require.Equal(t, gitops.SampleSize+1, b.count(t, "SELECT count(*) FROM journal_event WHERE run_id = $1 AND level = 'warn'", run.ID))
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_event WHERE run_id = $1 AND message LIKE 'and 10 more invalid units: GET /api/v1/journal/%/paths?outcome=invalid%'", run.ID))
 
 		st, err := b.svc.GetStatus(b.ctx)
 		require.NoError(t, err)
