@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"time"
-
 )
 
 // runWorker runs `sluice worker`: the control plane's River workers without

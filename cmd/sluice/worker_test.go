@@ -81,9 +81,10 @@ func TestWorker(t *testing.T) {
 		serveDir, workerDir := t.TempDir(), t.TempDir()
 		p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+serveDir, key,
 			"SLUICE_GITOPS_REPO_URL="+repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_TERRAFORM_CONCURRENCY=0")
-		w := startWorker(t, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+workerDir, key)
-
+		// serve syncs before the worker exists: the worker's own tree has never
+		// seen the commit its plan needs, and fetches it.
 		p.waitRunLong(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+		w := startWorker(t, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+workerDir, key)
 		plan := p.waitRunLong(p.accepted("/api/v1/infrastructures/network/plan", nil), "succeeded")
 		apply := p.waitRunLong(p.accepted("/api/v1/infrastructures/network/apply", nil), "succeeded")
 

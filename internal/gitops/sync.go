@@ -369,6 +369,17 @@ func (s *Service) ExportModule(ctx context.Context, sourceID uuid.UUID, commit, 
 	if err != nil {
 		return err
 	}
+	err = mirror.Export(ctx, commit, dir, dest)
+	if !errs.Is(err, errs.NotFound) {
+		return err
+	}
+	// Another process (serve, a worker with a data dir of its own) synced
+	// the commit: this process's tree fetches it, and exports again. The
+	// inventory is not touched; a commit the branch no longer holds stays
+	// NotFound.
+	if _, serr := mirror.Sync(ctx, ""); serr != nil {
+		return errors.Join(err, serr)
+	}
 	return mirror.Export(ctx, commit, dir, dest)
 }
 
