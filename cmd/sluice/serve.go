@@ -209,6 +209,7 @@ func (cp *controlPlane) start(ctx, bg context.Context, logger *slog.Logger) erro
 	cp.riverStarted.Store(true)
 	go cp.gitops.Schedule(bg)
 	go j.RecoverEvery(bg, journal.RecoverInterval)
+	go cp.nodes.RunFlusher(bg)
 	go func() {
 		<-cp.river.Stopped()
 		cp.riverStarted.Store(false)

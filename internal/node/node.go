@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -95,6 +96,68 @@ type Registry struct {
 	Started time.Time
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	mu      sync.Mutex
+	pending map[string]beat // heartbeats not yet written (see Flush)
+	last    map[string]beat // the newest heartbeat this process took, per node
+}
+
+// beat is one heartbeat as this process took it.
+type beat struct {
+	instance string
+	reported json.RawMessage
+	at       time.Time
+}
+
+// FlushEvery is how often RunFlusher writes the heartbeats it gathered.
+const FlushEvery = time.Second
+
+// RunFlusher writes the gathered heartbeats every FlushEvery until ctx
+// ends, and once more then.
+func (r *Registry) RunFlusher(ctx context.Context) {
+	t := time.NewTicker(FlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = r.Flush(fctx)
+			cancel()
+			return
+		case <-t.C:
+			_ = r.Flush(ctx)
+		}
+	}
+}
+
+// Flush writes the heartbeats gathered since the last flush, in one
+// statement. On failure they are kept for the next one.
+func (r *Registry) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	batch := r.pending
+	r.pending = nil
+	r.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	p := &db.NodeHeartbeatManyParams{}
+	for name, b := range batch {
+		p.Names, p.Instances, p.Reported, p.Ats = append(p.Names, name), append(p.Instances, b.instance), append(p.Reported, b.reported), append(p.Ats, b.at)
+	}
+	if err := db.New(r.Pool).NodeHeartbeatMany(ctx, p); err != nil {
+		r.mu.Lock()
+		for name, b := range batch {
+			if _, newer := r.pending[name]; !newer {
+				if r.pending == nil {
+					r.pending = map[string]beat{}
+				}
+				r.pending[name] = b
+			}
+		}
+		r.mu.Unlock()
+		return fmt.Errorf("write %d heartbeats: %w", len(batch), err)
+	}
+	return nil
 }
 
 func (r *Registry) silence() time.Duration {
@@ -136,6 +199,19 @@ type Node struct {
 	RevokedAt       *time.Time        `json:"revokedAt,omitempty"`
 	CreatedAt       time.Time         `json:"createdAt"`
 	CreatedBy       string            `json:"createdBy"`
+}
+
+// withBeats puts this process's newest heartbeat of each node, when newer
+// than the database's, into rows.
+func (r *Registry) withBeats(rows ...*db.Node) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range rows {
+		if b, ok := r.last[n.Name]; ok && (n.LastHeartbeatAt == nil || b.at.After(*n.LastHeartbeatAt)) {
+			at := b.at
+			n.LastHeartbeatAt, n.AgentInstance, n.Reported = &at, &b.instance, b.reported
+		}
+	}
 }
 
 // view turns a row into a Node with its state.
@@ -299,31 +375,39 @@ func (r *Registry) Authenticate(ctx context.Context, credential string) (*db.Nod
 // Heartbeat records that the agent instance of node name is alive. A second
 // agent claiming the node while the first one's heartbeats are fresh is
 // refused with a Conflict that says so.
+//
+// Heartbeats are soft state: this process keeps the newest one per node in
+// memory and RunFlusher writes them about once a second in one statement,
+// so the database's load and connections do not grow with the agents. The
+// claim check reads both this process's memory and the database (another
+// process's agents, as of its last flush).
 func (r *Registry) Heartbeat(ctx context.Context, name, instance string, rep Reported) (*Node, error) {
+	row, err := db.New(r.Pool).NodeGet(ctx, name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.Errorf(errs.NotFound, "Node %s does not exist.", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get node %s: %w", name, err)
+	}
+	now := r.now()
+	holder, at := deref(row.AgentInstance), row.LastHeartbeatAt
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b, ok := r.last[name]; ok && (at == nil || b.at.After(*at)) {
+		holder, at = b.instance, &b.at
+	}
+	if holder != "" && holder != instance && at != nil && now.Sub(*at) < r.silence() {
+		return nil, errs.Errorf(errs.Conflict, "Node %s is held by another agent (instance %s, last heartbeat %s ago); this one stops. Stop the other agent, or wait %s after it stopped.",
+			name, holder, now.Sub(*at).Round(time.Second), r.silence())
+	}
 	rj, _ := json.Marshal(rep)
-	var n *Node
-	err := db.WithTx(ctx, r.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		q := db.New(tx)
-		cur, err := q.NodeGetForUpdate(ctx, name)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return errs.Errorf(errs.NotFound, "Node %s does not exist.", name)
-		}
-		if err != nil {
-			return fmt.Errorf("lock node %s: %w", name, err)
-		}
-		if cur.AgentInstance != nil && *cur.AgentInstance != instance && cur.LastHeartbeatAt != nil &&
-			r.now().Sub(*cur.LastHeartbeatAt) < r.silence() {
-			return errs.Errorf(errs.Conflict, "Node %s is held by another agent (instance %s, last heartbeat %s ago); this one stops. Stop the other agent, or wait %s after it stopped.",
-				name, *cur.AgentInstance, r.now().Sub(*cur.LastHeartbeatAt).Round(time.Second), r.silence())
-		}
-		row, err := q.NodeHeartbeat(ctx, &db.NodeHeartbeatParams{Name: name, AgentInstance: &instance, Reported: rj})
-		if err != nil {
-			return fmt.Errorf("record heartbeat of %s: %w", name, err)
-		}
-		n = r.view(row)
-		return nil
-	})
-	return n, err
+	b := beat{instance: instance, reported: rj, at: now}
+	if r.pending == nil {
+		r.pending, r.last = map[string]beat{}, map[string]beat{}
+	}
+	r.pending[name], r.last[name] = b, b
+	row.AgentInstance, row.LastHeartbeatAt, row.Reported = &b.instance, &b.at, rj
+	return r.view(row), nil
 }
 
 // Beat records a heartbeat of serve's own node, registering it first.
@@ -345,6 +429,7 @@ func (r *Registry) Get(ctx context.Context, name string) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get node %s: %w", name, err)
 	}
+	r.withBeats(row)
 	return r.view(row), nil
 }
 
@@ -354,6 +439,7 @@ func (r *Registry) List(ctx context.Context) ([]*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
+	r.withBeats(rows...)
 	out := make([]*Node, 0, len(rows))
 	for _, row := range rows {
 		out = append(out, r.view(row))
@@ -381,6 +467,7 @@ func (r *Registry) change(ctx context.Context, name, action, by string, params a
 			return err
 		}
 		if row != nil {
+			r.withBeats(row)
 			n = r.view(row)
 		}
 		run, err = r.Journal.RecordTx(ctx, tx, journal.RecordParams{Action: action, Target: name, RequestedBy: by, Params: params, Message: msg})

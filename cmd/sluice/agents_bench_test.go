@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/dbtest"
+)
+
+// BenchmarkAgents measures one serve under 500 agents, simulated by one
+// process: each enrols (node add, join) and then heartbeats every second
+// (ten times the real rate, so 50 s of real load pass in 5 s) over its own
+// keep-alive connection. Reported: the heartbeat's p50 and p99 as an agent
+// sees it, serve's CPU and peak RSS over the storm, and the database
+// connections serve holds before and during it (agents hold none: they
+// never touch the database). Beside it, the idle RSS of one real
+// `sluice agent`.
+func BenchmarkAgents(b *testing.B) {
+	const agents = 500
+	dbURL := dbtest.NewDB(b)
+	p, _ := startServe(b, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+b.TempDir(), "SLUICE_NODE_NAME=cp")
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(b, err)
+	defer conn.Close(context.Background())
+	conns := func() int {
+		var n int
+		require.NoError(b, conn.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'sluice'`).Scan(&n))
+		return n
+	}
+
+	creds := make([]string, agents)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents}}
+	post := func(path, token string, body any) (int, []byte) {
+		raw, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", p.url+path, bytes.NewReader(raw))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		require.NoError(b, err)
+		defer resp.Body.Close()
+		var buf bytes.Buffer
+		_, _ = buf.ReadFrom(resp.Body)
+		return resp.StatusCode, buf.Bytes()
+	}
+	for i := range agents {
+		name := fmt.Sprintf("edge-%03d", i)
+		status, body := post("/api/v1/nodes", testToken, map[string]any{"name": name, "labels": map[string]string{"zone": strconv.Itoa(i % 3)}})
+		require.Equal(b, http.StatusCreated, status, string(body))
+		var added struct {
+			JoinToken string `json:"joinToken"`
+		}
+		require.NoError(b, json.Unmarshal(body, &added))
+		status, body = post("/api/v1/nodes/"+name+"/join", "", map[string]any{"joinToken": added.JoinToken, "reported": map[string]any{"protocol": 1}})
+		require.Equal(b, http.StatusOK, status, string(body))
+		var joined struct {
+			Credential string `json:"credential"`
+		}
+		require.NoError(b, json.Unmarshal(body, &joined))
+		creds[i] = joined.Credential
+	}
+	idleConns := conns()
+	cpu0 := cpuTicks(b, p.cmd.Process.Pid)
+
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		maxConns  int
+		wg        sync.WaitGroup
+	)
+	b.ResetTimer()
+	for b.Loop() {
+		stop := time.Now().Add(5 * time.Second)
+		for i := range agents {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				name := fmt.Sprintf("edge-%03d", i)
+				time.Sleep(time.Duration(i) * time.Second / agents) // spread over the first second
+				for time.Now().Before(stop) {
+					begin := time.Now()
+					status, body := post("/api/v1/nodes/"+name+"/heartbeat", creds[i], map[string]any{"instance": "bench-" + name, "reported": map[string]any{"protocol": 1}})
+					took := time.Since(begin)
+					if status != http.StatusOK {
+						b.Errorf("heartbeat of %s: %d %s", name, status, body)
+						return
+					}
+					mu.Lock()
+					latencies = append(latencies, took)
+					mu.Unlock()
+					time.Sleep(time.Second - took%time.Second)
+				}
+			}()
+		}
+		done := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-done:
+					return
+				case <-time.After(250 * time.Millisecond):
+					if n := conns(); n > maxConns {
+						mu.Lock()
+						maxConns = n
+						mu.Unlock()
+					}
+				}
+			}
+		}()
+		wg.Wait()
+		close(done)
+	}
+	b.StopTimer()
+	cpu := float64(cpuTicks(b, p.cmd.Process.Pid)-cpu0) / 100 // clock ticks are 1/100 s on Linux
+	p50, p99 := percentile(latencies, 0.5), percentile(latencies, 0.99)
+	rss := hwmKiB(b, p.cmd.Process.Pid)
+	b.ReportMetric(ms(p50), "ms-p50-heartbeat")
+	b.ReportMetric(ms(p99), "ms-p99-heartbeat")
+	b.ReportMetric(float64(rss)/1024, "MiB-peak-rss")
+	b.Logf("%d agents heartbeating every second for 5 s: %d heartbeats, p50 %.1f ms, p99 %.1f ms; serve used %.1f s of CPU (%.0f%% of one core), peak RSS %.1f MiB; "+
+		"serve's database connections %d idle, at most %d during the storm (the agents hold none)",
+		agents, len(latencies), ms(p50), ms(p99), cpu, cpu/5*100, float64(rss)/1024, idleConns, maxConns)
+
+	// One real agent, idle.
+	out, code := p.cliOut("node", "add", "real")
+	require.Equal(b, 0, code, out)
+	token := strings.Fields(out[strings.Index(out, "sluice_join_"):])[0]
+	a := startAgentB(b, p, "real", b.TempDir(), "SLUICE_JOIN_TOKEN="+token)
+	time.Sleep(3 * time.Second)
+	agentRSS := hwmKiB(b, a.Pid)
+	b.ReportMetric(float64(agentRSS)/1024, "MiB-agent-rss")
+	b.Logf("one sluice agent, idle after joining: peak RSS %.1f MiB", float64(agentRSS)/1024)
+}
+
+func startAgentB(b *testing.B, p *proc, name, dataDir string, env ...string) *os.Process {
+	b.Helper()
+	cmdEnv := append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_NODE_NAME=" + name,
+		"SLUICE_DATA_DIR=" + filepath.Join(dataDir, "agent")}, env...)
+	proc, err := os.StartProcess(sluiceBin, []string{sluiceBin, "agent"}, &os.ProcAttr{Env: cmdEnv, Files: []*os.File{nil, nil, nil}})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = proc.Kill(); _, _ = proc.Wait() })
+	return proc
+}
+
+// cpuTicks is the user and system CPU time pid used so far, in clock ticks.
+func cpuTicks(b *testing.B, pid int) int {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(b, err)
+	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
+	utime, _ := strconv.Atoi(fields[11])
+	stime, _ := strconv.Atoi(fields[12])
+	return utime + stime
+}
+
