@@ -166,4 +166,3 @@ func cpuTicks(b *testing.B, pid int) int {
 	stime, _ := strconv.Atoi(fields[12])
 	return utime + stime
 }
-
