@@ -93,6 +93,7 @@ func New(d Deps) http.Handler {
 	registerNodes(api, d)
 	finishSpec(api.OpenAPI())
 	serveSpec(mux, api)
+	serveDocs(mux)
 	if d.TestActions {
 		registerTestActions(newHiddenAPI(mux, d), d)
 	}
@@ -145,7 +146,8 @@ func newAPI(mux *http.ServeMux, d Deps) huma.API {
 	// No $schema fields, Link headers or /schemas routes: the spec is the contract.
 	config.CreateHooks = nil
 	config.SchemasPath = ""
-	// The docs page loads its JavaScript from a CDN; offline it is blank.
+	// Huma's docs page loads its JavaScript from a CDN, so it is blank
+	// offline: serveDocs serves a reference that loads nothing from outside.
 	config.DocsPath = ""
 	config.Transformers = []huma.Transformer{quietErrors}
 	// Served by serveSpec instead, with a 3.0 document 3.0 validators accept.
