@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -21,12 +22,15 @@ import (
 type ClientConfig struct {
 	URL   string
 	Token string
+	// URLSet is false when SLUICE_URL is unset and URL is the default.
+	URLSet bool
 }
 
 func loadClientConfig(getenv func(string) string) (*ClientConfig, error) {
 	c := &ClientConfig{
-		URL:   strings.TrimRight(cmp.Or(getenv("SLUICE_URL"), "http://127.0.0.1:8080"), "/"),
-		Token: getenv("SLUICE_TOKEN"),
+		URL:    strings.TrimRight(cmp.Or(getenv("SLUICE_URL"), "http://127.0.0.1:8080"), "/"),
+		Token:  getenv("SLUICE_TOKEN"),
+		URLSet: getenv("SLUICE_URL") != "",
 	}
 	if c.Token == "" {
 		return nil, errors.New("SLUICE_TOKEN is not set: create a token with `sluice token create` (as an admin) or use the one `make run` printed")
@@ -41,12 +45,41 @@ func newClient() (*apiclient.ClientWithResponses, error) {
 		return nil, err
 	}
 	return apiclient.NewClientWithResponses(cfg.URL,
-		apiclient.WithHTTPClient(&http.Client{}),
+		apiclient.WithHTTPClient(&http.Client{Transport: reachTransport{cfg: cfg, next: http.DefaultTransport}}),
 		apiclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 			req.Header.Set("Authorization", "Bearer "+cfg.Token)
 			return nil
 		}))
 }
+
+// reachTransport turns a failure to reach the server into a sentence that
+// says where the CLI looked and how to point it elsewhere, instead of
+// "dial tcp 127.0.0.1:8080: connect: connection refused".
+type reachTransport struct {
+	cfg  *ClientConfig
+	next http.RoundTripper
+}
+
+func (t reachTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err == nil || req.Context().Err() != nil {
+		return resp, err
+	}
+	where := "SLUICE_URL"
+	if !t.cfg.URLSet {
+		where = "the default, as SLUICE_URL is not set"
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return nil, reachError{fmt.Errorf("cannot reach sluice at %s (%s): %v. Is `sluice serve` (or `make run`) running there? Otherwise set SLUICE_URL to where it runs", t.cfg.URL, where, opErr.Err)}
+	}
+	return nil, reachError{fmt.Errorf("talking to sluice at %s (%s): %w", t.cfg.URL, where, err)}
+}
+
+// reachError is a failure to reach the server, already worded for the operator.
+type reachError struct{ error }
+
+func (e reachError) Unwrap() error { return e.error }
 
 // apiError turns a non-2xx answer into the problem's detail.
 func apiError(resp *http.Response, body []byte) error {

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -83,6 +84,15 @@ func main() {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(2)
 	default:
+		// A request that could not reach the server says so in a sentence
+		// of its own (see reachTransport), without net/http's "Get …:".
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			var re reachError
+			if errors.As(ue.Err, &re) {
+				err = re
+			}
+		}
 		fmt.Fprintln(os.Stderr, "sluice:", err)
 		os.Exit(1)
 	}
