@@ -47,7 +47,7 @@ func TestSyncPaths(t *testing.T) {
 	}
 
 	// rows returns run's sync_path rows of outcome, path → reason.
-	rows := func(t *testing.T, b *pathsBundle, run *db.JournalRun, outcome string) map[string]string {
+	rows := func(t *testing.T, b *testBundle, run *db.JournalRun, outcome string) map[string]string {
 		t.Helper()
 		rs, err := b.svc.ListSyncPaths(b.ctx, gitops.ListSyncPathsParams{RunID: run.ID, Outcome: outcome, Limit: 100_000})
 		require.NoError(t, err)
@@ -81,13 +81,13 @@ func TestSyncPaths(t *testing.T) {
 			require.Contains(t, inv.Reason, "not valid JSON")
 		}
 
-		created := rows(t, b, run, gitops.OutcomeCreated)
+		created := rows(t, b.testBundle, run, gitops.OutcomeCreated)
 		require.Len(t, created, units)
 		for _, path := range b.created {
 			require.Contains(t, created, path)
 			require.Empty(t, created[path])
 		}
-		broken := rows(t, b, run, gitops.OutcomeInvalid)
+		broken := rows(t, b.testBundle, run, gitops.OutcomeInvalid)
 		require.Len(t, broken, invalid)
 		for _, path := range b.broken {
 			require.Contains(t, broken[path], "not valid JSON", path)
@@ -128,14 +128,14 @@ func TestSyncPaths(t *testing.T) {
 		require.Equal(t, deleted[:gitops.SampleSize], res.Stale)
 		require.Equal(t, units-70-55, res.Unchanged)
 
-		require.Len(t, rows(t, b, run, gitops.OutcomeUpdated), 70)
-		require.Len(t, rows(t, b, run, gitops.OutcomeInvalid), invalid)
-		stale := rows(t, b, run, gitops.OutcomeStale)
+		require.Len(t, rows(t, b.testBundle, run, gitops.OutcomeUpdated), 70)
+		require.Len(t, rows(t, b.testBundle, run, gitops.OutcomeInvalid), invalid)
+		stale := rows(t, b.testBundle, run, gitops.OutcomeStale)
 		require.Len(t, stale, 55)
 		for _, path := range deleted {
 			require.Contains(t, stale, path)
 		}
-		require.Empty(t, rows(t, b, run, gitops.OutcomeCreated))
+		require.Empty(t, rows(t, b.testBundle, run, gitops.OutcomeCreated))
 	})
 
 	t.Run("PagesRunInKeyOrderWithAndWithoutAnOutcome", func(t *testing.T) {
@@ -170,6 +170,43 @@ func TestSyncPaths(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, page, 5)
 		require.Equal(t, b.broken[10], page[0].Path)
+	})
+
+	t.Run("ACandidateListsEveryPathAndItsAcceptRecordsThem", func(t *testing.T) {
+		t.Parallel()
+		b := setupPolicy(t, gitops.PolicyManual)
+		files := map[string]string{}
+		var want []string
+		for i := range 80 {
+			path := fmt.Sprintf("apps/c-%03d.json", i)
+			files[path] = svcUnit(fmt.Sprintf("c-%03d", i), "x:1")
+			want = append(want, path)
+		}
+		b.Commit(t, "eighty", files)
+
+		run := b.syncRun(t, false)
+		res := resultOf(t, run)
+		require.True(t, res.CandidateWaits)
+		require.Equal(t, gitops.PathCounts{Created: 80}, res.Counts)
+		require.True(t, res.Truncated)
+		require.Equal(t, want[:gitops.SampleSize], res.Created)
+		// What accepting would do, under the run that planned it.
+		require.Len(t, rows(t, b.testBundle, run, gitops.OutcomeCreated), 80)
+
+		c, err := b.svc.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		require.NoError(t, err)
+		require.Equal(t, want, c.Created, "a candidate's plan lists every path")
+
+		accept := b.accept(t, "alice", c)
+		require.Equal(t, journal.StateSucceeded, accept.State, "%v", errText(accept))
+		got := resultOf(t, accept)
+		require.Equal(t, gitops.PathCounts{Created: 80}, got.Counts)
+		require.Equal(t, want[:gitops.SampleSize], got.Created)
+		created := rows(t, b.testBundle, accept, gitops.OutcomeCreated)
+		require.Len(t, created, 80)
+		for _, path := range want {
+			require.Contains(t, created, path)
+		}
 	})
 
 	t.Run("RowsAreAppendOnly", func(t *testing.T) {
