@@ -9,43 +9,6 @@ import (
 	"context"
 )
 
-// iteratorForSyncPathInsert implements pgx.CopyFromSource.
-type iteratorForSyncPathInsert struct {
-	rows                 []*SyncPathInsertParams
-	skippedFirstNextCall bool
-}
-
-func (r *iteratorForSyncPathInsert) Next() bool {
-	if len(r.rows) == 0 {
-		return false
-	}
-	if !r.skippedFirstNextCall {
-		r.skippedFirstNextCall = true
-		return true
-	}
-	r.rows = r.rows[1:]
-	return len(r.rows) > 0
-}
-
-func (r iteratorForSyncPathInsert) Values() ([]interface{}, error) {
-	return []interface{}{
-		r.rows[0].RunID,
-		r.rows[0].Outcome,
-		r.rows[0].Path,
-		r.rows[0].Reason,
-	}, nil
-}
-
-func (r iteratorForSyncPathInsert) Err() error {
-	return nil
-}
-
-// SyncPathInsert records a sync's outcome per path with COPY: a first sync
-// of a large repository creates thousands of units at once.
-func (q *Queries) SyncPathInsert(ctx context.Context, arg []*SyncPathInsertParams) (int64, error) {
-	return q.db.CopyFrom(ctx, []string{"sync_path"}, []string{"run_id", "outcome", "path", "reason"}, &iteratorForSyncPathInsert{rows: arg})
-}
-
 // iteratorForUnitInsert implements pgx.CopyFromSource.
 type iteratorForUnitInsert struct {
 	rows                 []*UnitInsertParams

@@ -11,11 +11,32 @@ import (
 	"github.com/google/uuid"
 )
 
+const syncPathInsert = `-- name: SyncPathInsert :exec
+INSERT INTO sync_path (run_id, outcome, path, reason)
+SELECT $1::uuid, t.o, t.p, nullif(t.r, '')
+FROM (SELECT unnest($2::text[]) AS o, unnest($3::text[]) AS p, unnest($4::text[]) AS r) AS t
+ON CONFLICT (run_id, outcome, path) DO NOTHING
+`
+
 type SyncPathInsertParams struct {
-	RunID   uuid.UUID
-	Outcome string
-	Path    string
-	Reason  *string
+	RunID    uuid.UUID
+	Outcomes []string
+	Paths    []string
+	Reasons  []string
+}
+
+// SyncPathInsert records a sync's outcome per path in one statement: a first
+// sync of a large repository creates thousands of units at once. A run that
+// syncs twice (a deploy syncs before it pins and again after its push) may
+// meet a path it recorded already; the first record stands.
+func (q *Queries) SyncPathInsert(ctx context.Context, arg *SyncPathInsertParams) error {
+	_, err := q.db.Exec(ctx, syncPathInsert,
+		arg.RunID,
+		arg.Outcomes,
+		arg.Paths,
+		arg.Reasons,
+	)
+	return err
 }
 
 const syncPathList = `-- name: SyncPathList :many

@@ -1,8 +1,12 @@
--- name: SyncPathInsert :copyfrom
--- SyncPathInsert records a sync's outcome per path with COPY: a first sync
--- of a large repository creates thousands of units at once.
+-- name: SyncPathInsert :exec
+-- SyncPathInsert records a sync's outcome per path in one statement: a first
+-- sync of a large repository creates thousands of units at once. A run that
+-- syncs twice (a deploy syncs before it pins and again after its push) may
+-- meet a path it recorded already; the first record stands.
 INSERT INTO sync_path (run_id, outcome, path, reason)
-VALUES (@run_id, @outcome, @path, @reason);
+SELECT @run_id::uuid, t.o, t.p, nullif(t.r, '')
+FROM (SELECT unnest(@outcomes::text[]) AS o, unnest(@paths::text[]) AS p, unnest(@reasons::text[]) AS r) AS t
+ON CONFLICT (run_id, outcome, path) DO NOTHING;
 
 -- name: SyncPathList :many
 -- SyncPathList pages a run's paths in key order (outcome, then path),

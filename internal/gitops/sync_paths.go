@@ -123,24 +123,26 @@ func writePathsTx(ctx context.Context, q *db.Queries, red *redact.Redactor, runI
 	if red == nil {
 		red = redact.Default
 	}
-	rows := make([]*db.SyncPathInsertParams, 0, len(ps.created)+len(ps.updated)+len(ps.stale)+len(ps.invalid))
+	rows := &db.SyncPathInsertParams{RunID: runID}
+	add := func(outcome, path, reason string) {
+		rows.Outcomes, rows.Paths, rows.Reasons = append(rows.Outcomes, outcome), append(rows.Paths, red.String(path)), append(rows.Reasons, reason)
+	}
 	for _, l := range []struct {
 		outcome string
 		paths   []string
 	}{{OutcomeCreated, ps.created}, {OutcomeUpdated, ps.updated}, {OutcomeStale, ps.stale}} {
 		for _, path := range l.paths {
-			rows = append(rows, &db.SyncPathInsertParams{RunID: runID, Outcome: l.outcome, Path: red.String(path)})
+			add(l.outcome, path, "")
 		}
 	}
 	for _, inv := range ps.invalid {
-		reason := red.String(inv.Reason)
-		rows = append(rows, &db.SyncPathInsertParams{RunID: runID, Outcome: OutcomeInvalid, Path: red.String(inv.Path), Reason: &reason})
+		add(OutcomeInvalid, inv.Path, red.String(inv.Reason))
 	}
-	if len(rows) == 0 {
+	if len(rows.Paths) == 0 {
 		return nil
 	}
-	if _, err := q.SyncPathInsert(ctx, rows); err != nil {
-		return fmt.Errorf("record %d sync paths: %w", len(rows), err)
+	if err := q.SyncPathInsert(ctx, rows); err != nil {
+		return fmt.Errorf("record %d sync paths: %w", len(rows.Paths), err)
 	}
 	return nil
 }
