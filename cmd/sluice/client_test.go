@@ -35,3 +35,15 @@ func TestCLIUnreachableServerSaysWhereItLookedAndWhatToDo(t *testing.T) {
 		require.NotContains(t, out, `Get "`)
 	}
 }
+
+func TestCLIHelpShowsTheArgumentsAndExitsZero(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"deploy", "--help"}, {"converge", "-h"}, {"rollback", "--help"}} {
+		cmd := exec.Command(sluiceBin, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%v: %s", args, out)
+		require.Contains(t, string(out), "usage: sluice "+args[0]+" SERVICE")
+		require.Contains(t, string(out), "-detach")
+	}
+}

@@ -82,7 +82,8 @@ func main() {
 	case errors.As(err, &ee):
 		os.Exit(ee.code)
 	case errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
+		// Asked for: the help was printed, and that is a success.
+		os.Exit(0)
 	default:
 		// A request that could not reach the server says so in a sentence
 		// of its own (see reachTransport), without net/http's "Get …:".

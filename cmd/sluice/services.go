@@ -101,6 +101,10 @@ func askAndFollow(ctx context.Context, action, usage string, nargs int, args []s
 	fs := flag.NewFlagSet(action, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	detach := fs.Bool("detach", false, "print the run's id and return instead of following it")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s [--detach]\n\nAsks for the %s and follows its run, printing each phase; exit 0 only when it succeeded (1 failed, 3 unknown).\n", usage, action)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, uuid.Nil, false, err
 	}
