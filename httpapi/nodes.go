@@ -10,6 +10,7 @@ import (
 
 	"sluice/db"
 	"sluice/internal/auth"
+	"sluice/internal/errs"
 	"sluice/internal/node"
 )
 
@@ -248,7 +249,13 @@ func registerNodes(api huma.API, d Deps) {
 			Reported NodeReported `json:"reported"`
 		}
 	}) (*nodeOutput, error) {
-		n, err := d.Nodes.Heartbeat(ctx, in.Name, in.Body.Instance, reportedIn(in.Body.Reported))
+		// nodeAuth read the node's row for its credential (and checked it is
+		// in.Name's): the heartbeat goes on from it.
+		row, _ := ctx.Value(nodeKey{}).(*db.Node)
+		if row == nil {
+			return nil, errs.Errorf(errs.Unauthorized, "This route is for a node's agent: send its node credential.")
+		}
+		n, err := d.Nodes.Heartbeat(row, in.Body.Instance, reportedIn(in.Body.Reported))
 		if err != nil {
 			return nil, err
 		}

@@ -372,7 +372,8 @@ func (r *Registry) Authenticate(ctx context.Context, credential string) (*db.Nod
 	return n, nil
 }
 
-// Heartbeat records that the agent instance of node name is alive. A second
+// Heartbeat records that the agent instance of node n, the row Authenticate
+// returned for its credential (read once per request), is alive. A second
 // agent claiming the node while the first one's heartbeats are fresh is
 // refused with a Conflict that says so.
 //
@@ -381,14 +382,8 @@ func (r *Registry) Authenticate(ctx context.Context, credential string) (*db.Nod
 // so the database's load and connections do not grow with the agents. The
 // claim check reads both this process's memory and the database (another
 // process's agents, as of its last flush).
-func (r *Registry) Heartbeat(ctx context.Context, name, instance string, rep Reported) (*Node, error) {
-	row, err := db.New(r.Pool).NodeGet(ctx, name)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errs.Errorf(errs.NotFound, "Node %s does not exist.", name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get node %s: %w", name, err)
-	}
+func (r *Registry) Heartbeat(n *db.Node, instance string, rep Reported) (*Node, error) {
+	row, name := *n, n.Name
 	now := r.now()
 	holder, at := deref(row.AgentInstance), row.LastHeartbeatAt
 	r.mu.Lock()
@@ -407,7 +402,7 @@ func (r *Registry) Heartbeat(ctx context.Context, name, instance string, rep Rep
 	}
 	r.pending[name], r.last[name] = b, b
 	row.AgentInstance, row.LastHeartbeatAt, row.Reported = &b.instance, &b.at, rj
-	return r.view(row), nil
+	return r.view(&row), nil
 }
 
 // Beat records a heartbeat of serve's own node, registering it first.

@@ -35,10 +35,12 @@ func TestHeartbeats(t *testing.T) {
 		b := setup(t)
 		added, err := b.a.Add(b.ctx, "edge-1", map[string]string{"zone": "a"}, "alice")
 		require.NoError(t, err)
-		_, _, err = b.a.Join(b.ctx, "edge-1", added.JoinToken, node.Reported{Protocol: node.MinAgentVersion})
+		cred, _, err := b.a.Join(b.ctx, "edge-1", added.JoinToken, node.Reported{Protocol: node.MinAgentVersion})
+		require.NoError(t, err)
+		row, err := b.a.Authenticate(b.ctx, cred)
 		require.NoError(t, err)
 
-		n, err := b.a.Heartbeat(b.ctx, "edge-1", "agent-1", node.Reported{Hostname: "h1", Protocol: node.MinAgentVersion})
+		n, err := b.a.Heartbeat(row, "agent-1", node.Reported{Hostname: "h1", Protocol: node.MinAgentVersion})
 		require.NoError(t, err)
 		require.Equal(t, node.StateReady, n.State)
 		other, err := b.b.Get(b.ctx, "edge-1")
@@ -53,10 +55,12 @@ func TestHeartbeats(t *testing.T) {
 
 		// A second agent, through the other process, is refused while the
 		// first one's heartbeats are fresh; the first goes on.
-		_, err = b.b.Heartbeat(b.ctx, "edge-1", "agent-2", node.Reported{Protocol: node.MinAgentVersion})
+		row, err = b.b.Authenticate(b.ctx, cred)
+		require.NoError(t, err)
+		_, err = b.b.Heartbeat(row, "agent-2", node.Reported{Protocol: node.MinAgentVersion})
 		require.True(t, errs.Is(err, errs.Conflict), "%v", err)
 		require.Contains(t, err.Error(), "held by another agent (instance agent-1")
-		_, err = b.b.Heartbeat(b.ctx, "edge-1", "agent-1", node.Reported{Protocol: node.MinAgentVersion})
+		_, err = b.b.Heartbeat(row, "agent-1", node.Reported{Protocol: node.MinAgentVersion})
 		require.NoError(t, err)
 	})
 
