@@ -113,17 +113,23 @@ func BenchmarkIdleRSS(b *testing.B) {
 	}
 }
 
-func rssKiB(b *testing.B, pid int) int {
+func rssKiB(b *testing.B, pid int) int { return procStatusKiB(b, pid, "VmRSS") }
+
+// hwmKiB is the peak resident set of pid so far.
+func hwmKiB(b *testing.B, pid int) int { return procStatusKiB(b, pid, "VmHWM") }
+
+// procStatusKiB reads field (in kB) of /proc/<pid>/status.
+func procStatusKiB(b *testing.B, pid int, field string) int {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	require.NoError(b, err)
 	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
 			require.NoError(b, err)
 			return n
 		}
 	}
-	b.Fatal("no VmRSS")
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 

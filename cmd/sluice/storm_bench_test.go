@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -191,20 +190,6 @@ func storm(b *testing.B, p *proc, conn *pgx.Conn, path func(i int) string) storm
 	<-sampled
 	res.rssKiB = hwmKiB(b, p.cmd.Process.Pid)
 	return res
-}
-
-// hwmKiB is the peak resident set of pid so far.
-func hwmKiB(b *testing.B, pid int) int {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	require.NoError(b, err)
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var n int
-			fmt.Sscanf(strings.TrimSpace(rest), "%d", &n)
-			return n
-		}
-	}
-	return 0
 }
 
 func (r stormResult) report(b *testing.B, name string, floor *stormResult) {
