@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type RiverJobState string
@@ -135,6 +136,105 @@ type Node struct {
 	LastHeartbeatAt    *time.Time
 	Reported           json.RawMessage
 	Local              bool
+}
+
+// Per service and UTC week (from Monday): failed change runs over succeeded + failed ones. See docs/reporting.md.
+type ReportChangeFailureRate struct {
+	Service     string
+	Week        pgtype.Date
+	Changes     int64
+	Failed      int64
+	Unknown     int64
+	Cancelled   int64
+	FailureRate *float64
+}
+
+// Per service and UTC day: change runs (deploy, rollback, converge) that finished, and how. See docs/reporting.md.
+type ReportDeploymentsDaily struct {
+	Service     string
+	Day         pgtype.Date
+	Deployments int64
+	Deploys     int64
+	Rollbacks   int64
+	Converges   int64
+	Failed      int64
+	Finished    int64
+}
+
+// Per unit and UTC week (from Monday): drift checks that finished and the drift they found. See docs/reporting.md.
+type ReportDriftWeekly struct {
+	UnitID        *uuid.UUID
+	Kind          string
+	Name          string
+	Path          *string
+	Week          pgtype.Date
+	Checks        int64
+	DriftFound    int64
+	LiveDrift     int64
+	DesiredAhead  int64
+	StatusUnknown int64
+	CheckFailed   int64
+}
+
+// Per service and commit: from the journal first meeting the commit to the change run that made it run healthy. See docs/reporting.md.
+type ReportLeadTime struct {
+	Service          string
+	GitCommit        *string
+	SeenRunID        uuid.UUID
+	SeenAction       string
+	CommitSeenAt     time.Time
+	RunID            uuid.UUID
+	Action           string
+	RequestedAt      time.Time
+	HealthyAt        *time.Time
+	LeadTime         pgtype.Interval
+	RequestToHealthy pgtype.Interval
+}
+
+// Every journal run, one row each: who asked for what, when, and how it ended. See docs/reporting.md.
+type ReportRun struct {
+	RunID       uuid.UUID
+	Action      string
+	Target      string
+	State       string
+	RequestedBy string
+	RequestedAt time.Time
+	StartedAt   *time.Time
+	FinishedAt  *time.Time
+	QueuedFor   pgtype.Interval
+	Duration    pgtype.Interval
+	RetryOf     *uuid.UUID
+	Joined      int32
+	Attempt     int32
+	GitCommit   *string
+	DigestFrom  *string
+	DigestTo    *string
+	Error       *string
+}
+
+// Per requester, UTC day and action: the runs asked for and how they ended. See docs/reporting.md.
+type ReportRunsByRequester struct {
+	RequestedBy string
+	Day         pgtype.Date
+	Action      string
+	Runs        int64
+	Succeeded   int64
+	Failed      int64
+	Unknown     int64
+	Cancelled   int64
+	Open        int64
+	Joined      int64
+}
+
+// One row per outage of a service: first failed change run to the next succeeded one. See docs/reporting.md.
+type ReportTimeToRestore struct {
+	Service       string
+	FailedRunID   uuid.UUID
+	FailedAt      time.Time
+	Failures      int64
+	RestoredRunID *uuid.UUID
+	RestoredAt    *time.Time
+	TimeToRestore pgtype.Interval
 }
 
 type RiverJob struct {
