@@ -44,8 +44,8 @@ type seedRun struct {
 
 var seedRuns = []seedRun{
 	// Syncs that met commits c1 and c5 first.
-	{id: "0f1", action: "sync", target: "default", state: "succeeded", by: "system", requested: "11-02 08:55", started: "11-02 08:55", finished: "11-02 08:56", commit: "c1"},
-	{id: "0f2", action: "sync", target: "default", state: "succeeded", by: "system", requested: "11-10 08:00", started: "11-10 08:00", finished: "11-10 08:01", commit: "c5"},
+	{id: "0f1", action: "sync_source", target: "default", state: "succeeded", by: "system", requested: "11-02 08:55", started: "11-02 08:55", finished: "11-02 08:56", commit: "c1"},
+	{id: "0f2", action: "sync_source", target: "default", state: "succeeded", by: "system", requested: "11-10 08:00", started: "11-10 08:00", finished: "11-10 08:01", commit: "c5"},
 
 	// web: a deploy, an outage of two failures that a rollback ends, a
 	// repair at the same commit, a deploy nobody knows the end of, one
@@ -336,7 +336,7 @@ func TestReporting(t *testing.T) {
 		require.Len(t, lead, 3)
 		require.Equal(t, []uuid.UUID{runID("0f1"), runID("104"), runID("0f2")},
 			[]uuid.UUID{lead[0].SeenRunID, lead[1].SeenRunID, lead[2].SeenRunID})
-		require.Equal(t, []string{"sync", "rollback", "sync"}, []string{lead[0].SeenAction, lead[1].SeenAction, lead[2].SeenAction})
+		require.Equal(t, []string{"sync_source", "rollback", "sync_source"}, []string{lead[0].SeenAction, lead[1].SeenAction, lead[2].SeenAction})
 		require.Equal(t, runID("109"), lead[2].RunID)
 		require.Equal(t, int64(150*time.Minute/time.Microsecond), lead[2].LeadTime.Microseconds)
 
