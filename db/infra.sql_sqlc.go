@@ -12,7 +12,7 @@ import (
 )
 
 const infraFind = `-- name: InfraFind :many
-SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest FROM unit
+SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit
 WHERE kind = 'Infrastructure' AND (id::text = $1::text OR name = $1::text)
 ORDER BY (status IN ('stale', 'destroyed')), path
 `
@@ -43,6 +43,7 @@ func (q *Queries) InfraFind(ctx context.Context, key string) ([]*Unit, error) {
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RunningDigest,
+			&i.RunningNode,
 		); err != nil {
 			return nil, err
 		}
@@ -55,7 +56,7 @@ func (q *Queries) InfraFind(ctx context.Context, key string) ([]*Unit, error) {
 }
 
 const infraList = `-- name: InfraList :many
-SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest FROM unit WHERE kind = 'Infrastructure' ORDER BY path, id
+SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit WHERE kind = 'Infrastructure' ORDER BY path, id
 `
 
 // InfraList returns the Infrastructure units, stale and destroyed ones
@@ -85,6 +86,7 @@ func (q *Queries) InfraList(ctx context.Context) ([]*Unit, error) {
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RunningDigest,
+			&i.RunningNode,
 		); err != nil {
 			return nil, err
 		}
@@ -97,7 +99,7 @@ func (q *Queries) InfraList(ctx context.Context) ([]*Unit, error) {
 }
 
 const infraListActive = `-- name: InfraListActive :many
-SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest FROM unit
+SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit
 WHERE kind = 'Infrastructure' AND status NOT IN ('stale', 'destroyed')
 ORDER BY path
 `
@@ -128,6 +130,7 @@ func (q *Queries) InfraListActive(ctx context.Context) ([]*Unit, error) {
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RunningDigest,
+			&i.RunningNode,
 		); err != nil {
 			return nil, err
 		}

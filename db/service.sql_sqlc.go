@@ -12,7 +12,7 @@ import (
 )
 
 const serviceGet = `-- name: ServiceGet :one
-SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest FROM unit
+SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit
 WHERE kind = 'Service' AND name = $1 AND status NOT IN ('stale', 'destroyed')
 ORDER BY path
 LIMIT 1
@@ -40,6 +40,7 @@ func (q *Queries) ServiceGet(ctx context.Context, name string) (*Unit, error) {
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.RunningDigest,
+		&i.RunningNode,
 	)
 	return &i, err
 }
@@ -100,7 +101,7 @@ func (q *Queries) ServiceLastRuns(ctx context.Context, arg *ServiceLastRunsParam
 }
 
 const serviceList = `-- name: ServiceList :many
-SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest FROM unit
+SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit
 WHERE kind = 'Service' AND status NOT IN ('stale', 'destroyed')
 ORDER BY name, path
 `
@@ -131,6 +132,7 @@ func (q *Queries) ServiceList(ctx context.Context) ([]*Unit, error) {
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RunningDigest,
+			&i.RunningNode,
 		); err != nil {
 			return nil, err
 		}
@@ -412,14 +414,16 @@ SET status = CASE WHEN status IN ('stale', 'destroyed') THEN status ELSE $1 END,
     status_before_stale = CASE WHEN status = 'stale' THEN $1 ELSE status_before_stale END,
     last_applied_hash = coalesce($2, last_applied_hash),
     running_digest = $3,
+    running_node = $4,
     updated_at = now()
-WHERE id = $4
+WHERE id = $5
 `
 
 type UnitRecordOutcomeParams struct {
 	Status        string
 	AppliedHash   *string
 	RunningDigest *string
+	RunningNode   *string
 	ID            uuid.UUID
 }
 
@@ -431,6 +435,7 @@ func (q *Queries) UnitRecordOutcome(ctx context.Context, arg *UnitRecordOutcomeP
 		arg.Status,
 		arg.AppliedHash,
 		arg.RunningDigest,
+		arg.RunningNode,
 		arg.ID,
 	)
 	return err

@@ -138,6 +138,26 @@ type Node struct {
 	Local              bool
 }
 
+type NodeTask struct {
+	ID            uuid.UUID
+	Node          string
+	RunID         uuid.UUID
+	Kind          string
+	Payload       json.RawMessage
+	Digests       []string
+	State         string
+	CreatedAt     time.Time
+	ClaimedAt     *time.Time
+	ClaimedBy     *string
+	FinishedAt    *time.Time
+	Result        json.RawMessage
+	Error         *string
+	AbandonReason *string
+	LateResult    json.RawMessage
+	LateError     *string
+	LateAt        *time.Time
+}
+
 // Per service and UTC week (from Monday): failed change runs over succeeded + failed ones. See docs/reporting.md.
 type ReportChangeFailureRate struct {
 	Service     string
@@ -247,6 +267,7 @@ type RiverJob struct {
 	FinalizedAt *time.Time
 	AttemptedBy []string
 	AttemptedAt *time.Time
+	Queue       string
 }
 
 type ServicePause struct {
@@ -309,4 +330,5 @@ type Unit struct {
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	RunningDigest     *string
+	RunningNode       *string
 }

@@ -42,7 +42,7 @@ func (q *Queries) UnitCountByStatus(ctx context.Context, sourceID uuid.UUID) ([]
 }
 
 const unitGet = `-- name: UnitGet :one
-SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest FROM unit WHERE id = $1
+SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit WHERE id = $1
 `
 
 func (q *Queries) UnitGet(ctx context.Context, id uuid.UUID) (*Unit, error) {
@@ -64,6 +64,7 @@ func (q *Queries) UnitGet(ctx context.Context, id uuid.UUID) (*Unit, error) {
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.RunningDigest,
+		&i.RunningNode,
 	)
 	return &i, err
 }
@@ -82,7 +83,7 @@ type UnitInsertParams struct {
 }
 
 const unitList = `-- name: UnitList :many
-SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest FROM unit
+SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR kind = $2)
   AND ($3::text IS NULL OR starts_with(path, $3))
@@ -133,6 +134,7 @@ func (q *Queries) UnitList(ctx context.Context, arg *UnitListParams) ([]*Unit, e
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RunningDigest,
+			&i.RunningNode,
 		); err != nil {
 			return nil, err
 		}
@@ -145,7 +147,7 @@ func (q *Queries) UnitList(ctx context.Context, arg *UnitListParams) ([]*Unit, e
 }
 
 const unitListByIDs = `-- name: UnitListByIDs :many
-SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest FROM unit WHERE id = ANY($1::uuid[]) FOR UPDATE
+SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit WHERE id = ANY($1::uuid[]) FOR UPDATE
 `
 
 func (q *Queries) UnitListByIDs(ctx context.Context, ids []uuid.UUID) ([]*Unit, error) {
@@ -173,6 +175,7 @@ func (q *Queries) UnitListByIDs(ctx context.Context, ids []uuid.UUID) ([]*Unit, 
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RunningDigest,
+			&i.RunningNode,
 		); err != nil {
 			return nil, err
 		}
@@ -185,7 +188,7 @@ func (q *Queries) UnitListByIDs(ctx context.Context, ids []uuid.UUID) ([]*Unit, 
 }
 
 const unitListBySource = `-- name: UnitListBySource :many
-SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest FROM unit WHERE source_id = $1 ORDER BY path FOR UPDATE
+SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit WHERE source_id = $1 ORDER BY path FOR UPDATE
 `
 
 // UnitListBySource returns every unit of a source, locked: a sync decides
@@ -215,6 +218,7 @@ func (q *Queries) UnitListBySource(ctx context.Context, sourceID uuid.UUID) ([]*
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RunningDigest,
+			&i.RunningNode,
 		); err != nil {
 			return nil, err
 		}
@@ -227,7 +231,7 @@ func (q *Queries) UnitListBySource(ctx context.Context, sourceID uuid.UUID) ([]*
 }
 
 const unitListBySourceAndPaths = `-- name: UnitListBySourceAndPaths :many
-SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest FROM unit WHERE source_id = $1 AND path = ANY($2::text[]) FOR UPDATE
+SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit WHERE source_id = $1 AND path = ANY($2::text[]) FOR UPDATE
 `
 
 type UnitListBySourceAndPathsParams struct {
@@ -260,6 +264,7 @@ func (q *Queries) UnitListBySourceAndPaths(ctx context.Context, arg *UnitListByS
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RunningDigest,
+			&i.RunningNode,
 		); err != nil {
 			return nil, err
 		}

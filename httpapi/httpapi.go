@@ -25,6 +25,7 @@ import (
 	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/node"
+	"sluice/internal/nodetask"
 	"sluice/internal/redact"
 	"sluice/internal/services"
 )
@@ -67,6 +68,8 @@ type Deps struct {
 	ShuttingDown <-chan struct{}
 	// Nodes keeps the nodes and authenticates their agents; nil answers 503 on node routes.
 	Nodes *node.Registry
+	// Tasks dispatches host steps to node agents; nil answers 503 on task routes.
+	Tasks *nodetask.Tasks
 
 	authn *auth.Authenticator // made by New: lookups shared by concurrent requests
 }
@@ -91,6 +94,7 @@ func New(d Deps) http.Handler {
 	registerServiceStatus(api, d)
 	registerInfra(api, d)
 	registerNodes(api, d)
+	registerNodeTasks(api, d)
 	finishSpec(api.OpenAPI())
 	serveSpec(mux, api)
 	serveDocs(mux)
@@ -121,6 +125,7 @@ func Spec() *huma.OpenAPI {
 	registerServiceStatus(api, Deps{})
 	registerInfra(api, Deps{})
 	registerNodes(api, Deps{})
+	registerNodeTasks(api, Deps{})
 	finishSpec(api.OpenAPI())
 	return api.OpenAPI()
 }

@@ -63,7 +63,15 @@ type nodeOutput struct {
 	Body struct {
 		Node      Node       `json:"node"`
 		JournalID *uuid.UUID `json:"journalId,omitempty" format:"uuid" doc:"The receipt of the change."`
+		// Services is set by get-node.
+		Services []NodeService `json:"services,omitempty" doc:"What the receipts left running on the node (get-node only)."`
 	}
+}
+
+// NodeService is a service left running on a node.
+type NodeService struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
 }
 
 // NodeAdded answers add-node.
@@ -148,7 +156,16 @@ func registerNodes(api huma.API, d Deps) {
 			if err != nil {
 				return nil, err
 			}
-			return nodeChanged(n, nil), nil
+			placed, err := d.Nodes.Services(ctx, in.Name)
+			if err != nil {
+				return nil, err
+			}
+			out := nodeChanged(n, nil)
+			out.Body.Services = make([]NodeService, len(placed))
+			for i, p := range placed {
+				out.Body.Services[i] = NodeService{Name: p.Name, Digest: p.Digest}
+			}
+			return out, nil
 		})
 
 	register(api, d, op("cordon-node", http.MethodPost, "/nodes/{name}/cordon",

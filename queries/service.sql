@@ -37,6 +37,7 @@ SET status = CASE WHEN status IN ('stale', 'destroyed') THEN status ELSE @status
     status_before_stale = CASE WHEN status = 'stale' THEN @status ELSE status_before_stale END,
     last_applied_hash = coalesce(sqlc.narg('applied_hash'), last_applied_hash),
     running_digest = sqlc.narg('running_digest'),
+    running_node = sqlc.narg('running_node'),
     updated_at = now()
 WHERE id = @id;
 

@@ -91,6 +91,9 @@ type ServeConfig struct {
 	// serve's own node, whose host steps serve runs itself. "-": serve is no
 	// node.
 	NodeName string
+	// DefaultNode is SLUICE_DEFAULT_NODE: where a service without spec.node
+	// runs. Default serve's own node.
+	DefaultNode string
 	// NodeSilence is SLUICE_NODE_UNREACHABLE_SEC, default 30: how long a node
 	// may be silent before it reads Unreachable.
 	NodeSilence time.Duration
@@ -155,6 +158,7 @@ func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
 		return nil, err
 	}
 	c.NodeName = cmp.Or(getenv("SLUICE_NODE_NAME"), localNodeName())
+	c.DefaultNode = getenv("SLUICE_DEFAULT_NODE")
 	silence, err := intEnv(getenv, "SLUICE_NODE_UNREACHABLE_SEC", 30)
 	if err != nil {
 		return nil, err

@@ -13,9 +13,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -26,11 +28,13 @@ import (
 	"sluice/httpapi"
 	"sluice/internal/artifact"
 	"sluice/internal/auth"
+	"sluice/internal/errs"
 	"sluice/internal/gitops"
 	"sluice/internal/gitsync"
 	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/node"
+	"sluice/internal/nodetask"
 	"sluice/internal/pglocal"
 	"sluice/internal/redact"
 	"sluice/internal/services"
@@ -76,17 +80,17 @@ type controlPlane struct {
 	infra        *infra.Service
 	artifacts    *artifact.Store
 	nodes        *node.Registry
+	tasks        *nodetask.Tasks
+	node         string
 	river        *river.Client[pgx.Tx]
 	riverStarted atomic.Bool
 }
 
 // controlPlaneOpts says which queues a process works.
 type controlPlaneOpts struct {
-	// Services works the services queue: deploys, rollbacks, converges and
-	// drift checks run on this process's host. Default false.
-	Services bool
 	// Node, when set, is this process's own node: it is registered and
-	// heartbeats while the process lives.
+	// heartbeats while the process lives, and takes its host steps in
+	// process. Without it, every host step goes to a node's agent.
 	Node string
 }
 
@@ -142,9 +146,9 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 	if cfg.TerraformConcurrency > 0 {
 		queues[infra.Queue] = river.QueueConfig{MaxWorkers: cfg.TerraformConcurrency}
 	}
-	if opts.Services {
-		queues[services.Queue] = river.QueueConfig{MaxWorkers: cfg.MaxWorkers}
-	}
+	// Every process works service actions: their host steps run on the
+	// service's node, in process only on this process's own.
+	queues[services.Queue] = river.QueueConfig{MaxWorkers: cfg.MaxWorkers}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:       queues,
 		Workers:      workers,
@@ -168,6 +172,26 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 	}
 	j.River = client
 	nodes := &node.Registry{Pool: pool, Journal: j, Silence: cfg.NodeSilence, Started: time.Now()}
+	tasks := &nodetask.Tasks{Pool: pool, Journal: j, Nodes: nodes, Logger: logger.With("component", "node_tasks")}
+	svcs.LocalNode, svcs.DefaultNode = opts.Node, cfg.DefaultNode
+	if opts.Node == "" {
+		svcs.Local = nil
+	}
+	svcs.Remote = func(n string, run uuid.UUID) services.Host { return &nodetask.Remote{Tasks: tasks, Node: n, Run: run} }
+	svcs.NodeCheck = func(ctx context.Context, n string) (bool, string, error) {
+		nd, err := nodes.Get(ctx, n)
+		if err != nil {
+			if errs.CodeOf(err) == errs.NotFound {
+				return true, "", nil // the action says so, with what to do
+			}
+			return false, "", err
+		}
+		switch nd.State {
+		case node.StateReady, node.StateCordoned:
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("Node %s is %s: %s", n, strings.ToLower(nd.State), nd.Reason), nil
+	}
 	if opts.Node != "" {
 		if err := nodes.Beat(ctx, opts.Node, localReport()); err != nil {
 			return nil, redact.Error(fmt.Errorf("SLUICE_NODE_NAME: %w", err))
@@ -185,7 +209,7 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 			}
 		}()
 	}
-	return &controlPlane{journal: j, gitops: gops, services: svcs, infra: inf, artifacts: store, nodes: nodes, river: client}, nil
+	return &controlPlane{journal: j, gitops: gops, services: svcs, infra: inf, artifacts: store, nodes: nodes, tasks: tasks, node: opts.Node, river: client}, nil
 }
 
 // start works jobs until bg ends: the liveness lock first, then a recovery
@@ -210,6 +234,14 @@ func (cp *controlPlane) start(ctx, bg context.Context, logger *slog.Logger) erro
 	go cp.gitops.Schedule(bg)
 	go j.RecoverEvery(bg, journal.RecoverInterval)
 	go cp.nodes.RunFlusher(bg)
+	go cp.tasks.Run(bg)
+	if cp.node != "" && cp.services.Local != nil {
+		// Host steps a job in another process dispatched to this node.
+		local := &nodetask.Local{Tasks: cp.tasks, Node: cp.node, Instance: "serve-" + cp.river.ID()}
+		go func() {
+			_ = nodetask.RunExecutor(bg, local, cp.services.Local, logger.With("component", "node_executor", "node", cp.node))
+		}()
+	}
 	go func() {
 		<-cp.river.Stopped()
 		cp.riverStarted.Store(false)
@@ -240,7 +272,7 @@ func localReport() node.Reported {
 // serve runs until ctx ends, then shuts down in order: stop accepting
 // requests, give running jobs ShutdownTimeout, cancel what is left.
 func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgxpool.Pool, begin time.Time) error {
-	opts := controlPlaneOpts{Services: true}
+	opts := controlPlaneOpts{}
 	if cfg.NodeName != "-" {
 		opts.Node = cfg.NodeName
 	}
@@ -276,6 +308,7 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		Services:     svcs,
 		Infra:        inf,
 		Nodes:        cp.nodes,
+		Tasks:        cp.tasks,
 		Logger:       logger,
 		RiverUI:      ui,
 		TestActions:  cfg.TestActions,

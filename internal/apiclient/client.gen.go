@@ -228,6 +228,54 @@ func (e NodeState) Valid() bool {
 	}
 }
 
+// Defines values for NodeTaskKind.
+const (
+	Apply    NodeTaskKind = "apply"
+	Inspect  NodeTaskKind = "inspect"
+	Reprobe  NodeTaskKind = "reprobe"
+	Stop     NodeTaskKind = "stop"
+	UnitText NodeTaskKind = "unit_text"
+)
+
+// Valid indicates whether the value is a known member of the NodeTaskKind enum.
+func (e NodeTaskKind) Valid() bool {
+	switch e {
+	case Apply:
+		return true
+	case Inspect:
+		return true
+	case Reprobe:
+		return true
+	case Stop:
+		return true
+	case UnitText:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NodeTaskEventLevel.
+const (
+	NodeTaskEventLevelError NodeTaskEventLevel = "error"
+	NodeTaskEventLevelInfo  NodeTaskEventLevel = "info"
+	NodeTaskEventLevelWarn  NodeTaskEventLevel = "warn"
+)
+
+// Valid indicates whether the value is a known member of the NodeTaskEventLevel enum.
+func (e NodeTaskEventLevel) Valid() bool {
+	switch e {
+	case NodeTaskEventLevelError:
+		return true
+	case NodeTaskEventLevelInfo:
+		return true
+	case NodeTaskEventLevelWarn:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RunState.
 const (
 	RunStateCancelled RunState = "cancelled"
@@ -768,6 +816,14 @@ type Candidate struct {
 // CandidateState Pending update under manual, Review required under review.
 type CandidateState string
 
+// ClaimNodeTaskRequest defines model for Claim-node-taskRequest.
+type ClaimNodeTaskRequest struct {
+	Instance string `json:"instance"`
+
+	// WaitSec How long to hold the poll when no step is queued.
+	WaitSec int64 `json:"waitSec"`
+}
+
 // CreateTokenInputBody defines model for CreateTokenInputBody.
 type CreateTokenInputBody struct {
 	// Name A name people recognize; recorded on every run the token asks for.
@@ -1155,6 +1211,9 @@ type NodeOutputBody struct {
 	// JournalId The receipt of the change.
 	JournalId *openapi_types.UUID `json:"journalId,omitempty"`
 	Node      Node                `json:"node"`
+
+	// Services What the receipts left running on the node (get-node only).
+	Services *[]NodeService `json:"services,omitempty"`
 }
 
 // NodeReported defines model for NodeReported.
@@ -1168,6 +1227,60 @@ type NodeReported struct {
 	Protocol *int64 `json:"protocol,omitempty"`
 }
 
+// NodeService defines model for NodeService.
+type NodeService struct {
+	Digest string `json:"digest"`
+	Name   string `json:"name"`
+}
+
+// NodeTask defines model for NodeTask.
+type NodeTask struct {
+	Id   string       `json:"id"`
+	Kind NodeTaskKind `json:"kind"`
+
+	// Payload The step's input: the rendered manifest and digest, the probe, or the service's name.
+	Payload interface{} `json:"payload"`
+
+	// RunId The run whose job waits on the step; the step's events go there.
+	RunId string `json:"runId"`
+}
+
+// NodeTaskKind defines model for NodeTask.Kind.
+type NodeTaskKind string
+
+// NodeTaskEvent defines model for NodeTaskEvent.
+type NodeTaskEvent struct {
+	Data    interface{}        `json:"data,omitempty"`
+	Level   NodeTaskEventLevel `json:"level"`
+	Message string             `json:"message"`
+}
+
+// NodeTaskEventLevel defines model for NodeTaskEvent.Level.
+type NodeTaskEventLevel string
+
+// NodeTaskEventsOutputBody defines model for NodeTaskEventsOutputBody.
+type NodeTaskEventsOutputBody struct {
+	// Dropped Events not kept: the run had finished.
+	Dropped int64 `json:"dropped"`
+}
+
+// NodeTaskFinishedOutputBody defines model for NodeTaskFinishedOutputBody.
+type NodeTaskFinishedOutputBody struct {
+	// Late True when the run had ended: the result is kept on the task as the node's late report, and the receipt is unchanged.
+	Late    bool   `json:"late"`
+	Message string `json:"message"`
+}
+
+// NodeTaskResult defines model for NodeTaskResult.
+type NodeTaskResult struct {
+	// Error The step's error sentence; empty when it succeeded.
+	Error  *string  `json:"error,omitempty"`
+	Phases *[]Phase `json:"phases,omitempty"`
+
+	// Value The step's answer; absent when it failed.
+	Value interface{} `json:"value,omitempty"`
+}
+
 // PathStage defines model for PathStage.
 type PathStage struct {
 	// Reason Why it blocks; absent when it does not.
@@ -1178,6 +1291,24 @@ type PathStage struct {
 
 	// State Example: Accepted
 	State string `json:"state"`
+}
+
+// Phase defines model for Phase.
+type Phase struct {
+	Ms   int64  `json:"ms"`
+	Name string `json:"name"`
+}
+
+// PostNodeTaskEventsRequest defines model for Post-node-task-eventsRequest.
+type PostNodeTaskEventsRequest struct {
+	Events   []NodeTaskEvent `json:"events"`
+	Instance string          `json:"instance"`
+}
+
+// PostNodeTaskResultRequest defines model for Post-node-task-resultRequest.
+type PostNodeTaskResultRequest struct {
+	Instance string         `json:"instance"`
+	Result   NodeTaskResult `json:"result"`
 }
 
 // Run defines model for Run.
@@ -1691,6 +1822,15 @@ type JoinNodeJSONRequestBody = JoinNodeRequest
 // SetNodeLabelsJSONRequestBody defines body for SetNodeLabels for application/json ContentType.
 type SetNodeLabelsJSONRequestBody = SetNodeLabelsRequest
 
+// ClaimNodeTaskJSONRequestBody defines body for ClaimNodeTask for application/json ContentType.
+type ClaimNodeTaskJSONRequestBody = ClaimNodeTaskRequest
+
+// PostNodeTaskEventsJSONRequestBody defines body for PostNodeTaskEvents for application/json ContentType.
+type PostNodeTaskEventsJSONRequestBody = PostNodeTaskEventsRequest
+
+// PostNodeTaskResultJSONRequestBody defines body for PostNodeTaskResult for application/json ContentType.
+type PostNodeTaskResultJSONRequestBody = PostNodeTaskResultRequest
+
 // DeployServiceJSONRequestBody defines body for DeployService for application/json ContentType.
 type DeployServiceJSONRequestBody = DeployInputBody
 
@@ -1962,6 +2102,13 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/nodes/{name} (the `GetNode` operationId).
 	GetNode(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetNodeArtifact An agent downloads an artifact that one of its node's open steps names; any other is 403. Authenticated by the node's credential.
+	//
+	// An agent downloads an artifact that one of its node's open steps names; any other is 403. Authenticated by the node's credential. Needs the node role.
+	//
+	// Corresponds with GET /api/v1/nodes/{name}/artifacts/{digest} (the `GetNodeArtifact` operationId).
+	GetNodeArtifact(ctx context.Context, name string, digest string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CordonNode Cordon a node: nothing new is placed there; what runs keeps running. Journaled.
 	//
 	// Cordon a node: nothing new is placed there; what runs keeps running. Journaled. Needs the operator role.
@@ -2029,6 +2176,60 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/nodes/{name}/revoke (the `RevokeNode` operationId).
 	RevokeNode(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClaimNodeTaskWithBody An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node.
+	//
+	// An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node. Needs the node role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/tasks/claim (the `ClaimNodeTask` operationId).
+	ClaimNodeTaskWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClaimNodeTask An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node.
+	//
+	// An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node. Needs the node role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/tasks/claim (the `ClaimNodeTask` operationId).
+	ClaimNodeTask(ctx context.Context, name string, body ClaimNodeTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostNodeTaskEventsWithBody An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403.
+	//
+	// An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403. Needs the node role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/events (the `PostNodeTaskEvents` operationId).
+	PostNodeTaskEventsWithBody(ctx context.Context, name string, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostNodeTaskEvents An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403.
+	//
+	// An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403. Needs the node role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/events (the `PostNodeTaskEvents` operationId).
+	PostNodeTaskEvents(ctx context.Context, name string, id string, body PostNodeTaskEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostNodeTaskResultWithBody An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential.
+	//
+	// An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential. Needs the node role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/result (the `PostNodeTaskResult` operationId).
+	PostNodeTaskResultWithBody(ctx context.Context, name string, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostNodeTaskResult An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential.
+	//
+	// An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential. Needs the node role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/result (the `PostNodeTaskResult` operationId).
+	PostNodeTaskResult(ctx context.Context, name string, id string, body PostNodeTaskResultJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UncordonNode Uncordon a node: placement may use it again. Journaled.
 	//
@@ -2683,6 +2884,23 @@ func (c *Client) GetNode(ctx context.Context, name string, reqEditors ...Request
 	return c.Client.Do(req)
 }
 
+// GetNodeArtifact An agent downloads an artifact that one of its node's open steps names; any other is 403. Authenticated by the node's credential.
+//
+// An agent downloads an artifact that one of its node's open steps names; any other is 403. Authenticated by the node's credential. Needs the node role.
+//
+// Corresponds with GET /api/v1/nodes/{name}/artifacts/{digest} (the `GetNodeArtifact` operationId).
+func (c *Client) GetNodeArtifact(ctx context.Context, name string, digest string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetNodeArtifactRequest(c.Server, name, digest)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CordonNode Cordon a node: nothing new is placed there; what runs keeps running. Journaled.
 //
 // Cordon a node: nothing new is placed there; what runs keeps running. Journaled. Needs the operator role.
@@ -2821,6 +3039,120 @@ func (c *Client) SetNodeLabels(ctx context.Context, name string, body SetNodeLab
 // Corresponds with POST /api/v1/nodes/{name}/revoke (the `RevokeNode` operationId).
 func (c *Client) RevokeNode(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokeNodeRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClaimNodeTaskWithBody An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node.
+//
+// An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node. Needs the node role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/nodes/{name}/tasks/claim (the `ClaimNodeTask` operationId).
+func (c *Client) ClaimNodeTaskWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClaimNodeTaskRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClaimNodeTask An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node.
+//
+// An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node. Needs the node role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/nodes/{name}/tasks/claim (the `ClaimNodeTask` operationId).
+func (c *Client) ClaimNodeTask(ctx context.Context, name string, body ClaimNodeTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClaimNodeTaskRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostNodeTaskEventsWithBody An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403.
+//
+// An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403. Needs the node role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/events (the `PostNodeTaskEvents` operationId).
+func (c *Client) PostNodeTaskEventsWithBody(ctx context.Context, name string, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostNodeTaskEventsRequestWithBody(c.Server, name, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostNodeTaskEvents An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403.
+//
+// An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403. Needs the node role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/events (the `PostNodeTaskEvents` operationId).
+func (c *Client) PostNodeTaskEvents(ctx context.Context, name string, id string, body PostNodeTaskEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostNodeTaskEventsRequest(c.Server, name, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostNodeTaskResultWithBody An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential.
+//
+// An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential. Needs the node role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/result (the `PostNodeTaskResult` operationId).
+func (c *Client) PostNodeTaskResultWithBody(ctx context.Context, name string, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostNodeTaskResultRequestWithBody(c.Server, name, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostNodeTaskResult An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential.
+//
+// An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential. Needs the node role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/result (the `PostNodeTaskResult` operationId).
+func (c *Client) PostNodeTaskResult(ctx context.Context, name string, id string, body PostNodeTaskResultJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostNodeTaskResultRequest(c.Server, name, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4248,6 +4580,47 @@ func NewGetNodeRequest(server string, name string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetNodeArtifactRequest constructs an http.Request for the GetNodeArtifact method
+func NewGetNodeArtifactRequest(server string, name string, digest string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "digest", digest, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/nodes/%s/artifacts/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCordonNodeRequest constructs an http.Request for the CordonNode method
 func NewCordonNodeRequest(server string, name string) (*http.Request, error) {
 	var err error
@@ -4453,6 +4826,161 @@ func NewRevokeNodeRequest(server string, name string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewClaimNodeTaskRequest calls the generic ClaimNodeTask builder with application/json body
+func NewClaimNodeTaskRequest(server string, name string, body ClaimNodeTaskJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewClaimNodeTaskRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewClaimNodeTaskRequestWithBody constructs an http.Request for the ClaimNodeTask method, with any body, and a specified content type
+func NewClaimNodeTaskRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/nodes/%s/tasks/claim", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostNodeTaskEventsRequest calls the generic PostNodeTaskEvents builder with application/json body
+func NewPostNodeTaskEventsRequest(server string, name string, id string, body PostNodeTaskEventsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostNodeTaskEventsRequestWithBody(server, name, id, "application/json", bodyReader)
+}
+
+// NewPostNodeTaskEventsRequestWithBody constructs an http.Request for the PostNodeTaskEvents method, with any body, and a specified content type
+func NewPostNodeTaskEventsRequestWithBody(server string, name string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/nodes/%s/tasks/%s/events", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostNodeTaskResultRequest calls the generic PostNodeTaskResult builder with application/json body
+func NewPostNodeTaskResultRequest(server string, name string, id string, body PostNodeTaskResultJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostNodeTaskResultRequestWithBody(server, name, id, "application/json", bodyReader)
+}
+
+// NewPostNodeTaskResultRequestWithBody constructs an http.Request for the PostNodeTaskResult method, with any body, and a specified content type
+func NewPostNodeTaskResultRequestWithBody(server string, name string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/nodes/%s/tasks/%s/result", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5692,6 +6220,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/nodes/{name} (the `GetNode` operationId).
 	GetNodeWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetNodeResponse, error)
 
+	// GetNodeArtifactWithResponse An agent downloads an artifact that one of its node's open steps names; any other is 403. Authenticated by the node's credential.
+	//
+	// An agent downloads an artifact that one of its node's open steps names; any other is 403. Authenticated by the node's credential. Needs the node role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/nodes/{name}/artifacts/{digest} (the `GetNodeArtifact` operationId).
+	GetNodeArtifactWithResponse(ctx context.Context, name string, digest string, reqEditors ...RequestEditorFn) (*GetNodeArtifactResponse, error)
+
 	// CordonNodeWithResponse Cordon a node: nothing new is placed there; what runs keeps running. Journaled.
 	//
 	// Cordon a node: nothing new is placed there; what runs keeps running. Journaled. Needs the operator role.
@@ -5763,6 +6300,60 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/nodes/{name}/revoke (the `RevokeNode` operationId).
 	RevokeNodeWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RevokeNodeResponse, error)
+
+	// ClaimNodeTaskWithBodyWithResponse An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node.
+	//
+	// An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node. Needs the node role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/tasks/claim (the `ClaimNodeTask` operationId).
+	ClaimNodeTaskWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ClaimNodeTaskResponse, error)
+
+	// ClaimNodeTaskWithResponse An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node.
+	//
+	// An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node. Needs the node role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/tasks/claim (the `ClaimNodeTask` operationId).
+	ClaimNodeTaskWithResponse(ctx context.Context, name string, body ClaimNodeTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*ClaimNodeTaskResponse, error)
+
+	// PostNodeTaskEventsWithBodyWithResponse An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403.
+	//
+	// An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403. Needs the node role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/events (the `PostNodeTaskEvents` operationId).
+	PostNodeTaskEventsWithBodyWithResponse(ctx context.Context, name string, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostNodeTaskEventsResponse, error)
+
+	// PostNodeTaskEventsWithResponse An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403.
+	//
+	// An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403. Needs the node role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/events (the `PostNodeTaskEvents` operationId).
+	PostNodeTaskEventsWithResponse(ctx context.Context, name string, id string, body PostNodeTaskEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostNodeTaskEventsResponse, error)
+
+	// PostNodeTaskResultWithBodyWithResponse An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential.
+	//
+	// An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential. Needs the node role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/result (the `PostNodeTaskResult` operationId).
+	PostNodeTaskResultWithBodyWithResponse(ctx context.Context, name string, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostNodeTaskResultResponse, error)
+
+	// PostNodeTaskResultWithResponse An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential.
+	//
+	// An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential. Needs the node role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/result (the `PostNodeTaskResult` operationId).
+	PostNodeTaskResultWithResponse(ctx context.Context, name string, id string, body PostNodeTaskResultJSONRequestBody, reqEditors ...RequestEditorFn) (*PostNodeTaskResultResponse, error)
 
 	// UncordonNodeWithResponse Uncordon a node: placement may use it again. Journaled.
 	//
@@ -7694,6 +8285,75 @@ func (r GetNodeResponse) ContentType() string {
 	return ""
 }
 
+type GetNodeArtifactResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetNodeArtifactResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetNodeArtifactResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetNodeArtifactResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetNodeArtifactResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetNodeArtifactResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetNodeArtifactResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetNodeArtifactResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetNodeArtifactResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetNodeArtifactResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type CordonNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8138,6 +8798,311 @@ func (r RevokeNodeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RevokeNodeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ClaimNodeTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NodeTask
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ErrorModel
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ClaimNodeTaskResponse) GetJSON200() *NodeTask {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ClaimNodeTaskResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ClaimNodeTaskResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ClaimNodeTaskResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ClaimNodeTaskResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ClaimNodeTaskResponse) GetApplicationproblemJSON413() *ErrorModel {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ClaimNodeTaskResponse) GetApplicationproblemJSON415() *ErrorModel {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ClaimNodeTaskResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ClaimNodeTaskResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ClaimNodeTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ClaimNodeTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ClaimNodeTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ClaimNodeTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostNodeTaskEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NodeTaskEventsOutputBody
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ErrorModel
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostNodeTaskEventsResponse) GetJSON200() *NodeTaskEventsOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PostNodeTaskEventsResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PostNodeTaskEventsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PostNodeTaskEventsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PostNodeTaskEventsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PostNodeTaskEventsResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PostNodeTaskEventsResponse) GetApplicationproblemJSON413() *ErrorModel {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PostNodeTaskEventsResponse) GetApplicationproblemJSON415() *ErrorModel {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PostNodeTaskEventsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PostNodeTaskEventsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PostNodeTaskEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostNodeTaskEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostNodeTaskEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostNodeTaskEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostNodeTaskResultResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NodeTaskFinishedOutputBody
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ErrorModel
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostNodeTaskResultResponse) GetJSON200() *NodeTaskFinishedOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PostNodeTaskResultResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PostNodeTaskResultResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PostNodeTaskResultResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PostNodeTaskResultResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PostNodeTaskResultResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PostNodeTaskResultResponse) GetApplicationproblemJSON413() *ErrorModel {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PostNodeTaskResultResponse) GetApplicationproblemJSON415() *ErrorModel {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PostNodeTaskResultResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PostNodeTaskResultResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PostNodeTaskResultResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostNodeTaskResultResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostNodeTaskResultResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostNodeTaskResultResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10572,6 +11537,21 @@ func (c *ClientWithResponses) GetNodeWithResponse(ctx context.Context, name stri
 	return ParseGetNodeResponse(rsp)
 }
 
+// GetNodeArtifactWithResponse An agent downloads an artifact that one of its node's open steps names; any other is 403. Authenticated by the node's credential.
+//
+// An agent downloads an artifact that one of its node's open steps names; any other is 403. Authenticated by the node's credential. Needs the node role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/nodes/{name}/artifacts/{digest} (the `GetNodeArtifact` operationId).
+func (c *ClientWithResponses) GetNodeArtifactWithResponse(ctx context.Context, name string, digest string, reqEditors ...RequestEditorFn) (*GetNodeArtifactResponse, error) {
+	rsp, err := c.GetNodeArtifact(ctx, name, digest, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetNodeArtifactResponse(rsp)
+}
+
 // CordonNodeWithResponse Cordon a node: nothing new is placed there; what runs keeps running. Journaled.
 //
 // Cordon a node: nothing new is placed there; what runs keeps running. Journaled. Needs the operator role.
@@ -10690,6 +11670,96 @@ func (c *ClientWithResponses) RevokeNodeWithResponse(ctx context.Context, name s
 		return nil, err
 	}
 	return ParseRevokeNodeResponse(rsp)
+}
+
+// ClaimNodeTaskWithBodyWithResponse An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node.
+//
+// An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node. Needs the node role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/nodes/{name}/tasks/claim (the `ClaimNodeTask` operationId).
+func (c *ClientWithResponses) ClaimNodeTaskWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ClaimNodeTaskResponse, error) {
+	rsp, err := c.ClaimNodeTaskWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClaimNodeTaskResponse(rsp)
+}
+
+// ClaimNodeTaskWithResponse An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node.
+//
+// An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node. Needs the node role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/nodes/{name}/tasks/claim (the `ClaimNodeTask` operationId).
+func (c *ClientWithResponses) ClaimNodeTaskWithResponse(ctx context.Context, name string, body ClaimNodeTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*ClaimNodeTaskResponse, error) {
+	rsp, err := c.ClaimNodeTask(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClaimNodeTaskResponse(rsp)
+}
+
+// PostNodeTaskEventsWithBodyWithResponse An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403.
+//
+// An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403. Needs the node role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/events (the `PostNodeTaskEvents` operationId).
+func (c *ClientWithResponses) PostNodeTaskEventsWithBodyWithResponse(ctx context.Context, name string, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostNodeTaskEventsResponse, error) {
+	rsp, err := c.PostNodeTaskEventsWithBody(ctx, name, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostNodeTaskEventsResponse(rsp)
+}
+
+// PostNodeTaskEventsWithResponse An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403.
+//
+// An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403. Needs the node role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/events (the `PostNodeTaskEvents` operationId).
+func (c *ClientWithResponses) PostNodeTaskEventsWithResponse(ctx context.Context, name string, id string, body PostNodeTaskEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostNodeTaskEventsResponse, error) {
+	rsp, err := c.PostNodeTaskEvents(ctx, name, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostNodeTaskEventsResponse(rsp)
+}
+
+// PostNodeTaskResultWithBodyWithResponse An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential.
+//
+// An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential. Needs the node role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/result (the `PostNodeTaskResult` operationId).
+func (c *ClientWithResponses) PostNodeTaskResultWithBodyWithResponse(ctx context.Context, name string, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostNodeTaskResultResponse, error) {
+	rsp, err := c.PostNodeTaskResultWithBody(ctx, name, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostNodeTaskResultResponse(rsp)
+}
+
+// PostNodeTaskResultWithResponse An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential.
+//
+// An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential. Needs the node role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/nodes/{name}/tasks/{id}/result (the `PostNodeTaskResult` operationId).
+func (c *ClientWithResponses) PostNodeTaskResultWithResponse(ctx context.Context, name string, id string, body PostNodeTaskResultJSONRequestBody, reqEditors ...RequestEditorFn) (*PostNodeTaskResultResponse, error) {
+	rsp, err := c.PostNodeTaskResult(ctx, name, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostNodeTaskResultResponse(rsp)
 }
 
 // UncordonNodeWithResponse Uncordon a node: placement may use it again. Journaled.
@@ -12525,6 +13595,60 @@ func ParseGetNodeResponse(rsp *http.Response) (*GetNodeResponse, error) {
 	return response, nil
 }
 
+// ParseGetNodeArtifactResponse parses an HTTP response from a GetNodeArtifactWithResponse call
+func ParseGetNodeArtifactResponse(rsp *http.Response) (*GetNodeArtifactResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetNodeArtifactResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseCordonNodeResponse parses an HTTP response from a CordonNodeWithResponse call
 func ParseCordonNodeResponse(rsp *http.Response) (*CordonNodeResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12880,6 +14004,269 @@ func ParseRevokeNodeResponse(rsp *http.Response) (*RevokeNodeResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseClaimNodeTaskResponse parses an HTTP response from a ClaimNodeTaskWithResponse call
+func ParseClaimNodeTaskResponse(rsp *http.Response) (*ClaimNodeTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ClaimNodeTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NodeTask
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostNodeTaskEventsResponse parses an HTTP response from a PostNodeTaskEventsWithResponse call
+func ParsePostNodeTaskEventsResponse(rsp *http.Response) (*PostNodeTaskEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostNodeTaskEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NodeTaskEventsOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostNodeTaskResultResponse parses an HTTP response from a PostNodeTaskResultWithResponse call
+func ParsePostNodeTaskResultResponse(rsp *http.Response) (*PostNodeTaskResultResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostNodeTaskResultResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NodeTaskFinishedOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel

@@ -29,18 +29,40 @@ import (
 // behind, which nothing reads. Errors are those of Stat for an artifact that
 // must be fetched.
 func (s *Store) Materialize(ctx context.Context, digest string) (string, error) {
+	return (&Cache{Dir: s.CacheDir, Fetch: s.Open}).Materialize(ctx, digest)
+}
+
+// Cache keeps verified executable copies of artifacts in Dir, fetched
+// through Fetch: the store's own for a control plane, the API for a node's
+// agent. Materialize verifies the bytes whatever Fetch is.
+type Cache struct {
+	Dir   string
+	Fetch func(ctx context.Context, digest string) (io.ReadCloser, error)
+}
+
+// Open reads the artifact's verified copy, fetching it first when needed.
+func (c *Cache) Open(ctx context.Context, digest string) (io.ReadCloser, error) {
+	path, err := c.Materialize(ctx, digest)
+	if err != nil {
+		return nil, err
+	}
+	return os.Open(path)
+}
+
+// Materialize is Store.Materialize for any Fetch.
+func (c *Cache) Materialize(ctx context.Context, digest string) (string, error) {
 	d, err := ParseDigest(digest)
 	if err != nil {
 		return "", err
 	}
-	if s.CacheDir == "" {
+	if c.Dir == "" {
 		return "", errors.New("materialize artifact: the store has no cache directory")
 	}
-	if err := os.MkdirAll(s.CacheDir, 0o755); err != nil {
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return "", fmt.Errorf("artifact cache dir: %w", err)
 	}
 	hexDigest := strings.TrimPrefix(d, "sha256:")
-	path := filepath.Join(s.CacheDir, hexDigest)
+	path := filepath.Join(c.Dir, hexDigest)
 
 	ok, err := verifyCached(path, d)
 	if err != nil {
@@ -49,7 +71,7 @@ func (s *Store) Materialize(ctx context.Context, digest string) (string, error) 
 	if ok {
 		return path, nil
 	}
-	if err := s.fetch(ctx, d, path); err != nil {
+	if err := c.fetch(ctx, d, path); err != nil {
 		return "", err
 	}
 	return path, nil
@@ -96,9 +118,10 @@ func verifyCached(path, digest string) (bool, error) {
 }
 
 // fetch writes the artifact to path through a synced temporary file and a
-// rename. Open's reader verifies the bytes before it reports the end.
-func (s *Store) fetch(ctx context.Context, digest, path string) (err error) {
-	rc, err := s.Open(ctx, digest)
+// rename, hashing the bytes as they come: what does not match the digest
+// never takes the final name.
+func (c *Cache) fetch(ctx context.Context, digest, path string) (err error) {
+	rc, err := c.Fetch(ctx, digest)
 	if err != nil {
 		return err
 	}
@@ -115,8 +138,12 @@ func (s *Store) fetch(ctx context.Context, digest, path string) (err error) {
 			_ = os.Remove(tmp.Name())
 		}
 	}()
-	if _, err := io.Copy(tmp, rc); err != nil {
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), rc); err != nil {
 		return fmt.Errorf("materialize artifact %s: %w", digest, err)
+	}
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
+		return fmt.Errorf("materialize artifact %s: the bytes fetched hash to %s", digest, got)
 	}
 	if err := tmp.Chmod(0o755); err != nil {
 		return fmt.Errorf("materialize artifact: %w", err)

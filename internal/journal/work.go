@@ -378,6 +378,10 @@ func nonEmpty(s string) *string {
 // sentence for the receipt.
 func (j *Journal) classify(ctx context.Context, err error) (state, text string) {
 	text = j.redactor.String(errText(err))
+	var unknown *UnknownError
+	if errors.As(err, &unknown) && ctx.Err() == nil {
+		return StateUnknown, text
+	}
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
 		switch {

@@ -160,6 +160,10 @@ func (r *Registry) Flush(ctx context.Context) error {
 	return nil
 }
 
+// SilenceBound is how long a node may stay silent before it reads
+// Unreachable.
+func (r *Registry) SilenceBound() time.Duration { return r.silence() }
+
 func (r *Registry) silence() time.Duration {
 	if r.Silence > 0 {
 		return r.Silence
@@ -199,6 +203,8 @@ type Node struct {
 	RevokedAt       *time.Time        `json:"revokedAt,omitempty"`
 	CreatedAt       time.Time         `json:"createdAt"`
 	CreatedBy       string            `json:"createdBy"`
+	// AgentInstance is the agent process that heartbeats for the node.
+	AgentInstance string `json:"agentInstance,omitempty"`
 }
 
 // withBeats puts this process's newest heartbeat of each node, when newer
@@ -226,6 +232,7 @@ func (r *Registry) view(n *db.Node) *Node {
 	if n.CordonedBy != nil {
 		v.CordonedBy = *n.CordonedBy
 	}
+	v.AgentInstance = deref(n.AgentInstance)
 	now := r.now()
 	silent := n.LastHeartbeatAt == nil || now.Sub(*n.LastHeartbeatAt) > r.silence()
 	grace := !r.Started.IsZero() && now.Sub(r.Started) < r.silence()
@@ -385,15 +392,10 @@ func (r *Registry) Authenticate(ctx context.Context, credential string) (*db.Nod
 func (r *Registry) Heartbeat(n *db.Node, instance string, rep Reported) (*Node, error) {
 	row, name := *n, n.Name
 	now := r.now()
-	holder, at := deref(row.AgentInstance), row.LastHeartbeatAt
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if b, ok := r.last[name]; ok && (at == nil || b.at.After(*at)) {
-		holder, at = b.instance, &b.at
-	}
-	if holder != "" && holder != instance && at != nil && now.Sub(*at) < r.silence() {
-		return nil, errs.Errorf(errs.Conflict, "Node %s is held by another agent (instance %s, last heartbeat %s ago); this one stops. Stop the other agent, or wait %s after it stopped.",
-			name, holder, now.Sub(*at).Round(time.Second), r.silence())
+	if err := r.heldLocked(&row, instance, now); err != nil {
+		return nil, err
 	}
 	rj, _ := json.Marshal(rep)
 	b := beat{instance: instance, reported: rj, at: now}
@@ -403,6 +405,26 @@ func (r *Registry) Heartbeat(n *db.Node, instance string, rep Reported) (*Node, 
 	r.pending[name], r.last[name] = b, b
 	row.AgentInstance, row.LastHeartbeatAt, row.Reported = &b.instance, &b.at, rj
 	return r.view(&row), nil
+}
+
+// CheckHolder refuses agent instance when another agent holds node n: one
+// that heartbeated within the silence.
+func (r *Registry) CheckHolder(n *db.Node, instance string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.heldLocked(n, instance, r.now())
+}
+
+func (r *Registry) heldLocked(n *db.Node, instance string, now time.Time) error {
+	holder, at := deref(n.AgentInstance), n.LastHeartbeatAt
+	if b, ok := r.last[n.Name]; ok && (at == nil || b.at.After(*at)) {
+		holder, at = b.instance, &b.at
+	}
+	if holder != "" && holder != instance && at != nil && now.Sub(*at) < r.silence() {
+		return errs.Errorf(errs.Conflict, "Node %s is held by another agent (instance %s, last heartbeat %s ago); this one stops. Stop the other agent, or wait %s after it stopped.",
+			n.Name, holder, now.Sub(*at).Round(time.Second), r.silence())
+	}
+	return nil
 }
 
 // Beat records a heartbeat of serve's own node, registering it first.
@@ -529,6 +551,9 @@ func (r *Registry) Revoke(ctx context.Context, name, by string) (*Node, *db.Jour
 // Delete removes node name. PlacedFunc, when set, says what is placed on a
 // node; a node with anything placed is refused.
 func (r *Registry) Delete(ctx context.Context, name, by string, placed func(ctx context.Context, q *db.Queries, node string) ([]string, error)) (*db.JournalRun, error) {
+	if placed == nil {
+		placed = PlacedServices
+	}
 	_, run, err := r.change(ctx, name, ActionDelete, by, nil, func(q *db.Queries, cur *db.Node) (*db.Node, string, error) {
 		if placed != nil {
 			names, err := placed(ctx, q, name)
@@ -542,6 +567,38 @@ func (r *Registry) Delete(ctx context.Context, name, by string, placed func(ctx 
 		return nil, fmt.Sprintf("node %s deleted by %s", name, by), q.NodeDelete(ctx, name)
 	})
 	return run, err
+}
+
+// Placed is a service left running on a node, with its digest.
+type Placed struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+}
+
+// Services lists what the receipts left running on node name.
+func (r *Registry) Services(ctx context.Context, name string) ([]Placed, error) {
+	units, err := db.New(r.Pool).NodeServicesRunning(ctx, &name)
+	if err != nil {
+		return nil, fmt.Errorf("services on node %s: %w", name, err)
+	}
+	out := make([]Placed, len(units))
+	for i, u := range units {
+		out[i] = Placed{Name: u.Name, Digest: deref(u.RunningDigest)}
+	}
+	return out, nil
+}
+
+// PlacedServices lists the services left running on node.
+func PlacedServices(ctx context.Context, q *db.Queries, node string) ([]string, error) {
+	units, err := q.NodeServicesRunning(ctx, &node)
+	if err != nil {
+		return nil, fmt.Errorf("services on node %s: %w", node, err)
+	}
+	names := make([]string, len(units))
+	for i, u := range units {
+		names[i] = u.Name
+	}
+	return names, nil
 }
 
 func formatLabels(labels map[string]string) string {

@@ -12,6 +12,7 @@ import (
 	"sluice/internal/artifact"
 	"sluice/internal/errs"
 	"sluice/internal/gitsync"
+	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/render"
 	"sluice/internal/servicespec"
@@ -49,6 +50,10 @@ type Result struct {
 	Phases journal.Phases `json:"phases"`
 	// Running says in one sentence what runs now.
 	Running string `json:"running,omitempty"`
+	// Node is the node the host steps ran on; MovedFrom the node the
+	// service ran on before, when this run moved it.
+	Node      string `json:"node,omitempty"`
+	MovedFrom string `json:"movedFrom,omitempty"`
 }
 
 // Deploy is the deploy action's body.
@@ -169,11 +174,15 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 		return out, errs.Errorf(errs.Conflict, "The pin of %s moved to %s right after this %s pushed %s; nothing was restarted. Deploy again if %s is still wanted.", name, spec.Digest(), action, target, target)
 	}
 
-	prev, err := s.unitText(name)
+	h, err := s.hostFor(ctx, p, t, res, u, spec)
 	if err != nil {
 		return out, err
 	}
-	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, p, t, res, spec, name, "a deploy", servicespec.OnProbeFailureRollback)
+	prev, err := h.UnitText(ctx, name)
+	if err != nil {
+		return out, err
+	}
+	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, h, p, t, res, spec, name, "a deploy", servicespec.OnProbeFailureRollback)
 	if applyErr == nil && applied.Probe.OK {
 		res.Running = fmt.Sprintf("%s runs %s (pid %d).", name, target, applied.Pid)
 		out.Message = fmt.Sprintf("%s %s to %s: probe passed; %s", action, name, short(target), res.Running)
@@ -181,7 +190,7 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 			out.Message = fmt.Sprintf("%s %s to %s: the first probe failed and the retry passed (retry-once); %s", action, name, short(target), res.Running)
 		}
 		id, hash := u.ID, u.ContentHash
-		out.ApplyTx = record(id, "applied", &hash, &target)
+		out.ApplyTx = record(id, "applied", &hash, &target, res.Node)
 		return out, nil
 	}
 	if ctx.Err() != nil {
@@ -197,11 +206,11 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 		}
 	}
 	if applyErr != nil || policy == servicespec.OnProbeFailureRollback {
-		return s.undo(ctx, p, t, out, res, u, action, name, target, oldImage, prev, what)
+		return s.undo(ctx, h, p, t, out, res, u, action, name, target, oldImage, prev, what)
 	}
 	head := fmt.Sprintf("%s of %s to %s failed: %s.", upperFirst(action), name, target, trimDot(what))
 	tail := fmt.Sprintf("The pin stays in Git; deploy again, or roll back with `sluice rollback %s`.", name)
-	return s.keepFailure(ctx, p, t, out, res, u, policy, name, target, head, tail)
+	return s.keepFailure(ctx, h, p, t, out, res, u, policy, name, target, head, tail)
 }
 
 // notePolicy records the health rollout policy the run runs under: on its
@@ -226,24 +235,18 @@ func lastProbe(res *Result) *ProbeReport {
 // that still runs is probed again as it is, not restarted: a slow start
 // gets the time it needs. One that exited is started again first. It
 // reports whether the second probe passed.
-func (s *Service) retryOnce(ctx context.Context, p *journal.Progress, t *journal.Phases, res *Result, spec *servicespec.Spec, name string) bool {
-	if proc, err := s.Supervisor.Adopt(name); err == nil && proc.Alive() {
-		p.Info(ctx, fmt.Sprintf("retry-once: probing pid %d once more", proc.Pid()), nil)
+func (s *Service) retryOnce(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, res *Result, spec *servicespec.Spec, name string) bool {
+	r, err := h.Reprobe(ctx, p, t, applyRequest(spec, name, ""))
+	switch {
+	case err != nil:
+		p.Error(ctx, "retry-once: "+err.Error(), nil)
+		return false
+	case r.Restarted:
+		res.Retry = r.Applied
+	default:
 		a := *res.Applied
-		_ = t.Do("retry-probe", func() error {
-			a.Probe = s.probe(ctx, proc, spec.Probe, spec.ProbeTimeoutSec())
-			return nil
-		})
-		a.Alive = proc.Alive()
+		a.Pid, a.Probe, a.Alive = r.Applied.Pid, r.Applied.Probe, r.Applied.Alive
 		res.Retry = &a
-	} else {
-		p.Info(ctx, "retry-once: the process exited; starting it once more", nil)
-		a, err := s.apply(ctx, p, t, spec.Manifest(name), spec.Probe, spec.ProbeTimeoutSec(), "retry-")
-		if err != nil {
-			p.Error(ctx, "retry-once: "+err.Error(), nil)
-			return false
-		}
-		res.Retry = a
 	}
 	if res.Retry.Probe.OK {
 		p.Info(ctx, "retry-once: the retry's probe passed: "+res.Retry.Probe.Sentence, nil)
@@ -255,7 +258,7 @@ func (s *Service) retryOnce(ctx context.Context, p *journal.Progress, t *journal
 
 // keepFailure ends a run whose probe failed under stop, pause or observe:
 // head says what failed and tail what to do next.
-func (s *Service) keepFailure(ctx context.Context, p *journal.Progress, t *journal.Phases, out *journal.Outcome, res *Result, u *db.Unit, policy, name, digest, head, tail string) (*journal.Outcome, error) {
+func (s *Service) keepFailure(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, out *journal.Outcome, res *Result, u *db.Unit, policy, name, digest, head, tail string) (*journal.Outcome, error) {
 	last := res.Applied
 	if res.Retry != nil {
 		last = res.Retry
@@ -274,7 +277,7 @@ func (s *Service) keepFailure(ctx context.Context, p *journal.Progress, t *journ
 		p.Warn(ctx, "observe: the probe failed and nothing was done about it: "+last.Probe.Sentence, map[string]any{"probe": last.Probe})
 		out.Message = fmt.Sprintf("%s %s to %s: the probe failed (%s), observed only; %s", res.Action, name, short(digest), trimDot(last.Probe.Sentence), res.Running)
 		hash := u.ContentHash
-		out.ApplyTx = record(u.ID, "applied", &hash, running)
+		out.ApplyTx = record(u.ID, "applied", &hash, running, res.Node)
 		return out, nil
 	case servicespec.OnProbeFailurePause:
 		if last.Alive {
@@ -282,7 +285,7 @@ func (s *Service) keepFailure(ctx context.Context, p *journal.Progress, t *journ
 		} else {
 			res.Running = fmt.Sprintf("Nothing runs: %s's process has exited.", name)
 		}
-		rec := record(u.ID, "failed", nil, running)
+		rec := record(u.ID, "failed", nil, running, res.Node)
 		runID, reason := p.RunID(), trimDot(head)
 		out.ApplyTx = func(ctx context.Context, tx pgx.Tx) error {
 			if err := rec(ctx, tx); err != nil {
@@ -292,16 +295,16 @@ func (s *Service) keepFailure(ctx context.Context, p *journal.Progress, t *journ
 		}
 		return out, fmt.Errorf("%s Under onProbeFailure pause, nothing was undone and the queue of %s is paused: its later actions wait until an operator resumes it (`sluice resume-service %s`). %s", head, name, name, res.Running)
 	default: // stop
-		_ = t.Do("stop", func() error { return s.Supervisor.Stop(ctx, name, 0) })
+		_ = h.Stop(ctx, p, t, name)
 		res.Running = "Nothing runs."
-		out.ApplyTx = record(u.ID, "failed", nil, nil)
+		out.ApplyTx = record(u.ID, "failed", nil, nil, res.Node)
 		return out, fmt.Errorf("%s Under onProbeFailure stop, the process was stopped: %s %s", head, res.Running, tail)
 	}
 }
 
 // undo reverts a failed deploy: it pushes a revert of the pin, restores the
 // unit that ran before and probes it, and returns the failure.
-func (s *Service) undo(ctx context.Context, p *journal.Progress, t *journal.Phases, out *journal.Outcome, res *Result, u *db.Unit, action, name, target, oldImage string, prev []byte, what string) (*journal.Outcome, error) {
+func (s *Service) undo(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, out *journal.Outcome, res *Result, u *db.Unit, action, name, target, oldImage string, prev []byte, what string) (*journal.Outcome, error) {
 	rmsg := fmt.Sprintf("revert %s %s to %s: %s\n\nRun %s.", action, name, target, truncate(what, 200), p.RunID())
 	var revert *gitsync.PushResult
 	revertErr := t.Do("revert", func() error {
@@ -334,20 +337,20 @@ func (s *Service) undo(ctx context.Context, p *journal.Progress, t *journal.Phas
 		}
 	}
 
-	restoreText, running := s.restore(ctx, p, t, res, name, prev)
+	restoreText, running := s.restore(ctx, h, p, t, res, name, prev)
 	res.Running = upperFirst(restoreText) + "."
-	out.ApplyTx = record(u.ID, "failed", nil, running)
+	out.ApplyTx = record(u.ID, "failed", nil, running, res.Node)
 	return out, fmt.Errorf("%s of %s to %s failed: %s. %s; %s.", upperFirst(action), name, target, trimDot(what), revertText, restoreText)
 }
 
 // restore starts prev, the rendered unit that ran before, again and probes
 // it with the probe Git holds now (nil prev: stops the service). It returns
 // a clause on what runs now and the digest it left running.
-func (s *Service) restore(ctx context.Context, p *journal.Progress, t *journal.Phases, res *Result, name string, prev []byte) (string, *string) {
+func (s *Service) restore(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, res *Result, name string, prev []byte) (string, *string) {
 	var running *string
 	restoreText := ""
 	if prev == nil {
-		_ = t.Do("stop", func() error { return s.Supervisor.Stop(ctx, name, 0) })
+		_ = h.Stop(ctx, p, t, name)
 		restoreText = fmt.Sprintf("no unit of %s ran before, so it was stopped and nothing runs now", name)
 	} else if m, err := render.Parse(prev); err != nil {
 		restoreText = "the previous unit could not be read (" + err.Error() + "), so nothing was restored"
@@ -358,7 +361,7 @@ func (s *Service) restore(ctx context.Context, p *journal.Progress, t *journal.P
 		if _, spec, err := getTx(ctx, db.New(s.Pool), name); err == nil {
 			pr, timeout = spec.Probe, spec.ProbeTimeoutSec()
 		}
-		restored, err := s.apply(ctx, p, t, m, pr, timeout, "restore-")
+		restored, err := h.Apply(ctx, p, t, hoststep.ApplyRequest{Manifest: m, Probe: pr, ProbeTimeoutSec: timeout, Label: "restore-"})
 		res.Restored = restored
 		switch {
 		case err != nil:
@@ -407,11 +410,15 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 	if err := s.requireArtifact(ctx, digest); err != nil {
 		return out, err
 	}
-	prev, err := s.unitText(name)
+	h, err := s.hostFor(ctx, p, t, res, u, spec)
 	if err != nil {
 		return out, err
 	}
-	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, p, t, res, spec, name, "a converge", servicespec.OnProbeFailureStop)
+	prev, err := h.UnitText(ctx, name)
+	if err != nil {
+		return out, err
+	}
+	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, h, p, t, res, spec, name, "a converge", servicespec.OnProbeFailureStop)
 	if applyErr == nil && applied.Probe.OK {
 		res.Running = fmt.Sprintf("%s runs %s (pid %d).", name, digest, applied.Pid)
 		out.Message = fmt.Sprintf("converged %s at commit %s: probe passed; %s", name, shortCommit(res.SyncedCommit), res.Running)
@@ -419,7 +426,7 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 			out.Message = fmt.Sprintf("converged %s at commit %s: the first probe failed and the retry passed (retry-once); %s", name, shortCommit(res.SyncedCommit), res.Running)
 		}
 		hash := u.ContentHash
-		out.ApplyTx = record(u.ID, "applied", &hash, &digest)
+		out.ApplyTx = record(u.ID, "applied", &hash, &digest, res.Node)
 		return out, nil
 	}
 	if ctx.Err() != nil {
@@ -428,12 +435,12 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 	next := fmt.Sprintf("Fix %s in Git and converge again, or roll back with `sluice rollback %s`.", name, name)
 	if applyErr != nil {
 		// It stopped before a probe: whatever ran may still run.
-		if proc, err := s.Supervisor.Adopt(name); err == nil && proc.Alive() {
-			res.Running = fmt.Sprintf("%s still runs as pid %d.", name, proc.Pid())
-			out.ApplyTx = record(u.ID, "failed", nil, u.RunningDigest)
+		if in, err := h.Inspect(ctx, hoststep.InspectRequest{Name: name}); err == nil && in.Running {
+			res.Running = fmt.Sprintf("%s still runs as pid %d.", name, in.Pid)
+			out.ApplyTx = record(u.ID, "failed", nil, u.RunningDigest, res.Node)
 		} else {
 			res.Running = "Nothing runs."
-			out.ApplyTx = record(u.ID, "failed", nil, nil)
+			out.ApplyTx = record(u.ID, "failed", nil, nil, res.Node)
 		}
 		return out, fmt.Errorf("Converge of %s failed before its probe: %s. No rollback was made; %s %s", name, trimDot(applyErr.Error()), res.Running, next)
 	}
@@ -442,37 +449,47 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 		sentence = "its probe failed, and again on its retry: " + sentence
 	}
 	if policy == servicespec.OnProbeFailureRollback {
-		restoreText, running := s.restore(ctx, p, t, res, name, prev)
+		restoreText, running := s.restore(ctx, h, p, t, res, name, prev)
 		res.Running = upperFirst(restoreText) + "."
-		out.ApplyTx = record(u.ID, "failed", nil, running)
+		out.ApplyTx = record(u.ID, "failed", nil, running, res.Node)
 		return out, fmt.Errorf("Converge of %s to %s failed: %s Under onProbeFailure rollback, the unit rendered before was restored (a converge commits nothing, so Git is unchanged): %s %s", name, digest, sentence, res.Running, next)
 	}
 	head := fmt.Sprintf("Converge of %s to %s failed: %s", name, digest, sentence)
-	return s.keepFailure(ctx, p, t, out, res, u, policy, name, digest, head, "No rollback was made. "+next)
+	return s.keepFailure(ctx, h, p, t, out, res, u, policy, name, digest, head, "No rollback was made. "+next)
 }
 
 // record writes a finished action's effect on the service's unit, in the
-// transaction of its receipt.
-func record(id uuid.UUID, status string, appliedHash, running *string) func(context.Context, pgx.Tx) error {
+// transaction of its receipt: its status, what was applied, what runs and
+// on which node ("" when nothing runs).
+func record(id uuid.UUID, status string, appliedHash, running *string, node string) func(context.Context, pgx.Tx) error {
+	var on *string
+	if running != nil && node != "" {
+		on = &node
+	}
 	return func(ctx context.Context, tx pgx.Tx) error {
 		return db.New(tx).UnitRecordOutcome(ctx, &db.UnitRecordOutcomeParams{
-			ID: id, Status: status, AppliedHash: appliedHash, RunningDigest: running,
+			ID: id, Status: status, AppliedHash: appliedHash, RunningDigest: running, RunningNode: on,
 		})
 	}
+}
+
+// applyRequest is the host step that applies spec as service name.
+func applyRequest(spec *servicespec.Spec, name, label string) hoststep.ApplyRequest {
+	return hoststep.ApplyRequest{Manifest: spec.Manifest(name), Probe: spec.Probe, ProbeTimeoutSec: spec.ProbeTimeoutSec(), Label: label}
 }
 
 // applyUnderPolicy applies the service's manifest and, under retry-once,
 // probes once more when the probe failed. It returns what runs, the policy
 // that now decides a failure (the action's fallback when the retry failed
 // too) and whether a retry was made.
-func (s *Service) applyUnderPolicy(ctx context.Context, p *journal.Progress, t *journal.Phases, res *Result, spec *servicespec.Spec, name, what, fallback string) (*Applied, string, bool, error) {
-	applied, applyErr := s.apply(ctx, p, t, spec.Manifest(name), spec.Probe, spec.ProbeTimeoutSec(), "")
+func (s *Service) applyUnderPolicy(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, res *Result, spec *servicespec.Spec, name, what, fallback string) (*Applied, string, bool, error) {
+	applied, applyErr := h.Apply(ctx, p, t, applyRequest(spec, name, ""))
 	res.Applied = applied
 	policy := res.OnProbeFailure
 	if applyErr != nil || applied.Probe.OK || policy != servicespec.OnProbeFailureRetryOnce || ctx.Err() != nil {
 		return applied, policy, false, applyErr
 	}
-	if s.retryOnce(ctx, p, t, res, spec, name) {
+	if s.retryOnce(ctx, h, p, t, res, spec, name) {
 		return res.Retry, policy, true, nil
 	}
 	p.Warn(ctx, fmt.Sprintf("the retry failed too; under retry-once, %s falls back to its default, %s", what, fallback), nil)

@@ -13,8 +13,8 @@ import (
 
 	"sluice/db"
 	"sluice/internal/gitops"
+	"sluice/internal/hoststep"
 	"sluice/internal/journal"
-	"sluice/internal/render"
 	"sluice/internal/servicespec"
 )
 
@@ -99,8 +99,10 @@ type Drift struct {
 	// found; while one waits, differences are not drift.
 	InProgress []string `json:"inProgress,omitempty"`
 	// Findings are every fact checked, drift or not, in sentences.
-	Findings      []string       `json:"findings"`
-	PinnedDigest  string         `json:"pinnedDigest"`
+	Findings     []string `json:"findings"`
+	PinnedDigest string   `json:"pinnedDigest"`
+	// Node is the node whose process was checked.
+	Node          string         `json:"node,omitempty"`
 	AppliedDigest string         `json:"appliedDigest,omitempty"`
 	AppliedRun    string         `json:"appliedRun,omitempty"`
 	Probe         *ProbeReport   `json:"probe,omitempty"`
@@ -215,24 +217,39 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, args Drif
 		found(ClassSource, fmt.Sprintf("Git pins %s; what was applied is %s.", d.PinnedDigest, d.AppliedDigest), fmt.Sprintf("Run %s applied %s.", run.ID, d.AppliedDigest))
 	}
 
-	text, err := s.unitText(name)
-	switch {
-	case err != nil:
-		found(ClassRuntime, "The unit file on disk cannot be read.", err.Error())
-	case text == nil:
-		found(ClassRuntime, fmt.Sprintf("The unit file %s is missing.", s.unitPath(name)), fmt.Sprintf("Run %s wrote %s there.", run.ID, short(last.RenderedHash)))
-	default:
-		if h := render.Hash(text); h != last.RenderedHash {
-			found(ClassRuntime, "The unit file on disk is not the one applied.", fmt.Sprintf("The unit file on disk hashes to %s; run %s wrote %s.", short(h), run.ID, short(last.RenderedHash)))
-		} else {
-			d.Findings = append(d.Findings, fmt.Sprintf("The unit file on disk is the one run %s wrote (%s).", run.ID, short(h)))
+	nodeName := deref(u.RunningNode)
+	if nodeName == "" {
+		if nodeName, err = s.NodeOf(ctx, spec); err != nil {
+			return out, err
 		}
 	}
-	proc, err := s.Supervisor.Adopt(name)
+	d.Node = nodeName
+	h, err := s.host(nodeName, p.RunID())
 	if err != nil {
-		found(ClassRuntime, "No process runs.", err.Error()+".")
+		return out, err
+	}
+	var pr *servicespec.Probe
+	if spec.Probe != nil {
+		pr = &servicespec.Probe{HTTP: spec.Probe.HTTP}
+	}
+	in, err := h.Inspect(ctx, hoststep.InspectRequest{Name: name, Want: d.AppliedDigest, Probe: true, ProbeSpec: pr, ProbeTimeoutSec: int(driftProbeTimeout / time.Second)})
+	if err != nil {
+		return out, fmt.Errorf("inspect %s on node %s: %w", name, nodeName, err)
+	}
+	switch {
+	case in.UnitError != "":
+		found(ClassRuntime, "The unit file on disk cannot be read.", in.UnitError)
+	case in.UnitHash == "":
+		found(ClassRuntime, fmt.Sprintf("The unit file %s is missing.", in.UnitPath), fmt.Sprintf("Run %s wrote %s there.", run.ID, short(last.RenderedHash)))
+	case in.UnitHash != last.RenderedHash:
+		found(ClassRuntime, "The unit file on disk is not the one applied.", fmt.Sprintf("The unit file on disk hashes to %s; run %s wrote %s.", short(in.UnitHash), run.ID, short(last.RenderedHash)))
+	default:
+		d.Findings = append(d.Findings, fmt.Sprintf("The unit file on disk is the one run %s wrote (%s).", run.ID, short(in.UnitHash)))
+	}
+	if !in.Running {
+		found(ClassRuntime, "No process runs.", in.NotRunning+".")
 	} else {
-		d.Artifact = s.proveArtifact(ctx, proc, d.AppliedDigest)
+		d.Artifact = in.Artifact
 		switch {
 		case d.Artifact.Matches:
 			d.Findings = append(d.Findings, d.Artifact.Sentence)
@@ -241,15 +258,11 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, args Drif
 		default:
 			d.Findings = append(d.Findings, d.Artifact.Sentence)
 		}
-		var pr *servicespec.Probe
-		if spec.Probe != nil {
-			pr = &servicespec.Probe{HTTP: spec.Probe.HTTP}
-		}
-		d.Probe = s.probe(ctx, proc, pr, int(driftProbeTimeout/time.Second))
+		d.Probe = in.Probe
 		if !d.Probe.OK {
-			found(ClassHealth, fmt.Sprintf("The process (pid %d) runs, but its probe fails.", proc.Pid()), d.Probe.Sentence)
+			found(ClassHealth, fmt.Sprintf("The process (pid %d) runs, but its probe fails.", in.Pid), d.Probe.Sentence)
 		} else {
-			d.Findings = append(d.Findings, fmt.Sprintf("The process runs as pid %d and its probe passes.", proc.Pid()))
+			d.Findings = append(d.Findings, fmt.Sprintf("The process runs as pid %d and its probe passes.", in.Pid))
 		}
 	}
 

@@ -28,10 +28,26 @@ func Work[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], n
 	if held != nil {
 		return river.JobSnooze(cmp.Or(s.Wait, journal.DefaultLaneWait))
 	}
+	// A node that cannot take steps holds its services' actions queued,
+	// saying so once on each run: they never run elsewhere.
+	why, err := s.nodeGate(ctx, name)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		if _, noted := s.waitNoted.LoadOrStore(job.ID, true); !noted {
+			s.Journal.NoteQueued(ctx, job.ID, why+" This run waits for it, and never runs elsewhere.")
+		}
+		return river.JobSnooze(nodeWait)
+	}
+	s.waitNoted.Delete(job.ID)
 	return journal.WorkInLane(ctx, s.Journal, job, journal.Lane{
 		Target: name, Actions: Actions, First: ActionConverge, Wait: s.Wait,
 	}, fn)
 }
+
+// nodeWait is how often an action waiting for its node looks again.
+const nodeWait = 2 * time.Second
 
 // paused returns the pause of service name; nil when its queue runs.
 func (s *Service) paused(ctx context.Context, q *db.Queries, name string) (*db.ServicePause, error) {

@@ -31,6 +31,7 @@ import (
 	"sluice/internal/artifact"
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
+	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/servicespec"
@@ -97,22 +98,31 @@ func (ConvergeArgs) InsertOpts() river.InsertOpts { return insertOpts() }
 
 // Service is the services domain.
 type Service struct {
-	Pool       *pgxpool.Pool
-	Journal    *journal.Journal
-	GitOps     *gitops.Service
-	Artifacts  *artifact.Store
+	Pool      *pgxpool.Pool
+	Journal   *journal.Journal
+	GitOps    *gitops.Service
+	Artifacts *artifact.Store
+	// Local runs the host steps of LocalNode, this process's own node, in
+	// process. Supervisor and UnitDir are Local's.
+	Local      *hoststep.Host
+	LocalNode  string
 	Supervisor *supervise.Supervisor
-	// UnitDir holds the rendered unit of each service, <name>.unit.
-	UnitDir  string
-	Redactor *redact.Redactor
-	Logger   *slog.Logger
+	UnitDir    string
+	// DefaultNode is where a service without spec.node runs; "" is
+	// LocalNode, else the one serve node.
+	DefaultNode string
+	// Remote reaches the agents of other nodes; NodeCheck says whether a
+	// node can take steps now. Both nil: only LocalNode runs services.
+	Remote    RemoteFunc
+	NodeCheck NodeCheck
+	Redactor  *redact.Redactor
+	Logger    *slog.Logger
 	// Wait is how long an action waits before it looks again for its turn
 	// in its service's queue. Default 250 ms.
 	Wait time.Duration
 
-	// exes caches the proven executable of each service's process by
-	// service name (see executable).
-	exes sync.Map
+	// waitNoted remembers the runs told they wait for their node.
+	waitNoted sync.Map
 }
 
 // New returns a Service keeping its files under dataDir.
@@ -123,11 +133,11 @@ func New(pool *pgxpool.Pool, j *journal.Journal, gops *gitops.Service, store *ar
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	local := hoststep.New(dataDir, store)
 	return &Service{
 		Pool: pool, Journal: j, GitOps: gops, Artifacts: store,
-		Supervisor: &supervise.Supervisor{Root: filepath.Join(dataDir, "services")},
-		UnitDir:    filepath.Join(dataDir, "units"),
-		Redactor:   red, Logger: logger.With("component", "services"),
+		Local: local, Supervisor: local.Supervisor, UnitDir: local.UnitDir,
+		Redactor: red, Logger: logger.With("component", "services"),
 	}
 }
 

@@ -268,16 +268,44 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("look up artifact %s: %w", pinned, err)
 	}
-	proc, procErr := s.Supervisor.Adopt(name)
-	var proof *ArtifactProof
+	var (
+		procErr error
+		pid     int
+		proof   *ArtifactProof
+	)
+	remote := v.Process.Remote
+	if remote {
+		// Another node's process is seen through receipts: the last drift
+		// check when it is newer than the last action, else what the last
+		// action proved.
+		if !v.Process.Running {
+			procErr = errors.New(v.Process.LastExit)
+		}
+		if applied != nil {
+			pid, proof = applied.Pid, applied.Artifact
+		}
+		if check != nil && check.Artifact != nil {
+			proof, pid = check.Artifact, check.Artifact.Pid
+		}
+		ev.Unproven = append(ev.Unproven, fmt.Sprintf("runtime: %s runs on node %s, seen through its receipts, not live; a drift check proves it (`sluice service drift-check %s`)", name, v.Process.Node, name))
+	} else if proc, err := s.Supervisor.Adopt(name); err != nil {
+		procErr = err
+	} else {
+		pid = proc.Pid()
+		if applied != nil {
+			proof = s.Local.ProveArtifact(ctx, proc, applied.Digest)
+		}
+	}
 	switch {
 	case applied == nil:
 		add("artifact", Unverified, "", "Nothing was applied, so no running artifact can be proven.")
 	case procErr != nil:
 		add("artifact", Unverified, "", "No process runs, so which artifact runs cannot be proven.")
 		ev.Unproven = append(ev.Unproven, "artifact: no process runs, so which artifact runs cannot be proven")
+	case proof == nil:
+		add("artifact", Unverified, "", "Which artifact runs on node %s was not proven.", v.Process.Node)
+		ev.Unproven = append(ev.Unproven, "artifact: which artifact runs was not proven")
 	default:
-		proof = s.proveArtifact(ctx, proc, applied.Digest)
 		switch {
 		case proof.Matches:
 			add("artifact", Verified, "", "%s", proof.Sentence)
@@ -332,7 +360,9 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 		switch {
 		case procErr != nil:
 			addDrift("runtime", RuntimeDrift, "No process runs: %s; run %s started pid %d.", procErr, appliedRun.ID, applied.Pid)
-		case v.Process.RenderedHash != applied.RenderedHash:
+		case remote && check != nil && check.Has(ClassRuntime):
+			addDrift("runtime", RuntimeDrift, "Drift check %s found runtime drift on node %s: %s", lastCheck.ID, v.Process.Node, check.Drift[0].Fact)
+		case !remote && v.Process.RenderedHash != applied.RenderedHash:
 			addDrift("runtime", RuntimeDrift, "The unit file on disk is not the one run %s wrote (%s).", appliedRun.ID, short(applied.RenderedHash))
 		}
 		probe, probeAt, probeBy := applied.Probe, appliedRun.FinishedAt, appliedRun.ID
@@ -346,13 +376,13 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 			addDrift("runtime", OutOfDate, "Git holds content for %s (pin %s) that was not applied; run %s applied %s.", name, short(pinned), appliedRun.ID, short(applied.Digest))
 		}
 		if procErr == nil && probe != nil && probe.OK {
-			settle("runtime", Running, "pid %d runs the unit run %s applied; its probe passed (run %s, %s).", proc.Pid(), appliedRun.ID, probeBy, fmtAt(probeAt))
+			settle("runtime", Running, "pid %d runs the unit run %s applied; its probe passed (run %s, %s).", pid, appliedRun.ID, probeBy, fmtAt(probeAt))
 		}
 	} else {
 		add("runtime", NeverApplied, "sluice converge "+name, "No action on %s ever succeeded; converge applies what Git holds.", name)
 	}
 	if procErr == nil && applied != nil {
-		add("runtime", Running, "", "pid %d runs %s, as run %s applied it.", proc.Pid(), short(applied.Digest), appliedRun.ID)
+		add("runtime", Running, "", "pid %d runs %s, as run %s applied it.", pid, short(applied.Digest), appliedRun.ID)
 	}
 
 	mode := servicespec.DriftModeObserve

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"sluice/db"
-	"sluice/internal/render"
+	"sluice/internal/hoststep"
 	"sluice/internal/servicespec"
 )
 
@@ -44,6 +44,11 @@ type Process struct {
 	RenderedHash string
 	// LastExit says how the last process ended, when none runs.
 	LastExit string
+	// Node is the node it runs on. Remote is true when that node is not
+	// this process's: what runs there is then read from the receipts
+	// (what the last actions left), not seen live.
+	Node   string
+	Remote bool
 }
 
 // List returns every active service.
@@ -76,13 +81,14 @@ func (s *Service) views(ctx context.Context, units []*db.Unit) ([]*View, error) 
 	byName := make(map[string]*View, len(units))
 	var names, pinNames, pins []string
 	for i, u := range units {
-		v := &View{Unit: u, Process: s.process(u.Name)}
+		v := &View{Unit: u}
 		views[i], byName[u.Name] = v, v
 		names = append(names, u.Name)
 		if spec, err := servicespec.Parse(u.Name, u.Content); err == nil {
 			v.Spec = spec
 			pinNames, pins = append(pinNames, u.Name), append(pins, spec.Digest())
 		}
+		v.Process = s.process(ctx, u, v.Spec)
 	}
 	last, err := q.ServiceLastRuns(ctx, &db.ServiceLastRunsParams{Targets: names, Actions: Actions})
 	if err != nil {
@@ -116,18 +122,25 @@ func (s *Service) views(ctx context.Context, units []*db.Unit) ([]*View, error) 
 	return views, nil
 }
 
-func (s *Service) process(name string) Process {
-	var p Process
-	if proc, err := s.Supervisor.Adopt(name); err == nil {
-		p.Running, p.Pid = true, proc.Pid()
-	} else {
-		p.LastExit = err.Error()
+// process reads what runs for service u: on this process's own node from
+// the supervisor and the unit on disk; on another node from the receipts
+// (Remote), since this process cannot see that host.
+func (s *Service) process(ctx context.Context, u *db.Unit, spec *servicespec.Spec) Process {
+	p := Process{Node: deref(u.RunningNode)}
+	if p.Node == "" && spec != nil {
+		p.Node, _ = s.NodeOf(ctx, spec)
 	}
-	if text, err := s.unitText(name); err == nil && text != nil {
-		if m, err := render.Parse(text); err == nil {
-			p.UnitDigest = m.ArtifactDigest
+	if !s.single() && (p.Node != s.LocalNode || s.Local == nil) {
+		p.Remote = true
+		p.Running = u.RunningDigest != nil
+		p.UnitDigest = deref(u.RunningDigest)
+		if !p.Running {
+			p.LastExit = "the last action on node " + p.Node + " left nothing running"
 		}
-		p.RenderedHash = render.Hash(text)
+		return p
 	}
+	in, _ := s.Local.Inspect(ctx, hoststep.InspectRequest{Name: u.Name})
+	p.Running, p.Pid, p.LastExit = in.Running, in.Pid, in.NotRunning
+	p.UnitDigest, p.RenderedHash = in.UnitDigest, in.UnitHash
 	return p
 }

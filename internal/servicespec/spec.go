@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -71,6 +72,9 @@ type Spec struct {
 	// DriftMode is what a drift check may do about the drift it finds,
 	// one of DriftModes; "" is DriftModeObserve.
 	DriftMode string `json:"driftMode,omitempty"`
+	// Node names the node the service runs on; "" leaves it to the control
+	// plane's default node (SLUICE_DEFAULT_NODE, else serve's own).
+	Node string `json:"node,omitempty"`
 }
 
 // The drift modes of spec.driftMode.
@@ -150,6 +154,9 @@ func Parse(name string, content []byte) (*Spec, error) {
 	return &s, nil
 }
 
+// nodeNameRE is a node's name, as package node checks it.
+var nodeNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
 func (s *Spec) check(name string) error {
 	switch s.Runtime {
 	case RuntimeExec:
@@ -183,6 +190,9 @@ func (s *Spec) check(name string) error {
 	if s.DriftMode != "" && !slices.Contains(DriftModes, s.DriftMode) {
 		return fmt.Errorf(`has "spec.driftMode" %q; give one of %s, or leave it out for observe`,
 			s.DriftMode, strings.Join(DriftModes, ", "))
+	}
+	if s.Node != "" && !nodeNameRE.MatchString(s.Node) {
+		return fmt.Errorf(`has "spec.node" %q that is not a node name (lowercase letters, digits and "-", at most 63)`, s.Node)
 	}
 	// The rest (name, environment names, NUL bytes, stop timeout) is what
 	// the renderer refuses; ask it, so the two never disagree.

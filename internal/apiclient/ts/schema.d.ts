@@ -376,6 +376,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/nodes/{name}/artifacts/{digest}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An agent downloads an artifact that one of its node's open steps names; any other is 403. Authenticated by the node's credential.
+         * @description An agent downloads an artifact that one of its node's open steps names; any other is 403. Authenticated by the node's credential. Needs the node role.
+         */
+        get: operations["get-node-artifact"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/nodes/{name}/cordon": {
         parameters: {
             query?: never;
@@ -470,6 +490,66 @@ export interface paths {
          * @description Revoke a node's credential: its agent is refused from then on, and says why. Journaled. Needs the admin role.
          */
         post: operations["revoke-node"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/nodes/{name}/tasks/claim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node.
+         * @description An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node. Needs the node role.
+         */
+        post: operations["claim-node-task"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/nodes/{name}/tasks/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403.
+         * @description An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403. Needs the node role.
+         */
+        post: operations["post-node-task-events"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/nodes/{name}/tasks/{id}/result": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential.
+         * @description An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task as the node's late report; it never rewrites the receipt. Authenticated by the node's credential. Needs the node role.
+         */
+        post: operations["post-node-task-result"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1009,6 +1089,14 @@ export interface components {
             /** @description Paths of the units whose content accepting changes. */
             updated: string[];
         };
+        "Claim-node-taskRequest": {
+            instance: string;
+            /**
+             * Format: int64
+             * @description How long to hold the poll when no step is queued.
+             */
+            waitSec: number;
+        };
         CreateTokenInputBody: {
             /**
              * @description A name people recognize; recorded on every run the token asks for.
@@ -1354,6 +1442,8 @@ export interface components {
              */
             journalId?: string;
             node: components["schemas"]["Node"];
+            /** @description What the receipts left running on the node (get-node only). */
+            services?: components["schemas"]["NodeService"][];
         };
         NodeReported: {
             agentVersion?: string;
@@ -1366,6 +1456,44 @@ export interface components {
              */
             protocol?: number;
         };
+        NodeService: {
+            digest: string;
+            name: string;
+        };
+        NodeTask: {
+            id: string;
+            /** @enum {string} */
+            kind: "apply" | "reprobe" | "stop" | "inspect" | "unit_text";
+            /** @description The step's input: the rendered manifest and digest, the probe, or the service's name. */
+            payload: unknown;
+            /** @description The run whose job waits on the step; the step's events go there. */
+            runId: string;
+        };
+        NodeTaskEvent: {
+            data?: unknown;
+            /** @enum {string} */
+            level: "info" | "warn" | "error";
+            message: string;
+        };
+        NodeTaskEventsOutputBody: {
+            /**
+             * Format: int64
+             * @description Events not kept: the run had finished.
+             */
+            dropped: number;
+        };
+        NodeTaskFinishedOutputBody: {
+            /** @description True when the run had ended: the result is kept on the task as the node's late report, and the receipt is unchanged. */
+            late: boolean;
+            message: string;
+        };
+        NodeTaskResult: {
+            /** @description The step's error sentence; empty when it succeeded. */
+            error?: string;
+            phases?: components["schemas"]["Phase"][];
+            /** @description The step's answer; absent when it failed. */
+            value?: unknown;
+        };
         PathStage: {
             /** @description Why it blocks; absent when it does not. */
             reason?: string;
@@ -1373,6 +1501,19 @@ export interface components {
             stage: string;
             /** @example Accepted */
             state: string;
+        };
+        Phase: {
+            /** Format: int64 */
+            ms: number;
+            name: string;
+        };
+        "Post-node-task-eventsRequest": {
+            events: components["schemas"]["NodeTaskEvent"][];
+            instance: string;
+        };
+        "Post-node-task-resultRequest": {
+            instance: string;
+            result: components["schemas"]["NodeTaskResult"];
         };
         Run: {
             /**
@@ -3280,6 +3421,75 @@ export interface operations {
             };
         };
     };
+    "get-node-artifact": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                /** @description sha256:<hex>. */
+                digest: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The artifact's bytes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "cordon-node": {
         parameters: {
             query?: never;
@@ -3692,6 +3902,327 @@ export interface operations {
             };
             /** @description Conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "claim-node-task": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Claim-node-taskRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeTask"];
+                };
+            };
+            /** @description No step came within waitSec: poll again. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "post-node-task-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Post-node-task-eventsRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeTaskEventsOutputBody"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "post-node-task-result": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Post-node-task-resultRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeTaskFinishedOutputBody"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

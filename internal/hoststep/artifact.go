@@ -1,4 +1,4 @@
-package services
+package hoststep
 
 import (
 	"bytes"
@@ -27,12 +27,12 @@ type ArtifactProof struct {
 	Sentence string `json:"sentence"`
 }
 
-// proveArtifact reads the digest of what proc runs and compares it with
+// ProveArtifact reads the digest of what proc runs and compares it with
 // want. A script runs as its interpreter, so its digest proves nothing
 // about the script: that is reported as unproven, never as a match.
-func (s *Service) proveArtifact(ctx context.Context, proc *supervise.Process, want string) *ArtifactProof {
+func (h *Host) ProveArtifact(ctx context.Context, proc *supervise.Process, want string) *ArtifactProof {
 	pr := &ArtifactProof{Pid: proc.Pid(), Want: want}
-	exe, err := s.executable(proc)
+	exe, err := h.executable(proc)
 	if err != nil {
 		pr.Sentence = fmt.Sprintf("Which artifact runs cannot be proven: %s.", err)
 		return pr
@@ -40,15 +40,15 @@ func (s *Service) proveArtifact(ctx context.Context, proc *supervise.Process, wa
 	pr.Digest, pr.Path = exe.Digest, exe.Path
 	if exe.Digest == want {
 		pr.Proven, pr.Matches = true, true
-		pr.Sentence = fmt.Sprintf("pid %d runs artifact %s, proven by the digest of its executable.", pr.Pid, short(want))
+		pr.Sentence = fmt.Sprintf("pid %d runs artifact %s, proven by the digest of its executable.", pr.Pid, Short(want))
 		return pr
 	}
-	if s.isScript(ctx, want) {
-		pr.Sentence = fmt.Sprintf("Which artifact runs cannot be proven: artifact %s is a script, and the kernel shows only its interpreter (%s).", short(want), exe.Path)
+	if h.isScript(ctx, want) {
+		pr.Sentence = fmt.Sprintf("Which artifact runs cannot be proven: artifact %s is a script, and the kernel shows only its interpreter (%s).", Short(want), exe.Path)
 		return pr
 	}
 	pr.Proven = true
-	pr.Sentence = fmt.Sprintf("pid %d runs %s (%s), not artifact %s.", pr.Pid, short(exe.Digest), exe.Path, short(want))
+	pr.Sentence = fmt.Sprintf("pid %d runs %s (%s), not artifact %s.", pr.Pid, Short(exe.Digest), exe.Path, Short(want))
 	return pr
 }
 
@@ -56,19 +56,19 @@ func (s *Service) proveArtifact(ctx context.Context, proc *supervise.Process, wa
 // file it runs changed (supervise.Process.ExecutableStamp): the kernel
 // refuses writes to a file while it is executed (ETXTBSY), so this is a
 // second guard, and a restart is another stamp.
-func (s *Service) executable(proc *supervise.Process) (supervise.Executable, error) {
+func (h *Host) executable(proc *supervise.Process) (supervise.Executable, error) {
 	stamp, err := proc.ExecutableStamp()
 	if err != nil {
 		return supervise.Executable{}, err
 	}
-	if e, ok := s.exes.Load(proc.Name()); ok && e.(cachedExe).stamp == stamp {
+	if e, ok := h.exes.Load(proc.Name()); ok && e.(cachedExe).stamp == stamp {
 		return e.(cachedExe).exe, nil
 	}
 	exe, err := proc.Executable()
 	if err != nil {
 		return exe, err
 	}
-	s.exes.Store(proc.Name(), cachedExe{stamp: stamp, exe: exe})
+	h.exes.Store(proc.Name(), cachedExe{stamp: stamp, exe: exe})
 	return exe, nil
 }
 
@@ -78,8 +78,8 @@ type cachedExe struct {
 }
 
 // isScript reports whether the artifact digest starts with "#!".
-func (s *Service) isScript(ctx context.Context, digest string) bool {
-	rc, err := s.Artifacts.Open(ctx, digest)
+func (h *Host) isScript(ctx context.Context, digest string) bool {
+	rc, err := h.Artifacts.Open(ctx, digest)
 	if err != nil {
 		return false
 	}

@@ -1,0 +1,457 @@
+// Package nodetask is how a control-plane job hands a host step to the node
+// a service runs on, and waits for it: a durable task in PostgreSQL.
+//
+// The protocol:
+//
+//  1. The job (in serve or any worker) inserts a task for the node, in state
+//     queued, naming its run and the artifacts it may fetch. A trigger
+//     notifies sluice_node_task.
+//  2. The node's agent long-polls serve (POST …/nodes/{name}/tasks/claim).
+//     serve holds the poll until a notification names the node, then claims
+//     the oldest queued task for the agent's instance (FOR UPDATE SKIP
+//     LOCKED): a task is taken once.
+//  3. The agent takes the step (package hoststep), streams its events into
+//     the job's run, and posts its result; it retries the post until the
+//     control plane answers, so a restarted control plane loses no result.
+//  4. The job, notified, reads the result and finishes the receipt, the
+//     inventory change and the River job in one transaction, as before.
+//
+// A job never waits blindly: a claimed task whose agent goes silent for
+// longer than the node silence, or whose node is taken by a new agent
+// instance, is abandoned and the run ends unknown. A result that comes
+// after that is kept on the task as the node's late report; it never
+// rewrites the receipt.
+package nodetask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"sluice/db"
+	"sluice/internal/errs"
+	"sluice/internal/journal"
+	"sluice/internal/node"
+)
+
+// Channel is the PostgreSQL channel task changes notify on.
+const Channel = "sluice_node_task"
+
+// Task states.
+const (
+	StateQueued    = "queued"
+	StateClaimed   = "claimed"
+	StateDone      = "done"
+	StateAbandoned = "abandoned"
+)
+
+// Task kinds: the host steps.
+const (
+	KindApply    = "apply"
+	KindReprobe  = "reprobe"
+	KindStop     = "stop"
+	KindInspect  = "inspect"
+	KindUnitText = "unit_text"
+)
+
+// Result is what a task's step returned, as the task row keeps it.
+type Result struct {
+	// Value is the step's answer (hoststep.Applied, …), absent on Error.
+	Value json.RawMessage `json:"value,omitempty"`
+	// Error is the step's error sentence; empty when it succeeded.
+	Error  string         `json:"error,omitempty"`
+	Phases journal.Phases `json:"phases,omitempty"`
+}
+
+// Tasks keeps the node tasks of one process: dispatch and wait (a job),
+// claim, events and results (serve, for agents).
+type Tasks struct {
+	Pool    *pgxpool.Pool
+	Journal *journal.Journal
+	Nodes   *node.Registry
+	Logger  *slog.Logger
+	// Poll is how often a waiting job looks at its task without a
+	// notification: it sees a silent agent. Default 1 s.
+	Poll time.Duration
+
+	mu   sync.Mutex
+	subs map[string]map[chan struct{}]struct{}
+}
+
+func (t *Tasks) poll() time.Duration {
+	if t.Poll > 0 {
+		return t.Poll
+	}
+	return time.Second
+}
+
+func (t *Tasks) logger() *slog.Logger {
+	if t.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return t.Logger
+}
+
+// subscribe wakes ch whenever key ("node:<name>" or "task:<id>") may have
+// changed.
+func (t *Tasks) subscribe(key string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	t.mu.Lock()
+	if t.subs == nil {
+		t.subs = map[string]map[chan struct{}]struct{}{}
+	}
+	if t.subs[key] == nil {
+		t.subs[key] = map[chan struct{}]struct{}{}
+	}
+	t.subs[key][ch] = struct{}{}
+	t.mu.Unlock()
+	return ch, func() {
+		t.mu.Lock()
+		delete(t.subs[key], ch)
+		if len(t.subs[key]) == 0 {
+			delete(t.subs, key)
+		}
+		t.mu.Unlock()
+	}
+}
+
+func (t *Tasks) wake(keys ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for key, chans := range t.subs {
+		if keys != nil && !contains(keys, key) {
+			continue
+		}
+		for ch := range chans {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func contains(keys []string, k string) bool {
+	for _, x := range keys {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Run listens for task changes until ctx ends, reconnecting after errors;
+// one connection per process, whatever the number of agents. After each
+// (re)connect it wakes every waiter, since notifications sent meanwhile are
+// lost.
+func (t *Tasks) Run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := t.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		t.logger().Warn("listen for node tasks; reconnecting", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (t *Tasks) listen(ctx context.Context) error {
+	conn, err := t.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	raw := conn.Hijack()
+	defer func() { _ = raw.Close(context.WithoutCancel(ctx)) }()
+	if _, err := raw.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return err
+	}
+	t.wake()
+	for {
+		note, err := raw.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		f := strings.Fields(note.Payload)
+		if len(f) < 2 {
+			continue
+		}
+		t.wake("node:"+f[0], "task:"+f[1])
+	}
+}
+
+// Dispatch queues a host step for node, on behalf of run.
+func (t *Tasks) Dispatch(ctx context.Context, nodeName string, run uuid.UUID, kind string, payload any, digests []string) (*db.NodeTask, error) {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("encode the %s task: %w", kind, err)
+	}
+	if digests == nil {
+		digests = []string{}
+	}
+	row, err := db.New(t.Pool).NodeTaskInsert(ctx, &db.NodeTaskInsertParams{
+		ID: uuid.New(), Node: nodeName, RunID: run, Kind: kind, Payload: b, Digests: digests,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue the %s step for node %s: %w", kind, nodeName, err)
+	}
+	return row, nil
+}
+
+// Await waits until task is done and returns its result. It stops waiting,
+// abandoning the task, when ctx ends; when the agent that claimed it goes
+// silent for longer than the node silence or the node is taken by another
+// agent instance (a journal.Unknown error: the step may have happened); and
+// when the node stays unreachable for the silence before any agent claimed
+// it (a plain error: the step was not taken).
+func (t *Tasks) Await(ctx context.Context, task *db.NodeTask) (*Result, error) {
+	ch, unsub := t.subscribe("task:" + task.ID.String())
+	defer unsub()
+	tick := time.NewTicker(t.poll())
+	defer tick.Stop()
+	silence := t.Nodes.SilenceBound()
+	for {
+		row, err := db.New(t.Pool).NodeTaskGet(ctx, task.ID)
+		if err != nil && ctx.Err() == nil {
+			// The database may be restarting: look again at the next tick.
+			t.logger().Warn("read node task", "task", task.ID, "err", err)
+		}
+		if err == nil {
+			res, stop, err := t.decide(ctx, row, silence)
+			if stop {
+				return res, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.abandon(context.WithoutCancel(ctx), task.ID, "the run stopped waiting: "+context.Cause(ctx).Error())
+			return nil, ctx.Err()
+		case <-ch:
+		case <-tick.C:
+		}
+	}
+}
+
+func (t *Tasks) decide(ctx context.Context, row *db.NodeTask, silence time.Duration) (*Result, bool, error) {
+	switch row.State {
+	case StateDone:
+		var res Result
+		if row.Result != nil {
+			if err := json.Unmarshal(row.Result, &res); err != nil {
+				return nil, true, fmt.Errorf("read the result of task %s: %w", row.ID, err)
+			}
+		}
+		if row.Error != nil && res.Error == "" {
+			res.Error = *row.Error
+		}
+		return &res, true, nil
+	case StateAbandoned:
+		return nil, true, journal.Unknown(fmt.Errorf("the %s step on node %s was abandoned (%s), so its outcome is unknown", row.Kind, row.Node, deref(row.AbandonReason)))
+	}
+	n, err := t.Nodes.Get(ctx, row.Node)
+	if err != nil {
+		if errs.CodeOf(err) == errs.NotFound {
+			t.abandon(ctx, row.ID, "the node was deleted")
+			return nil, true, fmt.Errorf("node %s was deleted while the %s step waited", row.Node, row.Kind)
+		}
+		return nil, false, nil
+	}
+	now := time.Now()
+	last := n.LastHeartbeatAt
+	switch row.State {
+	case StateClaimed:
+		if n.AgentInstance != "" && row.ClaimedBy != nil && n.AgentInstance != *row.ClaimedBy && last != nil && row.ClaimedAt != nil && last.After(*row.ClaimedAt) {
+			why := fmt.Sprintf("node %s's agent restarted during the %s step (instance %s, now %s)", row.Node, row.Kind, *row.ClaimedBy, n.AgentInstance)
+			t.abandon(ctx, row.ID, why)
+			return nil, true, journal.Unknown(fmt.Errorf("%s, so whether the step happened is unknown; what runs there now is in the node's next report: converge to make it certain", why))
+		}
+		from := row.ClaimedAt
+		if last != nil && (from == nil || last.After(*from)) {
+			from = last
+		}
+		if from != nil && now.Sub(*from) > silence {
+			why := fmt.Sprintf("node %s's agent went silent during the %s step (nothing heard for %s)", row.Node, row.Kind, now.Sub(*from).Round(time.Second))
+			t.abandon(ctx, row.ID, why)
+			return nil, true, journal.Unknown(fmt.Errorf("%s, so whether the step happened is unknown; a report that comes later is kept on the task", why))
+		}
+	case StateQueued:
+		if n.State == node.StateRevoked {
+			t.abandon(ctx, row.ID, "the node's credential was revoked")
+			return nil, true, fmt.Errorf("node %s's credential was revoked, so no agent can take the %s step; it was not taken", row.Node, row.Kind)
+		}
+		if n.State == node.StateUnreachable || n.State == node.StateNeverReported {
+			if now.Sub(row.CreatedAt) > silence {
+				t.abandon(ctx, row.ID, "no agent of the node took it")
+				return nil, true, fmt.Errorf("node %s is %s: %s; no agent took the %s step within %s, so it was not taken", row.Node, strings.ToLower(n.State), n.Reason, row.Kind, silence)
+			}
+		}
+	}
+	return nil, false, nil
+}
+
+func (t *Tasks) abandon(ctx context.Context, id uuid.UUID, reason string) {
+	if _, err := db.New(t.Pool).NodeTaskAbandon(ctx, &db.NodeTaskAbandonParams{ID: id, Reason: &reason}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.logger().Warn("abandon node task", "task", id, "err", err)
+	}
+}
+
+// Claim gives the oldest queued task of node to agent instance, waiting up
+// to wait for one; nil when none came.
+func (t *Tasks) Claim(ctx context.Context, nodeName, instance string, wait time.Duration) (*db.NodeTask, error) {
+	ch, unsub := t.subscribe("node:" + nodeName)
+	defer unsub()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		row, err := db.New(t.Pool).NodeTaskClaim(ctx, &db.NodeTaskClaimParams{Node: nodeName, ClaimedBy: &instance})
+		if err == nil {
+			return row, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("claim a task of node %s: %w", nodeName, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-timer.C:
+			return nil, nil
+		case <-ch:
+		}
+	}
+}
+
+// own returns task id when it is node's, else Forbidden (or NotFound).
+func (t *Tasks) own(ctx context.Context, nodeName string, id uuid.UUID) (*db.NodeTask, error) {
+	row, err := db.New(t.Pool).NodeTaskGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.Errorf(errs.NotFound, "Task %s does not exist.", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read task %s: %w", id, err)
+	}
+	if row.Node != nodeName {
+		return nil, errs.Errorf(errs.Forbidden, "Task %s is not node %s's.", id, nodeName)
+	}
+	return row, nil
+}
+
+// Event is one progress event of a step, as an agent sends it.
+type Event struct {
+	Level   string          `json:"level"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// Events appends an agent's events of task id to the task's run. Events
+// for a run that has finished are dropped: its receipt is closed (the
+// result, when it comes, is kept as the late report).
+func (t *Tasks) Events(ctx context.Context, nodeName, instance string, id uuid.UUID, evs []Event) (dropped int, err error) {
+	row, err := t.own(ctx, nodeName, id)
+	if err != nil {
+		return 0, err
+	}
+	if row.ClaimedBy == nil || *row.ClaimedBy != instance {
+		return 0, errs.Errorf(errs.Conflict, "Task %s was claimed by another agent instance.", id)
+	}
+	for i, e := range evs {
+		var data any
+		if len(e.Data) > 0 {
+			data = e.Data
+		}
+		if err := t.Journal.Append(ctx, row.RunID, e.Level, e.Message, data); err != nil {
+			if errors.Is(err, journal.ErrRunFinished) {
+				return len(evs) - i, nil
+			}
+			return 0, err
+		}
+	}
+	return 0, nil
+}
+
+// Finished says what became of a posted result.
+type Finished struct {
+	// Late is true when the job had stopped waiting: the result is kept on
+	// the task as the node's late report and the receipt stays as it is.
+	Late    bool   `json:"late"`
+	Message string `json:"message"`
+}
+
+// Finish records the result of task id from agent instance. Posting the
+// same result again (the answer was lost) is harmless.
+func (t *Tasks) Finish(ctx context.Context, nodeName, instance string, id uuid.UUID, res *Result) (*Finished, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var out *Finished
+	err = db.WithTx(ctx, t.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		row, err := t.own(ctx, nodeName, id)
+		if err != nil {
+			return err
+		}
+		if row.ClaimedBy == nil || *row.ClaimedBy != instance {
+			return errs.Errorf(errs.Conflict, "Task %s was claimed by another agent instance, not %s.", id, instance)
+		}
+		run, err := q.JournalRunGet(ctx, row.RunID)
+		if err != nil {
+			return fmt.Errorf("read run %s: %w", row.RunID, err)
+		}
+		switch {
+		case row.State == StateDone:
+			out = &Finished{Message: "The result was recorded already."}
+			return nil
+		case row.State == StateClaimed && !journal.IsFinal(run.State):
+			if _, err := q.NodeTaskFinish(ctx, &db.NodeTaskFinishParams{ID: id, Node: nodeName, ClaimedBy: &instance, Result: b}); err != nil {
+				return fmt.Errorf("record the result of task %s: %w", id, err)
+			}
+			out = &Finished{Message: "Recorded; run " + run.ID.String() + " goes on with it."}
+			return nil
+		case row.State == StateClaimed:
+			reason := "run " + run.ID.String() + " had ended " + run.State + " before the result came"
+			if _, err := q.NodeTaskAbandon(ctx, &db.NodeTaskAbandonParams{ID: id, Reason: &reason}); err != nil {
+				return err
+			}
+		}
+		if _, err := q.NodeTaskLate(ctx, &db.NodeTaskLateParams{ID: id, Node: nodeName, Result: b, Error: nonEmpty(res.Error)}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("keep the late report of task %s: %w", id, err)
+		}
+		out = &Finished{Late: true, Message: fmt.Sprintf("Run %s had ended %s; this result is kept on task %s as the node's late report and the receipt is unchanged.", run.ID, run.State, id)}
+		return nil
+	})
+	return out, err
+}
+
+// ArtifactAllowed reports whether an open task of node names digest: the
+// only artifacts a node's credential may download.
+func (t *Tasks) ArtifactAllowed(ctx context.Context, nodeName, digest string) (bool, error) {
+	return db.New(t.Pool).NodeTaskNamesDigest(ctx, &db.NodeTaskNamesDigestParams{Node: nodeName, Digest: digest})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
