@@ -16,3 +16,4 @@ CREATE TABLE river_job (
 
 ALTER TABLE river_job ADD COLUMN attempted_by text[];
 ALTER TABLE river_job ADD COLUMN attempted_at timestamptz;
+ALTER TABLE river_job ADD COLUMN queue text NOT NULL DEFAULT 'default';

@@ -1,0 +1,342 @@
+// Package metrics serves sluice's figures in the Prometheus text format.
+//
+// Every sluice figure is read from PostgreSQL when Prometheus scrapes, in
+// one read-only transaction, so any serve on a database reports the same
+// numbers, whichever process did the work, and a restart loses nothing:
+// the journal is append-only, so its counts are true counters. A scrape
+// reads the journal once in a single aggregate (a sequential scan of
+// journal_run), the open runs through their partial index, and per unit or
+// source only its newest run. The Go runtime's and the process's own
+// figures (go_*, process_*) are this process's.
+//
+// docs/alerts.md lists the families and example alerting rules.
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"sluice/db"
+	"sluice/internal/redact"
+)
+
+// Opts configure Handler.
+type Opts struct {
+	// Logger receives the errors of scrapes. Default: discard.
+	Logger *slog.Logger
+	// QueryTimeout bounds the queries of one scrape. Default 10 s.
+	QueryTimeout time.Duration
+}
+
+// Handler returns the /metrics handler: sluice's figures read from pool at
+// every scrape, plus the go_* and process_* collectors. It does not
+// authenticate; the caller decides who may read it.
+func Handler(pool *pgxpool.Pool, opts Opts) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.QueryTimeout <= 0 {
+		opts.QueryTimeout = 10 * time.Second
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&Collector{Pool: pool, Timeout: opts.QueryTimeout},
+	)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: errorLog{opts.Logger},
+		// A failed query costs sluice's families, not go_* and process_*.
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+// errorLog passes promhttp's errors to slog, redacted.
+type errorLog struct{ logger *slog.Logger }
+
+func (l errorLog) Println(v ...any) {
+	l.logger.Error("metrics scrape", "err", redact.String(fmt.Sprint(v...)))
+}
+
+// DurationBuckets are the upper bounds, in seconds, of the run duration
+// histogram: the le_ columns of MetricsRunTotals, in order.
+var DurationBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600}
+
+func bucketCounts(r *db.MetricsRunTotalsRow) []int64 {
+	return []int64{r.Le1, r.Le5, r.Le15, r.Le30, r.Le60, r.Le120, r.Le300, r.Le600, r.Le1800, r.Le3600}
+}
+
+// The families.
+var (
+	descRuns = prometheus.NewDesc("sluice_runs_total",
+		"Runs that finished, by action and outcome (succeeded, failed, unknown, cancelled).",
+		[]string{"action", "outcome"}, nil)
+	descJoins = prometheus.NewDesc("sluice_run_joins_total",
+		"Requests that joined a pending run of their action instead of starting one.",
+		[]string{"action"}, nil)
+	descDuration = prometheus.NewDesc("sluice_run_duration_seconds",
+		"Time from a run's start to its finish, for finished runs that started, by action.",
+		[]string{"action"}, nil)
+	descQueued = prometheus.NewDesc("sluice_runs_queued",
+		"Runs waiting to start, by action.",
+		[]string{"action"}, nil)
+	descRunning = prometheus.NewDesc("sluice_runs_running",
+		"Runs being worked, by action.",
+		[]string{"action"}, nil)
+	descOldestQueued = prometheus.NewDesc("sluice_runs_queued_oldest_age_seconds",
+		"Age of the oldest request among the queued runs, by action.",
+		[]string{"action"}, nil)
+	descUnits = prometheus.NewDesc("sluice_units",
+		"Units in the inventory, by kind and status.",
+		[]string{"kind", "status"}, nil)
+	descLastSync = prometheus.NewDesc("sluice_source_last_sync_success_timestamp_seconds",
+		"When the newest sync of a source that succeeded finished, in Unix seconds; absent before the first.",
+		[]string{"source"}, nil)
+	descSyncInterval = prometheus.NewDesc("sluice_source_sync_interval_seconds",
+		"A source's sync interval; 0 syncs only when asked.",
+		[]string{"source"}, nil)
+	descSuspended = prometheus.NewDesc("sluice_source_suspended",
+		"1 when a source is suspended (no interval syncs), else 0.",
+		[]string{"source"}, nil)
+	descUnitDrift = prometheus.NewDesc("sluice_unit_drift",
+		"1 when a unit's newest drift check found drift (live_drift or desired_ahead), else 0; absent before its first check.",
+		[]string{"kind", "unit", "id"}, nil)
+	descDriftClass = prometheus.NewDesc("sluice_drift_units",
+		"Units whose newest drift check found drift of a class: source (Git is ahead), runtime, artifact, health (services), live (infrastructure).",
+		[]string{"class"}, nil)
+	descRiverJobs = prometheus.NewDesc("sluice_river_jobs",
+		"River's jobs, by queue and state (River keeps finished jobs for a day).",
+		[]string{"queue", "state"}, nil)
+)
+
+// Collector reads sluice's figures from PostgreSQL at every scrape.
+type Collector struct {
+	Pool *pgxpool.Pool
+	// Timeout bounds the queries of one scrape; 0 means 10 s.
+	Timeout time.Duration
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRuns, descJoins, descDuration, descQueued, descRunning, descOldestQueued,
+		descUnits, descLastSync, descSyncInterval, descSuspended, descUnitDrift, descDriftClass, descRiverJobs} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. The queries run in one
+// read-only transaction, so the families agree with each other.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	failed := false
+	err := pgx.BeginTxFunc(ctx, c.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			q := db.New(tx)
+			for _, f := range []struct {
+				desc *prometheus.Desc
+				fn   func(context.Context, *db.Queries, chan<- prometheus.Metric) error
+			}{
+				{descRuns, collectRuns},
+				{descQueued, collectOpen},
+				{descUnits, collectUnits},
+				{descLastSync, collectSources},
+				{descUnitDrift, collectDrift},
+				{descRiverJobs, collectRiver},
+			} {
+				if err := f.fn(ctx, q, ch); err != nil {
+					failed = true
+					ch <- prometheus.NewInvalidMetric(f.desc, err)
+					return err
+				}
+			}
+			return nil
+		})
+	if err != nil && !failed {
+		// The transaction itself failed: no database, or no time left.
+		ch <- prometheus.NewInvalidMetric(descRuns, fmt.Errorf("read sluice's metrics: %w", err))
+	}
+}
+
+func collectRuns(ctx context.Context, q *db.Queries, ch chan<- prometheus.Metric) error {
+	rows, err := q.MetricsRunTotals(ctx)
+	if err != nil {
+		return fmt.Errorf("read run totals: %w", err)
+	}
+	type hist struct {
+		count   uint64
+		sum     float64
+		buckets []int64
+	}
+	joins := map[string]int64{}
+	hists := map[string]*hist{}
+	var actions []string
+	for _, r := range rows {
+		if _, ok := joins[r.Action]; !ok {
+			actions = append(actions, r.Action)
+		}
+		joins[r.Action] += r.Joined
+		switch r.State {
+		case "succeeded", "failed", "unknown", "cancelled":
+			ch <- prometheus.MustNewConstMetric(descRuns, prometheus.CounterValue, float64(r.Runs), r.Action, r.State)
+		}
+		if r.Timed == 0 {
+			continue
+		}
+		h := hists[r.Action]
+		if h == nil {
+			h = &hist{buckets: make([]int64, len(DurationBuckets))}
+			hists[r.Action] = h
+		}
+		h.count += uint64(r.Timed)
+		h.sum += r.Seconds
+		for i, n := range bucketCounts(r) {
+			h.buckets[i] += n
+		}
+	}
+	for _, a := range actions {
+		ch <- prometheus.MustNewConstMetric(descJoins, prometheus.CounterValue, float64(joins[a]), a)
+		h := hists[a]
+		if h == nil {
+			continue
+		}
+		buckets := make(map[float64]uint64, len(DurationBuckets))
+		for i, le := range DurationBuckets {
+			buckets[le] = uint64(h.buckets[i])
+		}
+		ch <- prometheus.MustNewConstHistogram(descDuration, h.count, h.sum, buckets, a)
+	}
+	return nil
+}
+
+func collectOpen(ctx context.Context, q *db.Queries, ch chan<- prometheus.Metric) error {
+	rows, err := q.MetricsOpenRuns(ctx)
+	if err != nil {
+		return fmt.Errorf("read open runs: %w", err)
+	}
+	for _, r := range rows {
+		switch r.State {
+		case "queued":
+			ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(r.Runs), r.Action)
+			ch <- prometheus.MustNewConstMetric(descOldestQueued, prometheus.GaugeValue, r.OldestAgeSec, r.Action)
+		case "running":
+			ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(r.Runs), r.Action)
+		}
+	}
+	return nil
+}
+
+func collectUnits(ctx context.Context, q *db.Queries, ch chan<- prometheus.Metric) error {
+	rows, err := q.MetricsUnits(ctx)
+	if err != nil {
+		return fmt.Errorf("read units: %w", err)
+	}
+	for _, r := range rows {
+		ch <- prometheus.MustNewConstMetric(descUnits, prometheus.GaugeValue, float64(r.Units), r.Kind, r.Status)
+	}
+	return nil
+}
+
+func collectSources(ctx context.Context, q *db.Queries, ch chan<- prometheus.Metric) error {
+	rows, err := q.MetricsSources(ctx)
+	if err != nil {
+		return fmt.Errorf("read sources: %w", err)
+	}
+	for _, r := range rows {
+		ch <- prometheus.MustNewConstMetric(descSyncInterval, prometheus.GaugeValue, float64(r.SyncIntervalSec), r.Name)
+		suspended := 0.0
+		if r.Suspended {
+			suspended = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descSuspended, prometheus.GaugeValue, suspended, r.Name)
+		if r.LastSuccessAt != nil {
+			ch <- prometheus.MustNewConstMetric(descLastSync, prometheus.GaugeValue,
+				float64(r.LastSuccessAt.UnixMicro())/1e6, r.Name)
+		}
+	}
+	return nil
+}
+
+// driftResult is what the drift figures read of a drift check's receipt:
+// a service's and an infrastructure unit's results share these fields.
+type driftResult struct {
+	Status       string `json:"status"`
+	DesiredAhead bool   `json:"desiredAhead"`
+	LiveDrift    bool   `json:"liveDrift"`
+	Drift        []struct {
+		Class string `json:"class"`
+	} `json:"drift"`
+}
+
+// driftClasses are the classes sluice_drift_units always reports, 0 or not.
+var driftClasses = []string{"source", "runtime", "artifact", "health", "live"}
+
+func collectDrift(ctx context.Context, q *db.Queries, ch chan<- prometheus.Metric) error {
+	rows, err := q.MetricsUnitDrift(ctx)
+	if err != nil {
+		return fmt.Errorf("read drift checks: %w", err)
+	}
+	classes := map[string]int{}
+	for _, r := range rows {
+		var res driftResult
+		if r.CheckState == "succeeded" && len(r.CheckResult) > 0 {
+			if err := json.Unmarshal(r.CheckResult, &res); err != nil {
+				return fmt.Errorf("read drift check of %s %s: %w", r.Kind, r.Name, err)
+			}
+		}
+		found := res.Status == "live_drift" || res.Status == "desired_ahead"
+		v := 0.0
+		if found {
+			v = 1
+			seen := map[string]bool{}
+			if r.Kind == "Infrastructure" {
+				seen["live"] = res.LiveDrift
+				seen["source"] = res.DesiredAhead
+			}
+			for _, d := range res.Drift {
+				seen[d.Class] = true
+			}
+			for class, ok := range seen {
+				if ok {
+					classes[class]++
+				}
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descUnitDrift, prometheus.GaugeValue, v, r.Kind, r.Name, r.ID.String())
+	}
+	for class, n := range classes {
+		if !slices.Contains(driftClasses, class) {
+			ch <- prometheus.MustNewConstMetric(descDriftClass, prometheus.GaugeValue, float64(n), class)
+		}
+	}
+	for _, class := range driftClasses {
+		ch <- prometheus.MustNewConstMetric(descDriftClass, prometheus.GaugeValue, float64(classes[class]), class)
+	}
+	return nil
+}
+
+func collectRiver(ctx context.Context, q *db.Queries, ch chan<- prometheus.Metric) error {
+	rows, err := q.MetricsRiverJobs(ctx)
+	if err != nil {
+		return fmt.Errorf("read river jobs: %w", err)
+	}
+	for _, r := range rows {
+		ch <- prometheus.MustNewConstMetric(descRiverJobs, prometheus.GaugeValue, float64(r.Jobs), r.Queue, r.State)
+	}
+	return nil
+}
