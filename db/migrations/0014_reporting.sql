@@ -181,7 +181,7 @@ WHERE c.previous_commit IS DISTINCT FROM c.git_commit;
 COMMENT ON VIEW report_lead_time IS
     'Per service and commit: from the journal first meeting the commit to the change run that made it run healthy. See docs/reporting.md.';
 
--- report_runs_by_requester counts the runs each requester (an API token''s
+-- report_runs_by_requester counts the runs each requester (an API token's
 -- name, "system" for ticks, "drift-enforcer" for repairs) asked for, per UTC
 -- day of requested_at and action.
 CREATE VIEW report_runs_by_requester AS
