@@ -68,7 +68,7 @@ func boundInput(api huma.API) func(huma.Context, func(huma.Context)) {
 						&huma.ErrorDetail{Location: "body", Message: "expected object, got null"})
 					return
 				}
-				refused = append(refused, scanJSON(body)...)
+				refused = append(refused, scanJSON(body, op.Metadata[hostReportKey] == true)...)
 			}
 		}
 		if len(refused) > 0 {
@@ -115,6 +115,20 @@ func refusedString(s string, text bool) string {
 		if r != '\t' && r != '\n' && r != '\r' {
 			return fmt.Sprintf("expected no control character other than tab, line feed or carriage return, got U+%04X", r)
 		}
+	}
+	return ""
+}
+
+// hostReportKey marks an operation whose body is a host report (scanJSON).
+const hostReportKey = "hostReport"
+
+// refusedHostString refuses what PostgreSQL cannot store.
+func refusedHostString(s string) string {
+	if !utf8.ValidString(s) {
+		return "expected valid UTF-8"
+	}
+	if strings.ContainsRune(s, 0) {
+		return "expected no NUL (U+0000)"
 	}
 	return ""
 }
@@ -188,7 +202,11 @@ func (c *bodyContext) Unwrap() huma.Context { return c.humaContext }
 // body.items[2]). It works on the raw bytes because encoding/json turns
 // invalid UTF-8 into U+FFFD. A body that is not JSON gives nothing: Huma
 // answers 400 for it.
-func scanJSON(body []byte) []error {
+//
+// A host report (hostReport: a node's step events and results) carries what
+// a host gave, such as a process's last output lines with their escape
+// codes: there only invalid UTF-8 and NUL are refused.
+func scanJSON(body []byte, hostReport bool) []error {
 	type frame struct {
 		loc     string
 		array   bool
@@ -255,6 +273,9 @@ func scanJSON(body []byte) []error {
 			}
 			loc, key := at()
 			msg := refusedString(tok, freeText[key])
+			if hostReport {
+				msg = refusedHostString(tok)
+			}
 			if !utf8.Valid(raw) {
 				msg = "expected valid UTF-8"
 			}

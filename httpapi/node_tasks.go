@@ -84,10 +84,14 @@ func registerNodeTasks(api huma.API, d Deps) {
 			"Authenticated by the node's credential; 409 when another agent holds the node.",
 		auth.RoleNode, http.StatusConflict, http.StatusUnprocessableEntity)
 	co.Responses = map[string]*huma.Response{"204": {Description: "No step came within waitSec: poll again."}}
+	// Huma's body read deadline stays on the connection after the read, and
+	// would end a long poll 5 s in: the body is small and bounded, so none.
+	co.BodyReadTimeout = -1
 	register(api, d, co, func(ctx context.Context, in *struct {
 		Name string `path:"name" maxLength:"63" pattern:"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"`
 		Body struct {
-			Instance string `json:"instance" minLength:"1" maxLength:"100"`
+			Instance string `json:"instance" minLength:"1" maxLength:"100" doc:"The agent's instance, as its heartbeats give it."`
+			Session  string `json:"session,omitempty" maxLength:"100" doc:"The agent process's session, as its heartbeats report it; the claim is \"instance/session\"."`
 			WaitSec  int    `json:"waitSec" minimum:"0" maximum:"60" doc:"How long to hold the poll when no step is queued."`
 		}
 	}) (*nodeTaskClaimOutput, error) {
@@ -101,7 +105,11 @@ func registerNodeTasks(api huma.API, d Deps) {
 		if err := d.Nodes.CheckHolder(row, in.Body.Instance); err != nil {
 			return nil, err
 		}
-		t, err := d.Tasks.Claim(ctx, row.Name, in.Body.Instance, time.Duration(in.Body.WaitSec)*time.Second)
+		claimer := in.Body.Instance
+		if in.Body.Session != "" {
+			claimer += "/" + in.Body.Session
+		}
+		t, err := d.Tasks.Claim(ctx, row.Name, claimer, time.Duration(in.Body.WaitSec)*time.Second)
 		if err != nil {
 			return nil, err
 		}
@@ -114,11 +122,12 @@ func registerNodeTasks(api huma.API, d Deps) {
 	eo := op("post-node-task-events", http.MethodPost, "/nodes/{name}/tasks/{id}/events",
 		"An agent streams a step's events into its run. Authenticated by the node's credential; a task of another node is 403.",
 		auth.RoleNode, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
+	eo.Metadata[hostReportKey] = true
 	register(api, d, eo, func(ctx context.Context, in *struct {
 		Name string    `path:"name" maxLength:"63" pattern:"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"`
 		ID   uuid.UUID `path:"id" maxLength:"36"`
 		Body struct {
-			Instance string          `json:"instance" minLength:"1" maxLength:"100"`
+			Instance string          `json:"instance" minLength:"1" maxLength:"201" doc:"The claim's \"instance/session\"."`
 			Events   []NodeTaskEvent `json:"events" maxItems:"1000"`
 		}
 	}) (*nodeTaskEventsOutput, error) {
@@ -146,11 +155,12 @@ func registerNodeTasks(api huma.API, d Deps) {
 		"An agent posts a step's result. Posting it again is harmless. A result for a run that has ended is kept on the task "+
 			"as the node's late report; it never rewrites the receipt. Authenticated by the node's credential.",
 		auth.RoleNode, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
+	ro.Metadata[hostReportKey] = true
 	register(api, d, ro, func(ctx context.Context, in *struct {
 		Name string    `path:"name" maxLength:"63" pattern:"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"`
 		ID   uuid.UUID `path:"id" maxLength:"36"`
 		Body struct {
-			Instance string         `json:"instance" minLength:"1" maxLength:"100"`
+			Instance string         `json:"instance" minLength:"1" maxLength:"201" doc:"The claim's \"instance/session\"."`
 			Result   NodeTaskResult `json:"result"`
 		}
 	}) (*nodeTaskFinishedOutput, error) {

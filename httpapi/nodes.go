@@ -39,20 +39,21 @@ type NodeReported struct {
 	Arch         string `json:"arch,omitempty" maxLength:"64"`
 	AgentVersion string `json:"agentVersion,omitempty" maxLength:"64"`
 	Protocol     int    `json:"protocol,omitempty" minimum:"0" maximum:"1000" doc:"The agent protocol version it speaks."`
+	Session      string `json:"session,omitempty" maxLength:"100" doc:"The agent process's id, new at each start: steps an earlier session claimed died with it."`
 }
 
 func nodeOut(n *node.Node) Node {
 	r := n.Reported
 	return Node{
 		Name: n.Name, State: n.State, Reason: n.Reason, Labels: n.Labels, Local: n.Local, Enrolled: n.Enrolled,
-		Reported:        NodeReported{Hostname: r.Hostname, OS: r.OS, Arch: r.Arch, AgentVersion: r.AgentVersion, Protocol: r.Protocol},
+		Reported:        NodeReported{Hostname: r.Hostname, OS: r.OS, Arch: r.Arch, AgentVersion: r.AgentVersion, Protocol: r.Protocol, Session: r.Session},
 		LastHeartbeatAt: n.LastHeartbeatAt, CordonedAt: n.CordonedAt, CordonedBy: n.CordonedBy, RevokedAt: n.RevokedAt,
 		CreatedAt: n.CreatedAt, CreatedBy: n.CreatedBy,
 	}
 }
 
 func reportedIn(r NodeReported) node.Reported {
-	return node.Reported{Hostname: r.Hostname, OS: r.OS, Arch: r.Arch, AgentVersion: r.AgentVersion, Protocol: r.Protocol}
+	return node.Reported{Hostname: r.Hostname, OS: r.OS, Arch: r.Arch, AgentVersion: r.AgentVersion, Protocol: r.Protocol, Session: r.Session}
 }
 
 type nodeNameInput struct {

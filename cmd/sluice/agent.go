@@ -22,6 +22,7 @@ import (
 	"sluice/httpapi"
 	"sluice/internal/apiclient"
 	"sluice/internal/node"
+	"sluice/internal/nodetask"
 	"sluice/internal/redact"
 )
 
@@ -102,12 +103,20 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		return redact.Error(err)
 	}
 	redact.Add(cred)
-	client, err := apiclient.NewClientWithResponses(cfg.URL,
-		apiclient.WithHTTPClient(&http.Client{Timeout: 30 * time.Second}),
-		apiclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
-			req.Header.Set("Authorization", "Bearer "+cred)
-			return nil
-		}))
+	newClient := func(timeout time.Duration) (*apiclient.ClientWithResponses, error) {
+		return apiclient.NewClientWithResponses(cfg.URL,
+			apiclient.WithHTTPClient(&http.Client{Timeout: timeout}),
+			apiclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+				req.Header.Set("Authorization", "Bearer "+cred)
+				return nil
+			}))
+	}
+	client, err := newClient(30 * time.Second)
+	if err != nil {
+		return err
+	}
+	// Artifacts can be large: their download gets longer than a request.
+	slow, err := newClient(30 * time.Minute)
 	if err != nil {
 		return err
 	}
@@ -115,12 +124,47 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("agent started", "url", redact.String(cfg.URL), "instance", instance)
+	// A session is this process's own: a step an earlier session claimed
+	// died with it, and the control plane can tell.
+	session := uuid.NewString()
+	logger.Info("agent started", "url", redact.String(cfg.URL), "instance", instance, "session", session)
+
+	// The executor takes the node's host steps; the heartbeat says the node
+	// lives. Either one refused for good (revoked, held by another agent)
+	// stops both.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	host := agentHost(cfg.DataDir, slow, cfg.NodeName)
+	execDone := make(chan error, 1)
+	go func() {
+		err := nodetask.RunExecutor(ctx, &apiTasks{client: client, node: cfg.NodeName, instance: instance, session: session}, host, logger)
+		if err != nil {
+			stop(err)
+		}
+		execDone <- err
+	}()
+	err = agentHeartbeats(ctx, cfg, client, instance, session, logger)
+	if err != nil {
+		stop(err)
+	}
+	execErr := <-execDone
+	switch {
+	case err != nil:
+		return err
+	case execErr != nil:
+		return fmt.Errorf("the control plane refused node %s's agent: %w; this agent stops taking work", cfg.NodeName, execErr)
+	}
+	logger.Info("agent stopped")
+	return nil
+}
+
+// agentHeartbeats heartbeats until ctx ends, or the control plane refuses
+// the node's credential or gives the node to another agent.
+func agentHeartbeats(ctx context.Context, cfg *AgentConfig, client *apiclient.ClientWithResponses, instance, session string, logger *slog.Logger) error {
 	for {
-		resp, err := client.HeartbeatNodeWithResponse(ctx, cfg.NodeName, apiclient.HeartbeatNodeJSONRequestBody{Instance: instance, Reported: agentReport()})
+		resp, err := client.HeartbeatNodeWithResponse(ctx, cfg.NodeName, apiclient.HeartbeatNodeJSONRequestBody{Instance: instance, Reported: agentReport(session)})
 		switch {
 		case ctx.Err() != nil:
-			logger.Info("agent stopped")
 			return nil
 		case err != nil:
 			logger.Warn("heartbeat: the control plane is unreachable; trying again", "err", redact.Error(err))
@@ -139,7 +183,6 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		wait := time.Duration(float64(cfg.Heartbeat) * (0.8 + 0.4*rand.Float64()))
 		select {
 		case <-ctx.Done():
-			logger.Info("agent stopped")
 			return nil
 		case <-time.After(wait):
 		}
@@ -166,7 +209,7 @@ func agentCredential(ctx context.Context, cfg *AgentConfig, logger *slog.Logger)
 	if err != nil {
 		return "", err
 	}
-	resp, err := client.JoinNodeWithResponse(ctx, cfg.NodeName, apiclient.JoinNodeJSONRequestBody{JoinToken: cfg.JoinToken, Reported: agentReport()})
+	resp, err := client.JoinNodeWithResponse(ctx, cfg.NodeName, apiclient.JoinNodeJSONRequestBody{JoinToken: cfg.JoinToken, Reported: agentReport("")})
 	if err != nil {
 		return "", fmt.Errorf("join: the control plane at %s is unreachable: %w", redact.String(cfg.URL), err)
 	}
@@ -203,13 +246,17 @@ func agentInstance(cfg *AgentConfig) (string, error) {
 	return id, nil
 }
 
-func agentReport() apiclient.NodeReported {
+func agentReport(session string) apiclient.NodeReported {
 	host, _ := os.Hostname()
 	protocol := int64(node.MinAgentVersion)
 	if v, err := strconv.ParseInt(os.Getenv("SLUICE_AGENT_PROTOCOL"), 10, 64); err == nil {
 		protocol = v // lets a test play an older agent
 	}
-	return apiclient.NodeReported{Hostname: &host, Os: ptr(runtime.GOOS), Arch: ptr(runtime.GOARCH), AgentVersion: ptr(httpapi.Version), Protocol: &protocol}
+	r := apiclient.NodeReported{Hostname: &host, Os: ptr(runtime.GOOS), Arch: ptr(runtime.GOARCH), AgentVersion: ptr(httpapi.Version), Protocol: &protocol}
+	if session != "" {
+		r.Session = &session
+	}
+	return r
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -818,7 +818,11 @@ type CandidateState string
 
 // ClaimNodeTaskRequest defines model for Claim-node-taskRequest.
 type ClaimNodeTaskRequest struct {
+	// Instance The agent's instance, as its heartbeats give it.
 	Instance string `json:"instance"`
+
+	// Session The agent process's session, as its heartbeats report it; the claim is "instance/session".
+	Session *string `json:"session,omitempty"`
 
 	// WaitSec How long to hold the poll when no step is queued.
 	WaitSec int64 `json:"waitSec"`
@@ -1225,6 +1229,9 @@ type NodeReported struct {
 
 	// Protocol The agent protocol version it speaks.
 	Protocol *int64 `json:"protocol,omitempty"`
+
+	// Session The agent process's id, new at each start: steps an earlier session claimed died with it.
+	Session *string `json:"session,omitempty"`
 }
 
 // NodeService defines model for NodeService.
@@ -1301,12 +1308,15 @@ type Phase struct {
 
 // PostNodeTaskEventsRequest defines model for Post-node-task-eventsRequest.
 type PostNodeTaskEventsRequest struct {
-	Events   []NodeTaskEvent `json:"events"`
-	Instance string          `json:"instance"`
+	Events []NodeTaskEvent `json:"events"`
+
+	// Instance The claim's "instance/session".
+	Instance string `json:"instance"`
 }
 
 // PostNodeTaskResultRequest defines model for Post-node-task-resultRequest.
 type PostNodeTaskResultRequest struct {
+	// Instance The claim's "instance/session".
 	Instance string         `json:"instance"`
 	Result   NodeTaskResult `json:"result"`
 }

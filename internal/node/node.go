@@ -186,6 +186,9 @@ type Reported struct {
 	AgentVersion string `json:"agentVersion,omitempty"`
 	// Protocol is the agent protocol version it speaks.
 	Protocol int `json:"protocol,omitempty"`
+	// Session is the agent process's own id, new at each start: a task
+	// claimed by an earlier session of the agent died with it.
+	Session string `json:"session,omitempty"`
 }
 
 // Node is a node as the API shows it.

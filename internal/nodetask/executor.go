@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -138,9 +139,10 @@ type sourceEvents struct {
 }
 
 func (e *sourceEvents) send(ctx context.Context, level, msg string, data any) {
-	ev := Event{Level: level, Message: msg}
+	ev := Event{Level: level, Message: strings.ReplaceAll(msg, "\x00", "\uFFFD")}
 	if data != nil {
-		ev.Data, _ = json.Marshal(data)
+		b, _ := json.Marshal(data)
+		ev.Data = scrubNUL(b)
 	}
 	for attempt := 0; attempt < 3; attempt++ {
 		if err := e.src.Events(ctx, e.id, []Event{ev}); err == nil {

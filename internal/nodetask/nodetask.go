@@ -270,12 +270,14 @@ func (t *Tasks) decide(ctx context.Context, row *db.NodeTask, silence time.Durat
 		}
 		return nil, false, nil
 	}
-	now := time.Now()
 	last := n.LastHeartbeatAt
 	switch row.State {
 	case StateClaimed:
-		if n.AgentInstance != "" && row.ClaimedBy != nil && n.AgentInstance != *row.ClaimedBy && last != nil && row.ClaimedAt != nil && last.After(*row.ClaimedAt) {
-			why := fmt.Sprintf("node %s's agent restarted during the %s step (instance %s, now %s)", row.Node, row.Kind, *row.ClaimedBy, n.AgentInstance)
+		inst, sess, _ := strings.Cut(deref(row.ClaimedBy), "/")
+		now := n.AgentInstance + "/" + n.Reported.Session
+		restarted := n.AgentInstance != "" && (n.AgentInstance != inst || (sess != "" && n.Reported.Session != "" && n.Reported.Session != sess))
+		if restarted && last != nil && row.ClaimedAt != nil && last.After(*row.ClaimedAt) {
+			why := fmt.Sprintf("node %s's agent restarted during the %s step (it was %s, now %s)", row.Node, row.Kind, deref(row.ClaimedBy), now)
 			t.abandon(ctx, row.ID, why)
 			return nil, true, journal.Unknown(fmt.Errorf("%s, so whether the step happened is unknown; what runs there now is in the node's next report: converge to make it certain", why))
 		}
@@ -283,8 +285,8 @@ func (t *Tasks) decide(ctx context.Context, row *db.NodeTask, silence time.Durat
 		if last != nil && (from == nil || last.After(*from)) {
 			from = last
 		}
-		if from != nil && now.Sub(*from) > silence {
-			why := fmt.Sprintf("node %s's agent went silent during the %s step (nothing heard for %s)", row.Node, row.Kind, now.Sub(*from).Round(time.Second))
+		if from != nil && time.Since(*from) > silence {
+			why := fmt.Sprintf("node %s's agent went silent during the %s step (nothing heard for %s)", row.Node, row.Kind, time.Since(*from).Round(time.Second))
 			t.abandon(ctx, row.ID, why)
 			return nil, true, journal.Unknown(fmt.Errorf("%s, so whether the step happened is unknown; a report that comes later is kept on the task", why))
 		}
@@ -294,7 +296,7 @@ func (t *Tasks) decide(ctx context.Context, row *db.NodeTask, silence time.Durat
 			return nil, true, fmt.Errorf("node %s's credential was revoked, so no agent can take the %s step; it was not taken", row.Node, row.Kind)
 		}
 		if n.State == node.StateUnreachable || n.State == node.StateNeverReported {
-			if now.Sub(row.CreatedAt) > silence {
+			if time.Since(row.CreatedAt) > silence {
 				t.abandon(ctx, row.ID, "no agent of the node took it")
 				return nil, true, fmt.Errorf("node %s is %s: %s; no agent took the %s step within %s, so it was not taken", row.Node, strings.ToLower(n.State), n.Reason, row.Kind, silence)
 			}

@@ -1,10 +1,12 @@
 package nodetask
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -146,11 +148,18 @@ func Execute(ctx context.Context, h *hoststep.Host, kind string, payload json.Ra
 		err = fmt.Errorf("this agent does not know the %q step; upgrade it", kind)
 	}
 	if err != nil {
-		res.Error = err.Error()
+		res.Error = strings.ReplaceAll(err.Error(), "\x00", "\uFFFD")
 		return res
 	}
 	if val != nil {
-		res.Value, _ = json.Marshal(val)
+		b, _ := json.Marshal(val)
+		res.Value = scrubNUL(b)
 	}
 	return res
+}
+
+// scrubNUL replaces NULs in encoded JSON, which PostgreSQL cannot store,
+// with U+FFFD: a host's output may hold anything.
+func scrubNUL(b []byte) []byte {
+	return bytes.ReplaceAll(b, []byte(`\u0000`), []byte(`\ufffd`))
 }

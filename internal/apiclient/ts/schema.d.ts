@@ -1090,7 +1090,10 @@ export interface components {
             updated: string[];
         };
         "Claim-node-taskRequest": {
+            /** @description The agent's instance, as its heartbeats give it. */
             instance: string;
+            /** @description The agent process's session, as its heartbeats report it; the claim is "instance/session". */
+            session?: string;
             /**
              * Format: int64
              * @description How long to hold the poll when no step is queued.
@@ -1455,6 +1458,8 @@ export interface components {
              * @description The agent protocol version it speaks.
              */
             protocol?: number;
+            /** @description The agent process's id, new at each start: steps an earlier session claimed died with it. */
+            session?: string;
         };
         NodeService: {
             digest: string;
@@ -1509,9 +1514,11 @@ export interface components {
         };
         "Post-node-task-eventsRequest": {
             events: components["schemas"]["NodeTaskEvent"][];
+            /** @description The claim's "instance/session". */
             instance: string;
         };
         "Post-node-task-resultRequest": {
+            /** @description The claim's "instance/session". */
             instance: string;
             result: components["schemas"]["NodeTaskResult"];
         };

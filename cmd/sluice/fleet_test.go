@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/dbtest"
+	"sluice/internal/gittest"
+)
+
+// fleet is one control plane on an external PostgreSQL (a serve that runs
+// no services, and a worker, each with its own data dir) and three agents,
+// each with a data dir of its own: three hosts on one machine.
+type fleet struct {
+	t      *testing.T
+	repo   *gittest.Repo
+	dbURL  string
+	serve  *proc
+	worker *proc
+	dirs   map[string]string
+	agents map[string]*agentProc
+	ports  map[string]int
+	creds  map[string]string
+	tokens []string
+	env    []string
+}
+
+func newFleet(t *testing.T) *fleet {
+	f := &fleet{t: t, repo: gittest.New(t), dbURL: dbtest.NewDB(t), dirs: map[string]string{}, agents: map[string]*agentProc{}, ports: map[string]int{}, creds: map[string]string{}}
+	f.env = []string{
+		"SLUICE_DATABASE_URL=" + f.dbURL, "SLUICE_GITOPS_REPO_URL=" + f.repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0",
+		"SLUICE_NODE_UNREACHABLE_SEC=3",
+	}
+	f.serve, _ = startServe(t, append([]string{"SLUICE_DATA_DIR=" + t.TempDir(), "SLUICE_NODE_NAME=-"}, f.env...)...)
+	f.worker = startWorker(t, append([]string{"SLUICE_DATA_DIR=" + t.TempDir(), "SLUICE_NODE_NAME=-"}, f.env...)...)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		out, code := f.serve.cliOut("node", "add", n, "--labels", "zone="+n)
+		require.Equal(t, 0, code, out)
+		token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
+		f.tokens = append(f.tokens, token)
+		f.dirs[n] = t.TempDir()
+		f.agents[n] = startAgent(t, f.serve, n, f.dirs[n], "SLUICE_JOIN_TOKEN="+token)
+		f.ports[n] = freePort(t)
+		t.Cleanup(func() {
+			for _, svc := range []string{"web1", "web2", "web3"} {
+				killService(f.dirs[n], svc)
+			}
+		})
+	}
+	for n := range f.dirs {
+		f.serve.waitNode(n, "Ready")
+		b, err := os.ReadFile(filepath.Join(f.dirs[n], "node-credential"))
+		require.NoError(t, err)
+		f.creds[n] = strings.TrimSpace(string(b))
+	}
+	return f
+}
+
+// unit is a hello service named name, placed on node, listening on port.
+func fleetUnit(name, node, digest string, port int, env map[string]string) string {
+	envJSON, _ := json.Marshal(env)
+	return fmt.Sprintf(`{"kind": "Service", "metadata": {"name": %q},
+ "spec": {"runtime": "exec", "image": %q, "node": %q, "args": ["--port", "%d"], "env": %s,
+          "probe": {"http": "http://127.0.0.1:%d/healthz", "timeoutSec": 30}, "stopTimeoutSec": 2}}
+`, name, digest, node, port, envJSON, port)
+}
+
+// runsOn returns the pids of digest's artifact as node's agent runs it.
+func (f *fleet) runsOn(node, digest string) []int {
+	return processesOf(f.t, filepath.Join(f.dirs[node], "artifacts", strings.TrimPrefix(digest, "sha256:")))
+}
+
+func (f *fleet) result(id string) map[string]any {
+	status, body := f.serve.do("GET", "/api/v1/journal/"+id, testToken, nil)
+	require.Equal(f.t, http.StatusOK, status, string(body))
+	var r struct {
+		Result map[string]any `json:"result"`
+	}
+	require.NoError(f.t, json.Unmarshal(body, &r))
+	return r.Result
+}
+
+func TestFleet(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	p := f.serve
+	v1, v2 := p.pushArtifact(helloBuild(t, "v1")), p.pushArtifact(helloBuild(t, "v2"))
+	files := map[string]string{}
+	for i, n := range []string{"n1", "n2", "n3"} {
+		name := "web" + strconv.Itoa(i+1)
+		files["services/"+name+".json"] = fleetUnit(name, n, v1, f.ports[n], nil)
+	}
+	f.repo.Commit(t, "three services, one per node", files)
+	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+
+	// Each converges on its own node, through that node's agent.
+	for i, n := range []string{"n1", "n2", "n3"} {
+		name := "web" + strconv.Itoa(i+1)
+		id := p.accepted("/api/v1/services/"+name+"/converge", nil)
+		r := p.waitRunLong(id, "succeeded")
+		require.Equal(t, n, f.result(r.ID)["node"])
+		require.Len(t, f.runsOn(n, v1), 1, "%s runs once on %s", name, n)
+	}
+	for _, n := range []string{"n1", "n3"} {
+		require.Empty(t, f.runsOn(n, v2))
+	}
+	var nv struct {
+		Services []struct {
+			Name, Digest string
+		} `json:"services"`
+	}
+	_, body := p.do("GET", "/api/v1/nodes/n2", testToken, nil)
+	require.NoError(t, json.Unmarshal(body, &nv))
+	require.Equal(t, "web2", nv.Services[0].Name, string(body))
+	require.Equal(t, v1, nv.Services[0].Digest)
+
+	t.Run("DeployAndRollBackOnNode2", func(t *testing.T) {
+		id := p.accepted("/api/v1/services/web2/deploy", map[string]string{"digest": v2})
+		p.waitRunLong(id, "succeeded")
+		require.Len(t, f.runsOn("n2", v2), 1)
+		require.Empty(t, f.runsOn("n2", v1), "the old process was stopped")
+		id = p.accepted("/api/v1/services/web2/rollback", nil)
+		p.waitRunLong(id, "succeeded")
+		require.Len(t, f.runsOn("n2", v1), 1)
+		require.Empty(t, f.runsOn("n2", v2))
+	})
+
+	t.Run("AStormOf200ConvergesRunsOncePerPendingWindowAndOnlyOnNode2", func(t *testing.T) {
+		var mu sync.Mutex
+		ids := map[string]int{}
+		var wg sync.WaitGroup
+		for range 200 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				status, b := p.do("POST", "/api/v1/services/web2/converge", testToken, nil)
+				if status != http.StatusAccepted {
+					t.Errorf("converge: %d %s", status, b)
+					return
+				}
+				var acc struct {
+					JournalID string `json:"journalId"`
+				}
+				_ = json.Unmarshal(b, &acc)
+				mu.Lock()
+				ids[acc.JournalID]++
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		require.LessOrEqual(t, len(ids), 3, "200 clicks join the one pending run: %v", ids)
+		for id := range ids {
+			p.waitRunLong(id, "succeeded")
+			require.Equal(t, "n2", f.result(id)["node"])
+		}
+		require.Len(t, f.runsOn("n2", v1), 1)
+		for _, n := range []string{"n1", "n3"} {
+			require.Len(t, f.runsOn(n, v1), 1, "only web%s runs on %s", n[1:], n)
+		}
+	})
+
+	t.Run("ANodeCredentialReachesOnlyItsOwnTasksAndArtifacts", func(t *testing.T) {
+		c1 := f.creds["n1"]
+		status, _ := p.do("POST", "/api/v1/nodes/n2/tasks/claim", c1, map[string]any{"instance": "x", "waitSec": 0})
+		require.Equal(t, http.StatusForbidden, status)
+		conn, err := pgx.Connect(context.Background(), f.dbURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		var task2 string
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT id FROM node_task WHERE node = 'n2' LIMIT 1`).Scan(&task2))
+		status, _ = p.do("POST", "/api/v1/nodes/n1/tasks/"+task2+"/result", c1, map[string]any{"instance": "x", "result": map[string]any{}})
+		require.Equal(t, http.StatusForbidden, status, "another node's task")
+		status, _ = p.do("POST", "/api/v1/nodes/n1/tasks/"+task2+"/events", c1, map[string]any{"instance": "x", "events": []any{}})
+		require.Equal(t, http.StatusForbidden, status)
+		status, _ = p.do("GET", "/api/v1/nodes/n1/artifacts/"+v2, c1, nil)
+		require.Equal(t, http.StatusForbidden, status, "no open step of n1 names the artifact")
+		status, _ = p.do("GET", "/api/v1/nodes/n2/artifacts/"+v1, c1, nil)
+		require.Equal(t, http.StatusForbidden, status)
+		for _, path := range []string{"/api/v1/services", "/api/v1/journal", "/api/v1/artifacts/" + v1, "/api/v1/nodes"} {
+			status, _ = p.do("GET", path, c1, nil)
+			require.Equal(t, http.StatusForbidden, status, path)
+		}
+
+		// A task carries what the step needs, and no secret.
+		rows, err := conn.Query(context.Background(), `SELECT payload::text, coalesce(result::text, '') FROM node_task`)
+		require.NoError(t, err)
+		n := 0
+		for rows.Next() {
+			var payload, result string
+			require.NoError(t, rows.Scan(&payload, &result))
+			for _, secret := range append([]string{testToken, f.creds["n1"], f.creds["n2"], f.creds["n3"]}, f.tokens...) {
+				require.NotContains(t, payload+result, secret)
+			}
+			n++
+		}
+		require.NoError(t, rows.Err())
+		require.Greater(t, n, 10)
+	})
+
+	t.Run("CordonAndUncordon", func(t *testing.T) {
+		out, code := p.cliOut("cordon", "n3")
+		require.Equal(t, 0, code, out)
+		p.waitNode("n3", "Cordoned")
+		require.Len(t, f.runsOn("n3", v1), 1, "what runs keeps running")
+		out, code = p.cliOut("uncordon", "n3")
+		require.Equal(t, 0, code, out)
+		p.waitNode("n3", "Ready")
+	})
+
+	t.Run("AMoveStopsOnTheOldNodeThenStartsOnTheNew", func(t *testing.T) {
+		port := freePort(t)
+		f.repo.Commit(t, "move web3 to n1", map[string]string{"services/web3.json": fleetUnit("web3", "n1", v1, port, nil)})
+		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+		id := p.accepted("/api/v1/services/web3/converge", nil)
+		p.waitRunLong(id, "succeeded")
+		res := f.result(id)
+		require.Equal(t, "n1", res["node"])
+		require.Equal(t, "n3", res["movedFrom"])
+		require.Empty(t, f.runsOn("n3", v1), "never two copies")
+		require.Len(t, f.runsOn("n1", v1), 2, "web1 and web3 run on n1")
+		_, code := p.cliOut("node", "delete", "n3")
+		require.Equal(t, 0, code, "nothing runs on n3 any more")
+	})
+}
