@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -94,6 +96,7 @@ func (f *fleet) result(id string) map[string]any {
 
 func TestFleet(t *testing.T) {
 	t.Parallel()
+	top := t // agents that outlive a subtest belong to the test
 	f := newFleet(t)
 	p := f.serve
 	v1, v2 := p.pushArtifact(helloBuild(t, "v1")), p.pushArtifact(helloBuild(t, "v2"))
@@ -232,5 +235,69 @@ func TestFleet(t *testing.T) {
 		require.Len(t, f.runsOn("n1", v1), 2, "web1 and web3 run on n1")
 		_, code := p.cliOut("node", "delete", "n3")
 		require.Equal(t, 0, code, "nothing runs on n3 any more")
+	})
+
+	t.Run("AnAgentCutOffMidStepEndsTheRunUnknownAndItsLateReportIsKept", func(t *testing.T) {
+		slow := fleetUnit("web2", "n2", v1, f.ports["n2"], map[string]string{"HELLO_START_DELAY": "4s"})
+		f.repo.Commit(t, "web2 starts slowly", map[string]string{"services/web2.json": slow})
+		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+		conn, err := pgx.Connect(context.Background(), f.dbURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		started := func(id string) int {
+			var pid int
+			require.Eventually(t, func() bool {
+				var msg string
+				if conn.QueryRow(context.Background(), `SELECT message FROM journal_event WHERE run_id = $1 AND message LIKE 'started web2 as pid %' LIMIT 1`, id).Scan(&msg) != nil {
+					return false
+				}
+				pid, err = strconv.Atoi(strings.TrimPrefix(msg, "started web2 as pid "))
+				return err == nil
+			}, 60*time.Second, 10*time.Millisecond)
+			return pid
+		}
+
+		// Frozen mid-probe, longer than the silence: the node reads
+		// Unreachable and the run ends unknown, never succeeded unverified.
+		id := p.accepted("/api/v1/services/web2/converge", nil)
+		started(id)
+		a := f.agents["n2"]
+		require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP))
+		r := p.waitRunLong(id, "unknown")
+		require.Contains(t, *r.Error, "went silent")
+		p.waitNode("n2", "Unreachable")
+		require.Len(t, f.runsOn("n2", v1), 1, "the service keeps running while its node is cut off")
+		require.NoError(t, a.cmd.Process.Signal(syscall.SIGCONT))
+		// Back, it finishes the step and reports: kept beside the receipt.
+		require.Eventually(t, func() bool {
+			var late bool
+			err := conn.QueryRow(context.Background(), `SELECT late_result IS NOT NULL FROM node_task WHERE run_id = $1 AND kind = 'apply'`, id).Scan(&late)
+			return err == nil && late
+		}, 60*time.Second, 50*time.Millisecond)
+		require.Equal(t, "unknown", p.run(id).State, "a late report never rewrites the receipt")
+		p.waitNode("n2", "Ready")
+
+		// kill -9 mid-step: unknown within the silence; the restarted agent
+		// adopts the process (no second copy) and the next converge works.
+		id = p.accepted("/api/v1/services/web2/converge", nil)
+		pid := started(id)
+		require.NoError(t, a.cmd.Process.Kill())
+		<-a.done
+		r = p.waitRunLong(id, "unknown")
+		require.Contains(t, *r.Error, "whether the step happened is unknown")
+		f.agents["n2"] = startAgent(top, p, "n2", f.dirs["n2"])
+		p.waitNode("n2", "Ready")
+		require.Equal(t, []int{pid}, f.runsOn("n2", v1), "adopted, not started again")
+		id = p.accepted("/api/v1/services/web2/converge", nil)
+		p.waitRunLong(id, "succeeded")
+		pids := f.runsOn("n2", v1)
+		require.Len(t, pids, 1)
+		require.NotEqual(t, pid, pids[0])
+	})
+
+	t.Run("RevokedAgentStopsAndSaysWhy", func(t *testing.T) {
+		out, code := p.cliOut("node", "revoke", "n2")
+		require.Equal(t, 0, code, out)
+		require.Contains(t, f.agents["n2"].exited(t), "refused node n2's credential")
 	})
 }

@@ -183,6 +183,9 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 		return out, err
 	}
 	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, h, p, t, res, spec, name, "a deploy", servicespec.OnProbeFailureRollback)
+	if err := unknownStep(applyErr, action, name, res.Node); err != nil {
+		return out, err
+	}
 	if applyErr == nil && applied.Probe.OK {
 		res.Running = fmt.Sprintf("%s runs %s (pid %d).", name, target, applied.Pid)
 		out.Message = fmt.Sprintf("%s %s to %s: probe passed; %s", action, name, short(target), res.Running)
@@ -419,6 +422,9 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 		return out, err
 	}
 	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, h, p, t, res, spec, name, "a converge", servicespec.OnProbeFailureStop)
+	if err := unknownStep(applyErr, ActionConverge, name, res.Node); err != nil {
+		return out, err
+	}
 	if applyErr == nil && applied.Probe.OK {
 		res.Running = fmt.Sprintf("%s runs %s (pid %d).", name, digest, applied.Pid)
 		out.Message = fmt.Sprintf("converged %s at commit %s: probe passed; %s", name, shortCommit(res.SyncedCommit), res.Running)
@@ -456,6 +462,17 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 	}
 	head := fmt.Sprintf("Converge of %s to %s failed: %s", name, digest, sentence)
 	return s.keepFailure(ctx, h, p, t, out, res, u, policy, name, digest, head, "No rollback was made. "+next)
+}
+
+// unknownStep returns the error that ends a run unknown when the host step
+// err is one whose outcome nobody can tell (the node's agent went silent):
+// nothing is undone and the inventory is left as it was. nil otherwise.
+func unknownStep(err error, action, name, node string) error {
+	var u *journal.UnknownError
+	if !errors.As(err, &u) {
+		return nil
+	}
+	return journal.Unknown(fmt.Errorf("%s of %s: %w. Nothing was undone, since the step may have happened; what runs on node %s shows in its next report, and a converge makes it certain", upperFirst(action), name, u.Err, node))
 }
 
 // record writes a finished action's effect on the service's unit, in the
