@@ -70,6 +70,10 @@ type Deps struct {
 	Nodes *node.Registry
 	// Tasks dispatches host steps to node agents; nil answers 503 on task routes.
 	Tasks *nodetask.Tasks
+	// Metrics, when set, is served at GET /metrics, behind a viewer token
+	// unless MetricsPublic (SLUICE_METRICS_PUBLIC).
+	Metrics       http.Handler
+	MetricsPublic bool
 
 	authn *auth.Authenticator // made by New: lookups shared by concurrent requests
 }
@@ -102,6 +106,9 @@ func New(d Deps) http.Handler {
 		registerTestActions(newHiddenAPI(mux, d), d)
 	}
 	registerHealth(mux, d)
+	if d.Metrics != nil {
+		mux.Handle("GET /metrics", metricsAuth(d, d.Metrics, d.MetricsPublic))
+	}
 	if d.RiverUI != nil {
 		ui := riverUIAuth(d, d.RiverUI)
 		mux.Handle("/riverui/", ui)

@@ -49,6 +49,9 @@ type ServeConfig struct {
 	MaxWorkers int
 	// TestActions is SLUICE_ENABLE_TEST_ACTIONS=1: registers test-only actions.
 	TestActions bool
+	// MetricsPublic is SLUICE_METRICS_PUBLIC (true or false, default
+	// false): true serves /metrics without a token.
+	MetricsPublic bool
 
 	// GitOps seeds the stored GitOps settings on first start:
 	// SLUICE_GITOPS_REPO_URL, SLUICE_GITOPS_BRANCH (default main),
@@ -135,6 +138,11 @@ func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
 		return nil, err
 	}
 	c.ShutdownTimeout = time.Duration(secs) * time.Second
+	if v := getenv("SLUICE_METRICS_PUBLIC"); v != "" {
+		if c.MetricsPublic, err = strconv.ParseBool(v); err != nil {
+			return nil, fmt.Errorf("SLUICE_METRICS_PUBLIC must be true or false, not %q", v)
+		}
+	}
 	if c.MaxWorkers, err = intEnv(getenv, "SLUICE_MAX_WORKERS", 20); err != nil {
 		return nil, err
 	}

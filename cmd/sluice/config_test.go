@@ -196,3 +196,15 @@ func TestServeSealsCredentialsWithTheKey(t *testing.T) {
 	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 	p.term()
 }
+
+func TestServeConfigMetricsPublic(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadServeConfig(envOf())
+	require.NoError(t, err)
+	require.False(t, cfg.MetricsPublic, "/metrics needs a token by default")
+	cfg, err = loadServeConfig(envOf("SLUICE_METRICS_PUBLIC=true"))
+	require.NoError(t, err)
+	require.True(t, cfg.MetricsPublic)
+	_, err = loadServeConfig(envOf("SLUICE_METRICS_PUBLIC=yes please"))
+	require.ErrorContains(t, err, "SLUICE_METRICS_PUBLIC must be true or false")
+}

@@ -33,6 +33,7 @@ import (
 	"sluice/internal/gitsync"
 	"sluice/internal/infra"
 	"sluice/internal/journal"
+	"sluice/internal/metrics"
 	"sluice/internal/node"
 	"sluice/internal/nodetask"
 	"sluice/internal/pglocal"
@@ -301,18 +302,20 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 
 	shuttingDown := make(chan struct{})
 	handler := httpapi.New(httpapi.Deps{
-		Pool:         pool,
-		Journal:      j,
-		GitOps:       gops,
-		Artifacts:    store,
-		Services:     svcs,
-		Infra:        inf,
-		Nodes:        cp.nodes,
-		Tasks:        cp.tasks,
-		Logger:       logger,
-		RiverUI:      ui,
-		TestActions:  cfg.TestActions,
-		ShuttingDown: shuttingDown,
+		Pool:          pool,
+		Journal:       j,
+		GitOps:        gops,
+		Artifacts:     store,
+		Services:      svcs,
+		Infra:         inf,
+		Nodes:         cp.nodes,
+		Tasks:         cp.tasks,
+		Logger:        logger,
+		RiverUI:       ui,
+		TestActions:   cfg.TestActions,
+		ShuttingDown:  shuttingDown,
+		Metrics:       metrics.Handler(pool, metrics.Opts{Logger: logger.With("component", "metrics")}),
+		MetricsPublic: cfg.MetricsPublic,
 		Ready: func(ctx context.Context) httpapi.ReadyReport {
 			rep := readiness(ctx, pool, cp.riverStarted.Load())
 			// Terraform is reported, not required: services and sync work

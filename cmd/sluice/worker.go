@@ -16,18 +16,17 @@ import (
 // source, one action per target, joined duplicates, immutable receipts, one
 // scheduler tick at a time (all decided in PostgreSQL).
 //
-// A worker works syncs, accepts, infrastructure operations and the sweeps,
-// with its own working trees and Terraform roots in its SLUICE_DATA_DIR. It
-// does not work service actions: those run on the host of the process that
-// works them, and until agents take host steps on their nodes, that is
-// serve's host.
+// A worker works syncs, accepts, infrastructure operations, service actions
+// and the sweeps, with its own working trees and Terraform roots in its
+// SLUICE_DATA_DIR. It is no node: a service action's host steps go to the
+// service's node, serve's own or an agent's, as tasks (package nodetask).
 func runWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sluice worker\n\n"+
-			"Works syncs, accepts, infrastructure operations and sweeps from the database serve uses\n"+
-			"(SLUICE_DATABASE_URL, required), with no HTTP server. Service actions stay with serve.\n"+
+			"Works syncs, accepts, infrastructure operations, service actions and sweeps from the database serve uses\n"+
+			"(SLUICE_DATABASE_URL, required), with no HTTP server. A service action's host steps go to the service's node.\n"+
 			"Give it the key serve seals credentials with (SLUICE_SECRET_KEY) when its data dir is its own.")
 	}
 	if err := fs.Parse(args); err != nil {
