@@ -97,6 +97,9 @@ type Registry struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
+	authOnce sync.Once
+	auths    chan struct{} // bounds the credential lookups in flight
+
 	mu      sync.Mutex
 	pending map[string]beat // heartbeats not yet written (see Flush)
 	last    map[string]beat // the newest heartbeat this process took, per node
@@ -108,6 +111,11 @@ type beat struct {
 	reported json.RawMessage
 	at       time.Time
 }
+
+// maxAuthQueries bounds the credential lookups in flight at once, so that
+// many agents at once queue for a few connections instead of taking the
+// pool.
+const maxAuthQueries = 4
 
 // FlushEvery is how often RunFlusher writes the heartbeats it gathered.
 const FlushEvery = time.Second
@@ -368,7 +376,14 @@ func (r *Registry) Authenticate(ctx context.Context, credential string) (*db.Nod
 	if !strings.HasPrefix(credential, CredentialPrefix) {
 		return nil, errs.Errorf(errs.Unauthorized, "This is not a node credential.")
 	}
+	r.authOnce.Do(func() { r.auths = make(chan struct{}, maxAuthQueries) })
+	select {
+	case r.auths <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	n, err := db.New(r.Pool).NodeGetByCredential(ctx, hash(credential))
+	<-r.auths
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.Errorf(errs.Unauthorized, "The node credential is not valid, or was revoked.")
 	}

@@ -85,6 +85,24 @@ type Tasks struct {
 
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
+
+	claimsOnce sync.Once
+	claims     chan struct{} // bounds the claim queries in flight
+}
+
+// maxClaimQueries bounds the claim queries in flight at once, so that 500
+// agents polling together (a control plane that restarted) queue for a few
+// connections instead of taking the pool.
+const maxClaimQueries = 4
+
+func (t *Tasks) claimSlot(ctx context.Context) (func(), error) {
+	t.claimsOnce.Do(func() { t.claims = make(chan struct{}, maxClaimQueries) })
+	select {
+	case t.claims <- struct{}{}:
+		return func() { <-t.claims }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (t *Tasks) poll() time.Duration {
@@ -319,7 +337,12 @@ func (t *Tasks) Claim(ctx context.Context, nodeName, instance string, wait time.
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
+		release, err := t.claimSlot(ctx)
+		if err != nil {
+			return nil, nil
+		}
 		row, err := db.New(t.Pool).NodeTaskClaim(ctx, &db.NodeTaskClaimParams{Node: nodeName, ClaimedBy: &instance})
+		release()
 		if err == nil {
 			return row, nil
 		}
