@@ -85,7 +85,9 @@ func (m *Mirror) withRepair(ctx context.Context, op func(repo *git.Repository) e
 		return m.damaged(d, fmt.Errorf("open repository: %w", err))
 	}
 	if err := op(repo); err != nil {
-		if !mayBeDamage(ctx, err) {
+		if ctx.Err() != nil || errs.CodeOf(err) != "" {
+			// After a fresh fetch, what sluice words (a commit truly
+			// absent) is the answer, not damage.
 			return err
 		}
 		return m.damaged(d, fmt.Errorf("it was fetched again, but then %w", err))
@@ -98,7 +100,9 @@ func (m *Mirror) withRepair(ctx context.Context, op func(repo *git.Repository) e
 // is not an error sluice worded (a refused credential, a missing branch, a
 // refused path), nor the context's.
 func mayBeDamage(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && errs.CodeOf(err) == ""
+	// A commit or an object go-git reports missing may sit in a pack it
+	// cannot read: the store check tells that from one truly absent.
+	return ctx.Err() == nil && (errs.CodeOf(err) == "" || errs.CodeOf(err) == errs.NotFound)
 }
 
 // damage is what checkStore found wrong.
