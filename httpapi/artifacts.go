@@ -8,6 +8,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"sluice/internal/artifact"
 	"sluice/internal/auth"
 	"sluice/internal/errs"
 )
@@ -77,20 +78,25 @@ func registerArtifacts(api huma.API, d Deps) {
 		if err != nil {
 			return nil, err
 		}
-		rc, err := d.Artifacts.Open(ctx, info.Digest)
-		if err != nil {
-			return nil, err
-		}
-		return &huma.StreamResponse{Body: func(hctx huma.Context) {
-			defer rc.Close()
-			hctx.SetHeader("Content-Type", "application/octet-stream")
-			hctx.SetHeader("Content-Length", strconv.FormatInt(info.Size, 10))
-			hctx.SetHeader("Docker-Content-Digest", info.Digest)
-			hctx.SetStatus(http.StatusOK)
-			if _, err := io.Copy(hctx.BodyWriter(), rc); err != nil {
-				// The status is sent; a broken stream is all the client can see.
-				d.Logger.Warn("send artifact", "digest", info.Digest, "err", err)
-			}
-		}}, nil
+		return streamArtifact(ctx, d, info)
 	})
+}
+
+// streamArtifact answers an artifact's bytes.
+func streamArtifact(ctx context.Context, d Deps, info artifact.Info) (*huma.StreamResponse, error) {
+	rc, err := d.Artifacts.Open(ctx, info.Digest)
+	if err != nil {
+		return nil, err
+	}
+	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		defer rc.Close()
+		hctx.SetHeader("Content-Type", "application/octet-stream")
+		hctx.SetHeader("Content-Length", strconv.FormatInt(info.Size, 10))
+		hctx.SetHeader("Docker-Content-Digest", info.Digest)
+		hctx.SetStatus(http.StatusOK)
+		if _, err := io.Copy(hctx.BodyWriter(), rc); err != nil {
+			// The status is sent; a broken stream is all the client can see.
+			d.Logger.Warn("send artifact", "digest", info.Digest, "err", err)
+		}
+	}}, nil
 }

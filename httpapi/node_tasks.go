@@ -3,9 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -218,19 +216,6 @@ func registerNodeTasks(api huma.API, d Deps) {
 		if err != nil {
 			return nil, err
 		}
-		rc, err := d.Artifacts.Open(ctx, info.Digest)
-		if err != nil {
-			return nil, err
-		}
-		return &huma.StreamResponse{Body: func(hctx huma.Context) {
-			defer rc.Close()
-			hctx.SetHeader("Content-Type", "application/octet-stream")
-			hctx.SetHeader("Content-Length", strconv.FormatInt(info.Size, 10))
-			hctx.SetHeader("Docker-Content-Digest", info.Digest)
-			hctx.SetStatus(http.StatusOK)
-			if _, err := io.Copy(hctx.BodyWriter(), rc); err != nil {
-				d.Logger.Warn("send artifact to node", "node", row.Name, "digest", info.Digest, "err", err)
-			}
-		}}, nil
+		return streamArtifact(ctx, d, info)
 	})
 }
