@@ -62,14 +62,18 @@ ensure-tools:
 # BenchmarkStorm is 1,000 identical clicks at once over HTTP (converge, drift
 # check, sync), each beside 1,000 converges of 1,000 services and the
 # machine's HTTP floor (1,000 GET /healthz): runs made, p50, p99, peak RSS.
-# BenchmarkAgents is 500 simulated agents heartbeating one serve: heartbeat
-# p50 and p99, serve's CPU and peak RSS, its database connections idle and
-# under the load, and one real agent's idle RSS.
+# BenchmarkAgents is 500 simulated agents heartbeating and long-polling one
+# serve: heartbeat and dispatch (task committed → its agent has it) p50 and
+# p99, serve's CPU and peak RSS, its database connections idle and under the
+# load, and one real agent's idle RSS. BenchmarkConvergeOnNode is POST
+# converge → process started on an agent's node beside serve's own (goal
+# ≤ 1.2×).
 bench: ensure-tools build
-	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|Storm)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
+	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|Storm|Agents|ConvergeOnNode)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
 	$(GO) test -run '^$$' -bench '^BenchmarkActionStart$$' -benchtime 30x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkStorm$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkAgents$$' -benchtime 1x ./cmd/sluice/
+	$(GO) test -run '^$$' -bench '^BenchmarkConvergeOnNode$$' -benchtime 20x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/services/
 	$(GO) test -run '^$$' -bench '^BenchmarkDriftCheck$$' -benchtime 10x ./internal/infra/
 	$(GO) test -run '^$$' -bench '^BenchmarkSweep100$$' -benchtime 1x ./internal/infra/
