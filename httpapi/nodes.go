@@ -34,26 +34,53 @@ type Node struct {
 
 // NodeReported is what an agent reports of its host.
 type NodeReported struct {
-	Hostname     string `json:"hostname,omitempty" maxLength:"255"`
-	OS           string `json:"os,omitempty" maxLength:"64"`
-	Arch         string `json:"arch,omitempty" maxLength:"64"`
-	AgentVersion string `json:"agentVersion,omitempty" maxLength:"64"`
-	Protocol     int    `json:"protocol,omitempty" minimum:"0" maximum:"1000" doc:"The agent protocol version it speaks."`
-	Session      string `json:"session,omitempty" maxLength:"100" doc:"The agent process's id, new at each start: steps an earlier session claimed died with it."`
+	Hostname     string        `json:"hostname,omitempty" maxLength:"255"`
+	OS           string        `json:"os,omitempty" maxLength:"64"`
+	Arch         string        `json:"arch,omitempty" maxLength:"64"`
+	AgentVersion string        `json:"agentVersion,omitempty" maxLength:"64"`
+	Protocol     int           `json:"protocol,omitempty" minimum:"0" maximum:"1000" doc:"The agent protocol version it speaks."`
+	Session      string        `json:"session,omitempty" maxLength:"100" doc:"The agent process's id, new at each start: steps an earlier session claimed died with it."`
+	Processes    []NodeProcess `json:"processes,omitempty" maxItems:"10000" doc:"What runs on the host for each service, as the agent saw it at its last heartbeat."`
+}
+
+// NodeProcess is one service's process as its node's agent reports it.
+type NodeProcess struct {
+	Service    string `json:"service" maxLength:"63"`
+	Running    bool   `json:"running"`
+	Pid        int    `json:"pid,omitempty" minimum:"0" maximum:"4194304"`
+	NotRunning string `json:"notRunning,omitempty" maxLength:"1000"`
+	UnitDigest string `json:"unitDigest,omitempty" maxLength:"100"`
+	UnitHash   string `json:"unitHash,omitempty" maxLength:"100"`
+	ExeDigest  string `json:"exeDigest,omitempty" maxLength:"100" doc:"The digest of the bytes the process runs; empty when not proven."`
+	Matches    bool   `json:"matches" doc:"True when the process runs the unit's artifact, proven by its executable's digest."`
+	Proof      string `json:"proof,omitempty" maxLength:"1000"`
 }
 
 func nodeOut(n *node.Node) Node {
 	r := n.Reported
 	return Node{
 		Name: n.Name, State: n.State, Reason: n.Reason, Labels: n.Labels, Local: n.Local, Enrolled: n.Enrolled,
-		Reported:        NodeReported{Hostname: r.Hostname, OS: r.OS, Arch: r.Arch, AgentVersion: r.AgentVersion, Protocol: r.Protocol, Session: r.Session},
+		Reported: NodeReported{Hostname: r.Hostname, OS: r.OS, Arch: r.Arch, AgentVersion: r.AgentVersion, Protocol: r.Protocol, Session: r.Session,
+			Processes: convertSlice(r.Processes, func(p node.Process) NodeProcess { return NodeProcess(p) })},
 		LastHeartbeatAt: n.LastHeartbeatAt, CordonedAt: n.CordonedAt, CordonedBy: n.CordonedBy, RevokedAt: n.RevokedAt,
 		CreatedAt: n.CreatedAt, CreatedBy: n.CreatedBy,
 	}
 }
 
 func reportedIn(r NodeReported) node.Reported {
-	return node.Reported{Hostname: r.Hostname, OS: r.OS, Arch: r.Arch, AgentVersion: r.AgentVersion, Protocol: r.Protocol, Session: r.Session}
+	return node.Reported{Hostname: r.Hostname, OS: r.OS, Arch: r.Arch, AgentVersion: r.AgentVersion, Protocol: r.Protocol, Session: r.Session,
+		Processes: convertSlice(r.Processes, func(p NodeProcess) node.Process { return node.Process(p) })}
+}
+
+func convertSlice[A, B any](in []A, f func(A) B) []B {
+	if in == nil {
+		return nil
+	}
+	out := make([]B, len(in))
+	for i, a := range in {
+		out[i] = f(a)
+	}
+	return out
 }
 
 type nodeNameInput struct {
@@ -260,6 +287,9 @@ func registerNodes(api huma.API, d Deps) {
 		"An agent's heartbeat, about every 10 s: the node reads Unreachable after the silence. "+
 			"Authenticated by the node's credential. 409 when another agent holds the node.",
 		auth.RoleNode, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
+	// A heartbeat carries what the host says (its processes' proofs name
+	// paths): a host report.
+	ho.Metadata[hostReportKey] = true
 	register(api, d, ho, func(ctx context.Context, in *struct {
 		Name string `path:"name" maxLength:"63" pattern:"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"`
 		Body struct {

@@ -21,6 +21,7 @@ import (
 
 	"sluice/httpapi"
 	"sluice/internal/apiclient"
+	"sluice/internal/hoststep"
 	"sluice/internal/node"
 	"sluice/internal/nodetask"
 	"sluice/internal/redact"
@@ -143,7 +144,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		execDone <- err
 	}()
-	err = agentHeartbeats(ctx, cfg, client, instance, session, logger)
+	err = agentHeartbeats(ctx, cfg, client, instance, session, host, logger)
 	if err != nil {
 		stop(err)
 	}
@@ -160,9 +161,12 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 
 // agentHeartbeats heartbeats until ctx ends, or the control plane refuses
 // the node's credential or gives the node to another agent.
-func agentHeartbeats(ctx context.Context, cfg *AgentConfig, client *apiclient.ClientWithResponses, instance, session string, logger *slog.Logger) error {
+func agentHeartbeats(ctx context.Context, cfg *AgentConfig, client *apiclient.ClientWithResponses, instance, session string, host *hoststep.Host, logger *slog.Logger) error {
 	for {
-		resp, err := client.HeartbeatNodeWithResponse(ctx, cfg.NodeName, apiclient.HeartbeatNodeJSONRequestBody{Instance: instance, Reported: agentReport(session)})
+		rep := agentReport(session)
+		procs := agentProcesses(ctx, host)
+		rep.Processes = &procs
+		resp, err := client.HeartbeatNodeWithResponse(ctx, cfg.NodeName, apiclient.HeartbeatNodeJSONRequestBody{Instance: instance, Reported: rep})
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -260,3 +264,41 @@ func agentReport(session string) apiclient.NodeReported {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// agentProcesses is what runs on this host for each service, for the
+// heartbeat: the unit on disk, the process, and the bytes it runs.
+func agentProcesses(ctx context.Context, host *hoststep.Host) []apiclient.NodeProcess {
+	snap := host.Snapshot(ctx)
+	out := make([]apiclient.NodeProcess, 0, len(snap))
+	for _, in := range snap {
+		p := apiclient.NodeProcess{Service: in.Name, Running: in.Running}
+		if in.Pid > 0 {
+			p.Pid = ptr(int64(in.Pid))
+		}
+		if in.NotRunning != "" {
+			p.NotRunning = ptr(truncateText(in.NotRunning, 1000))
+		}
+		if in.UnitDigest != "" {
+			p.UnitDigest = &in.UnitDigest
+		}
+		if in.UnitHash != "" {
+			p.UnitHash = &in.UnitHash
+		}
+		if a := in.Artifact; a != nil {
+			p.Matches = a.Matches
+			p.Proof = ptr(truncateText(a.Sentence, 1000))
+			if a.Proven {
+				p.ExeDigest = &a.Digest
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}

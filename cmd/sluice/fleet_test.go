@@ -119,6 +119,19 @@ func TestFleet(t *testing.T) {
 	for _, n := range []string{"n1", "n3"} {
 		require.Empty(t, f.runsOn(n, v2))
 	}
+	// What runs on node 2 is seen through its agent's heartbeats: its pid,
+	// and the artifact proven by the digest of its executable.
+	require.Eventually(t, func() bool {
+		v := p.service("web2")
+		pids := f.runsOn("n2", v1)
+		return v.Process.Running && len(pids) == 1 && v.Process.Pid == pids[0]
+	}, 30*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool {
+		out, _ := p.cliOut("service", "status", "web2")
+		return strings.HasPrefix(out, "Running: ")
+	}, 30*time.Second, 200*time.Millisecond)
+	out, _ := p.cliOut("service", "status", "web2")
+	require.Contains(t, out, "on node n2", out)
 	var nv struct {
 		Services []struct {
 			Name, Digest string

@@ -174,7 +174,7 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 	j.River = client
 	nodes := &node.Registry{Pool: pool, Journal: j, Silence: cfg.NodeSilence, Started: time.Now()}
 	tasks := &nodetask.Tasks{Pool: pool, Journal: j, Nodes: nodes, Logger: logger.With("component", "node_tasks")}
-	svcs.LocalNode, svcs.DefaultNode = opts.Node, cfg.DefaultNode
+	svcs.LocalNode, svcs.DefaultNode, svcs.NodeSilence = opts.Node, cfg.DefaultNode, cfg.NodeSilence
 	if opts.Node == "" {
 		svcs.Local = nil
 	}

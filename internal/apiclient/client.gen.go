@@ -1220,12 +1220,31 @@ type NodeOutputBody struct {
 	Services *[]NodeService `json:"services,omitempty"`
 }
 
+// NodeProcess defines model for NodeProcess.
+type NodeProcess struct {
+	// ExeDigest The digest of the bytes the process runs; empty when not proven.
+	ExeDigest *string `json:"exeDigest,omitempty"`
+
+	// Matches True when the process runs the unit's artifact, proven by its executable's digest.
+	Matches    bool    `json:"matches"`
+	NotRunning *string `json:"notRunning,omitempty"`
+	Pid        *int64  `json:"pid,omitempty"`
+	Proof      *string `json:"proof,omitempty"`
+	Running    bool    `json:"running"`
+	Service    string  `json:"service"`
+	UnitDigest *string `json:"unitDigest,omitempty"`
+	UnitHash   *string `json:"unitHash,omitempty"`
+}
+
 // NodeReported defines model for NodeReported.
 type NodeReported struct {
 	AgentVersion *string `json:"agentVersion,omitempty"`
 	Arch         *string `json:"arch,omitempty"`
 	Hostname     *string `json:"hostname,omitempty"`
 	Os           *string `json:"os,omitempty"`
+
+	// Processes What runs on the host for each service, as the agent saw it at its last heartbeat.
+	Processes *[]NodeProcess `json:"processes,omitempty"`
 
 	// Protocol The agent protocol version it speaks.
 	Protocol *int64 `json:"protocol,omitempty"`

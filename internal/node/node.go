@@ -197,6 +197,25 @@ type Reported struct {
 	// Session is the agent process's own id, new at each start: a task
 	// claimed by an earlier session of the agent died with it.
 	Session string `json:"session,omitempty"`
+	// Processes is what runs on the host for each service it has a unit or
+	// a process of, as the agent saw it at this heartbeat.
+	Processes []Process `json:"processes,omitempty"`
+}
+
+// Process is one service's process as its node's agent reports it.
+type Process struct {
+	Service    string `json:"service"`
+	Running    bool   `json:"running"`
+	Pid        int    `json:"pid,omitempty"`
+	NotRunning string `json:"notRunning,omitempty"`
+	// UnitDigest and UnitHash describe the rendered unit on the host.
+	UnitDigest string `json:"unitDigest,omitempty"`
+	UnitHash   string `json:"unitHash,omitempty"`
+	// ExeDigest is the digest of the bytes the process runs (empty when not
+	// proven); Matches is true when that is UnitDigest.
+	ExeDigest string `json:"exeDigest,omitempty"`
+	Matches   bool   `json:"matches"`
+	Proof     string `json:"proof,omitempty"`
 }
 
 // Node is a node as the API shows it.

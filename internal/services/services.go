@@ -115,8 +115,11 @@ type Service struct {
 	// node can take steps now. Both nil: only LocalNode runs services.
 	Remote    RemoteFunc
 	NodeCheck NodeCheck
-	Redactor  *redact.Redactor
-	Logger    *slog.Logger
+	// NodeSilence is how old a node's report may be to say what runs
+	// there; node.DefaultSilence when zero.
+	NodeSilence time.Duration
+	Redactor    *redact.Redactor
+	Logger      *slog.Logger
 	// Wait is how long an action waits before it looks again for its turn
 	// in its service's queue. Default 250 ms.
 	Wait time.Duration

@@ -1,6 +1,7 @@
 package services
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -274,7 +275,18 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 		proof   *ArtifactProof
 	)
 	remote := v.Process.Remote
-	if remote {
+	reported := remote && v.Process.ReportedAt != nil
+	switch {
+	case reported:
+		// Another node's process, as its agent's last heartbeat saw it.
+		if !v.Process.Running {
+			procErr = fmt.Errorf("node %s reports %s", v.Process.Node, cmp.Or(v.Process.LastExit, "no process"))
+		}
+		pid = v.Process.Pid
+		if applied != nil && v.Process.Running {
+			proof = reportedProof(v.Process, applied.Digest)
+		}
+	case remote:
 		// Another node's process is seen through receipts: the last drift
 		// check when it is newer than the last action, else what the last
 		// action proved.
@@ -287,13 +299,15 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 		if check != nil && check.Artifact != nil {
 			proof, pid = check.Artifact, check.Artifact.Pid
 		}
-		ev.Unproven = append(ev.Unproven, fmt.Sprintf("runtime: %s runs on node %s, seen through its receipts, not live; a drift check proves it (`sluice service drift-check %s`)", name, v.Process.Node, name))
-	} else if proc, err := s.Supervisor.Adopt(name); err != nil {
-		procErr = err
-	} else {
-		pid = proc.Pid()
-		if applied != nil {
-			proof = s.Local.ProveArtifact(ctx, proc, applied.Digest)
+		ev.Unproven = append(ev.Unproven, fmt.Sprintf("runtime: %s runs on node %s, whose agent reported nothing lately, so it is seen through its receipts; a drift check proves it (`sluice service drift-check %s`)", name, v.Process.Node, name))
+	default:
+		if proc, err := s.Supervisor.Adopt(name); err != nil {
+			procErr = err
+		} else {
+			pid = proc.Pid()
+			if applied != nil {
+				proof = s.Local.ProveArtifact(ctx, proc, applied.Digest)
+			}
 		}
 	}
 	switch {
@@ -360,9 +374,9 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 		switch {
 		case procErr != nil:
 			addDrift("runtime", RuntimeDrift, "No process runs: %s; run %s started pid %d.", procErr, appliedRun.ID, applied.Pid)
-		case remote && check != nil && check.Has(ClassRuntime):
+		case remote && !reported && check != nil && check.Has(ClassRuntime):
 			addDrift("runtime", RuntimeDrift, "Drift check %s found runtime drift on node %s: %s", lastCheck.ID, v.Process.Node, check.Drift[0].Fact)
-		case !remote && v.Process.RenderedHash != applied.RenderedHash:
+		case (!remote || reported) && v.Process.RenderedHash != applied.RenderedHash:
 			addDrift("runtime", RuntimeDrift, "The unit file on disk is not the one run %s wrote (%s).", appliedRun.ID, short(applied.RenderedHash))
 		}
 		probe, probeAt, probeBy := applied.Probe, appliedRun.FinishedAt, appliedRun.ID
@@ -382,7 +396,11 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 		add("runtime", NeverApplied, "sluice converge "+name, "No action on %s ever succeeded; converge applies what Git holds.", name)
 	}
 	if procErr == nil && applied != nil {
-		add("runtime", Running, "", "pid %d runs %s, as run %s applied it.", pid, short(applied.Digest), appliedRun.ID)
+		where := ""
+		if remote {
+			where = " on node " + v.Process.Node
+		}
+		add("runtime", Running, "", "pid %d%s runs %s, as run %s applied it.", pid, where, short(applied.Digest), appliedRun.ID)
 	}
 
 	mode := servicespec.DriftModeObserve
@@ -486,4 +504,21 @@ func fmtAt(t *time.Time) string {
 		return "an unknown time"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// reportedProof is the proof of which artifact runs, as a node's agent
+// reported it, against want.
+func reportedProof(p Process, want string) *ArtifactProof {
+	pr := &ArtifactProof{Pid: p.Pid, Want: want, Digest: p.ExeDigest, Proven: p.ExeDigest != ""}
+	at := p.ReportedAt.UTC().Format(time.RFC3339)
+	switch {
+	case !pr.Proven:
+		pr.Sentence = fmt.Sprintf("Which artifact runs on node %s cannot be proven: %s (its agent's report at %s).", p.Node, trimDot(cmp.Or(p.Proof, "it reported no proof")), at)
+	case p.ExeDigest == want:
+		pr.Matches = true
+		pr.Sentence = fmt.Sprintf("pid %d on node %s runs artifact %s, proven by the digest of its executable (its agent's report at %s).", p.Pid, p.Node, short(want), at)
+	default:
+		pr.Sentence = fmt.Sprintf("pid %d on node %s runs %s, not artifact %s (its agent's report at %s).", p.Pid, p.Node, short(p.ExeDigest), short(want), at)
+	}
+	return pr
 }

@@ -2,10 +2,13 @@ package services
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"sluice/db"
 	"sluice/internal/hoststep"
+	"sluice/internal/node"
 	"sluice/internal/servicespec"
 )
 
@@ -45,10 +48,14 @@ type Process struct {
 	// LastExit says how the last process ended, when none runs.
 	LastExit string
 	// Node is the node it runs on. Remote is true when that node is not
-	// this process's: what runs there is then read from the receipts
-	// (what the last actions left), not seen live.
-	Node   string
-	Remote bool
+	// this process's: what runs there is then read from the agent's last
+	// heartbeat (ReportedAt), or else from the receipts (what the last
+	// actions left), not seen live.
+	Node       string
+	Remote     bool
+	ReportedAt *time.Time
+	// ExeDigest and Proof are the node's proof of the bytes that run.
+	ExeDigest, Proof string
 }
 
 // List returns every active service.
@@ -80,6 +87,7 @@ func (s *Service) views(ctx context.Context, units []*db.Unit) ([]*View, error) 
 	views := make([]*View, len(units))
 	byName := make(map[string]*View, len(units))
 	var names, pinNames, pins []string
+	reports := &nodeReports{s: s}
 	for i, u := range units {
 		v := &View{Unit: u}
 		views[i], byName[u.Name] = v, v
@@ -88,7 +96,7 @@ func (s *Service) views(ctx context.Context, units []*db.Unit) ([]*View, error) 
 			v.Spec = spec
 			pinNames, pins = append(pinNames, u.Name), append(pins, spec.Digest())
 		}
-		v.Process = s.process(ctx, u, v.Spec)
+		v.Process = s.process(ctx, u, v.Spec, reports)
 	}
 	last, err := q.ServiceLastRuns(ctx, &db.ServiceLastRunsParams{Targets: names, Actions: Actions})
 	if err != nil {
@@ -125,13 +133,21 @@ func (s *Service) views(ctx context.Context, units []*db.Unit) ([]*View, error) 
 // process reads what runs for service u: on this process's own node from
 // the supervisor and the unit on disk; on another node from the receipts
 // (Remote), since this process cannot see that host.
-func (s *Service) process(ctx context.Context, u *db.Unit, spec *servicespec.Spec) Process {
+func (s *Service) process(ctx context.Context, u *db.Unit, spec *servicespec.Spec, reports *nodeReports) Process {
 	p := Process{Node: deref(u.RunningNode)}
 	if p.Node == "" && spec != nil {
 		p.Node, _ = s.NodeOf(ctx, spec)
 	}
 	if !s.single() && (p.Node != s.LocalNode || s.Local == nil) {
 		p.Remote = true
+		if r, at := reports.of(ctx, p.Node, u.Name); r != nil {
+			// The agent's last heartbeat says what runs there.
+			p.ReportedAt = at
+			p.Running, p.Pid, p.LastExit = r.Running, r.Pid, r.NotRunning
+			p.UnitDigest, p.RenderedHash = r.UnitDigest, r.UnitHash
+			p.ExeDigest, p.Proof = r.ExeDigest, r.Proof
+			return p
+		}
 		p.Running = u.RunningDigest != nil
 		p.UnitDigest = deref(u.RunningDigest)
 		if !p.Running {
@@ -143,4 +159,50 @@ func (s *Service) process(ctx context.Context, u *db.Unit, spec *servicespec.Spe
 	p.Running, p.Pid, p.LastExit = in.Running, in.Pid, in.NotRunning
 	p.UnitDigest, p.RenderedHash = in.UnitDigest, in.UnitHash
 	return p
+}
+
+// nodeReports reads the nodes' last reports once per view.
+type nodeReports struct {
+	s      *Service
+	loaded bool
+	by     map[string]map[string]*node.Process
+	at     map[string]*time.Time
+}
+
+// of returns what node's agent last reported of service name, and when;
+// nil when it reported nothing of it, or not within the silence.
+func (r *nodeReports) of(ctx context.Context, nodeName, name string) (*node.Process, *time.Time) {
+	if !r.loaded {
+		r.loaded = true
+		r.by, r.at = map[string]map[string]*node.Process{}, map[string]*time.Time{}
+		rows, err := db.New(r.s.Pool).NodeList(ctx)
+		if err != nil {
+			return nil, nil
+		}
+		for _, n := range rows {
+			var rep node.Reported
+			if n.LastHeartbeatAt == nil || json.Unmarshal(n.Reported, &rep) != nil {
+				continue
+			}
+			r.at[n.Name] = n.LastHeartbeatAt
+			r.by[n.Name] = map[string]*node.Process{}
+			for i := range rep.Processes {
+				r.by[n.Name][rep.Processes[i].Service] = &rep.Processes[i]
+			}
+		}
+	}
+	at := r.at[nodeName]
+	if at == nil || time.Since(*at) > r.s.reportFresh() {
+		return nil, nil
+	}
+	return r.by[nodeName][name], at
+}
+
+// reportFresh is how old a node's report may be to tell what runs there:
+// the node silence, 30 s unless NodeSilence says otherwise.
+func (s *Service) reportFresh() time.Duration {
+	if s.NodeSilence > 0 {
+		return s.NodeSilence
+	}
+	return node.DefaultSilence
 }

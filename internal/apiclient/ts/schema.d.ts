@@ -1448,11 +1448,27 @@ export interface components {
             /** @description What the receipts left running on the node (get-node only). */
             services?: components["schemas"]["NodeService"][];
         };
+        NodeProcess: {
+            /** @description The digest of the bytes the process runs; empty when not proven. */
+            exeDigest?: string;
+            /** @description True when the process runs the unit's artifact, proven by its executable's digest. */
+            matches: boolean;
+            notRunning?: string;
+            /** Format: int64 */
+            pid?: number;
+            proof?: string;
+            running: boolean;
+            service: string;
+            unitDigest?: string;
+            unitHash?: string;
+        };
         NodeReported: {
             agentVersion?: string;
             arch?: string;
             hostname?: string;
             os?: string;
+            /** @description What runs on the host for each service, as the agent saw it at its last heartbeat. */
+            processes?: components["schemas"]["NodeProcess"][];
             /**
              * Format: int64
              * @description The agent protocol version it speaks.
