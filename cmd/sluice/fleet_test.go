@@ -314,3 +314,58 @@ func TestFleet(t *testing.T) {
 		require.Contains(t, f.agents["n2"].exited(t), "refused node n2's credential")
 	})
 }
+
+// TestAgentAcrossControlPlaneRestart kills serve while its job waits on an
+// agent's step: the agent finishes the step and posts its result until the
+// restarted serve takes it. The job died with serve, so the run ends
+// unknown; the result is kept as the node's late report, proving what runs.
+func TestAgentAcrossControlPlaneRestart(t *testing.T) {
+	t.Parallel()
+	repo, dbURL, serveDir, agentDir := gittest.New(t), dbtest.NewDB(t), t.TempDir(), t.TempDir()
+	env := []string{"SLUICE_DATABASE_URL=" + dbURL, "SLUICE_DATA_DIR=" + serveDir, "SLUICE_NODE_NAME=-",
+		"SLUICE_GITOPS_REPO_URL=" + repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_NODE_UNREACHABLE_SEC=3"}
+	addr := freeAddr(t)
+	p, _ := startServe(t, append(env, "SLUICE_LISTEN="+addr)...)
+	out, code := p.cliOut("node", "add", "edge")
+	require.Equal(t, 0, code, out)
+	token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
+	startAgent(t, p, "edge", agentDir, "SLUICE_JOIN_TOKEN="+token)
+	t.Cleanup(func() { killService(agentDir, "web") })
+	p.waitNode("edge", "Ready")
+	digest := p.pushArtifact(helloBuild(t, "v1"))
+	repo.Commit(t, "web", map[string]string{"services/web.json": fleetUnit("web", "edge", digest, freePort(t), map[string]string{"HELLO_START_DELAY": "3s"})})
+	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	id := p.accepted("/api/v1/services/web/converge", nil)
+	require.Eventually(t, func() bool {
+		var n int
+		_ = conn.QueryRow(context.Background(), `SELECT count(*) FROM journal_event WHERE run_id = $1 AND message LIKE 'started web as pid %'`, id).Scan(&n)
+		return n == 1
+	}, 60*time.Second, 10*time.Millisecond)
+	p.kill9() // mid-probe: the agent's step goes on
+
+	p2, _ := startServe(t, append(env, "SLUICE_LISTEN="+addr)...)
+	r := p2.waitRunLong(id, "unknown")
+	require.NotNil(t, r.Error)
+	var late struct {
+		Value struct {
+			Probe struct {
+				OK bool `json:"ok"`
+			} `json:"probe"`
+		} `json:"value"`
+	}
+	require.Eventually(t, func() bool {
+		var raw []byte
+		if conn.QueryRow(context.Background(), `SELECT late_result FROM node_task WHERE run_id = $1 AND kind = 'apply' AND late_result IS NOT NULL`, id).Scan(&raw) != nil {
+			return false
+		}
+		return json.Unmarshal(raw, &late) == nil
+	}, 60*time.Second, 50*time.Millisecond, "the agent's result reaches the restarted serve")
+	require.True(t, late.Value.Probe.OK, "the late report proves the service came up")
+	require.Equal(t, "unknown", p2.run(id).State, "and never rewrites the receipt")
+	require.Len(t, processesOf(t, filepath.Join(agentDir, "artifacts", strings.TrimPrefix(digest, "sha256:"))), 1)
+	p2.waitRunLong(p2.accepted("/api/v1/services/web/converge", nil), "succeeded")
+}

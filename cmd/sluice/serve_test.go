@@ -98,6 +98,11 @@ func freeAddr(t testing.TB) string {
 func startServe(t testing.TB, env ...string) (*proc, time.Duration) {
 	t.Helper()
 	addr := freeAddr(t)
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "SLUICE_LISTEN="); ok {
+			addr = v // a serve restarted where its clients know it
+		}
+	}
 	cmd := exec.Command(sluiceBin, "serve")
 	cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"),
