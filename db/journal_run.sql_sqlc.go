@@ -351,6 +351,57 @@ func (q *Queries) JournalRunJoinPending(ctx context.Context, arg *JournalRunJoin
 	return &i, err
 }
 
+const journalRunJoinQueuedOfTarget = `-- name: JournalRunJoinQueuedOfTarget :one
+UPDATE journal_run SET joined = joined + $1::int
+WHERE id = (SELECT q.id FROM journal_run q
+            WHERE q.action = $2 AND q.target = $3 AND q.state = 'queued'
+            ORDER BY q.requested_at, q.id
+            LIMIT 1
+            FOR UPDATE)
+  AND state = 'queued'
+RETURNING id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost
+`
+
+type JournalRunJoinQueuedOfTargetParams struct {
+	Requests int32
+	Action   string
+	Target   string
+}
+
+// JournalRunJoinQueuedOfTarget counts requests on the oldest queued run of an
+// action on a target, whatever its join key: a queued sync has fetched
+// nothing yet, so it answers for any push. The state is checked again under
+// the row lock, so a join never lands on a run that has started.
+func (q *Queries) JournalRunJoinQueuedOfTarget(ctx context.Context, arg *JournalRunJoinQueuedOfTargetParams) (*JournalRun, error) {
+	row := q.db.QueryRow(ctx, journalRunJoinQueuedOfTarget, arg.Requests, arg.Action, arg.Target)
+	var i JournalRun
+	err := row.Scan(
+		&i.ID,
+		&i.Action,
+		&i.Target,
+		&i.State,
+		&i.RequestedBy,
+		&i.RequestedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.RiverJobID,
+		&i.Attempt,
+		&i.Joined,
+		&i.RetryOf,
+		&i.Params,
+		&i.Error,
+		&i.Result,
+		&i.GitCommit,
+		&i.DigestFrom,
+		&i.DigestTo,
+		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
+	)
+	return &i, err
+}
+
 const journalRunLastAcceptanceOf = `-- name: JournalRunLastAcceptanceOf :many
 SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE target = $1 AND action = ANY($2::text[]) AND state = 'succeeded'
@@ -659,6 +710,50 @@ func (q *Queries) JournalRunListOpen(ctx context.Context) ([]*JournalRunListOpen
 		return nil, err
 	}
 	return items, nil
+}
+
+const journalRunPendingOfTarget = `-- name: JournalRunPendingOfTarget :one
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
+WHERE action = $1 AND target = $2 AND state IN ('queued', 'running')
+ORDER BY requested_at, id
+LIMIT 1
+`
+
+type JournalRunPendingOfTargetParams struct {
+	Action string
+	Target string
+}
+
+// JournalRunPendingOfTarget returns the oldest queued or running run of an
+// action on a target, whatever its join key.
+func (q *Queries) JournalRunPendingOfTarget(ctx context.Context, arg *JournalRunPendingOfTargetParams) (*JournalRun, error) {
+	row := q.db.QueryRow(ctx, journalRunPendingOfTarget, arg.Action, arg.Target)
+	var i JournalRun
+	err := row.Scan(
+		&i.ID,
+		&i.Action,
+		&i.Target,
+		&i.State,
+		&i.RequestedBy,
+		&i.RequestedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.RiverJobID,
+		&i.Attempt,
+		&i.Joined,
+		&i.RetryOf,
+		&i.Params,
+		&i.Error,
+		&i.Result,
+		&i.GitCommit,
+		&i.DigestFrom,
+		&i.DigestTo,
+		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
+	)
+	return &i, err
 }
 
 const journalRunReleaseLiveness = `-- name: JournalRunReleaseLiveness :one

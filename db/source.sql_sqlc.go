@@ -108,7 +108,7 @@ func (q *Queries) SourceCandidateUpsert(ctx context.Context, arg *SourceCandidat
 }
 
 const sourceFind = `-- name: SourceFind :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source
 WHERE deleted_at IS NULL AND (id::text = $1::text OR name = $1::text)
 `
 
@@ -133,12 +133,13 @@ func (q *Queries) SourceFind(ctx context.Context, key string) (*Source, error) {
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
 }
 
 const sourceFindForUpdate = `-- name: SourceFindForUpdate :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source
 WHERE deleted_at IS NULL AND (id::text = $1::text OR name = $1::text)
 FOR UPDATE
 `
@@ -165,12 +166,13 @@ func (q *Queries) SourceFindForUpdate(ctx context.Context, key string) (*Source,
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
 }
 
 const sourceGet = `-- name: SourceGet :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source WHERE id = $1
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source WHERE id = $1
 `
 
 // SourceGet returns a source by id, deleted or not.
@@ -194,12 +196,13 @@ func (q *Queries) SourceGet(ctx context.Context, id uuid.UUID) (*Source, error) 
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
 }
 
 const sourceGetByName = `-- name: SourceGetByName :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source WHERE name = $1 AND deleted_at IS NULL
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source WHERE name = $1 AND deleted_at IS NULL
 `
 
 // SourceGetByName finds a source that is not deleted by its name.
@@ -223,12 +226,13 @@ func (q *Queries) SourceGetByName(ctx context.Context, name string) (*Source, er
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
 }
 
 const sourceGetByNameForUpdate = `-- name: SourceGetByNameForUpdate :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source WHERE name = $1 AND deleted_at IS NULL FOR UPDATE
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source WHERE name = $1 AND deleted_at IS NULL FOR UPDATE
 `
 
 func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*Source, error) {
@@ -251,12 +255,13 @@ func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*S
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
 }
 
 const sourceGetForUpdate = `-- name: SourceGetForUpdate :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source WHERE id = $1 FOR UPDATE
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SourceGetForUpdate(ctx context.Context, id uuid.UUID) (*Source, error) {
@@ -279,6 +284,7 @@ func (q *Queries) SourceGetForUpdate(ctx context.Context, id uuid.UUID) (*Source
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
 }
@@ -287,7 +293,7 @@ const sourceInsert = `-- name: SourceInsert :one
 INSERT INTO source (id, name, repo_url, repo_username, repo_password_sealed, branch, path, sync_interval_sec)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
 `
 
 type SourceInsertParams struct {
@@ -330,12 +336,13 @@ func (q *Queries) SourceInsert(ctx context.Context, arg *SourceInsertParams) (*S
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
 }
 
 const sourceList = `-- name: SourceList :many
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source WHERE deleted_at IS NULL ORDER BY name
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source WHERE deleted_at IS NULL ORDER BY name
 `
 
 // SourceList lists the sources that are not deleted, by name.
@@ -365,6 +372,7 @@ func (q *Queries) SourceList(ctx context.Context) ([]*Source, error) {
 			&i.DeletedAt,
 			&i.Policy,
 			&i.RepoPasswordSealed,
+			&i.WebhookSecretSealed,
 		); err != nil {
 			return nil, err
 		}
@@ -377,7 +385,7 @@ func (q *Queries) SourceList(ctx context.Context) ([]*Source, error) {
 }
 
 const sourceListDue = `-- name: SourceListDue :many
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed FROM source
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source
 WHERE sync_interval_sec > 0
   AND suspended_at IS NULL
   AND deleted_at IS NULL
@@ -414,6 +422,7 @@ func (q *Queries) SourceListDue(ctx context.Context) ([]*Source, error) {
 			&i.DeletedAt,
 			&i.Policy,
 			&i.RepoPasswordSealed,
+			&i.WebhookSecretSealed,
 		); err != nil {
 			return nil, err
 		}
@@ -466,9 +475,50 @@ func (q *Queries) SourceListSealedForUpdate(ctx context.Context) ([]*SourceListS
 	return items, nil
 }
 
+const sourceListWebhookSealedForUpdate = `-- name: SourceListWebhookSealedForUpdate :many
+SELECT id, name, deleted_at, webhook_secret_sealed FROM source
+WHERE webhook_secret_sealed IS NOT NULL
+ORDER BY name
+FOR UPDATE
+`
+
+type SourceListWebhookSealedForUpdateRow struct {
+	ID                  uuid.UUID
+	Name                string
+	DeletedAt           *time.Time
+	WebhookSecretSealed []byte
+}
+
+// SourceListWebhookSealedForUpdate locks every source that holds a webhook
+// secret, deleted ones too, so that one process at a time re-seals them.
+func (q *Queries) SourceListWebhookSealedForUpdate(ctx context.Context) ([]*SourceListWebhookSealedForUpdateRow, error) {
+	rows, err := q.db.Query(ctx, sourceListWebhookSealedForUpdate)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*SourceListWebhookSealedForUpdateRow
+	for rows.Next() {
+		var i SourceListWebhookSealedForUpdateRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.DeletedAt,
+			&i.WebhookSecretSealed,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const sourceMarkDeleted = `-- name: SourceMarkDeleted :one
 UPDATE source SET deleted_at = now(), updated_at = now() WHERE id = $1 AND deleted_at IS NULL
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
 `
 
 func (q *Queries) SourceMarkDeleted(ctx context.Context, id uuid.UUID) (*Source, error) {
@@ -491,12 +541,13 @@ func (q *Queries) SourceMarkDeleted(ctx context.Context, id uuid.UUID) (*Source,
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
 }
 
 const sourceRename = `-- name: SourceRename :one
-UPDATE source SET name = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
+UPDATE source SET name = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
 `
 
 type SourceRenameParams struct {
@@ -524,12 +575,13 @@ func (q *Queries) SourceRename(ctx context.Context, arg *SourceRenameParams) (*S
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
 }
 
 const sourceSetPolicy = `-- name: SourceSetPolicy :one
-UPDATE source SET policy = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
+UPDATE source SET policy = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
 `
 
 type SourceSetPolicyParams struct {
@@ -557,6 +609,7 @@ func (q *Queries) SourceSetPolicy(ctx context.Context, arg *SourceSetPolicyParam
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
 }
@@ -582,7 +635,7 @@ UPDATE source
 SET suspended_at = CASE WHEN $1::boolean THEN coalesce(suspended_at, now()) ELSE NULL END,
     updated_at = now()
 WHERE id = $2
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
 `
 
 type SourceSetSuspendedParams struct {
@@ -612,6 +665,7 @@ func (q *Queries) SourceSetSuspended(ctx context.Context, arg *SourceSetSuspende
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
 }
@@ -628,6 +682,42 @@ type SourceSetSyncedCommitParams struct {
 func (q *Queries) SourceSetSyncedCommit(ctx context.Context, arg *SourceSetSyncedCommitParams) error {
 	_, err := q.db.Exec(ctx, sourceSetSyncedCommit, arg.SyncedCommit, arg.ID)
 	return err
+}
+
+const sourceSetWebhookSecret = `-- name: SourceSetWebhookSecret :one
+UPDATE source SET webhook_secret_sealed = $1 WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
+`
+
+type SourceSetWebhookSecretParams struct {
+	WebhookSecretSealed []byte
+	ID                  uuid.UUID
+}
+
+// SourceSetWebhookSecret stores (or, with NULL, clears) a source's sealed
+// webhook secret.
+func (q *Queries) SourceSetWebhookSecret(ctx context.Context, arg *SourceSetWebhookSecretParams) (*Source, error) {
+	row := q.db.QueryRow(ctx, sourceSetWebhookSecret, arg.WebhookSecretSealed, arg.ID)
+	var i Source
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.RepoUrl,
+		&i.RepoUsername,
+		&i.Branch,
+		&i.Path,
+		&i.SyncIntervalSec,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SyncedCommit,
+		&i.SkippedTicks,
+		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
+		&i.Policy,
+		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
+	)
+	return &i, err
 }
 
 const sourceSyncLock = `-- name: SourceSyncLock :exec
@@ -666,7 +756,7 @@ UPDATE source
 SET last_tick_at = now(),
     skipped_ticks = skipped_ticks + CASE WHEN $1::boolean THEN 1 ELSE 0 END
 WHERE id = $2
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
 `
 
 type SourceTickParams struct {
@@ -695,6 +785,7 @@ func (q *Queries) SourceTick(ctx context.Context, arg *SourceTickParams) (*Sourc
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
 }
@@ -711,7 +802,7 @@ SET repo_url = $1,
                          THEN synced_commit ELSE NULL END,
     updated_at = now()
 WHERE id = $7
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
 `
 
 type SourceUpdateSettingsParams struct {
@@ -754,6 +845,24 @@ func (q *Queries) SourceUpdateSettings(ctx context.Context, arg *SourceUpdateSet
 		&i.DeletedAt,
 		&i.Policy,
 		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
 	)
 	return &i, err
+}
+
+const sourceWebhookLock = `-- name: SourceWebhookLock :exec
+SELECT pg_advisory_xact_lock($1::int4, hashtext($2::text))
+`
+
+type SourceWebhookLockParams struct {
+	Class    int32
+	SourceID string
+}
+
+// SourceWebhookLock makes the webhook deliveries of one source take turns
+// for the rest of their transaction, so that each one sees the sync the one
+// before queued.
+func (q *Queries) SourceWebhookLock(ctx context.Context, arg *SourceWebhookLockParams) error {
+	_, err := q.db.Exec(ctx, sourceWebhookLock, arg.Class, arg.SourceID)
+	return err
 }

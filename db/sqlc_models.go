@@ -278,22 +278,23 @@ type ServicePause struct {
 }
 
 type Source struct {
-	ID                 uuid.UUID
-	Name               string
-	RepoUrl            string
-	RepoUsername       *string
-	Branch             string
-	Path               string
-	SyncIntervalSec    int32
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
-	SyncedCommit       *string
-	SkippedTicks       int64
-	LastTickAt         *time.Time
-	SuspendedAt        *time.Time
-	DeletedAt          *time.Time
-	Policy             string
-	RepoPasswordSealed []byte
+	ID                  uuid.UUID
+	Name                string
+	RepoUrl             string
+	RepoUsername        *string
+	Branch              string
+	Path                string
+	SyncIntervalSec     int32
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	SyncedCommit        *string
+	SkippedTicks        int64
+	LastTickAt          *time.Time
+	SuspendedAt         *time.Time
+	DeletedAt           *time.Time
+	Policy              string
+	RepoPasswordSealed  []byte
+	WebhookSecretSealed []byte
 }
 
 type SourceCandidate struct {

@@ -174,3 +174,25 @@ WHERE target = @target AND action = ANY(@actions::text[]) AND state = 'succeeded
   AND coalesce(result->>'candidateWaits', 'false') <> 'true'
 ORDER BY finished_at DESC, id DESC
 LIMIT 1;
+
+-- name: JournalRunJoinQueuedOfTarget :one
+-- JournalRunJoinQueuedOfTarget counts requests on the oldest queued run of an
+-- action on a target, whatever its join key: a queued sync has fetched
+-- nothing yet, so it answers for any push. The state is checked again under
+-- the row lock, so a join never lands on a run that has started.
+UPDATE journal_run SET joined = joined + @requests::int
+WHERE id = (SELECT q.id FROM journal_run q
+            WHERE q.action = @action AND q.target = @target AND q.state = 'queued'
+            ORDER BY q.requested_at, q.id
+            LIMIT 1
+            FOR UPDATE)
+  AND state = 'queued'
+RETURNING *;
+
+-- name: JournalRunPendingOfTarget :one
+-- JournalRunPendingOfTarget returns the oldest queued or running run of an
+-- action on a target, whatever its join key.
+SELECT * FROM journal_run
+WHERE action = @action AND target = @target AND state IN ('queued', 'running')
+ORDER BY requested_at, id
+LIMIT 1;

@@ -134,3 +134,22 @@ SELECT * FROM source_candidate WHERE source_id = @source_id FOR UPDATE;
 
 -- name: SourceCandidateDelete :exec
 DELETE FROM source_candidate WHERE source_id = @source_id;
+
+-- name: SourceSetWebhookSecret :one
+-- SourceSetWebhookSecret stores (or, with NULL, clears) a source's sealed
+-- webhook secret.
+UPDATE source SET webhook_secret_sealed = sqlc.narg('webhook_secret_sealed') WHERE id = @id RETURNING *;
+
+-- name: SourceListWebhookSealedForUpdate :many
+-- SourceListWebhookSealedForUpdate locks every source that holds a webhook
+-- secret, deleted ones too, so that one process at a time re-seals them.
+SELECT id, name, deleted_at, webhook_secret_sealed FROM source
+WHERE webhook_secret_sealed IS NOT NULL
+ORDER BY name
+FOR UPDATE;
+
+-- name: SourceWebhookLock :exec
+-- SourceWebhookLock makes the webhook deliveries of one source take turns
+-- for the rest of their transaction, so that each one sees the sync the one
+-- before queued.
+SELECT pg_advisory_xact_lock(@class::int4, hashtext(@source_id::text));

@@ -69,29 +69,29 @@ func (s *Service) openSealed(id uuid.UUID, name string, sealed []byte) (string, 
 	}
 	plain, err := box.Open(sealed, sealAD(id))
 	if err != nil {
-		return "", openError(box, name, sealed, err)
+		return "", openError(box, "Git credentials", name, sealed, err)
 	}
 	return string(plain), nil
 }
 
 // openError words a value that does not open for the operator. It names the
 // keys by their ids, never the keys or the secret.
-func openError(box *secretbox.Box, name string, sealed []byte, err error) error {
+func openError(box *secretbox.Box, what, name string, sealed []byte, err error) error {
 	switch {
 	case errors.Is(err, secretbox.ErrUnknownKey):
 		return errs.Errorf(errs.Unavailable,
-			"The Git credentials of source %s were sealed with another key (id %s) than %s (id %s); "+
+			"The %s of source %s were sealed with another key (id %s) than %s (id %s); "+
 				"give this process the key that sealed them: SLUICE_SECRET_KEY, or SLUICE_SECRET_KEY_PREVIOUS to re-seal them with the current key at start. "+
 				"If that key is lost, clear them and send them again (see Credentials at rest in the README).",
-			name, secretbox.KeyIDOf(sealed), box.Origin(), box.KeyID())
+			what, name, secretbox.KeyIDOf(sealed), box.Origin(), box.KeyID())
 	case errors.Is(err, secretbox.ErrAuth):
 		return errs.Errorf(errs.Unavailable,
-			"The Git credentials of source %s name the key of %s but do not open with it: they were changed, or copied from another source's row; send them again with the source's settings.",
-			name, box.Origin())
+			"The %s of source %s name the key of %s but do not open with it: they were changed, or copied from another source's row; send them again with the source's settings.",
+			what, name, box.Origin())
 	default:
 		return errs.Errorf(errs.Unavailable,
-			"The Git credentials of source %s are not a sealed value sluice reads (%s); send them again with the source's settings.",
-			name, err.Error())
+			"The %s of source %s are not a sealed value sluice reads (%s); send them again with the source's settings.",
+			what, name, err.Error())
 	}
 }
 
@@ -105,10 +105,14 @@ func openError(box *secretbox.Box, name string, sealed []byte, err error) error 
 // the sources' rows in one short transaction, so that processes starting at
 // once take turns.
 func (s *Service) SealCredentials(ctx context.Context) error {
-	var sealedPlain, resealed int
+	var sealedPlain, resealed, resealedHooks int
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		sealedPlain, resealed = 0, 0
 		q := db.New(tx)
+		var err error
+		if resealedHooks, err = s.sealWebhookSecretsTx(ctx, q); err != nil {
+			return err
+		}
 		rows, err := q.SourceListSealedForUpdate(ctx)
 		if err != nil {
 			return fmt.Errorf("list sources with credentials: %w", err)
@@ -152,6 +156,9 @@ func (s *Service) SealCredentials(ctx context.Context) error {
 	}
 	if sealedPlain > 0 {
 		s.Logger.Info("sealed the Git credentials stored before migration 0008", "sources", sealedPlain)
+	}
+	if resealedHooks > 0 {
+		s.Logger.Info("re-sealed webhook secrets with the current key", "sources", resealedHooks, "key_id", s.Secrets.KeyID())
 	}
 	if resealed > 0 {
 		s.Logger.Info("re-sealed Git credentials with the current key; SLUICE_SECRET_KEY_PREVIOUS may be removed once every process runs with this key",

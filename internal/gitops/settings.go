@@ -55,6 +55,10 @@ type SettingsInput struct {
 	SyncIntervalSec int
 	// Token is an HTTPS token (SLUICE_GITOPS_TOKEN); "" keeps the stored one.
 	Token string
+	// WebhookSecret authenticates the source's push webhooks
+	// (ReceiveWebhook): nil keeps the stored one, "" removes it. It is
+	// stored sealed and never shown back.
+	WebhookSecret *string
 }
 
 // credentials are what a repository URL carried, kept out of the URL.
@@ -167,6 +171,11 @@ func normalizeInput(in SettingsInput) (SettingsInput, credentials, error) {
 		return in, credentials{}, errs.Errorf(errs.Invalid, "The path %q is not allowed: %s", in.Path, err.Error())
 	}
 	in.Path = p
+	if in.WebhookSecret != nil {
+		if err := validateWebhookSecret(*in.WebhookSecret); err != nil {
+			return in, credentials{}, err
+		}
+	}
 	if in.SyncIntervalSec < 0 {
 		return in, credentials{}, errs.Errorf(errs.Invalid, "syncIntervalSec must be 0 (manual only) or more.")
 	}
@@ -274,8 +283,10 @@ func (s *Service) storeSettingsTx(ctx context.Context, q *db.Queries, cur *db.So
 			return nil, err
 		}
 	}
+	var out *db.Source
+	var err error
 	if cur == nil {
-		out, err := q.SourceInsert(ctx, &db.SourceInsertParams{
+		out, err = q.SourceInsert(ctx, &db.SourceInsertParams{
 			ID: id, Name: name, RepoUrl: in.RepoURL, RepoUsername: user,
 			RepoPasswordSealed: sealed, Branch: in.Branch, Path: in.Path, SyncIntervalSec: int32(in.SyncIntervalSec),
 		})
@@ -283,23 +294,38 @@ func (s *Service) storeSettingsTx(ctx context.Context, q *db.Queries, cur *db.So
 			// ON CONFLICT DO NOTHING: a source that is not deleted has the name.
 			return nil, errs.Errorf(errs.Conflict, "A source named %q exists; choose another name, or change that one with PUT /api/v1/sources/%s.", name, name)
 		}
+	} else {
+		out, err = q.SourceUpdateSettings(ctx, &db.SourceUpdateSettingsParams{
+			ID: cur.ID, RepoUrl: in.RepoURL, RepoUsername: user, RepoPasswordSealed: sealed,
+			Branch: in.Branch, Path: in.Path, SyncIntervalSec: int32(in.SyncIntervalSec),
+		})
+	}
+	if err != nil || in.WebhookSecret == nil {
 		return out, err
 	}
-	return q.SourceUpdateSettings(ctx, &db.SourceUpdateSettingsParams{
-		ID: cur.ID, RepoUrl: in.RepoURL, RepoUsername: user, RepoPasswordSealed: sealed,
-		Branch: in.Branch, Path: in.Path, SyncIntervalSec: int32(in.SyncIntervalSec),
-	})
+	return s.setWebhookSecretTx(ctx, q, out.ID, *in.WebhookSecret)
 }
 
 // Seed stores the environment's settings on first start; later starts keep
-// the stored settings, which the API may have changed. It first runs
-// SealCredentials.
+// the stored settings, which the API may have changed. A webhook secret in
+// in (SLUICE_GITOPS_WEBHOOK_SECRET) is put on the default source at every
+// start. It first runs SealCredentials.
 func (s *Service) Seed(ctx context.Context, in SettingsInput, intervalSet bool) error {
 	// Stored credentials, of every source, need sealing with the current
 	// key and masking from the start, before any sync uses them.
 	if err := s.SealCredentials(ctx); err != nil {
 		return err
 	}
+	if err := s.seedSettings(ctx, in, intervalSet); err != nil {
+		return err
+	}
+	if in.WebhookSecret == nil || *in.WebhookSecret == "" {
+		return nil
+	}
+	return s.seedWebhookSecret(ctx, *in.WebhookSecret)
+}
+
+func (s *Service) seedSettings(ctx context.Context, in SettingsInput, intervalSet bool) error {
 	if in.RepoURL == "" {
 		return nil
 	}

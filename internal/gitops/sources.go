@@ -26,8 +26,11 @@ type Source struct {
 	Policy Policy
 	// SuspendedAt is when the source was suspended; nil when it is active.
 	SuspendedAt *time.Time
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// WebhookSecretSet is true when the source has a webhook secret, so
+	// takes push deliveries (the secret itself is never shown).
+	WebhookSecretSet bool
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
 }
 
 // SourceInput creates or changes a source.
@@ -42,7 +45,7 @@ type SourceInput struct {
 func sourceOut(src *db.Source) *Source {
 	return &Source{
 		ID: src.ID, Name: src.Name, Settings: *settingsOut(src), Default: src.ID == DefaultSourceID,
-		Policy: Policy(src.Policy), SuspendedAt: src.SuspendedAt, CreatedAt: src.CreatedAt, UpdatedAt: src.UpdatedAt,
+		Policy: Policy(src.Policy), SuspendedAt: src.SuspendedAt, WebhookSecretSet: webhookSecretSet(src), CreatedAt: src.CreatedAt, UpdatedAt: src.UpdatedAt,
 	}
 }
 

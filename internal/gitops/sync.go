@@ -161,6 +161,15 @@ func (s *Service) requestSyncOnce(ctx context.Context, requestedBy string, full 
 		if src.SuspendedAt != nil {
 			return errs.Errorf(errs.Conflict, "Source %s is suspended, so it does not sync; resume it first with `sluice resume %s`.", src.Name, src.Name)
 		}
+		// A sync a push asked for has a join key of its own (the commit):
+		// pending, it answers for this request as well.
+		pending, err := db.New(tx).JournalRunPendingOfTarget(ctx, &db.JournalRunPendingOfTargetParams{Action: SyncArgs{}.Kind(), Target: src.Name})
+		if err == nil {
+			return syncPending(pending)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("look for a pending sync of %s: %w", src.Name, err)
+		}
 		res, err = s.enqueueTx(ctx, tx, src, requestedBy, full)
 		if err != nil {
 			return err
