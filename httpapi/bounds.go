@@ -57,7 +57,7 @@ func boundInput(api huma.API) func(huma.Context, func(huma.Context)) {
 				}
 			}
 		}
-		if hasJSONBody(op) {
+		if hasJSONBody(op) && op.Metadata[payloadKey] != true {
 			body, replay := readBody(ctx, op)
 			if replay != nil {
 				ctx = &bodyContext{humaContext: ctx, body: replay}
@@ -118,6 +118,12 @@ func refusedString(s string, text bool) string {
 	}
 	return ""
 }
+
+// payloadKey marks an operation whose body another program wrote and signed
+// (a Git host's push delivery): it is read as sent, after its signature is
+// checked, and never scanned here, since a commit message holds line breaks
+// in any property.
+const payloadKey = "signedPayload"
 
 // hostReportKey marks an operation whose body is a host report (scanJSON).
 const hostReportKey = "hostReport"

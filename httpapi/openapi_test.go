@@ -88,8 +88,9 @@ func TestOpenAPISpec(t *testing.T) {
 			for _, op := range ops {
 				ids = append(ids, op.OperationID)
 				require.Contains(t, op.Responses, "401", op.OperationID)
-				if op.OperationID == "join-node" {
-					// Authenticated by the one-time join token in its body.
+				if op.OperationID == "join-node" || op.OperationID == "receive-source-webhook" {
+					// Authenticated by the one-time join token in its body,
+					// or by the delivery's signature.
 					require.Equal(t, []map[string][]string{{}}, op.Security, op.OperationID)
 					continue
 				}
@@ -106,7 +107,7 @@ func TestOpenAPISpec(t *testing.T) {
 			"get-service", "get-service-status", "get-source", "get-source-candidate", "get-source-status", "get-unit",
 			"heartbeat-node", "join-node", "list-infrastructures", "list-journal", "list-journal-run-paths", "list-nodes", "list-services",
 			"list-sources", "list-tokens", "list-units", "plan-infrastructure", "post-node-task-events", "post-node-task-result", "put-artifact",
-			"put-gitops-settings", "put-source", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-service",
+			"put-gitops-settings", "put-source", "receive-source-webhook", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-service",
 			"set-node-labels", "stream-journal-events", "suspend-source", "sync-gitops", "sync-source", "uncordon-node",
 		}, ids)
 	})

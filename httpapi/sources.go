@@ -25,6 +25,7 @@ type Source struct {
 	Policy          string     `json:"policy" enum:"manual,review,auto-write,auto-deploy" doc:"What a sync may do with what it fetches: manual and review keep it as a candidate an operator accepts; auto-write applies it; auto-deploy applies it, then converges changed services and plans (or, with autoApply, applies) changed infrastructure." example:"auto-write"`
 	Suspended       bool       `json:"suspended" doc:"A suspended source gets no interval syncs, and manual syncs are refused."`
 	SuspendedAt     *time.Time `json:"suspendedAt,omitempty"`
+	WebhookSecret   bool       `json:"webhookSecretSet" doc:"The source has a webhook secret, so takes push deliveries at POST /api/v1/webhooks/{source}. The secret is never shown."`
 	CreatedAt       time.Time  `json:"createdAt"`
 	UpdatedAt       time.Time  `json:"updatedAt"`
 }
@@ -33,7 +34,7 @@ func sourceOut(s *gitops.Source) Source {
 	return Source{
 		ID: s.ID, Name: s.Name, RepoURL: s.RepoURL, Branch: s.Branch, Path: s.Path, SyncIntervalSec: s.SyncIntervalSec,
 		Default: s.Default, Policy: string(s.Policy), Suspended: s.SuspendedAt != nil, SuspendedAt: s.SuspendedAt,
-		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		WebhookSecret: s.WebhookSecretSet, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 	}
 }
 
@@ -47,6 +48,8 @@ type SourceInput struct {
 	// value: an explicit 0 (manual only) must stay 0.
 	SyncIntervalSec *int   `json:"syncIntervalSec,omitempty" minimum:"0" maximum:"31536000" default:"600" doc:"Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only. Default 600." example:"600"`
 	Policy          string `json:"policy,omitempty" enum:"manual,review,auto-write,auto-deploy" doc:"The source's policy; omitted keeps it (auto-write for a new source). A change withdraws nothing already accepted." example:"manual"`
+	// WebhookSecret is a pointer: omitted keeps the stored secret, "" removes it.
+	WebhookSecret *string `json:"webhookSecret,omitempty" maxLength:"256" writeOnly:"true" doc:"The secret the Git host signs push webhooks with (16 to 256 bytes): stored sealed, never shown back. Omitted keeps the stored one; an empty string removes it." example:"3f7c2b0e9a4d4e1f8b6a5c2d7e9f0a1b"`
 }
 
 func (in SourceInput) domain() gitops.SourceInput {
@@ -55,7 +58,7 @@ func (in SourceInput) domain() gitops.SourceInput {
 		interval = *in.SyncIntervalSec
 	}
 	return gitops.SourceInput{Name: in.Name, Policy: gitops.Policy(in.Policy), SettingsInput: gitops.SettingsInput{
-		RepoURL: in.RepoURL, Branch: in.Branch, Path: in.Path, SyncIntervalSec: interval,
+		RepoURL: in.RepoURL, Branch: in.Branch, Path: in.Path, SyncIntervalSec: interval, WebhookSecret: in.WebhookSecret,
 	}}
 }
 
@@ -187,6 +190,9 @@ type syncSourceInput struct {
 }
 
 func registerSources(api huma.API, d Deps) {
+	// A source's push webhooks are its operations too.
+	registerWebhooks(api, d)
+
 	register(api, d, op("list-sources", http.MethodGet, "/sources", "List the sources, by name.", auth.RoleViewer),
 		func(ctx context.Context, _ *struct{}) (*listSourcesOutput, error) {
 			srcs, err := d.GitOps.ListSources(ctx)

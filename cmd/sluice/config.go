@@ -19,6 +19,7 @@ import (
 	"sluice/internal/node"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
+	"sluice/internal/webhook"
 )
 
 // ServeConfig is the configuration of `sluice serve` and `sluice migrate`,
@@ -56,7 +57,9 @@ type ServeConfig struct {
 	// GitOps seeds the stored GitOps settings on first start:
 	// SLUICE_GITOPS_REPO_URL, SLUICE_GITOPS_BRANCH (default main),
 	// SLUICE_GITOPS_PATH, SLUICE_GITOPS_SYNC_INTERVAL_SEC (default 600 when a
-	// URL is set; 0 = manual only) and SLUICE_GITOPS_TOKEN.
+	// URL is set; 0 = manual only) and SLUICE_GITOPS_TOKEN. Its
+	// WebhookSecret, SLUICE_GITOPS_WEBHOOK_SECRET, is put on the default
+	// source at every start (nil when unset).
 	GitOps gitops.SettingsInput
 	// GitOpsIntervalSet is true when SLUICE_GITOPS_SYNC_INTERVAL_SEC is set.
 	GitOpsIntervalSet bool
@@ -151,6 +154,9 @@ func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
 		Branch:  cmp.Or(getenv("SLUICE_GITOPS_BRANCH"), "main"),
 		Path:    getenv("SLUICE_GITOPS_PATH"),
 		Token:   getenv("SLUICE_GITOPS_TOKEN"),
+	}
+	if v := getenv("SLUICE_GITOPS_WEBHOOK_SECRET"); v != "" {
+		c.GitOps.WebhookSecret = &v
 	}
 	c.GitOpsIntervalSet = getenv("SLUICE_GITOPS_SYNC_INTERVAL_SEC") != ""
 	if c.GitOps.SyncIntervalSec, err = intEnv(getenv, "SLUICE_GITOPS_SYNC_INTERVAL_SEC", gitops.DefaultInterval); err != nil {
@@ -263,6 +269,9 @@ func (c *ServeConfig) validate() error {
 	if c.ServiceDriftIntervalSec < 0 {
 		return fmt.Errorf("SLUICE_SERVICE_DRIFT_INTERVAL_SEC must be 0 (off) or a number of seconds")
 	}
+	if w := c.GitOps.WebhookSecret; w != nil && (len(*w) < webhook.MinSecret || len(*w) > webhook.MaxSecret) {
+		return fmt.Errorf("SLUICE_GITOPS_WEBHOOK_SECRET needs %d to %d bytes, not %d; `openssl rand -hex 32` makes one", webhook.MinSecret, webhook.MaxSecret, len(*w))
+	}
 	if u, err := url.Parse(c.GitOps.RepoURL); err == nil && u.User != nil && c.GitOps.Token != "" {
 		if pw, _ := u.User.Password(); pw != "" {
 			return fmt.Errorf("SLUICE_GITOPS_REPO_URL carries a password and SLUICE_GITOPS_TOKEN is set too, so one of them would be ignored; drop the password from the URL, or unset SLUICE_GITOPS_TOKEN")
@@ -276,6 +285,9 @@ func (c *ServeConfig) validate() error {
 // an https URL (https://TOKEN@host) with no token beside it.
 func (c *ServeConfig) secrets() []string {
 	out := []string{c.BootstrapToken, c.GitOps.Token}
+	if c.GitOps.WebhookSecret != nil {
+		out = append(out, *c.GitOps.WebhookSecret)
+	}
 	for _, repo := range []struct{ url, token string }{{c.GitOps.RepoURL, c.GitOps.Token}, {c.ModuleBankURL, ""}} {
 		u, err := url.Parse(repo.url)
 		if err != nil || u.User == nil {

@@ -630,6 +630,48 @@ func (e UnitStatus) Valid() bool {
 	}
 }
 
+// Defines values for WebhookAnswerHost.
+const (
+	Gitea  WebhookAnswerHost = "gitea"
+	Github WebhookAnswerHost = "github"
+	Gitlab WebhookAnswerHost = "gitlab"
+)
+
+// Valid indicates whether the value is a known member of the WebhookAnswerHost enum.
+func (e WebhookAnswerHost) Valid() bool {
+	switch e {
+	case Gitea:
+		return true
+	case Github:
+		return true
+	case Gitlab:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookAnswerOutcome.
+const (
+	WebhookAnswerOutcomeIgnored WebhookAnswerOutcome = "ignored"
+	WebhookAnswerOutcomeJoined  WebhookAnswerOutcome = "joined"
+	WebhookAnswerOutcomeQueued  WebhookAnswerOutcome = "queued"
+)
+
+// Valid indicates whether the value is a known member of the WebhookAnswerOutcome enum.
+func (e WebhookAnswerOutcome) Valid() bool {
+	switch e {
+	case WebhookAnswerOutcomeIgnored:
+		return true
+	case WebhookAnswerOutcomeJoined:
+		return true
+	case WebhookAnswerOutcomeQueued:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListJournalParamsState.
 const (
 	ListJournalParamsStateCancelled ListJournalParamsState = "cancelled"
@@ -1580,6 +1622,9 @@ type Source struct {
 	// Example: 600
 	SyncIntervalSec int64     `json:"syncIntervalSec"`
 	UpdatedAt       time.Time `json:"updatedAt"`
+
+	// WebhookSecretSet The source has a webhook secret, so takes push deliveries at POST /api/v1/webhooks/{source}. The secret is never shown.
+	WebhookSecretSet bool `json:"webhookSecretSet"`
 }
 
 // SourcePolicy What a sync may do with what it fetches: manual and review keep it as a candidate an operator accepts; auto-write applies it; auto-deploy applies it, then converges changed services and plans (or, with autoApply, applies) changed infrastructure.
@@ -1618,6 +1663,11 @@ type SourceInput struct {
 	//
 	// Example: 600
 	SyncIntervalSec *int64 `json:"syncIntervalSec,omitempty"`
+
+	// WebhookSecret The secret the Git host signs push webhooks with (16 to 256 bytes): stored sealed, never shown back. Omitted keeps the stored one; an empty string removes it.
+	//
+	// Example: 3f7c2b0e9a4d4e1f8b6a5c2d7e9f0a1b
+	WebhookSecret *string `json:"webhookSecret,omitempty"`
 }
 
 // SourceInputPolicy The source's policy; omitted keeps it (auto-write for a new source). A change withdraws nothing already accepted.
@@ -1757,6 +1807,38 @@ type Unit struct {
 // UnitStatus defines model for Unit.Status.
 type UnitStatus string
 
+// WebhookAnswer defines model for WebhookAnswer.
+type WebhookAnswer struct {
+	// Commit The pushed commit.
+	Commit *string `json:"commit,omitempty"`
+
+	// Delivery The host's delivery id, recorded on the sync it queued.
+	Delivery *string `json:"delivery,omitempty"`
+
+	// Event The host's event name.
+	//
+	// Example: push
+	Event string `json:"event"`
+
+	// Host The Git host the headers name (gitea covers Forgejo).
+	Host WebhookAnswerHost `json:"host"`
+
+	// JournalId The sync that answers for the push; absent when ignored.
+	JournalId *openapi_types.UUID `json:"journalId,omitempty"`
+
+	// Outcome queued: the push queued a sync; joined: a sync that answers for it was queued, or runs for this commit; ignored: nothing to sync.
+	Outcome WebhookAnswerOutcome `json:"outcome"`
+
+	// Reason Why, in a sentence.
+	Reason string `json:"reason"`
+}
+
+// WebhookAnswerHost The Git host the headers name (gitea covers Forgejo).
+type WebhookAnswerHost string
+
+// WebhookAnswerOutcome queued: the push queued a sync; joined: a sync that answers for it was queued, or runs for this commit; ignored: nothing to sync.
+type WebhookAnswerOutcome string
+
 // SyncGitopsParams defines parameters for SyncGitops.
 type SyncGitopsParams struct {
 	// Full Walk every unit instead of the paths changed since the last sync.
@@ -1833,6 +1915,57 @@ type ListUnitsParams struct {
 // ListUnitsParamsStatus defines parameters for ListUnits.
 type ListUnitsParamsStatus string
 
+// ReceiveSourceWebhookJSONBody defines parameters for ReceiveSourceWebhook.
+type ReceiveSourceWebhookJSONBody map[string]interface{}
+
+// ReceiveSourceWebhookFormdataBody defines parameters for ReceiveSourceWebhook.
+type ReceiveSourceWebhookFormdataBody struct {
+	// Payload The push payload's JSON.
+	Payload *string `form:"payload,omitempty" json:"payload,omitempty"`
+}
+
+// ReceiveSourceWebhookParams defines parameters for ReceiveSourceWebhook.
+type ReceiveSourceWebhookParams struct {
+	// XGitHubEvent GitHub: the event (push, ping).
+	XGitHubEvent *string `json:"X-GitHub-Event,omitempty"`
+
+	// XGitHubDelivery GitHub: the delivery id.
+	XGitHubDelivery *string `json:"X-GitHub-Delivery,omitempty"`
+
+	// XHubSignature256 GitHub (and Gitea): sha256= and the hex HMAC-SHA256 of the body under the secret.
+	XHubSignature256 *string `json:"X-Hub-Signature-256,omitempty"`
+
+	// XGitlabEvent GitLab: the event (Push Hook).
+	XGitlabEvent *string `json:"X-Gitlab-Event,omitempty"`
+
+	// XGitlabToken GitLab: the secret token itself.
+	XGitlabToken *string `json:"X-Gitlab-Token,omitempty"`
+
+	// XGitlabEventUUID GitLab: the delivery id.
+	XGitlabEventUUID *string `json:"X-Gitlab-Event-UUID,omitempty"`
+
+	// XGitlabWebhookUUID GitLab: the webhook's id.
+	XGitlabWebhookUUID *string `json:"X-Gitlab-Webhook-UUID,omitempty"`
+
+	// XGiteaEvent Gitea: the event (push).
+	XGiteaEvent *string `json:"X-Gitea-Event,omitempty"`
+
+	// XGiteaDelivery Gitea: the delivery id.
+	XGiteaDelivery *string `json:"X-Gitea-Delivery,omitempty"`
+
+	// XGiteaSignature Gitea: the hex HMAC-SHA256 of the body under the secret.
+	XGiteaSignature *string `json:"X-Gitea-Signature,omitempty"`
+
+	// XForgejoEvent Forgejo: the event (push).
+	XForgejoEvent *string `json:"X-Forgejo-Event,omitempty"`
+
+	// XForgejoDelivery Forgejo: the delivery id.
+	XForgejoDelivery *string `json:"X-Forgejo-Delivery,omitempty"`
+
+	// XForgejoSignature Forgejo: the hex HMAC-SHA256 of the body under the secret.
+	XForgejoSignature *string `json:"X-Forgejo-Signature,omitempty"`
+}
+
 // PutGitopsSettingsJSONRequestBody defines body for PutGitopsSettings for application/json ContentType.
 type PutGitopsSettingsJSONRequestBody = GitOpsSettings
 
@@ -1874,6 +2007,12 @@ type AcceptSourceJSONRequestBody = AcceptSourceInputBody
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = CreateTokenInputBody
+
+// ReceiveSourceWebhookJSONRequestBody defines body for ReceiveSourceWebhook for application/json ContentType.
+type ReceiveSourceWebhookJSONRequestBody ReceiveSourceWebhookJSONBody
+
+// ReceiveSourceWebhookFormdataRequestBody defines body for ReceiveSourceWebhook for application/x-www-form-urlencoded ContentType.
+type ReceiveSourceWebhookFormdataRequestBody ReceiveSourceWebhookFormdataBody
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -2489,6 +2628,33 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/units/{id} (the `GetUnit` operationId).
 	GetUnit(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveSourceWebhookWithBody Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+	//
+	// Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/webhooks/{source} (the `ReceiveSourceWebhook` operationId).
+	ReceiveSourceWebhookWithBody(ctx context.Context, source string, params *ReceiveSourceWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveSourceWebhook Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+	//
+	// Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/webhooks/{source} (the `ReceiveSourceWebhook` operationId).
+	ReceiveSourceWebhook(ctx context.Context, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveSourceWebhookWithFormdataBody Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+	//
+	// Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/v1/webhooks/{source} (the `ReceiveSourceWebhook` operationId).
+	ReceiveSourceWebhookWithFormdataBody(ctx context.Context, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // PutArtifactWithBody Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest.
@@ -3712,6 +3878,63 @@ func (c *Client) ListUnits(ctx context.Context, params *ListUnitsParams, reqEdit
 // Corresponds with GET /api/v1/units/{id} (the `GetUnit` operationId).
 func (c *Client) GetUnit(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetUnitRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveSourceWebhookWithBody Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+//
+// Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/webhooks/{source} (the `ReceiveSourceWebhook` operationId).
+func (c *Client) ReceiveSourceWebhookWithBody(ctx context.Context, source string, params *ReceiveSourceWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveSourceWebhookRequestWithBody(c.Server, source, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveSourceWebhook Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+//
+// Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/webhooks/{source} (the `ReceiveSourceWebhook` operationId).
+func (c *Client) ReceiveSourceWebhook(ctx context.Context, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveSourceWebhookRequest(c.Server, source, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveSourceWebhookWithFormdataBody Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+//
+// Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/v1/webhooks/{source} (the `ReceiveSourceWebhook` operationId).
+func (c *Client) ReceiveSourceWebhookWithFormdataBody(ctx context.Context, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveSourceWebhookRequestWithFormdataBody(c.Server, source, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5989,6 +6212,211 @@ func NewGetUnitRequest(server string, id openapi_types.UUID) (*http.Request, err
 	return req, nil
 }
 
+// NewReceiveSourceWebhookRequest calls the generic ReceiveSourceWebhook builder with application/json body
+func NewReceiveSourceWebhookRequest(server string, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReceiveSourceWebhookRequestWithBody(server, source, params, "application/json", bodyReader)
+}
+
+// NewReceiveSourceWebhookRequestWithFormdataBody calls the generic ReceiveSourceWebhook builder with application/x-www-form-urlencoded body
+func NewReceiveSourceWebhookRequestWithFormdataBody(server string, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewReceiveSourceWebhookRequestWithBody(server, source, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewReceiveSourceWebhookRequestWithBody constructs an http.Request for the ReceiveSourceWebhook method, with any body, and a specified content type
+func NewReceiveSourceWebhookRequestWithBody(server string, source string, params *ReceiveSourceWebhookParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "source", source, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/webhooks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XGitHubEvent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-GitHub-Event", *params.XGitHubEvent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-GitHub-Event", headerParam0)
+		}
+
+		if params.XGitHubDelivery != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-GitHub-Delivery", *params.XGitHubDelivery, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-GitHub-Delivery", headerParam1)
+		}
+
+		if params.XHubSignature256 != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "X-Hub-Signature-256", *params.XHubSignature256, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Hub-Signature-256", headerParam2)
+		}
+
+		if params.XGitlabEvent != nil {
+			var headerParam3 string
+
+			headerParam3, err = runtime.StyleParamWithOptions("simple", false, "X-Gitlab-Event", *params.XGitlabEvent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Gitlab-Event", headerParam3)
+		}
+
+		if params.XGitlabToken != nil {
+			var headerParam4 string
+
+			headerParam4, err = runtime.StyleParamWithOptions("simple", false, "X-Gitlab-Token", *params.XGitlabToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Gitlab-Token", headerParam4)
+		}
+
+		if params.XGitlabEventUUID != nil {
+			var headerParam5 string
+
+			headerParam5, err = runtime.StyleParamWithOptions("simple", false, "X-Gitlab-Event-UUID", *params.XGitlabEventUUID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Gitlab-Event-UUID", headerParam5)
+		}
+
+		if params.XGitlabWebhookUUID != nil {
+			var headerParam6 string
+
+			headerParam6, err = runtime.StyleParamWithOptions("simple", false, "X-Gitlab-Webhook-UUID", *params.XGitlabWebhookUUID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Gitlab-Webhook-UUID", headerParam6)
+		}
+
+		if params.XGiteaEvent != nil {
+			var headerParam7 string
+
+			headerParam7, err = runtime.StyleParamWithOptions("simple", false, "X-Gitea-Event", *params.XGiteaEvent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Gitea-Event", headerParam7)
+		}
+
+		if params.XGiteaDelivery != nil {
+			var headerParam8 string
+
+			headerParam8, err = runtime.StyleParamWithOptions("simple", false, "X-Gitea-Delivery", *params.XGiteaDelivery, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Gitea-Delivery", headerParam8)
+		}
+
+		if params.XGiteaSignature != nil {
+			var headerParam9 string
+
+			headerParam9, err = runtime.StyleParamWithOptions("simple", false, "X-Gitea-Signature", *params.XGiteaSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Gitea-Signature", headerParam9)
+		}
+
+		if params.XForgejoEvent != nil {
+			var headerParam10 string
+
+			headerParam10, err = runtime.StyleParamWithOptions("simple", false, "X-Forgejo-Event", *params.XForgejoEvent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Forgejo-Event", headerParam10)
+		}
+
+		if params.XForgejoDelivery != nil {
+			var headerParam11 string
+
+			headerParam11, err = runtime.StyleParamWithOptions("simple", false, "X-Forgejo-Delivery", *params.XForgejoDelivery, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Forgejo-Delivery", headerParam11)
+		}
+
+		if params.XForgejoSignature != nil {
+			var headerParam12 string
+
+			headerParam12, err = runtime.StyleParamWithOptions("simple", false, "X-Forgejo-Signature", *params.XForgejoSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Forgejo-Signature", headerParam12)
+		}
+
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -6653,6 +7081,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/units/{id} (the `GetUnit` operationId).
 	GetUnitWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetUnitResponse, error)
+
+	// ReceiveSourceWebhookWithBodyWithResponse Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+	//
+	// Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/webhooks/{source} (the `ReceiveSourceWebhook` operationId).
+	ReceiveSourceWebhookWithBodyWithResponse(ctx context.Context, source string, params *ReceiveSourceWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveSourceWebhookResponse, error)
+
+	// ReceiveSourceWebhookWithResponse Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+	//
+	// Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/webhooks/{source} (the `ReceiveSourceWebhook` operationId).
+	ReceiveSourceWebhookWithResponse(ctx context.Context, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveSourceWebhookResponse, error)
+
+	// ReceiveSourceWebhookWithFormdataBodyWithResponse Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+	//
+	// Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/webhooks/{source} (the `ReceiveSourceWebhook` operationId).
+	ReceiveSourceWebhookWithFormdataBodyWithResponse(ctx context.Context, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookFormdataRequestBody, reqEditors ...RequestEditorFn) (*ReceiveSourceWebhookResponse, error)
 }
 
 // PutArtifactResponse201Headers the declared response headers of an HTTP 201 response for PutArtifact
@@ -11206,6 +11661,103 @@ func (r GetUnitResponse) ContentType() string {
 	return ""
 }
 
+// ReceiveSourceWebhookResponse202Headers the declared response headers of an HTTP 202 response for ReceiveSourceWebhook
+type ReceiveSourceWebhookResponse202Headers struct {
+	Location *string
+}
+
+type ReceiveSourceWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookAnswer
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *WebhookAnswer
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *ReceiveSourceWebhookResponse202Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReceiveSourceWebhookResponse) GetJSON200() *WebhookAnswer {
+	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r ReceiveSourceWebhookResponse) GetJSON202() *WebhookAnswer {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReceiveSourceWebhookResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReceiveSourceWebhookResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ReceiveSourceWebhookResponse) GetApplicationproblemJSON413() *ErrorModel {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReceiveSourceWebhookResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReceiveSourceWebhookResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReceiveSourceWebhookResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReceiveSourceWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReceiveSourceWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReceiveSourceWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReceiveSourceWebhookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PutArtifactWithBodyWithResponse Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest.
 //
 // Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest. Needs the operator role.
@@ -12239,6 +12791,51 @@ func (c *ClientWithResponses) GetUnitWithResponse(ctx context.Context, id openap
 		return nil, err
 	}
 	return ParseGetUnitResponse(rsp)
+}
+
+// ReceiveSourceWebhookWithBodyWithResponse Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+//
+// Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/webhooks/{source} (the `ReceiveSourceWebhook` operationId).
+func (c *ClientWithResponses) ReceiveSourceWebhookWithBodyWithResponse(ctx context.Context, source string, params *ReceiveSourceWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveSourceWebhookResponse, error) {
+	rsp, err := c.ReceiveSourceWebhookWithBody(ctx, source, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveSourceWebhookResponse(rsp)
+}
+
+// ReceiveSourceWebhookWithResponse Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+//
+// Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/webhooks/{source} (the `ReceiveSourceWebhook` operationId).
+func (c *ClientWithResponses) ReceiveSourceWebhookWithResponse(ctx context.Context, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveSourceWebhookResponse, error) {
+	rsp, err := c.ReceiveSourceWebhook(ctx, source, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveSourceWebhookResponse(rsp)
+}
+
+// ReceiveSourceWebhookWithFormdataBodyWithResponse Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+//
+// Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/webhooks/{source} (the `ReceiveSourceWebhook` operationId).
+func (c *ClientWithResponses) ReceiveSourceWebhookWithFormdataBodyWithResponse(ctx context.Context, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookFormdataRequestBody, reqEditors ...RequestEditorFn) (*ReceiveSourceWebhookResponse, error) {
+	rsp, err := c.ReceiveSourceWebhookWithFormdataBody(ctx, source, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveSourceWebhookResponse(rsp)
 }
 
 // ParsePutArtifactResponse parses an HTTP response from a PutArtifactWithResponse call
@@ -16046,6 +16643,94 @@ func ParseGetUnitResponse(rsp *http.Response) (*GetUnitResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseReceiveSourceWebhookResponse parses an HTTP response from a ReceiveSourceWebhookWithResponse call
+func ParseReceiveSourceWebhookResponse(rsp *http.Response) (*ReceiveSourceWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReceiveSourceWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest WebhookAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers ReceiveSourceWebhookResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
 	}
 
 	return response, nil

@@ -992,6 +992,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhooks/{source}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored.
+         * @description Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event or a suspended source answers 200, ignored. Authenticated by the delivery's signature, not a bearer token; a bad or missing one answers 401 and its payload is not logged. The body is JSON, or GitHub's form with a payload field, under 1 MiB.
+         */
+        post: operations["receive-source-webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1756,6 +1776,8 @@ export interface components {
             syncIntervalSec: number;
             /** Format: date-time */
             updatedAt: string;
+            /** @description The source has a webhook secret, so takes push deliveries at POST /api/v1/webhooks/{source}. The secret is never shown. */
+            webhookSecretSet: boolean;
         };
         SourceInput: {
             /**
@@ -1792,6 +1814,11 @@ export interface components {
              * @example 600
              */
             syncIntervalSec: number;
+            /**
+             * @description The secret the Git host signs push webhooks with (16 to 256 bytes): stored sealed, never shown back. Omitted keeps the stored one; an empty string removes it.
+             * @example 3f7c2b0e9a4d4e1f8b6a5c2d7e9f0a1b
+             */
+            webhookSecret?: string;
         };
         SourceStatus: {
             answer: components["schemas"]["StatusAnswer"];
@@ -1904,6 +1931,34 @@ export interface components {
             status: "pending" | "applied" | "failed" | "stale" | "destroyed";
             /** Format: date-time */
             updatedAt: string;
+        };
+        WebhookAnswer: {
+            /** @description The pushed commit. */
+            commit?: string;
+            /** @description The host's delivery id, recorded on the sync it queued. */
+            delivery?: string;
+            /**
+             * @description The host's event name.
+             * @example push
+             */
+            event: string;
+            /**
+             * @description The Git host the headers name (gitea covers Forgejo).
+             * @enum {string}
+             */
+            host: "github" | "gitlab" | "gitea";
+            /**
+             * Format: uuid
+             * @description The sync that answers for the push; absent when ignored.
+             */
+            journalId?: string;
+            /**
+             * @description queued: the push queued a sync; joined: a sync that answers for it was queued, or runs for this commit; ignored: nothing to sync.
+             * @enum {string}
+             */
+            outcome: "queued" | "joined" | "ignored";
+            /** @description Why, in a sentence. */
+            reason: string;
         };
     };
     responses: never;
@@ -6138,6 +6193,131 @@ export interface operations {
             };
             /** @description Internal Server Error */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "receive-source-webhook": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description GitHub: the event (push, ping). */
+                "X-GitHub-Event"?: string;
+                /** @description GitHub: the delivery id. */
+                "X-GitHub-Delivery"?: string;
+                /** @description GitHub (and Gitea): sha256= and the hex HMAC-SHA256 of the body under the secret. */
+                "X-Hub-Signature-256"?: string;
+                /** @description GitLab: the event (Push Hook). */
+                "X-Gitlab-Event"?: string;
+                /** @description GitLab: the secret token itself. */
+                "X-Gitlab-Token"?: string;
+                /** @description GitLab: the delivery id. */
+                "X-Gitlab-Event-UUID"?: string;
+                /** @description GitLab: the webhook's id. */
+                "X-Gitlab-Webhook-UUID"?: string;
+                /** @description Gitea: the event (push). */
+                "X-Gitea-Event"?: string;
+                /** @description Gitea: the delivery id. */
+                "X-Gitea-Delivery"?: string;
+                /** @description Gitea: the hex HMAC-SHA256 of the body under the secret. */
+                "X-Gitea-Signature"?: string;
+                /** @description Forgejo: the event (push). */
+                "X-Forgejo-Event"?: string;
+                /** @description Forgejo: the delivery id. */
+                "X-Forgejo-Delivery"?: string;
+                /** @description Forgejo: the hex HMAC-SHA256 of the body under the secret. */
+                "X-Forgejo-Signature"?: string;
+            };
+            path: {
+                /** @description The source's name or id. */
+                source: string;
+            };
+            cookie?: never;
+        };
+        /** @description The push payload as the Git host sent it: JSON, or (GitHub) a form whose payload field is the JSON. */
+        requestBody: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/x-www-form-urlencoded": {
+                    /** @description The push payload's JSON. */
+                    payload?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Ignored: nothing to sync. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookAnswer"];
+                };
+            };
+            /** @description Accepted */
+            202: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookAnswer"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
