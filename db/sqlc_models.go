@@ -85,6 +85,26 @@ type ArtifactChunk struct {
 	Data   []byte
 }
 
+type BlueprintDecline struct {
+	UnitID      uuid.UUID
+	Fingerprint string
+	Reason      string
+	RecordedAt  time.Time
+}
+
+type BlueprintPlacement struct {
+	ID          uuid.UUID
+	UnitID      uuid.UUID
+	Blueprint   string
+	Generation  string
+	Nodes       []string
+	Fingerprint string
+	ApprovedBy  string
+	Policy      string
+	RunID       uuid.UUID
+	CreatedAt   time.Time
+}
+
 type JournalEvent struct {
 	RunID   uuid.UUID
 	Seq     int32

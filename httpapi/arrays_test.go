@@ -35,9 +35,10 @@ func TestResponsesMatchNullability(t *testing.T) {
 		s := startServer(t, serverOpts{work: true})
 		digest := putArtifact(t, s, "#!/bin/sh\necho web\n")
 		repo := intentRepo(t, map[string]string{
-			"services/web.json": fmt.Sprintf(`{"kind":"Service","metadata":{"name":"web"},"spec":{"runtime":"exec","image":%q}}`, digest),
-			"infra/net.json":    `{"kind":"Infrastructure","metadata":{"name":"net"},"spec":{"module":"m"}}`,
-			"broken.json":       `{"kind":`,
+			"services/web.json":    fmt.Sprintf(`{"kind":"Service","metadata":{"name":"web"},"spec":{"runtime":"exec","image":%q}}`, digest),
+			"infra/net.json":       `{"kind":"Infrastructure","metadata":{"name":"net"},"spec":{"module":"m"}}`,
+			"blueprints/edge.json": fmt.Sprintf(`{"kind":"Blueprint","metadata":{"name":"edge"},"spec":{"template":{"runtime":"exec","image":%q},"selector":{"nodes":["edge-1"]}}}`, digest),
+			"broken.json":          `{"kind":`,
 		})
 		s.put(t, "/api/v1/gitops/settings", s.admin, gitopsSettings{RepoURL: repo, Branch: "main"}).decode(t, http.StatusOK, &gitopsSettings{})
 		waitRun := func(resp *response) string {
@@ -82,6 +83,7 @@ func TestResponsesMatchNullability(t *testing.T) {
 			"/api/v1/services/{name}":        "web",
 			"/api/v1/infrastructures/{id}":   "net",
 			"/api/v1/nodes/{name}":           "edge-1",
+			"/api/v1/blueprints/{name}":      "edge",
 			"/api/v1/artifacts/{digest}":     digest,
 			"/api/v1/journal/{id}/events":    runID,
 			"/api/v1/sources/{id}/candidate": "apps",

@@ -20,6 +20,7 @@ import (
 
 	"sluice/internal/artifact"
 	"sluice/internal/auth"
+	"sluice/internal/blueprint"
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
 	"sluice/internal/infra"
@@ -70,6 +71,8 @@ type Deps struct {
 	Nodes *node.Registry
 	// Tasks dispatches host steps to node agents; nil answers 503 on task routes.
 	Tasks *nodetask.Tasks
+	// Blueprints keeps Blueprint placements; nil answers 503 on their routes.
+	Blueprints *blueprint.Service
 	// Metrics, when set, is served at GET /metrics, behind a viewer token
 	// unless MetricsPublic (SLUICE_METRICS_PUBLIC).
 	Metrics       http.Handler
@@ -99,6 +102,7 @@ func New(d Deps) http.Handler {
 	registerInfra(api, d)
 	registerNodes(api, d)
 	registerNodeTasks(api, d)
+	registerBlueprints(api, d)
 	finishSpec(api.OpenAPI())
 	serveSpec(mux, api)
 	serveDocs(mux)
@@ -133,6 +137,7 @@ func Spec() *huma.OpenAPI {
 	registerInfra(api, Deps{})
 	registerNodes(api, Deps{})
 	registerNodeTasks(api, Deps{})
+	registerBlueprints(api, Deps{})
 	finishSpec(api.OpenAPI())
 	return api.OpenAPI()
 }

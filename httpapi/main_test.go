@@ -25,6 +25,7 @@ import (
 	"sluice/httpapi"
 	"sluice/internal/artifact"
 	"sluice/internal/auth"
+	"sluice/internal/blueprint"
 	"sluice/internal/dbtest"
 	"sluice/internal/gitops"
 	"sluice/internal/infra"
@@ -126,9 +127,10 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 		})
 	}
 
+	nodes := &node.Registry{Pool: pool, Journal: j}
 	deps := httpapi.Deps{
 		Pool: pool, Journal: j, GitOps: gops, Artifacts: store, Services: svcs, Infra: inf,
-		Nodes:  &node.Registry{Pool: pool, Journal: j},
+		Nodes: nodes, Blueprints: &blueprint.Service{Pool: pool, Journal: j, Nodes: nodes},
 		Logger: logger, TestActions: true, ShuttingDown: bg.Done(),
 	}
 	if opts.riverUI {

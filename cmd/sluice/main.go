@@ -50,6 +50,9 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice destroy UNIT              terraform destroy (admin); the unit becomes destroyed
   sluice drift-check UNIT          exit 0 in sync, 2 drift, 1 unknown (like plan -detailed-exitcode)
   sluice nodes                     list the nodes: state, labels, last heartbeat
+  sluice blueprints                list the Blueprints: placement, plan, what waits
+  sluice blueprint status NAME     one Blueprint's answer, placement and plan
+  sluice placement approve NAME    approve a Blueprint's placement plan (operator)
   sluice node add NAME [--labels k=v,…]   add a node (admin); prints its one-time join token
   sluice node NAME | labels NAME k=v,… | revoke NAME | delete NAME
   sluice cordon|uncordon NODE      nothing new placed there / placement may use it again
@@ -121,6 +124,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runNode(ctx, rest, stdout, stderr)
 	case "cordon", "uncordon":
 		return runCordon(ctx, cmd, rest, stdout, stderr)
+	case "blueprints":
+		return runBlueprints(ctx, rest, stdout, stderr)
+	case "blueprint":
+		return runBlueprint(ctx, rest, stdout, stderr)
+	case "placement":
+		return runPlacement(ctx, rest, stdout, stderr)
 	case "journal":
 		return runJournal(ctx, rest, stdout, stderr)
 	case "sync":

@@ -28,6 +28,7 @@ import (
 	"sluice/httpapi"
 	"sluice/internal/artifact"
 	"sluice/internal/auth"
+	"sluice/internal/blueprint"
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
 	"sluice/internal/gitsync"
@@ -82,6 +83,7 @@ type controlPlane struct {
 	artifacts    *artifact.Store
 	nodes        *node.Registry
 	tasks        *nodetask.Tasks
+	blueprints   *blueprint.Service
 	node         string
 	river        *river.Client[pgx.Tx]
 	riverStarted atomic.Bool
@@ -210,7 +212,8 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 			}
 		}()
 	}
-	return &controlPlane{journal: j, gitops: gops, services: svcs, infra: inf, artifacts: store, nodes: nodes, tasks: tasks, node: opts.Node, river: client}, nil
+	bps := &blueprint.Service{Pool: pool, Journal: j, Nodes: nodes, Logger: logger.With("component", "blueprints")}
+	return &controlPlane{journal: j, gitops: gops, services: svcs, infra: inf, artifacts: store, nodes: nodes, tasks: tasks, blueprints: bps, node: opts.Node, river: client}, nil
 }
 
 // start works jobs until bg ends: the liveness lock first, then a recovery
@@ -236,6 +239,8 @@ func (cp *controlPlane) start(ctx, bg context.Context, logger *slog.Logger) erro
 	go j.RecoverEvery(bg, journal.RecoverInterval)
 	go cp.nodes.RunFlusher(bg)
 	go cp.tasks.Run(bg)
+	// Node states change without a sync, and placement plans with them.
+	go cp.blueprints.RunAutoPlacement(bg, blueprint.DecideEvery)
 	if cp.node != "" && cp.services.Local != nil {
 		// Host steps a job in another process dispatched to this node.
 		local := &nodetask.Local{Tasks: cp.tasks, Node: cp.node, Instance: "serve-" + cp.river.ID()}
@@ -310,6 +315,7 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		Infra:         inf,
 		Nodes:         cp.nodes,
 		Tasks:         cp.tasks,
+		Blueprints:    cp.blueprints,
 		Logger:        logger,
 		RiverUI:       ui,
 		TestActions:   cfg.TestActions,

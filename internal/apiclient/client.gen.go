@@ -802,6 +802,12 @@ type AddNodeRequest struct {
 	Name   string             `json:"name"`
 }
 
+// ApprovePlacementRequest defines model for Approve-placementRequest.
+type ApprovePlacementRequest struct {
+	// Fingerprint The plan's fingerprint, as get-blueprint shows it.
+	Fingerprint string `json:"fingerprint"`
+}
+
 // ArtifactInfo defines model for ArtifactInfo.
 type ArtifactInfo struct {
 	// Digest sha256:<hex> of the content: how services pin it.
@@ -811,6 +817,28 @@ type ArtifactInfo struct {
 
 	// Size Bytes.
 	Size int64 `json:"size"`
+}
+
+// BlueprintListOutputBody defines model for BlueprintListOutputBody.
+type BlueprintListOutputBody struct {
+	Blueprints []BlueprintView `json:"blueprints"`
+}
+
+// BlueprintView defines model for BlueprintView.
+type BlueprintView struct {
+	Answer          string            `json:"answer"`
+	Decline         *PlacementDecline `json:"decline,omitempty"`
+	Digest          string            `json:"digest"`
+	Generation      string            `json:"generation"`
+	Name            string            `json:"name"`
+	Path            string            `json:"path"`
+	Placement       *PlacementGrant   `json:"placement,omitempty"`
+	PlacementPolicy string            `json:"placementPolicy"`
+	Plan            PlacementPlan     `json:"plan"`
+	RolloutPolicy   string            `json:"rolloutPolicy"`
+	Selector        string            `json:"selector"`
+	Stateful        bool              `json:"stateful"`
+	StatefulWhy     string            `json:"statefulWhy"`
 }
 
 // CancelRunInputBody defines model for CancelRunInputBody.
@@ -1102,6 +1130,12 @@ type HeartbeatNodeRequest struct {
 	Reported NodeReported `json:"reported"`
 }
 
+// HeldNode defines model for HeldNode.
+type HeldNode struct {
+	Node   string `json:"node"`
+	Reason string `json:"reason"`
+}
+
 // Infrastructure defines model for Infrastructure.
 type Infrastructure struct {
 	ContentHash string `json:"contentHash"`
@@ -1365,6 +1399,43 @@ type PathStage struct {
 type Phase struct {
 	Ms   int64  `json:"ms"`
 	Name string `json:"name"`
+}
+
+// PlacementApproved defines model for PlacementApproved.
+type PlacementApproved struct {
+	Blueprint BlueprintView `json:"blueprint"`
+
+	// JournalId The approval's receipt.
+	JournalId openapi_types.UUID `json:"journalId"`
+}
+
+// PlacementDecline defines model for PlacementDecline.
+type PlacementDecline struct {
+	Fingerprint string    `json:"fingerprint"`
+	Reason      string    `json:"reason"`
+	RecordedAt  time.Time `json:"recordedAt"`
+}
+
+// PlacementGrant defines model for PlacementGrant.
+type PlacementGrant struct {
+	ApprovedBy  string    `json:"approvedBy"`
+	At          time.Time `json:"at"`
+	Fingerprint string    `json:"fingerprint"`
+	Generation  string    `json:"generation"`
+	Nodes       []string  `json:"nodes"`
+	Policy      string    `json:"policy"`
+	RunId       string    `json:"runId"`
+}
+
+// PlacementPlan defines model for PlacementPlan.
+type PlacementPlan struct {
+	Add         []string   `json:"add"`
+	Change      bool       `json:"change"`
+	Fingerprint string     `json:"fingerprint"`
+	Held        []HeldNode `json:"held"`
+	Remove      []string   `json:"remove"`
+	Target      []string   `json:"target"`
+	Unready     []HeldNode `json:"unready"`
 }
 
 // PostNodeTaskEventsRequest defines model for Post-node-task-eventsRequest.
@@ -1966,6 +2037,9 @@ type ReceiveSourceWebhookParams struct {
 	XForgejoSignature *string `json:"X-Forgejo-Signature,omitempty"`
 }
 
+// ApprovePlacementJSONRequestBody defines body for ApprovePlacement for application/json ContentType.
+type ApprovePlacementJSONRequestBody = ApprovePlacementRequest
+
 // PutGitopsSettingsJSONRequestBody defines body for PutGitopsSettings for application/json ContentType.
 type PutGitopsSettingsJSONRequestBody = GitOpsSettings
 
@@ -2103,6 +2177,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/artifacts/{digest} (the `GetArtifact` operationId).
 	GetArtifact(ctx context.Context, digest string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListBlueprints List the Blueprints Git holds, each with its placement, the plan now and one sentence on what waits.
+	//
+	// List the Blueprints Git holds, each with its placement, the plan now and one sentence on what waits. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/blueprints (the `ListBlueprints` operationId).
+	ListBlueprints(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetBlueprint Get one Blueprint: its placement (who approved it, under which policy line, when), the plan now with its fingerprint, the nodes held back and why, and bounded-auto's newest decline with when it was recorded.
+	//
+	// Get one Blueprint: its placement (who approved it, under which policy line, when), the plan now with its fingerprint, the nodes held back and why, and bounded-auto's newest decline with when it was recorded. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/blueprints/{name} (the `GetBlueprint` operationId).
+	GetBlueprint(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ApprovePlacementWithBody Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout.
+	//
+	// Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/placement/approve (the `ApprovePlacement` operationId).
+	ApprovePlacementWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ApprovePlacement Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout.
+	//
+	// Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/placement/approve (the `ApprovePlacement` operationId).
+	ApprovePlacement(ctx context.Context, name string, body ApprovePlacementJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetGitopsSettings The GitOps settings in force.
 	//
@@ -2683,6 +2789,78 @@ func (c *Client) PutArtifactWithBody(ctx context.Context, contentType string, bo
 // Corresponds with GET /api/v1/artifacts/{digest} (the `GetArtifact` operationId).
 func (c *Client) GetArtifact(ctx context.Context, digest string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetArtifactRequest(c.Server, digest)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListBlueprints List the Blueprints Git holds, each with its placement, the plan now and one sentence on what waits.
+//
+// List the Blueprints Git holds, each with its placement, the plan now and one sentence on what waits. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/blueprints (the `ListBlueprints` operationId).
+func (c *Client) ListBlueprints(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListBlueprintsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetBlueprint Get one Blueprint: its placement (who approved it, under which policy line, when), the plan now with its fingerprint, the nodes held back and why, and bounded-auto's newest decline with when it was recorded.
+//
+// Get one Blueprint: its placement (who approved it, under which policy line, when), the plan now with its fingerprint, the nodes held back and why, and bounded-auto's newest decline with when it was recorded. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/blueprints/{name} (the `GetBlueprint` operationId).
+func (c *Client) GetBlueprint(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBlueprintRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ApprovePlacementWithBody Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout.
+//
+// Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout. Needs the operator role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/placement/approve (the `ApprovePlacement` operationId).
+func (c *Client) ApprovePlacementWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewApprovePlacementRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ApprovePlacement Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout.
+//
+// Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout. Needs the operator role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/placement/approve (the `ApprovePlacement` operationId).
+func (c *Client) ApprovePlacement(ctx context.Context, name string, body ApprovePlacementJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewApprovePlacementRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4004,6 +4182,114 @@ func NewGetArtifactRequest(server string, digest string) (*http.Request, error) 
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListBlueprintsRequest constructs an http.Request for the ListBlueprints method
+func NewListBlueprintsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/blueprints")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetBlueprintRequest constructs an http.Request for the GetBlueprint method
+func NewGetBlueprintRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/blueprints/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewApprovePlacementRequest calls the generic ApprovePlacement builder with application/json body
+func NewApprovePlacementRequest(server string, name string, body ApprovePlacementJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewApprovePlacementRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewApprovePlacementRequestWithBody constructs an http.Request for the ApprovePlacement method, with any body, and a specified content type
+func NewApprovePlacementRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/blueprints/%s/placement/approve", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -6479,6 +6765,42 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/artifacts/{digest} (the `GetArtifact` operationId).
 	GetArtifactWithResponse(ctx context.Context, digest string, reqEditors ...RequestEditorFn) (*GetArtifactResponse, error)
 
+	// ListBlueprintsWithResponse List the Blueprints Git holds, each with its placement, the plan now and one sentence on what waits.
+	//
+	// List the Blueprints Git holds, each with its placement, the plan now and one sentence on what waits. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/blueprints (the `ListBlueprints` operationId).
+	ListBlueprintsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBlueprintsResponse, error)
+
+	// GetBlueprintWithResponse Get one Blueprint: its placement (who approved it, under which policy line, when), the plan now with its fingerprint, the nodes held back and why, and bounded-auto's newest decline with when it was recorded.
+	//
+	// Get one Blueprint: its placement (who approved it, under which policy line, when), the plan now with its fingerprint, the nodes held back and why, and bounded-auto's newest decline with when it was recorded. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/blueprints/{name} (the `GetBlueprint` operationId).
+	GetBlueprintWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetBlueprintResponse, error)
+
+	// ApprovePlacementWithBodyWithResponse Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout.
+	//
+	// Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/placement/approve (the `ApprovePlacement` operationId).
+	ApprovePlacementWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ApprovePlacementResponse, error)
+
+	// ApprovePlacementWithResponse Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout.
+	//
+	// Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/placement/approve (the `ApprovePlacement` operationId).
+	ApprovePlacementWithResponse(ctx context.Context, name string, body ApprovePlacementJSONRequestBody, reqEditors ...RequestEditorFn) (*ApprovePlacementResponse, error)
+
 	// GetGitopsSettingsWithResponse The GitOps settings in force.
 	//
 	// The GitOps settings in force. Needs the viewer role.
@@ -7249,6 +7571,248 @@ func (r GetArtifactResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetArtifactResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListBlueprintsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BlueprintListOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListBlueprintsResponse) GetJSON200() *BlueprintListOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListBlueprintsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListBlueprintsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListBlueprintsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListBlueprintsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListBlueprintsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListBlueprintsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListBlueprintsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetBlueprintResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BlueprintView
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetBlueprintResponse) GetJSON200() *BlueprintView {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetBlueprintResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetBlueprintResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetBlueprintResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetBlueprintResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetBlueprintResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetBlueprintResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetBlueprintResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetBlueprintResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetBlueprintResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ApprovePlacementResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PlacementApproved
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ErrorModel
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ApprovePlacementResponse) GetJSON200() *PlacementApproved {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ApprovePlacementResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ApprovePlacementResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ApprovePlacementResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ApprovePlacementResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ApprovePlacementResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ApprovePlacementResponse) GetApplicationproblemJSON413() *ErrorModel {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ApprovePlacementResponse) GetApplicationproblemJSON415() *ErrorModel {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ApprovePlacementResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ApprovePlacementResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ApprovePlacementResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ApprovePlacementResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ApprovePlacementResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ApprovePlacementResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11788,6 +12352,66 @@ func (c *ClientWithResponses) GetArtifactWithResponse(ctx context.Context, diges
 	return ParseGetArtifactResponse(rsp)
 }
 
+// ListBlueprintsWithResponse List the Blueprints Git holds, each with its placement, the plan now and one sentence on what waits.
+//
+// List the Blueprints Git holds, each with its placement, the plan now and one sentence on what waits. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/blueprints (the `ListBlueprints` operationId).
+func (c *ClientWithResponses) ListBlueprintsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBlueprintsResponse, error) {
+	rsp, err := c.ListBlueprints(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListBlueprintsResponse(rsp)
+}
+
+// GetBlueprintWithResponse Get one Blueprint: its placement (who approved it, under which policy line, when), the plan now with its fingerprint, the nodes held back and why, and bounded-auto's newest decline with when it was recorded.
+//
+// Get one Blueprint: its placement (who approved it, under which policy line, when), the plan now with its fingerprint, the nodes held back and why, and bounded-auto's newest decline with when it was recorded. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/blueprints/{name} (the `GetBlueprint` operationId).
+func (c *ClientWithResponses) GetBlueprintWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetBlueprintResponse, error) {
+	rsp, err := c.GetBlueprint(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetBlueprintResponse(rsp)
+}
+
+// ApprovePlacementWithBodyWithResponse Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout.
+//
+// Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout. Needs the operator role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/placement/approve (the `ApprovePlacement` operationId).
+func (c *ClientWithResponses) ApprovePlacementWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ApprovePlacementResponse, error) {
+	rsp, err := c.ApprovePlacementWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseApprovePlacementResponse(rsp)
+}
+
+// ApprovePlacementWithResponse Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout.
+//
+// Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout. Needs the operator role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/placement/approve (the `ApprovePlacement` operationId).
+func (c *ClientWithResponses) ApprovePlacementWithResponse(ctx context.Context, name string, body ApprovePlacementJSONRequestBody, reqEditors ...RequestEditorFn) (*ApprovePlacementResponse, error) {
+	rsp, err := c.ApprovePlacement(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseApprovePlacementResponse(rsp)
+}
+
 // GetGitopsSettingsWithResponse The GitOps settings in force.
 //
 // The GitOps settings in force. Needs the viewer role.
@@ -12939,6 +13563,203 @@ func ParseGetArtifactResponse(rsp *http.Response) (*GetArtifactResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListBlueprintsResponse parses an HTTP response from a ListBlueprintsWithResponse call
+func ParseListBlueprintsResponse(rsp *http.Response) (*ListBlueprintsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListBlueprintsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BlueprintListOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetBlueprintResponse parses an HTTP response from a GetBlueprintWithResponse call
+func ParseGetBlueprintResponse(rsp *http.Response) (*GetBlueprintResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetBlueprintResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BlueprintView
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseApprovePlacementResponse parses an HTTP response from a ApprovePlacementWithResponse call
+func ParseApprovePlacementResponse(rsp *http.Response) (*ApprovePlacementResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ApprovePlacementResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PlacementApproved
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel

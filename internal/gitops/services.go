@@ -12,12 +12,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"sluice/db"
+	"sluice/internal/blueprintspec"
 	"sluice/internal/infraspec"
 	"sluice/internal/servicespec"
 	"sluice/internal/unit"
 )
 
-// checkServices moves the Service and Infrastructure units whose spec does
+// checkServices moves the Service, Infrastructure and Blueprint units whose spec does
 // not read as one to invalid, with the reason: the inventory holds only units
 // an action can act on.
 func checkServices(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid) {
@@ -29,6 +30,8 @@ func checkServices(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []
 			_, err = servicespec.Parse(u.Name, u.Content)
 		case infraspec.Kind:
 			_, err = infraspec.Parse(u.Content)
+		case blueprintspec.Kind:
+			_, err = blueprintspec.Parse(u.Name, u.Content)
 		}
 		if err != nil {
 			invalid = append(invalid, unit.Invalid{Path: u.Path, Reason: err.Error()})

@@ -489,7 +489,12 @@ func (r *Registry) Get(ctx context.Context, name string) (*Node, error) {
 
 // List returns every node, by name.
 func (r *Registry) List(ctx context.Context) ([]*Node, error) {
-	rows, err := db.New(r.Pool).NodeList(ctx)
+	return r.ListTx(ctx, db.New(r.Pool))
+}
+
+// ListTx is List through q: inside a transaction, on its connection.
+func (r *Registry) ListTx(ctx context.Context, q *db.Queries) ([]*Node, error) {
+	rows, err := q.NodeList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}

@@ -44,6 +44,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/blueprints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the Blueprints Git holds, each with its placement, the plan now and one sentence on what waits.
+         * @description List the Blueprints Git holds, each with its placement, the plan now and one sentence on what waits. Needs the viewer role.
+         */
+        get: operations["list-blueprints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/blueprints/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get one Blueprint: its placement (who approved it, under which policy line, when), the plan now with its fingerprint, the nodes held back and why, and bounded-auto's newest decline with when it was recorded.
+         * @description Get one Blueprint: its placement (who approved it, under which policy line, when), the plan now with its fingerprint, the nodes held back and why, and bounded-auto's newest decline with when it was recorded. Needs the viewer role.
+         */
+        get: operations["get-blueprint"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/blueprints/{name}/placement/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout.
+         * @description Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout. Needs the operator role.
+         */
+        post: operations["approve-placement"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/gitops/settings": {
         parameters: {
             query?: never;
@@ -1060,6 +1120,10 @@ export interface components {
             };
             name: string;
         };
+        "Approve-placementRequest": {
+            /** @description The plan's fingerprint, as get-blueprint shows it. */
+            fingerprint: string;
+        };
         ArtifactInfo: {
             /**
              * @description sha256:<hex> of the content: how services pin it.
@@ -1071,6 +1135,24 @@ export interface components {
              * @description Bytes.
              */
             size: number;
+        };
+        BlueprintListOutputBody: {
+            blueprints: components["schemas"]["BlueprintView"][];
+        };
+        BlueprintView: {
+            answer: string;
+            decline?: components["schemas"]["PlacementDecline"];
+            digest: string;
+            generation: string;
+            name: string;
+            path: string;
+            placement?: components["schemas"]["PlacementGrant"];
+            placementPolicy: string;
+            plan: components["schemas"]["PlacementPlan"];
+            rolloutPolicy: string;
+            selector: string;
+            stateful: boolean;
+            statefulWhy: string;
         };
         CancelRunInputBody: {
             /** @description Why, recorded on the run. */
@@ -1343,6 +1425,10 @@ export interface components {
             instance: string;
             reported: components["schemas"]["NodeReported"];
         };
+        HeldNode: {
+            node: string;
+            reason: string;
+        };
         Infrastructure: {
             contentHash: string;
             /** @description Git's content differs from the last applied content. */
@@ -1547,6 +1633,39 @@ export interface components {
             /** Format: int64 */
             ms: number;
             name: string;
+        };
+        PlacementApproved: {
+            blueprint: components["schemas"]["BlueprintView"];
+            /**
+             * Format: uuid
+             * @description The approval's receipt.
+             */
+            journalId: string;
+        };
+        PlacementDecline: {
+            fingerprint: string;
+            reason: string;
+            /** Format: date-time */
+            recordedAt: string;
+        };
+        PlacementGrant: {
+            approvedBy: string;
+            /** Format: date-time */
+            at: string;
+            fingerprint: string;
+            generation: string;
+            nodes: string[];
+            policy: string;
+            runId: string;
+        };
+        PlacementPlan: {
+            add: string[];
+            change: boolean;
+            fingerprint: string;
+            held: components["schemas"]["HeldNode"][];
+            remove: string[];
+            target: string[];
+            unready: components["schemas"]["HeldNode"][];
         };
         "Post-node-task-eventsRequest": {
             events: components["schemas"]["NodeTaskEvent"][];
@@ -2072,6 +2191,229 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "list-blueprints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BlueprintListOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "get-blueprint": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Blueprint's metadata.name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BlueprintView"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "approve-placement": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Blueprint's metadata.name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Approve-placementRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlacementApproved"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/dbtest"
+	"sluice/internal/gittest"
+)
+
+type blueprintView struct {
+	Name      string `json:"name"`
+	Answer    string `json:"answer"`
+	Stateful  bool   `json:"stateful"`
+	Placement *struct {
+		Nodes      []string `json:"nodes"`
+		ApprovedBy string   `json:"approvedBy"`
+		Policy     string   `json:"policy"`
+	} `json:"placement"`
+	Plan struct {
+		Target      []string `json:"target"`
+		Add         []string `json:"add"`
+		Fingerprint string   `json:"fingerprint"`
+		Change      bool     `json:"change"`
+		Held        []struct {
+			Node, Reason string
+		} `json:"held"`
+	} `json:"plan"`
+	Decline *struct {
+		Reason     string    `json:"reason"`
+		RecordedAt time.Time `json:"recordedAt"`
+	} `json:"decline"`
+}
+
+func (p *proc) blueprint(name string) blueprintView {
+	p.t.Helper()
+	status, body := p.do("GET", "/api/v1/blueprints/"+name, testToken, nil)
+	require.Equal(p.t, http.StatusOK, status, string(body))
+	var v blueprintView
+	require.NoError(p.t, json.Unmarshal(body, &v))
+	return v
+}
+
+func (p *proc) addAgent(t *testing.T, name, labels string) {
+	t.Helper()
+	out, code := p.cliOut("node", "add", name, "--labels", labels)
+	require.Equal(t, 0, code, out)
+	token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
+	startAgent(t, p, name, t.TempDir(), "SLUICE_JOIN_TOKEN="+token)
+}
+
+func blueprintUnit(name, digest, selector, extra string) string {
+	return `{"kind": "Blueprint", "metadata": {"name": "` + name + `"},
+ "spec": {"template": {"runtime": "exec", "image": "` + digest + `", "args": ["--port", "0"]},
+          "selector": ` + selector + `, "placementPolicy": "bounded-auto"` + extra + `}}
+`
+}
+
+func TestBlueprintPlacement(t *testing.T) {
+	t.Parallel()
+	repo, dbURL := gittest.New(t), dbtest.NewDB(t)
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+t.TempDir(), "SLUICE_NODE_NAME=-",
+		"SLUICE_GITOPS_REPO_URL="+repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0")
+	p.addAgent(t, "a1", "zone=a")
+	p.addAgent(t, "a2", "zone=a")
+	p.addAgent(t, "b1", "zone=b")
+	for _, n := range []string{"a1", "a2", "b1"} {
+		p.waitNode(n, "Ready")
+	}
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	repo.Commit(t, "two blueprints", map[string]string{
+		"blueprints/edge.json": blueprintUnit("edge", digest, `{"matchLabels": {"zone": "a"}}`, `, "stateful": false`),
+		"blueprints/db.json":   blueprintUnit("db", digest, `{"nodes": ["b1"]}`, ""),
+		"blueprints/bad.json":  blueprintUnit("bad", digest, `{}`, ""),
+	})
+	synced := p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+	_, body := p.do("GET", "/api/v1/journal/"+synced.ID, testToken, nil)
+	require.Contains(t, string(body), "blueprints/bad.json", "an invalid Blueprint is refused at sync")
+
+	t.Run("BoundedAutoLeavesAFirstPlacementOverTwoNodesToAnOperator", func(t *testing.T) {
+		var v blueprintView
+		require.Eventually(t, func() bool {
+			v = p.blueprint("edge")
+			return v.Decline != nil
+		}, 20*time.Second, 100*time.Millisecond)
+		require.Nil(t, v.Placement)
+		require.Equal(t, []string{"a1", "a2"}, v.Plan.Add)
+		require.Contains(t, v.Decline.Reason, "a first placement over 2 nodes")
+		require.False(t, v.Decline.RecordedAt.IsZero())
+		require.True(t, strings.HasPrefix(v.Answer, "Placement waits for an operator"), v.Answer)
+		require.Contains(t, v.Answer, "Rollouts are not built yet")
+	})
+
+	t.Run("AStatefulBlueprintNeverAutoApproves", func(t *testing.T) {
+		var v blueprintView
+		require.Eventually(t, func() bool {
+			v = p.blueprint("db")
+			return v.Decline != nil
+		}, 20*time.Second, 100*time.Millisecond)
+		require.True(t, v.Stateful)
+		require.Equal(t, []string{"b1"}, v.Plan.Add, "one node: only its statefulness stops it")
+		require.Contains(t, v.Decline.Reason, "stateful")
+		require.Nil(t, v.Placement)
+	})
+
+	t.Run("AStaleFingerprintIs409And200ClicksMakeOneApproval", func(t *testing.T) {
+		status, body := p.do("POST", "/api/v1/blueprints/edge/placement/approve", testToken, map[string]string{"fingerprint": "sha256:0000"})
+		require.Equal(t, http.StatusConflict, status, string(body))
+		require.Contains(t, string(body), "moved since fingerprint")
+
+		fp := p.blueprint("edge").Plan.Fingerprint
+		var mu sync.Mutex
+		codes := map[int]int{}
+		runs := map[string]bool{}
+		var wg sync.WaitGroup
+		for range 200 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				status, body := p.do("POST", "/api/v1/blueprints/edge/placement/approve", testToken, map[string]string{"fingerprint": fp})
+				var out struct {
+					JournalID string `json:"journalId"`
+				}
+				_ = json.Unmarshal(body, &out)
+				mu.Lock()
+				codes[status]++
+				runs[out.JournalID] = true
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		// Clicks that meet the one in flight share its answer; any after it
+		// find the plan approved and moved on (409).
+		require.Equal(t, 200, codes[http.StatusOK]+codes[http.StatusConflict], "%v", codes)
+		require.Greater(t, codes[http.StatusOK], 0)
+		delete(runs, "")
+		require.Len(t, runs, 1, "one approval's receipt")
+		v := p.blueprint("edge")
+		require.Equal(t, []string{"a1", "a2"}, v.Placement.Nodes)
+		require.Equal(t, "operator", v.Placement.Policy)
+		require.False(t, v.Plan.Change)
+		require.Nil(t, v.Decline, "the approval clears the decline")
+
+		conn, err := pgx.Connect(context.Background(), dbURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		var approvals, receipts int
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(*) FROM blueprint_placement WHERE blueprint = 'edge'`).Scan(&approvals))
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(*) FROM journal_run WHERE action = 'approve_placement' AND target = 'edge' AND state = 'succeeded'`).Scan(&receipts))
+		require.Equal(t, 1, approvals)
+		require.Equal(t, 1, receipts)
+		_, err = conn.Exec(context.Background(), `UPDATE blueprint_placement SET nodes = '{}' WHERE blueprint = 'edge'`)
+		require.ErrorContains(t, err, "never changed", "an approval is a record")
+	})
+
+	t.Run("BoundedAutoApprovesAThirdNodeAlone", func(t *testing.T) {
+		p.addAgent(t, "a3", "zone=a")
+		var v blueprintView
+		require.Eventually(t, func() bool {
+			v = p.blueprint("edge")
+			return v.Placement != nil && len(v.Placement.Nodes) == 3
+		}, 30*time.Second, 100*time.Millisecond)
+		require.Equal(t, []string{"a1", "a2", "a3"}, v.Placement.Nodes)
+		require.Equal(t, "bounded-auto", v.Placement.Policy)
+		require.Equal(t, "policy bounded-auto", v.Placement.ApprovedBy)
+		out, code := p.cliOut("blueprint", "status", "edge")
+		require.Equal(t, 0, code, out)
+		require.True(t, strings.HasPrefix(out, "Placement approved for a1, a2, a3 by policy bounded-auto"), out)
+	})
+
+	t.Run("CordonKeepsWhatIsPlacedAndBlocksNewPlacement", func(t *testing.T) {
+		out, code := p.cliOut("cordon", "a2")
+		require.Equal(t, 0, code, out)
+		out, code = p.cliOut("node", "add", "a4", "--labels", "zone=a")
+		require.Equal(t, 0, code, out)
+		out, code = p.cliOut("cordon", "a4")
+		require.Equal(t, 0, code, out)
+		time.Sleep(2 * time.Second) // a decide tick passes
+		v := p.blueprint("edge")
+		require.Equal(t, []string{"a1", "a2", "a3"}, v.Placement.Nodes, "nothing new is placed, nothing withdrawn")
+		require.False(t, v.Plan.Change)
+		require.Len(t, v.Plan.Held, 1)
+		require.Equal(t, "a4", v.Plan.Held[0].Node)
+		require.Contains(t, v.Plan.Held[0].Reason, "Cordoned")
+		require.Contains(t, v.Answer, "Node a2 stays placed while cordoned")
+	})
+
+	t.Run("CLIApprovesThePlanItShows", func(t *testing.T) {
+		out, code := p.cliOut("placement", "approve", "db")
+		require.Equal(t, 0, code, out)
+		require.Contains(t, out, "Placement approved")
+		require.Equal(t, []string{"b1"}, p.blueprint("db").Placement.Nodes)
+		out, code = p.cliOut("blueprints")
+		require.Equal(t, 0, code, out)
+		require.Contains(t, out, "edge")
+		require.Contains(t, out, "a1,a2,a3")
+	})
+}

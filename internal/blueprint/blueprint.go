@@ -1,0 +1,373 @@
+// Package blueprint places a Blueprint, one service template, on the nodes
+// its selector chooses. Accepting the source, approving the placement and
+// authorizing a rollout are three separate authority steps, and one never
+// implies another; this package holds the second.
+//
+// A plan is computed from the selector, the nodes and the placement last
+// approved: the nodes it places on (selected, Ready and not cordoned), the
+// nodes it withdraws from (no longer selected), and the selected nodes held
+// back with the reason (cordoned, unreachable, never reported). A node
+// already placed stays placed while it is selected, whatever its state: an
+// unreachable or cordoned node is never withdrawn on its own. The plan's
+// fingerprint names exactly what an approver saw; an approval of a plan that
+// moved is refused.
+//
+// Under the bounded-auto placement policy ("one stateless change at a
+// time"), a change that adds exactly one node or removes exactly one, for a
+// stateless workload, is approved without an operator; anything else waits,
+// the reason and when it was recorded kept as the decline. Every approval
+// and every new decline is a journal receipt, written with the change.
+package blueprint
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
+
+	"sluice/db"
+	"sluice/internal/blueprintspec"
+	"sluice/internal/errs"
+	"sluice/internal/journal"
+	"sluice/internal/node"
+)
+
+// Journal actions.
+const (
+	ActionApprovePlacement = "approve_placement"
+	ActionDeclinePlacement = "decline_placement"
+)
+
+// AutoApprover is who a bounded-auto approval or decline is recorded as.
+const AutoApprover = "policy bounded-auto"
+
+// Service keeps Blueprint placements.
+type Service struct {
+	Pool    *pgxpool.Pool
+	Journal *journal.Journal
+	Nodes   *node.Registry
+	Logger  *slog.Logger
+
+	approvals singleflight.Group
+}
+
+// HeldNode is a selected node the plan does not place on, and why.
+type HeldNode struct {
+	Node   string `json:"node"`
+	Reason string `json:"reason"`
+}
+
+// PlacementPlan is a Blueprint's placement plan now.
+type PlacementPlan struct {
+	// Current is the placement last approved; nil when none was.
+	Current *db.BlueprintPlacement `json:"-"`
+	// Target is the nodes the placement would name; Add and Remove what
+	// it changes from Current.
+	Target []string `json:"target"`
+	Add    []string `json:"add"`
+	Remove []string `json:"remove"`
+	// Held are selected nodes it does not place on.
+	Held []HeldNode `json:"held"`
+	// Fingerprint names this plan; an approval must send it.
+	Fingerprint string `json:"fingerprint"`
+	// Change is true when the plan changes what is approved.
+	Change bool `json:"change"`
+	// Unready names the placed nodes that are not Ready now, with their
+	// state: kept in the placement while selected, and never withdrawn
+	// from without an operator.
+	Unready []HeldNode `json:"unready"`
+}
+
+// blueprintOf finds the active Blueprint name and reads its spec.
+func blueprintOf(ctx context.Context, q *db.Queries, name string) (*db.Unit, *blueprintspec.Spec, error) {
+	u, err := q.BlueprintGet(ctx, name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, errs.Errorf(errs.NotFound, "No active Blueprint is named %q; `sluice blueprints` lists them.", name)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("load blueprint %s: %w", name, err)
+	}
+	spec, err := blueprintspec.Parse(u.Name, u.Content)
+	if err != nil {
+		return nil, nil, errs.Errorf(errs.Conflict, "Blueprint %s (%s) %s; fix it in Git and sync.", name, u.Path, err)
+	}
+	return u, spec, nil
+}
+
+// plan computes u's plan against the nodes as they are.
+func (s *Service) plan(ctx context.Context, q *db.Queries, u *db.Unit, spec *blueprintspec.Spec) (*PlacementPlan, error) {
+	p := &PlacementPlan{Target: []string{}, Add: []string{}, Remove: []string{}, Held: []HeldNode{}, Unready: []HeldNode{}}
+	cur, err := q.PlacementLatest(ctx, u.ID)
+	switch {
+	case err == nil:
+		p.Current = cur
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("placement of %s: %w", u.Name, err)
+	}
+	nodes, err := s.Nodes.ListTx(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	placed := map[string]bool{}
+	if cur != nil {
+		for _, n := range cur.Nodes {
+			placed[n] = true
+		}
+	}
+	exists := map[string]bool{}
+	for _, n := range nodes {
+		exists[n.Name] = true
+		selected := spec.Selector.Matches(n.Name, n.Labels)
+		switch {
+		case placed[n.Name] && selected:
+			p.Target = append(p.Target, n.Name)
+			if n.State != node.StateReady {
+				p.Unready = append(p.Unready, HeldNode{Node: n.Name, Reason: n.State + ": " + n.Reason})
+			}
+		case placed[n.Name]:
+			p.Remove = append(p.Remove, n.Name)
+			if n.State != node.StateReady {
+				p.Unready = append(p.Unready, HeldNode{Node: n.Name, Reason: n.State + ": " + n.Reason})
+			}
+		case selected && n.State == node.StateReady:
+			p.Target = append(p.Target, n.Name)
+			p.Add = append(p.Add, n.Name)
+		case selected:
+			p.Held = append(p.Held, HeldNode{Node: n.Name, Reason: n.State + ": " + n.Reason})
+		}
+	}
+	for n := range placed {
+		if !exists[n] {
+			p.Remove = append(p.Remove, n) // deleted since
+		}
+	}
+	sort.Strings(p.Target)
+	sort.Strings(p.Add)
+	sort.Strings(p.Remove)
+	p.Change = len(p.Add)+len(p.Remove) > 0
+	h := sha256.New()
+	if cur != nil {
+		fmt.Fprintln(h, cur.ID)
+	} else {
+		fmt.Fprintln(h, "none")
+	}
+	fmt.Fprintln(h, strings.Join(p.Target, ","))
+	p.Fingerprint = "sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
+	return p, nil
+}
+
+// Describe says what the plan changes, in words.
+func (p *PlacementPlan) Describe() string {
+	var parts []string
+	if len(p.Add) > 0 {
+		parts = append(parts, "place on "+strings.Join(p.Add, ", "))
+	}
+	if len(p.Remove) > 0 {
+		parts = append(parts, "withdraw from "+strings.Join(p.Remove, ", "))
+	}
+	if len(parts) == 0 {
+		return "no change"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// lock takes u's row lock for the transaction: one placement decision of a
+// Blueprint at a time, in any process.
+func lock(ctx context.Context, q *db.Queries, u *db.Unit) error {
+	if _, err := q.BlueprintGetForUpdate(ctx, u.ID); err != nil {
+		return fmt.Errorf("lock blueprint %s: %w", u.Name, err)
+	}
+	return nil
+}
+
+// Approved is an approval's outcome.
+type Approved struct {
+	Placement *db.BlueprintPlacement
+	Run       *db.JournalRun
+}
+
+// Approve approves name's plan as an operator, by its fingerprint: the plan
+// must still be the one the operator saw.
+//
+// Identical approvals that reach this process together share one attempt,
+// and its answer: a storm of clicks on one plan makes one approval, and no
+// click waits behind more than the one in flight.
+func (s *Service) Approve(ctx context.Context, name, fingerprint, by string) (*Approved, error) {
+	v, err, _ := s.approvals.Do(name+"\x00"+fingerprint+"\x00"+by, func() (any, error) {
+		return s.approve(context.WithoutCancel(ctx), name, fingerprint, by)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Approved), nil
+}
+
+func (s *Service) approve(ctx context.Context, name, fingerprint, by string) (*Approved, error) {
+	var out *Approved
+	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		u, spec, err := blueprintOf(ctx, q, name)
+		if err != nil {
+			return err
+		}
+		if err := lock(ctx, q, u); err != nil {
+			return err
+		}
+		p, err := s.plan(ctx, q, u, spec)
+		if err != nil {
+			return err
+		}
+		if p.Fingerprint != fingerprint {
+			return errs.Errorf(errs.Conflict, "The placement plan of %s moved since fingerprint %s was shown: it is now %s (%s, on %s). Look at it again (`sluice blueprint status %s`) and approve what you see.",
+				name, fingerprint, p.Fingerprint, p.Describe(), orNone(p.Target), name)
+		}
+		if !p.Change {
+			return errs.Errorf(errs.Conflict, "The placement of %s has no change to approve: it is %s.", name, orNone(p.Target))
+		}
+		out, err = s.approveTx(ctx, q, tx, u, p, by, blueprintspec.PlacementOperator, "approved by "+by)
+		return err
+	})
+	return out, err
+}
+
+func (s *Service) approveTx(ctx context.Context, q *db.Queries, tx pgx.Tx, u *db.Unit, p *PlacementPlan, by, policy, why string) (*Approved, error) {
+	params := map[string]any{"fingerprint": p.Fingerprint, "nodes": p.Target, "add": p.Add, "remove": p.Remove, "policy": policy, "generation": u.ContentHash}
+	msg := fmt.Sprintf("placement of %s approved (%s): %s; it is %s", u.Name, why, p.Describe(), orNone(p.Target))
+	run, err := s.Journal.RecordTx(ctx, tx, journal.RecordParams{Action: ActionApprovePlacement, Target: u.Name, RequestedBy: by, Params: params, Message: msg})
+	if err != nil {
+		return nil, err
+	}
+	pl, err := q.PlacementInsert(ctx, &db.PlacementInsertParams{
+		ID: uuid.New(), UnitID: u.ID, Blueprint: u.Name, Generation: u.ContentHash, Nodes: p.Target,
+		Fingerprint: p.Fingerprint, ApprovedBy: by, Policy: policy, RunID: run.ID,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.Errorf(errs.Conflict, "This placement of %s was approved already.", u.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record the placement of %s: %w", u.Name, err)
+	}
+	if err := q.DeclineDelete(ctx, u.ID); err != nil {
+		return nil, err
+	}
+	return &Approved{Placement: pl, Run: run}, nil
+}
+
+// Decide applies the bounded-auto policy to name's plan: it approves a
+// change it may approve, and otherwise records why it declines (once per
+// plan and reason). It does nothing under the operator policy, or when the
+// plan changes nothing.
+func (s *Service) Decide(ctx context.Context, name string) error {
+	return db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		u, spec, err := blueprintOf(ctx, q, name)
+		if err != nil || spec.Placement() != blueprintspec.PlacementBoundedAuto {
+			return err
+		}
+		if err := lock(ctx, q, u); err != nil {
+			return err
+		}
+		p, err := s.plan(ctx, q, u, spec)
+		if err != nil || !p.Change {
+			return err
+		}
+		reason := declineReason(spec, p)
+		if reason == "" {
+			_, err := s.approveTx(ctx, q, tx, u, p, AutoApprover, blueprintspec.PlacementBoundedAuto, "one stateless change, approved by the bounded-auto policy")
+			return err
+		}
+		d, err := q.DeclineUpsert(ctx, &db.DeclineUpsertParams{UnitID: u.ID, Fingerprint: p.Fingerprint, Reason: reason})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // declined already, for this plan and reason
+		}
+		if err != nil {
+			return fmt.Errorf("record the decline of %s: %w", name, err)
+		}
+		_, err = s.Journal.RecordTx(ctx, tx, journal.RecordParams{
+			Action: ActionDeclinePlacement, Target: name, RequestedBy: AutoApprover,
+			Params:  map[string]any{"fingerprint": p.Fingerprint, "add": p.Add, "remove": p.Remove, "recordedAt": d.RecordedAt},
+			Message: fmt.Sprintf("the bounded-auto policy declined to %s for %s: %s; it waits for an operator", p.Describe(), name, reason),
+		})
+		return err
+	})
+}
+
+// declineReason is why bounded-auto may not approve p; "" when it may.
+func declineReason(spec *blueprintspec.Spec, p *PlacementPlan) string {
+	stateful, why := spec.IsStateful()
+	switch {
+	case stateful:
+		return "the workload is stateful (" + why + "), and bounded-auto approves only stateless changes"
+	case p.Current == nil && len(p.Target) > 1:
+		return fmt.Sprintf("a first placement over %d nodes (%s); bounded-auto approves one node at a time", len(p.Target), strings.Join(p.Target, ", "))
+	case len(p.Add) > 0 && len(p.Remove) > 0:
+		return "a mixed change (" + p.Describe() + "); bounded-auto approves one node added or one removed"
+	case len(p.Add)+len(p.Remove) > 1:
+		return fmt.Sprintf("a change of %d nodes (%s); bounded-auto approves one at a time", len(p.Add)+len(p.Remove), p.Describe())
+	case len(p.Target) == 0:
+		return "the change leaves nothing placed (" + p.Describe() + ")"
+	}
+	for _, n := range p.Unready {
+		if slices.Contains(p.Remove, n.Node) {
+			return "it would withdraw from node " + n.Node + ", which is " + strings.ToLower(n.Reason)
+		}
+	}
+	return ""
+}
+
+// DecideAll applies Decide to every bounded-auto Blueprint.
+func (s *Service) DecideAll(ctx context.Context) error {
+	units, err := db.New(s.Pool).BlueprintList(ctx)
+	if err != nil {
+		return fmt.Errorf("list blueprints: %w", err)
+	}
+	var errList []error
+	for _, u := range units {
+		spec, err := blueprintspec.Parse(u.Name, u.Content)
+		if err != nil || spec.Placement() != blueprintspec.PlacementBoundedAuto {
+			continue
+		}
+		if err := s.Decide(ctx, u.Name); err != nil {
+			errList = append(errList, fmt.Errorf("%s: %w", u.Name, err))
+		}
+	}
+	return errors.Join(errList...)
+}
+
+// DecideEvery is how often every process applies the bounded-auto policy.
+const DecideEvery = 2 * time.Second
+
+// RunAutoPlacement applies the bounded-auto policy every interval until ctx
+// ends: node states change without a sync, and a plan with them.
+func (s *Service) RunAutoPlacement(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.DecideAll(ctx); err != nil && ctx.Err() == nil && s.Logger != nil {
+			s.Logger.Warn("bounded-auto placement", "err", err)
+		}
+	}
+}
+
+func orNone(nodes []string) string {
+	if len(nodes) == 0 {
+		return "no node"
+	}
+	return strings.Join(nodes, ", ")
+}

@@ -1,0 +1,147 @@
+package blueprint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"sluice/db"
+	"sluice/internal/blueprintspec"
+)
+
+// BlueprintView is a Blueprint as the API shows it: what Git holds, the placement
+// approved and the plan now, and one sentence that says what is true and
+// what waits for an operator.
+type BlueprintView struct {
+	Name            string `json:"name"`
+	Path            string `json:"path"`
+	Generation      string `json:"generation"`
+	Digest          string `json:"digest"`
+	Selector        string `json:"selector"`
+	PlacementPolicy string `json:"placementPolicy"`
+	RolloutPolicy   string `json:"rolloutPolicy"`
+	Stateful        bool   `json:"stateful"`
+	StatefulWhy     string `json:"statefulWhy"`
+	// Placement is the approval now in force; nil when none was made.
+	Placement *PlacementGrant `json:"placement,omitempty"`
+	Plan      *PlacementPlan  `json:"plan"`
+	// Decline is bounded-auto's newest decline of this plan, with when it
+	// was recorded.
+	Decline *PlacementDecline `json:"decline,omitempty"`
+	Answer  string            `json:"answer"`
+}
+
+// PlacementGrant is an approval: what, who, under which policy line, when.
+type PlacementGrant struct {
+	Nodes       []string  `json:"nodes"`
+	ApprovedBy  string    `json:"approvedBy"`
+	Policy      string    `json:"policy"`
+	Generation  string    `json:"generation"`
+	Fingerprint string    `json:"fingerprint"`
+	At          time.Time `json:"at"`
+	RunID       uuid.UUID `json:"runId"`
+}
+
+// PlacementDecline is a recorded decline.
+type PlacementDecline struct {
+	Reason      string    `json:"reason"`
+	RecordedAt  time.Time `json:"recordedAt"`
+	Fingerprint string    `json:"fingerprint"`
+}
+
+// Get returns Blueprint name's view.
+func (s *Service) Get(ctx context.Context, name string) (*BlueprintView, error) {
+	q := db.New(s.Pool)
+	u, spec, err := blueprintOf(ctx, q, name)
+	if err != nil {
+		return nil, err
+	}
+	return s.view(ctx, q, u, spec)
+}
+
+// List returns every active Blueprint's view; one whose spec no longer
+// reads is left out (sync keeps such units out of the inventory).
+func (s *Service) List(ctx context.Context) ([]*BlueprintView, error) {
+	q := db.New(s.Pool)
+	units, err := q.BlueprintList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list blueprints: %w", err)
+	}
+	out := make([]*BlueprintView, 0, len(units))
+	for _, u := range units {
+		spec, err := blueprintspec.Parse(u.Name, u.Content)
+		if err != nil {
+			continue
+		}
+		v, err := s.view(ctx, q, u, spec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (s *Service) view(ctx context.Context, q *db.Queries, u *db.Unit, spec *blueprintspec.Spec) (*BlueprintView, error) {
+	p, err := s.plan(ctx, q, u, spec)
+	if err != nil {
+		return nil, err
+	}
+	stateful, why := spec.IsStateful()
+	v := &BlueprintView{
+		Name: u.Name, Path: u.Path, Generation: u.ContentHash, Digest: spec.Service.Digest(),
+		Selector: spec.Selector.String(), PlacementPolicy: spec.Placement(), RolloutPolicy: spec.Rollout(),
+		Stateful: stateful, StatefulWhy: why, Plan: p,
+	}
+	if c := p.Current; c != nil {
+		v.Placement = &PlacementGrant{Nodes: c.Nodes, ApprovedBy: c.ApprovedBy, Policy: c.Policy, Generation: c.Generation, Fingerprint: c.Fingerprint, At: c.CreatedAt, RunID: c.RunID}
+	}
+	d, err := q.DeclineGet(ctx, u.ID)
+	switch {
+	case err == nil && d.Fingerprint == p.Fingerprint:
+		v.Decline = &PlacementDecline{Reason: d.Reason, RecordedAt: d.RecordedAt, Fingerprint: d.Fingerprint}
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("decline of %s: %w", u.Name, err)
+	}
+	v.Answer = answer(v)
+	return v, nil
+}
+
+// answer is the one sentence: the placement stage's, first what waits.
+func answer(v *BlueprintView) string {
+	p := v.Plan
+	var b strings.Builder
+	switch {
+	case p.Change:
+		fmt.Fprintf(&b, "Placement waits for an operator: the plan would %s (fingerprint %s)", p.Describe(), p.Fingerprint)
+		switch {
+		case v.Decline != nil:
+			fmt.Fprintf(&b, "; bounded-auto declined it at %s: %s", v.Decline.RecordedAt.UTC().Format(time.RFC3339), v.Decline.Reason)
+		case v.PlacementPolicy == blueprintspec.PlacementOperator:
+			b.WriteString("; the placement policy is operator")
+		}
+		fmt.Fprintf(&b, ". Approve it: `sluice placement approve %s`.", v.Name)
+	case v.Placement == nil:
+		fmt.Fprintf(&b, "Nothing to place: no node is selected (%s) and Ready.", v.Selector)
+	default:
+		fmt.Fprintf(&b, "Placement approved for %s by %s (%s policy, %s).", orNone(v.Placement.Nodes), v.Placement.ApprovedBy,
+			v.Placement.Policy, v.Placement.At.UTC().Format(time.RFC3339))
+	}
+	for _, h := range p.Held {
+		fmt.Fprintf(&b, " Node %s is selected but held back (%s).", h.Node, strings.TrimSuffix(h.Reason, "."))
+	}
+	for _, h := range p.Unready {
+		if slices.Contains(p.Remove, h.Node) {
+			continue // the plan's own sentence names it
+		}
+		fmt.Fprintf(&b, " Node %s stays placed while %s.", h.Node, strings.ToLower(strings.TrimSuffix(h.Reason, ".")))
+	}
+	b.WriteString(" Rollouts are not built yet: a Blueprint deploys nothing so far.")
+	return b.String()
+}

@@ -1,0 +1,72 @@
+package blueprintspec
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const digest = "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+
+func unit(spec string) []byte {
+	return []byte(`{"kind": "Blueprint", "metadata": {"name": "edge"}, "spec": ` + spec + `}`)
+}
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AValidBlueprint", func(t *testing.T) {
+		t.Parallel()
+		s, err := Parse("edge", unit(`{"template": {"runtime": "exec", "image": "`+digest+`"},
+			"selector": {"matchLabels": {"zone": "a"}}, "placementPolicy": "bounded-auto", "stateful": false}`))
+		require.NoError(t, err)
+		require.Equal(t, digest, s.Service.Digest())
+		require.Equal(t, PlacementBoundedAuto, s.Placement())
+		require.Equal(t, RolloutManual, s.Rollout())
+		stateful, _ := s.IsStateful()
+		require.False(t, stateful)
+		require.True(t, s.Selector.Matches("n1", map[string]string{"zone": "a", "tier": "x"}))
+		require.False(t, s.Selector.Matches("n2", map[string]string{"zone": "b"}))
+	})
+
+	t.Run("StatefulUnlessDeclaredStatelessAndKeepingNoData", func(t *testing.T) {
+		t.Parallel()
+		for spec, want := range map[string]bool{
+			`"stateful": true`:              true,
+			`"stateful": false`:             false,
+			`"placementPolicy": "operator"`: true, // undeclared: cannot tell
+		} {
+			s, err := Parse("edge", unit(`{"template": {"runtime": "exec", "image": "`+digest+`"}, "selector": {"nodes": ["n1"]}, `+spec+`}`))
+			require.NoError(t, err, spec)
+			got, why := s.IsStateful()
+			require.Equal(t, want, got, why)
+		}
+		s, err := Parse("edge", unit(`{"template": {"runtime": "exec", "image": "`+digest+`", "workDir": "/var/lib/edge"}, "selector": {"nodes": ["n1"]}, "stateful": false}`))
+		require.NoError(t, err)
+		got, why := s.IsStateful()
+		require.True(t, got)
+		require.Contains(t, why, "/var/lib/edge")
+	})
+
+	t.Run("RefusesWhatCannotBePlaced", func(t *testing.T) {
+		t.Parallel()
+		tmpl := `"template": {"runtime": "exec", "image": "` + digest + `"}`
+		for spec, want := range map[string]string{
+			`{"selector": {"nodes": ["n1"]}}`: `no "spec.template"`,
+			`{` + tmpl + `}`:                  "0 ways to choose nodes",
+			`{` + tmpl + `, "selector": {"nodes": ["n1"], "matchLabels": {"a": "b"}}}`:                                  "2 ways to choose nodes",
+			`{` + tmpl + `, "selector": {"nodes": ["N 1"]}}`:                                                            "not a node name",
+			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "placementPolicy": "yolo"}`:                                  `"spec.placementPolicy" "yolo"`,
+			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "rolloutPolicy": "now"}`:                                     `"spec.rolloutPolicy" "now"`,
+			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "onProbeFailure": "x"}`:                                      `"spec.onProbeFailure" "x"`,
+			`{"template": {"runtime": "exec", "image": "latest"}, "selector": {"nodes": ["n1"]}}`:                       "not a digest pin",
+			`{"template": {"runtime": "exec", "image": "` + digest + `", "node": "n1"}, "selector": {"nodes": ["n1"]}}`: "come from its selector",
+			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "replicas": 3}`:                                              "unknown field",
+		} {
+			_, err := Parse("edge", unit(spec))
+			require.Error(t, err, spec)
+			require.True(t, strings.Contains(err.Error(), want), "%s: %v", spec, err)
+		}
+	})
+}
