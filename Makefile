@@ -67,13 +67,16 @@ ensure-tools:
 # p99, serve's CPU and peak RSS, its database connections idle and under the
 # load, and one real agent's idle RSS. BenchmarkConvergeOnNode is POST
 # converge → process started on an agent's node beside serve's own (goal
-# ≤ 1.2×).
+# ≤ 1.2×). BenchmarkWebhook is 100 pushes, each a signed GitHub delivery
+# POSTed → its sync running (the started event over SSE), p50 and p99 beside
+# the HTTP floor (GET /healthz round trips).
 bench: ensure-tools build
-	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|Storm|Agents|ConvergeOnNode)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
+	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|Storm|Agents|ConvergeOnNode|Webhook)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
 	$(GO) test -run '^$$' -bench '^BenchmarkActionStart$$' -benchtime 30x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkStorm$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkAgents$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkConvergeOnNode$$' -benchtime 20x ./cmd/sluice/
+	$(GO) test -run '^$$' -bench '^BenchmarkWebhook$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/services/
 	$(GO) test -run '^$$' -bench '^BenchmarkDriftCheck$$' -benchtime 10x ./internal/infra/
 	$(GO) test -run '^$$' -bench '^BenchmarkSweep100$$' -benchtime 1x ./internal/infra/
