@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/google/uuid"
 )
@@ -232,6 +233,246 @@ func (q *Queries) PlacementLatest(ctx context.Context, unitID uuid.UUID) (*Bluep
 		&i.Policy,
 		&i.RunID,
 		&i.CreatedAt,
+	)
+	return &i, err
+}
+
+const rolloutFind = `-- name: RolloutFind :one
+SELECT id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at FROM rollout WHERE unit_id = $1 AND generation = $2 AND digest = $3 AND placement_id = $4
+`
+
+type RolloutFindParams struct {
+	UnitID      uuid.UUID
+	Generation  string
+	Digest      string
+	PlacementID uuid.UUID
+}
+
+func (q *Queries) RolloutFind(ctx context.Context, arg *RolloutFindParams) (*Rollout, error) {
+	row := q.db.QueryRow(ctx, rolloutFind,
+		arg.UnitID,
+		arg.Generation,
+		arg.Digest,
+		arg.PlacementID,
+	)
+	var i Rollout
+	err := row.Scan(
+		&i.ID,
+		&i.UnitID,
+		&i.Blueprint,
+		&i.Generation,
+		&i.Digest,
+		&i.PlacementID,
+		&i.Nodes,
+		&i.Manifest,
+		&i.OnProbeFailure,
+		&i.AuthorizedBy,
+		&i.Policy,
+		&i.RunID,
+		&i.CreatedAt,
+	)
+	return &i, err
+}
+
+const rolloutGet = `-- name: RolloutGet :one
+SELECT id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at FROM rollout WHERE id = $1
+`
+
+func (q *Queries) RolloutGet(ctx context.Context, id uuid.UUID) (*Rollout, error) {
+	row := q.db.QueryRow(ctx, rolloutGet, id)
+	var i Rollout
+	err := row.Scan(
+		&i.ID,
+		&i.UnitID,
+		&i.Blueprint,
+		&i.Generation,
+		&i.Digest,
+		&i.PlacementID,
+		&i.Nodes,
+		&i.Manifest,
+		&i.OnProbeFailure,
+		&i.AuthorizedBy,
+		&i.Policy,
+		&i.RunID,
+		&i.CreatedAt,
+	)
+	return &i, err
+}
+
+const rolloutInsert = `-- name: RolloutInsert :one
+INSERT INTO rollout (id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (unit_id, generation, digest, placement_id) DO NOTHING
+RETURNING id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at
+`
+
+type RolloutInsertParams struct {
+	ID             uuid.UUID
+	UnitID         uuid.UUID
+	Blueprint      string
+	Generation     string
+	Digest         string
+	PlacementID    uuid.UUID
+	Nodes          []string
+	Manifest       json.RawMessage
+	OnProbeFailure string
+	AuthorizedBy   string
+	Policy         string
+	RunID          uuid.UUID
+}
+
+func (q *Queries) RolloutInsert(ctx context.Context, arg *RolloutInsertParams) (*Rollout, error) {
+	row := q.db.QueryRow(ctx, rolloutInsert,
+		arg.ID,
+		arg.UnitID,
+		arg.Blueprint,
+		arg.Generation,
+		arg.Digest,
+		arg.PlacementID,
+		arg.Nodes,
+		arg.Manifest,
+		arg.OnProbeFailure,
+		arg.AuthorizedBy,
+		arg.Policy,
+		arg.RunID,
+	)
+	var i Rollout
+	err := row.Scan(
+		&i.ID,
+		&i.UnitID,
+		&i.Blueprint,
+		&i.Generation,
+		&i.Digest,
+		&i.PlacementID,
+		&i.Nodes,
+		&i.Manifest,
+		&i.OnProbeFailure,
+		&i.AuthorizedBy,
+		&i.Policy,
+		&i.RunID,
+		&i.CreatedAt,
+	)
+	return &i, err
+}
+
+const rolloutLatest = `-- name: RolloutLatest :one
+SELECT id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at FROM rollout WHERE unit_id = $1 ORDER BY created_at DESC LIMIT 1
+`
+
+func (q *Queries) RolloutLatest(ctx context.Context, unitID uuid.UUID) (*Rollout, error) {
+	row := q.db.QueryRow(ctx, rolloutLatest, unitID)
+	var i Rollout
+	err := row.Scan(
+		&i.ID,
+		&i.UnitID,
+		&i.Blueprint,
+		&i.Generation,
+		&i.Digest,
+		&i.PlacementID,
+		&i.Nodes,
+		&i.Manifest,
+		&i.OnProbeFailure,
+		&i.AuthorizedBy,
+		&i.Policy,
+		&i.RunID,
+		&i.CreatedAt,
+	)
+	return &i, err
+}
+
+const rolloutNodeRecord = `-- name: RolloutNodeRecord :exec
+INSERT INTO rollout_node (rollout_id, node, state, pid, reason, run_id)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (rollout_id, node) DO UPDATE SET state = EXCLUDED.state, pid = EXCLUDED.pid, reason = EXCLUDED.reason, run_id = EXCLUDED.run_id, at = clock_timestamp()
+`
+
+type RolloutNodeRecordParams struct {
+	RolloutID uuid.UUID
+	Node      string
+	State     string
+	Pid       *int32
+	Reason    string
+	RunID     uuid.UUID
+}
+
+func (q *Queries) RolloutNodeRecord(ctx context.Context, arg *RolloutNodeRecordParams) error {
+	_, err := q.db.Exec(ctx, rolloutNodeRecord,
+		arg.RolloutID,
+		arg.Node,
+		arg.State,
+		arg.Pid,
+		arg.Reason,
+		arg.RunID,
+	)
+	return err
+}
+
+const rolloutNodes = `-- name: RolloutNodes :many
+SELECT rollout_id, node, state, pid, reason, run_id, at FROM rollout_node WHERE rollout_id = $1 ORDER BY node
+`
+
+func (q *Queries) RolloutNodes(ctx context.Context, rolloutID uuid.UUID) ([]*RolloutNode, error) {
+	rows, err := q.db.Query(ctx, rolloutNodes, rolloutID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*RolloutNode
+	for rows.Next() {
+		var i RolloutNode
+		if err := rows.Scan(
+			&i.RolloutID,
+			&i.Node,
+			&i.State,
+			&i.Pid,
+			&i.Reason,
+			&i.RunID,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const rolloutRunOf = `-- name: RolloutRunOf :one
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
+WHERE action = 'rollout' AND params->>'rollout' = $1::text
+ORDER BY requested_at DESC
+LIMIT 1
+`
+
+// RolloutRunOf is the newest run of rollout id's job.
+func (q *Queries) RolloutRunOf(ctx context.Context, rollout string) (*JournalRun, error) {
+	row := q.db.QueryRow(ctx, rolloutRunOf, rollout)
+	var i JournalRun
+	err := row.Scan(
+		&i.ID,
+		&i.Action,
+		&i.Target,
+		&i.State,
+		&i.RequestedBy,
+		&i.RequestedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.RiverJobID,
+		&i.Attempt,
+		&i.Joined,
+		&i.RetryOf,
+		&i.Params,
+		&i.Error,
+		&i.Result,
+		&i.GitCommit,
+		&i.DigestFrom,
+		&i.DigestTo,
+		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
 	)
 	return &i, err
 }

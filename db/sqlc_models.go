@@ -290,6 +290,32 @@ type RiverJob struct {
 	Queue       string
 }
 
+type Rollout struct {
+	ID             uuid.UUID
+	UnitID         uuid.UUID
+	Blueprint      string
+	Generation     string
+	Digest         string
+	PlacementID    uuid.UUID
+	Nodes          []string
+	Manifest       json.RawMessage
+	OnProbeFailure string
+	AuthorizedBy   string
+	Policy         string
+	RunID          uuid.UUID
+	CreatedAt      time.Time
+}
+
+type RolloutNode struct {
+	RolloutID uuid.UUID
+	Node      string
+	State     string
+	Pid       *int32
+	Reason    string
+	RunID     uuid.UUID
+	At        time.Time
+}
+
 type ServicePause struct {
 	Service  string
 	RunID    uuid.UUID

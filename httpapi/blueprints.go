@@ -91,4 +91,36 @@ func registerBlueprints(api huma.API, d Deps) {
 			}
 			return &placementApprovedOutput{Body: PlacementApproved{Blueprint: v, JournalID: a.Run.ID}}, nil
 		})
+
+	register(api, d, op("authorize-rollout", http.MethodPost, "/blueprints/{name}/rollout/authorize",
+		"Authorize a rollout: bind the Blueprint's accepted generation, its artifact digest (which must be in the store) and "+
+			"its approved placement into an immutable rollout generation, and deploy it one node after another. Authorizing a "+
+			"binding that has its rollout generation answers that one. Journaled.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity),
+		func(ctx context.Context, in *blueprintNameInput) (*rolloutAuthorizedOutput, error) {
+			if d.Blueprints == nil {
+				return nil, none()
+			}
+			a, err := d.Blueprints.Authorize(ctx, in.Name, requester(ctx))
+			if err != nil {
+				return nil, err
+			}
+			v, err := d.Blueprints.Get(ctx, in.Name)
+			if err != nil {
+				return nil, err
+			}
+			out := &rolloutAuthorizedOutput{}
+			out.Body.Blueprint, out.Body.Rollout, out.Body.Existing = v, a.Rollout.ID, a.Existing
+			out.Body.JournalID = a.Rollout.RunID
+			return out, nil
+		})
+}
+
+type rolloutAuthorizedOutput struct {
+	Body struct {
+		Blueprint *blueprint.BlueprintView `json:"blueprint"`
+		Rollout   uuid.UUID                `json:"rollout" format:"uuid" doc:"The rollout generation."`
+		Existing  bool                     `json:"existing" doc:"True when this binding was authorized already: its rollout generation answers."`
+		JournalID uuid.UUID                `json:"journalId" format:"uuid" doc:"The authorization's receipt."`
+	}
 }

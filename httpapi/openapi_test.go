@@ -100,7 +100,7 @@ func TestOpenAPISpec(t *testing.T) {
 		}
 		slices.Sort(ids)
 		require.Equal(t, []string{
-			"accept-source", "add-node", "apply-infrastructure", "approve-placement", "cancel-journal-run", "claim-node-task", "converge-service", "cordon-node", "create-source", "create-token",
+			"accept-source", "add-node", "apply-infrastructure", "approve-placement", "authorize-rollout", "cancel-journal-run", "claim-node-task", "converge-service", "cordon-node", "create-source", "create-token",
 			"delete-node", "delete-source",
 			"deploy-service", "destroy-infrastructure", "drift-check-infrastructure", "drift-check-service",
 			"get-artifact", "get-blueprint", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-journal-run", "get-node", "get-node-artifact",

@@ -8,6 +8,7 @@ package jobs
 import (
 	"github.com/riverqueue/river"
 
+	"sluice/internal/blueprint"
 	"sluice/internal/gitops"
 	"sluice/internal/infra"
 	"sluice/internal/journal"
@@ -23,6 +24,8 @@ type Deps struct {
 	// Infra works plans, applies, destroys, drift checks and sweeps; nil
 	// leaves them out.
 	Infra *infra.Service
+	// Blueprints works rollouts; nil leaves them out.
+	Blueprints *blueprint.Service
 	// TestActions registers test_hold, the test-only action that holds a run
 	// open; serve enables it with SLUICE_ENABLE_TEST_ACTIONS=1.
 	TestActions bool
@@ -47,6 +50,9 @@ func Register(workers *river.Workers, d Deps) {
 		river.AddWorker[infra.DestroyArgs](workers, &DestroyWorker{Infra: d.Infra})
 		river.AddWorker[infra.DriftCheckArgs](workers, &DriftCheckWorker{Infra: d.Infra})
 		river.AddWorker[infra.SweepArgs](workers, &SweepWorker{Journal: d.Journal, Infra: d.Infra})
+	}
+	if d.Blueprints != nil {
+		river.AddWorker[blueprint.RolloutArgs](workers, &RolloutWorker{Journal: d.Journal, Blueprints: d.Blueprints})
 	}
 	if d.TestActions {
 		river.AddWorker[HoldArgs](workers, &HoldWorker{Journal: d.Journal})

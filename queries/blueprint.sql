@@ -36,3 +36,33 @@ RETURNING *;
 
 -- name: DeclineDelete :exec
 DELETE FROM blueprint_decline WHERE unit_id = @unit_id;
+
+-- name: RolloutInsert :one
+INSERT INTO rollout (id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id)
+VALUES (@id, @unit_id, @blueprint, @generation, @digest, @placement_id, @nodes, @manifest, @on_probe_failure, @authorized_by, @policy, @run_id)
+ON CONFLICT (unit_id, generation, digest, placement_id) DO NOTHING
+RETURNING *;
+
+-- name: RolloutFind :one
+SELECT * FROM rollout WHERE unit_id = @unit_id AND generation = @generation AND digest = @digest AND placement_id = @placement_id;
+
+-- name: RolloutGet :one
+SELECT * FROM rollout WHERE id = @id;
+
+-- name: RolloutLatest :one
+SELECT * FROM rollout WHERE unit_id = @unit_id ORDER BY created_at DESC LIMIT 1;
+
+-- name: RolloutNodeRecord :exec
+INSERT INTO rollout_node (rollout_id, node, state, pid, reason, run_id)
+VALUES (@rollout_id, @node, @state, sqlc.narg('pid'), @reason, @run_id)
+ON CONFLICT (rollout_id, node) DO UPDATE SET state = EXCLUDED.state, pid = EXCLUDED.pid, reason = EXCLUDED.reason, run_id = EXCLUDED.run_id, at = clock_timestamp();
+
+-- name: RolloutNodes :many
+SELECT * FROM rollout_node WHERE rollout_id = @rollout_id ORDER BY node;
+
+-- name: RolloutRunOf :one
+-- RolloutRunOf is the newest run of rollout id's job.
+SELECT * FROM journal_run
+WHERE action = 'rollout' AND params->>'rollout' = @rollout::text
+ORDER BY requested_at DESC
+LIMIT 1;

@@ -15,7 +15,9 @@ const blueprintUsage = `usage:
   sluice blueprints [--json]                          the Blueprints: placement, plan and what waits
   sluice blueprint status NAME [--json]               one Blueprint: the answer, the placement, the plan
   sluice placement approve NAME [--fingerprint F]     approve the plan shown with fingerprint F (operator);
-                                                      without it, the plan as it is now is shown and approved`
+                                                      without it, the plan as it is now is shown and approved
+  sluice rollout authorize NAME                       authorize a rollout of the accepted generation to the
+                                                      approved placement, one node after another (operator)`
 
 // runBlueprints is `sluice blueprints`.
 func runBlueprints(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -111,6 +113,12 @@ func printBlueprint(w io.Writer, b *apiclient.BlueprintView) {
 	for _, h := range b.Plan.Held {
 		fmt.Fprintf(w, "held back: %s: %s\n", h.Node, h.Reason)
 	}
+	if r := b.Rollout; r != nil {
+		fmt.Fprintf(w, "rollout: %s, %s (generation %s, authorized by %s)\n", r.Id, r.State, r.Generation, r.AuthorizedBy)
+		for _, a := range r.Answers {
+			fmt.Fprintf(w, "  %s: %s: %s\n", a.Node, a.State, a.Reason)
+		}
+	}
 }
 
 func orNoChange(s string) string {
@@ -159,6 +167,41 @@ func runPlacement(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return apiError(resp.HTTPResponse, resp.Body)
 	}
 	fmt.Fprintf(stdout, "Placement approved (run %s).\n", resp.JSON200.JournalId)
+	printBlueprint(stdout, &resp.JSON200.Blueprint)
+	return nil
+}
+
+// runRollout is `sluice rollout authorize NAME`.
+func runRollout(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "authorize" {
+		fmt.Fprintln(stderr, blueprintUsage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return nil
+		}
+		return exitError{2}
+	}
+	fs := flag.NewFlagSet("rollout authorize", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name, err := parseOneArg(fs, args[1:], "rollout authorize NAME")
+	if err != nil {
+		return err
+	}
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	resp, err := client.AuthorizeRolloutWithResponse(ctx, name)
+	if err != nil {
+		return err
+	}
+	if resp.JSON200 == nil {
+		return apiError(resp.HTTPResponse, resp.Body)
+	}
+	if resp.JSON200.Existing {
+		fmt.Fprintf(stdout, "This binding was authorized already: rollout %s answers.\n", resp.JSON200.Rollout)
+	} else {
+		fmt.Fprintf(stdout, "Rollout %s authorized (receipt %s).\n", resp.JSON200.Rollout, resp.JSON200.JournalId)
+	}
 	printBlueprint(stdout, &resp.JSON200.Blueprint)
 	return nil
 }

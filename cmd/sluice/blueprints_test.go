@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -204,4 +207,128 @@ func TestBlueprintPlacement(t *testing.T) {
 		require.Contains(t, out, "edge")
 		require.Contains(t, out, "a1,a2,a3")
 	})
+}
+
+func TestBlueprintRollout(t *testing.T) {
+	t.Parallel()
+	repo, dbURL := gittest.New(t), dbtest.NewDB(t)
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+t.TempDir(), "SLUICE_NODE_NAME=-",
+		"SLUICE_GITOPS_REPO_URL="+repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0")
+	dirs := map[string]string{}
+	for _, n := range []string{"r1", "r2", "z1"} {
+		zone := "a"
+		if n == "z1" {
+			zone = "b"
+		}
+		out, code := p.cliOut("node", "add", n, "--labels", "zone="+zone)
+		require.Equal(t, 0, code, out)
+		token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
+		dirs[n] = t.TempDir()
+		startAgent(t, p, n, dirs[n], "SLUICE_JOIN_TOKEN="+token)
+		t.Cleanup(func() { killService(dirs[n], "bp-web") })
+	}
+	for n := range dirs {
+		p.waitNode(n, "Ready")
+	}
+	v1, bad := p.pushArtifact(helloBuild(t, "v1")), p.pushArtifact(helloBuild(t, "bad"))
+	runsOn := func(n, digest string) []int {
+		return processesOf(t, filepath.Join(dirs[n], "artifacts", strings.TrimPrefix(digest, "sha256:")))
+	}
+	web := func(digest string) string {
+		return `{"kind": "Blueprint", "metadata": {"name": "web"},
+ "spec": {"template": {"runtime": "exec", "image": "` + digest + `", "args": ["--listen", "127.0.0.1:0"], "stopTimeoutSec": 2},
+          "selector": {"matchLabels": {"zone": "a"}}, "stateful": false}}
+`
+	}
+	repo.Commit(t, "web v1", map[string]string{"blueprints/web.json": web(v1)})
+	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+
+	status, body := p.do("POST", "/api/v1/blueprints/web/rollout/authorize", testToken, nil)
+	require.Equal(t, http.StatusConflict, status, "no placement approved yet: %s", body)
+	require.Contains(t, string(body), "no approved placement")
+	out, code := p.cliOut("placement", "approve", "web")
+	require.Equal(t, 0, code, out)
+	require.Equal(t, []string{"r1", "r2"}, p.blueprint("web").Placement.Nodes, "only zone a")
+
+	type authorized struct {
+		Rollout   string `json:"rollout"`
+		Existing  bool   `json:"existing"`
+		JournalID string `json:"journalId"`
+	}
+	var mu sync.Mutex
+	rollouts := map[string]int{}
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, body := p.do("POST", "/api/v1/blueprints/web/rollout/authorize", testToken, nil)
+			var a authorized
+			_ = json.Unmarshal(body, &a)
+			mu.Lock()
+			rollouts[strconv.Itoa(status)+" "+a.Rollout]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	require.Len(t, rollouts, 1, "200 authorize clicks make one rollout generation: %v", rollouts)
+	var first string
+	for k := range rollouts {
+		require.True(t, strings.HasPrefix(k, "200 "), k)
+		first = strings.TrimPrefix(k, "200 ")
+	}
+
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	waitRollout := func(id, state string) string {
+		var got, msg string
+		require.Eventually(t, func() bool {
+			err := conn.QueryRow(context.Background(), `SELECT state, coalesce(error, '') FROM journal_run WHERE action = 'rollout' AND params->>'rollout' = $1`, id).Scan(&got, &msg)
+			return err == nil && got == state
+		}, 90*time.Second, 100*time.Millisecond, "rollout %s never became %s (is %s: %s): %s", id, state, got, msg, runsText(t, conn))
+		return msg
+	}
+	waitRollout(first, "succeeded")
+	require.Len(t, runsOn("r1", v1), 1)
+	require.Len(t, runsOn("r2", v1), 1)
+	require.Empty(t, runsOn("z1", v1), "z1 is not selected")
+	v := p.blueprint("web")
+	require.Contains(t, v.Answer, "r1 active, r2 active", v.Answer)
+
+	t.Run("ABadGenerationStopsAtTheFirstNodeAndTheRestKeepWhatTheyRun", func(t *testing.T) {
+		r2 := runsOn("r2", v1)
+		repo.Commit(t, "web bad", map[string]string{"blueprints/web.json": web(bad)})
+		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+		status, body := p.do("POST", "/api/v1/blueprints/web/rollout/authorize", testToken, nil)
+		require.Equal(t, http.StatusOK, status, string(body))
+		var a authorized
+		require.NoError(t, json.Unmarshal(body, &a))
+		require.NotEqual(t, first, a.Rollout, "a new generation is a new rollout")
+		msg := waitRollout(a.Rollout, "failed")
+		require.Contains(t, msg, "stopped at node r1 (1 of 2)")
+		require.Empty(t, runsOn("r1", bad), "the failed copy was stopped")
+		require.Equal(t, r2, runsOn("r2", v1), "r2 keeps what it ran")
+		v := p.blueprint("web")
+		require.Contains(t, v.Answer, "r1 failed", v.Answer)
+		out, code := p.cliOut("blueprint", "status", "web")
+		require.Equal(t, 0, code, out)
+		require.Contains(t, out, "r1: failed")
+	})
+}
+
+// runsText lists the runs, for a failure's message.
+func runsText(t *testing.T, conn *pgx.Conn) string {
+	rows, err := conn.Query(context.Background(), `SELECT action, target, state, coalesce(params::text, ''), coalesce(error, '') FROM journal_run ORDER BY requested_at`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var a, tg, st, pr, e string
+		_ = rows.Scan(&a, &tg, &st, &pr, &e)
+		fmt.Fprintf(&b, "\n%s %s %s %s %s", a, tg, st, pr, e)
+	}
+	return b.String()
 }

@@ -141,8 +141,11 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 		periodic = append(periodic, services.PeriodicSweep(cfg.ServiceDriftIntervalSec))
 	}
 
+	// Blueprints are wired below, once nodes and tasks are; the workers
+	// need the pointer now.
+	bps := &blueprint.Service{Pool: pool, Journal: j, Logger: logger.With("component", "blueprints")}
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, TestActions: cfg.TestActions})
+	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, Blueprints: bps, TestActions: cfg.TestActions})
 	// Service actions have a queue of their own: services waiting for their
 	// turn never hold off a sync.
 	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}}
@@ -181,6 +184,7 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 		svcs.Local = nil
 	}
 	svcs.Remote = func(n string, run uuid.UUID) services.Host { return &nodetask.Remote{Tasks: tasks, Node: n, Run: run} }
+	bps.Nodes, bps.Host = nodes, svcs.HostOf
 	svcs.NodeCheck = func(ctx context.Context, n string) (bool, string, error) {
 		nd, err := nodes.Get(ctx, n)
 		if err != nil {
@@ -212,7 +216,6 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 			}
 		}()
 	}
-	bps := &blueprint.Service{Pool: pool, Journal: j, Nodes: nodes, Logger: logger.With("component", "blueprints")}
 	return &controlPlane{journal: j, gitops: gops, services: svcs, infra: inf, artifacts: store, nodes: nodes, tasks: tasks, blueprints: bps, node: opts.Node, river: client}, nil
 }
 

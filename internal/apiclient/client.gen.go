@@ -228,6 +228,27 @@ func (e NodeState) Valid() bool {
 	}
 }
 
+// Defines values for NodeAnswerState.
+const (
+	NodeAnswerStateActive  NodeAnswerState = "active"
+	NodeAnswerStateFailed  NodeAnswerState = "failed"
+	NodeAnswerStateUnknown NodeAnswerState = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the NodeAnswerState enum.
+func (e NodeAnswerState) Valid() bool {
+	switch e {
+	case NodeAnswerStateActive:
+		return true
+	case NodeAnswerStateFailed:
+		return true
+	case NodeAnswerStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NodeTaskKind.
 const (
 	Apply    NodeTaskKind = "apply"
@@ -835,6 +856,7 @@ type BlueprintView struct {
 	Placement       *PlacementGrant   `json:"placement,omitempty"`
 	PlacementPolicy string            `json:"placementPolicy"`
 	Plan            PlacementPlan     `json:"plan"`
+	Rollout         *RolloutView      `json:"rollout,omitempty"`
 	RolloutPolicy   string            `json:"rolloutPolicy"`
 	Selector        string            `json:"selector"`
 	Stateful        bool              `json:"stateful"`
@@ -1268,6 +1290,18 @@ type NodeAdded struct {
 	Node      Node               `json:"node"`
 }
 
+// NodeAnswer defines model for NodeAnswer.
+type NodeAnswer struct {
+	At     time.Time       `json:"at"`
+	Node   string          `json:"node"`
+	Pid    *int64          `json:"pid,omitempty"`
+	Reason string          `json:"reason"`
+	State  NodeAnswerState `json:"state"`
+}
+
+// NodeAnswerState defines model for NodeAnswer.State.
+type NodeAnswerState string
+
 // NodeDeleted defines model for NodeDeleted.
 type NodeDeleted struct {
 	// JournalId The receipt of the change.
@@ -1451,6 +1485,35 @@ type PostNodeTaskResultRequest struct {
 	// Instance The claim's "instance/session".
 	Instance string         `json:"instance"`
 	Result   NodeTaskResult `json:"result"`
+}
+
+// RolloutAuthorizedOutputBody defines model for RolloutAuthorizedOutputBody.
+type RolloutAuthorizedOutputBody struct {
+	Blueprint BlueprintView `json:"blueprint"`
+
+	// Existing True when this binding was authorized already: its rollout generation answers.
+	Existing bool `json:"existing"`
+
+	// JournalId The authorization's receipt.
+	JournalId openapi_types.UUID `json:"journalId"`
+
+	// Rollout The rollout generation.
+	Rollout openapi_types.UUID `json:"rollout"`
+}
+
+// RolloutView defines model for RolloutView.
+type RolloutView struct {
+	Answers        []NodeAnswer `json:"answers"`
+	At             time.Time    `json:"at"`
+	AuthorizeRunId string       `json:"authorizeRunId"`
+	AuthorizedBy   string       `json:"authorizedBy"`
+	Digest         string       `json:"digest"`
+	Error          *string      `json:"error,omitempty"`
+	Generation     string       `json:"generation"`
+	Id             string       `json:"id"`
+	Nodes          []string     `json:"nodes"`
+	Policy         string       `json:"policy"`
+	State          string       `json:"state"`
 }
 
 // Run defines model for Run.
@@ -2210,6 +2273,13 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/blueprints/{name}/placement/approve (the `ApprovePlacement` operationId).
 	ApprovePlacement(ctx context.Context, name string, body ApprovePlacementJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AuthorizeRollout Authorize a rollout: bind the Blueprint's accepted generation, its artifact digest (which must be in the store) and its approved placement into an immutable rollout generation, and deploy it one node after another. Authorizing a binding that has its rollout generation answers that one. Journaled.
+	//
+	// Authorize a rollout: bind the Blueprint's accepted generation, its artifact digest (which must be in the store) and its approved placement into an immutable rollout generation, and deploy it one node after another. Authorizing a binding that has its rollout generation answers that one. Journaled. Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/authorize (the `AuthorizeRollout` operationId).
+	AuthorizeRollout(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetGitopsSettings The GitOps settings in force.
 	//
 	// The GitOps settings in force. Needs the viewer role.
@@ -2861,6 +2931,23 @@ func (c *Client) ApprovePlacementWithBody(ctx context.Context, name string, cont
 // Corresponds with POST /api/v1/blueprints/{name}/placement/approve (the `ApprovePlacement` operationId).
 func (c *Client) ApprovePlacement(ctx context.Context, name string, body ApprovePlacementJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewApprovePlacementRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthorizeRollout Authorize a rollout: bind the Blueprint's accepted generation, its artifact digest (which must be in the store) and its approved placement into an immutable rollout generation, and deploy it one node after another. Authorizing a binding that has its rollout generation answers that one. Journaled.
+//
+// Authorize a rollout: bind the Blueprint's accepted generation, its artifact digest (which must be in the store) and its approved placement into an immutable rollout generation, and deploy it one node after another. Authorizing a binding that has its rollout generation answers that one. Journaled. Needs the operator role.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/authorize (the `AuthorizeRollout` operationId).
+func (c *Client) AuthorizeRollout(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthorizeRolloutRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -4290,6 +4377,40 @@ func NewApprovePlacementRequestWithBody(server string, name string, contentType 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAuthorizeRolloutRequest constructs an http.Request for the AuthorizeRollout method
+func NewAuthorizeRolloutRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/blueprints/%s/rollout/authorize", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -6801,6 +6922,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/blueprints/{name}/placement/approve (the `ApprovePlacement` operationId).
 	ApprovePlacementWithResponse(ctx context.Context, name string, body ApprovePlacementJSONRequestBody, reqEditors ...RequestEditorFn) (*ApprovePlacementResponse, error)
 
+	// AuthorizeRolloutWithResponse Authorize a rollout: bind the Blueprint's accepted generation, its artifact digest (which must be in the store) and its approved placement into an immutable rollout generation, and deploy it one node after another. Authorizing a binding that has its rollout generation answers that one. Journaled.
+	//
+	// Authorize a rollout: bind the Blueprint's accepted generation, its artifact digest (which must be in the store) and its approved placement into an immutable rollout generation, and deploy it one node after another. Authorizing a binding that has its rollout generation answers that one. Journaled. Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/authorize (the `AuthorizeRollout` operationId).
+	AuthorizeRolloutWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*AuthorizeRolloutResponse, error)
+
 	// GetGitopsSettingsWithResponse The GitOps settings in force.
 	//
 	// The GitOps settings in force. Needs the viewer role.
@@ -7813,6 +7943,89 @@ func (r ApprovePlacementResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ApprovePlacementResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AuthorizeRolloutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RolloutAuthorizedOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AuthorizeRolloutResponse) GetJSON200() *RolloutAuthorizedOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AuthorizeRolloutResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AuthorizeRolloutResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AuthorizeRolloutResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AuthorizeRolloutResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AuthorizeRolloutResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AuthorizeRolloutResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AuthorizeRolloutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AuthorizeRolloutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AuthorizeRolloutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AuthorizeRolloutResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12412,6 +12625,21 @@ func (c *ClientWithResponses) ApprovePlacementWithResponse(ctx context.Context, 
 	return ParseApprovePlacementResponse(rsp)
 }
 
+// AuthorizeRolloutWithResponse Authorize a rollout: bind the Blueprint's accepted generation, its artifact digest (which must be in the store) and its approved placement into an immutable rollout generation, and deploy it one node after another. Authorizing a binding that has its rollout generation answers that one. Journaled.
+//
+// Authorize a rollout: bind the Blueprint's accepted generation, its artifact digest (which must be in the store) and its approved placement into an immutable rollout generation, and deploy it one node after another. Authorizing a binding that has its rollout generation answers that one. Journaled. Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/authorize (the `AuthorizeRollout` operationId).
+func (c *ClientWithResponses) AuthorizeRolloutWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*AuthorizeRolloutResponse, error) {
+	rsp, err := c.AuthorizeRollout(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthorizeRolloutResponse(rsp)
+}
+
 // GetGitopsSettingsWithResponse The GitOps settings in force.
 //
 // The GitOps settings in force. Needs the viewer role.
@@ -13760,6 +13988,74 @@ func ParseApprovePlacementResponse(rsp *http.Response) (*ApprovePlacementRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAuthorizeRolloutResponse parses an HTTP response from a AuthorizeRolloutWithResponse call
+func ParseAuthorizeRolloutResponse(rsp *http.Response) (*AuthorizeRolloutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AuthorizeRolloutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RolloutAuthorizedOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel

@@ -41,6 +41,7 @@ import (
 	"sluice/internal/errs"
 	"sluice/internal/journal"
 	"sluice/internal/node"
+	"sluice/internal/services"
 )
 
 // Journal actions.
@@ -59,7 +60,11 @@ type Service struct {
 	Nodes   *node.Registry
 	Logger  *slog.Logger
 
-	approvals singleflight.Group
+	// Host reaches node's host for the steps of run (as services does).
+	Host func(node string, run uuid.UUID) services.Host
+
+	approvals      singleflight.Group
+	authorizations singleflight.Group
 }
 
 // HeldNode is a selected node the plan does not place on, and why.
@@ -326,7 +331,8 @@ func declineReason(spec *blueprintspec.Spec, p *PlacementPlan) string {
 	return ""
 }
 
-// DecideAll applies Decide to every bounded-auto Blueprint.
+// DecideAll applies Decide to every bounded-auto Blueprint, then
+// authorizes a rollout of every automatic one whose binding has none.
 func (s *Service) DecideAll(ctx context.Context) error {
 	units, err := db.New(s.Pool).BlueprintList(ctx)
 	if err != nil {
@@ -339,6 +345,15 @@ func (s *Service) DecideAll(ctx context.Context) error {
 			continue
 		}
 		if err := s.Decide(ctx, u.Name); err != nil {
+			errList = append(errList, fmt.Errorf("%s: %w", u.Name, err))
+		}
+	}
+	for _, u := range units {
+		spec, err := blueprintspec.Parse(u.Name, u.Content)
+		if err != nil || spec.Rollout() != blueprintspec.RolloutAutomatic {
+			continue
+		}
+		if _, err := s.authorize(ctx, u.Name, AutoAuthorizer, blueprintspec.RolloutAutomatic); err != nil && errs.CodeOf(err) == "" {
 			errList = append(errList, fmt.Errorf("%s: %w", u.Name, err))
 		}
 	}

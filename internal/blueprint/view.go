@@ -34,7 +34,35 @@ type BlueprintView struct {
 	// Decline is bounded-auto's newest decline of this plan, with when it
 	// was recorded.
 	Decline *PlacementDecline `json:"decline,omitempty"`
-	Answer  string            `json:"answer"`
+	// Rollout is the newest rollout generation, with each node's answer.
+	Rollout *RolloutView `json:"rollout,omitempty"`
+	Answer  string       `json:"answer"`
+}
+
+// RolloutView is a rollout generation and how its nodes answered.
+type RolloutView struct {
+	ID           uuid.UUID `json:"id"`
+	Generation   string    `json:"generation"`
+	Digest       string    `json:"digest"`
+	Nodes        []string  `json:"nodes"`
+	AuthorizedBy string    `json:"authorizedBy"`
+	Policy       string    `json:"policy"`
+	At           time.Time `json:"at"`
+	// AuthorizeRunID is the authorization's receipt; State the rollout
+	// run's state (queued, running, succeeded, failed, unknown).
+	AuthorizeRunID uuid.UUID    `json:"authorizeRunId"`
+	State          string       `json:"state"`
+	Error          string       `json:"error,omitempty"`
+	Answers        []NodeAnswer `json:"answers"`
+}
+
+// NodeAnswer is one node's answer to a rollout.
+type NodeAnswer struct {
+	Node   string    `json:"node"`
+	State  string    `json:"state" enum:"active,failed,unknown"`
+	Pid    int       `json:"pid,omitempty"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }
 
 // PlacementGrant is an approval: what, who, under which policy line, when.
@@ -109,6 +137,9 @@ func (s *Service) view(ctx context.Context, q *db.Queries, u *db.Unit, spec *blu
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
 		return nil, fmt.Errorf("decline of %s: %w", u.Name, err)
 	}
+	if v.Rollout, err = s.rolloutView(ctx, q, u); err != nil {
+		return nil, err
+	}
 	v.Answer = answer(v)
 	return v, nil
 }
@@ -142,6 +173,56 @@ func answer(v *BlueprintView) string {
 		}
 		fmt.Fprintf(&b, " Node %s stays placed while %s.", h.Node, strings.ToLower(strings.TrimSuffix(h.Reason, ".")))
 	}
-	b.WriteString(" Rollouts are not built yet: a Blueprint deploys nothing so far.")
+	switch r := v.Rollout; {
+	case r == nil:
+		b.WriteString(" No rollout was authorized: nothing of it is deployed.")
+	default:
+		fmt.Fprintf(&b, " Rollout %s (generation %s, artifact %s, authorized by %s) is %s", r.ID, short(r.Generation), short(r.Digest), r.AuthorizedBy, r.State)
+		var parts []string
+		for _, a := range r.Answers {
+			parts = append(parts, a.Node+" "+a.State)
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, ": %s", strings.Join(parts, ", "))
+		}
+		if r.Error != "" {
+			fmt.Fprintf(&b, ". %s", strings.TrimSuffix(r.Error, "."))
+		}
+		b.WriteString(".")
+		if r.Generation != v.Generation || r.Digest != v.Digest {
+			fmt.Fprintf(&b, " Git holds a newer generation (%s) that no rollout was authorized for.", short(v.Generation))
+		}
+	}
 	return b.String()
+}
+
+// rolloutView reads u's newest rollout and its nodes' answers.
+func (s *Service) rolloutView(ctx context.Context, q *db.Queries, u *db.Unit) (*RolloutView, error) {
+	r, err := q.RolloutLatest(ctx, u.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rollout of %s: %w", u.Name, err)
+	}
+	rv := &RolloutView{ID: r.ID, Generation: r.Generation, Digest: r.Digest, Nodes: r.Nodes, AuthorizedBy: r.AuthorizedBy,
+		Policy: r.Policy, At: r.CreatedAt, AuthorizeRunID: r.RunID, State: "queued", Answers: []NodeAnswer{}}
+	if run, err := q.RolloutRunOf(ctx, r.ID.String()); err == nil {
+		rv.State = run.State
+		if run.Error != nil {
+			rv.Error = *run.Error
+		}
+	}
+	nodes, err := q.RolloutNodes(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		a := NodeAnswer{Node: n.Node, State: n.State, Reason: n.Reason, At: n.At}
+		if n.Pid != nil {
+			a.Pid = int(*n.Pid)
+		}
+		rv.Answers = append(rv.Answers, a)
+	}
+	return rv, nil
 }

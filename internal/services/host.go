@@ -85,6 +85,34 @@ func (s *Service) host(node string, run uuid.UUID) (Host, error) {
 	return s.Remote(node, run), nil
 }
 
+// HostOf returns the Host of node for the host steps of run: in process
+// on this process's own node, through the node's agent otherwise. An error
+// is returned as a Host whose steps fail with it.
+func (s *Service) HostOf(node string, run uuid.UUID) Host {
+	h, err := s.host(node, run)
+	if err != nil {
+		return failingHost{err}
+	}
+	return h
+}
+
+// failingHost is a Host every step of which fails with err.
+type failingHost struct{ err error }
+
+func (f failingHost) Apply(context.Context, hoststep.Events, *journal.Phases, hoststep.ApplyRequest) (*Applied, error) {
+	return nil, f.err
+}
+func (f failingHost) Reprobe(context.Context, hoststep.Events, *journal.Phases, hoststep.ApplyRequest) (*hoststep.Reprobed, error) {
+	return nil, f.err
+}
+func (f failingHost) Stop(context.Context, hoststep.Events, *journal.Phases, string) error {
+	return f.err
+}
+func (f failingHost) Inspect(context.Context, hoststep.InspectRequest) (*hoststep.Inspection, error) {
+	return nil, f.err
+}
+func (f failingHost) UnitText(context.Context, string) ([]byte, error) { return nil, f.err }
+
 // hostFor returns the Host of the node the service runs on now. When
 // spec.node moved, it first stops the service on the node it ran on (a
 // move): never two copies. If that stop cannot be made, nothing starts.

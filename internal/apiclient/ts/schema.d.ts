@@ -104,6 +104,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/blueprints/{name}/rollout/authorize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Authorize a rollout: bind the Blueprint's accepted generation, its artifact digest (which must be in the store) and its approved placement into an immutable rollout generation, and deploy it one node after another. Authorizing a binding that has its rollout generation answers that one. Journaled.
+         * @description Authorize a rollout: bind the Blueprint's accepted generation, its artifact digest (which must be in the store) and its approved placement into an immutable rollout generation, and deploy it one node after another. Authorizing a binding that has its rollout generation answers that one. Journaled. Needs the operator role.
+         */
+        post: operations["authorize-rollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/gitops/settings": {
         parameters: {
             query?: never;
@@ -1149,6 +1169,7 @@ export interface components {
             placement?: components["schemas"]["PlacementGrant"];
             placementPolicy: string;
             plan: components["schemas"]["PlacementPlan"];
+            rollout?: components["schemas"]["RolloutView"];
             rolloutPolicy: string;
             selector: string;
             stateful: boolean;
@@ -1529,6 +1550,16 @@ export interface components {
             journalId: string;
             node: components["schemas"]["Node"];
         };
+        NodeAnswer: {
+            /** Format: date-time */
+            at: string;
+            node: string;
+            /** Format: int64 */
+            pid?: number;
+            reason: string;
+            /** @enum {string} */
+            state: "active" | "failed" | "unknown";
+        };
         NodeDeleted: {
             /**
              * Format: uuid
@@ -1676,6 +1707,35 @@ export interface components {
             /** @description The claim's "instance/session". */
             instance: string;
             result: components["schemas"]["NodeTaskResult"];
+        };
+        RolloutAuthorizedOutputBody: {
+            blueprint: components["schemas"]["BlueprintView"];
+            /** @description True when this binding was authorized already: its rollout generation answers. */
+            existing: boolean;
+            /**
+             * Format: uuid
+             * @description The authorization's receipt.
+             */
+            journalId: string;
+            /**
+             * Format: uuid
+             * @description The rollout generation.
+             */
+            rollout: string;
+        };
+        RolloutView: {
+            answers: components["schemas"]["NodeAnswer"][];
+            /** Format: date-time */
+            at: string;
+            authorizeRunId: string;
+            authorizedBy: string;
+            digest: string;
+            error?: string;
+            generation: string;
+            id: string;
+            nodes: string[];
+            policy: string;
+            state: string;
         };
         Run: {
             /**
@@ -2414,6 +2474,83 @@ export interface operations {
             };
             /** @description Unsupported Media Type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "authorize-rollout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Blueprint's metadata.name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolloutAuthorizedOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,33 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"sluice/internal/blueprint"
+	"sluice/internal/journal"
+)
+
+// RolloutWorker works blueprint.RolloutArgs: one rollout of a Blueprint at
+// a time, across every process.
+type RolloutWorker struct {
+	river.WorkerDefaults[blueprint.RolloutArgs]
+	Journal    *journal.Journal
+	Blueprints *blueprint.Service
+}
+
+// Timeout implements river.Worker: a rollout waits on each node's step in
+// turn, as long as a service action each.
+func (w *RolloutWorker) Timeout(*river.Job[blueprint.RolloutArgs]) time.Duration {
+	return serviceTimeout
+}
+
+// Work implements river.Worker.
+func (w *RolloutWorker) Work(ctx context.Context, job *river.Job[blueprint.RolloutArgs]) error {
+	lane := journal.Lane{Target: job.Args.Blueprint, Actions: []string{blueprint.ActionRollout}}
+	return journal.WorkInLane(ctx, w.Journal, job, lane, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+		return w.Blueprints.Roll(ctx, p, job.Args)
+	})
+}
