@@ -100,7 +100,7 @@ func TestBlueprintPlacement(t *testing.T) {
 		require.Contains(t, v.Decline.Reason, "a first placement over 2 nodes")
 		require.False(t, v.Decline.RecordedAt.IsZero())
 		require.True(t, strings.HasPrefix(v.Answer, "Placement waits for an operator"), v.Answer)
-		require.Contains(t, v.Answer, "Rollouts are not built yet")
+		require.Contains(t, v.Answer, "No rollout was authorized")
 	})
 
 	t.Run("AStatefulBlueprintNeverAutoApproves", func(t *testing.T) {
@@ -213,8 +213,9 @@ func TestBlueprintRollout(t *testing.T) {
 	t.Parallel()
 	repo, dbURL := gittest.New(t), dbtest.NewDB(t)
 	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+t.TempDir(), "SLUICE_NODE_NAME=-",
-		"SLUICE_GITOPS_REPO_URL="+repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0")
+		"SLUICE_GITOPS_REPO_URL="+repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_NODE_UNREACHABLE_SEC=3")
 	dirs := map[string]string{}
+	agents := map[string]*agentProc{}
 	for _, n := range []string{"r1", "r2", "z1"} {
 		zone := "a"
 		if n == "z1" {
@@ -224,7 +225,7 @@ func TestBlueprintRollout(t *testing.T) {
 		require.Equal(t, 0, code, out)
 		token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
 		dirs[n] = t.TempDir()
-		startAgent(t, p, n, dirs[n], "SLUICE_JOIN_TOKEN="+token)
+		agents[n] = startAgent(t, p, n, dirs[n], "SLUICE_JOIN_TOKEN="+token)
 		t.Cleanup(func() { killService(dirs[n], "bp-web") })
 	}
 	for n := range dirs {
@@ -234,9 +235,13 @@ func TestBlueprintRollout(t *testing.T) {
 	runsOn := func(n, digest string) []int {
 		return processesOf(t, filepath.Join(dirs[n], "artifacts", strings.TrimPrefix(digest, "sha256:")))
 	}
-	web := func(digest string) string {
+	web := func(digest string, args ...string) string {
+		extra := ""
+		for _, a := range args {
+			extra += `, "` + a + `"`
+		}
 		return `{"kind": "Blueprint", "metadata": {"name": "web"},
- "spec": {"template": {"runtime": "exec", "image": "` + digest + `", "args": ["--listen", "127.0.0.1:0"], "stopTimeoutSec": 2},
+ "spec": {"template": {"runtime": "exec", "image": "` + digest + `", "args": ["--listen", "127.0.0.1:0"` + extra + `], "stopTimeoutSec": 2},
           "selector": {"matchLabels": {"zone": "a"}}, "stateful": false}}
 `
 	}
@@ -314,6 +319,27 @@ func TestBlueprintRollout(t *testing.T) {
 		out, code := p.cliOut("blueprint", "status", "web")
 		require.Equal(t, 0, code, out)
 		require.Contains(t, out, "r1: failed")
+	})
+	t.Run("AnAgentKilledMidStepHoldsTheRolloutUnknown", func(t *testing.T) {
+		repo.Commit(t, "web v1 again", map[string]string{"blueprints/web.json": web(v1, "--port", "0")})
+		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+		status, body := p.do("POST", "/api/v1/blueprints/web/rollout/authorize", testToken, nil)
+		require.Equal(t, http.StatusOK, status, string(body))
+		var a authorized
+		require.NoError(t, json.Unmarshal(body, &a))
+		require.Eventually(t, func() bool {
+			var n int
+			_ = conn.QueryRow(context.Background(), `SELECT count(*) FROM journal_event e JOIN journal_run r ON r.id = e.run_id
+				WHERE r.action = 'rollout' AND r.params->>'rollout' = $1 AND e.message LIKE 'started bp-web as pid %'`, a.Rollout).Scan(&n)
+			return n == 1
+		}, 60*time.Second, 10*time.Millisecond)
+		require.NoError(t, agents["r1"].cmd.Process.Kill()) // mid-step: within the no-probe grace
+		<-agents["r1"].done
+		msg := waitRollout(a.Rollout, "unknown")
+		require.Contains(t, msg, "holds at node r1")
+		v := p.blueprint("web")
+		require.Contains(t, v.Answer, "r1 unknown", v.Answer)
+		require.NotContains(t, v.Answer, "r2 active", "the rollout never went past the node it lost")
 	})
 }
 

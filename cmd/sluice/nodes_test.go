@@ -23,6 +23,8 @@ type agentProc struct {
 	cmd  *exec.Cmd
 	logs *syncBuffer
 	done chan error
+	// over is closed once the process was waited for.
+	over chan struct{}
 }
 
 func startAgent(t *testing.T, p *proc, name, dataDir string, env ...string) *agentProc {
@@ -30,14 +32,20 @@ func startAgent(t *testing.T, p *proc, name, dataDir string, env ...string) *age
 	cmd := exec.Command(sluiceBin, "agent")
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_NODE_NAME=" + name,
 		"SLUICE_DATA_DIR=" + dataDir, "SLUICE_AGENT_HEARTBEAT_SEC=1", "SLUICE_LOG_FORMAT=json"}, env...)
-	a := &agentProc{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
+	a := &agentProc{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1), over: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = a.logs, a.logs
 	require.NoError(t, cmd.Start())
-	go func() { a.done <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		a.done <- err
+		close(a.over)
+	}()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-a.over:
+		default:
 			_ = cmd.Process.Kill()
-			<-a.done
+			<-a.over
 		}
 		if t.Failed() {
 			t.Logf("agent %s logs:\n%s", name, a.logs.String())
