@@ -114,6 +114,31 @@ func registerBlueprints(api huma.API, d Deps) {
 			out.Body.JournalID = a.Rollout.RunID
 			return out, nil
 		})
+
+	ro := op("resume-rollout", http.MethodPost, "/blueprints/{name}/rollout/resume",
+		"Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. "+
+			"Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized).",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict)
+	ro.DefaultStatus = http.StatusAccepted
+	register(api, d, ro, func(ctx context.Context, in *blueprintNameInput) (*rolloutResumedOutput, error) {
+		if d.Blueprints == nil {
+			return nil, none()
+		}
+		run, err := d.Blueprints.Resume(ctx, in.Name, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		out := &rolloutResumedOutput{Status: http.StatusAccepted}
+		out.Body.JournalID = run.ID
+		return out, nil
+	})
+}
+
+type rolloutResumedOutput struct {
+	Status int
+	Body   struct {
+		JournalID uuid.UUID `json:"journalId" format:"uuid" doc:"The resumed rollout's run."`
+	}
 }
 
 type rolloutAuthorizedOutput struct {

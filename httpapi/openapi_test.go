@@ -107,7 +107,7 @@ func TestOpenAPISpec(t *testing.T) {
 			"get-service", "get-service-status", "get-source", "get-source-candidate", "get-source-status", "get-unit",
 			"heartbeat-node", "join-node", "list-blueprints", "list-infrastructures", "list-journal", "list-journal-run-paths", "list-nodes", "list-services",
 			"list-sources", "list-tokens", "list-units", "plan-infrastructure", "post-node-task-events", "post-node-task-result", "put-artifact",
-			"put-gitops-settings", "put-source", "receive-source-webhook", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-service",
+			"put-gitops-settings", "put-source", "receive-source-webhook", "resume-rollout", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-service",
 			"set-node-labels", "stream-journal-events", "suspend-source", "sync-gitops", "sync-source", "uncordon-node",
 		}, ids)
 	})

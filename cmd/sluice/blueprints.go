@@ -17,7 +17,9 @@ const blueprintUsage = `usage:
   sluice placement approve NAME [--fingerprint F]     approve the plan shown with fingerprint F (operator);
                                                       without it, the plan as it is now is shown and approved
   sluice rollout authorize NAME                       authorize a rollout of the accepted generation to the
-                                                      approved placement, one node after another (operator)`
+                                                      approved placement, one node after another (operator)
+  sluice rollout resume NAME                          run the newest rollout again from the nodes that have
+                                                      not acknowledged it, after it held or stopped (operator)`
 
 // runBlueprints is `sluice blueprints`.
 func runBlueprints(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -171,8 +173,29 @@ func runPlacement(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
-// runRollout is `sluice rollout authorize NAME`.
+// runRollout is `sluice rollout authorize|resume NAME`.
 func runRollout(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "resume" {
+		fs := flag.NewFlagSet("rollout resume", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		name, err := parseOneArg(fs, args[1:], "rollout resume NAME")
+		if err != nil {
+			return err
+		}
+		client, err := newClient()
+		if err != nil {
+			return err
+		}
+		resp, err := client.ResumeRolloutWithResponse(ctx, name)
+		if err != nil {
+			return err
+		}
+		if resp.JSON202 == nil {
+			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		fmt.Fprintf(stdout, "Rollout resumed: run %s (`sluice journal %s --follow`).\n", resp.JSON202.JournalId, resp.JSON202.JournalId)
+		return nil
+	}
 	if len(args) == 0 || args[0] != "authorize" {
 		fmt.Fprintln(stderr, blueprintUsage)
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {

@@ -211,6 +211,7 @@ func TestBlueprintPlacement(t *testing.T) {
 
 func TestBlueprintRollout(t *testing.T) {
 	t.Parallel()
+	top := t // agents that outlive a subtest belong to the test
 	repo, dbURL := gittest.New(t), dbtest.NewDB(t)
 	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+t.TempDir(), "SLUICE_NODE_NAME=-",
 		"SLUICE_GITOPS_REPO_URL="+repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_NODE_UNREACHABLE_SEC=3")
@@ -340,6 +341,21 @@ func TestBlueprintRollout(t *testing.T) {
 		v := p.blueprint("web")
 		require.Contains(t, v.Answer, "r1 unknown", v.Answer)
 		require.NotContains(t, v.Answer, "r2 active", "the rollout never went past the node it lost")
+
+		// The agent comes back: resume runs the rollout again from the
+		// nodes that have not acknowledged it.
+		agents["r1"] = startAgent(top, p, "r1", dirs["r1"])
+		p.waitNode("r1", "Ready")
+		out, code := p.cliOut("rollout", "resume", "web")
+		require.Equal(t, 0, code, out)
+		require.Eventually(t, func() bool {
+			var n int
+			_ = conn.QueryRow(context.Background(), `SELECT count(*) FROM rollout_node WHERE rollout_id = $1 AND state = 'active'`, a.Rollout).Scan(&n)
+			return n == 2
+		}, 90*time.Second, 100*time.Millisecond, "both nodes acknowledge the resumed rollout: %s", runsText(t, conn))
+		require.Len(t, runsOn("r1", v1), 1, "r1 runs one copy: the one it adopted was replaced")
+		status, body = p.do("POST", "/api/v1/blueprints/web/rollout/resume", testToken, nil)
+		require.Equal(t, http.StatusConflict, status, "nothing left to resume: %s", body)
 	})
 }
 

@@ -1501,6 +1501,12 @@ type RolloutAuthorizedOutputBody struct {
 	Rollout openapi_types.UUID `json:"rollout"`
 }
 
+// RolloutResumedOutputBody defines model for RolloutResumedOutputBody.
+type RolloutResumedOutputBody struct {
+	// JournalId The resumed rollout's run.
+	JournalId openapi_types.UUID `json:"journalId"`
+}
+
 // RolloutView defines model for RolloutView.
 type RolloutView struct {
 	Answers        []NodeAnswer `json:"answers"`
@@ -2280,6 +2286,13 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/blueprints/{name}/rollout/authorize (the `AuthorizeRollout` operationId).
 	AuthorizeRollout(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ResumeRollout Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized).
+	//
+	// Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized). Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/resume (the `ResumeRollout` operationId).
+	ResumeRollout(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetGitopsSettings The GitOps settings in force.
 	//
 	// The GitOps settings in force. Needs the viewer role.
@@ -2948,6 +2961,23 @@ func (c *Client) ApprovePlacement(ctx context.Context, name string, body Approve
 // Corresponds with POST /api/v1/blueprints/{name}/rollout/authorize (the `AuthorizeRollout` operationId).
 func (c *Client) AuthorizeRollout(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAuthorizeRolloutRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeRollout Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized).
+//
+// Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized). Needs the operator role.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/resume (the `ResumeRollout` operationId).
+func (c *Client) ResumeRollout(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeRolloutRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -4398,6 +4428,40 @@ func NewAuthorizeRolloutRequest(server string, name string) (*http.Request, erro
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/blueprints/%s/rollout/authorize", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResumeRolloutRequest constructs an http.Request for the ResumeRollout method
+func NewResumeRolloutRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/blueprints/%s/rollout/resume", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -6931,6 +6995,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/blueprints/{name}/rollout/authorize (the `AuthorizeRollout` operationId).
 	AuthorizeRolloutWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*AuthorizeRolloutResponse, error)
 
+	// ResumeRolloutWithResponse Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized).
+	//
+	// Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized). Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/resume (the `ResumeRollout` operationId).
+	ResumeRolloutWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ResumeRolloutResponse, error)
+
 	// GetGitopsSettingsWithResponse The GitOps settings in force.
 	//
 	// The GitOps settings in force. Needs the viewer role.
@@ -8026,6 +8099,89 @@ func (r AuthorizeRolloutResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AuthorizeRolloutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ResumeRolloutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *RolloutResumedOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r ResumeRolloutResponse) GetJSON202() *RolloutResumedOutputBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeRolloutResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResumeRolloutResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeRolloutResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResumeRolloutResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ResumeRolloutResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ResumeRolloutResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeRolloutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeRolloutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeRolloutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeRolloutResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12640,6 +12796,21 @@ func (c *ClientWithResponses) AuthorizeRolloutWithResponse(ctx context.Context, 
 	return ParseAuthorizeRolloutResponse(rsp)
 }
 
+// ResumeRolloutWithResponse Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized).
+//
+// Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized). Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/resume (the `ResumeRollout` operationId).
+func (c *ClientWithResponses) ResumeRolloutWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ResumeRolloutResponse, error) {
+	rsp, err := c.ResumeRollout(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeRolloutResponse(rsp)
+}
+
 // GetGitopsSettingsWithResponse The GitOps settings in force.
 //
 // The GitOps settings in force. Needs the viewer role.
@@ -14028,6 +14199,74 @@ func ParseAuthorizeRolloutResponse(rsp *http.Response) (*AuthorizeRolloutRespons
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseResumeRolloutResponse parses an HTTP response from a ResumeRolloutWithResponse call
+func ParseResumeRolloutResponse(rsp *http.Response) (*ResumeRolloutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeRolloutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest RolloutResumedOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorModel

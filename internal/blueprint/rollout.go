@@ -250,3 +250,61 @@ func short(hash string) string {
 	}
 	return hash
 }
+
+// resumedBy marks a resume in its run's params; the run itself
+// is a rollout run.
+const resumedBy = "resume"
+
+// Resume runs name's newest rollout again, from the nodes that have not
+// acknowledged it: after it held (a node unreachable or lost mid-step) or
+// stopped. It re-dispatches only while that rollout is still the one
+// authorized: the newest, on the placement approved now.
+func (s *Service) Resume(ctx context.Context, name, by string) (*db.JournalRun, error) {
+	var run *db.JournalRun
+	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		u, _, err := blueprintOf(ctx, q, name)
+		if err != nil {
+			return err
+		}
+		if err := lock(ctx, q, u); err != nil {
+			return err
+		}
+		r, err := q.RolloutLatest(ctx, u.ID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errs.Errorf(errs.Conflict, "Blueprint %s has no rollout to resume; authorize one (`sluice rollout authorize %s`).", name, name)
+		}
+		if err != nil {
+			return err
+		}
+		pl, err := q.PlacementLatest(ctx, u.ID)
+		if err != nil {
+			return fmt.Errorf("placement of %s: %w", name, err)
+		}
+		if pl.ID != r.PlacementID {
+			return errs.Errorf(errs.Conflict, "Rollout %s of %s was authorized for a placement that has been replaced since (now %s); it is no longer authorized. Authorize a rollout for the placement now approved.", r.ID, name, strings.Join(pl.Nodes, ", "))
+		}
+		last, err := q.RolloutRunOf(ctx, r.ID.String())
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if err == nil {
+			switch last.State {
+			case journal.StateQueued, journal.StateRunning:
+				return errs.Errorf(errs.Conflict, "Rollout %s of %s is %s (run %s); there is nothing to resume.", r.ID, name, last.State, last.ID)
+			case journal.StateSucceeded:
+				return errs.Errorf(errs.Conflict, "Rollout %s of %s succeeded (run %s): every node acknowledged it; there is nothing to resume.", r.ID, name, last.ID)
+			}
+		}
+		res, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
+			Args: &RolloutArgs{Rollout: r.ID, Blueprint: name}, Target: name, RequestedBy: by, DigestTo: r.Digest,
+			Params: map[string]any{"rollout": r.ID, "generation": r.Generation, "by": resumedBy},
+		})
+		if err != nil {
+			return err
+		}
+		run = res.Run
+		return nil
+	})
+	return run, err
+}

@@ -124,6 +124,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/blueprints/{name}/rollout/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized).
+         * @description Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized). Needs the operator role.
+         */
+        post: operations["resume-rollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/gitops/settings": {
         parameters: {
             query?: never;
@@ -1723,6 +1743,13 @@ export interface components {
              */
             rollout: string;
         };
+        RolloutResumedOutputBody: {
+            /**
+             * Format: uuid
+             * @description The resumed rollout's run.
+             */
+            journalId: string;
+        };
         RolloutView: {
             answers: components["schemas"]["NodeAnswer"][];
             /** Format: date-time */
@@ -2520,6 +2547,83 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RolloutAuthorizedOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "resume-rollout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Blueprint's metadata.name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolloutResumedOutputBody"];
                 };
             };
             /** @description Unauthorized */
