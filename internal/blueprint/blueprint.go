@@ -209,13 +209,21 @@ type Approved struct {
 // and its answer: a storm of clicks on one plan makes one approval, and no
 // click waits behind more than the one in flight.
 func (s *Service) Approve(ctx context.Context, name, fingerprint, by string) (*Approved, error) {
-	v, err, _ := s.approvals.Do(name+"\x00"+fingerprint+"\x00"+by, func() (any, error) {
-		return s.approve(context.WithoutCancel(ctx), name, fingerprint, by)
+	return shared(ctx, &s.approvals, name+"\x00"+fingerprint+"\x00"+by, func(ctx context.Context) (*Approved, error) {
+		return s.approve(ctx, name, fingerprint, by)
 	})
+}
+
+// shared runs fn once for the identical calls (by key) in flight together,
+// and gives each its answer. fn runs on ctx without its cancel: the caller
+// that started it may go, the others still wait for it.
+func shared[T any](ctx context.Context, g *singleflight.Group, key string, fn func(context.Context) (T, error)) (T, error) {
+	v, err, _ := g.Do(key, func() (any, error) { return fn(context.WithoutCancel(ctx)) })
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	return v.(*Approved), nil
+	return v.(T), nil
 }
 
 func (s *Service) approve(ctx context.Context, name, fingerprint, by string) (*Approved, error) {

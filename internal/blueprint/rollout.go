@@ -63,13 +63,9 @@ type Authorized struct {
 // rollout. Authorizing a binding that has a rollout generation answers that
 // one: any number of clicks make one.
 func (s *Service) Authorize(ctx context.Context, name, by string) (*Authorized, error) {
-	v, err, _ := s.authorizations.Do(name+"\x00"+by, func() (any, error) {
-		return s.authorize(context.WithoutCancel(ctx), name, by, blueprintspec.RolloutManual)
+	return shared(ctx, &s.authorizations, name+"\x00"+by, func(ctx context.Context) (*Authorized, error) {
+		return s.authorize(ctx, name, by, blueprintspec.RolloutManual)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*Authorized), nil
 }
 
 func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Authorized, error) {
