@@ -1,0 +1,154 @@
+package nodetask_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"sluice/db"
+	"sluice/internal/dbtest"
+	"sluice/internal/errs"
+	"sluice/internal/journal"
+	"sluice/internal/node"
+	"sluice/internal/nodetask"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+type testBundle struct {
+	ctx   context.Context
+	pool  *pgxpool.Pool
+	tasks *nodetask.Tasks
+	run   uuid.UUID
+}
+
+// setup is two nodes (n1, n2) with fresh heartbeats, and one open run.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	ctx := t.Context()
+	pool := dbtest.NewPool(t)
+	j := journal.New(pool, nil, nil)
+	nodes := &node.Registry{Pool: pool, Journal: j}
+	for _, n := range []string{"n1", "n2"} {
+		require.NoError(t, nodes.Beat(ctx, n, node.Reported{Protocol: node.MinAgentVersion}))
+	}
+	run, err := db.New(pool).JournalRunInsert(ctx, &db.JournalRunInsertParams{
+		ID: uuid.New(), Action: "converge", Target: "web", RequestedBy: "test", Params: json.RawMessage(`{}`),
+	})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE journal_run SET state = 'running', started_at = now() WHERE id = $1`, run.ID)
+	require.NoError(t, err)
+	tasks := &nodetask.Tasks{Pool: pool, Journal: j, Nodes: nodes, Poll: 20 * time.Millisecond}
+	go tasks.Run(ctx)
+	return &testBundle{ctx: ctx, pool: pool, tasks: tasks, run: run.ID}
+}
+
+func TestTasks(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AClaimWaitsForItsNodesTaskAndTakesItOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		got := make(chan *db.NodeTask, 2)
+		for range 2 {
+			go func() {
+				task, err := b.tasks.Claim(b.ctx, "n1", "agent/s1", 5*time.Second)
+				require.NoError(t, err)
+				got <- task
+			}()
+		}
+		time.Sleep(100 * time.Millisecond) // both polls wait
+		_, err := b.tasks.Dispatch(b.ctx, "n2", b.run, nodetask.KindStop, nodetask.StopRequest{Name: "web"}, nil)
+		require.NoError(t, err)
+		sent, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodetask.KindStop, nodetask.StopRequest{Name: "web"}, nil)
+		require.NoError(t, err)
+		first := <-got
+		require.NotNil(t, first)
+		require.Equal(t, sent.ID, first.ID, "n1's poll takes n1's task, not n2's")
+		select {
+		case second := <-got:
+			t.Fatalf("a task was taken twice: %v", second)
+		case <-time.After(300 * time.Millisecond):
+		}
+	})
+
+	t.Run("AResultReachesTheWaitingJobOnceAndOnlyFromItsClaimer", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		sent, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodetask.KindUnitText, nodetask.StopRequest{Name: "web"}, []string{"sha256:aa"})
+		require.NoError(t, err)
+		done := make(chan *nodetask.Result, 1)
+		go func() {
+			res, err := b.tasks.Await(b.ctx, sent)
+			require.NoError(t, err)
+			done <- res
+		}()
+		task, err := b.tasks.Claim(b.ctx, "n1", "agent/s1", time.Second)
+		require.NoError(t, err)
+
+		ok, err := b.tasks.ArtifactAllowed(b.ctx, "n1", "sha256:aa")
+		require.NoError(t, err)
+		require.True(t, ok)
+		ok, err = b.tasks.ArtifactAllowed(b.ctx, "n2", "sha256:aa")
+		require.NoError(t, err)
+		require.False(t, ok, "another node's task names it, not n2's")
+
+		_, err = b.tasks.Finish(b.ctx, "n2", "agent/s1", task.ID, &nodetask.Result{})
+		require.Equal(t, errs.Forbidden, errs.CodeOf(err), "another node's credential")
+		_, err = b.tasks.Finish(b.ctx, "n1", "agent/s2", task.ID, &nodetask.Result{})
+		require.Equal(t, errs.Conflict, errs.CodeOf(err), "another session of the agent")
+		_, err = b.tasks.Events(b.ctx, "n2", "agent/s1", task.ID, []nodetask.Event{{Level: "info", Message: "x"}})
+		require.Equal(t, errs.Forbidden, errs.CodeOf(err))
+
+		res := &nodetask.Result{Value: json.RawMessage(`{"text":"unit","missing":false}`)}
+		f, err := b.tasks.Finish(b.ctx, "n1", "agent/s1", task.ID, res)
+		require.NoError(t, err)
+		require.False(t, f.Late)
+		f, err = b.tasks.Finish(b.ctx, "n1", "agent/s1", task.ID, res)
+		require.NoError(t, err, "posting again, after a lost answer, is harmless")
+		require.False(t, f.Late)
+		got := <-done
+		require.JSONEq(t, `{"text":"unit","missing":false}`, string(got.Value))
+	})
+
+	t.Run("AResultForAFinishedRunIsKeptAsTheLateReport", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		sent, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodetask.KindStop, nodetask.StopRequest{Name: "web"}, nil)
+		require.NoError(t, err)
+		task, err := b.tasks.Claim(b.ctx, "n1", "agent/s1", time.Second)
+		require.NoError(t, err)
+		require.Equal(t, sent.ID, task.ID)
+		_, err = b.pool.Exec(b.ctx, `UPDATE journal_run SET state = 'unknown', finished_at = now(), error = 'lost' WHERE id = $1`, b.run)
+		require.NoError(t, err)
+		f, err := b.tasks.Finish(b.ctx, "n1", "agent/s1", task.ID, &nodetask.Result{Error: "late but true"})
+		require.NoError(t, err)
+		require.True(t, f.Late)
+		row, err := db.New(b.pool).NodeTaskGet(b.ctx, task.ID)
+		require.NoError(t, err)
+		require.Equal(t, nodetask.StateAbandoned, row.State)
+		require.Equal(t, "late but true", *row.LateError)
+		var state string
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT state FROM journal_run WHERE id = $1`, b.run).Scan(&state))
+		require.Equal(t, "unknown", state, "the receipt is unchanged")
+	})
+
+	t.Run("AClaimedStepWhoseAgentGoesSilentEndsUnknown", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.tasks.Nodes.Silence = 300 * time.Millisecond
+		sent, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodetask.KindStop, nodetask.StopRequest{Name: "web"}, nil)
+		require.NoError(t, err)
+		_, err = b.tasks.Claim(b.ctx, "n1", "agent/s1", time.Second)
+		require.NoError(t, err)
+		_, err = b.tasks.Await(b.ctx, sent)
+		var unknown *journal.UnknownError
+		require.ErrorAs(t, err, &unknown)
+		require.Contains(t, err.Error(), "went silent")
+	})
+}
