@@ -229,6 +229,37 @@ func (q *Queries) NodeTaskGet(ctx context.Context, id uuid.UUID) (*NodeTask, err
 	return &i, err
 }
 
+const nodeTaskGetForUpdate = `-- name: NodeTaskGetForUpdate :one
+SELECT id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at FROM node_task WHERE id = $1 FOR UPDATE
+`
+
+// NodeTaskGetForUpdate locks a task while its result is recorded: two posts
+// of one result (a retry after a lost answer) take turns.
+func (q *Queries) NodeTaskGetForUpdate(ctx context.Context, id uuid.UUID) (*NodeTask, error) {
+	row := q.db.QueryRow(ctx, nodeTaskGetForUpdate, id)
+	var i NodeTask
+	err := row.Scan(
+		&i.ID,
+		&i.Node,
+		&i.RunID,
+		&i.Kind,
+		&i.Payload,
+		&i.Digests,
+		&i.State,
+		&i.CreatedAt,
+		&i.ClaimedAt,
+		&i.ClaimedBy,
+		&i.FinishedAt,
+		&i.Result,
+		&i.Error,
+		&i.AbandonReason,
+		&i.LateResult,
+		&i.LateError,
+		&i.LateAt,
+	)
+	return &i, err
+}
+
 const nodeTaskInsert = `-- name: NodeTaskInsert :one
 INSERT INTO node_task (id, node, run_id, kind, payload, digests)
 VALUES ($1, $2, $3, $4, $5, $6)

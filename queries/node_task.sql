@@ -59,3 +59,8 @@ SELECT * FROM node_task WHERE run_id = @run_id ORDER BY created_at;
 SELECT * FROM unit
 WHERE kind = 'Service' AND running_node = @node AND running_digest IS NOT NULL AND status NOT IN ('destroyed')
 ORDER BY name;
+
+-- name: NodeTaskGetForUpdate :one
+-- NodeTaskGetForUpdate locks a task while its result is recorded: two posts
+-- of one result (a retry after a lost answer) take turns.
+SELECT * FROM node_task WHERE id = @id FOR UPDATE;

@@ -362,6 +362,12 @@ func (t *Tasks) Claim(ctx context.Context, nodeName, instance string, wait time.
 // own returns task id when it is node's, else Forbidden (or NotFound).
 func (t *Tasks) own(ctx context.Context, nodeName string, id uuid.UUID) (*db.NodeTask, error) {
 	row, err := db.New(t.Pool).NodeTaskGet(ctx, id)
+	return ownRow(row, err, nodeName, id)
+}
+
+// ownRow turns a read of task id into the task when it is node's, else
+// NotFound or Forbidden.
+func ownRow(row *db.NodeTask, err error, nodeName string, id uuid.UUID) (*db.NodeTask, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.Errorf(errs.NotFound, "Task %s does not exist.", id)
 	}
@@ -425,7 +431,10 @@ func (t *Tasks) Finish(ctx context.Context, nodeName, instance string, id uuid.U
 	var out *Finished
 	err = db.WithTx(ctx, t.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
-		row, err := t.own(ctx, nodeName, id)
+		// Read and locked in the transaction: two posts of one result
+		// take turns.
+		row, err := q.NodeTaskGetForUpdate(ctx, id)
+		row, err = ownRow(row, err, nodeName, id)
 		if err != nil {
 			return err
 		}

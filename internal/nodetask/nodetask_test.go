@@ -152,3 +152,22 @@ func TestTasks(t *testing.T) {
 		require.Contains(t, err.Error(), "went silent")
 	})
 }
+
+func TestConcurrentPostsOfOneResultRecordIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodetask.KindStop, nodetask.StopRequest{Name: "web"}, nil)
+	require.NoError(t, err)
+	task, err := b.tasks.Claim(b.ctx, "n1", "agent/s1", time.Second)
+	require.NoError(t, err)
+	errsCh := make(chan error, 20)
+	for range 20 {
+		go func() {
+			_, err := b.tasks.Finish(b.ctx, "n1", "agent/s1", task.ID, &nodetask.Result{})
+			errsCh <- err
+		}()
+	}
+	for range 20 {
+		require.NoError(t, <-errsCh, "a retried post never fails for racing the first")
+	}
+}
