@@ -174,7 +174,7 @@ func TestSyncMendsObjectStore(t *testing.T) {
 		require.Equal(t, errs.Unavailable, errs.CodeOf(err))
 		msg := err.Error()
 		require.Regexp(t, `^The local mirror of the repository in `+regexp.QuoteMeta(b.dir)+
-			` is corrupted \(object [0-9a-f]{12} cannot be read( from pack [0-9a-f]{12})?\); sluice could not repair it: the remote at `+
+			` is corrupted \(object [0-9a-f]{12} (cannot be read( from pack [0-9a-f]{12})?|is missing)\); sluice could not repair it: the remote at `+
 			regexp.QuoteMeta(url)+` answered HTTP 503; it tries again at the next sync, and if that keeps failing, move the directory aside \(keeping its archive/\) and sync again\.$`, msg)
 		require.NotContains(t, msg, "pw-Rep41rSecret")
 		require.NotContains(t, msg, "\n")
