@@ -70,6 +70,9 @@ func (s *Service) SyncNow(ctx context.Context, p *journal.Progress, sourceID uui
 		p.Info(ctx, fmt.Sprintf("source %s is suspended, so nothing was fetched; acting on commit %s, as accepted", src.Name, orNoneCommit(commit)), nil)
 		return &Result{Commit: commit, Policy: src.Policy, Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{}}, nil
 	}
+	if res := s.unmoved(ctx, p, src); res != nil {
+		return res, nil
+	}
 	out, err := s.Sync(ctx, p, SyncArgs{SourceID: sourceID})
 	if err != nil {
 		return nil, err
@@ -91,6 +94,30 @@ func (s *Service) SyncNow(ctx context.Context, p *journal.Progress, sourceID uui
 		return nil, fmt.Errorf("apply sync: %w", err)
 	}
 	return res, nil
+}
+
+// unmoved returns the result of a sync that changes nothing when the
+// source's branch is still at its synced commit and the working tree holds
+// that commit, which costs a look at the remote's refs instead of a fetch, a
+// stat of every tracked file and a finishing transaction. Nil: sync. A
+// failure to ask the remote is nil too, so that the sync reports it.
+//
+// Under manual or review the synced commit is the accepted one, so a branch
+// with a candidate waiting has moved, and the sync runs as before.
+func (s *Service) unmoved(ctx context.Context, p *journal.Progress, src *db.Source) *Result {
+	if src.SyncedCommit == nil {
+		return nil
+	}
+	mirror, err := s.mirror(src)
+	if err != nil {
+		return nil
+	}
+	same, err := mirror.UpToDate(ctx, *src.SyncedCommit)
+	if err != nil || !same {
+		return nil
+	}
+	p.Info(ctx, fmt.Sprintf("branch %s of %s is still at commit %s, the one synced: nothing to fetch", src.Branch, maskedURL(src), short(*src.SyncedCommit)), nil)
+	return &Result{Commit: *src.SyncedCommit, Policy: src.Policy, Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{}}
 }
 
 func orNoneCommit(c string) string {

@@ -174,6 +174,43 @@ func TestConverge(t *testing.T) {
 		require.Equal(t, u.ContentHash, *u.LastAppliedHash)
 	})
 
+	t.Run("FetchesNothingWhenTheBranchHasNotMovedAndSyncsAPushedEdit", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		first := b.converged(t, map[string]string{"GREETING": "hi"})
+		head := gittest.Git(t, b.Bare, "rev-parse", "main")
+		require.Equal(t, head, *first.GitCommit)
+		converge := func() *db.JournalRun {
+			t.Helper()
+			res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+			require.NoError(t, err)
+			run := b.wait(t, res.Run.ID)
+			require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+			return run
+		}
+
+		// Nothing pushed since the sync: the remote's ref is the proof.
+		run := converge()
+		events := b.events(t, run.ID)
+		require.Contains(t, events, "is still at commit "+head[:12]+", the one synced: nothing to fetch")
+		require.NotContains(t, events, "fetching ")
+		require.Equal(t, head, *run.GitCommit)
+		require.Equal(t, "hi", b.hello(t).Greeting)
+
+		// A push between two converges is fetched and applied.
+		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digests["v1"], map[string]string{"GREETING": "pushed"}, 20))
+		run = converge()
+		events = b.events(t, run.ID)
+		require.NotContains(t, events, "nothing to fetch")
+		require.Contains(t, events, "synced to commit "+edit[:12])
+		require.Equal(t, edit, *run.GitCommit)
+		require.Equal(t, "pushed", b.hello(t).Greeting)
+
+		// And the next one, with nothing pushed again, is back to the proof.
+		run = converge()
+		require.Contains(t, b.events(t, run.ID), "is still at commit "+edit[:12]+", the one synced: nothing to fetch")
+	})
+
 	t.Run("AFailedProbeFailsWithoutRollback", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
