@@ -81,7 +81,7 @@ func (j *Journal) Cancel(ctx context.Context, id uuid.UUID, by, reason string) (
 			if err := cancelJob(); err != nil {
 				return err
 			}
-			if err := finishTx(ctx, q, id, StateCancelled, j.redactor.String(fmt.Sprintf("Cancelled by %s before it started: %s.", by, reason)), nil); err != nil {
+			if err := j.finishTx(ctx, tx, id, StateCancelled, j.redactor.String(fmt.Sprintf("Cancelled by %s before it started: %s.", by, reason)), nil); err != nil {
 				return err
 			}
 		case j.isLive(id) || !tryLock(ctx, lc, id, true):
@@ -94,7 +94,7 @@ func (j *Journal) Cancel(ctx context.Context, id uuid.UUID, by, reason string) (
 			}
 		default:
 			msg := fmt.Sprintf("Ended by %s (%s): the process working it had stopped, so its outcome is unknown.", by, reason)
-			if err := finishTx(ctx, q, id, StateUnknown, j.redactor.String(msg), nil); err != nil {
+			if err := j.finishTx(ctx, tx, id, StateUnknown, j.redactor.String(msg), nil); err != nil {
 				return err
 			}
 			if cur.RiverJobID != nil {

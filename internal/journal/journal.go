@@ -82,6 +82,12 @@ type Journal struct {
 	// even when notifications are lost. Default 2 s.
 	PollInterval time.Duration
 
+	// FinishedTxFunc, when set, runs in every transaction that finishes a
+	// run (an action's outcome, a recovery, a cancel, a recorded change),
+	// inside a savepoint: an error it returns is logged and undone, and the
+	// receipt still commits. Notifications hook in here. Default nil.
+	FinishedTxFunc FinishedTxFunc
+
 	pool     *pgxpool.Pool
 	logger   *slog.Logger
 	redactor *redact.Redactor

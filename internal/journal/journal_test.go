@@ -94,6 +94,7 @@ type setupOpts struct {
 	start       bool // start working jobs
 	maxAttempts int
 	redactor    *redact.Redactor
+	finished    journal.FinishedTxFunc
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -106,6 +107,7 @@ func setupOn(t *testing.T, pool *pgxpool.Pool, opts setupOpts) *testBundle {
 	t.Helper()
 	j := journal.New(pool, nil, cmp.Or(opts.redactor, &redact.Redactor{}))
 	j.PollInterval = 50 * time.Millisecond
+	j.FinishedTxFunc = opts.finished
 	w := &probeWorker{j: j, scripts: map[string]*script{}}
 	workers := river.NewWorkers()
 	river.AddWorker[probeArgs](workers, w)
@@ -502,6 +504,69 @@ func TestRetry(t *testing.T) {
 		require.Nil(t, next.Run.RetryOf)
 		require.Equal(t, journal.StateQueued, next.Run.State)
 		require.NotEqual(t, *res.Run.RiverJobID, *next.Run.RiverJobID)
+	})
+}
+
+func TestFinishedTxFunc(t *testing.T) {
+	t.Parallel()
+
+	t.Run("RunsInTheFinishingTransactionOfEveryEnd", func(t *testing.T) {
+		t.Parallel()
+		seen := make(chan string, 10)
+		b := setup(t, setupOpts{start: true, finished: func(ctx context.Context, tx pgx.Tx, run *db.JournalRun) error {
+			// It sees the receipt as written, in the transaction writing it.
+			cur, err := db.New(tx).JournalRunGet(ctx, run.ID)
+			if err != nil {
+				return err
+			}
+			seen <- run.State + " " + cur.State
+			return nil
+		}})
+		s := b.worker.script("web")
+		res := enqueue(t, b, "web", false)
+		<-s.started
+		s.release <- errors.New("probe refused")
+		waitState(t, b, res.Run.ID, journal.StateFailed)
+		require.Equal(t, "failed failed", <-seen)
+
+	})
+
+	t.Run("RunsWhenACancelFinishesAQueuedRun", func(t *testing.T) {
+		t.Parallel()
+		seen := make(chan string, 10)
+		b := setup(t, setupOpts{finished: func(ctx context.Context, tx pgx.Tx, run *db.JournalRun) error {
+			seen <- run.State
+			return nil
+		}})
+		res := enqueue(t, b, "web", false)
+		run, err := b.journal.Cancel(context.Background(), res.Run.ID, "alice", "not needed")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateCancelled, run.State)
+		require.Equal(t, journal.StateCancelled, <-seen)
+	})
+
+	t.Run("AnErrorIsUndoneAndTheReceiptStillCommits", func(t *testing.T) {
+		t.Parallel()
+		calls := make(chan uuid.UUID, 10)
+		b := setup(t, setupOpts{start: true, finished: func(ctx context.Context, tx pgx.Tx, run *db.JournalRun) error {
+			calls <- run.ID
+			// A failed statement aborts its transaction: only a savepoint
+			// keeps the receipt's.
+			_, err := tx.Exec(ctx, "SELECT 1/0")
+			return err
+		}})
+		s := b.worker.script("web")
+		res := enqueue(t, b, "web", false)
+		<-s.started
+		s.release <- nil
+		run := waitState(t, b, res.Run.ID, journal.StateSucceeded)
+		require.Equal(t, run.ID, <-calls)
+		require.Nil(t, run.Error)
+		var jobState string
+		require.Eventually(t, func() bool {
+			require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT state FROM river_job WHERE id = $1", *run.RiverJobID).Scan(&jobState))
+			return jobState == "completed"
+		}, 10*time.Second, 10*time.Millisecond)
 	})
 }
 

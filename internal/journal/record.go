@@ -55,5 +55,6 @@ func (j *Journal) RecordTx(ctx context.Context, tx pgx.Tx, p RecordParams) (*db.
 	if err != nil {
 		return nil, fmt.Errorf("finish run: %w", err)
 	}
+	j.finishedTx(ctx, tx, run)
 	return run, nil
 }

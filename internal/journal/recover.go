@@ -87,7 +87,7 @@ func (j *Journal) Recover(ctx context.Context) (int, error) {
 			if cur.State != r.State || cur.LastSeq != r.LastSeq {
 				return errMoved
 			}
-			if err := finishTx(ctx, q, r.ID, state, msg, nil); err != nil {
+			if err := j.finishTx(ctx, tx, r.ID, state, msg, nil); err != nil {
 				return err
 			}
 			if r.RiverJobID != nil && r.JobState == "running" {

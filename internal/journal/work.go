@@ -167,7 +167,7 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 			if free, err := tryLockErr(ctx, lc, latest.ID, true); !free {
 				return busyOrBroken(err)
 			}
-			if err := finishTx(ctx, q, latest.ID, StateUnknown, msgOwnerGone, nil); err != nil {
+			if err := j.finishTx(ctx, tx, latest.ID, StateUnknown, msgOwnerGone, nil); err != nil {
 				return err
 			}
 			insert = retryParams(latest, job.ID)
@@ -334,9 +334,11 @@ func (j *Journal) finish(ctx context.Context, jobID int64, complete func(context
 				p.Error = &errText
 			}
 			p.GitCommit, p.DigestFrom, p.DigestTo = nonEmpty(outcome.Commit), nonEmpty(outcome.DigestFrom), nonEmpty(outcome.DigestTo)
-			if _, err := q.JournalRunFinish(ctx, p); err != nil {
+			finished, err := q.JournalRunFinish(ctx, p)
+			if err != nil {
 				return fmt.Errorf("finish run %s: %w", run.ID, err)
 			}
+			j.finishedTx(ctx, tx, finished)
 			if state == StateSucceeded {
 				return complete(ctx, tx)
 			}
@@ -410,15 +412,17 @@ func errText(err error) string {
 	return err.Error()
 }
 
-func finishTx(ctx context.Context, q *db.Queries, id uuid.UUID, state, msg string, result json.RawMessage) error {
+func (j *Journal) finishTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, state, msg string, result json.RawMessage) error {
+	q := db.New(tx)
 	level := LevelError
 	if _, err := q.JournalEventAppend(ctx, &db.JournalEventAppendParams{RunID: id, Level: level, Message: msg}); err != nil {
 		return fmt.Errorf("append event to %s: %w", id, err)
 	}
-	_, err := q.JournalRunFinish(ctx, &db.JournalRunFinishParams{ID: id, State: state, Error: &msg, Result: result})
+	run, err := q.JournalRunFinish(ctx, &db.JournalRunFinishParams{ID: id, State: state, Error: &msg, Result: result})
 	if err != nil {
 		return fmt.Errorf("finish run %s: %w", id, err)
 	}
+	j.finishedTx(ctx, tx, run)
 	return nil
 }
 
