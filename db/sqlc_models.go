@@ -178,6 +178,41 @@ type NodeTask struct {
 	LateAt        *time.Time
 }
 
+type NotificationDelivery struct {
+	ID          uuid.UUID
+	TargetID    *uuid.UUID
+	TargetName  string
+	Event       string
+	RunID       uuid.UUID
+	Object      string
+	Revision    string
+	ErrorClass  string
+	DedupKey    string
+	Reason      string
+	State       string
+	DuplicateOf *uuid.UUID
+	Duplicates  int32
+	Attempts    int32
+	LastError   *string
+	LastStatus  *int32
+	RiverJobID  *int64
+	CreatedAt   time.Time
+	FinishedAt  *time.Time
+}
+
+type NotificationTarget struct {
+	ID           uuid.UUID
+	Name         string
+	Kind         string
+	SourceID     *uuid.UUID
+	Events       []string
+	UrlDisplay   string
+	UrlSealed    []byte
+	SecretSealed []byte
+	CreatedBy    string
+	CreatedAt    time.Time
+}
+
 // Per service and UTC week (from Monday): failed change runs over succeeded + failed ones. See docs/reporting.md.
 type ReportChangeFailureRate struct {
 	Service     string

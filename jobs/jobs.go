@@ -12,6 +12,7 @@ import (
 	"sluice/internal/gitops"
 	"sluice/internal/infra"
 	"sluice/internal/journal"
+	"sluice/internal/notify"
 	"sluice/internal/services"
 )
 
@@ -26,6 +27,8 @@ type Deps struct {
 	Infra *infra.Service
 	// Blueprints works rollouts; nil leaves them out.
 	Blueprints *blueprint.Service
+	// Notify sends notifications; nil leaves them out.
+	Notify *notify.Service
 	// TestActions registers test_hold, the test-only action that holds a run
 	// open; serve enables it with SLUICE_ENABLE_TEST_ACTIONS=1.
 	TestActions bool
@@ -53,6 +56,9 @@ func Register(workers *river.Workers, d Deps) {
 	}
 	if d.Blueprints != nil {
 		river.AddWorker[blueprint.RolloutArgs](workers, &RolloutWorker{Journal: d.Journal, Blueprints: d.Blueprints})
+	}
+	if d.Notify != nil {
+		river.AddWorker[notify.DeliverArgs](workers, &NotifyDeliverWorker{Notify: d.Notify})
 	}
 	if d.TestActions {
 		river.AddWorker[HoldArgs](workers, &HoldWorker{Journal: d.Journal})
