@@ -8,6 +8,7 @@ package db
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -104,6 +105,61 @@ func (q *Queries) BlueprintList(ctx context.Context) ([]*Unit, error) {
 			&i.UpdatedAt,
 			&i.RunningDigest,
 			&i.RunningNode,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const blueprintRunOpen = `-- name: BlueprintRunOpen :many
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
+WHERE target = $1 AND action = $2 AND state IN ('queued', 'running')
+ORDER BY requested_at
+`
+
+type BlueprintRunOpenParams struct {
+	Target string
+	Action string
+}
+
+// BlueprintRunOpen is the queued and running runs of action on target.
+func (q *Queries) BlueprintRunOpen(ctx context.Context, arg *BlueprintRunOpenParams) ([]*JournalRun, error) {
+	rows, err := q.db.Query(ctx, blueprintRunOpen, arg.Target, arg.Action)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JournalRun
+	for rows.Next() {
+		var i JournalRun
+		if err := rows.Scan(
+			&i.ID,
+			&i.Action,
+			&i.Target,
+			&i.State,
+			&i.RequestedBy,
+			&i.RequestedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.RiverJobID,
+			&i.Attempt,
+			&i.Joined,
+			&i.RetryOf,
+			&i.Params,
+			&i.Error,
+			&i.Result,
+			&i.GitCommit,
+			&i.DigestFrom,
+			&i.DigestTo,
+			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
 		); err != nil {
 			return nil, err
 		}
@@ -237,8 +293,89 @@ func (q *Queries) PlacementLatest(ctx context.Context, unitID uuid.UUID) (*Bluep
 	return &i, err
 }
 
+const rollbackFind = `-- name: RollbackFind :one
+SELECT id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at, kind, rolls_back, scope FROM rollout
+WHERE rolls_back = $1 AND generation = $2 AND digest = $3 AND scope = $4 AND kind = 'rollback'
+`
+
+type RollbackFindParams struct {
+	RollsBack  *uuid.UUID
+	Generation string
+	Digest     string
+	Scope      string
+}
+
+func (q *Queries) RollbackFind(ctx context.Context, arg *RollbackFindParams) (*Rollout, error) {
+	row := q.db.QueryRow(ctx, rollbackFind,
+		arg.RollsBack,
+		arg.Generation,
+		arg.Digest,
+		arg.Scope,
+	)
+	var i Rollout
+	err := row.Scan(
+		&i.ID,
+		&i.UnitID,
+		&i.Blueprint,
+		&i.Generation,
+		&i.Digest,
+		&i.PlacementID,
+		&i.Nodes,
+		&i.Manifest,
+		&i.OnProbeFailure,
+		&i.AuthorizedBy,
+		&i.Policy,
+		&i.RunID,
+		&i.CreatedAt,
+		&i.Kind,
+		&i.RollsBack,
+		&i.Scope,
+	)
+	return &i, err
+}
+
+const rolloutActiveBefore = `-- name: RolloutActiveBefore :one
+SELECT r.id, r.unit_id, r.blueprint, r.generation, r.digest, r.placement_id, r.nodes, r.manifest, r.on_probe_failure, r.authorized_by, r.policy, r.run_id, r.created_at, r.kind, r.rolls_back, r.scope FROM rollout_node n JOIN rollout r ON r.id = n.rollout_id
+WHERE r.unit_id = $1 AND n.node = $2 AND n.state = 'active' AND r.id <> $3
+ORDER BY n.at DESC
+LIMIT 1
+`
+
+type RolloutActiveBeforeParams struct {
+	UnitID  uuid.UUID
+	Node    string
+	Exclude uuid.UUID
+}
+
+// RolloutActiveBefore is the newest rollout of unit_id, other than
+// exclude, that node acknowledged with a passing probe: what it ran before.
+func (q *Queries) RolloutActiveBefore(ctx context.Context, arg *RolloutActiveBeforeParams) (*Rollout, error) {
+	row := q.db.QueryRow(ctx, rolloutActiveBefore, arg.UnitID, arg.Node, arg.Exclude)
+	var i Rollout
+	err := row.Scan(
+		&i.ID,
+		&i.UnitID,
+		&i.Blueprint,
+		&i.Generation,
+		&i.Digest,
+		&i.PlacementID,
+		&i.Nodes,
+		&i.Manifest,
+		&i.OnProbeFailure,
+		&i.AuthorizedBy,
+		&i.Policy,
+		&i.RunID,
+		&i.CreatedAt,
+		&i.Kind,
+		&i.RollsBack,
+		&i.Scope,
+	)
+	return &i, err
+}
+
 const rolloutFind = `-- name: RolloutFind :one
-SELECT id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at FROM rollout WHERE unit_id = $1 AND generation = $2 AND digest = $3 AND placement_id = $4
+SELECT id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at, kind, rolls_back, scope FROM rollout
+WHERE unit_id = $1 AND generation = $2 AND digest = $3 AND placement_id = $4 AND kind = 'rollout'
 `
 
 type RolloutFindParams struct {
@@ -270,12 +407,15 @@ func (q *Queries) RolloutFind(ctx context.Context, arg *RolloutFindParams) (*Rol
 		&i.Policy,
 		&i.RunID,
 		&i.CreatedAt,
+		&i.Kind,
+		&i.RollsBack,
+		&i.Scope,
 	)
 	return &i, err
 }
 
 const rolloutGet = `-- name: RolloutGet :one
-SELECT id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at FROM rollout WHERE id = $1
+SELECT id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at, kind, rolls_back, scope FROM rollout WHERE id = $1
 `
 
 func (q *Queries) RolloutGet(ctx context.Context, id uuid.UUID) (*Rollout, error) {
@@ -295,15 +435,18 @@ func (q *Queries) RolloutGet(ctx context.Context, id uuid.UUID) (*Rollout, error
 		&i.Policy,
 		&i.RunID,
 		&i.CreatedAt,
+		&i.Kind,
+		&i.RollsBack,
+		&i.Scope,
 	)
 	return &i, err
 }
 
 const rolloutInsert = `-- name: RolloutInsert :one
-INSERT INTO rollout (id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-ON CONFLICT (unit_id, generation, digest, placement_id) DO NOTHING
-RETURNING id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at
+INSERT INTO rollout (id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, kind, rolls_back, scope)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+ON CONFLICT DO NOTHING
+RETURNING id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at, kind, rolls_back, scope
 `
 
 type RolloutInsertParams struct {
@@ -319,6 +462,9 @@ type RolloutInsertParams struct {
 	AuthorizedBy   string
 	Policy         string
 	RunID          uuid.UUID
+	Kind           string
+	RollsBack      *uuid.UUID
+	Scope          string
 }
 
 func (q *Queries) RolloutInsert(ctx context.Context, arg *RolloutInsertParams) (*Rollout, error) {
@@ -335,6 +481,9 @@ func (q *Queries) RolloutInsert(ctx context.Context, arg *RolloutInsertParams) (
 		arg.AuthorizedBy,
 		arg.Policy,
 		arg.RunID,
+		arg.Kind,
+		arg.RollsBack,
+		arg.Scope,
 	)
 	var i Rollout
 	err := row.Scan(
@@ -351,12 +500,15 @@ func (q *Queries) RolloutInsert(ctx context.Context, arg *RolloutInsertParams) (
 		&i.Policy,
 		&i.RunID,
 		&i.CreatedAt,
+		&i.Kind,
+		&i.RollsBack,
+		&i.Scope,
 	)
 	return &i, err
 }
 
 const rolloutLatest = `-- name: RolloutLatest :one
-SELECT id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at FROM rollout WHERE unit_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at, kind, rolls_back, scope FROM rollout WHERE unit_id = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 func (q *Queries) RolloutLatest(ctx context.Context, unitID uuid.UUID) (*Rollout, error) {
@@ -376,8 +528,112 @@ func (q *Queries) RolloutLatest(ctx context.Context, unitID uuid.UUID) (*Rollout
 		&i.Policy,
 		&i.RunID,
 		&i.CreatedAt,
+		&i.Kind,
+		&i.RollsBack,
+		&i.Scope,
 	)
 	return &i, err
+}
+
+const rolloutList = `-- name: RolloutList :many
+SELECT id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, created_at, kind, rolls_back, scope FROM rollout WHERE unit_id = $1 ORDER BY created_at DESC LIMIT $2
+`
+
+type RolloutListParams struct {
+	UnitID uuid.UUID
+	Max    int32
+}
+
+// RolloutList is unit_id's rollout generations, newest first.
+func (q *Queries) RolloutList(ctx context.Context, arg *RolloutListParams) ([]*Rollout, error) {
+	rows, err := q.db.Query(ctx, rolloutList, arg.UnitID, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*Rollout
+	for rows.Next() {
+		var i Rollout
+		if err := rows.Scan(
+			&i.ID,
+			&i.UnitID,
+			&i.Blueprint,
+			&i.Generation,
+			&i.Digest,
+			&i.PlacementID,
+			&i.Nodes,
+			&i.Manifest,
+			&i.OnProbeFailure,
+			&i.AuthorizedBy,
+			&i.Policy,
+			&i.RunID,
+			&i.CreatedAt,
+			&i.Kind,
+			&i.RollsBack,
+			&i.Scope,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const rolloutNodeLatest = `-- name: RolloutNodeLatest :many
+SELECT DISTINCT ON (n.node) n.node, n.state, n.pid, n.reason, n.at, n.run_id,
+       r.id AS rollout_id, r.generation, r.digest, r.kind
+FROM rollout_node n JOIN rollout r ON r.id = n.rollout_id
+WHERE r.unit_id = $1
+ORDER BY n.node, n.at DESC
+`
+
+type RolloutNodeLatestRow struct {
+	Node       string
+	State      string
+	Pid        *int32
+	Reason     string
+	At         time.Time
+	RunID      uuid.UUID
+	RolloutID  uuid.UUID
+	Generation string
+	Digest     string
+	Kind       string
+}
+
+// RolloutNodeLatest is each node's newest answer to any rollout of unit_id,
+// with the rollout it answered.
+func (q *Queries) RolloutNodeLatest(ctx context.Context, unitID uuid.UUID) ([]*RolloutNodeLatestRow, error) {
+	rows, err := q.db.Query(ctx, rolloutNodeLatest, unitID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*RolloutNodeLatestRow
+	for rows.Next() {
+		var i RolloutNodeLatestRow
+		if err := rows.Scan(
+			&i.Node,
+			&i.State,
+			&i.Pid,
+			&i.Reason,
+			&i.At,
+			&i.RunID,
+			&i.RolloutID,
+			&i.Generation,
+			&i.Digest,
+			&i.Kind,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const rolloutNodeRecord = `-- name: RolloutNodeRecord :exec
@@ -439,6 +695,67 @@ func (q *Queries) RolloutNodes(ctx context.Context, rolloutID uuid.UUID) ([]*Rol
 	return items, nil
 }
 
+const rolloutPauseDelete = `-- name: RolloutPauseDelete :execrows
+DELETE FROM rollout_pause WHERE rollout_id = $1
+`
+
+func (q *Queries) RolloutPauseDelete(ctx context.Context, rolloutID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, rolloutPauseDelete, rolloutID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const rolloutPauseGet = `-- name: RolloutPauseGet :one
+SELECT rollout_id, reason, paused_by, run_id, at FROM rollout_pause WHERE rollout_id = $1
+`
+
+func (q *Queries) RolloutPauseGet(ctx context.Context, rolloutID uuid.UUID) (*RolloutPause, error) {
+	row := q.db.QueryRow(ctx, rolloutPauseGet, rolloutID)
+	var i RolloutPause
+	err := row.Scan(
+		&i.RolloutID,
+		&i.Reason,
+		&i.PausedBy,
+		&i.RunID,
+		&i.At,
+	)
+	return &i, err
+}
+
+const rolloutPauseInsert = `-- name: RolloutPauseInsert :one
+INSERT INTO rollout_pause (rollout_id, reason, paused_by, run_id)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (rollout_id) DO NOTHING
+RETURNING rollout_id, reason, paused_by, run_id, at
+`
+
+type RolloutPauseInsertParams struct {
+	RolloutID uuid.UUID
+	Reason    string
+	PausedBy  string
+	RunID     uuid.UUID
+}
+
+func (q *Queries) RolloutPauseInsert(ctx context.Context, arg *RolloutPauseInsertParams) (*RolloutPause, error) {
+	row := q.db.QueryRow(ctx, rolloutPauseInsert,
+		arg.RolloutID,
+		arg.Reason,
+		arg.PausedBy,
+		arg.RunID,
+	)
+	var i RolloutPause
+	err := row.Scan(
+		&i.RolloutID,
+		&i.Reason,
+		&i.PausedBy,
+		&i.RunID,
+		&i.At,
+	)
+	return &i, err
+}
+
 const rolloutRunOf = `-- name: RolloutRunOf :one
 SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE action = 'rollout' AND params->>'rollout' = $1::text
@@ -475,4 +792,107 @@ func (q *Queries) RolloutRunOf(ctx context.Context, rollout string) (*JournalRun
 		&i.EventsLost,
 	)
 	return &i, err
+}
+
+const withdrawRunsOf = `-- name: WithdrawRunsOf :many
+SELECT DISTINCT ON (params->>'node') id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
+WHERE target = $1 AND action = 'withdraw'
+ORDER BY params->>'node', requested_at DESC
+`
+
+// WithdrawRunsOf is the newest withdrawal run of target per node.
+func (q *Queries) WithdrawRunsOf(ctx context.Context, target string) ([]*JournalRun, error) {
+	rows, err := q.db.Query(ctx, withdrawRunsOf, target)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JournalRun
+	for rows.Next() {
+		var i JournalRun
+		if err := rows.Scan(
+			&i.ID,
+			&i.Action,
+			&i.Target,
+			&i.State,
+			&i.RequestedBy,
+			&i.RequestedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.RiverJobID,
+			&i.Attempt,
+			&i.Joined,
+			&i.RetryOf,
+			&i.Params,
+			&i.Error,
+			&i.Result,
+			&i.GitCommit,
+			&i.DigestFrom,
+			&i.DigestTo,
+			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const withdrawalInsert = `-- name: WithdrawalInsert :exec
+INSERT INTO blueprint_withdrawal (unit_id, node, placement_id, run_id)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING
+`
+
+type WithdrawalInsertParams struct {
+	UnitID      uuid.UUID
+	Node        string
+	PlacementID uuid.UUID
+	RunID       uuid.UUID
+}
+
+func (q *Queries) WithdrawalInsert(ctx context.Context, arg *WithdrawalInsertParams) error {
+	_, err := q.db.Exec(ctx, withdrawalInsert,
+		arg.UnitID,
+		arg.Node,
+		arg.PlacementID,
+		arg.RunID,
+	)
+	return err
+}
+
+const withdrawalsOf = `-- name: WithdrawalsOf :many
+SELECT unit_id, node, placement_id, run_id, at FROM blueprint_withdrawal WHERE unit_id = $1 ORDER BY at
+`
+
+func (q *Queries) WithdrawalsOf(ctx context.Context, unitID uuid.UUID) ([]*BlueprintWithdrawal, error) {
+	rows, err := q.db.Query(ctx, withdrawalsOf, unitID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*BlueprintWithdrawal
+	for rows.Next() {
+		var i BlueprintWithdrawal
+		if err := rows.Scan(
+			&i.UnitID,
+			&i.Node,
+			&i.PlacementID,
+			&i.RunID,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -105,6 +105,14 @@ type BlueprintPlacement struct {
 	CreatedAt   time.Time
 }
 
+type BlueprintWithdrawal struct {
+	UnitID      uuid.UUID
+	Node        string
+	PlacementID uuid.UUID
+	RunID       uuid.UUID
+	At          time.Time
+}
+
 type JournalEvent struct {
 	RunID   uuid.UUID
 	Seq     int32
@@ -339,6 +347,9 @@ type Rollout struct {
 	Policy         string
 	RunID          uuid.UUID
 	CreatedAt      time.Time
+	Kind           string
+	RollsBack      *uuid.UUID
+	Scope          string
 }
 
 type RolloutNode struct {
@@ -347,6 +358,14 @@ type RolloutNode struct {
 	State     string
 	Pid       *int32
 	Reason    string
+	RunID     uuid.UUID
+	At        time.Time
+}
+
+type RolloutPause struct {
+	RolloutID uuid.UUID
+	Reason    string
+	PausedBy  string
 	RunID     uuid.UUID
 	At        time.Time
 }

@@ -38,13 +38,22 @@ RETURNING *;
 DELETE FROM blueprint_decline WHERE unit_id = @unit_id;
 
 -- name: RolloutInsert :one
-INSERT INTO rollout (id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id)
-VALUES (@id, @unit_id, @blueprint, @generation, @digest, @placement_id, @nodes, @manifest, @on_probe_failure, @authorized_by, @policy, @run_id)
-ON CONFLICT (unit_id, generation, digest, placement_id) DO NOTHING
+INSERT INTO rollout (id, unit_id, blueprint, generation, digest, placement_id, nodes, manifest, on_probe_failure, authorized_by, policy, run_id, kind, rolls_back, scope)
+VALUES (@id, @unit_id, @blueprint, @generation, @digest, @placement_id, @nodes, @manifest, @on_probe_failure, @authorized_by, @policy, @run_id, @kind, sqlc.narg('rolls_back'), @scope)
+ON CONFLICT DO NOTHING
 RETURNING *;
 
 -- name: RolloutFind :one
-SELECT * FROM rollout WHERE unit_id = @unit_id AND generation = @generation AND digest = @digest AND placement_id = @placement_id;
+SELECT * FROM rollout
+WHERE unit_id = @unit_id AND generation = @generation AND digest = @digest AND placement_id = @placement_id AND kind = 'rollout';
+
+-- name: RollbackFind :one
+SELECT * FROM rollout
+WHERE rolls_back = @rolls_back AND generation = @generation AND digest = @digest AND scope = @scope AND kind = 'rollback';
+
+-- name: RolloutList :many
+-- RolloutList is unit_id's rollout generations, newest first.
+SELECT * FROM rollout WHERE unit_id = @unit_id ORDER BY created_at DESC LIMIT @max;
 
 -- name: RolloutGet :one
 SELECT * FROM rollout WHERE id = @id;
@@ -66,3 +75,52 @@ SELECT * FROM journal_run
 WHERE action = 'rollout' AND params->>'rollout' = @rollout::text
 ORDER BY requested_at DESC
 LIMIT 1;
+
+-- name: RolloutNodeLatest :many
+-- RolloutNodeLatest is each node's newest answer to any rollout of unit_id,
+-- with the rollout it answered.
+SELECT DISTINCT ON (n.node) n.node, n.state, n.pid, n.reason, n.at, n.run_id,
+       r.id AS rollout_id, r.generation, r.digest, r.kind
+FROM rollout_node n JOIN rollout r ON r.id = n.rollout_id
+WHERE r.unit_id = @unit_id
+ORDER BY n.node, n.at DESC;
+
+-- name: RolloutActiveBefore :one
+-- RolloutActiveBefore is the newest rollout of unit_id, other than
+-- exclude, that node acknowledged with a passing probe: what it ran before.
+SELECT r.* FROM rollout_node n JOIN rollout r ON r.id = n.rollout_id
+WHERE r.unit_id = @unit_id AND n.node = @node AND n.state = 'active' AND r.id <> @exclude
+ORDER BY n.at DESC
+LIMIT 1;
+
+-- name: RolloutPauseGet :one
+SELECT * FROM rollout_pause WHERE rollout_id = @rollout_id;
+
+-- name: RolloutPauseInsert :one
+INSERT INTO rollout_pause (rollout_id, reason, paused_by, run_id)
+VALUES (@rollout_id, @reason, @paused_by, @run_id)
+ON CONFLICT (rollout_id) DO NOTHING
+RETURNING *;
+
+-- name: RolloutPauseDelete :execrows
+DELETE FROM rollout_pause WHERE rollout_id = @rollout_id;
+
+-- name: WithdrawalInsert :exec
+INSERT INTO blueprint_withdrawal (unit_id, node, placement_id, run_id)
+VALUES (@unit_id, @node, @placement_id, @run_id)
+ON CONFLICT DO NOTHING;
+
+-- name: WithdrawalsOf :many
+SELECT * FROM blueprint_withdrawal WHERE unit_id = @unit_id ORDER BY at;
+
+-- name: BlueprintRunOpen :many
+-- BlueprintRunOpen is the queued and running runs of action on target.
+SELECT * FROM journal_run
+WHERE target = @target AND action = @action AND state IN ('queued', 'running')
+ORDER BY requested_at;
+
+-- name: WithdrawRunsOf :many
+-- WithdrawRunsOf is the newest withdrawal run of target per node.
+SELECT DISTINCT ON (params->>'node') * FROM journal_run
+WHERE target = @target AND action = 'withdraw'
+ORDER BY params->>'node', requested_at DESC;

@@ -143,7 +143,7 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 
 	// Blueprints are wired below, once nodes and tasks are; the workers
 	// need the pointer now.
-	bps := &blueprint.Service{Pool: pool, Journal: j, Logger: logger.With("component", "blueprints")}
+	bps := &blueprint.Service{Pool: pool, Journal: j, GitOps: gops, Logger: logger.With("component", "blueprints")}
 	workers := river.NewWorkers()
 	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, Blueprints: bps, TestActions: cfg.TestActions})
 	// Service actions have a queue of their own: services waiting for their

@@ -39,6 +39,7 @@ import (
 	"sluice/db"
 	"sluice/internal/blueprintspec"
 	"sluice/internal/errs"
+	"sluice/internal/gitops"
 	"sluice/internal/journal"
 	"sluice/internal/node"
 	"sluice/internal/services"
@@ -59,6 +60,9 @@ type Service struct {
 	Journal *journal.Journal
 	Nodes   *node.Registry
 	Logger  *slog.Logger
+	// GitOps answers the source stage of a Blueprint's status; without it
+	// the stage says only what Git holds.
+	GitOps *gitops.Service
 
 	// Host reaches node's host for the steps of run (as services does).
 	Host func(node string, run uuid.UUID) services.Host
@@ -248,13 +252,13 @@ func (s *Service) approve(ctx context.Context, name, fingerprint, by string) (*A
 		if !p.Change {
 			return errs.Errorf(errs.Conflict, "The placement of %s has no change to approve: it is %s.", name, orNone(p.Target))
 		}
-		out, err = s.approveTx(ctx, q, tx, u, p, by, blueprintspec.PlacementOperator, "approved by "+by)
+		out, err = s.approveTx(ctx, q, tx, u, spec, p, by, blueprintspec.PlacementOperator, "approved by "+by)
 		return err
 	})
 	return out, err
 }
 
-func (s *Service) approveTx(ctx context.Context, q *db.Queries, tx pgx.Tx, u *db.Unit, p *PlacementPlan, by, policy, why string) (*Approved, error) {
+func (s *Service) approveTx(ctx context.Context, q *db.Queries, tx pgx.Tx, u *db.Unit, spec *blueprintspec.Spec, p *PlacementPlan, by, policy, why string) (*Approved, error) {
 	params := map[string]any{"fingerprint": p.Fingerprint, "nodes": p.Target, "add": p.Add, "remove": p.Remove, "policy": policy, "generation": u.ContentHash}
 	msg := fmt.Sprintf("placement of %s approved (%s): %s; it is %s", u.Name, why, p.Describe(), orNone(p.Target))
 	run, err := s.Journal.RecordTx(ctx, tx, journal.RecordParams{Action: ActionApprovePlacement, Target: u.Name, RequestedBy: by, Params: params, Message: msg})
@@ -272,6 +276,10 @@ func (s *Service) approveTx(ctx context.Context, q *db.Queries, tx pgx.Tx, u *db
 		return nil, fmt.Errorf("record the placement of %s: %w", u.Name, err)
 	}
 	if err := q.DeclineDelete(ctx, u.ID); err != nil {
+		return nil, err
+	}
+	stateful, _ := spec.IsStateful()
+	if err := s.withdrawRemovedTx(ctx, q, tx, u, pl, p.Remove, stateful, by); err != nil {
 		return nil, err
 	}
 	return &Approved{Placement: pl, Run: run}, nil
@@ -297,7 +305,7 @@ func (s *Service) Decide(ctx context.Context, name string) error {
 		}
 		reason := declineReason(spec, p)
 		if reason == "" {
-			_, err := s.approveTx(ctx, q, tx, u, p, AutoApprover, blueprintspec.PlacementBoundedAuto, "one stateless change, approved by the bounded-auto policy")
+			_, err := s.approveTx(ctx, q, tx, u, spec, p, AutoApprover, blueprintspec.PlacementBoundedAuto, "one stateless change, approved by the bounded-auto policy")
 			return err
 		}
 		d, err := q.DeclineUpsert(ctx, &db.DeclineUpsertParams{UnitID: u.ID, Fingerprint: p.Fingerprint, Reason: reason})

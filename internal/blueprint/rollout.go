@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,14 @@ const (
 
 // AutoAuthorizer is who an automatic rollout authorization is recorded as.
 const AutoAuthorizer = "policy automatic"
+
+// Kinds of rollout generation, and the scopes of a rollback.
+const (
+	KindRollout  = "rollout"
+	KindRollback = "rollback"
+	ScopeAll     = "all"
+	ScopeFailed  = "failed"
+)
 
 // InstancePrefix starts the name a Blueprint's copy runs under on a node,
 // apart from the node's direct services.
@@ -93,9 +102,6 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 		if onFail == "" {
 			onFail = "stop"
 		}
-		if onFail != "stop" {
-			return errs.Errorf(errs.Conflict, "Blueprint %s asks for onProbeFailure %s; rollouts are built with stop only so far, so none was authorized.", name, onFail)
-		}
 		digest := spec.Service.Digest()
 		if _, err := q.ArtifactGet(ctx, digest); errors.Is(err, pgx.ErrNoRows) {
 			return errs.Errorf(errs.Invalid, "Artifact %s, which Blueprint %s pins, is not in the store, so no rollout was authorized; upload it first with `sluice artifact push FILE`.", digest, name)
@@ -116,7 +122,7 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 		id := uuid.New()
 		run, err := s.Journal.RecordTx(ctx, tx, journal.RecordParams{
 			Action: ActionAuthorizeRollout, Target: name, RequestedBy: by,
-			Params: map[string]any{"rollout": id, "generation": u.ContentHash, "digest": digest, "placement": pl.ID, "nodes": pl.Nodes, "policy": policy},
+			Params: map[string]any{"rollout": id, "generation": u.ContentHash, "digest": digest, "placement": pl.ID, "nodes": pl.Nodes, "policy": policy, "onProbeFailure": onFail},
 			Message: fmt.Sprintf("rollout %s of %s authorized by %s (%s policy): generation %s, artifact %s, to %s, one node after another",
 				id, name, by, policy, short(u.ContentHash), hoststep.Short(digest), strings.Join(pl.Nodes, ", ")),
 		})
@@ -126,6 +132,7 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 		r, err := q.RolloutInsert(ctx, &db.RolloutInsertParams{
 			ID: id, UnitID: u.ID, Blueprint: name, Generation: u.ContentHash, Digest: digest, PlacementID: pl.ID,
 			Nodes: pl.Nodes, Manifest: manifest, OnProbeFailure: onFail, AuthorizedBy: by, Policy: policy, RunID: run.ID,
+			Kind: KindRollout, Scope: ScopeAll,
 		})
 		if err != nil {
 			return fmt.Errorf("record rollout of %s: %w", name, err)
@@ -152,28 +159,37 @@ type NodeResult struct {
 
 // RolloutResult is a rollout's receipt.
 type RolloutResult struct {
-	Rollout    uuid.UUID           `json:"rollout"`
-	Blueprint  string              `json:"blueprint"`
-	Generation string              `json:"generation"`
-	Digest     string              `json:"digest"`
-	Nodes      []NodeResult        `json:"nodes"`
-	Applied    []*hoststep.Applied `json:"applied"`
-	Phases     journal.Phases      `json:"phases"`
+	Rollout        uuid.UUID           `json:"rollout"`
+	Kind           string              `json:"kind"`
+	OnProbeFailure string              `json:"onProbeFailure"`
+	Blueprint      string              `json:"blueprint"`
+	Generation     string              `json:"generation"`
+	Digest         string              `json:"digest"`
+	Nodes          []NodeResult        `json:"nodes"`
+	Applied        []*hoststep.Applied `json:"applied"`
+	Phases         journal.Phases      `json:"phases"`
 }
 
 // Roll is the rollout job's body: it deploys the rollout generation one
 // node after another. A node counts only when it acknowledged this
 // generation, its answer to this step, and its probe passed; never from a
 // status read before. A node that cannot take the step holds the rollout
-// there, saying which node and why; a failed probe stops it (the failed
-// node's copy is stopped, the nodes after it keep what they run).
+// there, saying which node and why. A failed probe does what the frozen
+// onProbeFailure says: stop (the failed node's copy is stopped), rollback
+// (the failed node goes back to what it ran, then the rollout stops) or
+// pause (the copy is left as it is and the rollout holds until resumed);
+// the nodes after it keep what they run. Before each node it checks that
+// it is still the rollout authorized and not paused: a newer authorization
+// supersedes it and a pause holds it there, the nodes before keeping what
+// they got.
 func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArgs) (*journal.Outcome, error) {
 	q := db.New(s.Pool)
 	r, err := q.RolloutGet(ctx, args.Rollout)
 	if err != nil {
 		return nil, fmt.Errorf("read rollout %s: %w", args.Rollout, err)
 	}
-	res := &RolloutResult{Rollout: r.ID, Blueprint: r.Blueprint, Generation: r.Generation, Digest: r.Digest, Nodes: []NodeResult{}, Applied: []*hoststep.Applied{}, Phases: journal.Phases{}}
+	res := &RolloutResult{Rollout: r.ID, Kind: r.Kind, Blueprint: r.Blueprint, Generation: r.Generation, Digest: r.Digest, OnProbeFailure: r.OnProbeFailure,
+		Nodes: []NodeResult{}, Applied: []*hoststep.Applied{}, Phases: journal.Phases{}}
 	out := &journal.Outcome{Result: res, DigestTo: r.Digest}
 	var req hoststep.ApplyRequest
 	if err := json.Unmarshal(r.Manifest, &req); err != nil {
@@ -198,18 +214,25 @@ func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArg
 			p.Error(ctx, fmt.Sprintf("record node %s's answer: %v", n.Node, err), nil)
 		}
 	}
+	what := "Rollout"
+	if r.Kind == KindRollback {
+		what = "Rollback"
+	}
 	for i, name := range r.Nodes {
 		if active[name] {
 			p.Info(ctx, fmt.Sprintf("node %s already runs rollout %s; skipped", name, r.ID), nil)
 			continue
 		}
+		if err := s.mayGoOn(ctx, q, r, name, i); err != nil {
+			return out, err
+		}
 		nd, err := s.Nodes.Get(ctx, name)
 		if err != nil {
-			return out, fmt.Errorf("Rollout %s holds at node %s: %w", r.ID, name, err)
+			return out, fmt.Errorf("%s %s holds at node %s: %w", what, r.ID, name, err)
 		}
 		if nd.State != node.StateReady && nd.State != node.StateCordoned {
-			return out, errs.Errorf(errs.Conflict, "Rollout %s of %s holds at node %s (%d of %d): it is %s: %s Nodes before it run the new generation; the rest keep what they run.",
-				r.ID, r.Blueprint, name, i+1, len(r.Nodes), strings.ToLower(nd.State), nd.Reason)
+			return out, errs.Errorf(errs.Conflict, "%s %s of %s holds at node %s (%d of %d): it is %s: %s Nodes before it run the new generation; the rest keep what they run.",
+				what, r.ID, r.Blueprint, name, i+1, len(r.Nodes), strings.ToLower(nd.State), nd.Reason)
 		}
 		p.Info(ctx, fmt.Sprintf("node %s (%d of %d): deploying generation %s, artifact %s", name, i+1, len(r.Nodes), short(r.Generation), hoststep.Short(r.Digest)), nil)
 		h := s.Host(name, p.RunID())
@@ -218,23 +241,111 @@ func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArg
 		switch {
 		case errors.As(err, &unknown):
 			record(NodeResult{Node: name, State: "unknown", Reason: err.Error()})
-			return out, journal.Unknown(fmt.Errorf("Rollout %s holds at node %s: %w; it never counts as done there", r.ID, name, unknown.Err))
+			return out, journal.Unknown(fmt.Errorf("%s %s holds at node %s: %w; it never counts as done there", what, r.ID, name, unknown.Err))
 		case err != nil:
 			record(NodeResult{Node: name, State: "failed", Reason: err.Error()})
-			return out, fmt.Errorf("Rollout %s of %s stopped at node %s (%d of %d): %w. Nodes before it run the new generation; the rest keep what they run", r.ID, r.Blueprint, name, i+1, len(r.Nodes), err)
+			return out, fmt.Errorf("%s %s of %s stopped at node %s (%d of %d): %w. Nodes before it run the new generation; the rest keep what they run", what, r.ID, r.Blueprint, name, i+1, len(r.Nodes), err)
 		}
 		res.Applied = append(res.Applied, a)
 		if !a.Probe.OK {
-			_ = h.Stop(ctx, p, &res.Phases, req.Manifest.Service)
-			record(NodeResult{Node: name, State: "failed", Pid: a.Pid, Reason: a.Probe.Sentence})
-			return out, fmt.Errorf("Rollout %s of %s stopped at node %s (%d of %d): its probe failed: %s Under onProbeFailure stop, its copy was stopped; nodes before it run the new generation, the rest keep what they run",
-				r.ID, r.Blueprint, name, i+1, len(r.Nodes), a.Probe.Sentence)
+			return out, s.probeFailed(ctx, p, q, r, res, h, record, name, i, a)
 		}
 		record(NodeResult{Node: name, State: "active", Pid: a.Pid, Reason: "acknowledged generation " + short(r.Generation) + " and its probe passed: " + a.Probe.Sentence})
 	}
 	out.Message = fmt.Sprintf("rolled out %s generation %s (%s) to %s: each node acknowledged it and its probe passed",
 		r.Blueprint, short(r.Generation), hoststep.Short(r.Digest), strings.Join(r.Nodes, ", "))
+	if r.Kind == KindRollback {
+		out.Message = fmt.Sprintf("rolled %s back to generation %s (%s) on %s: each node acknowledged it and its probe passed",
+			r.Blueprint, short(r.Generation), hoststep.Short(r.Digest), strings.Join(r.Nodes, ", "))
+	}
 	return out, nil
+}
+
+// mayGoOn says whether rollout r may take its next node, name (index i):
+// not when a newer rollout generation superseded it, nor while it is
+// paused. Either ends its run cancelled, naming why.
+func (s *Service) mayGoOn(ctx context.Context, q *db.Queries, r *db.Rollout, name string, i int) error {
+	latest, err := q.RolloutLatest(ctx, r.UnitID)
+	if err != nil {
+		return fmt.Errorf("read the newest rollout of %s: %w", r.Blueprint, err)
+	}
+	if latest.ID != r.ID {
+		return journal.Stopped(fmt.Errorf("Rollout %s of %s was superseded by %s %s (generation %s, authorized by %s at %s) before node %s (%d of %d): it goes no further, and the nodes before keep what they got.",
+			r.ID, r.Blueprint, latest.Kind, latest.ID, short(latest.Generation), latest.AuthorizedBy, latest.CreatedAt.UTC().Format(time.RFC3339), name, i+1, len(r.Nodes)))
+	}
+	pause, err := q.RolloutPauseGet(ctx, r.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the pause of rollout %s: %w", r.ID, err)
+	}
+	return journal.Stopped(fmt.Errorf("Rollout %s of %s is paused by %s (%s: %s); it holds before node %s (%d of %d), the nodes before keeping what they got. Resume it with `sluice rollout resume %s`.",
+		r.ID, r.Blueprint, pause.PausedBy, pause.At.UTC().Format(time.RFC3339), pause.Reason, name, i+1, len(r.Nodes), r.Blueprint))
+}
+
+// probeFailed does what r's frozen onProbeFailure says after node name's
+// probe failed, and returns the run's error.
+func (s *Service) probeFailed(ctx context.Context, p *journal.Progress, q *db.Queries, r *db.Rollout, res *RolloutResult, h services.Host,
+	record func(NodeResult), name string, i int, a *hoststep.Applied) error {
+	where := fmt.Sprintf("Rollout %s of %s stopped at node %s (%d of %d): its probe failed: %s", r.ID, r.Blueprint, name, i+1, len(r.Nodes), strings.TrimSuffix(a.Probe.Sentence, "."))
+	rest := "nodes before it run the new generation, the rest keep what they run"
+	instance := InstancePrefix + r.Blueprint
+	switch r.OnProbeFailure {
+	case "pause":
+		reason := fmt.Sprintf("node %s's probe failed: %s", name, strings.TrimSuffix(a.Probe.Sentence, "."))
+		if _, err := q.RolloutPauseInsert(context.WithoutCancel(ctx), &db.RolloutPauseInsertParams{RolloutID: r.ID, Reason: reason, PausedBy: "policy onProbeFailure pause", RunID: p.RunID()}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			p.Error(ctx, fmt.Sprintf("record the pause: %v", err), nil)
+		}
+		record(NodeResult{Node: name, State: "failed", Pid: a.Pid, Reason: a.Probe.Sentence})
+		return fmt.Errorf("%s. Under onProbeFailure pause, the rollout is paused and node %s's copy is left as it is, for you to look at; %s. Resume (`sluice rollout resume %s`) to try the node again, or roll back (`sluice rollout rollback %s`)",
+			where, name, rest, r.Blueprint, r.Blueprint)
+	case "rollback":
+		prev, err := q.RolloutActiveBefore(ctx, &db.RolloutActiveBeforeParams{UnitID: r.UnitID, Node: name, Exclude: r.ID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			serr := h.Stop(ctx, p, &res.Phases, instance)
+			record(NodeResult{Node: name, State: "failed", Pid: a.Pid, Reason: a.Probe.Sentence + " Nothing of it ran here before, so its copy was stopped." + errSuffix(serr)})
+			return fmt.Errorf("%s. Under onProbeFailure rollback: nothing of %s ran on %s before, so its copy was stopped%s; %s", where, r.Blueprint, name, errSuffix(serr), rest)
+		}
+		if err != nil {
+			record(NodeResult{Node: name, State: "failed", Pid: a.Pid, Reason: a.Probe.Sentence})
+			return fmt.Errorf("%s. Under onProbeFailure rollback, what it ran before could not be read (%v), so nothing was rolled back", where, err)
+		}
+		var preq hoststep.ApplyRequest
+		if err := json.Unmarshal(prev.Manifest, &preq); err != nil {
+			record(NodeResult{Node: name, State: "failed", Pid: a.Pid, Reason: a.Probe.Sentence})
+			return fmt.Errorf("%s. Under onProbeFailure rollback, the manifest of rollout %s could not be read (%v), so nothing was rolled back", where, prev.ID, err)
+		}
+		p.Info(ctx, fmt.Sprintf("node %s: rolling back to generation %s (%s) of rollout %s, what it ran before", name, short(prev.Generation), hoststep.Short(prev.Digest), prev.ID), nil)
+		b, err := h.Apply(ctx, p, &res.Phases, preq)
+		var unknown *journal.UnknownError
+		switch {
+		case errors.As(err, &unknown):
+			record(NodeResult{Node: name, State: "unknown", Reason: a.Probe.Sentence + " Rolling back: " + err.Error()})
+			return journal.Unknown(fmt.Errorf("%s. Rolling it back to generation %s: %w; what it runs now is unknown", where, short(prev.Generation), unknown.Err))
+		case err != nil:
+			record(NodeResult{Node: name, State: "failed", Pid: a.Pid, Reason: a.Probe.Sentence + " Rolling back failed too: " + err.Error()})
+			return fmt.Errorf("%s. Rolling it back to generation %s failed too: %w; %s", where, short(prev.Generation), err, rest)
+		}
+		res.Applied = append(res.Applied, b)
+		if !b.Probe.OK {
+			record(NodeResult{Node: name, State: "failed", Pid: b.Pid, Reason: a.Probe.Sentence + " Rolled back to generation " + short(prev.Generation) + ", whose probe failed too: " + b.Probe.Sentence})
+			return fmt.Errorf("%s. It was rolled back to generation %s, whose probe failed too: %s; %s", where, short(prev.Generation), strings.TrimSuffix(b.Probe.Sentence, "."), rest)
+		}
+		record(NodeResult{Node: name, State: "rolled_back", Pid: b.Pid, Reason: a.Probe.Sentence + " Rolled back to generation " + short(prev.Generation) + " (" + hoststep.Short(prev.Digest) + "), whose probe passed."})
+		return fmt.Errorf("%s. Under onProbeFailure rollback, it went back to generation %s (%s), what it ran before, whose probe passed; %s", where, short(prev.Generation), hoststep.Short(prev.Digest), rest)
+	default:
+		serr := h.Stop(ctx, p, &res.Phases, instance)
+		record(NodeResult{Node: name, State: "failed", Pid: a.Pid, Reason: a.Probe.Sentence + errSuffix(serr)})
+		return fmt.Errorf("%s. Under onProbeFailure stop, its copy was stopped%s; %s", where, errSuffix(serr), rest)
+	}
+}
+
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (stopping it failed: " + err.Error() + ")"
 }
 
 func short(hash string) string {
@@ -245,62 +356,4 @@ func short(hash string) string {
 		return hash[:12]
 	}
 	return hash
-}
-
-// resumedBy marks a resume in its run's params; the run itself
-// is a rollout run.
-const resumedBy = "resume"
-
-// Resume runs name's newest rollout again, from the nodes that have not
-// acknowledged it: after it held (a node unreachable or lost mid-step) or
-// stopped. It re-dispatches only while that rollout is still the one
-// authorized: the newest, on the placement approved now.
-func (s *Service) Resume(ctx context.Context, name, by string) (*db.JournalRun, error) {
-	var run *db.JournalRun
-	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		q := db.New(tx)
-		u, _, err := blueprintOf(ctx, q, name)
-		if err != nil {
-			return err
-		}
-		if err := lock(ctx, q, u); err != nil {
-			return err
-		}
-		r, err := q.RolloutLatest(ctx, u.ID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return errs.Errorf(errs.Conflict, "Blueprint %s has no rollout to resume; authorize one (`sluice rollout authorize %s`).", name, name)
-		}
-		if err != nil {
-			return err
-		}
-		pl, err := q.PlacementLatest(ctx, u.ID)
-		if err != nil {
-			return fmt.Errorf("placement of %s: %w", name, err)
-		}
-		if pl.ID != r.PlacementID {
-			return errs.Errorf(errs.Conflict, "Rollout %s of %s was authorized for a placement that has been replaced since (now %s); it is no longer authorized. Authorize a rollout for the placement now approved.", r.ID, name, strings.Join(pl.Nodes, ", "))
-		}
-		last, err := q.RolloutRunOf(ctx, r.ID.String())
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if err == nil {
-			switch last.State {
-			case journal.StateQueued, journal.StateRunning:
-				return errs.Errorf(errs.Conflict, "Rollout %s of %s is %s (run %s); there is nothing to resume.", r.ID, name, last.State, last.ID)
-			case journal.StateSucceeded:
-				return errs.Errorf(errs.Conflict, "Rollout %s of %s succeeded (run %s): every node acknowledged it; there is nothing to resume.", r.ID, name, last.ID)
-			}
-		}
-		res, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
-			Args: &RolloutArgs{Rollout: r.ID, Blueprint: name}, Target: name, RequestedBy: by, DigestTo: r.Digest,
-			Params: map[string]any{"rollout": r.ID, "generation": r.Generation, "by": resumedBy},
-		})
-		if err != nil {
-			return err
-		}
-		run = res.Run
-		return nil
-	})
-	return run, err
 }

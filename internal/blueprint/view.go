@@ -34,32 +34,55 @@ type BlueprintView struct {
 	// Decline is bounded-auto's newest decline of this plan, with when it
 	// was recorded.
 	Decline *PlacementDecline `json:"decline,omitempty"`
-	// Rollout is the newest rollout generation, with each node's answer.
-	Rollout *RolloutView `json:"rollout,omitempty"`
-	Answer  string       `json:"answer"`
+	// Rollout is the newest rollout generation, with each node's answer;
+	// History the newest ten, newest first, each with its state.
+	Rollout *RolloutView     `json:"rollout,omitempty"`
+	History []RolloutSummary `json:"history"`
+	// Nodes is a row per node it is placed on, holds a copy on, or was
+	// withdrawn from.
+	Nodes []NodeRow `json:"nodes"`
+	// Status is the answer / path / evidence block.
+	Status *BlueprintStatus `json:"status"`
+	// Answer says in sentences what is true and what waits.
+	Answer string `json:"answer"`
+}
+
+// RolloutPause is who paused a rollout, when and why.
+type RolloutPause struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }
 
 // RolloutView is a rollout generation and how its nodes answered.
 type RolloutView struct {
-	ID           uuid.UUID `json:"id"`
-	Generation   string    `json:"generation"`
-	Digest       string    `json:"digest"`
-	Nodes        []string  `json:"nodes"`
-	AuthorizedBy string    `json:"authorizedBy"`
-	Policy       string    `json:"policy"`
-	At           time.Time `json:"at"`
-	// AuthorizeRunID is the authorization's receipt; State the rollout
-	// run's state (queued, running, succeeded, failed, unknown).
-	AuthorizeRunID uuid.UUID    `json:"authorizeRunId"`
-	State          string       `json:"state"`
-	Error          string       `json:"error,omitempty"`
-	Answers        []NodeAnswer `json:"answers"`
+	ID uuid.UUID `json:"id"`
+	// Kind is rollout, or rollback (of RollsBack, over Scope).
+	Kind           string     `json:"kind" enum:"rollout,rollback"`
+	RollsBack      *uuid.UUID `json:"rollsBack,omitempty"`
+	Scope          string     `json:"scope" enum:"all,failed"`
+	OnProbeFailure string     `json:"onProbeFailure" enum:"stop,rollback,pause"`
+	Generation     string     `json:"generation"`
+	Digest         string     `json:"digest"`
+	Nodes          []string   `json:"nodes"`
+	AuthorizedBy   string     `json:"authorizedBy"`
+	Policy         string     `json:"policy"`
+	At             time.Time  `json:"at"`
+	// AuthorizeRunID is the authorization's receipt; State the rollout's
+	// state: its newest run's (queued, running, succeeded, failed,
+	// unknown, cancelled), or paused.
+	AuthorizeRunID uuid.UUID     `json:"authorizeRunId"`
+	State          string        `json:"state"`
+	RunID          *uuid.UUID    `json:"runId,omitempty"`
+	Pause          *RolloutPause `json:"pause,omitempty"`
+	Error          string        `json:"error,omitempty"`
+	Answers        []NodeAnswer  `json:"answers"`
 }
 
 // NodeAnswer is one node's answer to a rollout.
 type NodeAnswer struct {
 	Node   string    `json:"node"`
-	State  string    `json:"state" enum:"active,failed,unknown"`
+	State  string    `json:"state" enum:"active,failed,unknown,rolled_back"`
 	Pid    int       `json:"pid,omitempty"`
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
@@ -140,6 +163,12 @@ func (s *Service) view(ctx context.Context, q *db.Queries, u *db.Unit, spec *blu
 	if v.Rollout, err = s.rolloutView(ctx, q, u); err != nil {
 		return nil, err
 	}
+	if v.History, err = history(ctx, q, u); err != nil {
+		return nil, err
+	}
+	if err := s.status(ctx, q, u, spec, v); err != nil {
+		return nil, err
+	}
 	v.Answer = answer(v)
 	return v, nil
 }
@@ -205,14 +234,27 @@ func (s *Service) rolloutView(ctx context.Context, q *db.Queries, u *db.Unit) (*
 	if err != nil {
 		return nil, fmt.Errorf("rollout of %s: %w", u.Name, err)
 	}
-	rv := &RolloutView{ID: r.ID, Generation: r.Generation, Digest: r.Digest, Nodes: r.Nodes, AuthorizedBy: r.AuthorizedBy,
+	rv := &RolloutView{ID: r.ID, Kind: r.Kind, RollsBack: r.RollsBack, Scope: r.Scope, OnProbeFailure: r.OnProbeFailure,
+		Generation: r.Generation, Digest: r.Digest, Nodes: r.Nodes, AuthorizedBy: r.AuthorizedBy,
 		Policy: r.Policy, At: r.CreatedAt, AuthorizeRunID: r.RunID, State: "queued", Answers: []NodeAnswer{}}
-	if run, err := q.RolloutRunOf(ctx, r.ID.String()); err == nil {
-		rv.State = run.State
+	run, err := runOf(ctx, q, r)
+	if err != nil {
+		return nil, err
+	}
+	if run != nil {
+		rv.RunID = &run.ID
 		if run.Error != nil {
 			rv.Error = *run.Error
 		}
 	}
+	pause, err := q.RolloutPauseGet(ctx, r.ID)
+	switch {
+	case err == nil:
+		rv.Pause = &RolloutPause{By: pause.PausedBy, Reason: pause.Reason, At: pause.At}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, err
+	}
+	rv.State = rolloutState(r, run, rv.Pause != nil, nil)
 	nodes, err := q.RolloutNodes(ctx, r.ID)
 	if err != nil {
 		return nil, err

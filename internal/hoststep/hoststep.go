@@ -246,6 +246,21 @@ func (h *Host) Stop(ctx context.Context, _ Events, t *journal.Phases, name strin
 	return t.Do("stop", func() error { return h.Supervisor.Stop(ctx, name, 0) })
 }
 
+// Remove withdraws service name from this host: it stops the process and
+// deletes its rendered unit and what the supervisor kept of it, so that
+// nothing of it is left to report.
+func (h *Host) Remove(ctx context.Context, _ Events, t *journal.Phases, name string) error {
+	return t.Do("remove", func() error {
+		if err := h.Supervisor.Remove(ctx, name, 0); err != nil {
+			return err
+		}
+		if err := os.Remove(h.UnitPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the unit of %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
 // StopTimeout is the manifest's stop timeout in seconds.
 func StopTimeout(m render.Manifest) int {
 	if m.StopTimeoutSec == 0 {

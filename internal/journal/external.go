@@ -21,6 +21,17 @@ func (e *UnknownError) Unwrap() error { return e.Err }
 // Unknown marks err as an unknown outcome.
 func Unknown(err error) error { return &UnknownError{Err: err} }
 
+// StoppedError is an action's error when it stopped on an operator's word
+// before finishing its work (a rollout paused, or superseded by a newer
+// authorization): the run is recorded cancelled, with Err as its sentence.
+type StoppedError struct{ Err error }
+
+func (e *StoppedError) Error() string { return e.Err.Error() }
+func (e *StoppedError) Unwrap() error { return e.Err }
+
+// Stopped marks err as a stop an operator asked for.
+func Stopped(err error) error { return &StoppedError{Err: err} }
+
 // Append appends one event to the open run id from outside its worker: the
 // events a node's agent streams while it takes a step of the run. The run
 // guard refuses events once the run is finished (ErrRunFinished).

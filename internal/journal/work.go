@@ -363,7 +363,8 @@ func (j *Journal) finish(ctx context.Context, jobID int64, complete func(context
 	}
 	red := j.redactor.Error(actErr)
 	var cancelErr *river.JobCancelError
-	if errors.As(actErr, &cancelErr) {
+	var stopped *StoppedError
+	if errors.As(actErr, &cancelErr) || errors.As(actErr, &stopped) {
 		return river.JobCancel(red)
 	}
 	return red
@@ -383,6 +384,10 @@ func (j *Journal) classify(ctx context.Context, err error) (state, text string) 
 	var unknown *UnknownError
 	if errors.As(err, &unknown) && ctx.Err() == nil {
 		return StateUnknown, text
+	}
+	var stopped *StoppedError
+	if errors.As(err, &stopped) && ctx.Err() == nil {
+		return StateCancelled, text
 	}
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)

@@ -71,11 +71,19 @@ func (r *Remote) Reprobe(ctx context.Context, _ hoststep.Events, t *journal.Phas
 // StopRequest asks to stop a service.
 type StopRequest struct {
 	Name string `json:"name"`
+	// Remove asks to delete the service's unit and records after stopping
+	// it: a withdrawal.
+	Remove bool `json:"remove,omitempty"`
 }
 
 // Stop implements services.Host.
 func (r *Remote) Stop(ctx context.Context, _ hoststep.Events, t *journal.Phases, name string) error {
 	return r.call(ctx, t, KindStop, StopRequest{Name: name}, nil, nil)
+}
+
+// Remove implements services.Host.
+func (r *Remote) Remove(ctx context.Context, _ hoststep.Events, t *journal.Phases, name string) error {
+	return r.call(ctx, t, KindStop, StopRequest{Name: name, Remove: true}, nil, nil)
 }
 
 // Inspect implements services.Host.
@@ -129,7 +137,10 @@ func Execute(ctx context.Context, h *hoststep.Host, kind string, payload json.Ra
 		}
 	case KindStop:
 		var req StopRequest
-		if err = json.Unmarshal(payload, &req); err == nil {
+		switch err = json.Unmarshal(payload, &req); {
+		case err == nil && req.Remove:
+			err = h.Remove(ctx, ev, &res.Phases, req.Name)
+		case err == nil:
 			err = h.Stop(ctx, ev, &res.Phases, req.Name)
 		}
 	case KindInspect:

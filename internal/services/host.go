@@ -23,6 +23,8 @@ type Host interface {
 	Apply(ctx context.Context, ev hoststep.Events, t *journal.Phases, req hoststep.ApplyRequest) (*Applied, error)
 	Reprobe(ctx context.Context, ev hoststep.Events, t *journal.Phases, req hoststep.ApplyRequest) (*hoststep.Reprobed, error)
 	Stop(ctx context.Context, ev hoststep.Events, t *journal.Phases, name string) error
+	// Remove stops name and deletes its unit and records: a withdrawal.
+	Remove(ctx context.Context, ev hoststep.Events, t *journal.Phases, name string) error
 	Inspect(ctx context.Context, req hoststep.InspectRequest) (*hoststep.Inspection, error)
 	UnitText(ctx context.Context, name string) ([]byte, error)
 }
@@ -106,6 +108,9 @@ func (f failingHost) Reprobe(context.Context, hoststep.Events, *journal.Phases, 
 	return nil, f.err
 }
 func (f failingHost) Stop(context.Context, hoststep.Events, *journal.Phases, string) error {
+	return f.err
+}
+func (f failingHost) Remove(context.Context, hoststep.Events, *journal.Phases, string) error {
 	return f.err
 }
 func (f failingHost) Inspect(context.Context, hoststep.InspectRequest) (*hoststep.Inspection, error) {

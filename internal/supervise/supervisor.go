@@ -324,6 +324,31 @@ func (s *Supervisor) Stop(ctx context.Context, name string, timeout time.Duratio
 	return nil
 }
 
+// Remove stops the service name as Stop does, then deletes what the
+// supervisor kept of it (its pid record and output log). Removing a service
+// that never ran is not an error.
+func (s *Supervisor) Remove(ctx context.Context, name string, timeout time.Duration) error {
+	dir, err := s.dir(name)
+	if err != nil {
+		return err
+	}
+	unlock, err := lockDir(ctx, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // never started
+	}
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", name, err)
+	}
+	defer unlock()
+	if err := stopLocked(ctx, dir, timeout); err != nil {
+		return fmt.Errorf("remove %s: %w", name, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", name, err)
+	}
+	return nil
+}
+
 func stopLocked(ctx context.Context, dir string, timeout time.Duration) error {
 	rec, err := readPid(dir)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -1,0 +1,508 @@
+package blueprint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"sluice/db"
+	"sluice/internal/blueprintspec"
+	"sluice/internal/gitops"
+	"sluice/internal/hoststep"
+	"sluice/internal/journal"
+	"sluice/internal/node"
+)
+
+// The stages of a Blueprint's path, from Git to what runs.
+const (
+	StageSource    = "source"
+	StageArtifact  = "artifact"
+	StagePlacement = "placement"
+	StageRollout   = "rollout"
+	StageRuntime   = "runtime"
+)
+
+// Node row states.
+const (
+	NodePending     = "Pending"
+	NodeDeploying   = "Deploying"
+	NodeActive      = "Active"
+	NodeDrifted     = "Drifted"
+	NodeFailed      = "Failed"
+	NodeUnknown     = "Unknown"
+	NodeRolledBack  = "Rolled back"
+	NodeWithdrawing = "Withdrawing"
+	NodeWithdrawn   = "Withdrawn"
+)
+
+var nodeTones = map[string]gitops.Tone{
+	NodePending: gitops.ToneInfo, NodeDeploying: gitops.ToneInfo, NodeActive: gitops.ToneOK,
+	NodeDrifted: gitops.ToneWarn, NodeFailed: gitops.ToneError, NodeUnknown: gitops.ToneError,
+	NodeRolledBack: gitops.ToneWarn, NodeWithdrawing: gitops.ToneWarn, NodeWithdrawn: gitops.ToneOK,
+}
+
+// BlueprintStatus is the answer / path / evidence block of a Blueprint:
+// the first thing along Source → Artifact → Placement → Rollout → Runtime
+// that needs an operator (else the runtime's state), each stage, and what
+// the receipts grant and could not prove.
+type BlueprintStatus struct {
+	Answer   BlueprintAnswer   `json:"answer"`
+	Path     []BlueprintStage  `json:"path"`
+	Evidence BlueprintEvidence `json:"evidence"`
+}
+
+// BlueprintAnswer is the first stage that needs an operator.
+type BlueprintAnswer struct {
+	Stage  string      `json:"stage" enum:"source,artifact,placement,rollout,runtime"`
+	State  string      `json:"state"`
+	Tone   gitops.Tone `json:"tone" enum:"ok,info,warn,error"`
+	Reason string      `json:"reason"`
+	// Action is the command that moves it on; "" when none is needed.
+	Action string `json:"action,omitempty"`
+	// Others counts the other stages that need an operator too.
+	Others int `json:"others"`
+	// Partial is true when some evidence could not be proven.
+	Partial bool `json:"partial"`
+}
+
+// BlueprintStage is one stage of the path.
+type BlueprintStage struct {
+	Name   string      `json:"name" enum:"source,artifact,placement,rollout,runtime"`
+	State  string      `json:"state"`
+	Tone   gitops.Tone `json:"tone" enum:"ok,info,warn,error"`
+	Reason string      `json:"reason"`
+	Action string      `json:"action,omitempty"`
+}
+
+// BlueprintEvidence is the grants and what could not be proven.
+type BlueprintEvidence struct {
+	Grants   []BlueprintGrant `json:"grants"`
+	Unproven []string         `json:"unproven"`
+}
+
+// BlueprintGrant is an authority step's receipt: who, under which policy
+// line, when.
+type BlueprintGrant struct {
+	What   string    `json:"what" enum:"Source accepted,Placement approved,Rollout authorized,Rollback authorized"`
+	By     string    `json:"by"`
+	Policy string    `json:"policy"`
+	At     time.Time `json:"at"`
+	RunID  uuid.UUID `json:"runId"`
+	// Subject is what was granted: the commit, the nodes, the generation.
+	Subject string `json:"subject"`
+}
+
+// NodeRow is one node's row: what the Blueprint is there, and why.
+type NodeRow struct {
+	Node  string      `json:"node"`
+	State string      `json:"state" enum:"Pending,Deploying,Active,Drifted,Failed,Unknown,Rolled back,Withdrawing,Withdrawn"`
+	Tone  gitops.Tone `json:"tone" enum:"ok,info,warn,error"`
+	// NodeState is the node's own state (Ready, Unreachable, Cordoned…).
+	NodeState string `json:"nodeState"`
+	Reason    string `json:"reason"`
+	// Rollout, Generation and Digest are what the node last acknowledged;
+	// empty when it never did.
+	Rollout    *uuid.UUID `json:"rollout,omitempty"`
+	Generation string     `json:"generation,omitempty"`
+	Digest     string     `json:"digest,omitempty"`
+	Pid        int        `json:"pid,omitempty"`
+	// Action is the command that moves the row on, when one does.
+	Action string `json:"action,omitempty"`
+}
+
+// RolloutSummary is one rollout generation in the history.
+type RolloutSummary struct {
+	ID           uuid.UUID  `json:"id"`
+	Kind         string     `json:"kind" enum:"rollout,rollback"`
+	Generation   string     `json:"generation"`
+	Digest       string     `json:"digest"`
+	Nodes        []string   `json:"nodes"`
+	State        string     `json:"state"`
+	AuthorizedBy string     `json:"authorizedBy"`
+	At           time.Time  `json:"at"`
+	RollsBack    *uuid.UUID `json:"rollsBack,omitempty"`
+}
+
+// rolloutState is rollout r's state: its run's, unless a newer generation
+// superseded or rolled it back, or it is paused.
+func rolloutState(r *db.Rollout, run *db.JournalRun, paused bool, newer *db.Rollout) string {
+	if newer != nil {
+		if newer.Kind == KindRollback && newer.RollsBack != nil && *newer.RollsBack == r.ID {
+			return "rolled back"
+		}
+		if run == nil || run.State != journal.StateSucceeded {
+			return "superseded"
+		}
+	}
+	if paused && (run == nil || run.State != journal.StateSucceeded) {
+		return "paused"
+	}
+	if run == nil {
+		return journal.StateQueued
+	}
+	return run.State
+}
+
+// history is u's newest rollout generations, each with its state.
+func history(ctx context.Context, q *db.Queries, u *db.Unit) ([]RolloutSummary, error) {
+	list, err := q.RolloutList(ctx, &db.RolloutListParams{UnitID: u.ID, Max: 10})
+	if err != nil {
+		return nil, fmt.Errorf("rollouts of %s: %w", u.Name, err)
+	}
+	out := make([]RolloutSummary, 0, len(list))
+	for i, r := range list {
+		run, err := runOf(ctx, q, r)
+		if err != nil {
+			return nil, err
+		}
+		_, perr := q.RolloutPauseGet(ctx, r.ID)
+		var newer *db.Rollout
+		if i > 0 {
+			newer = list[i-1]
+		}
+		out = append(out, RolloutSummary{ID: r.ID, Kind: r.Kind, Generation: r.Generation, Digest: r.Digest, Nodes: r.Nodes,
+			State: rolloutState(r, run, perr == nil, newer), AuthorizedBy: r.AuthorizedBy, At: r.CreatedAt, RollsBack: r.RollsBack})
+	}
+	return out, nil
+}
+
+// status fills v's node rows and its answer / path / evidence block.
+func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *blueprintspec.Spec, v *BlueprintView) error {
+	st := &BlueprintStatus{Path: []BlueprintStage{}, Evidence: BlueprintEvidence{Grants: []BlueprintGrant{}, Unproven: []string{}}}
+	ev := &st.Evidence
+	stage := func(name, state string, tone gitops.Tone, action, format string, a ...any) {
+		st.Path = append(st.Path, BlueprintStage{Name: name, State: state, Tone: tone, Reason: fmt.Sprintf(format, a...), Action: action})
+	}
+
+	// Source.
+	if s.GitOps != nil {
+		src, err := s.GitOps.GetSourceStatus(ctx, u.SourceID.String())
+		if err != nil {
+			return err
+		}
+		stage(StageSource, string(src.Answer.State), src.Answer.Tone, src.Answer.Action, "%s", src.Answer.Reason)
+		if acc := src.Evidence.LastAcceptance; acc != nil {
+			ev.Grants = append(ev.Grants, BlueprintGrant{What: "Source accepted", By: acc.By, Policy: acc.Decision, At: acc.At, RunID: acc.RunID, Subject: "commit " + acc.Commit})
+		}
+		for _, un := range src.Evidence.Unproven {
+			ev.Unproven = append(ev.Unproven, "source "+src.Source+": "+un)
+		}
+	} else {
+		stage(StageSource, "Synced", gitops.ToneOK, "", "Git holds generation %s at %s.", short(u.ContentHash), u.Path)
+	}
+
+	// Artifact.
+	digest := spec.Service.Digest()
+	switch _, err := q.ArtifactGet(ctx, digest); {
+	case errors.Is(err, pgx.ErrNoRows):
+		stage(StageArtifact, "Artifact missing", gitops.ToneError, "sluice artifact push FILE",
+			"Artifact %s, which the template pins, is not in the store: no rollout of it can be authorized.", hoststep.Short(digest))
+	case err != nil:
+		return fmt.Errorf("look up artifact %s: %w", digest, err)
+	default:
+		stage(StageArtifact, "In store", gitops.ToneOK, "", "Artifact %s is in the store.", hoststep.Short(digest))
+	}
+
+	// Placement.
+	p := v.Plan
+	switch {
+	case p.Change:
+		why := "the placement policy is operator"
+		if v.Decline != nil {
+			why = "bounded-auto declined it at " + v.Decline.RecordedAt.UTC().Format(time.RFC3339) + ": " + v.Decline.Reason
+		} else if v.PlacementPolicy == blueprintspec.PlacementBoundedAuto {
+			why = "bounded-auto has not decided it yet"
+		}
+		stage(StagePlacement, "Waits for approval", gitops.ToneWarn, "sluice placement approve "+u.Name,
+			"The plan would %s (fingerprint %s); %s.", p.Describe(), p.Fingerprint, why)
+	case v.Placement == nil:
+		stage(StagePlacement, "Nothing selected", gitops.ToneWarn, "", "No node is selected (%s) and Ready.", v.Selector)
+	default:
+		stage(StagePlacement, "Approved", gitops.ToneOK, "", "Placement approved for %s by %s (%s policy).", orNone(v.Placement.Nodes), v.Placement.ApprovedBy, v.Placement.Policy)
+	}
+	if c := p.Current; c != nil {
+		ev.Grants = append(ev.Grants, BlueprintGrant{What: "Placement approved", By: c.ApprovedBy, Policy: c.Policy, At: c.CreatedAt, RunID: c.RunID, Subject: "nodes " + orNone(c.Nodes)})
+	}
+
+	// Rollout.
+	r := v.Rollout
+	authorize := "sluice rollout authorize " + u.Name
+	switch {
+	case r == nil && v.Placement == nil:
+		stage(StageRollout, "Not authorized", gitops.ToneInfo, "", "No rollout was authorized; a placement comes first.")
+	case r == nil:
+		stage(StageRollout, "Not authorized", gitops.ToneWarn, authorize, "No rollout was authorized: nothing of %s is deployed.", u.Name)
+	default:
+		what := "Rollout"
+		if r.Kind == KindRollback {
+			what = "Rollback"
+		}
+		ev.Grants = append(ev.Grants, BlueprintGrant{What: what + " authorized", By: r.AuthorizedBy, Policy: r.Policy, At: r.At, RunID: r.AuthorizeRunID,
+			Subject: fmt.Sprintf("generation %s, artifact %s, to %s", short(r.Generation), hoststep.Short(r.Digest), strings.Join(r.Nodes, ", "))})
+		reason := fmt.Sprintf("%s %s (generation %s) is %s", what, r.ID, short(r.Generation), r.State)
+		if r.Error != "" {
+			reason += ": " + strings.TrimSuffix(r.Error, ".")
+		}
+		reason += "."
+		switch r.State {
+		case journal.StateQueued, journal.StateRunning:
+			stage(StageRollout, "Rolling out", gitops.ToneInfo, "", "%s", reason)
+		case journal.StateSucceeded:
+			if r.Kind == KindRollout && (r.Generation != v.Generation || r.Digest != v.Digest) {
+				stage(StageRollout, "Newer generation", gitops.ToneWarn, authorize, "%s Git holds a newer generation (%s) that no rollout was authorized for.", reason, short(v.Generation))
+			} else {
+				stage(StageRollout, "Rolled out", gitops.ToneOK, "", "%s", reason)
+			}
+		case "paused":
+			reason = fmt.Sprintf("%s %s (generation %s) is paused by %s: %s.", what, r.ID, short(r.Generation), r.Pause.By, r.Pause.Reason)
+			stage(StageRollout, "Paused", gitops.ToneWarn, "sluice rollout resume "+u.Name, "%s", reason)
+		case journal.StateCancelled:
+			stage(StageRollout, "Stopped", gitops.ToneWarn, "sluice rollout resume "+u.Name, "%s", reason)
+		case journal.StateUnknown:
+			stage(StageRollout, "Outcome unknown", gitops.ToneError, "sluice rollout resume "+u.Name, "%s", reason)
+		default:
+			stage(StageRollout, "Failed", gitops.ToneError, "sluice rollout rollback "+u.Name, "%s", reason)
+		}
+	}
+
+	// Runtime: the node rows.
+	rows, unproven, err := s.nodeRows(ctx, q, u, spec, v)
+	if err != nil {
+		return err
+	}
+	v.Nodes = rows
+	ev.Unproven = append(ev.Unproven, unproven...)
+	runtime := runtimeStage(rows)
+	st.Path = append(st.Path, runtime)
+
+	first := slices.IndexFunc(st.Path, func(s BlueprintStage) bool { return s.Tone == gitops.ToneWarn || s.Tone == gitops.ToneError })
+	if first < 0 {
+		first = len(st.Path) - 1
+	}
+	a := st.Path[first]
+	st.Answer = BlueprintAnswer{Stage: a.Name, State: a.State, Tone: a.Tone, Reason: a.Reason, Action: a.Action, Partial: len(ev.Unproven) > 0}
+	for i, s := range st.Path {
+		if i != first && (s.Tone == gitops.ToneWarn || s.Tone == gitops.ToneError) {
+			st.Answer.Others++
+		}
+	}
+	v.Status = st
+	return nil
+}
+
+// runtimeStage sums the node rows up: the worst row first.
+func runtimeStage(rows []NodeRow) BlueprintStage {
+	order := []string{NodeFailed, NodeUnknown, NodeDrifted, NodeRolledBack, NodeWithdrawing, NodeDeploying, NodePending}
+	for _, state := range order {
+		var names []string
+		var first *NodeRow
+		for i := range rows {
+			if rows[i].State == state {
+				names = append(names, rows[i].Node)
+				if first == nil {
+					first = &rows[i]
+				}
+			}
+		}
+		if first == nil {
+			continue
+		}
+		return BlueprintStage{Name: StageRuntime, State: state, Tone: nodeTones[state], Action: first.Action,
+			Reason: fmt.Sprintf("%s on %s: node %s: %s", state, strings.Join(names, ", "), first.Node, first.Reason)}
+	}
+	var active []string
+	for _, r := range rows {
+		if r.State == NodeActive {
+			active = append(active, r.Node)
+		}
+	}
+	if len(active) == 0 {
+		return BlueprintStage{Name: StageRuntime, State: "Not running", Tone: gitops.ToneInfo, Reason: "No node runs it."}
+	}
+	return BlueprintStage{Name: StageRuntime, State: NodeActive, Tone: gitops.ToneOK,
+		Reason: fmt.Sprintf("Active on %s: each acknowledged its generation, its probe passed, and its agent reports it running.", strings.Join(active, ", "))}
+}
+
+// nodeRows is a row for every node the Blueprint is placed on, holds a copy
+// on, or was withdrawn from; and what could not be proven of them.
+func (s *Service) nodeRows(ctx context.Context, q *db.Queries, u *db.Unit, spec *blueprintspec.Spec, v *BlueprintView) ([]NodeRow, []string, error) {
+	unproven := []string{}
+	have, withdrawn, err := copies(ctx, q, u)
+	if err != nil {
+		return nil, nil, err
+	}
+	wruns, err := q.WithdrawRunsOf(ctx, u.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	lastWithdraw := map[string]*db.JournalRun{}
+	for _, w := range wruns {
+		var prm struct {
+			Node string `json:"node"`
+		}
+		_ = json.Unmarshal(w.Params, &prm)
+		lastWithdraw[prm.Node] = w
+	}
+	nodes, err := s.Nodes.ListTx(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	byName := map[string]*node.Node{}
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	placed := map[string]bool{}
+	if v.Placement != nil {
+		for _, n := range v.Placement.Nodes {
+			placed[n] = true
+		}
+	}
+	names := map[string]bool{}
+	for n := range placed {
+		names[n] = true
+	}
+	for n := range have {
+		names[n] = true
+	}
+	for n := range withdrawn {
+		names[n] = true
+	}
+	r := v.Rollout
+	answers := map[string]NodeAnswer{}
+	if r != nil {
+		for _, a := range r.Answers {
+			answers[a.Node] = a
+		}
+	}
+	stateful, _ := spec.IsStateful()
+	instance := InstancePrefix + u.Name
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	deploying := ""
+	if r != nil && r.State == journal.StateRunning {
+		for _, n := range r.Nodes {
+			if a, ok := answers[n]; !ok || a.State != "active" {
+				deploying = n
+				break
+			}
+		}
+	}
+	rows := make([]NodeRow, 0, len(sorted))
+	for _, n := range sorted {
+		row := NodeRow{Node: n, NodeState: "deleted"}
+		nd := byName[n]
+		if nd != nil {
+			row.NodeState = nd.State
+		}
+		if c, ok := have[n]; ok {
+			id := c.RolloutID
+			row.Rollout, row.Generation, row.Digest = &id, c.Generation, c.Digest
+			if c.Pid != nil {
+				row.Pid = int(*c.Pid)
+			}
+		}
+		switch {
+		case !placed[n] && have[n] != nil:
+			row.State = NodeWithdrawing
+			w := lastWithdraw[n]
+			switch {
+			case stateful && (w == nil || w.State != journal.StateQueued && w.State != journal.StateRunning):
+				row.Reason = "It left the approved placement; the workload is stateful, so its withdrawal waits for an operator."
+				row.Action = "sluice blueprint withdraw " + u.Name + " " + n
+			case w == nil:
+				row.Reason = "It left the approved placement; no withdrawal was asked for yet."
+				row.Action = "sluice blueprint withdraw " + u.Name + " " + n
+			case w.State == journal.StateQueued || w.State == journal.StateRunning:
+				row.Reason = fmt.Sprintf("It left the approved placement; withdrawal run %s is %s.", w.ID, w.State)
+			default:
+				row.Reason = fmt.Sprintf("It left the approved placement; withdrawal run %s ended %s: %s", w.ID, w.State, deref(w.Error))
+				row.Action = "sluice blueprint withdraw " + u.Name + " " + n
+			}
+		case !placed[n] && withdrawn[n] != nil:
+			row.State = NodeWithdrawn
+			row.Reason = fmt.Sprintf("Its copy was stopped and removed (run %s, %s).", withdrawn[n].RunID, withdrawn[n].At.UTC().Format(time.RFC3339))
+		case !placed[n]:
+			continue
+		default:
+			row.State, row.Reason, row.Action = s.placedRow(n, r, answers, deploying, have[n], u.Name)
+			if row.State == NodeActive && nd != nil {
+				row.State, row.Reason, row.Action = reportedRow(nd, instance, row.Digest, row.Reason, u.Name, &unproven)
+			}
+		}
+		row.Tone = nodeTones[row.State]
+		rows = append(rows, row)
+	}
+	return rows, unproven, nil
+}
+
+// placedRow is the state of a node in the approved placement, from the
+// newest rollout's answers.
+func (s *Service) placedRow(n string, r *RolloutView, answers map[string]NodeAnswer, deploying string, c *db.RolloutNodeLatestRow, name string) (state, reason, action string) {
+	older := ""
+	if c != nil && c.State == "active" {
+		older = fmt.Sprintf(" It runs generation %s of rollout %s.", short(c.Generation), c.RolloutID)
+	}
+	if r == nil || !slices.Contains(r.Nodes, n) {
+		return NodePending, "No rollout was authorized for it yet." + older, "sluice rollout authorize " + name
+	}
+	a, ok := answers[n]
+	switch {
+	case !ok && n == deploying:
+		return NodeDeploying, fmt.Sprintf("Rollout %s is deploying generation %s here.", r.ID, short(r.Generation)), ""
+	case !ok:
+		return NodePending, fmt.Sprintf("Rollout %s (%s) has not reached it.%s", r.ID, r.State, older), ""
+	case a.State == "active":
+		return NodeActive, a.Reason, ""
+	case a.State == "rolled_back":
+		return NodeRolledBack, a.Reason, ""
+	case a.State == "unknown":
+		return NodeUnknown, a.Reason, "sluice rollout resume " + name
+	default:
+		return NodeFailed, a.Reason, "sluice rollout rollback " + name
+	}
+}
+
+// reportedRow checks an active node's row against what its agent reports:
+// the copy must run, and run the acknowledged bytes.
+func reportedRow(nd *node.Node, instance, digest, reason, name string, unproven *[]string) (string, string, string) {
+	if nd.State != node.StateReady && nd.State != node.StateCordoned {
+		*unproven = append(*unproven, fmt.Sprintf("node %s is %s: whether %s still runs there cannot be told", nd.Name, strings.ToLower(nd.State), instance))
+		return NodeActive, reason + " (Its node is " + strings.ToLower(nd.State) + ": not proven since.)", ""
+	}
+	i := slices.IndexFunc(nd.Reported.Processes, func(p node.Process) bool { return p.Service == instance })
+	if i < 0 {
+		if nd.LastHeartbeatAt == nil {
+			*unproven = append(*unproven, "node "+nd.Name+" has not reported what runs there")
+			return NodeActive, reason, ""
+		}
+		return NodeDrifted, "Its agent reports no unit or process of " + instance + ".", ""
+	}
+	p := nd.Reported.Processes[i]
+	switch {
+	case !p.Running:
+		return NodeDrifted, fmt.Sprintf("Its agent reports %s not running: %s", instance, p.NotRunning), ""
+	case p.ExeDigest != "" && p.ExeDigest != digest:
+		return NodeDrifted, fmt.Sprintf("Its agent reports pid %d running %s, not the acknowledged %s.", p.Pid, hoststep.Short(p.ExeDigest), hoststep.Short(digest)), ""
+	case p.ExeDigest == "":
+		*unproven = append(*unproven, fmt.Sprintf("node %s: which bytes pid %d of %s runs was not proven (%s)", nd.Name, p.Pid, instance, p.Proof))
+	}
+	return NodeActive, fmt.Sprintf("%s Its agent reports pid %d running it.", strings.TrimSuffix(reason, "."), p.Pid), ""
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
