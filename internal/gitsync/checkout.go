@@ -35,6 +35,10 @@ type checkoutResult struct {
 	written, removed int  // working tree paths written and removed
 	restored         int  // of those, tracked paths that local edits had changed
 	reconciled       bool // every tracked path was compared, not just the diff
+
+	// kept holds the content of the regular files written that the
+	// caller's read func picked, by path, so that they are not read twice.
+	kept map[string][]byte
 }
 
 // checkout makes the working tree, the index and the branch hold to. It
@@ -46,7 +50,7 @@ type checkoutResult struct {
 // marker in .git naming the target meanwhile. A checkout that finds the marker
 // (an earlier one stopped half way) or no usable index or HEAD reconciles:
 // it compares every path of the index and of the trees involved.
-func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.Commit) (*checkoutResult, error) {
+func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.Commit, read func(string) bool) (*checkoutResult, error) {
 	gitDir := filepath.Join(m.dir, git.GitDirName)
 	co := &checkoutResult{}
 
@@ -83,7 +87,10 @@ func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.
 	if err != nil {
 		return nil, err
 	}
-	idx, err := repo.Storer.Index()
+	idx, err := readIndex(gitDir)
+	if errors.Is(err, errIndexVersion) {
+		idx, err = repo.Storer.Index()
+	}
 	indexLost := err != nil
 	if indexLost {
 		m.logger.WarnContext(ctx, "index unreadable; reconciling every path", "error", m.redactor.String(err.Error()))
@@ -124,12 +131,14 @@ func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.
 	// longer matches its index entry, or whose entry is too recent to trust
 	// (written in the same clock tick as the index), is hashed; a changed or
 	// missing one becomes a candidate, an unchanged one gets fresh stat data.
+	dirs, closeDirs := m.openDirs(idx.Entries)
 	states := make([]entryState, len(idx.Entries))
 	parallel(len(idx.Entries), func(i int) {
 		if e := idx.Entries[i]; e.Stage == 0 && e.Mode != filemode.Submodule {
-			states[i] = m.statEntry(e, idx.ModTime)
+			states[i] = m.statEntry(e, idx.ModTime, dirs[path.Dir(e.Name)])
 		}
 	})
+	closeDirs()
 	entries := make(map[string]*index.Entry, len(idx.Entries))
 	dirty := make(map[string]bool)
 	indexChanged := false
@@ -189,7 +198,8 @@ func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.
 			return nil, fmt.Errorf("open working tree: %w", err)
 		}
 		defer root.Close()
-		a := &applier{repo: repo, root: root, entries: entries, ensured: make(map[string]bool)}
+		a := &applier{repo: repo, root: root, entries: entries, ensured: make(map[string]bool), keep: read, kept: make(map[string][]byte)}
+		co.kept = a.kept
 		// Removals go first, deepest first, so that a file can become a
 		// directory and a directory a file in one checkout.
 		slices.SortFunc(removes, func(a, b string) int { return strings.Compare(b, a) })
@@ -321,10 +331,47 @@ const (
 	entryDirty
 )
 
-// statEntry compares a tracked file with its index entry.
-func (m *Mirror) statEntry(e *index.Entry, indexTime time.Time) entryState {
+// openDirs opens the directories of the working tree that hold index
+// entries, so that the stat pass looks up one name in its directory rather
+// than a whole path from the root, per file. A directory that cannot be
+// opened is missing from the map: its entries are dirty.
+func (m *Mirror) openDirs(entries []*index.Entry) (map[string]*os.Root, func()) {
+	dirs := make(map[string]*os.Root)
+	root, err := os.OpenRoot(m.dir)
+	if err != nil {
+		return dirs, func() {}
+	}
+	tried := make(map[string]bool)
+	for _, e := range entries {
+		dir := path.Dir(e.Name)
+		if tried[dir] {
+			continue
+		}
+		tried[dir] = true
+		if dir == "." {
+			dirs[dir] = root
+			continue
+		}
+		if d, err := root.OpenRoot(filepath.FromSlash(dir)); err == nil {
+			dirs[dir] = d
+		}
+	}
+	return dirs, func() {
+		for _, d := range dirs {
+			_ = d.Close()
+		}
+		_ = root.Close()
+	}
+}
+
+// statEntry compares a tracked file with its index entry; dir is the open
+// directory that holds it, nil when it could not be opened.
+func (m *Mirror) statEntry(e *index.Entry, indexTime time.Time, dir *os.Root) entryState {
+	if dir == nil {
+		return entryDirty
+	}
 	full := filepath.Join(m.dir, filepath.FromSlash(e.Name))
-	fi, err := os.Lstat(full)
+	fi, err := dir.Lstat(path.Base(e.Name))
 	if err != nil || !modeMatches(e.Mode, fi) {
 		return entryDirty
 	}
@@ -386,6 +433,9 @@ type applier struct {
 	root    *os.Root
 	entries map[string]*index.Entry
 	ensured map[string]bool // directories known to be real directories
+	// keep picks the regular files whose content is kept in kept. Nil: none.
+	keep func(string) bool
+	kept map[string][]byte
 }
 
 // remove deletes a tracked path that the target commit lacks, then the
@@ -478,6 +528,9 @@ func (a *applier) writeAll(ctx context.Context, names []string, want map[string]
 			if job.data, err = a.blob(job.entry.Hash); err != nil {
 				err = fmt.Errorf("check out %s: %w", name, err)
 				break
+			}
+			if job.entry.Mode != filemode.Symlink && a.keep != nil && a.keep(name) {
+				a.kept[name] = job.data // the workers only read it
 			}
 		}
 		jobs <- job
@@ -613,7 +666,7 @@ func writeIndex(gitDir string, idx *index.Index) error {
 		return fmt.Errorf("write index: %w", err)
 	}
 	w := bufio.NewWriterSize(f, 64<<10)
-	err = index.NewEncoder(w).Encode(idx)
+	err = encodeIndex(w, idx)
 	if err == nil {
 		err = w.Flush()
 	}

@@ -137,6 +137,36 @@ type Result struct {
 	// caller walking the working tree can tell Git's files from untracked
 	// ones. Nil when !Full.
 	Tracked map[string]bool
+	// Files holds, sorted by path, the files of Commit that SyncOpts.Read
+	// picked, read from the object store: a caller parses them without
+	// reading the working tree back. A path Commit lacks is not in it.
+	Files []File
+}
+
+// File is one file of the synced commit, as its blob holds it.
+type File struct {
+	Path string      // repo-relative, forward slashes
+	Mode fs.FileMode // a permission for a regular file; fs.ModeSymlink; fs.ModeDir for a submodule
+	Size int64
+	// Data is the content of a regular file of at most SyncOpts.MaxSize
+	// bytes; nil otherwise.
+	Data []byte
+}
+
+// SyncOpts are the options of SyncFiles.
+type SyncOpts struct {
+	// Since is Sync's since: the commit the caller last synced.
+	Since string
+	// Read, when set, picks the files whose content Result.Files carries:
+	// it is asked about every changed path (every tracked one when Full)
+	// and every path of Also. Nil: none.
+	Read func(path string) bool
+	// Also lists paths to read besides the changed ones, such as files the
+	// caller wants to look at again although unchanged.
+	Also []string
+	// MaxSize bounds the content read per file; a larger one comes without
+	// Data. 0: no bound.
+	MaxSize int64
 }
 
 // Change is one path that differs between two commits.
@@ -164,9 +194,16 @@ type Change struct {
 // interleave. Transport failures are *errs.Error with Code errs.Unavailable
 // and a message for the operator; every error is redacted.
 func (m *Mirror) Sync(ctx context.Context, since string) (*Result, error) {
+	return m.SyncFiles(ctx, SyncOpts{Since: since})
+}
+
+// SyncFiles is Sync that also returns the content of the files opts.Read
+// picks, from the object store: the blobs a checkout writes are kept rather
+// than read back, and the others are read without touching the working tree.
+func (m *Mirror) SyncFiles(ctx context.Context, opts SyncOpts) (*Result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	res, err := m.sync(ctx, since)
+	res, err := m.sync(ctx, opts)
 	if err != nil {
 		return nil, m.scrub(err)
 	}
@@ -181,11 +218,11 @@ func (m *Mirror) scrub(err error) error {
 	return m.redactor.Error(err)
 }
 
-func (m *Mirror) sync(ctx context.Context, since string) (*Result, error) {
+func (m *Mirror) sync(ctx context.Context, opts SyncOpts) (*Result, error) {
 	var res *Result
 	err := m.withRepair(ctx, func(repo *git.Repository) error {
 		var err error
-		res, err = m.pull(ctx, repo, since)
+		res, err = m.pull(ctx, repo, opts)
 		return err
 	})
 	if err != nil {
@@ -195,7 +232,8 @@ func (m *Mirror) sync(ctx context.Context, since string) (*Result, error) {
 }
 
 // pull fetches the branch into repo and checks it out.
-func (m *Mirror) pull(ctx context.Context, repo *git.Repository, since string) (*Result, error) {
+func (m *Mirror) pull(ctx context.Context, repo *git.Repository, opts SyncOpts) (*Result, error) {
+	since := opts.Since
 	begin := time.Now()
 	if err := m.configure(repo); err != nil {
 		return nil, err
@@ -220,7 +258,7 @@ func (m *Mirror) pull(ctx context.Context, repo *git.Repository, since string) (
 		return nil, fmt.Errorf("read fetched commit %s: %w", ref.Hash(), err)
 	}
 
-	co, err := m.checkout(ctx, repo, commit)
+	co, err := m.checkout(ctx, repo, commit, opts.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +280,43 @@ func (m *Mirror) pull(ctx context.Context, repo *git.Repository, since string) (
 			return nil, fmt.Errorf("read tree of %s: %w", commit.Hash, err)
 		}
 		res.Tracked = map[string]bool{}
-		if err := walkFiles(tree, func(name string, _ *object.TreeEntry) { res.Tracked[name] = true }); err != nil {
+		var picked []fileAt
+		if err := walkFiles(tree, func(name string, e *object.TreeEntry) {
+			res.Tracked[name] = true
+			if opts.Read != nil && opts.Read(name) {
+				picked = append(picked, fileAt{name, e})
+			}
+		}); err != nil {
+			return nil, err
+		}
+		if res.Files, err = m.readFiles(ctx, repo, picked, co.kept, opts); err != nil {
+			return nil, err
+		}
+	} else if opts.Read != nil {
+		tree, err := commit.Tree()
+		if err != nil {
+			return nil, fmt.Errorf("read tree of %s: %w", commit.Hash, err)
+		}
+		var picked []fileAt
+		seen := make(map[string]bool)
+		for _, ch := range res.Changed {
+			seen[ch.Path] = true
+			if !ch.Deleted && opts.Read(ch.Path) {
+				picked = append(picked, fileAt{path: ch.Path})
+			}
+		}
+		for _, p := range opts.Also {
+			if !seen[p] && opts.Read(p) && checkPath(p) == nil {
+				seen[p] = true
+				picked = append(picked, fileAt{path: p})
+			}
+		}
+		for i := range picked {
+			if picked[i].entry, err = findFile(tree, picked[i].path); err != nil {
+				return nil, err
+			}
+		}
+		if res.Files, err = m.readFiles(ctx, repo, picked, co.kept, opts); err != nil {
 			return nil, err
 		}
 	}
