@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -257,14 +255,27 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	if err != nil {
 		return nil, err
 	}
-	tree := s.WorkTree(src)
 	since := ""
 	if src.SyncedCommit != nil && !args.Full {
 		since = *src.SyncedCommit
 	}
+	// The files the last sync found invalid are read again although
+	// unchanged (see lastInvalid), from the new commit like the changed ones.
+	again, err := s.lastInvalid(ctx, src, since)
+	if err != nil {
+		return nil, err
+	}
 	p.Info(ctx, fmt.Sprintf("fetching %s (branch %s)", maskedURL(src), src.Branch), nil)
 	begin := time.Now()
-	gr, err := mirror.Sync(ctx, since)
+	// Units are parsed from the blobs the sync hands back: the checkout
+	// still writes the working tree (services and Terraform read it), but
+	// nothing is read back from it.
+	gr, err := mirror.SyncFiles(ctx, gitsync.SyncOpts{
+		Since:   since,
+		Read:    func(path string) bool { return unit.InPrefix(path, src.Path) },
+		Also:    again,
+		MaxSize: unit.MaxSize,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -276,41 +287,27 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{},
 	}}
 	if gr.Full {
-		// Git's files under the path, read from the working tree: an
-		// untracked *.json someone left there is neither a unit nor invalid.
-		var paths []string
-		for path := range gr.Tracked {
-			if unit.InPrefix(path, src.Path) {
-				paths = append(paths, path)
-			}
-		}
-		if len(paths) == 0 && src.Path != "" && !hasDir(gr.Tracked, src.Path) {
+		// Git's files under the path: an untracked *.json someone left in
+		// the working tree is neither a unit nor invalid.
+		if len(gr.Files) == 0 && src.Path != "" && !hasDir(gr.Tracked, src.Path) {
 			return nil, errs.Errorf(errs.Invalid, "The path %q is not a directory at commit %s of %s; fix the path in the GitOps settings, or add units under it.",
 				src.Path, short(gr.Commit), maskedURL(src))
 		}
-		if plan.units, plan.invalid, err = unit.ReadFilesIn(tree, identitySpace(src), paths); err != nil {
-			return nil, fmt.Errorf("read units: %w", err)
-		}
 	} else {
 		plan.changed = make(map[string]bool)
-		changes, err := s.withLastInvalid(ctx, src, since, gr.Changed)
-		if err != nil {
-			return nil, err
-		}
-		var present []string
-		for _, c := range changes {
-			if !unit.InPrefix(c.Path, src.Path) {
-				continue
-			}
-			plan.changed[c.Path] = true
-			if !c.Deleted {
-				present = append(present, c.Path)
+		for _, c := range gr.Changed {
+			if unit.InPrefix(c.Path, src.Path) {
+				plan.changed[c.Path] = true
 			}
 		}
-		if plan.units, plan.invalid, err = unit.ReadFilesIn(tree, identitySpace(src), present); err != nil {
-			return nil, fmt.Errorf("read changed units: %w", err)
+		// A file found invalid last time and gone now is a change too.
+		for _, path := range again {
+			if unit.InPrefix(path, src.Path) {
+				plan.changed[path] = true
+			}
 		}
 	}
+	plan.units, plan.invalid = unit.ParseFiles(identitySpace(src), unitFiles(gr.Files))
 	plan.units, plan.invalid = checkServices(plan.units, plan.invalid)
 	p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(begin).Round(time.Millisecond)), nil)
 	// One event per invalid file, as the receipt's sample: thousands of
@@ -398,18 +395,21 @@ const (
 	CommitEmail  = "sluice@localhost"
 )
 
-// withLastInvalid adds to changes the paths that the sync of since found
-// invalid. They are read again although unchanged: a change elsewhere (a
-// duplicate metadata.id given up) can make them valid, and until they are
-// fixed every sync reports them.
-func (s *Service) withLastInvalid(ctx context.Context, src *db.Source, since string, changes []gitsync.Change) ([]gitsync.Change, error) {
+// lastInvalid returns the paths that the sync of since found invalid, when
+// since is the commit of the source's last sync. They are read again
+// although unchanged: a change elsewhere (a duplicate metadata.id given up)
+// can make them valid, and until they are fixed every sync reports them.
+func (s *Service) lastInvalid(ctx context.Context, src *db.Source, since string) ([]string, error) {
+	if since == "" {
+		return nil, nil
+	}
 	runs, err := s.Journal.List(ctx, journal.ListParams{Action: SyncArgs{}.Kind(), Target: src.Name, State: journal.StateSucceeded, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
 	var last Result
 	if len(runs) == 0 || runs[0].GitCommit == nil || *runs[0].GitCommit != since || json.Unmarshal(runs[0].Result, &last) != nil {
-		return changes, nil
+		return nil, nil
 	}
 	if last.Truncated {
 		// The receipt lists a sample; sync_path has them all.
@@ -422,19 +422,20 @@ func (s *Service) withLastInvalid(ctx context.Context, src *db.Source, since str
 			last.Invalid = append(last.Invalid, unit.Invalid{Path: r.Path})
 		}
 	}
-	seen := make(map[string]bool, len(changes))
-	for _, c := range changes {
-		seen[c.Path] = true
-	}
+	paths := make([]string, 0, len(last.Invalid))
 	for _, inv := range last.Invalid {
-		if seen[inv.Path] {
-			continue
-		}
-		seen[inv.Path] = true
-		_, err := os.Lstat(filepath.Join(s.WorkTree(src), filepath.FromSlash(inv.Path)))
-		changes = append(changes, gitsync.Change{Path: inv.Path, Deleted: errors.Is(err, fs.ErrNotExist)})
+		paths = append(paths, inv.Path)
 	}
-	return changes, nil
+	return paths, nil
+}
+
+// unitFiles turns the files a sync read from Git into unit.Files.
+func unitFiles(files []gitsync.File) []unit.File {
+	out := make([]unit.File, len(files))
+	for i, f := range files {
+		out[i] = unit.File{Path: f.Path, Mode: f.Mode, Size: f.Size, Data: f.Data}
+	}
+	return out
 }
 
 func short(commit string) string {
@@ -515,8 +516,11 @@ type change struct {
 	// receipt is written with the plan's result, which must not claim
 	// changes that were rolled back.
 	res Result
-	// activeBefore counts the source's active units before the change.
-	activeBefore int
+	// activeBefore counts the source's active units before the change, and
+	// revived the updates of rows that were not active (an update makes a
+	// row active again): with the inserts and the stale marks, they give
+	// the count after the change without counting the rows again.
+	activeBefore, revived int
 }
 
 // fingerprint is the hex SHA-256 of the commit and what the change makes:
@@ -636,6 +640,9 @@ func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
 		case r.ContentHash == u.Hash && r.Path == u.Path && active(r.Status):
 			continue
 		default:
+			if !active(r.Status) {
+				c.revived++
+			}
 			c.updates = append(c.updates, &db.UnitUpdateContentParams{
 				ID: u.ID, Path: u.Path, Kind: u.Kind, Name: u.Name, Labels: labels,
 				Content: u.Content, ContentHash: u.Hash, GitCommit: p.commit,
@@ -779,16 +786,11 @@ func (p *plan) writeTx(ctx context.Context, tx pgx.Tx, cur *db.Source, c *change
 	if err := q.SourceCandidateDelete(ctx, p.source.ID); err != nil {
 		return fmt.Errorf("remove the candidate: %w", err)
 	}
-	counts, err := q.UnitCountByStatus(ctx, p.source.ID)
-	if err != nil {
-		return err
-	}
-	activeN := 0
-	for _, n := range counts {
-		if active(n.Status) {
-			activeN += int(n.N)
-		}
-	}
+	// The rows written are the only ones that changed (the source row is
+	// locked, so no other sync writes its units meanwhile): the count after
+	// follows from the one changeTx made, and costs no second scan of
+	// every unit of the source.
+	activeN := c.activeBefore + len(c.inserts) + c.revived - len(c.stale)
 	c.res.Unchanged = max(activeN-len(c.paths.created)-len(c.paths.updated), 0)
 	for _, in := range c.inserts {
 		c.res.accepted = append(c.res.accepted, &db.Unit{ID: in.ID, SourceID: in.SourceID, Path: in.Path, Kind: in.Kind, Name: in.Name, Content: in.Content, ContentHash: in.ContentHash})
