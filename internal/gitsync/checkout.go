@@ -198,7 +198,8 @@ func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.
 			return nil, fmt.Errorf("open working tree: %w", err)
 		}
 		defer root.Close()
-		a := &applier{repo: repo, root: root, entries: entries, ensured: make(map[string]bool), keep: read, kept: make(map[string][]byte)}
+		a := &applier{repo: repo, root: root, entries: entries, ensured: make(map[string]bool), keep: read, kept: make(map[string][]byte), dirs: make(map[string]*os.Root)}
+		defer a.close()
 		co.kept = a.kept
 		// Removals go first, deepest first, so that a file can become a
 		// directory and a directory a file in one checkout.
@@ -436,6 +437,7 @@ type applier struct {
 	// keep picks the regular files whose content is kept in kept. Nil: none.
 	keep func(string) bool
 	kept map[string][]byte
+	dirs map[string]*os.Root // see openDir
 }
 
 // remove deletes a tracked path that the target commit lacks, then the
@@ -488,6 +490,7 @@ type writeJob struct {
 	name  string
 	entry *object.TreeEntry
 	data  []byte // the blob, or the link target; nil for a submodule
+	dir   *os.Root // the parent directory, open; nil when it could not be opened
 }
 
 // writeAll checks out names. The blobs are read here, one at a time, because
@@ -524,6 +527,7 @@ func (a *applier) writeAll(ctx context.Context, names []string, want map[string]
 		if err = a.ensureDir(path.Dir(name)); err != nil {
 			break
 		}
+		job.dir = a.openDir(path.Dir(name))
 		if job.entry.Mode != filemode.Submodule {
 			if job.data, err = a.blob(job.entry.Hash); err != nil {
 				err = fmt.Errorf("check out %s: %w", name, err)
@@ -558,6 +562,9 @@ const writeWorkers = 8
 // empty directory) is removed; a directory with files in it is not.
 func (a *applier) place(job writeJob) (*index.Entry, error) {
 	name, e := job.name, job.entry
+	if entry, ok, err := a.create(job); ok || err != nil {
+		return entry, err
+	}
 	native := filepath.FromSlash(name)
 	fi, err := a.root.Lstat(native)
 	exists := err == nil
@@ -615,6 +622,41 @@ func (a *applier) place(job writeJob) (*index.Entry, error) {
 	return entry, nil
 }
 
+// create writes a regular file where nothing is yet, which is every file
+// of a first checkout, in three calls on its directory: create it
+// exclusively (so nothing in the way, a link included, is ever followed),
+// write it, and stat the open file for its index entry. ok is false when
+// something is in the way, or the entry is not a regular file: place then
+// takes the long way.
+func (a *applier) create(job writeJob) (entry *index.Entry, ok bool, err error) {
+	e := job.entry
+	if job.dir == nil || (e.Mode != filemode.Regular && e.Mode != filemode.Executable && e.Mode != filemode.Deprecated) {
+		return nil, false, nil
+	}
+	perm := fs.FileMode(0o644)
+	if e.Mode == filemode.Executable {
+		perm = 0o755
+	}
+	f, err := job.dir.OpenFile(path.Base(job.name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return nil, false, nil // in the way, or not creatable: place says why
+	}
+	_, err = f.Write(job.data)
+	var fi fs.FileInfo
+	if err == nil {
+		fi, err = f.Stat()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("write %s: %w", job.name, err)
+	}
+	entry = &index.Entry{Name: job.name, Hash: e.Hash, Mode: indexMode(e.Mode)}
+	fillStat(entry, fi)
+	return entry, true, nil
+}
+
 func (a *applier) blob(h plumbing.Hash) ([]byte, error) {
 	blob, err := a.repo.BlobObject(h)
 	if err != nil {
@@ -626,6 +668,31 @@ func (a *applier) blob(h plumbing.Hash) ([]byte, error) {
 	}
 	defer r.Close()
 	return io.ReadAll(r)
+}
+
+// openDir returns dir (made real by ensureDir) opened as a root of its own,
+// kept until the checkout ends, or nil when it cannot be opened.
+func (a *applier) openDir(dir string) *os.Root {
+	if dir == "." {
+		return a.root
+	}
+	if d, ok := a.dirs[dir]; ok {
+		return d
+	}
+	d, err := a.root.OpenRoot(filepath.FromSlash(dir))
+	if err != nil {
+		d = nil
+	}
+	a.dirs[dir] = d
+	return d
+}
+
+func (a *applier) close() {
+	for _, d := range a.dirs {
+		if d != nil {
+			_ = d.Close()
+		}
+	}
 }
 
 // ensureDir makes dir (slash-separated, "." for the root) a real directory,
