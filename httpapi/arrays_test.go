@@ -77,16 +77,18 @@ func TestResponsesMatchNullability(t *testing.T) {
 		resp := s.get(t, "/openapi.json", "")
 		require.Equal(t, http.StatusOK, resp.Status)
 		b := &testBundle{testServer: s, pathArg: map[string]string{
-			"/api/v1/journal/{id}":           runID,
-			"/api/v1/sources/{id}":           "apps",
-			"/api/v1/units/{id}":             units.Units[0].ID,
-			"/api/v1/services/{name}":        "web",
-			"/api/v1/infrastructures/{id}":   "net",
-			"/api/v1/nodes/{name}":           "edge-1",
-			"/api/v1/blueprints/{name}":      "edge",
-			"/api/v1/artifacts/{digest}":     digest,
-			"/api/v1/journal/{id}/events":    runID,
-			"/api/v1/sources/{id}/candidate": "apps",
+			"/api/v1/journal/{id}":               runID,
+			"/api/v1/sources/{id}":               "apps",
+			"/api/v1/units/{id}":                 units.Units[0].ID,
+			"/api/v1/services/{name}":            "web",
+			"/api/v1/infrastructures/{id}":       "net",
+			"/api/v1/nodes/{name}":               "edge-1",
+			"/api/v1/blueprints/{name}":          "edge",
+			"/api/v1/blueprints/{name}/status":   "edge",
+			"/api/v1/artifacts/{digest}":         digest,
+			"/api/v1/journal/{id}/events":        runID,
+			"/api/v1/journal/{id}/notifications": runID,
+			"/api/v1/sources/{id}/candidate":     "apps",
 		}}
 		require.NoError(t, json.Unmarshal(resp.Body, &b.spec))
 		return b

@@ -120,7 +120,7 @@ func registerBlueprints(api huma.API, d Deps) {
 			"Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized).",
 		auth.RoleOperator, http.StatusNotFound, http.StatusConflict)
 	ro.DefaultStatus = http.StatusAccepted
-	register(api, d, ro, func(ctx context.Context, in *blueprintNameInput) (*rolloutResumedOutput, error) {
+	register(api, d, ro, func(ctx context.Context, in *blueprintNameInput) (*rolloutRunOutput, error) {
 		if d.Blueprints == nil {
 			return nil, none()
 		}
@@ -128,16 +128,126 @@ func registerBlueprints(api huma.API, d Deps) {
 		if err != nil {
 			return nil, err
 		}
-		out := &rolloutResumedOutput{Status: http.StatusAccepted}
+		out := &rolloutRunOutput{Status: http.StatusAccepted}
+		out.Body.JournalID = run.ID
+		return out, nil
+	})
+
+	register(api, d, op("get-blueprint-status", http.MethodGet, "/blueprints/{name}/status",
+		"Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and "+
+			"runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) "+
+			"and what could not be proven.",
+		auth.RoleViewer, http.StatusNotFound),
+		func(ctx context.Context, in *blueprintNameInput) (*blueprintStatusOutput, error) {
+			if d.Blueprints == nil {
+				return nil, none()
+			}
+			v, err := d.Blueprints.Get(ctx, in.Name)
+			if err != nil {
+				return nil, err
+			}
+			out := &blueprintStatusOutput{}
+			out.Body.Blueprint, out.Body.Status, out.Body.Nodes = v.Name, v.Status, v.Nodes
+			return out, nil
+		})
+
+	po := op("pause-rollout", http.MethodPost, "/blueprints/{name}/rollout/pause",
+		"Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the "+
+			"nodes it reached keep what they got). A reason is required. Journaled.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
+	register(api, d, po, func(ctx context.Context, in *struct {
+		Name string `path:"name" maxLength:"253" doc:"The Blueprint's metadata.name."`
+		Body struct {
+			Reason string `json:"reason" minLength:"1" maxLength:"1000" doc:"Why the rollout must hold."`
+		}
+	}) (*rolloutRunOutput, error) {
+		if d.Blueprints == nil {
+			return nil, none()
+		}
+		run, err := d.Blueprints.Pause(ctx, in.Name, in.Body.Reason, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		out := &rolloutRunOutput{Status: http.StatusOK}
+		out.Body.JournalID = run.ID
+		return out, nil
+	})
+
+	rb := op("rollback-rollout", http.MethodPost, "/blueprints/{name}/rollout/rollback",
+		"Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node "+
+			"acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one "+
+			"node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
+	register(api, d, rb, func(ctx context.Context, in *struct {
+		Name string `path:"name" maxLength:"253" doc:"The Blueprint's metadata.name."`
+		Body *struct {
+			To    *uuid.UUID `json:"to,omitempty" format:"uuid" doc:"The earlier rollout generation to go back to; default the newest earlier one a node acknowledged."`
+			Scope string     `json:"scope,omitempty" enum:"all,failed" default:"all" doc:"all: every node the rollout changed; failed: only the nodes whose step failed or whose outcome is unknown."`
+		}
+	}) (*rolloutAuthorizedOutput, error) {
+		if d.Blueprints == nil {
+			return nil, none()
+		}
+		req := blueprint.RollbackRequest{Scope: blueprint.ScopeAll}
+		if in.Body != nil {
+			if in.Body.To != nil {
+				req.To = *in.Body.To
+			}
+			if in.Body.Scope != "" {
+				req.Scope = in.Body.Scope
+			}
+		}
+		a, err := d.Blueprints.Rollback(ctx, in.Name, req, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		v, err := d.Blueprints.Get(ctx, in.Name)
+		if err != nil {
+			return nil, err
+		}
+		out := &rolloutAuthorizedOutput{}
+		out.Body.Blueprint, out.Body.Rollout, out.Body.Existing = v, a.Rollout.ID, a.Existing
+		out.Body.JournalID = a.Rollout.RunID
+		return out, nil
+	})
+
+	wd := op("withdraw-blueprint", http.MethodPost, "/blueprints/{name}/withdraw",
+		"Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. "+
+			"A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for "+
+			"this. Journaled.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict)
+	wd.DefaultStatus = http.StatusAccepted
+	register(api, d, wd, func(ctx context.Context, in *struct {
+		Name string `path:"name" maxLength:"253" doc:"The Blueprint's metadata.name."`
+		Body struct {
+			Node string `json:"node" minLength:"1" maxLength:"63" doc:"The node to withdraw from."`
+		}
+	}) (*rolloutRunOutput, error) {
+		if d.Blueprints == nil {
+			return nil, none()
+		}
+		run, err := d.Blueprints.RequestWithdraw(ctx, in.Name, in.Body.Node, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		out := &rolloutRunOutput{Status: http.StatusAccepted}
 		out.Body.JournalID = run.ID
 		return out, nil
 	})
 }
 
-type rolloutResumedOutput struct {
+type blueprintStatusOutput struct {
+	Body struct {
+		Blueprint string                     `json:"blueprint"`
+		Status    *blueprint.BlueprintStatus `json:"status"`
+		Nodes     []blueprint.NodeRow        `json:"nodes"`
+	}
+}
+
+type rolloutRunOutput struct {
 	Status int
 	Body   struct {
-		JournalID uuid.UUID `json:"journalId" format:"uuid" doc:"The resumed rollout's run."`
+		JournalID uuid.UUID `json:"journalId" format:"uuid" doc:"The run: the action's receipt, or the rollout run it queued."`
 	}
 }
 

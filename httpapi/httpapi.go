@@ -103,6 +103,7 @@ func New(d Deps) http.Handler {
 	registerNodes(api, d)
 	registerNodeTasks(api, d)
 	registerBlueprints(api, d)
+	registerApplications(api, d)
 	finishSpec(api.OpenAPI())
 	serveSpec(mux, api)
 	serveDocs(mux)
@@ -138,6 +139,7 @@ func Spec() *huma.OpenAPI {
 	registerNodes(api, Deps{})
 	registerNodeTasks(api, Deps{})
 	registerBlueprints(api, Deps{})
+	registerApplications(api, Deps{})
 	finishSpec(api.OpenAPI())
 	return api.OpenAPI()
 }

@@ -103,12 +103,12 @@ func TestOpenAPISpec(t *testing.T) {
 			"accept-source", "add-node", "apply-infrastructure", "approve-placement", "authorize-rollout", "cancel-journal-run", "claim-node-task", "converge-service", "cordon-node", "create-source", "create-token",
 			"delete-node", "delete-source",
 			"deploy-service", "destroy-infrastructure", "drift-check-infrastructure", "drift-check-service",
-			"get-artifact", "get-blueprint", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-journal-run", "get-node", "get-node-artifact",
+			"get-artifact", "get-blueprint", "get-blueprint-status", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-journal-run", "get-node", "get-node-artifact",
 			"get-service", "get-service-status", "get-source", "get-source-candidate", "get-source-status", "get-unit",
-			"heartbeat-node", "join-node", "list-blueprints", "list-infrastructures", "list-journal", "list-journal-run-paths", "list-nodes", "list-services",
-			"list-sources", "list-tokens", "list-units", "plan-infrastructure", "post-node-task-events", "post-node-task-result", "put-artifact",
-			"put-gitops-settings", "put-source", "receive-source-webhook", "resume-rollout", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-service",
-			"set-node-labels", "stream-journal-events", "suspend-source", "sync-gitops", "sync-source", "uncordon-node",
+			"heartbeat-node", "join-node", "list-applications", "list-blueprints", "list-infrastructures", "list-journal", "list-journal-run-paths", "list-nodes", "list-services",
+			"list-sources", "list-tokens", "list-units", "pause-rollout", "plan-infrastructure", "post-node-task-events", "post-node-task-result", "put-artifact",
+			"put-gitops-settings", "put-source", "receive-source-webhook", "resume-rollout", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-rollout", "rollback-service",
+			"set-node-labels", "stream-journal-events", "suspend-source", "sync-gitops", "sync-source", "uncordon-node", "withdraw-blueprint",
 		}, ids)
 	})
 

@@ -8,8 +8,20 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/google/uuid"
+
 	"sluice/internal/apiclient"
 )
+
+func shortHash(h string) string {
+	if i := strings.IndexByte(h, ':'); i >= 0 {
+		h = h[i+1:]
+	}
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
 
 const blueprintUsage = `usage:
   sluice blueprints [--json]                          the Blueprints: placement, plan and what waits
@@ -19,7 +31,14 @@ const blueprintUsage = `usage:
   sluice rollout authorize NAME                       authorize a rollout of the accepted generation to the
                                                       approved placement, one node after another (operator)
   sluice rollout resume NAME                          run the newest rollout again from the nodes that have
-                                                      not acknowledged it, after it held or stopped (operator)`
+                                                      not acknowledged it, after it paused, held or stopped (operator)
+  sluice rollout pause NAME --reason TEXT             hold the newest rollout at its next node (operator)
+  sluice rollout rollback NAME [--to ID] [--failed]   roll the newest rollout back to an earlier generation, on
+                                                      every node it changed or only the failed ones (operator)
+  sluice blueprint withdraw NAME NODE                 stop and remove the copy on a node the placement left (operator)
+  sluice applications [--json]                        every service and Blueprint with its answer, and what
+                                                      needs an operator, most urgent first
+Actions follow their run to its end (exit 0 only when it succeeded); --detach prints the run's id instead.`
 
 // runBlueprints is `sluice blueprints`.
 func runBlueprints(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -71,8 +90,12 @@ func planText(p apiclient.PlacementPlan) string {
 	return strings.Join(parts, " ")
 }
 
-// runBlueprint is `sluice blueprint status NAME`.
+// runBlueprint is `sluice blueprint status NAME` and `sluice blueprint
+// withdraw NAME NODE`.
 func runBlueprint(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "withdraw" {
+		return runWithdraw(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "status" {
 		fmt.Fprintln(stderr, blueprintUsage)
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
@@ -116,11 +139,106 @@ func printBlueprint(w io.Writer, b *apiclient.BlueprintView) {
 		fmt.Fprintf(w, "held back: %s: %s\n", h.Node, h.Reason)
 	}
 	if r := b.Rollout; r != nil {
-		fmt.Fprintf(w, "rollout: %s, %s (generation %s, authorized by %s)\n", r.Id, r.State, r.Generation, r.AuthorizedBy)
+		fmt.Fprintf(w, "%s: %s, %s (generation %s, authorized by %s, onProbeFailure %s)\n", r.Kind, r.Id, r.State, r.Generation, r.AuthorizedBy, r.OnProbeFailure)
+		if r.Pause != nil {
+			fmt.Fprintf(w, "  paused by %s at %s: %s\n", r.Pause.By, r.Pause.At.UTC().Format("2006-01-02 15:04:05Z"), r.Pause.Reason)
+		}
 		for _, a := range r.Answers {
 			fmt.Fprintf(w, "  %s: %s: %s\n", a.Node, a.State, a.Reason)
 		}
 	}
+	if st := b.Status; len(st.Path) > 0 {
+		fmt.Fprintf(w, "path:")
+		for _, s := range st.Path {
+			fmt.Fprintf(w, " %s %s [%s];", s.Name, s.State, s.Tone)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(b.Nodes) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tSTATE\tNODE STATE\tGENERATION\tREASON")
+		for _, n := range b.Nodes {
+			gen := "-"
+			if n.Generation != nil && *n.Generation != "" {
+				gen = shortHash(*n.Generation)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Node, n.State, n.NodeState, gen, n.Reason)
+		}
+		_ = tw.Flush()
+	}
+}
+
+// runWithdraw is `sluice blueprint withdraw NAME NODE`.
+func runWithdraw(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("blueprint withdraw", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	detach := fs.Bool("detach", false, "print the run's id and return instead of following it")
+	fs.Usage = func() { fmt.Fprintln(stderr, blueprintUsage) }
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return fmt.Errorf("usage: sluice blueprint withdraw NAME NODE [--detach]")
+	}
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	resp, err := client.WithdrawBlueprintWithResponse(ctx, fs.Arg(0), apiclient.WithdrawBlueprintJSONRequestBody{Node: fs.Arg(1)})
+	if err != nil {
+		return err
+	}
+	if resp.JSON202 == nil {
+		return apiError(resp.HTTPResponse, resp.Body)
+	}
+	id := uuid.UUID(resp.JSON202.JournalId)
+	fmt.Fprintf(stderr, "withdraw %s from %s queued: run %s\n", fs.Arg(0), fs.Arg(1), id)
+	if *detach {
+		fmt.Fprintln(stdout, id)
+		return nil
+	}
+	return followRun(ctx, client, stdout, id)
+}
+
+// runApplications is `sluice applications`: the portfolio.
+func runApplications(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("applications", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	resp, err := client.ListApplicationsWithResponse(ctx)
+	if err != nil {
+		return err
+	}
+	if resp.JSON200 == nil {
+		return apiError(resp.HTTPResponse, resp.Body)
+	}
+	if *asJSON {
+		return printJSON(stdout, resp.JSON200)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAME\tSTATE\tSTAGE\tREASON")
+	for _, a := range resp.JSON200.Applications {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Kind, a.Name, a.State, a.Stage, a.Reason)
+	}
+	_ = tw.Flush()
+	if len(resp.JSON200.Attention) > 0 {
+		fmt.Fprintln(stdout, "\nNeeds an operator, most urgent first:")
+		for i, a := range resp.JSON200.Attention {
+			action := ""
+			if a.Action != nil && *a.Action != "" {
+				action = " (`" + *a.Action + "`)"
+			}
+			fmt.Fprintf(stdout, "%d. %s %s: %s: %s%s\n", i+1, a.Kind, a.Name, a.State, a.Reason, action)
+		}
+	}
+	return nil
 }
 
 func orNoChange(s string) string {
@@ -173,39 +291,36 @@ func runPlacement(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
-// runRollout is `sluice rollout authorize|resume NAME`.
+// runRollout is `sluice rollout authorize|pause|resume|rollback NAME`.
 func runRollout(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "resume" {
-		fs := flag.NewFlagSet("rollout resume", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		name, err := parseOneArg(fs, args[1:], "rollout resume NAME")
-		if err != nil {
-			return err
-		}
-		client, err := newClient()
-		if err != nil {
-			return err
-		}
-		resp, err := client.ResumeRolloutWithResponse(ctx, name)
-		if err != nil {
-			return err
-		}
-		if resp.JSON202 == nil {
-			return apiError(resp.HTTPResponse, resp.Body)
-		}
-		fmt.Fprintf(stdout, "Rollout resumed: run %s (`sluice journal %s --follow`).\n", resp.JSON202.JournalId, resp.JSON202.JournalId)
-		return nil
-	}
-	if len(args) == 0 || args[0] != "authorize" {
+	if len(args) == 0 {
 		fmt.Fprintln(stderr, blueprintUsage)
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		return exitError{2}
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("rollout "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	detach := fs.Bool("detach", false, "print the run's id and return instead of following it")
+	var reason, to *string
+	var failed *bool
+	usage := "rollout " + sub + " NAME [--detach]"
+	switch sub {
+	case "authorize", "resume":
+	case "pause":
+		reason = fs.String("reason", "", "why the rollout must hold (required)")
+		usage = "rollout pause NAME --reason TEXT"
+	case "rollback":
+		to = fs.String("to", "", "the rollout generation (id) to go back to; default the newest earlier one a node acknowledged")
+		failed = fs.Bool("failed", false, "roll back only the nodes whose step failed or whose outcome is unknown")
+		usage = "rollout rollback NAME [--to ROLLOUT] [--failed] [--detach]"
+	default:
+		fmt.Fprintln(stderr, blueprintUsage)
+		if sub == "-h" || sub == "--help" {
 			return nil
 		}
 		return exitError{2}
 	}
-	fs := flag.NewFlagSet("rollout authorize", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	name, err := parseOneArg(fs, args[1:], "rollout authorize NAME")
+	name, err := parseOneArg(fs, args[1:], usage)
 	if err != nil {
 		return err
 	}
@@ -213,18 +328,87 @@ func runRollout(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	resp, err := client.AuthorizeRolloutWithResponse(ctx, name)
-	if err != nil {
-		return err
+	var run *uuid.UUID
+	switch sub {
+	case "authorize":
+		resp, err := client.AuthorizeRolloutWithResponse(ctx, name)
+		if err != nil {
+			return err
+		}
+		if resp.JSON200 == nil {
+			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		if resp.JSON200.Existing {
+			fmt.Fprintf(stdout, "This binding was authorized already: rollout %s answers.\n", resp.JSON200.Rollout)
+		} else {
+			fmt.Fprintf(stdout, "Rollout %s authorized (receipt %s).\n", resp.JSON200.Rollout, resp.JSON200.JournalId)
+		}
+		printBlueprint(stdout, &resp.JSON200.Blueprint)
+		if r := resp.JSON200.Blueprint.Rollout; r != nil && r.Id == resp.JSON200.Rollout.String() && r.RunId != nil {
+			if id, err := uuid.Parse(*r.RunId); err == nil {
+				run = &id
+			}
+		}
+	case "resume":
+		resp, err := client.ResumeRolloutWithResponse(ctx, name)
+		if err != nil {
+			return err
+		}
+		if resp.JSON202 == nil {
+			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		id := uuid.UUID(resp.JSON202.JournalId)
+		fmt.Fprintf(stdout, "Rollout resumed: run %s.\n", id)
+		run = &id
+	case "pause":
+		resp, err := client.PauseRolloutWithResponse(ctx, name, apiclient.PauseRolloutJSONRequestBody{Reason: *reason})
+		if err != nil {
+			return err
+		}
+		if resp.JSON200 == nil {
+			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		fmt.Fprintf(stdout, "Rollout of %s paused (receipt %s): it takes no further node until `sluice rollout resume %s`.\n", name, resp.JSON200.JournalId, name)
+		return nil
+	case "rollback":
+		body := apiclient.RollbackRolloutJSONRequestBody{}
+		if *to != "" {
+			id, err := uuid.Parse(*to)
+			if err != nil {
+				return fmt.Errorf("--to %q is not a rollout id: %w", *to, err)
+			}
+			body.To = &id
+		}
+		if *failed {
+			scope := apiclient.RollbackRolloutRequestScopeFailed
+			body.Scope = &scope
+		}
+		resp, err := client.RollbackRolloutWithResponse(ctx, name, body)
+		if err != nil {
+			return err
+		}
+		if resp.JSON200 == nil {
+			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		if resp.JSON200.Existing {
+			fmt.Fprintf(stdout, "This rollback was authorized already: rollback %s answers.\n", resp.JSON200.Rollout)
+		} else {
+			fmt.Fprintf(stdout, "Rollback %s authorized (receipt %s).\n", resp.JSON200.Rollout, resp.JSON200.JournalId)
+		}
+		printBlueprint(stdout, &resp.JSON200.Blueprint)
+		if r := resp.JSON200.Blueprint.Rollout; r != nil && r.Id == resp.JSON200.Rollout.String() && r.RunId != nil {
+			if id, err := uuid.Parse(*r.RunId); err == nil {
+				run = &id
+			}
+		}
 	}
-	if resp.JSON200 == nil {
-		return apiError(resp.HTTPResponse, resp.Body)
+	if run == nil {
+		return nil
 	}
-	if resp.JSON200.Existing {
-		fmt.Fprintf(stdout, "This binding was authorized already: rollout %s answers.\n", resp.JSON200.Rollout)
-	} else {
-		fmt.Fprintf(stdout, "Rollout %s authorized (receipt %s).\n", resp.JSON200.Rollout, resp.JSON200.JournalId)
+	if *detach {
+		fmt.Fprintln(stdout, *run)
+		return nil
 	}
-	printBlueprint(stdout, &resp.JSON200.Blueprint)
-	return nil
+	fmt.Fprintf(stderr, "following run %s\n", *run)
+	return followRun(ctx, client, stdout, *run)
 }

@@ -374,3 +374,240 @@ func runsText(t *testing.T, conn *pgx.Conn) string {
 	}
 	return b.String()
 }
+
+// TestBlueprintRolloutControls drives a Blueprint across two zone-a agents
+// through what an operator does after authorizing a rollout: a failed
+// probe rolled back under onProbeFailure rollback, a pause and a resume, a
+// rollout superseded by a newer authorization, a rollback to an earlier
+// generation, and a withdrawal when a node leaves the placement.
+func TestBlueprintRolloutControls(t *testing.T) {
+	t.Parallel()
+	repo, dbURL := gittest.New(t), dbtest.NewDB(t)
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+t.TempDir(), "SLUICE_NODE_NAME=-",
+		"SLUICE_GITOPS_REPO_URL="+repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0")
+	dirs := map[string]string{}
+	for _, n := range []string{"c1", "c2"} {
+		out, code := p.cliOut("node", "add", n, "--labels", "zone=a")
+		require.Equal(t, 0, code, out)
+		token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
+		dirs[n] = t.TempDir()
+		startAgent(t, p, n, dirs[n], "SLUICE_JOIN_TOKEN="+token)
+		t.Cleanup(func() { killService(dirs[n], "bp-api") })
+	}
+	for n := range dirs {
+		p.waitNode(n, "Ready")
+	}
+	v1, v2, bad := p.pushArtifact(helloBuild(t, "v1")), p.pushArtifact(helloBuild(t, "v2")), p.pushArtifact(helloBuild(t, "bad"))
+	runsOn := func(n, digest string) []int {
+		return processesOf(t, filepath.Join(dirs[n], "artifacts", strings.TrimPrefix(digest, "sha256:")))
+	}
+	api := func(digest, onFail string, args ...string) string {
+		extra := ""
+		for _, a := range args {
+			extra += `, "` + a + `"`
+		}
+		return `{"kind": "Blueprint", "metadata": {"name": "api"},
+ "spec": {"template": {"runtime": "exec", "image": "` + digest + `", "args": ["--listen", "127.0.0.1:0"` + extra + `], "stopTimeoutSec": 2},
+          "selector": {"matchLabels": {"zone": "a"}}, "stateful": false, "onProbeFailure": "` + onFail + `"}}
+`
+	}
+	push := func(msg, content string) {
+		repo.Commit(t, msg, map[string]string{"blueprints/api.json": content})
+		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+	}
+	type authorized struct {
+		Rollout   string `json:"rollout"`
+		Existing  bool   `json:"existing"`
+		JournalID string `json:"journalId"`
+	}
+	authorize := func(path string, body any) authorized {
+		t.Helper()
+		status, out := p.do("POST", "/api/v1/blueprints/api/rollout/"+path, testToken, body)
+		require.Equal(t, http.StatusOK, status, string(out))
+		var a authorized
+		require.NoError(t, json.Unmarshal(out, &a))
+		return a
+	}
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	waitRollout := func(id, state string) string {
+		t.Helper()
+		var got, msg string
+		require.Eventually(t, func() bool {
+			err := conn.QueryRow(context.Background(), `SELECT state, coalesce(error, '') FROM journal_run WHERE action = 'rollout' AND params->>'rollout' = $1
+				ORDER BY requested_at DESC LIMIT 1`, id).Scan(&got, &msg)
+			return err == nil && got == state
+		}, 90*time.Second, 100*time.Millisecond, "rollout %s never became %s (is %s: %s): %s", id, state, got, msg, runsText(t, conn))
+		return msg
+	}
+	type row struct {
+		Node, State, Reason, Generation string
+	}
+	type status struct {
+		Nodes  []row `json:"nodes"`
+		Status struct {
+			Answer struct {
+				Stage, State, Reason string
+			} `json:"answer"`
+			Path []struct {
+				Name, State string
+			} `json:"path"`
+			Evidence struct {
+				Grants []struct {
+					What, By, Policy string
+				} `json:"grants"`
+			} `json:"evidence"`
+		} `json:"status"`
+		History []struct {
+			ID, Kind, State string
+		} `json:"history"`
+	}
+	read := func() status {
+		t.Helper()
+		code, body := p.do("GET", "/api/v1/blueprints/api", testToken, nil)
+		require.Equal(t, http.StatusOK, code, string(body))
+		var s status
+		require.NoError(t, json.Unmarshal(body, &s))
+		return s
+	}
+	rowOf := func(s status, n string) row {
+		for _, r := range s.Nodes {
+			if r.Node == n {
+				return r
+			}
+		}
+		return row{}
+	}
+
+	push("api v1", api(v1, "rollback"))
+	out, code := p.cliOut("placement", "approve", "api")
+	require.Equal(t, 0, code, out)
+	out, code = p.cliOut("rollout", "authorize", "api")
+	require.Equal(t, 0, code, "authorize follows its rollout to its end: %s", out)
+	first := read()
+	require.Equal(t, "runtime", first.Status.Answer.Stage, "%+v", first.Status)
+	require.Equal(t, "Active", first.Status.Answer.State)
+	require.Len(t, first.Status.Path, 5)
+	for i, name := range []string{"source", "artifact", "placement", "rollout", "runtime"} {
+		require.Equal(t, name, first.Status.Path[i].Name)
+	}
+	var grants []string
+	for _, g := range first.Status.Evidence.Grants {
+		grants = append(grants, g.What+" by "+g.By)
+	}
+	require.Contains(t, grants, "Placement approved by bootstrap")
+	require.Contains(t, grants, "Rollout authorized by bootstrap")
+	require.Equal(t, "Active", rowOf(first, "c1").State, "%+v", first.Nodes)
+	require.Contains(t, rowOf(first, "c1").Reason, "Its agent reports pid")
+	v1Rollout := first.History[0].ID
+
+	t.Run("AFailedProbeRollsTheNodeBackUnderOnProbeFailureRollback", func(t *testing.T) {
+		before := runsOn("c1", v1)
+		require.Len(t, before, 1)
+		push("api bad", api(bad, "rollback"))
+		a := authorize("authorize", nil)
+		msg := waitRollout(a.Rollout, "failed")
+		require.Contains(t, msg, "stopped at node c1 (1 of 2)")
+		require.Contains(t, msg, "went back to generation")
+		require.Len(t, runsOn("c1", v1), 1, "c1 runs v1 again")
+		require.Empty(t, runsOn("c1", bad))
+		require.Len(t, runsOn("c2", v1), 1, "c2 keeps what it ran")
+		s := read()
+		require.Equal(t, "Rolled back", rowOf(s, "c1").State, "%+v", s.Nodes)
+		require.Equal(t, "rollout", s.Status.Answer.Stage, "%+v", s.Status.Answer)
+		require.Contains(t, s.Status.Answer.Reason, "node c1")
+	})
+
+	t.Run("PauseHoldsTheRolloutAndResumeFinishesIt", func(t *testing.T) {
+		push("api v2", api(v2, "stop"))
+		code, body := p.do("POST", "/api/v1/blueprints/api/rollout/pause", testToken, map[string]string{"reason": ""})
+		require.Equal(t, http.StatusUnprocessableEntity, code, "a pause needs a reason: %s", body)
+		a := authorize("authorize", nil)
+		out, code := p.cliOut("rollout", "pause", "api", "--reason", "change window closed")
+		require.Equal(t, 0, code, out)
+		msg := waitRollout(a.Rollout, "cancelled")
+		require.Contains(t, msg, "is paused by bootstrap")
+		require.Contains(t, msg, "change window closed")
+		s := read()
+		require.Equal(t, "Paused", s.Status.Path[3].State, "%+v", s.Status.Path)
+		code, body = p.do("POST", "/api/v1/blueprints/api/rollout/pause", testToken, map[string]string{"reason": "again"})
+		require.Equal(t, http.StatusConflict, code, "paused already: %s", body)
+
+		out, code = p.cliOut("rollout", "resume", "api")
+		require.Equal(t, 0, code, "resume follows the rollout to its end: %s", out)
+		require.Len(t, runsOn("c1", v2), 1)
+		require.Len(t, runsOn("c2", v2), 1)
+		require.Empty(t, runsOn("c2", v1))
+		s = read()
+		require.Equal(t, "Active", s.Status.Answer.State, "%+v", s.Status.Answer)
+	})
+
+	t.Run("ANewerAuthorizationSupersedesAPausedRollout", func(t *testing.T) {
+		push("api v1 port", api(v1, "stop", "--port", "0"))
+		older := authorize("authorize", nil)
+		out, code := p.cliOut("rollout", "pause", "api", "--reason", "hold it")
+		require.Equal(t, 0, code, out)
+		waitRollout(older.Rollout, "cancelled")
+		push("api v2 port", api(v2, "stop", "--port", "0"))
+		newer := authorize("authorize", nil)
+		waitRollout(newer.Rollout, "succeeded")
+		s := read()
+		require.Equal(t, newer.Rollout, s.History[0].ID)
+		require.Equal(t, "succeeded", s.History[0].State)
+		require.Equal(t, older.Rollout, s.History[1].ID)
+		require.Equal(t, "superseded", s.History[1].State)
+		code, body := p.do("POST", "/api/v1/blueprints/api/rollout/resume", testToken, nil)
+		require.Equal(t, http.StatusConflict, code, "the newest rollout succeeded; the superseded one cannot be resumed: %s", body)
+	})
+
+	t.Run("RollBackToTheFirstGenerationOnEveryNode", func(t *testing.T) {
+		var mu sync.Mutex
+		ids := map[string]bool{}
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code, body := p.do("POST", "/api/v1/blueprints/api/rollout/rollback", testToken, map[string]string{"to": v1Rollout})
+				var a authorized
+				_ = json.Unmarshal(body, &a)
+				mu.Lock()
+				ids[strconv.Itoa(code)+" "+a.Rollout] = true
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		require.Len(t, ids, 1, "50 rollback clicks make one rollback: %v", ids)
+		var rb string
+		for k := range ids {
+			require.True(t, strings.HasPrefix(k, "200 "), k)
+			rb = strings.TrimPrefix(k, "200 ")
+		}
+		waitRollout(rb, "succeeded")
+		require.Len(t, runsOn("c1", v1), 1)
+		require.Len(t, runsOn("c2", v1), 1)
+		require.Empty(t, runsOn("c1", v2))
+		s := read()
+		require.Equal(t, "rollback", s.History[0].Kind)
+		require.Equal(t, "rolled back", s.History[1].State)
+		require.Equal(t, rowOf(first, "c1").Generation, rowOf(s, "c1").Generation, "c1 runs the first generation")
+	})
+
+	t.Run("ANodeThatLeavesThePlacementIsWithdrawn", func(t *testing.T) {
+		out, code := p.cliOut("node", "labels", "c2", "zone=b")
+		require.Equal(t, 0, code, out)
+		out, code = p.cliOut("placement", "approve", "api")
+		require.Equal(t, 0, code, out)
+		require.Eventually(t, func() bool {
+			return rowOf(read(), "c2").State == "Withdrawn"
+		}, 60*time.Second, 100*time.Millisecond, "c2's copy is withdrawn: %s", runsText(t, conn))
+		require.Empty(t, runsOn("c2", v1), "its process is stopped")
+		require.NoFileExists(t, filepath.Join(dirs["c2"], "units", "bp-api.unit"), "and its unit removed")
+		require.Len(t, runsOn("c1", v1), 1, "c1 keeps running")
+
+		code, body := p.do("GET", "/api/v1/applications", testToken, nil)
+		require.Equal(t, http.StatusOK, code, string(body))
+		require.Contains(t, string(body), `"kind":"blueprint","name":"api"`)
+	})
+}

@@ -53,7 +53,9 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice blueprints                list the Blueprints: placement, plan, what waits
   sluice blueprint status NAME     one Blueprint's answer, placement and plan
   sluice placement approve NAME    approve a Blueprint's placement plan (operator)
-  sluice rollout authorize NAME    authorize a Blueprint's rollout, node by node (operator)
+  sluice rollout authorize|pause|resume|rollback NAME   a Blueprint's rollout, node by node (operator)
+  sluice blueprint withdraw NAME NODE   stop and remove a copy the placement left (operator)
+  sluice applications              every service and Blueprint with its answer; what needs an operator
   sluice node add NAME [--labels k=v,…]   add a node (admin); prints its one-time join token
   sluice node NAME | labels NAME k=v,… | revoke NAME | delete NAME
   sluice cordon|uncordon NODE      nothing new placed there / placement may use it again
@@ -133,6 +135,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runPlacement(ctx, rest, stdout, stderr)
 	case "rollout":
 		return runRollout(ctx, rest, stdout, stderr)
+	case "applications":
+		return runApplications(ctx, rest, stdout, stderr)
 	case "journal":
 		return runJournal(ctx, rest, stdout, stderr)
 	case "sync":

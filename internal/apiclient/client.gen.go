@@ -18,6 +18,174 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for ApplicationKind.
+const (
+	ApplicationKindBlueprint ApplicationKind = "blueprint"
+	ApplicationKindService   ApplicationKind = "service"
+)
+
+// Valid indicates whether the value is a known member of the ApplicationKind enum.
+func (e ApplicationKind) Valid() bool {
+	switch e {
+	case ApplicationKindBlueprint:
+		return true
+	case ApplicationKindService:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ApplicationTone.
+const (
+	ApplicationToneError ApplicationTone = "error"
+	ApplicationToneInfo  ApplicationTone = "info"
+	ApplicationToneOk    ApplicationTone = "ok"
+	ApplicationToneWarn  ApplicationTone = "warn"
+)
+
+// Valid indicates whether the value is a known member of the ApplicationTone enum.
+func (e ApplicationTone) Valid() bool {
+	switch e {
+	case ApplicationToneError:
+		return true
+	case ApplicationToneInfo:
+		return true
+	case ApplicationToneOk:
+		return true
+	case ApplicationToneWarn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintAnswerStage.
+const (
+	BlueprintAnswerStageArtifact  BlueprintAnswerStage = "artifact"
+	BlueprintAnswerStagePlacement BlueprintAnswerStage = "placement"
+	BlueprintAnswerStageRollout   BlueprintAnswerStage = "rollout"
+	BlueprintAnswerStageRuntime   BlueprintAnswerStage = "runtime"
+	BlueprintAnswerStageSource    BlueprintAnswerStage = "source"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintAnswerStage enum.
+func (e BlueprintAnswerStage) Valid() bool {
+	switch e {
+	case BlueprintAnswerStageArtifact:
+		return true
+	case BlueprintAnswerStagePlacement:
+		return true
+	case BlueprintAnswerStageRollout:
+		return true
+	case BlueprintAnswerStageRuntime:
+		return true
+	case BlueprintAnswerStageSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintAnswerTone.
+const (
+	BlueprintAnswerToneError BlueprintAnswerTone = "error"
+	BlueprintAnswerToneInfo  BlueprintAnswerTone = "info"
+	BlueprintAnswerToneOk    BlueprintAnswerTone = "ok"
+	BlueprintAnswerToneWarn  BlueprintAnswerTone = "warn"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintAnswerTone enum.
+func (e BlueprintAnswerTone) Valid() bool {
+	switch e {
+	case BlueprintAnswerToneError:
+		return true
+	case BlueprintAnswerToneInfo:
+		return true
+	case BlueprintAnswerToneOk:
+		return true
+	case BlueprintAnswerToneWarn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintGrantWhat.
+const (
+	BlueprintGrantWhatPlacementApproved  BlueprintGrantWhat = "Placement approved"
+	BlueprintGrantWhatRollbackAuthorized BlueprintGrantWhat = "Rollback authorized"
+	BlueprintGrantWhatRolloutAuthorized  BlueprintGrantWhat = "Rollout authorized"
+	BlueprintGrantWhatSourceAccepted     BlueprintGrantWhat = "Source accepted"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintGrantWhat enum.
+func (e BlueprintGrantWhat) Valid() bool {
+	switch e {
+	case BlueprintGrantWhatPlacementApproved:
+		return true
+	case BlueprintGrantWhatRollbackAuthorized:
+		return true
+	case BlueprintGrantWhatRolloutAuthorized:
+		return true
+	case BlueprintGrantWhatSourceAccepted:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintStageName.
+const (
+	BlueprintStageNameArtifact  BlueprintStageName = "artifact"
+	BlueprintStageNamePlacement BlueprintStageName = "placement"
+	BlueprintStageNameRollout   BlueprintStageName = "rollout"
+	BlueprintStageNameRuntime   BlueprintStageName = "runtime"
+	BlueprintStageNameSource    BlueprintStageName = "source"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintStageName enum.
+func (e BlueprintStageName) Valid() bool {
+	switch e {
+	case BlueprintStageNameArtifact:
+		return true
+	case BlueprintStageNamePlacement:
+		return true
+	case BlueprintStageNameRollout:
+		return true
+	case BlueprintStageNameRuntime:
+		return true
+	case BlueprintStageNameSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintStageTone.
+const (
+	BlueprintStageToneError BlueprintStageTone = "error"
+	BlueprintStageToneInfo  BlueprintStageTone = "info"
+	BlueprintStageToneOk    BlueprintStageTone = "ok"
+	BlueprintStageToneWarn  BlueprintStageTone = "warn"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintStageTone enum.
+func (e BlueprintStageTone) Valid() bool {
+	switch e {
+	case BlueprintStageToneError:
+		return true
+	case BlueprintStageToneInfo:
+		return true
+	case BlueprintStageToneOk:
+		return true
+	case BlueprintStageToneWarn:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CandidateState.
 const (
 	CandidateStatePendingUpdate  CandidateState = "Pending update"
@@ -230,9 +398,10 @@ func (e NodeState) Valid() bool {
 
 // Defines values for NodeAnswerState.
 const (
-	NodeAnswerStateActive  NodeAnswerState = "active"
-	NodeAnswerStateFailed  NodeAnswerState = "failed"
-	NodeAnswerStateUnknown NodeAnswerState = "unknown"
+	NodeAnswerStateActive     NodeAnswerState = "active"
+	NodeAnswerStateFailed     NodeAnswerState = "failed"
+	NodeAnswerStateRolledBack NodeAnswerState = "rolled_back"
+	NodeAnswerStateUnknown    NodeAnswerState = "unknown"
 )
 
 // Valid indicates whether the value is a known member of the NodeAnswerState enum.
@@ -242,7 +411,72 @@ func (e NodeAnswerState) Valid() bool {
 		return true
 	case NodeAnswerStateFailed:
 		return true
+	case NodeAnswerStateRolledBack:
+		return true
 	case NodeAnswerStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NodeRowState.
+const (
+	NodeRowStateActive      NodeRowState = "Active"
+	NodeRowStateDeploying   NodeRowState = "Deploying"
+	NodeRowStateDrifted     NodeRowState = "Drifted"
+	NodeRowStateFailed      NodeRowState = "Failed"
+	NodeRowStatePending     NodeRowState = "Pending"
+	NodeRowStateRolledBack  NodeRowState = "Rolled back"
+	NodeRowStateUnknown     NodeRowState = "Unknown"
+	NodeRowStateWithdrawing NodeRowState = "Withdrawing"
+	NodeRowStateWithdrawn   NodeRowState = "Withdrawn"
+)
+
+// Valid indicates whether the value is a known member of the NodeRowState enum.
+func (e NodeRowState) Valid() bool {
+	switch e {
+	case NodeRowStateActive:
+		return true
+	case NodeRowStateDeploying:
+		return true
+	case NodeRowStateDrifted:
+		return true
+	case NodeRowStateFailed:
+		return true
+	case NodeRowStatePending:
+		return true
+	case NodeRowStateRolledBack:
+		return true
+	case NodeRowStateUnknown:
+		return true
+	case NodeRowStateWithdrawing:
+		return true
+	case NodeRowStateWithdrawn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NodeRowTone.
+const (
+	NodeRowToneError NodeRowTone = "error"
+	NodeRowToneInfo  NodeRowTone = "info"
+	NodeRowToneOk    NodeRowTone = "ok"
+	NodeRowToneWarn  NodeRowTone = "warn"
+)
+
+// Valid indicates whether the value is a known member of the NodeRowTone enum.
+func (e NodeRowTone) Valid() bool {
+	switch e {
+	case NodeRowToneError:
+		return true
+	case NodeRowToneInfo:
+		return true
+	case NodeRowToneOk:
+		return true
+	case NodeRowToneWarn:
 		return true
 	default:
 		return false
@@ -251,25 +485,25 @@ func (e NodeAnswerState) Valid() bool {
 
 // Defines values for NodeTaskKind.
 const (
-	Apply    NodeTaskKind = "apply"
-	Inspect  NodeTaskKind = "inspect"
-	Reprobe  NodeTaskKind = "reprobe"
-	Stop     NodeTaskKind = "stop"
-	UnitText NodeTaskKind = "unit_text"
+	NodeTaskKindApply    NodeTaskKind = "apply"
+	NodeTaskKindInspect  NodeTaskKind = "inspect"
+	NodeTaskKindReprobe  NodeTaskKind = "reprobe"
+	NodeTaskKindStop     NodeTaskKind = "stop"
+	NodeTaskKindUnitText NodeTaskKind = "unit_text"
 )
 
 // Valid indicates whether the value is a known member of the NodeTaskKind enum.
 func (e NodeTaskKind) Valid() bool {
 	switch e {
-	case Apply:
+	case NodeTaskKindApply:
 		return true
-	case Inspect:
+	case NodeTaskKindInspect:
 		return true
-	case Reprobe:
+	case NodeTaskKindReprobe:
 		return true
-	case Stop:
+	case NodeTaskKindStop:
 		return true
-	case UnitText:
+	case NodeTaskKindUnitText:
 		return true
 	default:
 		return false
@@ -291,6 +525,99 @@ func (e NodeTaskEventLevel) Valid() bool {
 	case NodeTaskEventLevelInfo:
 		return true
 	case NodeTaskEventLevelWarn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RollbackRolloutRequestScope.
+const (
+	RollbackRolloutRequestScopeAll    RollbackRolloutRequestScope = "all"
+	RollbackRolloutRequestScopeFailed RollbackRolloutRequestScope = "failed"
+)
+
+// Valid indicates whether the value is a known member of the RollbackRolloutRequestScope enum.
+func (e RollbackRolloutRequestScope) Valid() bool {
+	switch e {
+	case RollbackRolloutRequestScopeAll:
+		return true
+	case RollbackRolloutRequestScopeFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RolloutSummaryKind.
+const (
+	RolloutSummaryKindRollback RolloutSummaryKind = "rollback"
+	RolloutSummaryKindRollout  RolloutSummaryKind = "rollout"
+)
+
+// Valid indicates whether the value is a known member of the RolloutSummaryKind enum.
+func (e RolloutSummaryKind) Valid() bool {
+	switch e {
+	case RolloutSummaryKindRollback:
+		return true
+	case RolloutSummaryKindRollout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RolloutViewKind.
+const (
+	RolloutViewKindRollback RolloutViewKind = "rollback"
+	RolloutViewKindRollout  RolloutViewKind = "rollout"
+)
+
+// Valid indicates whether the value is a known member of the RolloutViewKind enum.
+func (e RolloutViewKind) Valid() bool {
+	switch e {
+	case RolloutViewKindRollback:
+		return true
+	case RolloutViewKindRollout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RolloutViewOnProbeFailure.
+const (
+	RolloutViewOnProbeFailurePause    RolloutViewOnProbeFailure = "pause"
+	RolloutViewOnProbeFailureRollback RolloutViewOnProbeFailure = "rollback"
+	RolloutViewOnProbeFailureStop     RolloutViewOnProbeFailure = "stop"
+)
+
+// Valid indicates whether the value is a known member of the RolloutViewOnProbeFailure enum.
+func (e RolloutViewOnProbeFailure) Valid() bool {
+	switch e {
+	case RolloutViewOnProbeFailurePause:
+		return true
+	case RolloutViewOnProbeFailureRollback:
+		return true
+	case RolloutViewOnProbeFailureStop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RolloutViewScope.
+const (
+	RolloutViewScopeAll    RolloutViewScope = "all"
+	RolloutViewScopeFailed RolloutViewScope = "failed"
+)
+
+// Valid indicates whether the value is a known member of the RolloutViewScope enum.
+func (e RolloutViewScope) Valid() bool {
+	switch e {
+	case RolloutViewScopeAll:
+		return true
+	case RolloutViewScopeFailed:
 		return true
 	default:
 		return false
@@ -823,6 +1150,25 @@ type AddNodeRequest struct {
 	Name   string             `json:"name"`
 }
 
+// Application defines model for Application.
+type Application struct {
+	Action  *string         `json:"action,omitempty"`
+	Kind    ApplicationKind `json:"kind"`
+	Name    string          `json:"name"`
+	Others  int64           `json:"others"`
+	Partial bool            `json:"partial"`
+	Reason  string          `json:"reason"`
+	Stage   string          `json:"stage"`
+	State   string          `json:"state"`
+	Tone    ApplicationTone `json:"tone"`
+}
+
+// ApplicationKind defines model for Application.Kind.
+type ApplicationKind string
+
+// ApplicationTone defines model for Application.Tone.
+type ApplicationTone string
+
 // ApprovePlacementRequest defines model for Approve-placementRequest.
 type ApprovePlacementRequest struct {
 	// Fingerprint The plan's fingerprint, as get-blueprint shows it.
@@ -840,9 +1186,74 @@ type ArtifactInfo struct {
 	Size int64 `json:"size"`
 }
 
+// BlueprintAnswer defines model for BlueprintAnswer.
+type BlueprintAnswer struct {
+	Action  *string              `json:"action,omitempty"`
+	Others  int64                `json:"others"`
+	Partial bool                 `json:"partial"`
+	Reason  string               `json:"reason"`
+	Stage   BlueprintAnswerStage `json:"stage"`
+	State   string               `json:"state"`
+	Tone    BlueprintAnswerTone  `json:"tone"`
+}
+
+// BlueprintAnswerStage defines model for BlueprintAnswer.Stage.
+type BlueprintAnswerStage string
+
+// BlueprintAnswerTone defines model for BlueprintAnswer.Tone.
+type BlueprintAnswerTone string
+
+// BlueprintEvidence defines model for BlueprintEvidence.
+type BlueprintEvidence struct {
+	Grants   []BlueprintGrant `json:"grants"`
+	Unproven []string         `json:"unproven"`
+}
+
+// BlueprintGrant defines model for BlueprintGrant.
+type BlueprintGrant struct {
+	At      time.Time          `json:"at"`
+	By      string             `json:"by"`
+	Policy  string             `json:"policy"`
+	RunId   string             `json:"runId"`
+	Subject string             `json:"subject"`
+	What    BlueprintGrantWhat `json:"what"`
+}
+
+// BlueprintGrantWhat defines model for BlueprintGrant.What.
+type BlueprintGrantWhat string
+
 // BlueprintListOutputBody defines model for BlueprintListOutputBody.
 type BlueprintListOutputBody struct {
 	Blueprints []BlueprintView `json:"blueprints"`
+}
+
+// BlueprintStage defines model for BlueprintStage.
+type BlueprintStage struct {
+	Action *string            `json:"action,omitempty"`
+	Name   BlueprintStageName `json:"name"`
+	Reason string             `json:"reason"`
+	State  string             `json:"state"`
+	Tone   BlueprintStageTone `json:"tone"`
+}
+
+// BlueprintStageName defines model for BlueprintStage.Name.
+type BlueprintStageName string
+
+// BlueprintStageTone defines model for BlueprintStage.Tone.
+type BlueprintStageTone string
+
+// BlueprintStatus defines model for BlueprintStatus.
+type BlueprintStatus struct {
+	Answer   BlueprintAnswer   `json:"answer"`
+	Evidence BlueprintEvidence `json:"evidence"`
+	Path     []BlueprintStage  `json:"path"`
+}
+
+// BlueprintStatusOutputBody defines model for BlueprintStatusOutputBody.
+type BlueprintStatusOutputBody struct {
+	Blueprint string          `json:"blueprint"`
+	Nodes     []NodeRow       `json:"nodes"`
+	Status    BlueprintStatus `json:"status"`
 }
 
 // BlueprintView defines model for BlueprintView.
@@ -851,7 +1262,9 @@ type BlueprintView struct {
 	Decline         *PlacementDecline `json:"decline,omitempty"`
 	Digest          string            `json:"digest"`
 	Generation      string            `json:"generation"`
+	History         []RolloutSummary  `json:"history"`
 	Name            string            `json:"name"`
+	Nodes           []NodeRow         `json:"nodes"`
 	Path            string            `json:"path"`
 	Placement       *PlacementGrant   `json:"placement,omitempty"`
 	PlacementPolicy string            `json:"placementPolicy"`
@@ -861,6 +1274,7 @@ type BlueprintView struct {
 	Selector        string            `json:"selector"`
 	Stateful        bool              `json:"stateful"`
 	StatefulWhy     string            `json:"statefulWhy"`
+	Status          BlueprintStatus   `json:"status"`
 }
 
 // CancelRunInputBody defines model for CancelRunInputBody.
@@ -1363,6 +1777,26 @@ type NodeReported struct {
 	Session *string `json:"session,omitempty"`
 }
 
+// NodeRow defines model for NodeRow.
+type NodeRow struct {
+	Action     *string      `json:"action,omitempty"`
+	Digest     *string      `json:"digest,omitempty"`
+	Generation *string      `json:"generation,omitempty"`
+	Node       string       `json:"node"`
+	NodeState  string       `json:"nodeState"`
+	Pid        *int64       `json:"pid,omitempty"`
+	Reason     string       `json:"reason"`
+	Rollout    *string      `json:"rollout,omitempty"`
+	State      NodeRowState `json:"state"`
+	Tone       NodeRowTone  `json:"tone"`
+}
+
+// NodeRowState defines model for NodeRow.State.
+type NodeRowState string
+
+// NodeRowTone defines model for NodeRow.Tone.
+type NodeRowTone string
+
 // NodeService defines model for NodeService.
 type NodeService struct {
 	Digest string `json:"digest"`
@@ -1429,6 +1863,12 @@ type PathStage struct {
 	State string `json:"state"`
 }
 
+// PauseRolloutRequest defines model for Pause-rolloutRequest.
+type PauseRolloutRequest struct {
+	// Reason Why the rollout must hold.
+	Reason string `json:"reason"`
+}
+
 // Phase defines model for Phase.
 type Phase struct {
 	Ms   int64  `json:"ms"`
@@ -1472,6 +1912,12 @@ type PlacementPlan struct {
 	Unready     []HeldNode `json:"unready"`
 }
 
+// Portfolio defines model for Portfolio.
+type Portfolio struct {
+	Applications []Application `json:"applications"`
+	Attention    []Application `json:"attention"`
+}
+
 // PostNodeTaskEventsRequest defines model for Post-node-task-eventsRequest.
 type PostNodeTaskEventsRequest struct {
 	Events []NodeTaskEvent `json:"events"`
@@ -1487,6 +1933,18 @@ type PostNodeTaskResultRequest struct {
 	Result   NodeTaskResult `json:"result"`
 }
 
+// RollbackRolloutRequest defines model for Rollback-rolloutRequest.
+type RollbackRolloutRequest struct {
+	// Scope all: every node the rollout changed; failed: only the nodes whose step failed or whose outcome is unknown.
+	Scope *RollbackRolloutRequestScope `json:"scope,omitempty"`
+
+	// To The earlier rollout generation to go back to; default the newest earlier one a node acknowledged.
+	To *openapi_types.UUID `json:"to,omitempty"`
+}
+
+// RollbackRolloutRequestScope all: every node the rollout changed; failed: only the nodes whose step failed or whose outcome is unknown.
+type RollbackRolloutRequestScope string
+
 // RolloutAuthorizedOutputBody defines model for RolloutAuthorizedOutputBody.
 type RolloutAuthorizedOutputBody struct {
 	Blueprint BlueprintView `json:"blueprint"`
@@ -1501,26 +1959,64 @@ type RolloutAuthorizedOutputBody struct {
 	Rollout openapi_types.UUID `json:"rollout"`
 }
 
-// RolloutResumedOutputBody defines model for RolloutResumedOutputBody.
-type RolloutResumedOutputBody struct {
-	// JournalId The resumed rollout's run.
+// RolloutPause defines model for RolloutPause.
+type RolloutPause struct {
+	At     time.Time `json:"at"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+}
+
+// RolloutRunOutputBody defines model for RolloutRunOutputBody.
+type RolloutRunOutputBody struct {
+	// JournalId The run: the action's receipt, or the rollout run it queued.
 	JournalId openapi_types.UUID `json:"journalId"`
 }
 
+// RolloutSummary defines model for RolloutSummary.
+type RolloutSummary struct {
+	At           time.Time          `json:"at"`
+	AuthorizedBy string             `json:"authorizedBy"`
+	Digest       string             `json:"digest"`
+	Generation   string             `json:"generation"`
+	Id           string             `json:"id"`
+	Kind         RolloutSummaryKind `json:"kind"`
+	Nodes        []string           `json:"nodes"`
+	RollsBack    *string            `json:"rollsBack,omitempty"`
+	State        string             `json:"state"`
+}
+
+// RolloutSummaryKind defines model for RolloutSummary.Kind.
+type RolloutSummaryKind string
+
 // RolloutView defines model for RolloutView.
 type RolloutView struct {
-	Answers        []NodeAnswer `json:"answers"`
-	At             time.Time    `json:"at"`
-	AuthorizeRunId string       `json:"authorizeRunId"`
-	AuthorizedBy   string       `json:"authorizedBy"`
-	Digest         string       `json:"digest"`
-	Error          *string      `json:"error,omitempty"`
-	Generation     string       `json:"generation"`
-	Id             string       `json:"id"`
-	Nodes          []string     `json:"nodes"`
-	Policy         string       `json:"policy"`
-	State          string       `json:"state"`
+	Answers        []NodeAnswer              `json:"answers"`
+	At             time.Time                 `json:"at"`
+	AuthorizeRunId string                    `json:"authorizeRunId"`
+	AuthorizedBy   string                    `json:"authorizedBy"`
+	Digest         string                    `json:"digest"`
+	Error          *string                   `json:"error,omitempty"`
+	Generation     string                    `json:"generation"`
+	Id             string                    `json:"id"`
+	Kind           RolloutViewKind           `json:"kind"`
+	Nodes          []string                  `json:"nodes"`
+	OnProbeFailure RolloutViewOnProbeFailure `json:"onProbeFailure"`
+	Pause          *RolloutPause             `json:"pause,omitempty"`
+	Policy         string                    `json:"policy"`
+	RollsBack      *string                   `json:"rollsBack,omitempty"`
+	RunId          *string                   `json:"runId,omitempty"`
+	Scope          RolloutViewScope          `json:"scope"`
+	State          string                    `json:"state"`
 }
+
+// RolloutViewKind defines model for RolloutView.Kind.
+type RolloutViewKind string
+
+// RolloutViewOnProbeFailure defines model for RolloutView.OnProbeFailure.
+type RolloutViewOnProbeFailure string
+
+// RolloutViewScope defines model for RolloutView.Scope.
+type RolloutViewScope string
 
 // Run defines model for Run.
 type Run struct {
@@ -1979,6 +2475,12 @@ type WebhookAnswerHost string
 // WebhookAnswerOutcome queued: the push queued a sync; joined: a sync that answers for it was queued, or runs for this commit; ignored: nothing to sync.
 type WebhookAnswerOutcome string
 
+// WithdrawBlueprintRequest defines model for Withdraw-blueprintRequest.
+type WithdrawBlueprintRequest struct {
+	// Node The node to withdraw from.
+	Node string `json:"node"`
+}
+
 // SyncGitopsParams defines parameters for SyncGitops.
 type SyncGitopsParams struct {
 	// Full Walk every unit instead of the paths changed since the last sync.
@@ -2109,6 +2611,15 @@ type ReceiveSourceWebhookParams struct {
 // ApprovePlacementJSONRequestBody defines body for ApprovePlacement for application/json ContentType.
 type ApprovePlacementJSONRequestBody = ApprovePlacementRequest
 
+// PauseRolloutJSONRequestBody defines body for PauseRollout for application/json ContentType.
+type PauseRolloutJSONRequestBody = PauseRolloutRequest
+
+// RollbackRolloutJSONRequestBody defines body for RollbackRollout for application/json ContentType.
+type RollbackRolloutJSONRequestBody = RollbackRolloutRequest
+
+// WithdrawBlueprintJSONRequestBody defines body for WithdrawBlueprint for application/json ContentType.
+type WithdrawBlueprintJSONRequestBody = WithdrawBlueprintRequest
+
 // PutGitopsSettingsJSONRequestBody defines body for PutGitopsSettings for application/json ContentType.
 type PutGitopsSettingsJSONRequestBody = GitOpsSettings
 
@@ -2231,6 +2742,13 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListApplications List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there).
+	//
+	// List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/applications (the `ListApplications` operationId).
+	ListApplications(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PutArtifactWithBody Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest.
 	//
 	// Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest. Needs the operator role.
@@ -2286,12 +2804,73 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/blueprints/{name}/rollout/authorize (the `AuthorizeRollout` operationId).
 	AuthorizeRollout(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PauseRolloutWithBody Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled.
+	//
+	// Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/pause (the `PauseRollout` operationId).
+	PauseRolloutWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseRollout Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled.
+	//
+	// Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/pause (the `PauseRollout` operationId).
+	PauseRollout(ctx context.Context, name string, body PauseRolloutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ResumeRollout Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized).
 	//
 	// Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized). Needs the operator role.
 	//
 	// Corresponds with POST /api/v1/blueprints/{name}/rollout/resume (the `ResumeRollout` operationId).
 	ResumeRollout(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RollbackRolloutWithBody Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled.
+	//
+	// Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/rollback (the `RollbackRollout` operationId).
+	RollbackRolloutWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RollbackRollout Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled.
+	//
+	// Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/rollback (the `RollbackRollout` operationId).
+	RollbackRollout(ctx context.Context, name string, body RollbackRolloutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetBlueprintStatus Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven.
+	//
+	// Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/blueprints/{name}/status (the `GetBlueprintStatus` operationId).
+	GetBlueprintStatus(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WithdrawBlueprintWithBody Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled.
+	//
+	// Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/withdraw (the `WithdrawBlueprint` operationId).
+	WithdrawBlueprintWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WithdrawBlueprint Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled.
+	//
+	// Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/withdraw (the `WithdrawBlueprint` operationId).
+	WithdrawBlueprint(ctx context.Context, name string, body WithdrawBlueprintJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetGitopsSettings The GitOps settings in force.
 	//
@@ -2846,6 +3425,23 @@ type ClientInterface interface {
 	ReceiveSourceWebhookWithFormdataBody(ctx context.Context, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
+// ListApplications List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there).
+//
+// List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). Needs the viewer role.
+//
+// Corresponds with GET /api/v1/applications (the `ListApplications` operationId).
+func (c *Client) ListApplications(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListApplicationsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PutArtifactWithBody Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest.
 //
 // Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest. Needs the operator role.
@@ -2971,6 +3567,44 @@ func (c *Client) AuthorizeRollout(ctx context.Context, name string, reqEditors .
 	return c.Client.Do(req)
 }
 
+// PauseRolloutWithBody Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled.
+//
+// Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled. Needs the operator role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/pause (the `PauseRollout` operationId).
+func (c *Client) PauseRolloutWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseRolloutRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseRollout Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled.
+//
+// Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled. Needs the operator role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/pause (the `PauseRollout` operationId).
+func (c *Client) PauseRollout(ctx context.Context, name string, body PauseRolloutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseRolloutRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ResumeRollout Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized).
 //
 // Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized). Needs the operator role.
@@ -2978,6 +3612,99 @@ func (c *Client) AuthorizeRollout(ctx context.Context, name string, reqEditors .
 // Corresponds with POST /api/v1/blueprints/{name}/rollout/resume (the `ResumeRollout` operationId).
 func (c *Client) ResumeRollout(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeRolloutRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RollbackRolloutWithBody Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled.
+//
+// Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled. Needs the operator role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/rollback (the `RollbackRollout` operationId).
+func (c *Client) RollbackRolloutWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRollbackRolloutRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RollbackRollout Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled.
+//
+// Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled. Needs the operator role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/rollback (the `RollbackRollout` operationId).
+func (c *Client) RollbackRollout(ctx context.Context, name string, body RollbackRolloutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRollbackRolloutRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetBlueprintStatus Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven.
+//
+// Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/blueprints/{name}/status (the `GetBlueprintStatus` operationId).
+func (c *Client) GetBlueprintStatus(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBlueprintStatusRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WithdrawBlueprintWithBody Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled.
+//
+// Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled. Needs the operator role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/withdraw (the `WithdrawBlueprint` operationId).
+func (c *Client) WithdrawBlueprintWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWithdrawBlueprintRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WithdrawBlueprint Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled.
+//
+// Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled. Needs the operator role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/withdraw (the `WithdrawBlueprint` operationId).
+func (c *Client) WithdrawBlueprint(ctx context.Context, name string, body WithdrawBlueprintJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWithdrawBlueprintRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4240,6 +4967,33 @@ func (c *Client) ReceiveSourceWebhookWithFormdataBody(ctx context.Context, sourc
 	return c.Client.Do(req)
 }
 
+// NewListApplicationsRequest constructs an http.Request for the ListApplications method
+func NewListApplicationsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/applications")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPutArtifactRequestWithBody constructs an http.Request for the PutArtifact method, with any body, and a specified content type
 func NewPutArtifactRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
@@ -4445,6 +5199,53 @@ func NewAuthorizeRolloutRequest(server string, name string) (*http.Request, erro
 	return req, nil
 }
 
+// NewPauseRolloutRequest calls the generic PauseRollout builder with application/json body
+func NewPauseRolloutRequest(server string, name string, body PauseRolloutJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseRolloutRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewPauseRolloutRequestWithBody constructs an http.Request for the PauseRollout method, with any body, and a specified content type
+func NewPauseRolloutRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/blueprints/%s/rollout/pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewResumeRolloutRequest constructs an http.Request for the ResumeRollout method
 func NewResumeRolloutRequest(server string, name string) (*http.Request, error) {
 	var err error
@@ -4475,6 +5276,134 @@ func NewResumeRolloutRequest(server string, name string) (*http.Request, error) 
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewRollbackRolloutRequest calls the generic RollbackRollout builder with application/json body
+func NewRollbackRolloutRequest(server string, name string, body RollbackRolloutJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRollbackRolloutRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewRollbackRolloutRequestWithBody constructs an http.Request for the RollbackRollout method, with any body, and a specified content type
+func NewRollbackRolloutRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/blueprints/%s/rollout/rollback", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetBlueprintStatusRequest constructs an http.Request for the GetBlueprintStatus method
+func NewGetBlueprintStatusRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/blueprints/%s/status", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewWithdrawBlueprintRequest calls the generic WithdrawBlueprint builder with application/json body
+func NewWithdrawBlueprintRequest(server string, name string, body WithdrawBlueprintJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewWithdrawBlueprintRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewWithdrawBlueprintRequestWithBody constructs an http.Request for the WithdrawBlueprint method, with any body, and a specified content type
+func NewWithdrawBlueprintRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/blueprints/%s/withdraw", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -6932,6 +7861,15 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListApplicationsWithResponse List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there).
+	//
+	// List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/applications (the `ListApplications` operationId).
+	ListApplicationsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListApplicationsResponse, error)
+
 	// PutArtifactWithBodyWithResponse Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest.
 	//
 	// Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest. Needs the operator role.
@@ -6995,6 +7933,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/blueprints/{name}/rollout/authorize (the `AuthorizeRollout` operationId).
 	AuthorizeRolloutWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*AuthorizeRolloutResponse, error)
 
+	// PauseRolloutWithBodyWithResponse Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled.
+	//
+	// Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/pause (the `PauseRollout` operationId).
+	PauseRolloutWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseRolloutResponse, error)
+
+	// PauseRolloutWithResponse Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled.
+	//
+	// Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/pause (the `PauseRollout` operationId).
+	PauseRolloutWithResponse(ctx context.Context, name string, body PauseRolloutJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseRolloutResponse, error)
+
 	// ResumeRolloutWithResponse Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized).
 	//
 	// Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized). Needs the operator role.
@@ -7003,6 +7959,51 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/blueprints/{name}/rollout/resume (the `ResumeRollout` operationId).
 	ResumeRolloutWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ResumeRolloutResponse, error)
+
+	// RollbackRolloutWithBodyWithResponse Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled.
+	//
+	// Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/rollback (the `RollbackRollout` operationId).
+	RollbackRolloutWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RollbackRolloutResponse, error)
+
+	// RollbackRolloutWithResponse Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled.
+	//
+	// Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/rollback (the `RollbackRollout` operationId).
+	RollbackRolloutWithResponse(ctx context.Context, name string, body RollbackRolloutJSONRequestBody, reqEditors ...RequestEditorFn) (*RollbackRolloutResponse, error)
+
+	// GetBlueprintStatusWithResponse Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven.
+	//
+	// Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/blueprints/{name}/status (the `GetBlueprintStatus` operationId).
+	GetBlueprintStatusWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetBlueprintStatusResponse, error)
+
+	// WithdrawBlueprintWithBodyWithResponse Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled.
+	//
+	// Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/withdraw (the `WithdrawBlueprint` operationId).
+	WithdrawBlueprintWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WithdrawBlueprintResponse, error)
+
+	// WithdrawBlueprintWithResponse Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled.
+	//
+	// Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/withdraw (the `WithdrawBlueprint` operationId).
+	WithdrawBlueprintWithResponse(ctx context.Context, name string, body WithdrawBlueprintJSONRequestBody, reqEditors ...RequestEditorFn) (*WithdrawBlueprintResponse, error)
 
 	// GetGitopsSettingsWithResponse The GitOps settings in force.
 	//
@@ -7635,6 +8636,68 @@ type ClientWithResponsesInterface interface {
 	ReceiveSourceWebhookWithFormdataBodyWithResponse(ctx context.Context, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookFormdataRequestBody, reqEditors ...RequestEditorFn) (*ReceiveSourceWebhookResponse, error)
 }
 
+type ListApplicationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Portfolio
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListApplicationsResponse) GetJSON200() *Portfolio {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListApplicationsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListApplicationsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListApplicationsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListApplicationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListApplicationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListApplicationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListApplicationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PutArtifactResponse201Headers the declared response headers of an HTTP 201 response for PutArtifact
 type PutArtifactResponse201Headers struct {
 	Location *string
@@ -8105,11 +9168,115 @@ func (r AuthorizeRolloutResponse) ContentType() string {
 	return ""
 }
 
+type PauseRolloutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RolloutRunOutputBody
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ErrorModel
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseRolloutResponse) GetJSON200() *RolloutRunOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PauseRolloutResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PauseRolloutResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PauseRolloutResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PauseRolloutResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PauseRolloutResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PauseRolloutResponse) GetApplicationproblemJSON413() *ErrorModel {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PauseRolloutResponse) GetApplicationproblemJSON415() *ErrorModel {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PauseRolloutResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PauseRolloutResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseRolloutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseRolloutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseRolloutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseRolloutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ResumeRolloutResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
-	JSON202 *RolloutResumedOutputBody
+	JSON202 *RolloutRunOutputBody
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -8125,7 +9292,7 @@ type ResumeRolloutResponse struct {
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r ResumeRolloutResponse) GetJSON202() *RolloutResumedOutputBody {
+func (r ResumeRolloutResponse) GetJSON202() *RolloutRunOutputBody {
 	return r.JSON202
 }
 
@@ -8182,6 +9349,290 @@ func (r ResumeRolloutResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ResumeRolloutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RollbackRolloutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RolloutAuthorizedOutputBody
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ErrorModel
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RollbackRolloutResponse) GetJSON200() *RolloutAuthorizedOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RollbackRolloutResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RollbackRolloutResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RollbackRolloutResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RollbackRolloutResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RollbackRolloutResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RollbackRolloutResponse) GetApplicationproblemJSON413() *ErrorModel {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RollbackRolloutResponse) GetApplicationproblemJSON415() *ErrorModel {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RollbackRolloutResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RollbackRolloutResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RollbackRolloutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RollbackRolloutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RollbackRolloutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RollbackRolloutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetBlueprintStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BlueprintStatusOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetBlueprintStatusResponse) GetJSON200() *BlueprintStatusOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetBlueprintStatusResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetBlueprintStatusResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetBlueprintStatusResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetBlueprintStatusResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetBlueprintStatusResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetBlueprintStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetBlueprintStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetBlueprintStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetBlueprintStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type WithdrawBlueprintResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *RolloutRunOutputBody
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ErrorModel
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r WithdrawBlueprintResponse) GetJSON202() *RolloutRunOutputBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r WithdrawBlueprintResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r WithdrawBlueprintResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r WithdrawBlueprintResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r WithdrawBlueprintResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r WithdrawBlueprintResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r WithdrawBlueprintResponse) GetApplicationproblemJSON413() *ErrorModel {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r WithdrawBlueprintResponse) GetApplicationproblemJSON415() *ErrorModel {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r WithdrawBlueprintResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r WithdrawBlueprintResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r WithdrawBlueprintResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WithdrawBlueprintResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WithdrawBlueprintResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WithdrawBlueprintResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12691,6 +14142,21 @@ func (r ReceiveSourceWebhookResponse) ContentType() string {
 	return ""
 }
 
+// ListApplicationsWithResponse List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there).
+//
+// List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/applications (the `ListApplications` operationId).
+func (c *ClientWithResponses) ListApplicationsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListApplicationsResponse, error) {
+	rsp, err := c.ListApplications(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListApplicationsResponse(rsp)
+}
+
 // PutArtifactWithBodyWithResponse Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest.
 //
 // Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest. Needs the operator role.
@@ -12796,6 +14262,36 @@ func (c *ClientWithResponses) AuthorizeRolloutWithResponse(ctx context.Context, 
 	return ParseAuthorizeRolloutResponse(rsp)
 }
 
+// PauseRolloutWithBodyWithResponse Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled.
+//
+// Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled. Needs the operator role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/pause (the `PauseRollout` operationId).
+func (c *ClientWithResponses) PauseRolloutWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseRolloutResponse, error) {
+	rsp, err := c.PauseRolloutWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseRolloutResponse(rsp)
+}
+
+// PauseRolloutWithResponse Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled.
+//
+// Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled. Needs the operator role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/pause (the `PauseRollout` operationId).
+func (c *ClientWithResponses) PauseRolloutWithResponse(ctx context.Context, name string, body PauseRolloutJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseRolloutResponse, error) {
+	rsp, err := c.PauseRollout(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseRolloutResponse(rsp)
+}
+
 // ResumeRolloutWithResponse Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized).
 //
 // Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized). Needs the operator role.
@@ -12809,6 +14305,81 @@ func (c *ClientWithResponses) ResumeRolloutWithResponse(ctx context.Context, nam
 		return nil, err
 	}
 	return ParseResumeRolloutResponse(rsp)
+}
+
+// RollbackRolloutWithBodyWithResponse Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled.
+//
+// Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled. Needs the operator role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/rollback (the `RollbackRollout` operationId).
+func (c *ClientWithResponses) RollbackRolloutWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RollbackRolloutResponse, error) {
+	rsp, err := c.RollbackRolloutWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRollbackRolloutResponse(rsp)
+}
+
+// RollbackRolloutWithResponse Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled.
+//
+// Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled. Needs the operator role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/rollback (the `RollbackRollout` operationId).
+func (c *ClientWithResponses) RollbackRolloutWithResponse(ctx context.Context, name string, body RollbackRolloutJSONRequestBody, reqEditors ...RequestEditorFn) (*RollbackRolloutResponse, error) {
+	rsp, err := c.RollbackRollout(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRollbackRolloutResponse(rsp)
+}
+
+// GetBlueprintStatusWithResponse Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven.
+//
+// Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/blueprints/{name}/status (the `GetBlueprintStatus` operationId).
+func (c *ClientWithResponses) GetBlueprintStatusWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetBlueprintStatusResponse, error) {
+	rsp, err := c.GetBlueprintStatus(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetBlueprintStatusResponse(rsp)
+}
+
+// WithdrawBlueprintWithBodyWithResponse Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled.
+//
+// Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled. Needs the operator role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/withdraw (the `WithdrawBlueprint` operationId).
+func (c *ClientWithResponses) WithdrawBlueprintWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WithdrawBlueprintResponse, error) {
+	rsp, err := c.WithdrawBlueprintWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWithdrawBlueprintResponse(rsp)
+}
+
+// WithdrawBlueprintWithResponse Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled.
+//
+// Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled. Needs the operator role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/withdraw (the `WithdrawBlueprint` operationId).
+func (c *ClientWithResponses) WithdrawBlueprintWithResponse(ctx context.Context, name string, body WithdrawBlueprintJSONRequestBody, reqEditors ...RequestEditorFn) (*WithdrawBlueprintResponse, error) {
+	rsp, err := c.WithdrawBlueprint(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWithdrawBlueprintResponse(rsp)
 }
 
 // GetGitopsSettingsWithResponse The GitOps settings in force.
@@ -13861,6 +15432,53 @@ func (c *ClientWithResponses) ReceiveSourceWebhookWithFormdataBodyWithResponse(c
 	return ParseReceiveSourceWebhookResponse(rsp)
 }
 
+// ParseListApplicationsResponse parses an HTTP response from a ListApplicationsWithResponse call
+func ParseListApplicationsResponse(rsp *http.Response) (*ListApplicationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListApplicationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Portfolio
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParsePutArtifactResponse parses an HTTP response from a PutArtifactWithResponse call
 func ParsePutArtifactResponse(rsp *http.Response) (*PutArtifactResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14247,6 +15865,95 @@ func ParseAuthorizeRolloutResponse(rsp *http.Response) (*AuthorizeRolloutRespons
 	return response, nil
 }
 
+// ParsePauseRolloutResponse parses an HTTP response from a PauseRolloutWithResponse call
+func ParsePauseRolloutResponse(rsp *http.Response) (*PauseRolloutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseRolloutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RolloutRunOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseResumeRolloutResponse parses an HTTP response from a ResumeRolloutWithResponse call
 func ParseResumeRolloutResponse(rsp *http.Response) (*ResumeRolloutResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14262,7 +15969,7 @@ func ParseResumeRolloutResponse(rsp *http.Response) (*ResumeRolloutResponse, err
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
-		var dest RolloutResumedOutputBody
+		var dest RolloutRunOutputBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -14295,6 +16002,245 @@ func ParseResumeRolloutResponse(rsp *http.Response) (*ResumeRolloutResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRollbackRolloutResponse parses an HTTP response from a RollbackRolloutWithResponse call
+func ParseRollbackRolloutResponse(rsp *http.Response) (*RollbackRolloutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RollbackRolloutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RolloutAuthorizedOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetBlueprintStatusResponse parses an HTTP response from a GetBlueprintStatusWithResponse call
+func ParseGetBlueprintStatusResponse(rsp *http.Response) (*GetBlueprintStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetBlueprintStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BlueprintStatusOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseWithdrawBlueprintResponse parses an HTTP response from a WithdrawBlueprintWithResponse call
+func ParseWithdrawBlueprintResponse(rsp *http.Response) (*WithdrawBlueprintResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WithdrawBlueprintResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest RolloutRunOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel

@@ -4,6 +4,26 @@
  */
 
 export interface paths {
+    "/api/v1/applications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there).
+         * @description List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). Needs the viewer role.
+         */
+        get: operations["list-applications"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/artifacts": {
         parameters: {
             query?: never;
@@ -124,6 +144,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/blueprints/{name}/rollout/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled.
+         * @description Pause a Blueprint's newest rollout: it takes no further node until resumed (a step under way finishes, and the nodes it reached keep what they got). A reason is required. Journaled. Needs the operator role.
+         */
+        post: operations["pause-rollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/blueprints/{name}/rollout/resume": {
         parameters: {
             query?: never;
@@ -138,6 +178,66 @@ export interface paths {
          * @description Run a Blueprint's newest rollout again from the nodes that have not acknowledged it, after it held or stopped. Refused (409) while it runs, once it succeeded, or when its placement has been replaced (it is no longer authorized). Needs the operator role.
          */
         post: operations["resume-rollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/blueprints/{name}/rollout/rollback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled.
+         * @description Roll a Blueprint's newest rollout back to an earlier generation (by default the newest earlier one a node acknowledged), on every node it changed or only the failed ones: a rollout generation of its own, deployed one node after another; it supersedes the rollout it rolls back. Asking again answers the same rollback. Journaled. Needs the operator role.
+         */
+        post: operations["rollback-rollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/blueprints/{name}/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven.
+         * @description Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven. Needs the viewer role.
+         */
+        get: operations["get-blueprint-status"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/blueprints/{name}/withdraw": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled.
+         * @description Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for this. Journaled. Needs the operator role.
+         */
+        post: operations["withdraw-blueprint"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1160,6 +1260,20 @@ export interface components {
             };
             name: string;
         };
+        Application: {
+            action?: string;
+            /** @enum {string} */
+            kind: "service" | "blueprint";
+            name: string;
+            /** Format: int64 */
+            others: number;
+            partial: boolean;
+            reason: string;
+            stage: string;
+            state: string;
+            /** @enum {string} */
+            tone: "ok" | "info" | "warn" | "error";
+        };
         "Approve-placementRequest": {
             /** @description The plan's fingerprint, as get-blueprint shows it. */
             fingerprint: string;
@@ -1176,15 +1290,62 @@ export interface components {
              */
             size: number;
         };
+        BlueprintAnswer: {
+            action?: string;
+            /** Format: int64 */
+            others: number;
+            partial: boolean;
+            reason: string;
+            /** @enum {string} */
+            stage: "source" | "artifact" | "placement" | "rollout" | "runtime";
+            state: string;
+            /** @enum {string} */
+            tone: "ok" | "info" | "warn" | "error";
+        };
+        BlueprintEvidence: {
+            grants: components["schemas"]["BlueprintGrant"][];
+            unproven: string[];
+        };
+        BlueprintGrant: {
+            /** Format: date-time */
+            at: string;
+            by: string;
+            policy: string;
+            runId: string;
+            subject: string;
+            /** @enum {string} */
+            what: "Source accepted" | "Placement approved" | "Rollout authorized" | "Rollback authorized";
+        };
         BlueprintListOutputBody: {
             blueprints: components["schemas"]["BlueprintView"][];
+        };
+        BlueprintStage: {
+            action?: string;
+            /** @enum {string} */
+            name: "source" | "artifact" | "placement" | "rollout" | "runtime";
+            reason: string;
+            state: string;
+            /** @enum {string} */
+            tone: "ok" | "info" | "warn" | "error";
+        };
+        BlueprintStatus: {
+            answer: components["schemas"]["BlueprintAnswer"];
+            evidence: components["schemas"]["BlueprintEvidence"];
+            path: components["schemas"]["BlueprintStage"][];
+        };
+        BlueprintStatusOutputBody: {
+            blueprint: string;
+            nodes: components["schemas"]["NodeRow"][];
+            status: components["schemas"]["BlueprintStatus"];
         };
         BlueprintView: {
             answer: string;
             decline?: components["schemas"]["PlacementDecline"];
             digest: string;
             generation: string;
+            history: components["schemas"]["RolloutSummary"][];
             name: string;
+            nodes: components["schemas"]["NodeRow"][];
             path: string;
             placement?: components["schemas"]["PlacementGrant"];
             placementPolicy: string;
@@ -1194,6 +1355,7 @@ export interface components {
             selector: string;
             stateful: boolean;
             statefulWhy: string;
+            status: components["schemas"]["BlueprintStatus"];
         };
         CancelRunInputBody: {
             /** @description Why, recorded on the run. */
@@ -1578,7 +1740,7 @@ export interface components {
             pid?: number;
             reason: string;
             /** @enum {string} */
-            state: "active" | "failed" | "unknown";
+            state: "active" | "failed" | "unknown" | "rolled_back";
         };
         NodeDeleted: {
             /**
@@ -1634,6 +1796,21 @@ export interface components {
             /** @description The agent process's id, new at each start: steps an earlier session claimed died with it. */
             session?: string;
         };
+        NodeRow: {
+            action?: string;
+            digest?: string;
+            generation?: string;
+            node: string;
+            nodeState: string;
+            /** Format: int64 */
+            pid?: number;
+            reason: string;
+            rollout?: string;
+            /** @enum {string} */
+            state: "Pending" | "Deploying" | "Active" | "Drifted" | "Failed" | "Unknown" | "Rolled back" | "Withdrawing" | "Withdrawn";
+            /** @enum {string} */
+            tone: "ok" | "info" | "warn" | "error";
+        };
         NodeService: {
             digest: string;
             name: string;
@@ -1680,6 +1857,10 @@ export interface components {
             /** @example Accepted */
             state: string;
         };
+        "Pause-rolloutRequest": {
+            /** @description Why the rollout must hold. */
+            reason: string;
+        };
         Phase: {
             /** Format: int64 */
             ms: number;
@@ -1718,6 +1899,10 @@ export interface components {
             target: string[];
             unready: components["schemas"]["HeldNode"][];
         };
+        Portfolio: {
+            applications: components["schemas"]["Application"][];
+            attention: components["schemas"]["Application"][];
+        };
         "Post-node-task-eventsRequest": {
             events: components["schemas"]["NodeTaskEvent"][];
             /** @description The claim's "instance/session". */
@@ -1727,6 +1912,19 @@ export interface components {
             /** @description The claim's "instance/session". */
             instance: string;
             result: components["schemas"]["NodeTaskResult"];
+        };
+        "Rollback-rolloutRequest": {
+            /**
+             * @description all: every node the rollout changed; failed: only the nodes whose step failed or whose outcome is unknown.
+             * @default all
+             * @enum {string}
+             */
+            scope: "all" | "failed";
+            /**
+             * Format: uuid
+             * @description The earlier rollout generation to go back to; default the newest earlier one a node acknowledged.
+             */
+            to?: string;
         };
         RolloutAuthorizedOutputBody: {
             blueprint: components["schemas"]["BlueprintView"];
@@ -1743,12 +1941,31 @@ export interface components {
              */
             rollout: string;
         };
-        RolloutResumedOutputBody: {
+        RolloutPause: {
+            /** Format: date-time */
+            at: string;
+            by: string;
+            reason: string;
+        };
+        RolloutRunOutputBody: {
             /**
              * Format: uuid
-             * @description The resumed rollout's run.
+             * @description The run: the action's receipt, or the rollout run it queued.
              */
             journalId: string;
+        };
+        RolloutSummary: {
+            /** Format: date-time */
+            at: string;
+            authorizedBy: string;
+            digest: string;
+            generation: string;
+            id: string;
+            /** @enum {string} */
+            kind: "rollout" | "rollback";
+            nodes: string[];
+            rollsBack?: string;
+            state: string;
         };
         RolloutView: {
             answers: components["schemas"]["NodeAnswer"][];
@@ -1760,8 +1977,17 @@ export interface components {
             error?: string;
             generation: string;
             id: string;
+            /** @enum {string} */
+            kind: "rollout" | "rollback";
             nodes: string[];
+            /** @enum {string} */
+            onProbeFailure: "stop" | "rollback" | "pause";
+            pause?: components["schemas"]["RolloutPause"];
             policy: string;
+            rollsBack?: string;
+            runId?: string;
+            /** @enum {string} */
+            scope: "all" | "failed";
             state: string;
         };
         Run: {
@@ -2166,6 +2392,10 @@ export interface components {
             /** @description Why, in a sentence. */
             reason: string;
         };
+        "Withdraw-blueprintRequest": {
+            /** @description The node to withdraw from. */
+            node: string;
+        };
     };
     responses: never;
     parameters: never;
@@ -2175,6 +2405,53 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    "list-applications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Portfolio"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "put-artifact": {
         parameters: {
             query?: never;
@@ -2605,7 +2882,7 @@ export interface operations {
             };
         };
     };
-    "resume-rollout": {
+    "pause-rollout": {
         parameters: {
             query?: never;
             header?: never;
@@ -2615,15 +2892,28 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Pause-rolloutRequest"];
+            };
+        };
         responses: {
-            /** @description Accepted */
-            202: {
+            /** @description OK */
+            200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["RolloutResumedOutputBody"];
+                    "application/json": components["schemas"]["RolloutRunOutputBody"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
             /** @description Unauthorized */
@@ -2655,6 +2945,385 @@ export interface operations {
             };
             /** @description Conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "resume-rollout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Blueprint's metadata.name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolloutRunOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "rollback-rollout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Blueprint's metadata.name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["Rollback-rolloutRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolloutAuthorizedOutputBody"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "get-blueprint-status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Blueprint's metadata.name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BlueprintStatusOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "withdraw-blueprint": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Blueprint's metadata.name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Withdraw-blueprintRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolloutRunOutputBody"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
