@@ -50,7 +50,10 @@ type checkoutResult struct {
 // marker in .git naming the target meanwhile. A checkout that finds the marker
 // (an earlier one stopped half way) or no usable index or HEAD reconciles:
 // it compares every path of the index and of the trees involved.
-func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.Commit, read func(string) bool) (*checkoutResult, error) {
+//
+// scan is the stat pass started before the fetch (see startScan); nil starts
+// one here.
+func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.Commit, read func(string) bool, scan *scan) (*checkoutResult, error) {
 	gitDir := filepath.Join(m.dir, git.GitDirName)
 	co := &checkoutResult{}
 
@@ -87,14 +90,13 @@ func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.
 	if err != nil {
 		return nil, err
 	}
-	idx, err := readIndex(gitDir)
-	if errors.Is(err, errIndexVersion) {
-		idx, err = repo.Storer.Index()
+	if scan == nil {
+		scan = m.startScan(repo)
 	}
+	idx, states, err := scan.wait()
 	indexLost := err != nil
 	if indexLost {
 		m.logger.WarnContext(ctx, "index unreadable; reconciling every path", "error", m.redactor.String(err.Error()))
-		idx = &index.Index{Version: 2}
 	}
 	co.reconciled = fromTree == nil || hasPending || indexLost
 
@@ -127,18 +129,6 @@ func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.
 		}
 	}
 
-	// The stat pass: a tracked file whose size, mtime, mode or inode no
-	// longer matches its index entry, or whose entry is too recent to trust
-	// (written in the same clock tick as the index), is hashed; a changed or
-	// missing one becomes a candidate, an unchanged one gets fresh stat data.
-	dirs, closeDirs := m.openDirs(idx.Entries)
-	states := make([]entryState, len(idx.Entries))
-	parallel(len(idx.Entries), func(i int) {
-		if e := idx.Entries[i]; e.Stage == 0 && e.Mode != filemode.Submodule {
-			states[i] = m.statEntry(e, idx.ModTime, dirs[path.Dir(e.Name)])
-		}
-	})
-	closeDirs()
 	entries := make(map[string]*index.Entry, len(idx.Entries))
 	dirty := make(map[string]bool)
 	indexChanged := false
@@ -246,6 +236,52 @@ func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.
 		}
 	}
 	return co, nil
+}
+
+// scan is the index and the stat pass over it, run on goroutines of their
+// own: neither depends on what a fetch brings, so a sync starts them before
+// it fetches, and the fetch's wait on the remote hides them.
+type scan struct {
+	done   chan struct{}
+	idx    *index.Index
+	states []entryState
+	err    error // the index could not be read; idx is then empty
+}
+
+// startScan reads the index and starts the stat pass: a tracked file whose
+// size, mtime, mode or inode no longer matches its index entry, or whose
+// entry is too recent to trust (written in the same clock tick as the
+// index), is hashed; a changed or missing one is entryDirty, an unchanged
+// one gets fresh stat data (entryRefreshed).
+func (m *Mirror) startScan(repo *git.Repository) *scan {
+	sc := &scan{done: make(chan struct{})}
+	go func() {
+		defer close(sc.done)
+		idx, err := readIndex(filepath.Join(m.dir, git.GitDirName))
+		if errors.Is(err, errIndexVersion) {
+			idx, err = repo.Storer.Index() // reads only the index file
+		}
+		if err != nil {
+			sc.idx, sc.err = &index.Index{Version: 2}, err
+			return
+		}
+		dirs, closeDirs := m.openDirs(idx.Entries)
+		defer closeDirs()
+		states := make([]entryState, len(idx.Entries))
+		parallel(len(idx.Entries), func(i int) {
+			if e := idx.Entries[i]; e.Stage == 0 && e.Mode != filemode.Submodule {
+				states[i] = m.statEntry(e, idx.ModTime, dirs[path.Dir(e.Name)])
+			}
+		})
+		sc.idx, sc.states = idx, states
+	}()
+	return sc
+}
+
+// wait returns the scan's results once it is done.
+func (sc *scan) wait() (*index.Index, []entryState, error) {
+	<-sc.done
+	return sc.idx, sc.states, sc.err
 }
 
 // treeOf returns the tree of commit h, or nil when h is zero or the
@@ -489,7 +525,7 @@ type writeJob struct {
 	i     int
 	name  string
 	entry *object.TreeEntry
-	data  []byte // the blob, or the link target; nil for a submodule
+	data  []byte   // the blob, or the link target; nil for a submodule
 	dir   *os.Root // the parent directory, open; nil when it could not be opened
 }
 

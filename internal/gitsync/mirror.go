@@ -238,6 +238,8 @@ func (m *Mirror) pull(ctx context.Context, repo *git.Repository, opts SyncOpts) 
 	if err := m.configure(repo); err != nil {
 		return nil, err
 	}
+	sc := m.startScan(repo)
+	defer sc.wait() // its goroutines read the working tree under the sync lock
 	err := repo.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: git.DefaultRemoteName,
 		RefSpecs:   []config.RefSpec{m.refSpec()},
@@ -258,7 +260,7 @@ func (m *Mirror) pull(ctx context.Context, repo *git.Repository, opts SyncOpts) 
 		return nil, fmt.Errorf("read fetched commit %s: %w", ref.Hash(), err)
 	}
 
-	co, err := m.checkout(ctx, repo, commit, opts.Read)
+	co, err := m.checkout(ctx, repo, commit, opts.Read, sc)
 	if err != nil {
 		return nil, err
 	}
