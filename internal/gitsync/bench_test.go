@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func fastImport(tb testing.TB, bare string, files map[string]string, msg string,
 
 // BenchmarkSync10k measures Sync on a repository of 10,000 small units
 // against the git CLI doing the same step: a clone, a fetch that finds
-// nothing, and a fetch of a one-file change. The default ns/op is Sync's;
+// nothing, and fetches of a one-file and a 100-file change. The default ns/op is Sync's;
 // sluice-ns/op repeats it beside git-ns/op (git clone, or git fetch + git diff
 // --name-only old new) and x-git, their ratio. git+reset-ns/op adds the
 // git reset --hard that brings the CLI's working tree to the fetched commit,
@@ -147,14 +148,21 @@ func BenchmarkSync10k(b *testing.B) {
 	})
 
 	gen := 0 // image generations, across the runs the benchmark framework makes
-	b.Run("OneChange", func(b *testing.B) {
+	changed := func(b *testing.B, files int) {
 		b.StopTimer()
 		steady(b)
 		var ours, cli, cliReset time.Duration
 		for i := 0; i < b.N; i++ {
-			gen++
-			n := (gen * 7919) % benchFiles
-			next := fastImport(b, bare, map[string]string{benchPath(n): benchUnit(n, gen)}, fmt.Sprintf("bump svc-%d", n), true)
+			edits := make(map[string]string, files)
+			want := make([]Change, 0, files)
+			for range files {
+				gen++
+				n := (gen * 7919) % benchFiles
+				edits[benchPath(n)] = benchUnit(n, gen)
+				want = append(want, Change{Path: benchPath(n)})
+			}
+			slices.SortFunc(want, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
+			next := fastImport(b, bare, edits, fmt.Sprintf("bump %d units", files), true)
 			var res *Result
 			var err error
 			b.StartTimer()
@@ -162,16 +170,18 @@ func BenchmarkSync10k(b *testing.B) {
 			b.StopTimer()
 			require.NoError(b, err)
 			require.Equal(b, next, res.Commit)
-			require.Equal(b, []Change{{Path: benchPath(n)}}, res.Changed)
+			require.Equal(b, want, res.Changed)
 			var diff string
 			cli += timed(func() {
 				gitCmd(b, cliDir, "fetch", "-q", "origin")
 				diff = gitCmd(b, cliDir, "diff", "--name-only", head, "origin/main")
 			})
-			require.Equal(b, benchPath(n), diff)
+			require.Len(b, strings.Fields(diff), files)
 			cliReset += timed(func() { gitCmd(b, cliDir, "reset", "-q", "--hard", "origin/main") })
 			head = next
 		}
 		report(b, ours, cli, cliReset)
-	})
+	}
+	b.Run("OneChange", func(b *testing.B) { changed(b, 1) })
+	b.Run("HundredChanges", func(b *testing.B) { changed(b, 100) })
 }
