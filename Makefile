@@ -70,8 +70,48 @@ ensure-tools:
 # ≤ 1.2×). BenchmarkWebhook is 100 pushes, each a signed GitHub delivery
 # POSTed → its sync running (the started event over SSE), p50 and p99 beside
 # the HTTP floor (GET /healthz round trips).
+#
+# BenchmarkSync10k (internal/gitops) is a sync of 10,000 units, request to
+# receipt, beside the git CLI doing the same work in the same loop (first
+# sync, no change, one file, 100 files); it runs SYNC_BENCH_COUNT times and
+# the table after it gives the medians and the goals (docs/benchmarks.md).
+# The gitsync one is Mirror.Sync alone beside git clone / git fetch + diff.
+SYNC_BENCH_COUNT ?= 3
+# SYNC_TABLE_AWK turns BenchmarkSync10k's lines into the table of medians.
+define SYNC_TABLE_AWK
+function med(a, n,   i, j, t) {
+  for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+  return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+}
+/^BenchmarkSync10k\// {
+  name = $$1; sub(/^BenchmarkSync10k\//, "", name); sub(/-[0-9]+$$/, "", name)
+  if (!(name in runs)) order[++k] = name
+  r = ++runs[name]
+  for (i = 3; i < NF; i++) {
+    if ($$(i+1) == "ms/sync") s[name, r] = $$i
+    if ($$(i+1) == "ms/floor") f[name, r] = $$i
+    if ($$(i+1) == "x-floor") x[name, r] = $$i
+  }
+}
+END {
+  goal["FirstSync"] = 1.5; goal["NoChange"] = 1.5; goal["OneFileChanged"] = 2; goal["HundredFilesChanged"] = 2
+  printf "\nSync of 10,000 units, request to receipt: medians of %d runs\n", runs[order[1]]
+  printf "%-20s %12s %12s %8s %6s  %s\n", "scenario", "sluice ms", "git floor ms", "ratio", "goal", "met"
+  for (j = 1; j <= k; j++) {
+    n = order[j]
+    for (r = 1; r <= runs[n]; r++) { a[r] = s[n, r] + 0; b[r] = f[n, r] + 0; c[r] = x[n, r] + 0 }
+    ms = med(a, runs[n]); mf = med(b, runs[n]); mx = med(c, runs[n])
+    printf "%-20s %12.1f %12.1f %7.2fx %5.1fx  %s\n", n, ms, mf, mx, goal[n], (mx <= goal[n] ? "yes" : "no")
+  }
+}
+endef
+export SYNC_TABLE_AWK
 bench: ensure-tools build
-	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|Storm|Agents|ConvergeOnNode|Webhook)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
+	@mkdir -p bin
+	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 3x -count $(SYNC_BENCH_COUNT) ./internal/gitops/ | tee bin/bench-sync.txt
+	@awk "$$SYNC_TABLE_AWK" bin/bench-sync.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 5x ./internal/gitsync/
+	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|Storm|Agents|ConvergeOnNode|Webhook|Sync10k)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
 	$(GO) test -run '^$$' -bench '^BenchmarkActionStart$$' -benchtime 30x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkStorm$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkAgents$$' -benchtime 1x ./cmd/sluice/
