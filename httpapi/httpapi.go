@@ -27,6 +27,7 @@ import (
 	"sluice/internal/journal"
 	"sluice/internal/node"
 	"sluice/internal/nodetask"
+	"sluice/internal/notify"
 	"sluice/internal/redact"
 	"sluice/internal/services"
 )
@@ -73,6 +74,9 @@ type Deps struct {
 	Tasks *nodetask.Tasks
 	// Blueprints keeps Blueprint placements; nil answers 503 on their routes.
 	Blueprints *blueprint.Service
+	// Notify keeps notification targets and deliveries; nil answers 503 on
+	// their routes.
+	Notify *notify.Service
 	// Metrics, when set, is served at GET /metrics, behind a viewer token
 	// unless MetricsPublic (SLUICE_METRICS_PUBLIC).
 	Metrics       http.Handler
@@ -103,6 +107,7 @@ func New(d Deps) http.Handler {
 	registerNodes(api, d)
 	registerNodeTasks(api, d)
 	registerBlueprints(api, d)
+	registerNotifications(api, d)
 	registerApplications(api, d)
 	finishSpec(api.OpenAPI())
 	serveSpec(mux, api)
@@ -139,6 +144,7 @@ func Spec() *huma.OpenAPI {
 	registerNodes(api, Deps{})
 	registerNodeTasks(api, Deps{})
 	registerBlueprints(api, Deps{})
+	registerNotifications(api, Deps{})
 	registerApplications(api, Deps{})
 	finishSpec(api.OpenAPI())
 	return api.OpenAPI()

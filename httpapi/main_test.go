@@ -31,6 +31,7 @@ import (
 	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/node"
+	"sluice/internal/notify"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
 	"sluice/internal/services"
@@ -95,8 +96,16 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	store := &artifact.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
 	svcs := services.New(pool, j, gops, store, dataDir, &redact.Redactor{}, logger)
 	inf := infra.New(pool, j, gops, filepath.Join(dataDir, "config"), dataDir, "", pool.Config().ConnString(), &redact.Redactor{}, logger)
+	// Notifications are sent to the receivers a test starts, with a short
+	// backoff and few attempts, so that a failing target gives up quickly.
+	ntf := &notify.Service{
+		Pool: pool, Journal: j, Secrets: gops.Secrets, Redactor: &redact.Redactor{}, Logger: logger,
+		BaseURL: "https://sluice.example", MaxAttempts: 2,
+		BackoffFunc: func(int) time.Duration { return 10 * time.Millisecond },
+	}
+	j.FinishedTxFunc = ntf.RunFinishedTx
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, TestActions: true})
+	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Notify: ntf, TestActions: true})
 	if opts.workers != nil {
 		opts.workers(workers)
 	}
@@ -131,7 +140,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	deps := httpapi.Deps{
 		Pool: pool, Journal: j, GitOps: gops, Artifacts: store, Services: svcs, Infra: inf,
 		Nodes: nodes, Blueprints: &blueprint.Service{Pool: pool, Journal: j, Nodes: nodes},
-		Logger: logger, TestActions: true, ShuttingDown: bg.Done(),
+		Notify: ntf, Logger: logger, TestActions: true, ShuttingDown: bg.Done(),
 	}
 	if opts.riverUI {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{

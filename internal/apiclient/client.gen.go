@@ -531,6 +531,120 @@ func (e NodeTaskEventLevel) Valid() bool {
 	}
 }
 
+// Defines values for NotificationDeliveryEvent.
+const (
+	DriftFound   NotificationDeliveryEvent = "drift_found"
+	RepairHeld   NotificationDeliveryEvent = "repair_held"
+	RunFailed    NotificationDeliveryEvent = "run_failed"
+	RunRecovered NotificationDeliveryEvent = "run_recovered"
+	RunUnknown   NotificationDeliveryEvent = "run_unknown"
+	Test         NotificationDeliveryEvent = "test"
+)
+
+// Valid indicates whether the value is a known member of the NotificationDeliveryEvent enum.
+func (e NotificationDeliveryEvent) Valid() bool {
+	switch e {
+	case DriftFound:
+		return true
+	case RepairHeld:
+		return true
+	case RunFailed:
+		return true
+	case RunRecovered:
+		return true
+	case RunUnknown:
+		return true
+	case Test:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotificationDeliveryState.
+const (
+	NotificationDeliveryStateDeduplicated NotificationDeliveryState = "deduplicated"
+	NotificationDeliveryStateDelivered    NotificationDeliveryState = "delivered"
+	NotificationDeliveryStateGaveUp       NotificationDeliveryState = "gave_up"
+	NotificationDeliveryStatePending      NotificationDeliveryState = "pending"
+)
+
+// Valid indicates whether the value is a known member of the NotificationDeliveryState enum.
+func (e NotificationDeliveryState) Valid() bool {
+	switch e {
+	case NotificationDeliveryStateDeduplicated:
+		return true
+	case NotificationDeliveryStateDelivered:
+		return true
+	case NotificationDeliveryStateGaveUp:
+		return true
+	case NotificationDeliveryStatePending:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotificationTargetKind.
+const (
+	NotificationTargetKindHttp  NotificationTargetKind = "http"
+	NotificationTargetKindSlack NotificationTargetKind = "slack"
+)
+
+// Valid indicates whether the value is a known member of the NotificationTargetKind enum.
+func (e NotificationTargetKind) Valid() bool {
+	switch e {
+	case NotificationTargetKindHttp:
+		return true
+	case NotificationTargetKindSlack:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotificationTargetInputKind.
+const (
+	NotificationTargetInputKindHttp  NotificationTargetInputKind = "http"
+	NotificationTargetInputKindSlack NotificationTargetInputKind = "slack"
+)
+
+// Valid indicates whether the value is a known member of the NotificationTargetInputKind enum.
+func (e NotificationTargetInputKind) Valid() bool {
+	switch e {
+	case NotificationTargetInputKindHttp:
+		return true
+	case NotificationTargetInputKindSlack:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotificationTestAcceptedState.
+const (
+	NotificationTestAcceptedStateDeduplicated NotificationTestAcceptedState = "deduplicated"
+	NotificationTestAcceptedStateDelivered    NotificationTestAcceptedState = "delivered"
+	NotificationTestAcceptedStateGaveUp       NotificationTestAcceptedState = "gave_up"
+	NotificationTestAcceptedStatePending      NotificationTestAcceptedState = "pending"
+)
+
+// Valid indicates whether the value is a known member of the NotificationTestAcceptedState enum.
+func (e NotificationTestAcceptedState) Valid() bool {
+	switch e {
+	case NotificationTestAcceptedStateDeduplicated:
+		return true
+	case NotificationTestAcceptedStateDelivered:
+		return true
+	case NotificationTestAcceptedStateGaveUp:
+		return true
+	case NotificationTestAcceptedStatePending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RollbackRolloutRequestScope.
 const (
 	RollbackRolloutRequestScopeAll    RollbackRolloutRequestScope = "all"
@@ -1626,6 +1740,18 @@ type ListJournalOutputBody struct {
 	Runs []Run `json:"runs"`
 }
 
+// ListNotificationTargetsOutputBody defines model for ListNotificationTargetsOutputBody.
+type ListNotificationTargetsOutputBody struct {
+	// Targets By name.
+	Targets []NotificationTarget `json:"targets"`
+}
+
+// ListRunNotificationsOutputBody defines model for ListRunNotificationsOutputBody.
+type ListRunNotificationsOutputBody struct {
+	// Deliveries Oldest first.
+	Deliveries []NotificationDelivery `json:"deliveries"`
+}
+
 // ListServicesOutputBody defines model for ListServicesOutputBody.
 type ListServicesOutputBody struct {
 	Services []Service `json:"services"`
@@ -1850,6 +1976,135 @@ type NodeTaskResult struct {
 	// Value The step's answer; absent when it failed.
 	Value interface{} `json:"value,omitempty"`
 }
+
+// NotificationDelivery defines model for NotificationDelivery.
+type NotificationDelivery struct {
+	Attempts    int32               `json:"attempts"`
+	CreatedAt   time.Time           `json:"createdAt"`
+	DuplicateOf *openapi_types.UUID `json:"duplicateOf,omitempty"`
+
+	// Duplicates How many later deliveries this one covers.
+	Duplicates int32 `json:"duplicates"`
+
+	// ErrorClass The class of the run's error or drift, part of what makes two deliveries the same.
+	ErrorClass *string                   `json:"errorClass,omitempty"`
+	Event      NotificationDeliveryEvent `json:"event"`
+	FinishedAt *time.Time                `json:"finishedAt,omitempty"`
+	Id         openapi_types.UUID        `json:"id"`
+
+	// LastError The last failed attempt, in a sentence.
+	LastError *string `json:"lastError,omitempty"`
+
+	// LastStatus The HTTP status of the last failed attempt, when the target answered.
+	LastStatus *int32 `json:"lastStatus,omitempty"`
+
+	// Reason The payload's one sentence.
+	Reason string `json:"reason"`
+
+	// Revision The run's commit or digest, part of what makes two deliveries the same.
+	Revision *string `json:"revision,omitempty"`
+
+	// RiverJobId The River job that sends it (see River UI).
+	RiverJobId *int64 `json:"riverJobId,omitempty"`
+
+	// RunId The run it is about.
+	RunId openapi_types.UUID `json:"runId"`
+
+	// State pending: being sent (River retries); gave_up: every attempt failed; deduplicated: duplicateOf, sent within the window for the same target, event, object, revision and error class, covers it.
+	State NotificationDeliveryState `json:"state"`
+
+	// Target The target's name (kept after it is deleted).
+	//
+	// Example: pager
+	Target string `json:"target"`
+
+	// TargetGone The target was deleted since.
+	TargetGone bool `json:"targetGone"`
+}
+
+// NotificationDeliveryEvent defines model for NotificationDelivery.Event.
+type NotificationDeliveryEvent string
+
+// NotificationDeliveryState pending: being sent (River retries); gave_up: every attempt failed; deduplicated: duplicateOf, sent within the window for the same target, event, object, revision and error class, covers it.
+type NotificationDeliveryState string
+
+// NotificationTarget defines model for NotificationTarget.
+type NotificationTarget struct {
+	CreatedAt time.Time `json:"createdAt"`
+	CreatedBy string    `json:"createdBy"`
+
+	// Events The events it takes: run_failed, run_unknown, run_recovered, drift_found, repair_held.
+	Events []string           `json:"events"`
+	Id     openapi_types.UUID `json:"id"`
+
+	// Kind http: a JSON POST signed with the secret (X-Sluice-Signature-256: sha256= and the hex HMAC-SHA256 of the body); slack: a Slack-compatible incoming webhook.
+	Kind NotificationTargetKind `json:"kind"`
+
+	// Name Example: pager
+	Name string `json:"name"`
+
+	// SecretSet An http target signs its bodies with its secret, which is never shown.
+	SecretSet bool `json:"secretSet"`
+
+	// Source The source whose runs it takes; absent for every run.
+	//
+	// Example: apps
+	Source *string `json:"source,omitempty"`
+
+	// Url The URL's scheme and host; /… when it has a path or query, which are never shown.
+	//
+	// Example: https://hooks.example.com/…
+	Url string `json:"url"`
+}
+
+// NotificationTargetKind http: a JSON POST signed with the secret (X-Sluice-Signature-256: sha256= and the hex HMAC-SHA256 of the body); slack: a Slack-compatible incoming webhook.
+type NotificationTargetKind string
+
+// NotificationTargetInput defines model for NotificationTargetInput.
+type NotificationTargetInput struct {
+	// Events The events it takes; omitted: all of them.
+	//
+	// Example: ["run_failed","run_recovered"]
+	Events *[]string                   `json:"events,omitempty"`
+	Kind   NotificationTargetInputKind `json:"kind"`
+
+	// Name 1 to 63 lowercase letters, digits, '.', '_' or '-'.
+	//
+	// Example: pager
+	Name string `json:"name"`
+
+	// Secret http: the secret that signs the bodies (16 to 256 bytes), stored sealed and never shown back. slack: none.
+	//
+	// Example: 3f7c2b0e9a4d4e1f8b6a5c2d7e9f0a1b
+	Secret *string `json:"secret,omitempty"`
+
+	// Source A source's name or id: the target takes only the runs of its syncs and units. Omitted: every run.
+	//
+	// Example: apps
+	Source *string `json:"source,omitempty"`
+
+	// Url An http or https URL, with no user name or password. Stored sealed; only its scheme and host are shown back.
+	//
+	// Example: https://hooks.example.com/sluice
+	Url *string `json:"url,omitempty"`
+}
+
+// NotificationTargetInputKind defines model for NotificationTargetInput.Kind.
+type NotificationTargetInputKind string
+
+// NotificationTestAccepted defines model for NotificationTestAccepted.
+type NotificationTestAccepted struct {
+	DeliveryId openapi_types.UUID `json:"deliveryId"`
+
+	// JournalId The test send's receipt; GET /api/v1/journal/{id}/notifications shows its delivery.
+	JournalId openapi_types.UUID `json:"journalId"`
+
+	// State The delivery's state when answered.
+	State NotificationTestAcceptedState `json:"state"`
+}
+
+// NotificationTestAcceptedState The delivery's state when answered.
+type NotificationTestAcceptedState string
 
 // PathStage defines model for PathStage.
 type PathStage struct {
@@ -2647,6 +2902,9 @@ type PostNodeTaskEventsJSONRequestBody = PostNodeTaskEventsRequest
 // PostNodeTaskResultJSONRequestBody defines body for PostNodeTaskResult for application/json ContentType.
 type PostNodeTaskResultJSONRequestBody = PostNodeTaskResultRequest
 
+// CreateNotificationTargetJSONRequestBody defines body for CreateNotificationTarget for application/json ContentType.
+type CreateNotificationTargetJSONRequestBody = NotificationTargetInput
+
 // DeployServiceJSONRequestBody defines body for DeployService for application/json ContentType.
 type DeployServiceJSONRequestBody = DeployInputBody
 
@@ -2992,6 +3250,13 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/journal/{id}/events (the `StreamJournalEvents` operationId).
 	StreamJournalEvents(ctx context.Context, id openapi_types.UUID, params *StreamJournalEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListRunNotifications List the notifications a run made: each target told, or covered by an earlier delivery (deduplicated), with its attempts.
+	//
+	// List the notifications a run made: each target told, or covered by an earlier delivery (deduplicated), with its attempts. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/journal/{id}/notifications (the `ListRunNotifications` operationId).
+	ListRunNotifications(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListJournalRunPaths List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none.
 	//
 	// List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none. Needs the viewer role.
@@ -3173,6 +3438,45 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/nodes/{name}/uncordon (the `UncordonNode` operationId).
 	UncordonNode(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListNotificationTargets List the notification targets, by name (never their URLs' paths or secrets).
+	//
+	// List the notification targets, by name (never their URLs' paths or secrets). Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/notifications/targets (the `ListNotificationTargets` operationId).
+	ListNotificationTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateNotificationTargetWithBody Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only.
+	//
+	// Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only. Needs the admin role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/notifications/targets (the `CreateNotificationTarget` operationId).
+	CreateNotificationTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateNotificationTarget Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only.
+	//
+	// Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only. Needs the admin role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/notifications/targets (the `CreateNotificationTarget` operationId).
+	CreateNotificationTarget(ctx context.Context, body CreateNotificationTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteNotificationTarget Delete a notification target. Its deliveries stay on their runs; one still pending gives up.
+	//
+	// Delete a notification target. Its deliveries stay on their runs; one still pending gives up. Needs the admin role.
+	//
+	// Corresponds with DELETE /api/v1/notifications/targets/{name} (the `DeleteNotificationTarget` operationId).
+	DeleteNotificationTarget(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TestNotificationTarget Send a test notification to a target: a receipt, and a delivery River sends and retries as any other, never deduplicated.
+	//
+	// Send a test notification to a target: a receipt, and a delivery River sends and retries as any other, never deduplicated. Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/notifications/targets/{name}/test (the `TestNotificationTarget` operationId).
+	TestNotificationTarget(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListServices List the services: pin, running digest, what Git holds ahead, queue and process.
 	//
@@ -3995,6 +4299,23 @@ func (c *Client) StreamJournalEvents(ctx context.Context, id openapi_types.UUID,
 	return c.Client.Do(req)
 }
 
+// ListRunNotifications List the notifications a run made: each target told, or covered by an earlier delivery (deduplicated), with its attempts.
+//
+// List the notifications a run made: each target told, or covered by an earlier delivery (deduplicated), with its attempts. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/journal/{id}/notifications (the `ListRunNotifications` operationId).
+func (c *Client) ListRunNotifications(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListRunNotificationsRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListJournalRunPaths List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none.
 //
 // List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none. Needs the viewer role.
@@ -4387,6 +4708,95 @@ func (c *Client) PostNodeTaskResult(ctx context.Context, name string, id string,
 // Corresponds with POST /api/v1/nodes/{name}/uncordon (the `UncordonNode` operationId).
 func (c *Client) UncordonNode(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUncordonNodeRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListNotificationTargets List the notification targets, by name (never their URLs' paths or secrets).
+//
+// List the notification targets, by name (never their URLs' paths or secrets). Needs the viewer role.
+//
+// Corresponds with GET /api/v1/notifications/targets (the `ListNotificationTargets` operationId).
+func (c *Client) ListNotificationTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListNotificationTargetsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateNotificationTargetWithBody Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only.
+//
+// Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only. Needs the admin role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/notifications/targets (the `CreateNotificationTarget` operationId).
+func (c *Client) CreateNotificationTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateNotificationTargetRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateNotificationTarget Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only.
+//
+// Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only. Needs the admin role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/notifications/targets (the `CreateNotificationTarget` operationId).
+func (c *Client) CreateNotificationTarget(ctx context.Context, body CreateNotificationTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateNotificationTargetRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteNotificationTarget Delete a notification target. Its deliveries stay on their runs; one still pending gives up.
+//
+// Delete a notification target. Its deliveries stay on their runs; one still pending gives up. Needs the admin role.
+//
+// Corresponds with DELETE /api/v1/notifications/targets/{name} (the `DeleteNotificationTarget` operationId).
+func (c *Client) DeleteNotificationTarget(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteNotificationTargetRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TestNotificationTarget Send a test notification to a target: a receipt, and a delivery River sends and retries as any other, never deduplicated.
+//
+// Send a test notification to a target: a receipt, and a delivery River sends and retries as any other, never deduplicated. Needs the operator role.
+//
+// Corresponds with POST /api/v1/notifications/targets/{name}/test (the `TestNotificationTarget` operationId).
+func (c *Client) TestNotificationTarget(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTestNotificationTargetRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -6012,6 +6422,40 @@ func NewStreamJournalEventsRequest(server string, id openapi_types.UUID, params 
 	return req, nil
 }
 
+// NewListRunNotificationsRequest constructs an http.Request for the ListRunNotifications method
+func NewListRunNotificationsRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/journal/%s/notifications", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListJournalRunPathsRequest constructs an http.Request for the ListJournalRunPaths method
 func NewListJournalRunPathsRequest(server string, id openapi_types.UUID, params *ListJournalRunPathsParams) (*http.Request, error) {
 	var err error
@@ -6654,6 +7098,141 @@ func NewUncordonNodeRequest(server string, name string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/nodes/%s/uncordon", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListNotificationTargetsRequest constructs an http.Request for the ListNotificationTargets method
+func NewListNotificationTargetsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/notifications/targets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateNotificationTargetRequest calls the generic CreateNotificationTarget builder with application/json body
+func NewCreateNotificationTargetRequest(server string, body CreateNotificationTargetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateNotificationTargetRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateNotificationTargetRequestWithBody constructs an http.Request for the CreateNotificationTarget method, with any body, and a specified content type
+func NewCreateNotificationTargetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/notifications/targets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteNotificationTargetRequest constructs an http.Request for the DeleteNotificationTarget method
+func NewDeleteNotificationTargetRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/notifications/targets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTestNotificationTargetRequest constructs an http.Request for the TestNotificationTarget method
+func NewTestNotificationTargetRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/notifications/targets/%s/test", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -8149,6 +8728,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/journal/{id}/events (the `StreamJournalEvents` operationId).
 	StreamJournalEventsWithResponse(ctx context.Context, id openapi_types.UUID, params *StreamJournalEventsParams, reqEditors ...RequestEditorFn) (*StreamJournalEventsResponse, error)
 
+	// ListRunNotificationsWithResponse List the notifications a run made: each target told, or covered by an earlier delivery (deduplicated), with its attempts.
+	//
+	// List the notifications a run made: each target told, or covered by an earlier delivery (deduplicated), with its attempts. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/journal/{id}/notifications (the `ListRunNotifications` operationId).
+	ListRunNotificationsWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ListRunNotificationsResponse, error)
+
 	// ListJournalRunPathsWithResponse List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none.
 	//
 	// List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none. Needs the viewer role.
@@ -8346,6 +8934,51 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/nodes/{name}/uncordon (the `UncordonNode` operationId).
 	UncordonNodeWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*UncordonNodeResponse, error)
+
+	// ListNotificationTargetsWithResponse List the notification targets, by name (never their URLs' paths or secrets).
+	//
+	// List the notification targets, by name (never their URLs' paths or secrets). Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/notifications/targets (the `ListNotificationTargets` operationId).
+	ListNotificationTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNotificationTargetsResponse, error)
+
+	// CreateNotificationTargetWithBodyWithResponse Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only.
+	//
+	// Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only. Needs the admin role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/notifications/targets (the `CreateNotificationTarget` operationId).
+	CreateNotificationTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateNotificationTargetResponse, error)
+
+	// CreateNotificationTargetWithResponse Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only.
+	//
+	// Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only. Needs the admin role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/notifications/targets (the `CreateNotificationTarget` operationId).
+	CreateNotificationTargetWithResponse(ctx context.Context, body CreateNotificationTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateNotificationTargetResponse, error)
+
+	// DeleteNotificationTargetWithResponse Delete a notification target. Its deliveries stay on their runs; one still pending gives up.
+	//
+	// Delete a notification target. Its deliveries stay on their runs; one still pending gives up. Needs the admin role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/notifications/targets/{name} (the `DeleteNotificationTarget` operationId).
+	DeleteNotificationTargetWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteNotificationTargetResponse, error)
+
+	// TestNotificationTargetWithResponse Send a test notification to a target: a receipt, and a delivery River sends and retries as any other, never deduplicated.
+	//
+	// Send a test notification to a target: a receipt, and a delivery River sends and retries as any other, never deduplicated. Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/notifications/targets/{name}/test (the `TestNotificationTarget` operationId).
+	TestNotificationTargetWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*TestNotificationTargetResponse, error)
 
 	// ListServicesWithResponse List the services: pin, running digest, what Git holds ahead, queue and process.
 	//
@@ -10759,6 +11392,89 @@ func (r StreamJournalEventsResponse) ContentType() string {
 	return ""
 }
 
+type ListRunNotificationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ListRunNotificationsOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListRunNotificationsResponse) GetJSON200() *ListRunNotificationsOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListRunNotificationsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListRunNotificationsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListRunNotificationsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListRunNotificationsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListRunNotificationsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListRunNotificationsResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListRunNotificationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListRunNotificationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListRunNotificationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListRunNotificationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListJournalRunPathsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12054,6 +12770,345 @@ func (r UncordonNodeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UncordonNodeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListNotificationTargetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ListNotificationTargetsOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListNotificationTargetsResponse) GetJSON200() *ListNotificationTargetsOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListNotificationTargetsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListNotificationTargetsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListNotificationTargetsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListNotificationTargetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListNotificationTargetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListNotificationTargetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListNotificationTargetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateNotificationTargetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *NotificationTarget
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ErrorModel
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateNotificationTargetResponse) GetJSON201() *NotificationTarget {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateNotificationTargetResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateNotificationTargetResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateNotificationTargetResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateNotificationTargetResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateNotificationTargetResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateNotificationTargetResponse) GetApplicationproblemJSON413() *ErrorModel {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateNotificationTargetResponse) GetApplicationproblemJSON415() *ErrorModel {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateNotificationTargetResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateNotificationTargetResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateNotificationTargetResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateNotificationTargetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateNotificationTargetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateNotificationTargetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateNotificationTargetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteNotificationTargetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteNotificationTargetResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteNotificationTargetResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteNotificationTargetResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DeleteNotificationTargetResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteNotificationTargetResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteNotificationTargetResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteNotificationTargetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteNotificationTargetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteNotificationTargetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteNotificationTargetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// TestNotificationTargetResponse202Headers the declared response headers of an HTTP 202 response for TestNotificationTarget
+type TestNotificationTargetResponse202Headers struct {
+	Location *string
+}
+
+type TestNotificationTargetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *NotificationTestAccepted
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *TestNotificationTargetResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r TestNotificationTargetResponse) GetJSON202() *NotificationTestAccepted {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r TestNotificationTargetResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TestNotificationTargetResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r TestNotificationTargetResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r TestNotificationTargetResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r TestNotificationTargetResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TestNotificationTargetResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r TestNotificationTargetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TestNotificationTargetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TestNotificationTargetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TestNotificationTargetResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -14622,6 +15677,21 @@ func (c *ClientWithResponses) StreamJournalEventsWithResponse(ctx context.Contex
 	return ParseStreamJournalEventsResponse(rsp)
 }
 
+// ListRunNotificationsWithResponse List the notifications a run made: each target told, or covered by an earlier delivery (deduplicated), with its attempts.
+//
+// List the notifications a run made: each target told, or covered by an earlier delivery (deduplicated), with its attempts. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/journal/{id}/notifications (the `ListRunNotifications` operationId).
+func (c *ClientWithResponses) ListRunNotificationsWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ListRunNotificationsResponse, error) {
+	rsp, err := c.ListRunNotifications(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListRunNotificationsResponse(rsp)
+}
+
 // ListJournalRunPathsWithResponse List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none.
 //
 // List every path a sync run counted, with its outcome: the receipt holds counts and a sample, this holds them all. A sync, an accept, or an action that synced first has them; a run that changed nothing has none. Needs the viewer role.
@@ -14950,6 +16020,81 @@ func (c *ClientWithResponses) UncordonNodeWithResponse(ctx context.Context, name
 		return nil, err
 	}
 	return ParseUncordonNodeResponse(rsp)
+}
+
+// ListNotificationTargetsWithResponse List the notification targets, by name (never their URLs' paths or secrets).
+//
+// List the notification targets, by name (never their URLs' paths or secrets). Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/notifications/targets (the `ListNotificationTargets` operationId).
+func (c *ClientWithResponses) ListNotificationTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNotificationTargetsResponse, error) {
+	rsp, err := c.ListNotificationTargets(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListNotificationTargetsResponse(rsp)
+}
+
+// CreateNotificationTargetWithBodyWithResponse Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only.
+//
+// Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only. Needs the admin role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/notifications/targets (the `CreateNotificationTarget` operationId).
+func (c *ClientWithResponses) CreateNotificationTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateNotificationTargetResponse, error) {
+	rsp, err := c.CreateNotificationTargetWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateNotificationTargetResponse(rsp)
+}
+
+// CreateNotificationTargetWithResponse Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only.
+//
+// Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only. Needs the admin role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/notifications/targets (the `CreateNotificationTarget` operationId).
+func (c *ClientWithResponses) CreateNotificationTargetWithResponse(ctx context.Context, body CreateNotificationTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateNotificationTargetResponse, error) {
+	rsp, err := c.CreateNotificationTarget(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateNotificationTargetResponse(rsp)
+}
+
+// DeleteNotificationTargetWithResponse Delete a notification target. Its deliveries stay on their runs; one still pending gives up.
+//
+// Delete a notification target. Its deliveries stay on their runs; one still pending gives up. Needs the admin role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/notifications/targets/{name} (the `DeleteNotificationTarget` operationId).
+func (c *ClientWithResponses) DeleteNotificationTargetWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteNotificationTargetResponse, error) {
+	rsp, err := c.DeleteNotificationTarget(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteNotificationTargetResponse(rsp)
+}
+
+// TestNotificationTargetWithResponse Send a test notification to a target: a receipt, and a delivery River sends and retries as any other, never deduplicated.
+//
+// Send a test notification to a target: a receipt, and a delivery River sends and retries as any other, never deduplicated. Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/notifications/targets/{name}/test (the `TestNotificationTarget` operationId).
+func (c *ClientWithResponses) TestNotificationTargetWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*TestNotificationTargetResponse, error) {
+	rsp, err := c.TestNotificationTarget(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTestNotificationTargetResponse(rsp)
 }
 
 // ListServicesWithResponse List the services: pin, running digest, what Git holds ahead, queue and process.
@@ -17204,6 +18349,74 @@ func ParseStreamJournalEventsResponse(rsp *http.Response) (*StreamJournalEventsR
 	return response, nil
 }
 
+// ParseListRunNotificationsResponse parses an HTTP response from a ListRunNotificationsWithResponse call
+func ParseListRunNotificationsResponse(rsp *http.Response) (*ListRunNotificationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListRunNotificationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ListRunNotificationsOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListJournalRunPathsResponse parses an HTTP response from a ListJournalRunPathsWithResponse call
 func ParseListJournalRunPathsResponse(rsp *http.Response) (*ListJournalRunPathsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -18278,6 +19491,294 @@ func ParseUncordonNodeResponse(rsp *http.Response) (*UncordonNodeResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseListNotificationTargetsResponse parses an HTTP response from a ListNotificationTargetsWithResponse call
+func ParseListNotificationTargetsResponse(rsp *http.Response) (*ListNotificationTargetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListNotificationTargetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ListNotificationTargetsOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateNotificationTargetResponse parses an HTTP response from a CreateNotificationTargetWithResponse call
+func ParseCreateNotificationTargetResponse(rsp *http.Response) (*CreateNotificationTargetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateNotificationTargetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest NotificationTarget
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteNotificationTargetResponse parses an HTTP response from a DeleteNotificationTargetWithResponse call
+func ParseDeleteNotificationTargetResponse(rsp *http.Response) (*DeleteNotificationTargetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteNotificationTargetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseTestNotificationTargetResponse parses an HTTP response from a TestNotificationTargetWithResponse call
+func ParseTestNotificationTargetResponse(rsp *http.Response) (*TestNotificationTargetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TestNotificationTargetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest NotificationTestAccepted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers TestNotificationTargetResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
 	}
 
 	return response, nil

@@ -115,6 +115,9 @@ var (
 	descDriftClass = prometheus.NewDesc("sluice_drift_units",
 		"Units whose newest drift check found drift of a class: source (Git is ahead), runtime, artifact, health (services), live (infrastructure).",
 		[]string{"class"}, nil)
+	descNotifications = prometheus.NewDesc("sluice_notification_deliveries_total",
+		"Notification deliveries that reached a result: delivered, gave_up (every attempt failed), deduplicated (an earlier delivery of the same target, event, object, revision and error class covered it).",
+		[]string{"result"}, nil)
 	descRiverJobs = prometheus.NewDesc("sluice_river_jobs",
 		"River's jobs, by queue and state (River keeps finished jobs for a day).",
 		[]string{"queue", "state"}, nil)
@@ -130,7 +133,7 @@ type Collector struct {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRuns, descJoins, descDuration, descQueued, descRunning, descOldestQueued,
-		descUnits, descLastSync, descSyncInterval, descSuspended, descUnitDrift, descDriftClass, descRiverJobs} {
+		descUnits, descLastSync, descSyncInterval, descSuspended, descUnitDrift, descDriftClass, descNotifications, descRiverJobs} {
 		ch <- d
 	}
 }
@@ -157,6 +160,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				{descUnits, collectUnits},
 				{descLastSync, collectSources},
 				{descUnitDrift, collectDrift},
+				{descNotifications, collectNotifications},
 				{descRiverJobs, collectRiver},
 			} {
 				if err := f.fn(ctx, q, ch); err != nil {
@@ -326,6 +330,25 @@ func collectDrift(ctx context.Context, q *db.Queries, ch chan<- prometheus.Metri
 	}
 	for _, class := range driftClasses {
 		ch <- prometheus.MustNewConstMetric(descDriftClass, prometheus.GaugeValue, float64(classes[class]), class)
+	}
+	return nil
+}
+
+// notificationResults are the results sluice_notification_deliveries_total
+// always reports, 0 or not.
+var notificationResults = []string{"delivered", "gave_up", "deduplicated"}
+
+func collectNotifications(ctx context.Context, q *db.Queries, ch chan<- prometheus.Metric) error {
+	rows, err := q.NotificationDeliveryCountByState(ctx)
+	if err != nil {
+		return fmt.Errorf("read notification deliveries: %w", err)
+	}
+	counts := map[string]int64{}
+	for _, r := range rows {
+		counts[r.State] = r.Deliveries
+	}
+	for _, result := range notificationResults {
+		ch <- prometheus.MustNewConstMetric(descNotifications, prometheus.CounterValue, float64(counts[result]), result)
 	}
 	return nil
 }

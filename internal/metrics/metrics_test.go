@@ -119,6 +119,20 @@ func (b *testBundle) seed(t *testing.T) {
 		`{"status": "live_drift", "drift": [{"class": "runtime"}, {"class": "health"}, {"class": "runtime"}]}`)
 	run("service_drift_check", "api", "succeeded", day.Add(2*time.Hour), time.Second, true, 0, `{"status": "in_sync", "drift": []}`)
 
+	// Notification deliveries: two delivered (one covering a duplicate),
+	// one given up, one still pending.
+	notified := uuid.New()
+	b.exec(t, `INSERT INTO journal_run (id, action, target, state, requested_by, finished_at) VALUES ($1, 'notification_test', 'pager', 'succeeded', 'alice', now())`, notified)
+	first := uuid.New()
+	for _, d := range []struct {
+		id    uuid.UUID
+		state string
+		dupOf *uuid.UUID
+	}{{first, "delivered", nil}, {uuid.New(), "delivered", nil}, {uuid.New(), "gave_up", nil}, {uuid.New(), "pending", nil}, {uuid.New(), "deduplicated", &first}} {
+		b.exec(t, `INSERT INTO notification_delivery (id, target_name, event, run_id, object, revision, error_class, dedup_key, reason, state, duplicate_of)
+			VALUES ($1, 'pager', 'run_failed', $2, 'deploy web', '', '', 'k', 'r', $3, $4)`, d.id, notified, d.state, d.dupOf)
+	}
+
 	for _, j := range []struct{ queue, state string }{{"services", "available"}, {"services", "available"}, {"default", "completed"}} {
 		b.exec(t, `INSERT INTO river_job (kind, args, max_attempts, queue, state, finalized_at)
 			VALUES ('test', '{}', 1, $1, $2::river_job_state, CASE WHEN $2 = 'completed' THEN now() END)`, j.queue, j.state)
@@ -264,6 +278,14 @@ func TestHandler(t *testing.T) {
 		for class, want := range map[string]float64{"live": 1, "source": 1, "runtime": 1, "health": 1, "artifact": 0} {
 			requireValue(t, want, "sluice_drift_units", l("class", class))
 		}
+	})
+
+	t.Run("NotificationDeliveriesByResult", func(t *testing.T) {
+		require.Equal(t, dto.MetricType_COUNTER, families["sluice_notification_deliveries_total"].GetType())
+		requireValue(t, 2, "sluice_notification_deliveries_total", l("result", "delivered"))
+		requireValue(t, 1, "sluice_notification_deliveries_total", l("result", "gave_up"))
+		requireValue(t, 1, "sluice_notification_deliveries_total", l("result", "deduplicated"))
+		requireNone(t, "sluice_notification_deliveries_total", l("result", "pending"))
 	})
 
 	t.Run("RiverJobsByQueueAndState", func(t *testing.T) {

@@ -508,6 +508,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/journal/{id}/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the notifications a run made: each target told, or covered by an earlier delivery (deduplicated), with its attempts.
+         * @description List the notifications a run made: each target told, or covered by an earlier delivery (deduplicated), with its attempts. Needs the viewer role.
+         */
+        get: operations["list-run-notifications"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/journal/{id}/paths": {
         parameters: {
             query?: never;
@@ -770,6 +790,70 @@ export interface paths {
          * @description Uncordon a node: placement may use it again. Journaled. Needs the operator role.
          */
         post: operations["uncordon-node"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/notifications/targets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the notification targets, by name (never their URLs' paths or secrets).
+         * @description List the notification targets, by name (never their URLs' paths or secrets). Needs the viewer role.
+         */
+        get: operations["list-notification-targets"];
+        put?: never;
+        /**
+         * Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only.
+         * @description Create a notification target: an http URL that gets signed JSON POSTs, or a Slack-compatible incoming webhook, for every run or one source's. Runs that fail, end unknown, recover, find drift or hold a repair are told, once per target, event, object, revision and error class within the deduplication window. The URL and the secret are write-only. Needs the admin role.
+         */
+        post: operations["create-notification-target"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/notifications/targets/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a notification target. Its deliveries stay on their runs; one still pending gives up.
+         * @description Delete a notification target. Its deliveries stay on their runs; one still pending gives up. Needs the admin role.
+         */
+        delete: operations["delete-notification-target"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/notifications/targets/{name}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test notification to a target: a receipt, and a delivery River sends and retries as any other, never deduplicated.
+         * @description Send a test notification to a target: a receipt, and a delivery River sends and retries as any other, never deduplicated. Needs the operator role.
+         */
+        post: operations["test-notification-target"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1670,6 +1754,14 @@ export interface components {
             /** @description Newest first. */
             runs: components["schemas"]["Run"][];
         };
+        ListNotificationTargetsOutputBody: {
+            /** @description By name. */
+            targets: components["schemas"]["NotificationTarget"][];
+        };
+        ListRunNotificationsOutputBody: {
+            /** @description Oldest first. */
+            deliveries: components["schemas"]["NotificationDelivery"][];
+        };
         ListServicesOutputBody: {
             services: components["schemas"]["Service"][];
         };
@@ -1848,6 +1940,134 @@ export interface components {
             phases?: components["schemas"]["Phase"][];
             /** @description The step's answer; absent when it failed. */
             value?: unknown;
+        };
+        NotificationDelivery: {
+            /** Format: int32 */
+            attempts: number;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: uuid */
+            duplicateOf?: string;
+            /**
+             * Format: int32
+             * @description How many later deliveries this one covers.
+             */
+            duplicates: number;
+            /** @description The class of the run's error or drift, part of what makes two deliveries the same. */
+            errorClass?: string;
+            /** @enum {string} */
+            event: "run_failed" | "run_unknown" | "run_recovered" | "drift_found" | "repair_held" | "test";
+            /** Format: date-time */
+            finishedAt?: string;
+            /** Format: uuid */
+            id: string;
+            /** @description The last failed attempt, in a sentence. */
+            lastError?: string;
+            /**
+             * Format: int32
+             * @description The HTTP status of the last failed attempt, when the target answered.
+             */
+            lastStatus?: number;
+            /** @description The payload's one sentence. */
+            reason: string;
+            /** @description The run's commit or digest, part of what makes two deliveries the same. */
+            revision?: string;
+            /**
+             * Format: int64
+             * @description The River job that sends it (see River UI).
+             */
+            riverJobId?: number;
+            /**
+             * Format: uuid
+             * @description The run it is about.
+             */
+            runId: string;
+            /**
+             * @description pending: being sent (River retries); gave_up: every attempt failed; deduplicated: duplicateOf, sent within the window for the same target, event, object, revision and error class, covers it.
+             * @enum {string}
+             */
+            state: "pending" | "delivered" | "gave_up" | "deduplicated";
+            /**
+             * @description The target's name (kept after it is deleted).
+             * @example pager
+             */
+            target: string;
+            /** @description The target was deleted since. */
+            targetGone: boolean;
+        };
+        NotificationTarget: {
+            /** Format: date-time */
+            createdAt: string;
+            createdBy: string;
+            /** @description The events it takes: run_failed, run_unknown, run_recovered, drift_found, repair_held. */
+            events: string[];
+            /** Format: uuid */
+            id: string;
+            /**
+             * @description http: a JSON POST signed with the secret (X-Sluice-Signature-256: sha256= and the hex HMAC-SHA256 of the body); slack: a Slack-compatible incoming webhook.
+             * @enum {string}
+             */
+            kind: "http" | "slack";
+            /** @example pager */
+            name: string;
+            /** @description An http target signs its bodies with its secret, which is never shown. */
+            secretSet: boolean;
+            /**
+             * @description The source whose runs it takes; absent for every run.
+             * @example apps
+             */
+            source?: string;
+            /**
+             * @description The URL's scheme and host; /… when it has a path or query, which are never shown.
+             * @example https://hooks.example.com/…
+             */
+            url: string;
+        };
+        NotificationTargetInput: {
+            /**
+             * @description The events it takes; omitted: all of them.
+             * @example [
+             *       "run_failed",
+             *       "run_recovered"
+             *     ]
+             */
+            events?: string[];
+            /** @enum {string} */
+            kind: "http" | "slack";
+            /**
+             * @description 1 to 63 lowercase letters, digits, '.', '_' or '-'.
+             * @example pager
+             */
+            name: string;
+            /**
+             * @description http: the secret that signs the bodies (16 to 256 bytes), stored sealed and never shown back. slack: none.
+             * @example 3f7c2b0e9a4d4e1f8b6a5c2d7e9f0a1b
+             */
+            secret?: string;
+            /**
+             * @description A source's name or id: the target takes only the runs of its syncs and units. Omitted: every run.
+             * @example apps
+             */
+            source?: string;
+            /**
+             * @description An http or https URL, with no user name or password. Stored sealed; only its scheme and host are shown back.
+             * @example https://hooks.example.com/sluice
+             */
+            url: string;
+        };
+        NotificationTestAccepted: {
+            /** Format: uuid */
+            deliveryId: string;
+            /**
+             * Format: uuid
+             * @description The test send's receipt; GET /api/v1/journal/{id}/notifications shows its delivery.
+             */
+            journalId: string;
+            /**
+             * @description The delivery's state when answered.
+             * @enum {string}
+             */
+            state: "pending" | "delivered" | "gave_up" | "deduplicated";
         };
         PathStage: {
             /** @description Why it blocks; absent when it does not. */
@@ -4389,6 +4609,82 @@ export interface operations {
             };
         };
     };
+    "list-run-notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListRunNotificationsOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "list-journal-run-paths": {
         parameters: {
             query?: {
@@ -5648,6 +5944,320 @@ export interface operations {
             };
             /** @description Internal Server Error */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "list-notification-targets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListNotificationTargetsOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "create-notification-target": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NotificationTargetInput"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationTarget"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "delete-notification-target": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The target's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "test-notification-target": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The target's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationTestAccepted"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
