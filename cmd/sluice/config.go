@@ -53,6 +53,13 @@ type ServeConfig struct {
 	// MetricsPublic is SLUICE_METRICS_PUBLIC (true or false, default
 	// false): true serves /metrics without a token.
 	MetricsPublic bool
+	// PublicURL is SLUICE_PUBLIC_URL, how people reach this server: the
+	// links in notifications. Default http:// and SLUICE_LISTEN.
+	PublicURL string
+	// NotifyDedupWindow is SLUICE_NOTIFY_DEDUP_WINDOW_SEC, default 21600 (6
+	// hours): how long a notification covers the same one (target, event,
+	// object, revision, error class) after it.
+	NotifyDedupWindow time.Duration
 
 	// GitOps seeds the stored GitOps settings on first start:
 	// SLUICE_GITOPS_REPO_URL, SLUICE_GITOPS_BRANCH (default main),
@@ -149,6 +156,15 @@ func loadServeConfig(getenv func(string) string) (*ServeConfig, error) {
 	if c.MaxWorkers, err = intEnv(getenv, "SLUICE_MAX_WORKERS", 20); err != nil {
 		return nil, err
 	}
+	c.PublicURL = cmp.Or(getenv("SLUICE_PUBLIC_URL"), "http://"+c.Listen)
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("SLUICE_PUBLIC_URL must be an http or https URL without credentials, such as https://sluice.example.com")
+	}
+	window, err := intEnv(getenv, "SLUICE_NOTIFY_DEDUP_WINDOW_SEC", 21600)
+	if err != nil {
+		return nil, err
+	}
+	c.NotifyDedupWindow = time.Duration(window) * time.Second
 	c.GitOps = gitops.SettingsInput{
 		RepoURL: getenv("SLUICE_GITOPS_REPO_URL"),
 		Branch:  cmp.Or(getenv("SLUICE_GITOPS_BRANCH"), "main"),

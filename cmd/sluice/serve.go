@@ -37,6 +37,7 @@ import (
 	"sluice/internal/metrics"
 	"sluice/internal/node"
 	"sluice/internal/nodetask"
+	"sluice/internal/notify"
 	"sluice/internal/pglocal"
 	"sluice/internal/redact"
 	"sluice/internal/services"
@@ -84,6 +85,7 @@ type controlPlane struct {
 	nodes        *node.Registry
 	tasks        *nodetask.Tasks
 	blueprints   *blueprint.Service
+	notify       *notify.Service
 	node         string
 	river        *river.Client[pgx.Tx]
 	riverStarted atomic.Bool
@@ -144,8 +146,18 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 	// Blueprints are wired below, once nodes and tasks are; the workers
 	// need the pointer now.
 	bps := &blueprint.Service{Pool: pool, Journal: j, GitOps: gops, Logger: logger.With("component", "blueprints")}
+	// Every run's end is told, in the transaction that records it, to the
+	// notification targets that take it.
+	ntf := &notify.Service{
+		Pool: pool, Journal: j, Secrets: box, Redactor: redact.Default, Logger: logger.With("component", "notify"),
+		BaseURL: cfg.PublicURL, DedupWindow: cfg.NotifyDedupWindow,
+	}
+	if err := ntf.LoadSecrets(ctx); err != nil {
+		return nil, redact.Error(err)
+	}
+	j.FinishedTxFunc = ntf.RunFinishedTx
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, Blueprints: bps, TestActions: cfg.TestActions})
+	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, Blueprints: bps, Notify: ntf, TestActions: cfg.TestActions})
 	// Service actions have a queue of their own: services waiting for their
 	// turn never hold off a sync.
 	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}}
@@ -216,7 +228,7 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 			}
 		}()
 	}
-	return &controlPlane{journal: j, gitops: gops, services: svcs, infra: inf, artifacts: store, nodes: nodes, tasks: tasks, blueprints: bps, node: opts.Node, river: client}, nil
+	return &controlPlane{journal: j, gitops: gops, services: svcs, infra: inf, artifacts: store, nodes: nodes, tasks: tasks, blueprints: bps, notify: ntf, node: opts.Node, river: client}, nil
 }
 
 // start works jobs until bg ends: the liveness lock first, then a recovery
@@ -319,6 +331,7 @@ func serve(ctx context.Context, cfg *ServeConfig, logger *slog.Logger, pool *pgx
 		Nodes:         cp.nodes,
 		Tasks:         cp.tasks,
 		Blueprints:    cp.blueprints,
+		Notify:        cp.notify,
 		Logger:        logger,
 		RiverUI:       ui,
 		TestActions:   cfg.TestActions,
