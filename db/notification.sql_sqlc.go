@@ -609,6 +609,25 @@ func (q *Queries) NotificationTargetList(ctx context.Context) ([]*NotificationTa
 	return items, nil
 }
 
+const notificationTargetReseal = `-- name: NotificationTargetReseal :exec
+UPDATE notification_target
+SET url_sealed = $1, secret_sealed = $2
+WHERE id = $3
+`
+
+type NotificationTargetResealParams struct {
+	UrlSealed    []byte
+	SecretSealed []byte
+	ID           uuid.UUID
+}
+
+// NotificationTargetReseal stores a target's URL and secret sealed again
+// with the current key (a key rotation).
+func (q *Queries) NotificationTargetReseal(ctx context.Context, arg *NotificationTargetResealParams) error {
+	_, err := q.db.Exec(ctx, notificationTargetReseal, arg.UrlSealed, arg.SecretSealed, arg.ID)
+	return err
+}
+
 const notificationTargetsForRun = `-- name: NotificationTargetsForRun :many
 SELECT t.id, t.name, t.kind, t.source_id, t.events, t.url_display, t.url_sealed, t.secret_sealed, t.created_by, t.created_at FROM notification_target t
 WHERE $1::text = ANY(t.events)

@@ -106,3 +106,10 @@ FROM notification_delivery
 WHERE state <> 'pending'
 GROUP BY state
 ORDER BY state;
+
+-- name: NotificationTargetReseal :exec
+-- NotificationTargetReseal stores a target's URL and secret sealed again
+-- with the current key (a key rotation).
+UPDATE notification_target
+SET url_sealed = @url_sealed, secret_sealed = sqlc.narg('secret_sealed')
+WHERE id = @id;

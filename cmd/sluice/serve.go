@@ -152,8 +152,10 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 		Pool: pool, Journal: j, Secrets: box, Redactor: redact.Default, Logger: logger.With("component", "notify"),
 		BaseURL: cfg.PublicURL, DedupWindow: cfg.NotifyDedupWindow,
 	}
-	if err := ntf.LoadSecrets(ctx); err != nil {
+	if n, err := ntf.LoadSecrets(ctx); err != nil {
 		return nil, redact.Error(err)
+	} else if n > 0 {
+		logger.Info("notification targets sealed again with the current key", "count", n)
 	}
 	j.FinishedTxFunc = ntf.RunFinishedTx
 	workers := river.NewWorkers()

@@ -118,6 +118,7 @@ type testBundle struct {
 	notify  *notify.Service
 	logs    *bytes.Buffer
 	logsMu  *sync.Mutex
+	key     secretbox.Key // the key b.notify seals with
 }
 
 type setupOpts struct {
@@ -166,7 +167,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		_ = client.StopAndCancel(stopCtx)
 		cancel()
 	})
-	b.journal, b.notify = j, n
+	b.journal, b.notify, b.key = j, n, key
 	return b
 }
 
@@ -421,6 +422,80 @@ func TestNotify(t *testing.T) {
 		targets, err := b.notify.ListTargets(ctx)
 		require.NoError(t, err)
 		require.Empty(t, targets)
+	})
+
+	t.Run("ASourceTargetTakesOnlyThatSourcesRuns", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		ctx := context.Background()
+		apps, team := uuid.New(), uuid.New()
+		for id, name := range map[uuid.UUID]string{apps: "apps", team: "team"} {
+			_, err := b.pool.Exec(ctx, `INSERT INTO source (id, name, repo_url) VALUES ($1, $2, 'file:///r')`, id, name)
+			require.NoError(t, err)
+		}
+		_, err := b.pool.Exec(ctx, `INSERT INTO unit (id, source_id, path, kind, name, status, content, content_hash, git_commit)
+			VALUES ($1, $2, 'web.json', 'Service', 'web', 'applied', '{}', 'h', 'c0')`, uuid.New(), apps)
+		require.NoError(t, err)
+		recv := newReceiver(t, http.StatusOK)
+		for _, in := range []notify.TargetInput{
+			{Name: "apps-chat", Kind: notify.KindSlack, URL: recv.URL + "/a", Source: "apps"},
+			{Name: "team-chat", Kind: notify.KindSlack, URL: recv.URL + "/t", Source: team.String()},
+			{Name: "everyone", Kind: notify.KindSlack, URL: recv.URL + "/e"},
+		} {
+			_, err := b.notify.CreateTarget(ctx, in, "ada")
+			require.NoError(t, err)
+		}
+		targets, err := b.notify.ListTargets(ctx)
+		require.NoError(t, err)
+		sources := map[string]string{}
+		for _, tg := range targets {
+			sources[tg.Name] = tg.Source
+		}
+		require.Equal(t, map[string]string{"apps-chat": "apps", "team-chat": "team", "everyone": ""}, sources)
+
+		told := func(run *db.JournalRun) []string {
+			var names []string
+			for _, d := range b.deliveries(t, run.ID) {
+				names = append(names, d.TargetName)
+			}
+			return names
+		}
+		// web is a service of apps; db is no unit at all.
+		require.ElementsMatch(t, []string{"apps-chat", "everyone"}, told(b.run(t, probeArgs{Target: "web", Fail: "boom"})))
+		require.ElementsMatch(t, []string{"everyone"}, told(b.run(t, probeArgs{Target: "db", Fail: "boom"})))
+	})
+
+	t.Run("ARotatedKeySealsTargetsAgainAtLoad", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		ctx := context.Background()
+		recv := newReceiver(t, http.StatusOK)
+		_, err := b.notify.CreateTarget(ctx, httpTarget("pager", recv.URL, "0123456789abcdef"), "ada")
+		require.NoError(t, err)
+		n, err := b.notify.LoadSecrets(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "sealed with the current key")
+
+		// The next start has a new key and the old one as previous.
+		next, err := secretbox.NewKey()
+		require.NoError(t, err)
+		rotated, err := secretbox.New(secretbox.Opts{Key: next, Previous: []secretbox.Key{b.key}})
+		require.NoError(t, err)
+		b.notify.Secrets = rotated
+		n, err = b.notify.LoadSecrets(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		n, err = b.notify.LoadSecrets(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n)
+
+		// The current key alone opens it now.
+		only, err := secretbox.New(secretbox.Opts{Key: next})
+		require.NoError(t, err)
+		b.notify.Secrets = only
+		_, d, err := b.notify.TestSend(ctx, "pager", "otto")
+		require.NoError(t, err)
+		require.Equal(t, notify.StateDelivered, b.waitDelivery(t, d.ID).State)
 	})
 
 	t.Run("InvalidTargetsAreRefused", func(t *testing.T) {

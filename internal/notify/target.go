@@ -273,18 +273,40 @@ func (s *Service) TestSend(ctx context.Context, name, requestedBy string) (*db.J
 
 // LoadSecrets opens every target's URL and secret and registers them with
 // the redactor, so that no log line or error of this process shows them.
-func (s *Service) LoadSecrets(ctx context.Context) error {
-	rows, err := db.New(s.Pool).NotificationTargetList(ctx)
+// One sealed with a previous key (a rotation) is sealed again with the
+// current one. It returns how many it re-sealed.
+func (s *Service) LoadSecrets(ctx context.Context) (int, error) {
+	q := db.New(s.Pool)
+	rows, err := q.NotificationTargetList(ctx)
 	if err != nil {
-		return fmt.Errorf("list notification targets: %w", err)
+		return 0, fmt.Errorf("list notification targets: %w", err)
 	}
+	resealed := 0
 	for _, r := range rows {
 		t := &db.NotificationTarget{ID: r.ID, Name: r.Name, Kind: r.Kind, UrlSealed: r.UrlSealed, SecretSealed: r.SecretSealed}
-		if _, _, err := s.open(t); err != nil {
+		target, secret, err := s.open(t)
+		if err != nil {
 			s.logger().Warn("a notification target's URL or secret does not open; sends to it give up", "target", r.Name, "err", s.redactor().Error(err))
+			continue
 		}
+		if !s.Secrets.NeedsReseal(t.UrlSealed) && (len(t.SecretSealed) == 0 || !s.Secrets.NeedsReseal(t.SecretSealed)) {
+			continue
+		}
+		p := &db.NotificationTargetResealParams{ID: t.ID}
+		if p.UrlSealed, err = s.Secrets.Seal([]byte(target), urlAD(t.ID)); err != nil {
+			return resealed, fmt.Errorf("seal the URL of target %s: %w", t.Name, err)
+		}
+		if secret != "" {
+			if p.SecretSealed, err = s.Secrets.Seal([]byte(secret), secretAD(t.ID)); err != nil {
+				return resealed, fmt.Errorf("seal the secret of target %s: %w", t.Name, err)
+			}
+		}
+		if err := q.NotificationTargetReseal(ctx, p); err != nil {
+			return resealed, fmt.Errorf("store the re-sealed URL of target %s: %w", t.Name, err)
+		}
+		resealed++
 	}
-	return nil
+	return resealed, nil
 }
 
 // open returns t's URL and secret, registered with the redactor.
