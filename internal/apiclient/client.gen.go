@@ -533,28 +533,28 @@ func (e NodeTaskEventLevel) Valid() bool {
 
 // Defines values for NotificationDeliveryEvent.
 const (
-	DriftFound   NotificationDeliveryEvent = "drift_found"
-	RepairHeld   NotificationDeliveryEvent = "repair_held"
-	RunFailed    NotificationDeliveryEvent = "run_failed"
-	RunRecovered NotificationDeliveryEvent = "run_recovered"
-	RunUnknown   NotificationDeliveryEvent = "run_unknown"
-	Test         NotificationDeliveryEvent = "test"
+	NotificationDeliveryEventDriftFound   NotificationDeliveryEvent = "drift_found"
+	NotificationDeliveryEventRepairHeld   NotificationDeliveryEvent = "repair_held"
+	NotificationDeliveryEventRunFailed    NotificationDeliveryEvent = "run_failed"
+	NotificationDeliveryEventRunRecovered NotificationDeliveryEvent = "run_recovered"
+	NotificationDeliveryEventRunUnknown   NotificationDeliveryEvent = "run_unknown"
+	NotificationDeliveryEventTest         NotificationDeliveryEvent = "test"
 )
 
 // Valid indicates whether the value is a known member of the NotificationDeliveryEvent enum.
 func (e NotificationDeliveryEvent) Valid() bool {
 	switch e {
-	case DriftFound:
+	case NotificationDeliveryEventDriftFound:
 		return true
-	case RepairHeld:
+	case NotificationDeliveryEventRepairHeld:
 		return true
-	case RunFailed:
+	case NotificationDeliveryEventRunFailed:
 		return true
-	case RunRecovered:
+	case NotificationDeliveryEventRunRecovered:
 		return true
-	case RunUnknown:
+	case NotificationDeliveryEventRunUnknown:
 		return true
-	case Test:
+	case NotificationDeliveryEventTest:
 		return true
 	default:
 		return false
@@ -597,6 +597,33 @@ func (e NotificationTargetKind) Valid() bool {
 	case NotificationTargetKindHttp:
 		return true
 	case NotificationTargetKindSlack:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotificationTargetInputEvents.
+const (
+	NotificationTargetInputEventsDriftFound   NotificationTargetInputEvents = "drift_found"
+	NotificationTargetInputEventsRepairHeld   NotificationTargetInputEvents = "repair_held"
+	NotificationTargetInputEventsRunFailed    NotificationTargetInputEvents = "run_failed"
+	NotificationTargetInputEventsRunRecovered NotificationTargetInputEvents = "run_recovered"
+	NotificationTargetInputEventsRunUnknown   NotificationTargetInputEvents = "run_unknown"
+)
+
+// Valid indicates whether the value is a known member of the NotificationTargetInputEvents enum.
+func (e NotificationTargetInputEvents) Valid() bool {
+	switch e {
+	case NotificationTargetInputEventsDriftFound:
+		return true
+	case NotificationTargetInputEventsRepairHeld:
+		return true
+	case NotificationTargetInputEventsRunFailed:
+		return true
+	case NotificationTargetInputEventsRunRecovered:
+		return true
+	case NotificationTargetInputEventsRunUnknown:
 		return true
 	default:
 		return false
@@ -2065,8 +2092,8 @@ type NotificationTargetInput struct {
 	// Events The events it takes; omitted: all of them.
 	//
 	// Example: ["run_failed","run_recovered"]
-	Events *[]string                   `json:"events,omitempty"`
-	Kind   NotificationTargetInputKind `json:"kind"`
+	Events *[]NotificationTargetInputEvents `json:"events,omitempty"`
+	Kind   NotificationTargetInputKind      `json:"kind"`
 
 	// Name 1 to 63 lowercase letters, digits, '.', '_' or '-'.
 	//
@@ -2088,6 +2115,9 @@ type NotificationTargetInput struct {
 	// Example: https://hooks.example.com/sluice
 	Url *string `json:"url,omitempty"`
 }
+
+// NotificationTargetInputEvents defines model for NotificationTargetInput.Events.
+type NotificationTargetInputEvents string
 
 // NotificationTargetInputKind defines model for NotificationTargetInput.Kind.
 type NotificationTargetInputKind string

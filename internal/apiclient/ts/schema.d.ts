@@ -2031,7 +2031,7 @@ export interface components {
              *       "run_recovered"
              *     ]
              */
-            events?: string[];
+            events?: ("run_failed" | "run_unknown" | "run_recovered" | "drift_found" | "repair_held")[];
             /** @enum {string} */
             kind: "http" | "slack";
             /**
