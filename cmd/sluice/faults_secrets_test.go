@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -160,10 +161,13 @@ func faultsSecretScan(t *testing.T) {
 	rep := newFaultReport(t, "secret-scan", 1)
 	rep.at("setup")
 	const (
-		password = "Pw-scan-default-7c3e51" // the default source's, in its URL
-		token    = "Tok-scan-apps-9b04d2"   // the second source's, sent through the API
+		password   = "Pw-scan-default-7c3e51" // the default source's, in its URL
+		token      = "Tok-scan-apps-9b04d2"   // the second source's, sent through the API
+		signing    = "Sig-scan-notify-4a18e6" // a notification target's signing secret
+		slackToken = "Hook-scan-slack-61d0f2" // the path of a Slack target's URL
 	)
-	secrets := []secret{{"the default source's password", password}, {"the apps source's token", token}}
+	secrets := []secret{{"the default source's password", password}, {"the apps source's token", token},
+		{"a notification target's secret", signing}, {"a Slack target's URL token", slackToken}}
 	fc := newFaultCluster(t)
 	dataDir := t.TempDir()
 	site := &serviceSite{repo: gittest.New(t), dbURL: fc.URL(), dataDir: dataDir, port: freePort(t)}
@@ -204,6 +208,19 @@ func faultsSecretScan(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
+	// The notification targets' receiver: the signed one refuses every
+	// attempt, so its deliveries are retried and give up.
+	var payloads []string
+	notified := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		payloads = append(payloads, string(b))
+		mu.Unlock()
+		if r.URL.Path == "/signed" {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(notified.Close)
 	env := faultEnv("SLUICE_DATABASE_URL="+fc.URL(), "SLUICE_DATA_DIR="+dataDir,
 		"SLUICE_GITOPS_REPO_URL=http://deploy:"+password+"@"+host+"/intent.git",
 		"SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_LOG_LEVEL=debug", "SLUICE_SHUTDOWN_TIMEOUT_SEC=2")
@@ -226,11 +243,12 @@ func faultsSecretScan(t *testing.T) {
 		for _, path := range []string{"/api/v1/journal?limit=200", "/api/v1/gitops/status", "/api/v1/gitops/settings",
 			"/api/v1/sources", "/api/v1/sources/default", "/api/v1/sources/apps", "/api/v1/sources/default/status",
 			"/api/v1/sources/apps/status", "/api/v1/services", "/api/v1/services/hello", "/api/v1/services/hello/status",
-			"/api/v1/units?limit=200"} {
+			"/api/v1/units?limit=200", "/api/v1/notifications/targets"} {
 			get(p, path)
 		}
 		for _, id := range runs {
 			get(p, "/api/v1/journal/"+id)
+			get(p, "/api/v1/journal/"+id+"/notifications")
 			resp, err := http.Get(p.url + "/api/v1/journal/" + id + "/events?access_token=" + testToken)
 			if err == nil {
 				resp.Body.Close()
@@ -253,6 +271,10 @@ func faultsSecretScan(t *testing.T) {
 	}
 
 	p := start()
+	keep(p.do("POST", "/api/v1/notifications/targets", testToken, map[string]any{"name": "signed", "kind": "http",
+		"url": notified.URL + "/signed", "secret": signing}))
+	keep(p.do("POST", "/api/v1/notifications/targets", testToken, map[string]any{"name": "chat", "kind": "slack",
+		"url": notified.URL + "/services/" + slackToken}))
 	v1, v2 := p.pushArtifact(helloBuild(t, "v1")), p.pushArtifact(helloBuild(t, "v2"))
 	site.repo.Commit(t, "hello", map[string]string{"services/hello.json": site.unit(v1, nil)})
 	run(p, "/api/v1/gitops/sync", nil, "succeeded")
@@ -273,6 +295,13 @@ func faultsSecretScan(t *testing.T) {
 	refuse = false
 	mu.Unlock()
 	rep.inject("refused-credentials", "the server answered 401 to a sync of each source, and to a converge's sync")
+	runs = append(runs, p.acceptedSoon("/api/v1/notifications/targets/signed/test", nil))
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(payloads) >= 2
+	}, 30*time.Second, 20*time.Millisecond, "the failed syncs were told to the targets")
+	rep.inject("notifications", "failed runs and a test send told a Slack target and a signed one that refuses every attempt")
 
 	rep.at("kill -9 mid-sync")
 	site.repo.Pull(t)
@@ -329,6 +358,12 @@ func faultsSecretScan(t *testing.T) {
 	for i, b := range bodies {
 		hits = append(hits, scanBytes(fmt.Sprintf("API body %d", i+1), []byte(b), secrets)...)
 	}
+	mu.Lock()
+	for i, b := range payloads {
+		hits = append(hits, scanBytes(fmt.Sprintf("notification payload %d", i+1), []byte(b), secrets)...)
+	}
+	rep.held("payloads", "%d notification payloads sent", len(payloads))
+	mu.Unlock()
 	rep.held("logs-and-bodies", "%d serve logs (%d bytes), %d API bodies and CLI outputs", len(procs), logBytes, len(bodies))
 
 	conn, err = pgx.Connect(context.Background(), fc.URL())
@@ -357,8 +392,8 @@ func faultsSecretScan(t *testing.T) {
 		}
 		slices.Sort(lines)
 		lines = slices.Compact(lines)
-		rep.fail(fmt.Sprintf("%d places hold a Git credential, such as %s", len(lines), lines[0]),
-			"a Git credential was found in %d places:\n%s", len(lines), strings.Join(lines, "\n"))
+		rep.fail(fmt.Sprintf("%d places hold a credential, such as %s", len(lines), lines[0]),
+			"a credential was found in %d places:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 	mu.Lock()
 	rep.note("the remote answered %d requests and refused %d", seen, refused)
