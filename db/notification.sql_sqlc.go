@@ -72,10 +72,14 @@ func (q *Queries) NotificationDeliveryCountDuplicate(ctx context.Context, id uui
 }
 
 const notificationDeliveryFindRecent = `-- name: NotificationDeliveryFindRecent :many
-SELECT id, target_id, target_name, event, run_id, object, revision, error_class, dedup_key, reason, state, duplicate_of, duplicates, attempts, last_error, last_status, river_job_id, created_at, finished_at FROM notification_delivery
-WHERE target_id = $1 AND dedup_key = $2 AND state IN ('pending', 'delivered')
-  AND created_at > clock_timestamp() - make_interval(secs => $3::double precision)
-ORDER BY created_at DESC
+SELECT d.id, d.target_id, d.target_name, d.event, d.run_id, d.object, d.revision, d.error_class, d.dedup_key, d.reason, d.state, d.duplicate_of, d.duplicates, d.attempts, d.last_error, d.last_status, d.river_job_id, d.created_at, d.finished_at FROM notification_delivery d
+WHERE d.target_id = $1 AND d.dedup_key = $2 AND d.state IN ('pending', 'delivered')
+  AND d.created_at > clock_timestamp() - make_interval(secs => $3::double precision)
+  AND NOT EXISTS (
+      SELECT FROM notification_delivery o
+      WHERE o.target_id = d.target_id AND o.object = d.object AND o.event = ANY($4::text[])
+        AND o.created_at > d.created_at)
+ORDER BY d.created_at DESC
 LIMIT 1
 `
 
@@ -83,12 +87,21 @@ type NotificationDeliveryFindRecentParams struct {
 	TargetID  *uuid.UUID
 	DedupKey  string
 	WindowSec float64
+	Opposite  []string
 }
 
 // NotificationDeliveryFindRecent returns the newest pending or delivered
-// delivery of the target and key made within the window (none or one row).
+// delivery of the target and key made within the window (none or one row),
+// unless the target has since been told one of the opposite events about
+// the same object (a recovery after a failure): a failure after a
+// recovery is news again.
 func (q *Queries) NotificationDeliveryFindRecent(ctx context.Context, arg *NotificationDeliveryFindRecentParams) ([]*NotificationDelivery, error) {
-	rows, err := q.db.Query(ctx, notificationDeliveryFindRecent, arg.TargetID, arg.DedupKey, arg.WindowSec)
+	rows, err := q.db.Query(ctx, notificationDeliveryFindRecent,
+		arg.TargetID,
+		arg.DedupKey,
+		arg.WindowSec,
+		arg.Opposite,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -56,11 +56,18 @@ SELECT pg_advisory_xact_lock(@class::int4, hashtext(@target_id::text || ' ' || @
 
 -- name: NotificationDeliveryFindRecent :many
 -- NotificationDeliveryFindRecent returns the newest pending or delivered
--- delivery of the target and key made within the window (none or one row).
-SELECT * FROM notification_delivery
-WHERE target_id = @target_id AND dedup_key = @dedup_key AND state IN ('pending', 'delivered')
-  AND created_at > clock_timestamp() - make_interval(secs => @window_sec::double precision)
-ORDER BY created_at DESC
+-- delivery of the target and key made within the window (none or one row),
+-- unless the target has since been told one of the opposite events about
+-- the same object (a recovery after a failure): a failure after a
+-- recovery is news again.
+SELECT d.* FROM notification_delivery d
+WHERE d.target_id = @target_id AND d.dedup_key = @dedup_key AND d.state IN ('pending', 'delivered')
+  AND d.created_at > clock_timestamp() - make_interval(secs => @window_sec::double precision)
+  AND NOT EXISTS (
+      SELECT FROM notification_delivery o
+      WHERE o.target_id = d.target_id AND o.object = d.object AND o.event = ANY(@opposite::text[])
+        AND o.created_at > d.created_at)
+ORDER BY d.created_at DESC
 LIMIT 1;
 
 -- name: NotificationDeliveryInsert :one

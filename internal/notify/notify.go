@@ -14,8 +14,9 @@
 //   - A delivery is deduplicated on (target, event, object, revision, error
 //     class) within DedupWindow: the run's action and target, its commit or
 //     digest, and the class of its error. Ten failures of one commit page
-//     once; a different failure, or another commit, pages again. The
-//     deliveries it covers are recorded too, as deduplicated.
+//     once; a different failure, another commit, or a failure after the
+//     object recovered pages again. The deliveries it covers are recorded
+//     too, as deduplicated.
 //   - Deliver sends one delivery. River retries a failed attempt with
 //     backoff; after MaxAttempts the delivery is recorded gave_up.
 //
@@ -266,6 +267,19 @@ func deref(s *string) string {
 	return *s
 }
 
+// opposite returns the events that end what event says about an object: a
+// recovery ends a failure, and a failure a recovery. After one of them, the
+// same event again is news, and is sent even within the window.
+func opposite(event string) []string {
+	switch event {
+	case EventRunFailed, EventRunUnknown:
+		return []string{EventRunRecovered}
+	case EventRunRecovered:
+		return []string{EventRunFailed, EventRunUnknown}
+	}
+	return []string{}
+}
+
 // deliveryLockClass is the advisory lock space of deliveries' dedup turns ("slnt").
 const deliveryLockClass = 0x736c6e74
 
@@ -310,7 +324,9 @@ func (s *Service) recordTx(ctx context.Context, tx pgx.Tx, t *db.NotificationTar
 		if err := q.NotificationDeliveryLock(ctx, &db.NotificationDeliveryLockParams{Class: deliveryLockClass, TargetID: t.ID.String(), DedupKey: key}); err != nil {
 			return nil, fmt.Errorf("take the delivery turn of %s: %w", t.Name, err)
 		}
-		recent, err := q.NotificationDeliveryFindRecent(ctx, &db.NotificationDeliveryFindRecentParams{TargetID: &t.ID, DedupKey: key, WindowSec: s.window().Seconds()})
+		recent, err := q.NotificationDeliveryFindRecent(ctx, &db.NotificationDeliveryFindRecentParams{
+			TargetID: &t.ID, DedupKey: key, WindowSec: s.window().Seconds(), Opposite: opposite(ev.name),
+		})
 		if err != nil {
 			return nil, fmt.Errorf("find a recent delivery to %s: %w", t.Name, err)
 		}

@@ -246,7 +246,7 @@ func TestNotify(t *testing.T) {
 			require.Equal(t, notify.EventRunFailed, ds[0].Event)
 			if i == 0 {
 				first = ds[0]
-				require.Equal(t, notify.StatePending, first.State)
+				require.NotEqual(t, notify.StateDeduplicated, first.State)
 				continue
 			}
 			require.Equal(t, notify.StateDeduplicated, ds[0].State, "failure %d", i+1)
@@ -358,6 +358,31 @@ func TestNotify(t *testing.T) {
 		require.Equal(t, notify.EventRunRecovered, ds[0].Event)
 		require.Contains(t, ds[0].Reason, failed.ID.String())
 		require.Equal(t, notify.StateDelivered, b.waitDelivery(t, ds[0].ID).State)
+	})
+
+	t.Run("AFailureAfterARecoveryPagesAgain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		recv := newReceiver(t, http.StatusOK)
+		_, err := b.notify.CreateTarget(context.Background(), httpTarget("pager", recv.URL, "0123456789abcdef"), "ada")
+		require.NoError(t, err)
+
+		fail := probeArgs{Target: "web", Commit: "c0ffee1234567", Fail: "probe refused"}
+		ok := probeArgs{Target: "web", Commit: "c0ffee1234567"}
+		var got []string
+		for _, args := range []probeArgs{fail, fail, ok, fail, fail, ok, ok} {
+			for _, d := range b.deliveries(t, b.run(t, args).ID) {
+				state := "sent" // pending or delivered already: River works it
+				if d.State == notify.StateDeduplicated {
+					state = "covered"
+				}
+				got = append(got, d.Event+" "+state)
+			}
+		}
+		require.Equal(t, []string{
+			"run_failed sent", "run_failed covered", "run_recovered sent",
+			"run_failed sent", "run_failed covered", "run_recovered sent",
+		}, got, "the flapping object pages at each change, not at each run; a success after a success tells nothing")
 	})
 
 	t.Run("DriftAndAHeldRepairAreTold", func(t *testing.T) {
