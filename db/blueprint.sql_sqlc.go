@@ -116,6 +116,61 @@ func (q *Queries) BlueprintList(ctx context.Context) ([]*Unit, error) {
 	return items, nil
 }
 
+const blueprintNodeRuns = `-- name: BlueprintNodeRuns :many
+SELECT DISTINCT ON (params->>'node') id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
+WHERE target = $1 AND action = $2
+ORDER BY params->>'node', requested_at DESC
+`
+
+type BlueprintNodeRunsParams struct {
+	Target string
+	Action string
+}
+
+// BlueprintNodeRuns is the newest run of action on target per node.
+func (q *Queries) BlueprintNodeRuns(ctx context.Context, arg *BlueprintNodeRunsParams) ([]*JournalRun, error) {
+	rows, err := q.db.Query(ctx, blueprintNodeRuns, arg.Target, arg.Action)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JournalRun
+	for rows.Next() {
+		var i JournalRun
+		if err := rows.Scan(
+			&i.ID,
+			&i.Action,
+			&i.Target,
+			&i.State,
+			&i.RequestedBy,
+			&i.RequestedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.RiverJobID,
+			&i.Attempt,
+			&i.Joined,
+			&i.RetryOf,
+			&i.Params,
+			&i.Error,
+			&i.Result,
+			&i.GitCommit,
+			&i.DigestFrom,
+			&i.DigestTo,
+			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const blueprintRunOpen = `-- name: BlueprintRunOpen :many
 SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE target = $1 AND action = $2 AND state IN ('queued', 'running')
@@ -792,56 +847,6 @@ func (q *Queries) RolloutRunOf(ctx context.Context, rollout string) (*JournalRun
 		&i.EventsLost,
 	)
 	return &i, err
-}
-
-const withdrawRunsOf = `-- name: WithdrawRunsOf :many
-SELECT DISTINCT ON (params->>'node') id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
-WHERE target = $1 AND action = 'withdraw'
-ORDER BY params->>'node', requested_at DESC
-`
-
-// WithdrawRunsOf is the newest withdrawal run of target per node.
-func (q *Queries) WithdrawRunsOf(ctx context.Context, target string) ([]*JournalRun, error) {
-	rows, err := q.db.Query(ctx, withdrawRunsOf, target)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []*JournalRun
-	for rows.Next() {
-		var i JournalRun
-		if err := rows.Scan(
-			&i.ID,
-			&i.Action,
-			&i.Target,
-			&i.State,
-			&i.RequestedBy,
-			&i.RequestedAt,
-			&i.StartedAt,
-			&i.FinishedAt,
-			&i.RiverJobID,
-			&i.Attempt,
-			&i.Joined,
-			&i.RetryOf,
-			&i.Params,
-			&i.Error,
-			&i.Result,
-			&i.GitCommit,
-			&i.DigestFrom,
-			&i.DigestTo,
-			&i.LastSeq,
-			&i.JoinKey,
-			&i.JoinRunning,
-			&i.EventsLost,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, &i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const withdrawalInsert = `-- name: WithdrawalInsert :exec

@@ -211,6 +211,28 @@ func registerBlueprints(api huma.API, d Deps) {
 		return out, nil
 	})
 
+	en := op("enforce-blueprint-node", http.MethodPost, "/blueprints/{name}/nodes/{node}/enforce",
+		"Repair a node's copy of a Blueprint to the generation and digest it last acknowledged. The run holds (failed, "+
+			"its reason starting \"Repair held\") when the newest rollout moved on past that generation, a rollback owns the "+
+			"node, the node left the placement, or it cannot take the step. Journaled.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusUnprocessableEntity)
+	en.DefaultStatus = http.StatusAccepted
+	register(api, d, en, func(ctx context.Context, in *struct {
+		Name string `path:"name" maxLength:"253" doc:"The Blueprint's metadata.name."`
+		Node string `path:"node" maxLength:"63" doc:"The node whose copy to repair."`
+	}) (*blueprintEnforceOutput, error) {
+		if d.Blueprints == nil {
+			return nil, none()
+		}
+		res, err := d.Blueprints.RequestEnforce(ctx, in.Name, in.Node, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		out := &blueprintEnforceOutput{Status: http.StatusAccepted}
+		out.Body.JournalID, out.Body.Joined = res.Run.ID, res.Joined
+		return out, nil
+	})
+
 	wd := op("withdraw-blueprint", http.MethodPost, "/blueprints/{name}/withdraw",
 		"Withdraw a Blueprint's copy from a node the approved placement no longer names: its copy is stopped and removed. "+
 			"A stateless Blueprint's withdrawals are queued when the placement is approved; a stateful one's always wait for "+
@@ -234,6 +256,14 @@ func registerBlueprints(api huma.API, d Deps) {
 		out.Body.JournalID = run.ID
 		return out, nil
 	})
+}
+
+type blueprintEnforceOutput struct {
+	Status int
+	Body   struct {
+		JournalID uuid.UUID `json:"journalId" format:"uuid" doc:"The enforce run."`
+		Joined    bool      `json:"joined" doc:"True when the request joined a queued enforce run of the node."`
+	}
 }
 
 type blueprintStatusOutput struct {

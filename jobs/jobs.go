@@ -57,6 +57,7 @@ func Register(workers *river.Workers, d Deps) {
 	if d.Blueprints != nil {
 		river.AddWorker[blueprint.RolloutArgs](workers, &RolloutWorker{Journal: d.Journal, Blueprints: d.Blueprints})
 		river.AddWorker[blueprint.WithdrawArgs](workers, &WithdrawWorker{Journal: d.Journal, Blueprints: d.Blueprints})
+		river.AddWorker[blueprint.EnforceArgs](workers, &EnforceWorker{Journal: d.Journal, Blueprints: d.Blueprints})
 	}
 	if d.Notify != nil {
 		river.AddWorker[notify.DeliverArgs](workers, &NotifyDeliverWorker{Notify: d.Notify})

@@ -119,8 +119,8 @@ SELECT * FROM journal_run
 WHERE target = @target AND action = @action AND state IN ('queued', 'running')
 ORDER BY requested_at;
 
--- name: WithdrawRunsOf :many
--- WithdrawRunsOf is the newest withdrawal run of target per node.
+-- name: BlueprintNodeRuns :many
+-- BlueprintNodeRuns is the newest run of action on target per node.
 SELECT DISTINCT ON (params->>'node') * FROM journal_run
-WHERE target = @target AND action = 'withdraw'
+WHERE target = @target AND action = @action
 ORDER BY params->>'node', requested_at DESC;

@@ -36,6 +36,7 @@ const blueprintUsage = `usage:
   sluice rollout rollback NAME [--to ID] [--failed]   roll the newest rollout back to an earlier generation, on
                                                       every node it changed or only the failed ones (operator)
   sluice blueprint withdraw NAME NODE                 stop and remove the copy on a node the placement left (operator)
+  sluice blueprint enforce NAME NODE                  repair a node's copy to the generation it acknowledged (operator)
   sluice applications [--json]                        every service and Blueprint with its answer, and what
                                                       needs an operator, most urgent first
 Actions follow their run to its end (exit 0 only when it succeeded); --detach prints the run's id instead.`
@@ -93,8 +94,8 @@ func planText(p apiclient.PlacementPlan) string {
 // runBlueprint is `sluice blueprint status NAME` and `sluice blueprint
 // withdraw NAME NODE`.
 func runBlueprint(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "withdraw" {
-		return runWithdraw(ctx, args[1:], stdout, stderr)
+	if len(args) > 0 && (args[0] == "withdraw" || args[0] == "enforce") {
+		return runNodeAction(ctx, args[0], args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "status" {
 		fmt.Fprintln(stderr, blueprintUsage)
@@ -168,9 +169,9 @@ func printBlueprint(w io.Writer, b *apiclient.BlueprintView) {
 	}
 }
 
-// runWithdraw is `sluice blueprint withdraw NAME NODE`.
-func runWithdraw(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("blueprint withdraw", flag.ContinueOnError)
+// runNodeAction is `sluice blueprint withdraw|enforce NAME NODE`.
+func runNodeAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("blueprint "+action, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	detach := fs.Bool("detach", false, "print the run's id and return instead of following it")
 	fs.Usage = func() { fmt.Fprintln(stderr, blueprintUsage) }
@@ -178,21 +179,33 @@ func runWithdraw(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if fs.NArg() != 2 {
-		return fmt.Errorf("usage: sluice blueprint withdraw NAME NODE [--detach]")
+		return fmt.Errorf("usage: sluice blueprint %s NAME NODE [--detach]", action)
 	}
 	client, err := newClient()
 	if err != nil {
 		return err
 	}
-	resp, err := client.WithdrawBlueprintWithResponse(ctx, fs.Arg(0), apiclient.WithdrawBlueprintJSONRequestBody{Node: fs.Arg(1)})
-	if err != nil {
-		return err
+	var id uuid.UUID
+	if action == "enforce" {
+		resp, err := client.EnforceBlueprintNodeWithResponse(ctx, fs.Arg(0), fs.Arg(1))
+		if err != nil {
+			return err
+		}
+		if resp.JSON202 == nil {
+			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		id = uuid.UUID(resp.JSON202.JournalId)
+	} else {
+		resp, err := client.WithdrawBlueprintWithResponse(ctx, fs.Arg(0), apiclient.WithdrawBlueprintJSONRequestBody{Node: fs.Arg(1)})
+		if err != nil {
+			return err
+		}
+		if resp.JSON202 == nil {
+			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		id = uuid.UUID(resp.JSON202.JournalId)
 	}
-	if resp.JSON202 == nil {
-		return apiError(resp.HTTPResponse, resp.Body)
-	}
-	id := uuid.UUID(resp.JSON202.JournalId)
-	fmt.Fprintf(stderr, "withdraw %s from %s queued: run %s\n", fs.Arg(0), fs.Arg(1), id)
+	fmt.Fprintf(stderr, "%s %s on %s queued: run %s\n", action, fs.Arg(0), fs.Arg(1), id)
 	if *detach {
 		fmt.Fprintln(stdout, id)
 		return nil

@@ -434,12 +434,15 @@ func TestBlueprintRolloutControls(t *testing.T) {
 	waitRollout := func(id, state string) string {
 		t.Helper()
 		var got, msg string
-		require.Eventually(t, func() bool {
+		for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 			err := conn.QueryRow(context.Background(), `SELECT state, coalesce(error, '') FROM journal_run WHERE action = 'rollout' AND params->>'rollout' = $1
 				ORDER BY requested_at DESC LIMIT 1`, id).Scan(&got, &msg)
-			return err == nil && got == state
-		}, 90*time.Second, 100*time.Millisecond, "rollout %s never became %s (is %s: %s): %s", id, state, got, msg, runsText(t, conn))
-		return msg
+			if err == nil && got == state {
+				return msg
+			}
+		}
+		require.Failf(t, "rollout never reached its state", "rollout %s never became %s (is %s: %s): %s", id, state, got, msg, runsText(t, conn))
+		return ""
 	}
 	type row struct {
 		Node, State, Reason, Generation string
@@ -594,6 +597,37 @@ func TestBlueprintRolloutControls(t *testing.T) {
 		require.Equal(t, rowOf(first, "c1").Generation, rowOf(s, "c1").Generation, "c1 runs the first generation")
 	})
 
+	t.Run("EnforceRepairsTheAcknowledgedGenerationAndHoldsWhenTheRolloutMovedOn", func(t *testing.T) {
+		killService(dirs["c1"], "bp-api")
+		require.Eventually(t, func() bool { return rowOf(read(), "c1").State == "Drifted" }, 30*time.Second, 100*time.Millisecond,
+			"the agent reports the copy gone: %+v", read().Nodes)
+		require.Contains(t, rowOf(read(), "c1").Reason, "not running")
+		out, code := p.cliOut("blueprint", "enforce", "api", "c1")
+		require.Equal(t, 0, code, out)
+		require.Len(t, runsOn("c1", v1), 1, "repaired to the generation it acknowledged")
+		require.Eventually(t, func() bool { return rowOf(read(), "c1").State == "Active" }, 30*time.Second, 100*time.Millisecond)
+
+		push("api v2 later", api(v2, "stop", "--port", "00"))
+		a := authorize("authorize", nil)
+		out, code = p.cliOut("rollout", "pause", "api", "--reason", "look first")
+		require.Equal(t, 0, code, out)
+		waitRollout(a.Rollout, "cancelled")
+		require.Len(t, runsOn("c2", v1), 1, "the pause came before c2")
+		killService(dirs["c2"], "bp-api")
+		require.Eventually(t, func() bool { return rowOf(read(), "c2").State == "Drifted" }, 30*time.Second, 100*time.Millisecond)
+		out, code = p.cliOut("blueprint", "enforce", "api", "c2")
+		require.Equal(t, 1, code, "a held repair fails its run: %s", out)
+		require.Empty(t, runsOn("c2", v1), "nothing was started")
+		r := rowOf(read(), "c2")
+		require.Equal(t, "Repair held", r.State, "%+v", r)
+		require.Contains(t, r.Reason, "moved on to generation")
+
+		out, code = p.cliOut("rollout", "resume", "api")
+		require.Equal(t, 0, code, out)
+		require.Len(t, runsOn("c1", v2), 1)
+		require.Len(t, runsOn("c2", v2), 1)
+	})
+
 	t.Run("ANodeThatLeavesThePlacementIsWithdrawn", func(t *testing.T) {
 		out, code := p.cliOut("node", "labels", "c2", "zone=b")
 		require.Equal(t, 0, code, out)
@@ -602,9 +636,9 @@ func TestBlueprintRolloutControls(t *testing.T) {
 		require.Eventually(t, func() bool {
 			return rowOf(read(), "c2").State == "Withdrawn"
 		}, 60*time.Second, 100*time.Millisecond, "c2's copy is withdrawn: %s", runsText(t, conn))
-		require.Empty(t, runsOn("c2", v1), "its process is stopped")
+		require.Empty(t, runsOn("c2", v2), "its process is stopped")
 		require.NoFileExists(t, filepath.Join(dirs["c2"], "units", "bp-api.unit"), "and its unit removed")
-		require.Len(t, runsOn("c1", v1), 1, "c1 keeps running")
+		require.Len(t, runsOn("c1", v2), 1, "c1 keeps running")
 
 		code, body := p.do("GET", "/api/v1/applications", testToken, nil)
 		require.Equal(t, http.StatusOK, code, string(body))

@@ -427,6 +427,7 @@ const (
 	NodeRowStateDrifted     NodeRowState = "Drifted"
 	NodeRowStateFailed      NodeRowState = "Failed"
 	NodeRowStatePending     NodeRowState = "Pending"
+	NodeRowStateRepairHeld  NodeRowState = "Repair held"
 	NodeRowStateRolledBack  NodeRowState = "Rolled back"
 	NodeRowStateUnknown     NodeRowState = "Unknown"
 	NodeRowStateWithdrawing NodeRowState = "Withdrawing"
@@ -445,6 +446,8 @@ func (e NodeRowState) Valid() bool {
 	case NodeRowStateFailed:
 		return true
 	case NodeRowStatePending:
+		return true
+	case NodeRowStateRepairHeld:
 		return true
 	case NodeRowStateRolledBack:
 		return true
@@ -1343,6 +1346,15 @@ type BlueprintAnswerStage string
 
 // BlueprintAnswerTone defines model for BlueprintAnswer.Tone.
 type BlueprintAnswerTone string
+
+// BlueprintEnforceOutputBody defines model for BlueprintEnforceOutputBody.
+type BlueprintEnforceOutputBody struct {
+	// Joined True when the request joined a queued enforce run of the node.
+	Joined bool `json:"joined"`
+
+	// JournalId The enforce run.
+	JournalId openapi_types.UUID `json:"journalId"`
+}
 
 // BlueprintEvidence defines model for BlueprintEvidence.
 type BlueprintEvidence struct {
@@ -3067,6 +3079,13 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/blueprints/{name} (the `GetBlueprint` operationId).
 	GetBlueprint(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// EnforceBlueprintNode Repair a node's copy of a Blueprint to the generation and digest it last acknowledged. The run holds (failed, its reason starting "Repair held") when the newest rollout moved on past that generation, a rollback owns the node, the node left the placement, or it cannot take the step. Journaled.
+	//
+	// Repair a node's copy of a Blueprint to the generation and digest it last acknowledged. The run holds (failed, its reason starting "Repair held") when the newest rollout moved on past that generation, a rollback owns the node, the node left the placement, or it cannot take the step. Journaled. Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/nodes/{node}/enforce (the `EnforceBlueprintNode` operationId).
+	EnforceBlueprintNode(ctx context.Context, name string, node string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ApprovePlacementWithBody Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout.
 	//
 	// Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout. Needs the operator role.
@@ -3836,6 +3855,23 @@ func (c *Client) ListBlueprints(ctx context.Context, reqEditors ...RequestEditor
 // Corresponds with GET /api/v1/blueprints/{name} (the `GetBlueprint` operationId).
 func (c *Client) GetBlueprint(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetBlueprintRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnforceBlueprintNode Repair a node's copy of a Blueprint to the generation and digest it last acknowledged. The run holds (failed, its reason starting "Repair held") when the newest rollout moved on past that generation, a rollback owns the node, the node left the placement, or it cannot take the step. Journaled.
+//
+// Repair a node's copy of a Blueprint to the generation and digest it last acknowledged. The run holds (failed, its reason starting "Repair held") when the newest rollout moved on past that generation, a rollback owns the node, the node left the placement, or it cannot take the step. Journaled. Needs the operator role.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/nodes/{node}/enforce (the `EnforceBlueprintNode` operationId).
+func (c *Client) EnforceBlueprintNode(ctx context.Context, name string, node string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnforceBlueprintNodeRequest(c.Server, name, node)
 	if err != nil {
 		return nil, err
 	}
@@ -5551,6 +5587,47 @@ func NewGetBlueprintRequest(server string, name string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEnforceBlueprintNodeRequest constructs an http.Request for the EnforceBlueprintNode method
+func NewEnforceBlueprintNodeRequest(server string, name string, node string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "node", node, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/blueprints/%s/nodes/%s/enforce", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -8515,6 +8592,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/blueprints/{name} (the `GetBlueprint` operationId).
 	GetBlueprintWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetBlueprintResponse, error)
 
+	// EnforceBlueprintNodeWithResponse Repair a node's copy of a Blueprint to the generation and digest it last acknowledged. The run holds (failed, its reason starting "Repair held") when the newest rollout moved on past that generation, a rollback owns the node, the node left the placement, or it cannot take the step. Journaled.
+	//
+	// Repair a node's copy of a Blueprint to the generation and digest it last acknowledged. The run holds (failed, its reason starting "Repair held") when the newest rollout moved on past that generation, a rollback owns the node, the node left the placement, or it cannot take the step. Journaled. Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/nodes/{node}/enforce (the `EnforceBlueprintNode` operationId).
+	EnforceBlueprintNodeWithResponse(ctx context.Context, name string, node string, reqEditors ...RequestEditorFn) (*EnforceBlueprintNodeResponse, error)
+
 	// ApprovePlacementWithBodyWithResponse Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout.
 	//
 	// Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout. Needs the operator role.
@@ -9638,6 +9724,82 @@ func (r GetBlueprintResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetBlueprintResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type EnforceBlueprintNodeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *BlueprintEnforceOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r EnforceBlueprintNodeResponse) GetJSON202() *BlueprintEnforceOutputBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EnforceBlueprintNodeResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EnforceBlueprintNodeResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EnforceBlueprintNodeResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r EnforceBlueprintNodeResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EnforceBlueprintNodeResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r EnforceBlueprintNodeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnforceBlueprintNodeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnforceBlueprintNodeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnforceBlueprintNodeResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15302,6 +15464,21 @@ func (c *ClientWithResponses) GetBlueprintWithResponse(ctx context.Context, name
 	return ParseGetBlueprintResponse(rsp)
 }
 
+// EnforceBlueprintNodeWithResponse Repair a node's copy of a Blueprint to the generation and digest it last acknowledged. The run holds (failed, its reason starting "Repair held") when the newest rollout moved on past that generation, a rollback owns the node, the node left the placement, or it cannot take the step. Journaled.
+//
+// Repair a node's copy of a Blueprint to the generation and digest it last acknowledged. The run holds (failed, its reason starting "Repair held") when the newest rollout moved on past that generation, a rollback owns the node, the node left the placement, or it cannot take the step. Journaled. Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/nodes/{node}/enforce (the `EnforceBlueprintNode` operationId).
+func (c *ClientWithResponses) EnforceBlueprintNodeWithResponse(ctx context.Context, name string, node string, reqEditors ...RequestEditorFn) (*EnforceBlueprintNodeResponse, error) {
+	rsp, err := c.EnforceBlueprintNode(ctx, name, node, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnforceBlueprintNodeResponse(rsp)
+}
+
 // ApprovePlacementWithBodyWithResponse Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout.
 //
 // Approve a Blueprint's placement plan, named by the fingerprint the plan was shown with: 409 when the plan moved since, or has no change. Journaled. It approves nodes only: it deploys nothing and authorizes no rollout. Needs the operator role.
@@ -16842,6 +17019,67 @@ func ParseGetBlueprintResponse(rsp *http.Response) (*GetBlueprintResponse, error
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseEnforceBlueprintNodeResponse parses an HTTP response from a EnforceBlueprintNodeWithResponse call
+func ParseEnforceBlueprintNodeResponse(rsp *http.Response) (*EnforceBlueprintNodeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnforceBlueprintNodeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest BlueprintEnforceOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorModel

@@ -209,14 +209,20 @@ func (s *Service) rollback(ctx context.Context, name string, req RollbackRequest
 		if err != nil {
 			return err
 		}
-		if x.Kind == KindRollback && open(xRun) {
-			if x.RollsBack != nil && req.To == uuid.Nil {
-				if same, err := q.RollbackFind(ctx, &db.RollbackFindParams{RollsBack: x.RollsBack, Generation: x.Generation, Digest: x.Digest, Scope: req.Scope}); err == nil && same.ID == x.ID {
-					out = &Authorized{Rollout: x, Existing: true}
-					return nil
-				}
+		if x.Kind == KindRollback {
+			// The same rollback asked again answers the one made.
+			same := x.Scope == req.Scope && open(xRun)
+			if req.To != uuid.Nil && x.Scope == req.Scope {
+				t, err := q.RolloutGet(ctx, req.To)
+				same = err == nil && t.UnitID == u.ID && t.Generation == x.Generation && t.Digest == x.Digest
 			}
-			return errs.Errorf(errs.Conflict, "Rollback %s of %s is %s (run %s): one rollback at a time; wait for it, or pause it.", x.ID, name, xRun.State, xRun.ID)
+			if same {
+				out = &Authorized{Rollout: x, Existing: true}
+				return nil
+			}
+			if open(xRun) {
+				return errs.Errorf(errs.Conflict, "Rollback %s of %s is %s (run %s): one rollback at a time; wait for it, or pause it.", x.ID, name, xRun.State, xRun.ID)
+			}
 		}
 		answers, err := q.RolloutNodes(ctx, x.ID)
 		if err != nil {

@@ -41,12 +41,31 @@ const (
 	NodeRolledBack  = "Rolled back"
 	NodeWithdrawing = "Withdrawing"
 	NodeWithdrawn   = "Withdrawn"
+	NodeRepairHeld  = "Repair held"
 )
 
 var nodeTones = map[string]gitops.Tone{
 	NodePending: gitops.ToneInfo, NodeDeploying: gitops.ToneInfo, NodeActive: gitops.ToneOK,
 	NodeDrifted: gitops.ToneWarn, NodeFailed: gitops.ToneError, NodeUnknown: gitops.ToneError,
 	NodeRolledBack: gitops.ToneWarn, NodeWithdrawing: gitops.ToneWarn, NodeWithdrawn: gitops.ToneOK,
+	NodeRepairHeld: gitops.ToneError,
+}
+
+// nodeRuns is the newest run of action on Blueprint name per node.
+func nodeRuns(ctx context.Context, q *db.Queries, name, action string) (map[string]*db.JournalRun, error) {
+	runs, err := q.BlueprintNodeRuns(ctx, &db.BlueprintNodeRunsParams{Target: name, Action: action})
+	if err != nil {
+		return nil, fmt.Errorf("%s runs of %s: %w", action, name, err)
+	}
+	out := map[string]*db.JournalRun{}
+	for _, r := range runs {
+		var prm struct {
+			Node string `json:"node"`
+		}
+		_ = json.Unmarshal(r.Params, &prm)
+		out[prm.Node] = r
+	}
+	return out, nil
 }
 
 // BlueprintStatus is the answer / path / evidence block of a Blueprint:
@@ -103,7 +122,7 @@ type BlueprintGrant struct {
 // NodeRow is one node's row: what the Blueprint is there, and why.
 type NodeRow struct {
 	Node  string      `json:"node"`
-	State string      `json:"state" enum:"Pending,Deploying,Active,Drifted,Failed,Unknown,Rolled back,Withdrawing,Withdrawn"`
+	State string      `json:"state" enum:"Pending,Deploying,Active,Drifted,Failed,Unknown,Rolled back,Withdrawing,Withdrawn,Repair held"`
 	Tone  gitops.Tone `json:"tone" enum:"ok,info,warn,error"`
 	// NodeState is the node's own state (Ready, Unreachable, Cordoned…).
 	NodeState string `json:"nodeState"`
@@ -300,7 +319,7 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 
 // runtimeStage sums the node rows up: the worst row first.
 func runtimeStage(rows []NodeRow) BlueprintStage {
-	order := []string{NodeFailed, NodeUnknown, NodeDrifted, NodeRolledBack, NodeWithdrawing, NodeDeploying, NodePending}
+	order := []string{NodeFailed, NodeUnknown, NodeRepairHeld, NodeDrifted, NodeRolledBack, NodeWithdrawing, NodeDeploying, NodePending}
 	for _, state := range order {
 		var names []string
 		var first *NodeRow
@@ -339,17 +358,13 @@ func (s *Service) nodeRows(ctx context.Context, q *db.Queries, u *db.Unit, spec 
 	if err != nil {
 		return nil, nil, err
 	}
-	wruns, err := q.WithdrawRunsOf(ctx, u.Name)
+	lastWithdraw, err := nodeRuns(ctx, q, u.Name, ActionWithdraw)
 	if err != nil {
 		return nil, nil, err
 	}
-	lastWithdraw := map[string]*db.JournalRun{}
-	for _, w := range wruns {
-		var prm struct {
-			Node string `json:"node"`
-		}
-		_ = json.Unmarshal(w.Params, &prm)
-		lastWithdraw[prm.Node] = w
+	lastEnforce, err := nodeRuns(ctx, q, u.Name, ActionEnforce)
+	if err != nil {
+		return nil, nil, err
 	}
 	nodes, err := s.Nodes.ListTx(ctx, q)
 	if err != nil {
@@ -436,8 +451,22 @@ func (s *Service) nodeRows(ctx context.Context, q *db.Queries, u *db.Unit, spec 
 			continue
 		default:
 			row.State, row.Reason, row.Action = s.placedRow(n, r, answers, deploying, have[n], u.Name)
-			if row.State == NodeActive && nd != nil {
+			switch {
+			case row.State == NodeActive && nd != nil:
 				row.State, row.Reason, row.Action = reportedRow(nd, instance, row.Digest, row.Reason, u.Name, &unproven)
+			case row.State == NodePending && nd != nil && have[n] != nil && have[n].State == "active":
+				// Not reached by the newest rollout: what it acknowledged
+				// before must still run.
+				if st, why, _ := reportedRow(nd, instance, row.Digest, "", u.Name, &unproven); st == NodeDrifted {
+					row.State, row.Reason = NodeDrifted, why+" "+row.Reason
+				}
+			}
+			if row.State == NodeDrifted {
+				row.Action = "sluice blueprint enforce " + u.Name + " " + n
+				if e := lastEnforce[n]; e != nil && e.State == journal.StateFailed && strings.HasPrefix(deref(e.Error), repairHeld) &&
+					(have[n] == nil || e.RequestedAt.After(have[n].At)) {
+					row.State, row.Reason, row.Action = NodeRepairHeld, deref(e.Error), ""
+				}
 			}
 		}
 		row.Tone = nodeTones[row.State]

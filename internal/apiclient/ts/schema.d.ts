@@ -104,6 +104,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/blueprints/{name}/nodes/{node}/enforce": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Repair a node's copy of a Blueprint to the generation and digest it last acknowledged. The run holds (failed, its reason starting "Repair held") when the newest rollout moved on past that generation, a rollback owns the node, the node left the placement, or it cannot take the step. Journaled.
+         * @description Repair a node's copy of a Blueprint to the generation and digest it last acknowledged. The run holds (failed, its reason starting "Repair held") when the newest rollout moved on past that generation, a rollback owns the node, the node left the placement, or it cannot take the step. Journaled. Needs the operator role.
+         */
+        post: operations["enforce-blueprint-node"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/blueprints/{name}/placement/approve": {
         parameters: {
             query?: never;
@@ -1386,6 +1406,15 @@ export interface components {
             /** @enum {string} */
             tone: "ok" | "info" | "warn" | "error";
         };
+        BlueprintEnforceOutputBody: {
+            /** @description True when the request joined a queued enforce run of the node. */
+            joined: boolean;
+            /**
+             * Format: uuid
+             * @description The enforce run.
+             */
+            journalId: string;
+        };
         BlueprintEvidence: {
             grants: components["schemas"]["BlueprintGrant"][];
             unproven: string[];
@@ -1899,7 +1928,7 @@ export interface components {
             reason: string;
             rollout?: string;
             /** @enum {string} */
-            state: "Pending" | "Deploying" | "Active" | "Drifted" | "Failed" | "Unknown" | "Rolled back" | "Withdrawing" | "Withdrawn";
+            state: "Pending" | "Deploying" | "Active" | "Drifted" | "Failed" | "Unknown" | "Rolled back" | "Withdrawing" | "Withdrawn" | "Repair held";
             /** @enum {string} */
             tone: "ok" | "info" | "warn" | "error";
         };
@@ -2868,6 +2897,76 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["BlueprintView"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "enforce-blueprint-node": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Blueprint's metadata.name. */
+                name: string;
+                /** @description The node whose copy to repair. */
+                node: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BlueprintEnforceOutputBody"];
                 };
             };
             /** @description Unauthorized */

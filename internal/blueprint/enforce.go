@@ -1,0 +1,153 @@
+package blueprint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"sluice/db"
+	"sluice/internal/errs"
+	"sluice/internal/hoststep"
+	"sluice/internal/journal"
+	"sluice/internal/node"
+	"sluice/internal/services"
+)
+
+// ActionEnforce repairs a node's copy of a Blueprint.
+const ActionEnforce = "enforce"
+
+// repairHeld starts the error of an enforce run that held: the node row
+// reads Repair held with it.
+const repairHeld = "Repair held"
+
+// EnforceArgs asks to repair Blueprint's copy on Node to what it last
+// acknowledged.
+type EnforceArgs struct {
+	journal.Ref
+	Blueprint string `json:"blueprint" river:"unique"`
+	Node      string `json:"node" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (EnforceArgs) Kind() string { return ActionEnforce }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (EnforceArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 1, Queue: services.Queue}
+}
+
+// RequestEnforce queues a repair of name's copy on node: a journaled run
+// in the Blueprint's lane. Whether it may repair is decided when it runs.
+func (s *Service) RequestEnforce(ctx context.Context, name, nodeName, by string) (*journal.EnqueueResult, error) {
+	q := db.New(s.Pool)
+	if _, _, err := blueprintOf(ctx, q, name); err != nil {
+		return nil, err
+	}
+	if err := node.ValidateName(nodeName); err != nil {
+		return nil, err
+	}
+	return s.Journal.Enqueue(ctx, journal.EnqueueParams{
+		Args: &EnforceArgs{Blueprint: name, Node: nodeName}, Target: name, RequestedBy: by,
+		Params: map[string]any{"node": nodeName},
+	})
+}
+
+// EnforceResult is an enforce run's receipt.
+type EnforceResult struct {
+	Blueprint  string            `json:"blueprint"`
+	Node       string            `json:"node"`
+	Rollout    uuid.UUID         `json:"rollout,omitempty"`
+	Generation string            `json:"generation,omitempty"`
+	Digest     string            `json:"digest,omitempty"`
+	Applied    *hoststep.Applied `json:"applied,omitempty"`
+	Phases     journal.Phases    `json:"phases"`
+}
+
+// Enforce is the enforce job's body. It repairs only the generation and
+// digest the node already acknowledged, and holds, saying why, when the
+// newest rollout moved on past that (it will bring the node to another
+// generation), when a rollback owns the node, or when the node cannot take
+// the step. A hold ends the run failed with a reason that starts "Repair
+// held", and the node's row reads so.
+func (s *Service) Enforce(ctx context.Context, p *journal.Progress, args EnforceArgs) (*journal.Outcome, error) {
+	q := db.New(s.Pool)
+	res := &EnforceResult{Blueprint: args.Blueprint, Node: args.Node, Phases: journal.Phases{}}
+	out := &journal.Outcome{Result: res}
+	held := func(format string, a ...any) error {
+		return errs.Errorf(errs.Conflict, repairHeld+" on node %s: "+format, append([]any{args.Node}, a...)...)
+	}
+	u, _, err := blueprintOf(ctx, q, args.Blueprint)
+	if err != nil {
+		return out, err
+	}
+	have, _, err := copies(ctx, q, u)
+	if err != nil {
+		return out, err
+	}
+	c, ok := have[args.Node]
+	if !ok || c.State != "active" {
+		return out, held("it acknowledged no generation of %s that passed its probe, so there is nothing to repair it to.", args.Blueprint)
+	}
+	pl, err := q.PlacementLatest(ctx, u.ID)
+	if err != nil {
+		return out, fmt.Errorf("placement of %s: %w", args.Blueprint, err)
+	}
+	if !slices.Contains(pl.Nodes, args.Node) {
+		return out, held("it left the approved placement of %s; it is withdrawn, not repaired.", args.Blueprint)
+	}
+	latest, err := q.RolloutLatest(ctx, u.ID)
+	if err != nil {
+		return out, fmt.Errorf("newest rollout of %s: %w", args.Blueprint, err)
+	}
+	if latest.ID != c.RolloutID && slices.Contains(latest.Nodes, args.Node) {
+		if latest.Kind == KindRollback {
+			return out, held("rollback %s owns it (to generation %s); let it finish, or resume it.", latest.ID, short(latest.Generation))
+		}
+		return out, held("rollout %s moved on to generation %s, which it has not acknowledged; repairing generation %s would fight it. Resume the rollout (`sluice rollout resume %s`) instead.",
+			latest.ID, short(latest.Generation), short(c.Generation), args.Blueprint)
+	}
+	nd, err := s.Nodes.Get(ctx, args.Node)
+	if err != nil {
+		return out, err
+	}
+	if nd.State != node.StateReady && nd.State != node.StateCordoned {
+		return out, held("it is %s: %s", strings.ToLower(nd.State), nd.Reason)
+	}
+	r, err := q.RolloutGet(ctx, c.RolloutID)
+	if err != nil {
+		return out, err
+	}
+	var req hoststep.ApplyRequest
+	if err := json.Unmarshal(r.Manifest, &req); err != nil {
+		return out, fmt.Errorf("read the manifest of rollout %s: %w", r.ID, err)
+	}
+	res.Rollout, res.Generation, res.Digest = r.ID, r.Generation, r.Digest
+	out.DigestTo = r.Digest
+	p.Info(ctx, fmt.Sprintf("node %s: repairing %s to generation %s (%s) of rollout %s, which it acknowledged", args.Node, args.Blueprint, short(r.Generation), hoststep.Short(r.Digest), r.ID), nil)
+	a, err := s.Host(args.Node, p.RunID()).Apply(ctx, p, &res.Phases, req)
+	if err != nil {
+		return out, fmt.Errorf("repair %s on node %s: %w", args.Blueprint, args.Node, err)
+	}
+	res.Applied = a
+	pid := int32(a.Pid)
+	if !a.Probe.OK {
+		return out, fmt.Errorf("repaired %s on node %s to generation %s, but its probe failed: %s", args.Blueprint, args.Node, short(r.Generation), a.Probe.Sentence)
+	}
+	out.Message = fmt.Sprintf("repaired %s on node %s to generation %s (%s), which it acknowledged; its probe passed", args.Blueprint, args.Node, short(r.Generation), hoststep.Short(r.Digest))
+	out.ApplyTx = func(ctx context.Context, tx pgx.Tx) error {
+		err := db.New(tx).RolloutNodeRecord(ctx, &db.RolloutNodeRecordParams{RolloutID: r.ID, Node: args.Node, State: "active", Pid: &pid,
+			Reason: "repaired by enforce run " + p.RunID().String() + " to the acknowledged generation " + short(r.Generation) + "; its probe passed: " + a.Probe.Sentence, RunID: p.RunID()})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	}
+	return out, nil
+}
