@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -265,6 +266,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	if err != nil {
 		return nil, err
 	}
+	activeBefore := countActive(ctx, db.New(s.Pool), src.ID)
 	p.Info(ctx, fmt.Sprintf("fetching %s (branch %s)", maskedURL(src), src.Branch), nil)
 	begin := time.Now()
 	// Units are parsed from the blobs the sync hands back: the checkout
@@ -282,7 +284,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	p.Info(ctx, fmt.Sprintf("at commit %s, %d paths changed (%s)", short(gr.Commit), len(gr.Changed), time.Since(begin).Round(time.Millisecond)), nil)
 	begin = time.Now()
 
-	plan := &plan{source: src, commit: gr.Commit, runID: p.RunID(), redactor: s.Redactor, result: &Result{
+	plan := &plan{source: src, commit: gr.Commit, runID: p.RunID(), redactor: s.Redactor, activeBefore: activeBefore, result: &Result{
 		Commit: gr.Commit, CommitMessage: gr.Message, Full: gr.Full,
 		Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{},
 	}}
@@ -461,6 +463,49 @@ type plan struct {
 	runID uuid.UUID
 	// redactor redacts the paths recorded in sync_path. Nil: redact.Default.
 	redactor *redact.Redactor
+	// activeBefore, when set, returns the source's active units as counted
+	// while the sync fetched (see countActive), so that the finishing
+	// transaction does not scan every unit of the source. Nil: changeTx
+	// counts them itself, as an accept, which runs later, must.
+	activeBefore func() (int, error)
+}
+
+// countActive starts counting the active units of source id on the pool,
+// and returns what waits for the count. A sync counts while it fetches: the
+// source's sync lock is held, so only another action's rare stale or
+// destroyed mark can change the count before the finishing transaction, and
+// the count only feeds the receipt's figure of unchanged units.
+func countActive(ctx context.Context, q *db.Queries, id uuid.UUID) func() (int, error) {
+	type count struct {
+		n   int
+		err error
+	}
+	ch := make(chan count, 1)
+	go func() {
+		n, err := activeUnits(ctx, q, id)
+		ch <- count{n, err}
+	}()
+	var once sync.Once
+	var c count
+	return func() (int, error) {
+		once.Do(func() { c = <-ch })
+		return c.n, c.err
+	}
+}
+
+// activeUnits counts the units of source id that are in Git now.
+func activeUnits(ctx context.Context, q *db.Queries, id uuid.UUID) (int, error) {
+	counts, err := q.UnitCountByStatus(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("count units: %w", err)
+	}
+	n := 0
+	for _, c := range counts {
+		if active(c.Status) {
+			n += int(c.N)
+		}
+	}
+	return n, nil
 }
 
 // applyTx is the finishing step of a sync. The policy in force when it
@@ -658,14 +703,13 @@ func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
 		}
 	}
 
-	counts, err := q.UnitCountByStatus(ctx, p.source.ID)
+	if p.activeBefore != nil {
+		c.activeBefore, err = p.activeBefore()
+	} else {
+		c.activeBefore, err = activeUnits(ctx, q, p.source.ID)
+	}
 	if err != nil {
 		return nil, err
-	}
-	for _, n := range counts {
-		if active(n.Status) {
-			c.activeBefore += int(n.N)
-		}
 	}
 	c.res.Unchanged = max(c.activeBefore-len(c.paths.updated)-len(c.paths.stale), 0)
 	c.paths.invalid = slices.Clone(p.invalid)
