@@ -67,3 +67,28 @@ func TestParseFiles(t *testing.T) {
 		require.Equal(t, []Invalid{{Path: "../x.json", Reason: "is not a clean repository-relative path"}}, invalid)
 	})
 }
+
+// BenchmarkParseFiles10k is what a first sync now pays to turn 10,000 units
+// into rows: parsing from the blobs in memory, against BenchmarkWalk10k's
+// reading them back from a working tree and BenchmarkHash10k's floor.
+func BenchmarkParseFiles10k(b *testing.B) {
+	b.StopTimer()
+	root, rels := writeUnits(b, 10_000)
+	files := make([]File, len(rels))
+	for i, rel := range rels {
+		data, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			b.Fatal(err)
+		}
+		files[i] = File{Path: rel, Mode: 0o644, Size: int64(len(data)), Data: data}
+	}
+	b.StartTimer()
+
+	for b.Loop() {
+		units, invalid := ParseFiles(uuid.NameSpaceDNS, files)
+		if len(units) != 10_000 || len(invalid) != 0 {
+			b.Fatalf("units=%d invalid=%v", len(units), invalid)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10_000, "ns/file")
+}
