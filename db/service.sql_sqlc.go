@@ -147,8 +147,13 @@ func (q *Queries) ServiceList(ctx context.Context) ([]*Unit, error) {
 const serviceListByNames = `-- name: ServiceListByNames :many
 SELECT u.id, u.source_id, s.name AS source_name, u.path, u.name
 FROM unit u JOIN source s ON s.id = u.source_id
-WHERE u.kind = 'Service' AND u.status NOT IN ('stale', 'destroyed') AND u.name = ANY($1::text[])
+WHERE u.kind = $1::text AND u.status NOT IN ('stale', 'destroyed') AND u.name = ANY($2::text[])
 `
+
+type ServiceListByNamesParams struct {
+	Kind  string
+	Names []string
+}
 
 type ServiceListByNamesRow struct {
 	ID         uuid.UUID
@@ -158,11 +163,11 @@ type ServiceListByNamesRow struct {
 	Name       string
 }
 
-// ServiceListByNames returns the active Service units holding any of names,
+// ServiceListByNames returns the active units of kind (Service, Blueprint) holding any of names,
 // of every source, with their source's name: sync refuses a second service
 // of the same name, and says which unit holds it.
-func (q *Queries) ServiceListByNames(ctx context.Context, names []string) ([]*ServiceListByNamesRow, error) {
-	rows, err := q.db.Query(ctx, serviceListByNames, names)
+func (q *Queries) ServiceListByNames(ctx context.Context, arg *ServiceListByNamesParams) ([]*ServiceListByNamesRow, error) {
+	rows, err := q.db.Query(ctx, serviceListByNames, arg.Kind, arg.Names)
 	if err != nil {
 		return nil, err
 	}

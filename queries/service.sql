@@ -14,12 +14,12 @@ ORDER BY path
 LIMIT 1;
 
 -- name: ServiceListByNames :many
--- ServiceListByNames returns the active Service units holding any of names,
+-- ServiceListByNames returns the active units of kind (Service, Blueprint) holding any of names,
 -- of every source, with their source's name: sync refuses a second service
 -- of the same name, and says which unit holds it.
 SELECT u.id, u.source_id, s.name AS source_name, u.path, u.name
 FROM unit u JOIN source s ON s.id = u.source_id
-WHERE u.kind = 'Service' AND u.status NOT IN ('stale', 'destroyed') AND u.name = ANY(@names::text[]);
+WHERE u.kind = @kind::text AND u.status NOT IN ('stale', 'destroyed') AND u.name = ANY(@names::text[]);
 
 -- name: ServiceNamesLock :exec
 -- ServiceNamesLock waits for, then holds until the transaction ends, the

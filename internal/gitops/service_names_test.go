@@ -315,3 +315,45 @@ func TestServiceNames(t *testing.T) {
 		require.Equal(t, "stale", b.unitsOf(t, gitops.DefaultSourceID)["services/hello.json"].Status)
 	})
 }
+
+// blueprintUnit is a Blueprint unit named name; version makes its content
+// differ.
+func blueprintUnit(name, version string) string {
+	return fmt.Sprintf(`{"kind": "Blueprint", "metadata": {"name": %q},
+ "spec": {"template": {"runtime": "exec", "image": "sha256:%064d", "args": [%q]}, "selector": {"nodes": ["n1"]}, "stateful": false}}
+`, name, 0, version)
+}
+
+func TestBlueprintNames(t *testing.T) {
+	t.Parallel()
+
+	for _, order := range [][2]string{{gitops.DefaultSourceName, "apps"}, {"apps", gitops.DefaultSourceName}} {
+		holder, newcomer := order[0], order[1]
+		t.Run("TheBlueprintOfSource"+strings.ToUpper(holder[:1])+holder[1:]+"SyncedFirstKeepsTheNameAndTheOtherIsInvalid", func(t *testing.T) {
+			t.Parallel()
+			b := setupNames(t)
+			b.repos[holder].Commit(t, "edge", map[string]string{"blueprints/edge.json": blueprintUnit("edge", "a")})
+			b.repos[newcomer].Commit(t, "edge too", map[string]string{"blueprints/edge.json": blueprintUnit("edge", "b"), "blueprints/core.json": blueprintUnit("core", "b"),
+				// A service may share the name: a Blueprint runs as bp-edge.
+				"services/edge.json": serviceUnit("edge", "b")})
+
+			res := b.syncOK(t, holder)
+			require.Contains(t, res.Created, "blueprints/edge.json")
+			require.Empty(t, res.Invalid)
+
+			res = b.syncOK(t, newcomer)
+			require.Contains(t, res.Created, "blueprints/core.json")
+			require.Contains(t, res.Created, "services/edge.json")
+			require.Equal(t, fmt.Sprintf("Blueprint name edge is already held by blueprints/edge.json of source %s; rename one", holder),
+				invalidPaths(res)["blueprints/edge.json"])
+			n := b.count(t, `SELECT count(*) FROM unit WHERE kind = 'Blueprint' AND name = 'edge' AND status NOT IN ('stale', 'destroyed')`)
+			require.Equal(t, 1, n)
+
+			// The database refuses a second holder, whoever writes it.
+			_, err := b.pool.Exec(b.ctx, `UPDATE unit SET name = 'edge' WHERE kind = 'Blueprint' AND name = 'core'`)
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr)
+			require.Equal(t, "unit_blueprint_name_active", pgErr.ConstraintName)
+		})
+	}
+}

@@ -52,12 +52,16 @@ const serviceNamesLockKey int64 = 0x736c736e_00000001 // "slsn" + 1
 // (migration 0010). It is deferrable so that a sync can swap two names.
 const serviceNameConstraint = "unit_service_name_active"
 
+// blueprintNameConstraint is the same guard for Blueprints (migration
+// 0020), whose names the API and the rollouts address as well.
+const blueprintNameConstraint = "unit_blueprint_name_active"
+
 // The statements that defer serviceNameConstraint while a sync writes and
 // check it before the sync finishes. They are not in queries/ because sqlc
 // takes a constraint's name for a table's.
 const (
-	deferServiceNames = "SET CONSTRAINTS " + serviceNameConstraint + " DEFERRED"
-	checkServiceNames = "SET CONSTRAINTS " + serviceNameConstraint + " IMMEDIATE"
+	deferServiceNames = "SET CONSTRAINTS " + serviceNameConstraint + ", " + blueprintNameConstraint + " DEFERRED"
+	checkServiceNames = "SET CONSTRAINTS " + serviceNameConstraint + ", " + blueprintNameConstraint + " IMMEDIATE"
 )
 
 // isServiceNameTaken reports whether err is serviceNameConstraint refusing
@@ -65,7 +69,8 @@ const (
 // after this transaction decided.
 func isServiceNameTaken(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23P01" /* exclusion_violation */ && pgErr.ConstraintName == serviceNameConstraint
+	return errors.As(err, &pgErr) && pgErr.Code == "23P01" /* exclusion_violation */ &&
+		(pgErr.ConstraintName == serviceNameConstraint || pgErr.ConstraintName == blueprintNameConstraint)
 }
 
 // nameHolder is the unit that holds a service name, or is given it by the
@@ -94,15 +99,27 @@ type nameHolder struct {
 //
 // byID holds the rows the sync loaded, locked; invalidPaths gains the paths
 // of the units that lost, so that their rows stay as they were.
+//
+// Blueprint names are decided the same way, apart from services' (a
+// Blueprint runs on its nodes as bp-NAME).
 func (p *plan) decideServiceNames(ctx context.Context, q *db.Queries, units []*unit.Unit, byID map[uuid.UUID]*db.Unit, invalidPaths map[string]bool) ([]*unit.Unit, error) {
+	units, err := p.decideNames(ctx, q, servicespec.Kind, "service", units, byID, invalidPaths)
+	if err != nil {
+		return nil, err
+	}
+	return p.decideNames(ctx, q, blueprintspec.Kind, "Blueprint", units, byID, invalidPaths)
+}
+
+// decideNames decides the names of the units of kind (word in a reason).
+func (p *plan) decideNames(ctx context.Context, q *db.Queries, kind, word string, units []*unit.Unit, byID map[uuid.UUID]*db.Unit, invalidPaths map[string]bool) ([]*unit.Unit, error) {
 	var claims []*unit.Unit
 	givesNames := false
 	for _, u := range units {
-		if u.Kind != servicespec.Kind {
+		if u.Kind != kind {
 			continue
 		}
 		claims = append(claims, u)
-		if r, ok := byID[u.ID]; !ok || !active(r.Status) || r.Kind != servicespec.Kind || r.Name != u.Name {
+		if r, ok := byID[u.ID]; !ok || !active(r.Status) || r.Kind != kind || r.Name != u.Name {
 			givesNames = true
 		}
 	}
@@ -118,7 +135,7 @@ func (p *plan) decideServiceNames(ctx context.Context, q *db.Queries, units []*u
 	for _, u := range claims {
 		names = append(names, u.Name)
 	}
-	holders, err := q.ServiceListByNames(ctx, names)
+	holders, err := q.ServiceListByNames(ctx, &db.ServiceListByNamesParams{Kind: kind, Names: names})
 	if err != nil {
 		return nil, fmt.Errorf("load services by name: %w", err)
 	}
@@ -161,7 +178,7 @@ func (p *plan) decideServiceNames(ctx context.Context, q *db.Queries, units []*u
 		held := make(map[string]nameHolder, len(holders))
 		for _, h := range holders {
 			if h.SourceID == p.source.ID {
-				if u, ok := valid[h.ID]; ok && (u.Kind != servicespec.Kind || u.Name != h.Name) {
+				if u, ok := valid[h.ID]; ok && (u.Kind != kind || u.Name != h.Name) {
 					continue // renamed, or no longer a service
 				}
 				if r, ok := byID[h.ID]; ok && p.goesStale(r, seen, invalid) {
@@ -180,7 +197,7 @@ func (p *plan) decideServiceNames(ctx context.Context, q *db.Queries, units []*u
 			case !ok:
 				held[u.Name] = nameHolder{id: u.ID, path: u.Path, source: p.source.Name}
 			case h.id != u.ID:
-				lost[u.ID] = fmt.Sprintf("service name %s is already held by %s of source %s; rename one", u.Name, h.path, h.source)
+				lost[u.ID] = fmt.Sprintf("%s name %s is already held by %s of source %s; rename one", word, u.Name, h.path, h.source)
 				more = true
 			}
 		}
