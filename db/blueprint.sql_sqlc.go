@@ -849,6 +849,72 @@ func (q *Queries) RolloutRunOf(ctx context.Context, rollout string) (*JournalRun
 	return &i, err
 }
 
+const rolloutSkipInsert = `-- name: RolloutSkipInsert :one
+INSERT INTO rollout_skip (rollout_id, node, reason, skipped_by, run_id)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (rollout_id, node) DO NOTHING
+RETURNING rollout_id, node, reason, skipped_by, run_id, at
+`
+
+type RolloutSkipInsertParams struct {
+	RolloutID uuid.UUID
+	Node      string
+	Reason    string
+	SkippedBy string
+	RunID     uuid.UUID
+}
+
+func (q *Queries) RolloutSkipInsert(ctx context.Context, arg *RolloutSkipInsertParams) (*RolloutSkip, error) {
+	row := q.db.QueryRow(ctx, rolloutSkipInsert,
+		arg.RolloutID,
+		arg.Node,
+		arg.Reason,
+		arg.SkippedBy,
+		arg.RunID,
+	)
+	var i RolloutSkip
+	err := row.Scan(
+		&i.RolloutID,
+		&i.Node,
+		&i.Reason,
+		&i.SkippedBy,
+		&i.RunID,
+		&i.At,
+	)
+	return &i, err
+}
+
+const rolloutSkips = `-- name: RolloutSkips :many
+SELECT rollout_id, node, reason, skipped_by, run_id, at FROM rollout_skip WHERE rollout_id = $1 ORDER BY at
+`
+
+func (q *Queries) RolloutSkips(ctx context.Context, rolloutID uuid.UUID) ([]*RolloutSkip, error) {
+	rows, err := q.db.Query(ctx, rolloutSkips, rolloutID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*RolloutSkip
+	for rows.Next() {
+		var i RolloutSkip
+		if err := rows.Scan(
+			&i.RolloutID,
+			&i.Node,
+			&i.Reason,
+			&i.SkippedBy,
+			&i.RunID,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const withdrawalInsert = `-- name: WithdrawalInsert :exec
 INSERT INTO blueprint_withdrawal (unit_id, node, placement_id, run_id)
 VALUES ($1, $2, $3, $4)

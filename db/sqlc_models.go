@@ -370,6 +370,15 @@ type RolloutPause struct {
 	At        time.Time
 }
 
+type RolloutSkip struct {
+	RolloutID uuid.UUID
+	Node      string
+	Reason    string
+	SkippedBy string
+	RunID     uuid.UUID
+	At        time.Time
+}
+
 type ServicePause struct {
 	Service  string
 	RunID    uuid.UUID

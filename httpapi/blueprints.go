@@ -211,6 +211,30 @@ func registerBlueprints(api huma.API, d Deps) {
 		return out, nil
 	})
 
+	sk := op("skip-rollout-node", http.MethodPost, "/blueprints/{name}/rollout/skip",
+		"Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the "+
+			"rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its "+
+			"next node while it runs. Journaled.",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
+	register(api, d, sk, func(ctx context.Context, in *struct {
+		Name string `path:"name" maxLength:"253" doc:"The Blueprint's metadata.name."`
+		Body struct {
+			Node   string `json:"node" minLength:"1" maxLength:"63" doc:"The node to leave out."`
+			Reason string `json:"reason" minLength:"1" maxLength:"1000" doc:"Why the rollout goes on without it."`
+		}
+	}) (*rolloutRunOutput, error) {
+		if d.Blueprints == nil {
+			return nil, none()
+		}
+		run, err := d.Blueprints.Skip(ctx, in.Name, in.Body.Node, in.Body.Reason, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		out := &rolloutRunOutput{Status: http.StatusOK}
+		out.Body.JournalID = run.ID
+		return out, nil
+	})
+
 	en := op("enforce-blueprint-node", http.MethodPost, "/blueprints/{name}/nodes/{node}/enforce",
 		"Repair a node's copy of a Blueprint to the generation and digest it last acknowledged. The run holds (failed, "+
 			"its reason starting \"Repair held\") when the newest rollout moved on past that generation, a rollback owns the "+

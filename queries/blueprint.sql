@@ -124,3 +124,12 @@ ORDER BY requested_at;
 SELECT DISTINCT ON (params->>'node') * FROM journal_run
 WHERE target = @target AND action = @action
 ORDER BY params->>'node', requested_at DESC;
+
+-- name: RolloutSkipInsert :one
+INSERT INTO rollout_skip (rollout_id, node, reason, skipped_by, run_id)
+VALUES (@rollout_id, @node, @reason, @skipped_by, @run_id)
+ON CONFLICT (rollout_id, node) DO NOTHING
+RETURNING *;
+
+-- name: RolloutSkips :many
+SELECT * FROM rollout_skip WHERE rollout_id = @rollout_id ORDER BY at;

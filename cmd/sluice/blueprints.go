@@ -33,6 +33,7 @@ const blueprintUsage = `usage:
   sluice rollout resume NAME                          run the newest rollout again from the nodes that have
                                                       not acknowledged it, after it paused, held or stopped (operator)
   sluice rollout pause NAME --reason TEXT             hold the newest rollout at its next node (operator)
+  sluice rollout skip NAME NODE --reason TEXT         leave a node that holds the rollout out of it (operator)
   sluice rollout rollback NAME [--to ID] [--failed]   roll the newest rollout back to an earlier generation, on
                                                       every node it changed or only the failed ones (operator)
   sluice blueprint withdraw NAME NODE                 stop and remove the copy on a node the placement left (operator)
@@ -175,19 +176,18 @@ func runNodeAction(ctx context.Context, action string, args []string, stdout, st
 	fs.SetOutput(stderr)
 	detach := fs.Bool("detach", false, "print the run's id and return instead of following it")
 	fs.Usage = func() { fmt.Fprintln(stderr, blueprintUsage) }
-	if err := fs.Parse(args); err != nil {
+	got, err := parseArgs(fs, args, 2, "blueprint "+action+" NAME NODE [--detach]")
+	if err != nil {
 		return err
-	}
-	if fs.NArg() != 2 {
-		return fmt.Errorf("usage: sluice blueprint %s NAME NODE [--detach]", action)
 	}
 	client, err := newClient()
 	if err != nil {
 		return err
 	}
+	bp, nodeName := got[0], got[1]
 	var id uuid.UUID
 	if action == "enforce" {
-		resp, err := client.EnforceBlueprintNodeWithResponse(ctx, fs.Arg(0), fs.Arg(1))
+		resp, err := client.EnforceBlueprintNodeWithResponse(ctx, bp, nodeName)
 		if err != nil {
 			return err
 		}
@@ -196,7 +196,7 @@ func runNodeAction(ctx context.Context, action string, args []string, stdout, st
 		}
 		id = uuid.UUID(resp.JSON202.JournalId)
 	} else {
-		resp, err := client.WithdrawBlueprintWithResponse(ctx, fs.Arg(0), apiclient.WithdrawBlueprintJSONRequestBody{Node: fs.Arg(1)})
+		resp, err := client.WithdrawBlueprintWithResponse(ctx, bp, apiclient.WithdrawBlueprintJSONRequestBody{Node: nodeName})
 		if err != nil {
 			return err
 		}
@@ -205,7 +205,7 @@ func runNodeAction(ctx context.Context, action string, args []string, stdout, st
 		}
 		id = uuid.UUID(resp.JSON202.JournalId)
 	}
-	fmt.Fprintf(stderr, "%s %s on %s queued: run %s\n", action, fs.Arg(0), fs.Arg(1), id)
+	fmt.Fprintf(stderr, "%s %s on %s queued: run %s\n", action, bp, nodeName, id)
 	if *detach {
 		fmt.Fprintln(stdout, id)
 		return nil
@@ -322,6 +322,9 @@ func runRollout(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case "pause":
 		reason = fs.String("reason", "", "why the rollout must hold (required)")
 		usage = "rollout pause NAME --reason TEXT"
+	case "skip":
+		reason = fs.String("reason", "", "why the rollout goes on without the node (required)")
+		usage = "rollout skip NAME NODE --reason TEXT"
 	case "rollback":
 		to = fs.String("to", "", "the rollout generation (id) to go back to; default the newest earlier one a node acknowledged")
 		failed = fs.Bool("failed", false, "roll back only the nodes whose step failed or whose outcome is unknown")
@@ -333,9 +336,18 @@ func runRollout(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return exitError{2}
 	}
-	name, err := parseOneArg(fs, args[1:], usage)
-	if err != nil {
-		return err
+	var name, skipNode string
+	if sub == "skip" {
+		got, err := parseArgs(fs, args[1:], 2, usage)
+		if err != nil {
+			return err
+		}
+		name, skipNode = got[0], got[1]
+	} else {
+		var err error
+		if name, err = parseOneArg(fs, args[1:], usage); err != nil {
+			return err
+		}
 	}
 	client, err := newClient()
 	if err != nil {
@@ -382,6 +394,16 @@ func runRollout(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return apiError(resp.HTTPResponse, resp.Body)
 		}
 		fmt.Fprintf(stdout, "Rollout of %s paused (receipt %s): it takes no further node until `sluice rollout resume %s`.\n", name, resp.JSON200.JournalId, name)
+		return nil
+	case "skip":
+		resp, err := client.SkipRolloutNodeWithResponse(ctx, name, apiclient.SkipRolloutNodeJSONRequestBody{Node: skipNode, Reason: *reason})
+		if err != nil {
+			return err
+		}
+		if resp.JSON200 == nil {
+			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		fmt.Fprintf(stdout, "Node %s is left out of the rollout of %s (receipt %s); resume it with `sluice rollout resume %s`.\n", skipNode, name, resp.JSON200.JournalId, name)
 		return nil
 	case "rollback":
 		body := apiclient.RollbackRolloutJSONRequestBody{}

@@ -357,6 +357,37 @@ func TestBlueprintRollout(t *testing.T) {
 		status, body = p.do("POST", "/api/v1/blueprints/web/rollout/resume", testToken, nil)
 		require.Equal(t, http.StatusConflict, status, "nothing left to resume: %s", body)
 	})
+	t.Run("AnUnreachableNodeHoldsTheRolloutUntilAnOperatorLeavesItOut", func(t *testing.T) {
+		require.NoError(t, agents["r2"].cmd.Process.Kill())
+		<-agents["r2"].done
+		p.waitNode("r2", "Unreachable")
+		repo.Commit(t, "web v1 once more", map[string]string{"blueprints/web.json": web(v1, "--port", "00")})
+		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+		status, body := p.do("POST", "/api/v1/blueprints/web/rollout/authorize", testToken, nil)
+		require.Equal(t, http.StatusOK, status, string(body))
+		var a authorized
+		require.NoError(t, json.Unmarshal(body, &a))
+		msg := waitRollout(a.Rollout, "failed")
+		require.Contains(t, msg, "holds at node r2 (2 of 2): it is unreachable")
+		r2 := runsOn("r2", v1)
+		require.Len(t, r2, 1, "what r2 runs keeps running")
+
+		status, body = p.do("POST", "/api/v1/blueprints/web/rollout/skip", testToken, map[string]string{"node": "r2", "reason": ""})
+		require.Equal(t, http.StatusUnprocessableEntity, status, "a skip needs a reason: %s", body)
+		out, code := p.cliOut("rollout", "skip", "web", "r2", "--reason", "host is being replaced")
+		require.Equal(t, 0, code, out)
+		out, code = p.cliOut("rollout", "resume", "web")
+		require.Equal(t, 0, code, "the rollout goes on without r2: %s", out)
+		var result string
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT result->>'skipped' FROM journal_run WHERE action = 'rollout' AND params->>'rollout' = $1 AND state = 'succeeded'`, a.Rollout).Scan(&result))
+		require.Equal(t, `["r2"]`, result)
+		require.Equal(t, r2, runsOn("r2", v1), "r2 was left alone")
+		v := p.blueprint("web")
+		require.Contains(t, v.Answer, "is succeeded", v.Answer)
+		var receipts int
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(*) FROM journal_run WHERE action = 'skip_rollout_node' AND target = 'web' AND params->>'reason' = 'host is being replaced'`).Scan(&receipts))
+		require.Equal(t, 1, receipts, "the choice is journaled")
+	})
 }
 
 // runsText lists the runs, for a failure's message.

@@ -207,20 +207,29 @@ func printNode(w io.Writer, n apiclient.Node) {
 }
 
 func parseOneArg(fs *flag.FlagSet, args []string, usage string) (string, error) {
+	got, err := parseArgs(fs, args, 1, usage)
+	if err != nil {
+		return "", err
+	}
+	return got[0], nil
+}
+
+// parseArgs parses flags anywhere among n positional arguments.
+func parseArgs(fs *flag.FlagSet, args []string, n int, usage string) ([]string, error) {
 	var positional []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
-			return "", err
+			return nil, err
 		}
 		if fs.NArg() == 0 {
 			break
 		}
 		positional, args = append(positional, fs.Arg(0)), fs.Args()[1:]
 	}
-	if len(positional) != 1 {
-		return "", errors.New("usage: sluice " + usage)
+	if len(positional) != n {
+		return nil, errors.New("usage: sluice " + usage)
 	}
-	return positional[0], nil
+	return positional, nil
 }
 
 func parseLabels(s string) (map[string]string, error) {

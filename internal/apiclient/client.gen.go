@@ -2269,6 +2269,14 @@ type RolloutRunOutputBody struct {
 	JournalId openapi_types.UUID `json:"journalId"`
 }
 
+// RolloutSkipped defines model for RolloutSkipped.
+type RolloutSkipped struct {
+	At     time.Time `json:"at"`
+	By     string    `json:"by"`
+	Node   string    `json:"node"`
+	Reason string    `json:"reason"`
+}
+
 // RolloutSummary defines model for RolloutSummary.
 type RolloutSummary struct {
 	At           time.Time          `json:"at"`
@@ -2303,6 +2311,7 @@ type RolloutView struct {
 	RollsBack      *string                   `json:"rollsBack,omitempty"`
 	RunId          *string                   `json:"runId,omitempty"`
 	Scope          RolloutViewScope          `json:"scope"`
+	Skipped        []RolloutSkipped          `json:"skipped"`
 	State          string                    `json:"state"`
 }
 
@@ -2518,6 +2527,15 @@ type SettledStage struct {
 	Proof string `json:"proof"`
 	Stage string `json:"stage"`
 	State string `json:"state"`
+}
+
+// SkipRolloutNodeRequest defines model for Skip-rollout-nodeRequest.
+type SkipRolloutNodeRequest struct {
+	// Node The node to leave out.
+	Node string `json:"node"`
+
+	// Reason Why the rollout goes on without it.
+	Reason string `json:"reason"`
 }
 
 // Source defines model for Source.
@@ -2914,6 +2932,9 @@ type PauseRolloutJSONRequestBody = PauseRolloutRequest
 // RollbackRolloutJSONRequestBody defines body for RollbackRollout for application/json ContentType.
 type RollbackRolloutJSONRequestBody = RollbackRolloutRequest
 
+// SkipRolloutNodeJSONRequestBody defines body for SkipRolloutNode for application/json ContentType.
+type SkipRolloutNodeJSONRequestBody = SkipRolloutNodeRequest
+
 // WithdrawBlueprintJSONRequestBody defines body for WithdrawBlueprint for application/json ContentType.
 type WithdrawBlueprintJSONRequestBody = WithdrawBlueprintRequest
 
@@ -3153,6 +3174,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/blueprints/{name}/rollout/rollback (the `RollbackRollout` operationId).
 	RollbackRollout(ctx context.Context, name string, body RollbackRolloutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SkipRolloutNodeWithBody Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled.
+	//
+	// Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/skip (the `SkipRolloutNode` operationId).
+	SkipRolloutNodeWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SkipRolloutNode Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled.
+	//
+	// Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/skip (the `SkipRolloutNode` operationId).
+	SkipRolloutNode(ctx context.Context, name string, body SkipRolloutNodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetBlueprintStatus Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven.
 	//
@@ -4020,6 +4059,44 @@ func (c *Client) RollbackRolloutWithBody(ctx context.Context, name string, conte
 // Corresponds with POST /api/v1/blueprints/{name}/rollout/rollback (the `RollbackRollout` operationId).
 func (c *Client) RollbackRollout(ctx context.Context, name string, body RollbackRolloutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRollbackRolloutRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SkipRolloutNodeWithBody Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled.
+//
+// Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled. Needs the operator role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/skip (the `SkipRolloutNode` operationId).
+func (c *Client) SkipRolloutNodeWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSkipRolloutNodeRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SkipRolloutNode Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled.
+//
+// Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled. Needs the operator role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/skip (the `SkipRolloutNode` operationId).
+func (c *Client) SkipRolloutNode(ctx context.Context, name string, body SkipRolloutNodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSkipRolloutNodeRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5825,6 +5902,53 @@ func NewRollbackRolloutRequestWithBody(server string, name string, contentType s
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/blueprints/%s/rollout/rollback", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSkipRolloutNodeRequest calls the generic SkipRolloutNode builder with application/json body
+func NewSkipRolloutNodeRequest(server string, name string, body SkipRolloutNodeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSkipRolloutNodeRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewSkipRolloutNodeRequestWithBody constructs an http.Request for the SkipRolloutNode method, with any body, and a specified content type
+func NewSkipRolloutNodeRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/blueprints/%s/rollout/skip", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -8673,6 +8797,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/blueprints/{name}/rollout/rollback (the `RollbackRollout` operationId).
 	RollbackRolloutWithResponse(ctx context.Context, name string, body RollbackRolloutJSONRequestBody, reqEditors ...RequestEditorFn) (*RollbackRolloutResponse, error)
 
+	// SkipRolloutNodeWithBodyWithResponse Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled.
+	//
+	// Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled. Needs the operator role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/skip (the `SkipRolloutNode` operationId).
+	SkipRolloutNodeWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SkipRolloutNodeResponse, error)
+
+	// SkipRolloutNodeWithResponse Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled.
+	//
+	// Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled. Needs the operator role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/blueprints/{name}/rollout/skip (the `SkipRolloutNode` operationId).
+	SkipRolloutNodeWithResponse(ctx context.Context, name string, body SkipRolloutNodeJSONRequestBody, reqEditors ...RequestEditorFn) (*SkipRolloutNodeResponse, error)
+
 	// GetBlueprintStatusWithResponse Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven.
 	//
 	// Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven. Needs the viewer role.
@@ -10278,6 +10420,110 @@ func (r RollbackRolloutResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RollbackRolloutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SkipRolloutNodeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RolloutRunOutputBody
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ErrorModel
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SkipRolloutNodeResponse) GetJSON200() *RolloutRunOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SkipRolloutNodeResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SkipRolloutNodeResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SkipRolloutNodeResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SkipRolloutNodeResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SkipRolloutNodeResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r SkipRolloutNodeResponse) GetApplicationproblemJSON413() *ErrorModel {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r SkipRolloutNodeResponse) GetApplicationproblemJSON415() *ErrorModel {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SkipRolloutNodeResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SkipRolloutNodeResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SkipRolloutNodeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SkipRolloutNodeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SkipRolloutNodeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SkipRolloutNodeResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15599,6 +15845,36 @@ func (c *ClientWithResponses) RollbackRolloutWithResponse(ctx context.Context, n
 	return ParseRollbackRolloutResponse(rsp)
 }
 
+// SkipRolloutNodeWithBodyWithResponse Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled.
+//
+// Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled. Needs the operator role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/skip (the `SkipRolloutNode` operationId).
+func (c *ClientWithResponses) SkipRolloutNodeWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SkipRolloutNodeResponse, error) {
+	rsp, err := c.SkipRolloutNodeWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSkipRolloutNodeResponse(rsp)
+}
+
+// SkipRolloutNodeWithResponse Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled.
+//
+// Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled. Needs the operator role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/blueprints/{name}/rollout/skip (the `SkipRolloutNode` operationId).
+func (c *ClientWithResponses) SkipRolloutNodeWithResponse(ctx context.Context, name string, body SkipRolloutNodeJSONRequestBody, reqEditors ...RequestEditorFn) (*SkipRolloutNodeResponse, error) {
+	rsp, err := c.SkipRolloutNode(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSkipRolloutNodeResponse(rsp)
+}
+
 // GetBlueprintStatusWithResponse Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven.
 //
 // Get a Blueprint's answer / path / evidence block: the first stage along source, artifact, placement, rollout and runtime that needs an operator, each stage, a row per node, the grants (who, under which policy line, when) and what could not be proven. Needs the viewer role.
@@ -17451,6 +17727,95 @@ func ParseRollbackRolloutResponse(rsp *http.Response) (*RollbackRolloutResponse,
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest RolloutAuthorizedOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSkipRolloutNodeResponse parses an HTTP response from a SkipRolloutNodeWithResponse call
+func ParseSkipRolloutNodeResponse(rsp *http.Response) (*SkipRolloutNodeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SkipRolloutNodeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RolloutRunOutputBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

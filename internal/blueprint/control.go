@@ -491,3 +491,49 @@ func (s *Service) Withdraw(ctx context.Context, p *journal.Progress, args Withdr
 	}
 	return out, nil
 }
+
+// ActionSkipNode leaves a node out of a rollout.
+const ActionSkipNode = "skip_rollout_node"
+
+// Skip leaves node out of name's newest rollout, an operator's explicit
+// choice with a reason: the node keeps what it runs, and the rollout, when
+// resumed (or at its next node, while it runs), goes on without it.
+func (s *Service) Skip(ctx context.Context, name, nodeName, reason, by string) (*db.JournalRun, error) {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return nil, errs.Errorf(errs.Invalid, "Skipping a node needs a reason: say why the rollout of %s goes on without %s.", name, nodeName)
+	}
+	var run *db.JournalRun
+	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		_, r, err := latestRollout(ctx, q, name, "skip a node of")
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(r.Nodes, nodeName) {
+			return errs.Errorf(errs.Conflict, "Rollout %s of %s does not go to node %s (it goes to %s).", r.ID, name, nodeName, strings.Join(r.Nodes, ", "))
+		}
+		answers, err := q.RolloutNodes(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(answers, func(a *db.RolloutNode) bool { return a.Node == nodeName && a.State == "active" }) {
+			return errs.Errorf(errs.Conflict, "Node %s acknowledged rollout %s already; there is nothing to skip.", nodeName, r.ID)
+		}
+		run, err = s.Journal.RecordTx(ctx, tx, journal.RecordParams{
+			Action: ActionSkipNode, Target: name, RequestedBy: by,
+			Params:  map[string]any{"rollout": r.ID, "node": nodeName, "reason": reason},
+			Message: fmt.Sprintf("node %s left out of rollout %s of %s by %s: %s; it keeps what it runs", nodeName, r.ID, name, by, reason),
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := q.RolloutSkipInsert(ctx, &db.RolloutSkipInsertParams{RolloutID: r.ID, Node: nodeName, Reason: reason, SkippedBy: by, RunID: run.ID}); errors.Is(err, pgx.ErrNoRows) {
+			return errs.Errorf(errs.Conflict, "Node %s is left out of rollout %s already.", nodeName, r.ID)
+		} else if err != nil {
+			return err
+		}
+		return nil
+	})
+	return run, err
+}

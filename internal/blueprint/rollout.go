@@ -159,15 +159,17 @@ type NodeResult struct {
 
 // RolloutResult is a rollout's receipt.
 type RolloutResult struct {
-	Rollout        uuid.UUID           `json:"rollout"`
-	Kind           string              `json:"kind"`
-	OnProbeFailure string              `json:"onProbeFailure"`
-	Blueprint      string              `json:"blueprint"`
-	Generation     string              `json:"generation"`
-	Digest         string              `json:"digest"`
-	Nodes          []NodeResult        `json:"nodes"`
-	Applied        []*hoststep.Applied `json:"applied"`
-	Phases         journal.Phases      `json:"phases"`
+	Rollout        uuid.UUID    `json:"rollout"`
+	Kind           string       `json:"kind"`
+	OnProbeFailure string       `json:"onProbeFailure"`
+	Blueprint      string       `json:"blueprint"`
+	Generation     string       `json:"generation"`
+	Digest         string       `json:"digest"`
+	Nodes          []NodeResult `json:"nodes"`
+	// Skipped are the nodes an operator left out of it.
+	Skipped []string            `json:"skipped,omitempty"`
+	Applied []*hoststep.Applied `json:"applied"`
+	Phases  journal.Phases      `json:"phases"`
 }
 
 // Roll is the rollout job's body: it deploys the rollout generation one
@@ -218,6 +220,7 @@ func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArg
 	if r.Kind == KindRollback {
 		what = "Rollback"
 	}
+	var skipped []string
 	for i, name := range r.Nodes {
 		if active[name] {
 			p.Info(ctx, fmt.Sprintf("node %s already runs rollout %s; skipped", name, r.ID), nil)
@@ -225,6 +228,14 @@ func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArg
 		}
 		if err := s.mayGoOn(ctx, q, r, name, i); err != nil {
 			return out, err
+		}
+		if skip, err := s.skipOf(ctx, q, r.ID, name); err != nil {
+			return out, err
+		} else if skip != nil {
+			p.Warn(ctx, fmt.Sprintf("node %s (%d of %d) left out by %s: %s; it keeps what it runs", name, i+1, len(r.Nodes), skip.SkippedBy, skip.Reason), nil)
+			res.Skipped = append(res.Skipped, name)
+			skipped = append(skipped, fmt.Sprintf("%s (by %s: %s)", name, skip.SkippedBy, skip.Reason))
+			continue
 		}
 		nd, err := s.Nodes.Get(ctx, name)
 		if err != nil {
@@ -257,6 +268,10 @@ func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArg
 	if r.Kind == KindRollback {
 		out.Message = fmt.Sprintf("rolled %s back to generation %s (%s) on %s: each node acknowledged it and its probe passed",
 			r.Blueprint, short(r.Generation), hoststep.Short(r.Digest), strings.Join(r.Nodes, ", "))
+	}
+	if len(skipped) > 0 {
+		out.Message = fmt.Sprintf("rolled out %s generation %s (%s), leaving out %s: every other node acknowledged it and its probe passed",
+			r.Blueprint, short(r.Generation), hoststep.Short(r.Digest), strings.Join(skipped, ", "))
 	}
 	return out, nil
 }
@@ -356,4 +371,18 @@ func short(hash string) string {
 		return hash[:12]
 	}
 	return hash
+}
+
+// skipOf is the operator's skip of node in rollout id; nil when none.
+func (s *Service) skipOf(ctx context.Context, q *db.Queries, id uuid.UUID, node string) (*db.RolloutSkip, error) {
+	skips, err := q.RolloutSkips(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read the skips of rollout %s: %w", id, err)
+	}
+	for _, sk := range skips {
+		if sk.Node == node {
+			return sk, nil
+		}
+	}
+	return nil, nil
 }

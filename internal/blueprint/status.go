@@ -486,6 +486,11 @@ func (s *Service) placedRow(n string, r *RolloutView, answers map[string]NodeAns
 		return NodePending, "No rollout was authorized for it yet." + older, "sluice rollout authorize " + name
 	}
 	a, ok := answers[n]
+	for _, sk := range r.Skipped {
+		if sk.Node == n && (!ok || a.State != "active") {
+			return NodePending, fmt.Sprintf("Left out of rollout %s by %s (%s): %s.%s", r.ID, sk.By, sk.At.UTC().Format(time.RFC3339), strings.TrimSuffix(sk.Reason, "."), older), ""
+		}
+	}
 	switch {
 	case !ok && n == deploying:
 		return NodeDeploying, fmt.Sprintf("Rollout %s is deploying generation %s here.", r.ID, short(r.Generation)), ""

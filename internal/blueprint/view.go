@@ -47,6 +47,14 @@ type BlueprintView struct {
 	Answer string `json:"answer"`
 }
 
+// RolloutSkipped is a node an operator left out of a rollout.
+type RolloutSkipped struct {
+	Node   string    `json:"node"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
 // RolloutPause is who paused a rollout, when and why.
 type RolloutPause struct {
 	By     string    `json:"by"`
@@ -75,8 +83,10 @@ type RolloutView struct {
 	State          string        `json:"state"`
 	RunID          *uuid.UUID    `json:"runId,omitempty"`
 	Pause          *RolloutPause `json:"pause,omitempty"`
-	Error          string        `json:"error,omitempty"`
-	Answers        []NodeAnswer  `json:"answers"`
+	// Skipped are the nodes an operator left out of it, and why.
+	Skipped []RolloutSkipped `json:"skipped"`
+	Error   string           `json:"error,omitempty"`
+	Answers []NodeAnswer     `json:"answers"`
 }
 
 // NodeAnswer is one node's answer to a rollout.
@@ -255,6 +265,14 @@ func (s *Service) rolloutView(ctx context.Context, q *db.Queries, u *db.Unit) (*
 		return nil, err
 	}
 	rv.State = rolloutState(r, run, rv.Pause != nil, nil)
+	skips, err := q.RolloutSkips(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	rv.Skipped = []RolloutSkipped{}
+	for _, sk := range skips {
+		rv.Skipped = append(rv.Skipped, RolloutSkipped{Node: sk.Node, By: sk.SkippedBy, Reason: sk.Reason, At: sk.At})
+	}
 	nodes, err := q.RolloutNodes(ctx, r.ID)
 	if err != nil {
 		return nil, err

@@ -224,6 +224,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/blueprints/{name}/rollout/skip": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled.
+         * @description Leave a node out of a Blueprint's newest rollout: an explicit choice, with a reason, for a node that holds the rollout (Unreachable, say). The node keeps what it runs; the rollout goes on without it when resumed, or at its next node while it runs. Journaled. Needs the operator role.
+         */
+        post: operations["skip-rollout-node"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/blueprints/{name}/status": {
         parameters: {
             query?: never;
@@ -2203,6 +2223,13 @@ export interface components {
              */
             journalId: string;
         };
+        RolloutSkipped: {
+            /** Format: date-time */
+            at: string;
+            by: string;
+            node: string;
+            reason: string;
+        };
         RolloutSummary: {
             /** Format: date-time */
             at: string;
@@ -2237,6 +2264,7 @@ export interface components {
             runId?: string;
             /** @enum {string} */
             scope: "all" | "failed";
+            skipped: components["schemas"]["RolloutSkipped"][];
             state: string;
         };
         Run: {
@@ -2420,6 +2448,12 @@ export interface components {
             proof: string;
             stage: string;
             state: string;
+        };
+        "Skip-rollout-nodeRequest": {
+            /** @description The node to leave out. */
+            node: string;
+            /** @description Why the rollout goes on without it. */
+            reason: string;
         };
         Source: {
             /** @example main */
@@ -3409,6 +3443,114 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RolloutAuthorizedOutputBody"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "skip-rollout-node": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The Blueprint's metadata.name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Skip-rollout-nodeRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolloutRunOutputBody"];
                 };
             };
             /** @description Bad Request */
