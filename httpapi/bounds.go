@@ -205,7 +205,7 @@ func (c *bodyContext) Unwrap() huma.Context { return c.humaContext }
 
 // scanJSON returns what boundsRule refuses in the strings of a JSON body,
 // property names included, each named by its location (body.repoUrl,
-// body.items[2]). It works on the raw bytes because encoding/json turns
+// body.items[2]), and every property name an object holds twice. It works on the raw bytes because encoding/json turns
 // invalid UTF-8 into U+FFFD. A body that is not JSON gives nothing: Huma
 // answers 400 for it.
 //
@@ -219,6 +219,7 @@ func scanJSON(body []byte, hostReport bool) []error {
 		index   int
 		key     string
 		wantKey bool
+		seen    map[string]bool
 	}
 	var (
 		stack   []frame
@@ -270,6 +271,14 @@ func scanJSON(body []byte, hostReport bool) []error {
 		case string:
 			if f := top(stack); f != nil && !f.array && f.wantKey {
 				f.key, f.wantKey = tok, false
+				if f.seen == nil {
+					f.seen = map[string]bool{}
+				}
+				if f.seen[tok] {
+					// encoding/json would let the last one win, silently.
+					refused = append(refused, &huma.ErrorDetail{Location: f.loc + "." + tok, Message: "duplicate property name: an object holds each name once"})
+				}
+				f.seen[tok] = true
 				if !utf8.Valid(raw) {
 					refused = append(refused, &huma.ErrorDetail{Location: f.loc, Message: "expected property names in valid UTF-8"})
 				} else if msg := refusedString(tok, false); msg != "" {

@@ -547,6 +547,38 @@ func TestInputBounds(t *testing.T) {
 		}
 	})
 
+	t.Run("ADuplicatePropertyNameIs422NotTheLastOneWinning", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p := refused(t, raw(b, t, http.MethodPost, "/api/v1/tokens", b.admin, `{"name":"ci","role":"viewer","role":"admin"}`), "body.role")
+		require.Contains(t, p.Errors[0].Message, "duplicate property name")
+		refused(t, raw(b, t, http.MethodPost, "/api/v1/sources", b.admin, `{"name":"apps","repoUrl":"/r","policy":{"mode":"manual","mode":"auto"}}`), "body.policy.mode")
+		var list struct {
+			Tokens []struct{ Name string } `json:"tokens"`
+		}
+		b.get(t, "/api/v1/tokens", b.admin).decode(t, http.StatusOK, &list)
+		for _, tk := range list.Tokens {
+			require.NotEqual(t, "ci", tk.Name, "nothing was made")
+		}
+	})
+
+	t.Run("ARelativeRepositoryPathIsRefusedNotResolvedAgainstTheServer", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, repo := range []string{"../etc", "repos/intent.git", "."} {
+			resp := b.post(t, "/api/v1/sources", b.admin, map[string]string{"name": "apps", "repoUrl": repo})
+			require.Equal(t, http.StatusUnprocessableEntity, resp.Status, repo)
+			require.Contains(t, string(resp.Body), "is a relative path", repo)
+			resp = b.put(t, "/api/v1/gitops/settings", b.admin, map[string]any{"repoUrl": repo, "branch": "main", "path": "", "syncIntervalSec": 0})
+			require.Equal(t, http.StatusUnprocessableEntity, resp.Status, repo)
+			require.Contains(t, string(resp.Body), "is a relative path", repo)
+		}
+		for i, repo := range []string{"git@example.com:ops/intent.git", "ssh://git@example.com/ops/intent.git", "/srv/intent.git"} {
+			resp := b.post(t, "/api/v1/sources", b.admin, map[string]any{"name": fmt.Sprintf("remote-%d", i), "repoUrl": repo, "syncIntervalSec": 0})
+			require.Equal(t, http.StatusCreated, resp.Status, "%s: %s", repo, resp.Body)
+		}
+	})
+
 	t.Run("AReasonMayHoldLineBreaksButNoOtherControl", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

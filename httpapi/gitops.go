@@ -147,6 +147,9 @@ func registerGitOps(api huma.API, d Deps) {
 		"Change the GitOps settings. They are in force for the next sync and tick, without a restart; "+
 			"a new repository, branch or path makes the next sync walk every unit.", auth.RoleAdmin, http.StatusUnprocessableEntity),
 		func(ctx context.Context, in *putSettingsInput) (*settingsOutput, error) {
+			if err := checkRepoPath(in.Body.RepoURL); err != nil {
+				return nil, err
+			}
 			s, err := d.GitOps.PutSettings(ctx, gitops.SettingsInput{
 				RepoURL: in.Body.RepoURL, Branch: in.Body.Branch, Path: in.Body.Path, SyncIntervalSec: in.Body.SyncIntervalSec,
 			})

@@ -3,12 +3,15 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
 	"sluice/internal/auth"
+	"sluice/internal/errs"
 	"sluice/internal/gitops"
 )
 
@@ -50,6 +53,20 @@ type SourceInput struct {
 	Policy          string `json:"policy,omitempty" enum:"manual,review,auto-write,auto-deploy" doc:"The source's policy; omitted keeps it (auto-write for a new source). A change withdraws nothing already accepted." example:"manual"`
 	// WebhookSecret is a pointer: omitted keeps the stored secret, "" removes it.
 	WebhookSecret *string `json:"webhookSecret,omitempty" maxLength:"256" writeOnly:"true" doc:"The secret the Git host signs push webhooks with (16 to 256 bytes): stored sealed, never shown back. Omitted keeps the stored one; an empty string removes it." example:"3f7c2b0e9a4d4e1f8b6a5c2d7e9f0a1b"`
+}
+
+// checkRepoPath refuses a relative repository path over the API: the
+// server would resolve it against its own working directory, which no
+// client means. (SLUICE_GITOPS_REPO_URL, read where serve starts, may be
+// relative.)
+func checkRepoPath(repoURL string) error {
+	if repoURL == "" || strings.Contains(repoURL, "://") || filepath.IsAbs(repoURL) {
+		return nil
+	}
+	if i := strings.IndexByte(repoURL, ':'); i > 0 && !strings.ContainsRune(repoURL[:i], '/') {
+		return nil // scp-like: user@host:path
+	}
+	return errs.Errorf(errs.Invalid, "Repository %q is a relative path, which the server would resolve against its own working directory; give an absolute path, a file:// URL, or a remote URL.", repoURL)
 }
 
 func (in SourceInput) domain() gitops.SourceInput {
@@ -213,6 +230,9 @@ func registerSources(api huma.API, d Deps) {
 		auth.RoleAdmin, http.StatusConflict, http.StatusUnprocessableEntity)
 	o.DefaultStatus = http.StatusCreated
 	register(api, d, o, func(ctx context.Context, in *createSourceInput) (*sourceOutput, error) {
+		if err := checkRepoPath(in.Body.RepoURL); err != nil {
+			return nil, err
+		}
 		s, err := d.GitOps.CreateSource(ctx, in.Body.domain())
 		if err != nil {
 			return nil, err
@@ -234,6 +254,9 @@ func registerSources(api huma.API, d Deps) {
 			"A new repository, branch or path makes the next sync walk every unit.",
 		auth.RoleAdmin, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity),
 		func(ctx context.Context, in *putSourceInput) (*sourceOutput, error) {
+			if err := checkRepoPath(in.Body.RepoURL); err != nil {
+				return nil, err
+			}
 			s, err := d.GitOps.UpdateSource(ctx, in.ID, in.Body.domain())
 			if err != nil {
 				return nil, err

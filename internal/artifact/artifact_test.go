@@ -73,8 +73,8 @@ func TestParseDigest(t *testing.T) {
 		{"sha256:" + hexd, "sha256:" + hexd},
 		{"web@sha256:" + hexd, "sha256:" + hexd},
 		{"ghcr.io/acme/web:1.2@sha256:" + hexd, "sha256:" + hexd},
-		// The name is opaque: only what follows the last @ counts.
-		{"a@b@sha256:" + hexd, "sha256:" + hexd},
+		{"localhost:5000/team/api_v2@sha256:" + hexd, "sha256:" + hexd},
+		{"library/hello-world@sha256:" + hexd, "sha256:" + hexd},
 	} {
 		got, err := artifact.ParseDigest(tc.in)
 		require.NoError(t, err, tc.in)
@@ -92,6 +92,14 @@ func TestParseDigest(t *testing.T) {
 		" sha256:" + hexd,                  // leading space
 		"web@sha256:" + hexd[:60] + "zzzz", // not hex
 		"sha256:" + hexd + "@",             // nothing after the @
+		// The name must read as an image name.
+		"../../etc/passwd@sha256:" + hexd,
+		"/etc/passwd@sha256:" + hexd,
+		"a@b@sha256:" + hexd,
+		"Web@sha256:" + hexd,
+		"web app@sha256:" + hexd,
+		"web/@sha256:" + hexd,
+		"web\x00@sha256:" + hexd,
 	} {
 		_, err := artifact.ParseDigest(in)
 		require.True(t, errs.Is(err, errs.Invalid), "%q: %v", in, err)

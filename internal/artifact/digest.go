@@ -17,11 +17,19 @@ var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // It refuses a bare hex string and uppercase hex rather than normalising them:
 // a digest names its algorithm, and one spelling means a digest can be compared
 // as a string everywhere (the database, the journal, the cache file names).
+//
+// The name before the @ must read as an image name by the grammar of
+// container references: an optional registry host (with an optional port),
+// then lowercase path components joined by "/", and an optional tag. So
+// "../../etc/passwd@sha256:…" is refused, not taken for a digest.
 func ParseDigest(s string) (string, error) {
 	d := s
 	if i := strings.LastIndexByte(s, '@'); i >= 0 {
 		if i == 0 {
 			return "", errs.Errorf(errs.Invalid, "artifact reference %q has no name before the @; give sha256:<64 hex> or name@sha256:<64 hex>.", s)
+		}
+		if name := s[:i]; !refNameRE.MatchString(name) {
+			return "", errs.Errorf(errs.Invalid, "artifact reference %q has a name %q that is not an image name (registry host, then lowercase path components such as ghcr.io/acme/web, an optional :tag); give sha256:<64 hex> or name@sha256:<64 hex>.", s, name)
 		}
 		d = s[i+1:]
 	}
@@ -37,3 +45,10 @@ func ParseDigest(s string) (string, error) {
 		return "", errs.Errorf(errs.Invalid, "artifact digest %q is malformed; give sha256: followed by 64 lowercase hex digits.", s)
 	}
 }
+
+// refNameRE is an image name as container references spell it (the
+// distribution reference grammar, without the digest).
+var refNameRE = regexp.MustCompile(`^` +
+	`(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?/)?` + // registry
+	`[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*` + // path
+	`(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$`) // tag

@@ -30,10 +30,12 @@ func TestSyncServices(t *testing.T) {
 			"apps/BadName.json": `{"kind":"Service","metadata":{"name":"Bad Name"},"spec":{"runtime":"exec","image":"sha256:` + strings.Repeat("a", 64) + `"}}`,
 			"apps/no-spec.json": `{"kind":"Service","metadata":{"name":"nospec"}}`,
 			"apps/other.json":   `{"kind":"Config","metadata":{"name":"other"},"spec":{}}`,
+			"apps/climb.json":   `{"kind":"Service","metadata":{"name":"climb"},"spec":{"runtime":"exec","image":"../../etc/passwd@sha256:` + strings.Repeat("0", 64) + `"}}`,
 		})
 		res := b.sync(t, false)
 		reasons := invalidPaths(res)
-		require.Len(t, reasons, 7, "%v", res.Invalid)
+		require.Len(t, reasons, 8, "%v", res.Invalid)
+		require.Contains(t, reasons["apps/climb.json"], "not a digest pin", "a traversal before the @ is no image name")
 		require.Contains(t, reasons["apps/runtime.json"], `the only runtime is "exec"`)
 		require.Contains(t, reasons["apps/image.json"], "not a digest pin")
 		require.Contains(t, reasons["apps/typo.json"], "enviroment")
