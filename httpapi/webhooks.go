@@ -7,6 +7,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"sluice/internal/errs"
+	"sluice/internal/metrics"
 	"sluice/internal/webhook"
 )
 
@@ -91,8 +93,14 @@ func registerWebhooks(api huma.API, d Deps) {
 	register(api, d, o, func(ctx context.Context, in *webhookInput) (*webhookOutput, error) {
 		res, err := d.GitOps.ReceiveWebhook(ctx, in.Source, in.delivery())
 		if err != nil {
+			result := string(errs.CodeOf(err))
+			if result == "" {
+				result = "error"
+			}
+			metrics.WebhookDeliveries.WithLabelValues(result).Inc()
 			return nil, err
 		}
+		metrics.WebhookDeliveries.WithLabelValues(res.Outcome).Inc()
 		out := &webhookOutput{Status: http.StatusAccepted, Body: WebhookAnswer{
 			Outcome: res.Outcome, Reason: res.Reason, Host: string(res.Host), Event: res.Event, Delivery: res.Delivery, Commit: res.Commit,
 		}}

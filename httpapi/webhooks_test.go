@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/gittest"
+	"sluice/internal/metrics"
 	"sluice/internal/webhook"
 	"sluice/internal/webhook/webhooktest"
 )
@@ -92,6 +94,16 @@ func TestWebhooks(t *testing.T) {
 		t.Parallel()
 		b := setup(t, serverOpts{})
 		good := webhooktest.Push{Host: webhook.GitHub, Commit: b.commit}
+		count := func() float64 {
+			var m dto.Metric
+			require.NoError(t, metrics.WebhookDeliveries.WithLabelValues("unauthorized").Write(&m))
+			return m.GetCounter().GetValue()
+		}
+		unauthorized := count()
+		defer func() {
+			// Other tests count too, in parallel: at least these and the unsigned one.
+			require.GreaterOrEqual(t, count()-unauthorized, float64(len(webhooktest.Hosts)+1), "sluice_webhook_deliveries_total counts the refusals")
+		}()
 
 		for _, host := range webhooktest.Hosts {
 			p := good

@@ -31,6 +31,17 @@ import (
 	"sluice/internal/redact"
 )
 
+// WebhookDeliveries counts the push webhook deliveries this process
+// answered, by result: queued, joined, ignored (the outcomes), and
+// unauthorized, invalid, not_found, unavailable or error (the refusals).
+// It is counted in the process, not read from PostgreSQL: a refused
+// delivery leaves no row. A body over the size limit is refused before it
+// reaches the count.
+var WebhookDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "sluice_webhook_deliveries_total",
+	Help: "Push webhook deliveries this process answered, by result (queued, joined, ignored, unauthorized, invalid, not_found, unavailable, error).",
+}, []string{"result"})
+
 // Opts configure Handler.
 type Opts struct {
 	// Logger receives the errors of scrapes. Default: discard.
@@ -54,6 +65,7 @@ func Handler(pool *pgxpool.Pool, opts Opts) http.Handler {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&Collector{Pool: pool, Timeout: opts.QueryTimeout},
+		WebhookDeliveries,
 	)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: errorLog{opts.Logger},
