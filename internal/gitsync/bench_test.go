@@ -48,7 +48,8 @@ func fastImport(tb testing.TB, bare string, files map[string]string, msg string,
 
 // BenchmarkSync10k measures Sync on a repository of 10,000 small units
 // against the git CLI doing the same step: a clone, a fetch that finds
-// nothing, and fetches of a one-file and a 100-file change. The default ns/op is Sync's;
+// nothing, fetches of a one-file and a 100-file change, and UpToDate (the
+// proof a converge pays when the remote has not moved) beside git ls-remote. The default ns/op is Sync's;
 // sluice-ns/op repeats it beside git-ns/op (git clone, or git fetch + git diff
 // --name-only old new) and x-git, their ratio. git+reset-ns/op adds the
 // git reset --hard that brings the CLI's working tree to the fetched commit,
@@ -145,6 +146,25 @@ func BenchmarkSync10k(b *testing.B) {
 			b.StartTimer()
 		}
 		report(b, ours, cli, cliReset)
+	})
+
+	// What a converge pays when the remote has not moved: UpToDate reads
+	// the working tree's refs and lists the remote's, beside git ls-remote.
+	b.Run("UpToDate", func(b *testing.B) {
+		b.StopTimer()
+		steady(b)
+		var ours, cli time.Duration
+		for i := 0; i < b.N; i++ {
+			var ok bool
+			var err error
+			b.StartTimer()
+			ours += timed(func() { ok, err = m.UpToDate(ctx, head) })
+			b.StopTimer()
+			require.NoError(b, err)
+			require.True(b, ok)
+			cli += timed(func() { gitCmd(b, cliDir, "ls-remote", "origin", "refs/heads/main") })
+		}
+		report(b, ours, cli, 0)
 	})
 
 	gen := 0 // image generations, across the runs the benchmark framework makes

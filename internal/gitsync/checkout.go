@@ -194,7 +194,7 @@ func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.
 		// Removals go first, deepest first, so that a file can become a
 		// directory and a directory a file in one checkout.
 		slices.SortFunc(removes, func(a, b string) int { return strings.Compare(b, a) })
-		slices.Sort(writes)
+		writes = acrossDirs(writes)
 		for i, name := range removes {
 			if i%256 == 0 && ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -587,6 +587,35 @@ func (a *applier) writeAll(ctx context.Context, names []string, want map[string]
 		a.entries[names[i]] = e
 	}
 	return nil
+}
+
+// acrossDirs orders names so that the ones next to each other lie in
+// different directories, taking one name from each directory in turn: the
+// writers then create files in as many directories at once, where in path
+// order they would all wait on one directory's lock in the kernel (a first
+// checkout spent more time contending there than writing).
+func acrossDirs(names []string) []string {
+	slices.Sort(names)
+	var groups [][]string
+	for i := 0; i < len(names); {
+		dir := path.Dir(names[i])
+		j := i + 1
+		for j < len(names) && path.Dir(names[j]) == dir {
+			j++
+		}
+		groups = append(groups, names[i:j])
+		i = j
+	}
+	out := make([]string, 0, len(names))
+	for len(out) < len(names) {
+		for g, group := range groups {
+			if len(group) > 0 {
+				out = append(out, group[0])
+				groups[g] = group[1:]
+			}
+		}
+	}
+	return out
 }
 
 // writeWorkers bounds the goroutines writing files: enough to overlap the
