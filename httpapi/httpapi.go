@@ -124,7 +124,7 @@ func New(d Deps) http.Handler {
 		mux.Handle("/riverui/", ui)
 		mux.Handle("/riverui", ui)
 	}
-	return logRequests(d.Logger, mux)
+	return logRequests(d.Logger, withConsole(mux))
 }
 
 // Spec returns the OpenAPI document the server serves, without a database:

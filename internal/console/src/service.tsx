@@ -1,0 +1,165 @@
+import { useState } from "preact/hooks";
+import { api } from "./api.ts";
+import { Action, Answer, Digest, Loading, Page, PathRow, RunState, useLoad, When } from "./ui.tsx";
+
+export function Service(props: { name: string }) {
+  const name = props.name;
+  const path = { params: { path: { name } } };
+  const svc = useLoad(() => api.GET("/api/v1/services/{name}", path), [name]);
+  const st = useLoad(() => api.GET("/api/v1/services/{name}/status", path), [name]);
+  const [digest, setDigest] = useState("");
+  return (
+    <Page title={name} sub="Service">
+      <Loading l={st}>
+        {(s) => (
+          <>
+            <Answer a={s.answer} />
+            <PathRow stages={s.path.map((p) => ({ name: p.stage, state: p.state, tone: p.tone, reason: p.reason }))} />
+            <details class="evidence">
+              <summary>Evidence</summary>
+              <h3>Grants</h3>
+              {s.evidence.grants.length ? (
+                <ul>
+                  {s.evidence.grants.map((g) => (
+                    <li key={g.journalId + g.what}>
+                      {g.what} by {g.by} ({g.decision}) <When at={g.at} /> {g.commit ? <code>{g.commit.slice(0, 12)}</code> : null}{" "}
+                      {g.digest ? <Digest d={g.digest} /> : null} <a href={`/journal/${g.journalId}`}>run</a>
+                    </li>
+                  ))}
+                </ul>
+              ) : (
+                <p class="muted">none</p>
+              )}
+              <h3>Settled</h3>
+              {s.evidence.settled.length ? (
+                <ul>
+                  {s.evidence.settled.map((x) => (
+                    <li key={x.stage}>
+                      {x.stage}: {x.state} — {x.proof}
+                    </li>
+                  ))}
+                </ul>
+              ) : (
+                <p class="muted">none</p>
+              )}
+              {s.evidence.inProgress.length ? (
+                <>
+                  <h3>In progress</h3>
+                  <ul>{s.evidence.inProgress.map((x) => <li key={x}>{x}</li>)}</ul>
+                </>
+              ) : null}
+              <h3>Not proven</h3>
+              {s.evidence.unproven.length ? (
+                <ul>{s.evidence.unproven.map((x) => <li key={x}>{x}</li>)}</ul>
+              ) : (
+                <p class="muted">nothing</p>
+              )}
+              {s.evidence.lastCheck ? (
+                <>
+                  <h3>Last drift check</h3>
+                  <p>
+                    {s.evidence.lastCheck.status} <When at={s.evidence.lastCheck.at} />{" "}
+                    <a href={`/journal/${s.evidence.lastCheck.journalId}`}>run</a>
+                  </p>
+                  {s.evidence.lastCheck.drift.length ? (
+                    <ul>
+                      {s.evidence.lastCheck.drift.map((d) => (
+                        <li key={d.class + d.fact}>
+                          {d.class}: {d.fact} <span class="muted">({d.proof})</span>
+                        </li>
+                      ))}
+                    </ul>
+                  ) : null}
+                </>
+              ) : null}
+            </details>
+          </>
+        )}
+      </Loading>
+      <Loading l={svc}>
+        {(v) => (
+          <>
+            <h2>Actions</h2>
+            <div class="actions">
+              <Action label="Converge" call={() => api.POST("/api/v1/services/{name}/converge", path)} />
+              <Action label="Drift check" call={() => api.POST("/api/v1/services/{name}/drift-check", path)} />
+              <Action
+                label="Rollback"
+                danger
+                confirm={`Roll ${name} back to its previous healthy digest?`}
+                call={() => api.POST("/api/v1/services/{name}/rollback", path)}
+              />
+              {v.paused ? <Action label="Resume" call={() => api.POST("/api/v1/services/{name}/resume", path)} /> : null}
+            </div>
+            <form class="reason-action" onSubmit={(e) => e.preventDefault()}>
+              <label for="deploy-digest">Deploy a stored artifact</label>
+              <input
+                id="deploy-digest"
+                value={digest}
+                placeholder="sha256:…"
+                pattern="^sha256:[0-9a-f]{64}$"
+                onInput={(e) => setDigest((e.target as HTMLInputElement).value)}
+              />
+              <Action
+                label="Deploy"
+                disabled={!/^sha256:[0-9a-f]{64}$/.test(digest.trim())}
+                call={() => api.POST("/api/v1/services/{name}/deploy", { ...path, body: { digest: digest.trim() } })}
+              />
+            </form>
+            <h2>Digests</h2>
+            <dl class="facts">
+              <dt>Pinned</dt>
+              <dd>
+                <Digest d={v.pinnedDigest} />
+              </dd>
+              <dt>Running</dt>
+              <dd>
+                <Digest d={v.runningDigest} />
+              </dd>
+              <dt>Previous healthy</dt>
+              <dd>
+                <Digest d={v.previousHealthyDigest} />
+              </dd>
+              <dt>Process</dt>
+              <dd>
+                {v.process.running ? `running, pid ${v.process.pid ?? "?"}` : `not running${v.process.lastExit ? ` (${v.process.lastExit})` : ""}`}
+              </dd>
+              <dt>Runtime</dt>
+              <dd>{v.runtime}</dd>
+              <dt>Unit</dt>
+              <dd>
+                <code>{v.path}</code> ({v.status}){v.desiredAhead ? ", the branch is ahead of what runs" : ""}
+              </dd>
+              {v.paused ? (
+                <>
+                  <dt>Paused</dt>
+                  <dd>
+                    by {v.pausedBy ?? "?"} <When at={v.pausedAt} />: {v.pauseReason ?? ""}
+                  </dd>
+                </>
+              ) : null}
+            </dl>
+            <h2>Queue</h2>
+            {v.queued.length ? (
+              <ul>
+                {v.queued.map((r) => (
+                  <li key={r.id}>
+                    <RunState state={r.state} /> {r.action} <a href={`/journal/${r.id}`}>{r.id.slice(0, 8)}</a>
+                  </li>
+                ))}
+              </ul>
+            ) : (
+              <p class="muted">Nothing queued.</p>
+            )}
+            {v.lastRun ? (
+              <p>
+                Last run: <RunState state={v.lastRun.state} /> {v.lastRun.action}{" "}
+                <a href={`/journal/${v.lastRun.id}`}>{v.lastRun.id.slice(0, 8)}</a> <When at={v.lastRun.requestedAt} />
+              </p>
+            ) : null}
+          </>
+        )}
+      </Loading>
+    </Page>
+  );
+}
