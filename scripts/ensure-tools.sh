@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure the tools sluice and its tests run are installed: PostgreSQL's
 # server binaries (the embedded database and the tests' private cluster),
-# git (the example repository and the tests' remotes) and Terraform. Installs Debian's
+# git (the example repository and the tests' remotes), Terraform, and
+# Chromium for the web console's browser test where npm is installed (without
+# npm that test skips, as check-contract does). Installs Debian's
 # packages when run as root; otherwise prints the one command that would.
 set -euo pipefail
 
@@ -21,18 +23,31 @@ elif ! command -v terraform >/dev/null 2>&1 && [ ! -x bin/terraform ]; then
   GOBIN="$PWD/bin" go install github.com/hashicorp/terraform@v1.5.7
 fi
 
+have_chromium() {
+  [ -n "${SLUICE_CHROMIUM:-}" ] && return 0
+  [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1
+}
+
 missing=()
 have_pg || missing+=(postgresql)
 command -v git >/dev/null 2>&1 || missing+=(git)
-[ ${#missing[@]} -eq 0 ] && exit 0
+browser=()
+if command -v npm >/dev/null 2>&1 && [ "${SLUICE_SKIP_BROWSER_TESTS:-}" != 1 ] && ! have_chromium; then
+  browser=(chromium)
+fi
+[ ${#missing[@]} -eq 0 ] && [ ${#browser[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "Missing: ${missing[*]}. Install with:  sudo apt-get install -y ${missing[*]}" >&2
+  echo "Missing: ${missing[*]} ${browser[*]}. Install with:  sudo apt-get install -y ${missing[*]} ${browser[*]}" >&2
+  [ ${#browser[@]} -gt 0 ] && echo "(or skip the console's browser test with SLUICE_SKIP_BROWSER_TESTS=1)" >&2
   echo "(or point sluice at a PostgreSQL you run with SLUICE_DATABASE_URL, and the tests with SLUICE_TEST_DATABASE_URL)" >&2
   exit 1
 fi
-echo "Installing ${missing[*]} from Debian's packages..." >&2
+echo "Installing ${missing[*]} ${browser[*]} from Debian's packages..." >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq "${missing[@]}" >/dev/null
+[ ${#missing[@]} -eq 0 ] || apt-get install -y -qq "${missing[@]}" >/dev/null
+# Chromium only drives the browser test headless: none of its recommends.
+[ ${#browser[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${browser[@]}" >/dev/null
 have_pg || { echo "apt-get install postgresql did not provide pg_ctl" >&2; exit 1; }
+[ ${#browser[@]} -eq 0 ] || have_chromium || { echo "apt-get install chromium did not provide chromium" >&2; exit 1; }

@@ -1,0 +1,232 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// EnvSkipBrowser, set to 1, skips the browser test where Chromium is missing.
+// Without it a missing Chromium fails the test, so that CI cannot pass by
+// not running it.
+const EnvSkipBrowser = "SLUICE_SKIP_BROWSER_TESTS"
+
+const consoleToken = "sluice_console-browser-test-0123456789"
+
+// TestConsoleInBrowser drives the console in headless Chromium with
+// playwright-core (browser_test.mjs) against a real `sluice serve` on a
+// private PostgreSQL with the example intent repository.
+func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the console's browser test needs Node and npm (apt-get install nodejs npm)")
+	}
+	chromium := findChromium()
+	if chromium == "" {
+		if os.Getenv(EnvSkipBrowser) == "1" {
+			t.Skipf("Chromium is missing and %s=1: browser test skipped", EnvSkipBrowser)
+		}
+		t.Fatalf("Chromium is missing: install Debian's chromium package (scripts/ensure-tools.sh does as root), "+
+			"or set SLUICE_CHROMIUM to its binary, or %s=1 to skip this test", EnvSkipBrowser)
+	}
+	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
+		out, err := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error").CombinedOutput()
+		require.NoError(t, err, "npm ci: %s", out)
+	}
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sluice")
+	out, err := exec.Command("go", "build", "-o", bin, "sluice/cmd/sluice").CombinedOutput()
+	require.NoError(t, err, "build sluice: %s", out)
+	serve := startServe(t, bin, dir)
+
+	// A node to cordon from the nodes page. The script asks for the run it
+	// follows live itself, just before it opens its page.
+	status, body := serve.do(t, "POST", "/api/v1/nodes", map[string]any{"name": "edge-1", "labels": map[string]string{"zone": "a"}})
+	require.Equal(t, http.StatusCreated, status, body)
+
+	var apps struct {
+		Applications []struct{ Name string } `json:"applications"`
+	}
+	require.Eventually(t, func() bool {
+		status, body := serve.do(t, "GET", "/api/v1/applications", nil)
+		require.Equal(t, http.StatusOK, status, body)
+		require.NoError(t, json.Unmarshal([]byte(body), &apps))
+		return len(apps.Applications) > 0
+	}, 30*time.Second, 100*time.Millisecond, "the example repository's services never reached the portfolio")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "browser_test.mjs")
+	cmd.Env = append(os.Environ(),
+		"CONSOLE_URL="+serve.url,
+		"CONSOLE_TOKEN="+consoleToken,
+		"CONSOLE_CHROMIUM="+chromium,
+		"CONSOLE_NODE=edge-1",
+		"CONSOLE_APP="+apps.Applications[0].Name,
+	)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	err = cmd.Run()
+	t.Logf("browser_test.mjs:\n%s", logs.String())
+	require.NoError(t, err, "the browser test failed")
+	require.NotContains(t, serve.logs.String(), consoleToken, "the token reached serve's log")
+}
+
+func findChromium() string {
+	if p := os.Getenv("SLUICE_CHROMIUM"); p != "" {
+		return p
+	}
+	// Debian's /usr/bin/chromium is a wrapper script; playwright wants the binary.
+	for _, p := range []string{"/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+type serveProc struct {
+	url  string
+	logs *syncBuffer
+}
+
+// startServe starts serve on a database of its own, tracking a bare copy of
+// examples/intent, and waits until it is ready.
+func startServe(t *testing.T, bin, dir string) *serveProc {
+	t.Helper()
+	remote := exampleRepo(t, dir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + os.Getenv("HOME"),
+		"SLUICE_LISTEN=" + addr,
+		"SLUICE_DATA_DIR=" + filepath.Join(dir, "data"),
+		"SLUICE_DATABASE_URL=" + dbtest.NewDB(t),
+		"SLUICE_BOOTSTRAP_TOKEN=" + consoleToken,
+		"SLUICE_ENABLE_TEST_ACTIONS=1",
+		"SLUICE_GITOPS_REPO_URL=" + remote,
+		"SLUICE_LOG_LEVEL=debug", // every request's line, to show the token is in none
+	}
+	logs := &syncBuffer{}
+	p := &serveProc{url: "http://" + addr, logs: logs}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("serve logs:\n%s", logs.String())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if resp, err := http.Get(p.url + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited before it was ready: %v\n%s", err, logs.String())
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "serve not ready after 60 s\n%s", logs.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// exampleRepo makes a bare repository of examples/intent, as make run does.
+func exampleRepo(t *testing.T, dir string) string {
+	t.Helper()
+	work := filepath.Join(dir, "intent")
+	remote := filepath.Join(dir, "intent.git")
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "user.name=sluice",
+			"-c", "user.email=sluice@localhost"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
+	}
+	require.NoError(t, os.CopyFS(work, os.DirFS("../../examples/intent")))
+	git("-C", work, "init", "-q")
+	git("-C", work, "add", "-A")
+	git("-C", work, "commit", "-q", "-m", "Example desired state")
+	git("clone", "-q", "--bare", work, remote)
+	return remote
+}
+
+func (p *serveProc) do(t *testing.T, method, path string, body any) (int, string) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(t, err)
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, p.url+path, r)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+consoleToken)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// syncBuffer is serve's output, written by its two pipes' copiers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,183 @@
+// The console in headless Chromium, against the serve that browser_test.go
+// starts: sign in, the portfolio, a run followed live, an action answered by
+// its run, a reload that keeps the session, keyboard navigation, a phone-wide
+// screen, and a sign-out that forgets the token. Every request the page makes
+// is recorded: each must go to the serve, and none may carry the token in
+// its URL. CONSOLE_SCREENSHOTS, when set, is a directory to write a 1280×800
+// screenshot of each page to.
+import { chromium } from "playwright-core";
+import assert from "node:assert/strict";
+import { join } from "node:path";
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: browser_test.go sets it`);
+  return v;
+};
+const base = env("CONSOLE_URL");
+const token = env("CONSOLE_TOKEN");
+const nodeName = env("CONSOLE_NODE");
+const appName = env("CONSOLE_APP");
+const shots = process.env.CONSOLE_SCREENSHOTS ?? "";
+
+const started = Date.now();
+const step = (what) => console.log(`${((Date.now() - started) / 1000).toFixed(1)}s ${what}`);
+
+const browser = await chromium.launch({
+  executablePath: env("CONSOLE_CHROMIUM"),
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+let failed = false;
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(15000);
+  const requests = [];
+  const visited = [];
+  const problems = [];
+  page.on("request", (r) => requests.push(r.url()));
+  page.on("framenavigated", (f) => visited.push(f.url()));
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("console", (m) => {
+    if (m.type() === "error") problems.push(`console error: ${m.text()}`);
+  });
+  // hold asks the serve, from here and not from the page, for a run that
+  // writes an event each second for seconds.
+  const hold = async (target, seconds) => {
+    const r = await fetch(`${base}/api/v1/test/hold`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ target, seconds }),
+    });
+    const text = await r.text();
+    assert.equal(r.status, 202, text);
+    return JSON.parse(text).journalId;
+  };
+  const shot = async (name) => {
+    if (shots) await page.screenshot({ path: join(shots, `${name}.png`) });
+  };
+
+  step("sign-in form");
+  await page.goto(base + "/");
+  await page.getByLabel("API token").waitFor();
+  await shot("sign-in");
+  // A wrong token is refused with the API's sentence and not kept.
+  await page.getByLabel("API token").fill("sluice_not-a-real-token-000000000");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("alert").waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("sluice.token")), null);
+  problems.length = 0; // the browser logs the refused request's 401
+
+  step("sign in");
+  await page.getByLabel("API token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Portfolio", level: 1 }).waitFor();
+  await page.getByRole("heading", { name: /^Needs attention/ }).waitFor();
+  await page.getByRole("link", { name: appName, exact: true }).first().waitFor();
+  // Tones are shown by word and icon as well as colour.
+  const tone = await page.locator(".tone").first().innerText();
+  assert.match(tone, /^[✓ℹ⚠✕]/u, `a tone badge without its icon: ${tone}`);
+  await shot("portfolio");
+
+  step("reload keeps the session");
+  await page.reload();
+  await page.getByRole("heading", { name: "Portfolio", level: 1 }).waitFor();
+
+  step("an application's page");
+  await page.getByRole("link", { name: appName, exact: true }).first().click();
+  await page.getByRole("heading", { name: appName, level: 1 }).waitFor();
+  await page.locator(".answer").waitFor();
+  await page.locator(".path .stage").first().waitFor();
+  await shot("application");
+
+  step("a run followed live");
+  const holdRun = await hold("console-live", 5);
+  await page.goto(`${base}/journal/${holdRun}`);
+  await page.locator('[data-stream="live"], [data-stream="done"]').first().waitFor();
+  const events = page.locator("ol.events li.event");
+  await events.first().waitFor();
+  const first = await events.count();
+  // The hold run writes one event a second: more arrive while the page is open.
+  await page.waitForFunction((n) => document.querySelectorAll("ol.events li.event").length > n, first, { timeout: 10000 });
+  step(`events arrived live (${first} → ${await events.count()})`);
+  await page.locator('[data-stream="done"]').waitFor({ timeout: 20000 });
+  await page.locator(".receipt").getByText("succeeded").first().waitFor();
+  await page.getByRole("link", { name: /in River UI$/ }).waitFor();
+  await shot("run");
+
+  step("an action answers with its run");
+  await page.goto(`${base}/nodes`);
+  await page.getByRole("heading", { name: "Nodes", level: 1 }).waitFor();
+  await shot("nodes");
+  await page.getByRole("button", { name: `Cordon ${nodeName}` }).click();
+  await page.waitForURL(/\/journal\/[0-9a-f-]{36}$/);
+  await page.getByRole("status").filter({ hasText: /started run [0-9a-f-]{36}/ }).waitFor();
+  await page.locator(".receipt").getByText("succeeded").first().waitFor();
+  step("the cordon's run succeeded; back on the nodes page it is cordoned");
+  await page.goBack();
+  await page.getByRole("button", { name: `Uncordon ${nodeName}` }).waitFor();
+
+  step("journal, by keyboard");
+  await page.locator("body").focus();
+  let found = false;
+  for (let i = 0; i < 12 && !found; i++) {
+    await page.keyboard.press("Tab");
+    found = (await page.evaluate(() => document.activeElement?.textContent?.trim())) === "Journal";
+  }
+  assert.ok(found, "Tab never reached the Journal link");
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", { name: "Journal", level: 1 }).waitFor();
+  await page.getByRole("cell", { name: "console-live" }).first().waitFor();
+  await page.getByLabel("Target").fill(nodeName);
+  await page.getByLabel("Target").press("Enter");
+  await page.waitForURL(/\/journal\?target=/);
+  await page.getByRole("cell", { name: nodeName }).first().waitFor();
+  assert.equal(await page.getByRole("cell", { name: "console-live" }).count(), 0, "the filter kept another target's runs");
+  await shot("journal");
+
+  step("phone width");
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const path of ["/", "/nodes", `/journal/${holdRun}`]) {
+    await page.goto(base + path);
+    await page.locator("h1").waitFor();
+    await page.waitForLoadState("networkidle").catch(() => {});
+    const [scroll, width] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+    assert.ok(scroll <= width + 1, `${path} is wider than a phone (${scroll} > ${width})`);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  step("a 401 returns to sign-in");
+  await page.evaluate(() => sessionStorage.setItem("sluice.token", "sluice_revoked-token-00000000000000"));
+  await page.reload();
+  await page.getByRole("alert").filter({ hasText: "sign in again" }).waitFor();
+  await page.getByLabel("API token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  // Signed in again on the page it was on.
+  await page.getByRole("heading", { name: `Run ${holdRun.slice(0, 8)}`, level: 1 }).waitFor();
+  problems.length = 0;
+
+  step("sign out forgets the token");
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByLabel("API token").waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("sluice.token")), null);
+  await page.reload();
+  await page.getByLabel("API token").waitFor();
+
+  step("the token stayed out of URLs, cookies and storage");
+  assert.deepEqual(await context.cookies(), [], "the console set a cookie");
+  for (const u of [...requests, ...visited]) {
+    assert.ok(!u.includes(token), `the token appeared in a URL: ${u}`);
+    assert.ok(u.startsWith(base + "/") || u.startsWith("data:") || u === "about:blank", `a request left the serve: ${u}`);
+  }
+  const storage = await page.evaluate(() => JSON.stringify({ ...localStorage }));
+  assert.ok(!storage.includes(token), "the token is in localStorage");
+  assert.deepEqual(problems, [], "the page reported errors");
+  step(`done: ${requests.length} requests, all to the serve`);
+} catch (e) {
+  failed = true;
+  console.error(e);
+} finally {
+  await browser.close();
+}
+process.exit(failed ? 1 : 0);
