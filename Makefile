@@ -69,7 +69,9 @@ ensure-tools:
 # converge → process started on an agent's node beside serve's own (goal
 # ≤ 1.2×). BenchmarkWebhook is 100 pushes, each a signed GitHub delivery
 # POSTed → its sync running (the started event over SSE), p50 and p99 beside
-# the HTTP floor (GET /healthz round trips).
+# the HTTP floor (GET /healthz round trips). BenchmarkActionCost is what one
+# converge and one no-change sync cost PostgreSQL (WAL, rows, journal
+# growth), 100 of each, and a sync creating 1,000 units (docs/scaling.md).
 #
 # BenchmarkSync10k (internal/gitops) is a sync of 10,000 units, request to
 # receipt, beside the git CLI doing the same work in the same loop (first
@@ -111,12 +113,13 @@ bench: ensure-tools build
 	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 3x -count $(SYNC_BENCH_COUNT) ./internal/gitops/ | tee bin/bench-sync.txt
 	@awk "$$SYNC_TABLE_AWK" bin/bench-sync.txt
 	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 5x ./internal/gitsync/
-	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|Storm|Agents|ConvergeOnNode|Webhook|Sync10k)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
+	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|ActionCost|Storm|Agents|ConvergeOnNode|Webhook|Sync10k)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
 	$(GO) test -run '^$$' -bench '^BenchmarkActionStart$$' -benchtime 30x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkStorm$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkAgents$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkConvergeOnNode$$' -benchtime 20x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkWebhook$$' -benchtime 1x ./cmd/sluice/
+	$(GO) test -run '^$$' -bench '^BenchmarkActionCost$$' -benchtime 100x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/services/
 	$(GO) test -run '^$$' -bench '^BenchmarkDriftCheck$$' -benchtime 10x ./internal/infra/
 	$(GO) test -run '^$$' -bench '^BenchmarkSweep100$$' -benchtime 1x ./internal/infra/
