@@ -9,7 +9,7 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 15m
 # ./bin holds what the Makefile builds, Terraform too when the machine has none.
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: run test build demo-artifacts vet generate check-generated check-contract ensure-tools bench faults clean fuzz
+.PHONY: run test build demo-artifacts vet generate check-generated check-contract ensure-tools bench faults clean fuzz console
 
 ## run: build sluice and serve it on an embedded PostgreSQL in $(SLUICE_DATA_DIR)
 run: ensure-tools build demo-artifacts
@@ -40,6 +40,12 @@ generate:
 	$(GO) tool oapi-codegen -config internal/apiclient/oapi-codegen.yaml internal/apiclient/openapi-3.0.json
 	@if command -v npm >/dev/null; then cd internal/apiclient/ts && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npx --no-install openapi-typescript ../../../httpapi/openapi.json -o schema.d.ts; \
 	  else echo "npm is missing: internal/apiclient/ts/schema.d.ts not regenerated"; fi
+
+## console: rebuild the web console's embedded files (internal/console/dist) from its sources (needs npm)
+# tsc checks the sources against the generated API types first, so run it
+# after make generate when the API changed.
+console:
+	cd internal/console && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npx --no-install tsc --noEmit -p . && node build.mjs dist
 
 ## check-generated: fail when committed generated code differs from what generate makes
 check-generated:
