@@ -66,11 +66,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	var apps struct {
 		Applications []struct{ Name string } `json:"applications"`
 	}
+	// The example's two services and the Blueprint.
 	require.Eventually(t, func() bool {
 		status, body := serve.do(t, "GET", "/api/v1/applications", nil)
 		require.Equal(t, http.StatusOK, status, body)
 		require.NoError(t, json.Unmarshal([]byte(body), &apps))
-		return len(apps.Applications) > 0
+		return len(apps.Applications) >= 3
 	}, 30*time.Second, 100*time.Millisecond, "the example repository's services never reached the portfolio")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -81,7 +82,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		"CONSOLE_TOKEN="+consoleToken,
 		"CONSOLE_CHROMIUM="+chromium,
 		"CONSOLE_NODE=edge-1",
-		"CONSOLE_APP="+apps.Applications[0].Name,
+		"CONSOLE_SERVICE=hello",
+		"CONSOLE_BLUEPRINT=edge",
+		"CONSOLE_SCREENSHOTS="+os.Getenv("CONSOLE_SCREENSHOTS"),
 	)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -184,6 +187,15 @@ func exampleRepo(t *testing.T, dir string) string {
 		require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
 	}
 	require.NoError(t, os.CopyFS(work, os.DirFS("../../examples/intent")))
+	// A Blueprint too, for its page: placed by an operator on zone a.
+	blueprint := `{"kind": "Blueprint", "metadata": {"name": "edge"},
+ "spec": {"template": {"runtime": "exec", "image": "sha256:0000000000000000000000000000000000000000000000000000000000000001",
+          "args": ["--port", "18090"]},
+          "selector": {"matchLabels": {"zone": "a"}}, "placementPolicy": "operator", "rolloutPolicy": "manual",
+          "stateful": false, "onProbeFailure": "stop"}}
+`
+	require.NoError(t, os.MkdirAll(filepath.Join(work, "blueprints"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(work, "blueprints", "edge.json"), []byte(blueprint), 0o644))
 	git("-C", work, "init", "-q")
 	git("-C", work, "add", "-A")
 	git("-C", work, "commit", "-q", "-m", "Example desired state")

@@ -17,7 +17,8 @@ const env = (name) => {
 const base = env("CONSOLE_URL");
 const token = env("CONSOLE_TOKEN");
 const nodeName = env("CONSOLE_NODE");
-const appName = env("CONSOLE_APP");
+const serviceName = env("CONSOLE_SERVICE");
+const blueprintName = env("CONSOLE_BLUEPRINT");
 const shots = process.env.CONSOLE_SCREENSHOTS ?? "";
 
 const started = Date.now();
@@ -55,7 +56,9 @@ try {
     return JSON.parse(text).journalId;
   };
   const shot = async (name) => {
-    if (shots) await page.screenshot({ path: join(shots, `${name}.png`) });
+    if (!shots) return;
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: join(shots, `${name}.png`) });
   };
 
   step("sign-in form");
@@ -74,7 +77,8 @@ try {
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("heading", { name: "Portfolio", level: 1 }).waitFor();
   await page.getByRole("heading", { name: /^Needs attention/ }).waitFor();
-  await page.getByRole("link", { name: appName, exact: true }).first().waitFor();
+  await page.getByRole("link", { name: serviceName, exact: true }).first().waitFor();
+  await page.getByRole("link", { name: blueprintName, exact: true }).first().waitFor();
   // Tones are shown by word and icon as well as colour.
   const tone = await page.locator(".tone").first().innerText();
   assert.match(tone, /^[✓ℹ⚠✕]/u, `a tone badge without its icon: ${tone}`);
@@ -84,12 +88,32 @@ try {
   await page.reload();
   await page.getByRole("heading", { name: "Portfolio", level: 1 }).waitFor();
 
-  step("an application's page");
-  await page.getByRole("link", { name: appName, exact: true }).first().click();
-  await page.getByRole("heading", { name: appName, level: 1 }).waitFor();
+  step("a Blueprint's page: five stages, its node rows, the plan");
+  await page.getByRole("link", { name: blueprintName, exact: true }).first().click();
+  await page.getByRole("heading", { name: blueprintName, level: 1 }).waitFor();
   await page.locator(".answer").waitFor();
-  await page.locator(".path .stage").first().waitFor();
-  await shot("application");
+  assert.equal(await page.locator(".path .stage").count(), 5, "a Blueprint's path has five stages");
+  await page.getByRole("heading", { name: "Placement plan" }).waitFor();
+  const fingerprint = (await page.locator(".facts dd code").filter({ hasText: /^[0-9a-z:]{8,}$/ }).last().innerText()).trim();
+  assert.ok(fingerprint.length >= 8, "the plan shows its fingerprint");
+  // Authorizing with no approved placement is refused: the API's sentence shows.
+  await page.getByRole("button", { name: "Authorize rollout" }).click();
+  await page.locator(".action .problem").first().waitFor();
+  step(`refused as the API says: ${await page.locator(".action .problem").first().innerText()}`);
+  await shot("blueprint");
+
+  step("a service's page: the answer, its path, Converge answered by its run");
+  await page.goto(`${base}/services/${serviceName}`);
+  await page.getByRole("heading", { name: serviceName, level: 1 }).waitFor();
+  await page.locator(".answer").waitFor();
+  assert.equal(await page.locator(".path .stage").count(), 3, "a service's path has three stages");
+  await page.getByText("Evidence").click();
+  await shot("service");
+  await page.getByRole("button", { name: "Converge" }).click();
+  await page.waitForURL(/\/journal\/[0-9a-f-]{36}$/);
+  await page.getByRole("status").filter({ hasText: /(started|Joined) run [0-9a-f-]{36}/ }).waitFor();
+  await page.locator('[data-stream="done"]').waitFor({ timeout: 20000 });
+  step(`the converge ended: ${await page.locator(".run-state .tone").innerText()}`);
 
   step("a run followed live");
   const holdRun = await hold("console-live", 5);
