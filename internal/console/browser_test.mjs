@@ -115,6 +115,21 @@ try {
   await page.locator('[data-stream="done"]').waitFor({ timeout: 20000 });
   step(`the converge ended: ${await page.locator(".run-state .tone").innerText()}`);
 
+  step("sources and infrastructure");
+  await page.getByRole("link", { name: "Sources", exact: true }).click();
+  await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor();
+  await page.locator("tbody th a").first().click();
+  await page.locator(".answer").waitFor();
+  await page.getByRole("heading", { name: "Candidate" }).waitFor();
+  await shot("source");
+  await page.getByRole("link", { name: "Infrastructure", exact: true }).click();
+  await page.getByRole("heading", { name: "network", level: 2 }).waitFor();
+  const destroy = page.getByRole("button", { name: "Destroy network" });
+  assert.ok(await destroy.isDisabled(), "Destroy is enabled before the name is typed");
+  await page.getByLabel("Type network to destroy it").fill("network");
+  assert.ok(await destroy.isEnabled(), "Destroy stays disabled with the name typed");
+  await shot("infrastructure");
+
   step("a run followed live");
   const holdRun = await hold("console-live", 5);
   await page.goto(`${base}/journal/${holdRun}`);

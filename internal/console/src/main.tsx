@@ -4,12 +4,14 @@ import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { problem } from "./api.ts";
 import { Blueprint } from "./blueprint.tsx";
+import { Infrastructures } from "./infra.tsx";
 import { Journal } from "./journal.tsx";
 import { Nodes } from "./nodes.tsx";
 import { Portfolio } from "./portfolio.tsx";
 import { onLinkClick, useLocation } from "./router.ts";
 import { Run } from "./run.tsx";
 import { Service } from "./service.tsx";
+import { Source, Sources } from "./sources.tsx";
 import { onSessionChange, signIn, signOut, signOutReason, token } from "./session.ts";
 import { Page } from "./ui.tsx";
 
@@ -77,6 +79,9 @@ function route(path: string, query: URLSearchParams) {
   if (seg[0] === "services" && seg.length === 2) return <Service name={seg[1]!} key={seg[1]} />;
   if (seg[0] === "blueprints" && seg.length === 2) return <Blueprint name={seg[1]!} key={seg[1]} />;
   if (seg[0] === "nodes" && seg.length === 1) return <Nodes />;
+  if (seg[0] === "sources" && seg.length === 1) return <Sources />;
+  if (seg[0] === "sources" && seg.length === 2) return <Source id={seg[1]!} key={seg[1]} />;
+  if (seg[0] === "infrastructure" && seg.length === 1) return <Infrastructures />;
   if (seg[0] === "journal" && seg.length === 1) return <Journal query={query} />;
   if (seg[0] === "journal" && seg.length === 2) return <Run id={seg[1]!} key={seg[1]} />;
   return (
@@ -91,6 +96,8 @@ function route(path: string, query: URLSearchParams) {
 function Nav(props: { path: string }) {
   const links: Array<[string, string]> = [
     ["/", "Portfolio"],
+    ["/sources", "Sources"],
+    ["/infrastructure", "Infrastructure"],
     ["/nodes", "Nodes"],
     ["/journal", "Journal"],
   ];

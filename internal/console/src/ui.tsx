@@ -167,13 +167,14 @@ export function Answer(props: {
 }
 
 // PathRow shows each stage of a path in order.
-export function PathRow(props: { stages: Array<{ name: string; state: string; tone: Tone; reason?: string | undefined }> }) {
+// A stage without a tone (a source's) shows its state as plain text.
+export function PathRow(props: { stages: Array<{ name: string; state: string; tone?: Tone | undefined; reason?: string | undefined }> }) {
   return (
     <ol class="path" aria-label="Path">
       {props.stages.map((s) => (
-        <li class={`stage stage-${s.tone}`} key={s.name}>
+        <li class={`stage stage-${s.tone ?? "none"}`} key={s.name}>
           <span class="stage-name">{s.name}</span>
-          <ToneBadge tone={s.tone} text={s.state} />
+          {s.tone ? <ToneBadge tone={s.tone} text={s.state} /> : <strong>{s.state}</strong>}
           {s.reason ? <span class="stage-reason">{s.reason}</span> : null}
         </li>
       ))}
