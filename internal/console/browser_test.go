@@ -63,6 +63,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	status, body := serve.do(t, "POST", "/api/v1/nodes", map[string]any{"name": "edge-1", "labels": map[string]string{"zone": "a"}})
 	require.Equal(t, http.StatusCreated, status, body)
 
+	// A viewer, whose clicks the API refuses with its 403 sentence.
+	status, body = serve.do(t, "POST", "/api/v1/tokens", map[string]any{"name": "night-viewer", "role": "viewer"})
+	require.Equal(t, http.StatusCreated, status, body)
+	var viewer struct {
+		Secret string `json:"secret"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &viewer))
+
 	var apps struct {
 		Applications []struct{ Name string } `json:"applications"`
 	}
@@ -80,6 +88,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"CONSOLE_URL="+serve.url,
 		"CONSOLE_TOKEN="+consoleToken,
+		"CONSOLE_VIEWER_TOKEN="+viewer.Secret,
 		"CONSOLE_CHROMIUM="+chromium,
 		"CONSOLE_NODE=edge-1",
 		"CONSOLE_SERVICE=hello",
@@ -92,6 +101,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Logf("browser_test.mjs:\n%s", logs.String())
 	require.NoError(t, err, "the browser test failed")
 	require.NotContains(t, serve.logs.String(), consoleToken, "the token reached serve's log")
+	require.NotContains(t, serve.logs.String(), viewer.Secret, "the viewer's token reached serve's log")
 }
 
 func findChromium() string {

@@ -16,6 +16,7 @@ const env = (name) => {
 };
 const base = env("CONSOLE_URL");
 const token = env("CONSOLE_TOKEN");
+const viewerToken = env("CONSOLE_VIEWER_TOKEN");
 const nodeName = env("CONSOLE_NODE");
 const serviceName = env("CONSOLE_SERVICE");
 const blueprintName = env("CONSOLE_BLUEPRINT");
@@ -55,10 +56,11 @@ try {
     assert.equal(r.status, 202, text);
     return JSON.parse(text).journalId;
   };
-  const shot = async (name) => {
+  // shot masks what differs from machine to machine (a temporary path).
+  const shot = async (name, mask = []) => {
     if (!shots) return;
     await page.evaluate(() => window.scrollTo(0, 0));
-    await page.screenshot({ path: join(shots, `${name}.png`) });
+    await page.screenshot({ path: join(shots, `${name}.png`), mask });
   };
 
   step("sign-in form");
@@ -121,7 +123,7 @@ try {
   await page.locator("tbody th a").first().click();
   await page.locator(".answer").waitFor();
   await page.getByRole("heading", { name: "Candidate" }).waitFor();
-  await shot("source");
+  await shot("source", [page.locator(".facts dd code")]);
   await page.getByRole("link", { name: "Infrastructure", exact: true }).click();
   await page.getByRole("heading", { name: "network", level: 2 }).waitFor();
   const destroy = page.getByRole("button", { name: "Destroy network" });
@@ -144,6 +146,24 @@ try {
   await page.locator(".receipt").getByText("succeeded").first().waitFor();
   await page.getByRole("link", { name: /in River UI$/ }).waitFor();
   await shot("run");
+  const total = await events.count();
+
+  step("a cut stream resumes after its last event with Last-Event-ID");
+  const asked = [];
+  await page.route("**/api/v1/journal/*/events", async (route) => {
+    asked.push(route.request().headers()["last-event-id"] ?? "");
+    if (asked.length > 1) return route.continue();
+    // The first answer stops after three events, as a dropped connection would.
+    const resp = await route.fetch();
+    const blocks = (await resp.text()).split("\n\n");
+    const kept = blocks.filter((b) => !b.includes("event: ")).slice(0, 1).concat(blocks.filter((b) => b.includes("event: event")).slice(0, 3));
+    await route.fulfill({ status: 200, headers: { "Content-Type": "text/event-stream" }, body: kept.join("\n\n") + "\n\n" });
+  });
+  await page.reload();
+  await page.locator('[data-stream="done"]').waitFor({ timeout: 10000 });
+  await page.unroute("**/api/v1/journal/*/events");
+  assert.deepEqual(asked, ["", "3"], "the reconnect did not resume after event 3");
+  assert.equal(await events.count(), total, "events were lost or repeated across the reconnect");
 
   step("an action answers with its run");
   await page.goto(`${base}/nodes`);
@@ -177,23 +197,32 @@ try {
 
   step("phone width");
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const path of ["/", "/nodes", `/journal/${holdRun}`]) {
+  for (const [path, loaded] of [["/", "table"], ["/nodes", "table"], [`/journal/${holdRun}`, ".receipt"], [`/blueprints/${blueprintName}`, ".path"]]) {
     await page.goto(base + path);
-    await page.locator("h1").waitFor();
-    await page.waitForLoadState("networkidle").catch(() => {});
+    await page.locator(loaded).first().waitFor();
     const [scroll, width] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
     assert.ok(scroll <= width + 1, `${path} is wider than a phone (${scroll} > ${width})`);
   }
   await page.setViewportSize({ width: 1280, height: 800 });
 
+  step("a viewer's click shows the API's 403 sentence");
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByLabel("API token").fill(viewerToken);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("link", { name: "Nodes", exact: true }).click();
+  await page.getByRole("button", { name: `Uncordon ${nodeName}` }).click();
+  await page.getByRole("alert").filter({ hasText: "has the viewer role" }).waitFor();
+  problems.length = 0; // the browser logs the 403
+
   step("a 401 returns to sign-in");
+  const where = await page.locator("h1").innerText();
   await page.evaluate(() => sessionStorage.setItem("sluice.token", "sluice_revoked-token-00000000000000"));
   await page.reload();
   await page.getByRole("alert").filter({ hasText: "sign in again" }).waitFor();
   await page.getByLabel("API token").fill(token);
   await page.getByRole("button", { name: "Sign in" }).click();
   // Signed in again on the page it was on.
-  await page.getByRole("heading", { name: `Run ${holdRun.slice(0, 8)}`, level: 1 }).waitFor();
+  await page.getByRole("heading", { name: where, level: 1 }).waitFor();
   problems.length = 0;
 
   step("sign out forgets the token");
