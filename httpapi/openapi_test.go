@@ -108,7 +108,7 @@ func TestOpenAPISpec(t *testing.T) {
 			"heartbeat-node", "join-node", "list-applications", "list-blueprints", "list-infrastructures", "list-journal", "list-journal-run-paths", "list-nodes", "list-notification-targets", "list-run-notifications", "list-services",
 			"list-sources", "list-tokens", "list-units", "pause-rollout", "plan-infrastructure", "post-node-task-events", "post-node-task-result", "put-artifact",
 			"put-gitops-settings", "put-source", "receive-source-webhook", "resume-rollout", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-rollout", "rollback-service",
-			"set-node-labels", "skip-rollout-node", "stream-journal-events", "suspend-source", "sync-gitops", "sync-source", "test-notification-target", "uncordon-node", "withdraw-blueprint",
+			"set-node-labels", "skip-rollout-node", "stop-service", "stream-journal-events", "suspend-source", "sync-gitops", "sync-source", "test-notification-target", "uncordon-node", "withdraw-blueprint",
 		}, ids)
 	})
 

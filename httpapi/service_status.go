@@ -87,7 +87,7 @@ type DriftClassFound struct {
 
 // EnforceDecision is what drift mode enforce decided.
 type EnforceDecision struct {
-	Decision  string `json:"decision" enum:"repair,wait,held"`
+	Decision  string `json:"decision" enum:"repair,wait,held,stopped"`
 	Reason    string `json:"reason"`
 	RepairRun string `json:"repairRun,omitempty" doc:"The converge asked for."`
 }

@@ -176,6 +176,19 @@ func registerServices(api huma.API, d Deps) {
 		}
 		return accepted(res), nil
 	})
+
+	o = op("stop-service", http.MethodPost, "/services/{name}/stop",
+		"Stop the service's process where it runs, in its queue. sluice starts it again only on a converge, deploy or "+
+			"rollback: its status reads Stopped, and drift mode enforce leaves it. Joins a queued stop (joined: true).",
+		auth.RoleOperator, http.StatusNotFound, http.StatusConflict)
+	o.DefaultStatus = http.StatusAccepted
+	register(api, d, o, func(ctx context.Context, in *serviceNameInput) (*ActionAccepted, error) {
+		res, err := d.Services.RequestStop(ctx, in.Name, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return accepted(res), nil
+	})
 }
 
 // runPtr is runOut of a run that may be absent.

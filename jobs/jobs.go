@@ -43,6 +43,7 @@ func Register(workers *river.Workers, d Deps) {
 		river.AddWorker[services.DeployArgs](workers, &DeployWorker{Services: d.Services})
 		river.AddWorker[services.RollbackArgs](workers, &RollbackWorker{Services: d.Services})
 		river.AddWorker[services.ConvergeArgs](workers, &ConvergeWorker{Services: d.Services})
+		river.AddWorker[services.StopArgs](workers, &StopServiceWorker{Services: d.Services})
 		river.AddWorker[services.DriftCheckArgs](workers, &ServiceDriftCheckWorker{Services: d.Services})
 		river.AddWorker[services.SweepArgs](workers, &ServiceSweepWorker{Journal: d.Journal, Services: d.Services})
 		river.AddWorker[services.ResumeArgs](workers, &ResumeServiceWorker{Journal: d.Journal, Services: d.Services})

@@ -115,3 +115,22 @@ func (w *ResumeServiceWorker) Work(ctx context.Context, job *river.Job[services.
 		return w.Services.Resume(ctx, p, job.Args)
 	})
 }
+
+// StopServiceWorker works services.StopArgs, in the service's lane.
+type StopServiceWorker struct {
+	river.WorkerDefaults[services.StopArgs]
+	Services *services.Service
+}
+
+// Timeout implements river.Worker: a stop waits up to the service's stop
+// timeout.
+func (w *StopServiceWorker) Timeout(*river.Job[services.StopArgs]) time.Duration {
+	return serviceTimeout
+}
+
+// Work implements river.Worker.
+func (w *StopServiceWorker) Work(ctx context.Context, job *river.Job[services.StopArgs]) error {
+	return services.Work(ctx, w.Services, job, job.Args.Service, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+		return w.Services.Stop(ctx, p, job.Args)
+	})
+}

@@ -76,6 +76,9 @@ cat >&2 <<MSG
   export SLUICE_URL=http://$listen SLUICE_TOKEN=\$(cat $token_file)
   $bin journal
 
+  Services sluice starts run under their own supervisor and keep running
+  after sluice stops; stop one with: $bin service stop NAME
+
 MSG
 export SLUICE_DATA_DIR=$data_dir SLUICE_LISTEN=$listen SLUICE_BOOTSTRAP_TOKEN=$token
 if [ -z "$v1" ]; then

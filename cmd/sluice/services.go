@@ -50,6 +50,13 @@ var actionCalls = map[string]actionCall{
 		}
 		return answer202(r.JSON202, r.HTTPResponse, r.Body)
 	},
+	"service stop": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
+		r, err := c.StopServiceWithResponse(ctx, a[0])
+		if err != nil {
+			return nil, err
+		}
+		return answer202(r.JSON202, r.HTTPResponse, r.Body)
+	},
 	"service drift-check": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
 		r, err := c.DriftCheckServiceWithResponse(ctx, a[0])
 		if err != nil {
@@ -182,6 +189,10 @@ func runService(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if len(args) >= 2 && args[0] == "drift-check" {
 		return runServiceDriftCheck(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) >= 2 && args[0] == "stop" {
+		_, _, _, err := askAndFollow(ctx, "service stop", "sluice service stop SERVICE", 1, args[1:], stdout, stderr)
+		return err
 	}
 	fs := flag.NewFlagSet("service", flag.ContinueOnError)
 	fs.SetOutput(stderr)

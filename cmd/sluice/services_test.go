@@ -544,4 +544,28 @@ func TestServeEnforceRepairsAKilledService(t *testing.T) {
 	out, code := p.cliOut("service", "status", "hello")
 	require.Equal(t, 0, code, out)
 	require.True(t, strings.HasPrefix(out, "Running: "), "%s", out)
+
+	// An operator's stop is not drift: enforce leaves it stopped, over
+	// sweeps, until a converge starts it again.
+	out, code = p.cliOut("service", "stop", "hello")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "stopped hello on node")
+	exe := filepath.Join(site.dataDir, "artifacts", strings.TrimPrefix(digest, "sha256:"))
+	require.Empty(t, processesOf(t, exe))
+	var stopped int
+	require.Eventually(t, func() bool {
+		_ = conn.QueryRow(context.Background(),
+			`SELECT count(*) FROM journal_run WHERE action = 'service_drift_check' AND result->'enforce'->>'decision' = 'stopped'`).Scan(&stopped)
+		return stopped >= 2
+	}, 60*time.Second, 100*time.Millisecond, "two sweeps see it stopped")
+	require.Empty(t, processesOf(t, exe), "nothing started it again")
+	out, code = p.cliOut("service", "status", "hello")
+	require.Equal(t, 0, code, out)
+	require.True(t, strings.HasPrefix(out, "Stopped: Stopped by bootstrap"), "%s", out)
+	out, code = p.cliOut("converge", "hello")
+	require.Equal(t, 0, code, out)
+	require.Len(t, processesOf(t, exe), 1)
+	out, code = p.cliOut("service", "status", "hello")
+	require.Equal(t, 0, code, out)
+	require.True(t, strings.HasPrefix(out, "Running: "), "%s", out)
 }

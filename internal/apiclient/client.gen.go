@@ -299,9 +299,10 @@ func (e DriftClassFoundClass) Valid() bool {
 
 // Defines values for EnforceDecisionDecision.
 const (
-	Held   EnforceDecisionDecision = "held"
-	Repair EnforceDecisionDecision = "repair"
-	Wait   EnforceDecisionDecision = "wait"
+	Held    EnforceDecisionDecision = "held"
+	Repair  EnforceDecisionDecision = "repair"
+	Stopped EnforceDecisionDecision = "stopped"
+	Wait    EnforceDecisionDecision = "wait"
 )
 
 // Valid indicates whether the value is a known member of the EnforceDecisionDecision enum.
@@ -310,6 +311,8 @@ func (e EnforceDecisionDecision) Valid() bool {
 	case Held:
 		return true
 	case Repair:
+		return true
+	case Stopped:
 		return true
 	case Wait:
 		return true
@@ -3633,6 +3636,13 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/services/{name}/status (the `GetServiceStatus` operationId).
 	GetServiceStatus(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// StopService Stop the service's process where it runs, in its queue. sluice starts it again only on a converge, deploy or rollback: its status reads Stopped, and drift mode enforce leaves it. Joins a queued stop (joined: true).
+	//
+	// Stop the service's process where it runs, in its queue. sluice starts it again only on a converge, deploy or rollback: its status reads Stopped, and drift mode enforce leaves it. Joins a queued stop (joined: true). Needs the operator role.
+	//
+	// Corresponds with POST /api/v1/services/{name}/stop (the `StopService` operationId).
+	StopService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListSources List the sources, by name.
 	//
 	// List the sources, by name. Needs the viewer role.
@@ -5097,6 +5107,23 @@ func (c *Client) RollbackService(ctx context.Context, name string, reqEditors ..
 // Corresponds with GET /api/v1/services/{name}/status (the `GetServiceStatus` operationId).
 func (c *Client) GetServiceStatus(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetServiceStatusRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StopService Stop the service's process where it runs, in its queue. sluice starts it again only on a converge, deploy or rollback: its status reads Stopped, and drift mode enforce leaves it. Joins a queued stop (joined: true).
+//
+// Stop the service's process where it runs, in its queue. sluice starts it again only on a converge, deploy or rollback: its status reads Stopped, and drift mode enforce leaves it. Joins a queued stop (joined: true). Needs the operator role.
+//
+// Corresponds with POST /api/v1/services/{name}/stop (the `StopService` operationId).
+func (c *Client) StopService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStopServiceRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -7759,6 +7786,40 @@ func NewGetServiceStatusRequest(server string, name string) (*http.Request, erro
 	return req, nil
 }
 
+// NewStopServiceRequest constructs an http.Request for the StopService method
+func NewStopServiceRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/services/%s/stop", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSourcesRequest constructs an http.Request for the ListSources method
 func NewListSourcesRequest(server string) (*http.Request, error) {
 	var err error
@@ -9318,6 +9379,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/services/{name}/status (the `GetServiceStatus` operationId).
 	GetServiceStatusWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetServiceStatusResponse, error)
+
+	// StopServiceWithResponse Stop the service's process where it runs, in its queue. sluice starts it again only on a converge, deploy or rollback: its status reads Stopped, and drift mode enforce leaves it. Joins a queued stop (joined: true).
+	//
+	// Stop the service's process where it runs, in its queue. sluice starts it again only on a converge, deploy or rollback: its status reads Stopped, and drift mode enforce leaves it. Joins a queued stop (joined: true). Needs the operator role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/services/{name}/stop (the `StopService` operationId).
+	StopServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*StopServiceResponse, error)
 
 	// ListSourcesWithResponse List the sources, by name.
 	//
@@ -14231,6 +14301,96 @@ func (r GetServiceStatusResponse) ContentType() string {
 	return ""
 }
 
+// StopServiceResponse202Headers the declared response headers of an HTTP 202 response for StopService
+type StopServiceResponse202Headers struct {
+	Location *string
+}
+
+type StopServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *StopServiceResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r StopServiceResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r StopServiceResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r StopServiceResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r StopServiceResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r StopServiceResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r StopServiceResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r StopServiceResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r StopServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StopServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StopServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StopServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListSourcesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -16713,6 +16873,21 @@ func (c *ClientWithResponses) GetServiceStatusWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseGetServiceStatusResponse(rsp)
+}
+
+// StopServiceWithResponse Stop the service's process where it runs, in its queue. sluice starts it again only on a converge, deploy or rollback: its status reads Stopped, and drift mode enforce leaves it. Joins a queued stop (joined: true).
+//
+// Stop the service's process where it runs, in its queue. sluice starts it again only on a converge, deploy or rollback: its status reads Stopped, and drift mode enforce leaves it. Joins a queued stop (joined: true). Needs the operator role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/services/{name}/stop (the `StopService` operationId).
+func (c *ClientWithResponses) StopServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*StopServiceResponse, error) {
+	rsp, err := c.StopService(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStopServiceResponse(rsp)
 }
 
 // ListSourcesWithResponse List the sources, by name.
@@ -21000,6 +21175,87 @@ func ParseGetServiceStatusResponse(rsp *http.Response) (*GetServiceStatusRespons
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseStopServiceResponse parses an HTTP response from a StopServiceWithResponse call
+func ParseStopServiceResponse(rsp *http.Response) (*StopServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StopServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers StopServiceResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
 	}
 
 	return response, nil

@@ -79,6 +79,8 @@ const (
 	EnforceRepair = "repair"
 	EnforceWait   = "wait"
 	EnforceHeld   = "held"
+	// EnforceStopped: an operator stopped the service; enforce leaves it.
+	EnforceStopped = "stopped"
 )
 
 // Drift is a service drift check's result. Drift lists each drift found,
@@ -307,6 +309,13 @@ func (s *Service) enforce(ctx context.Context, p *journal.Progress, out *journal
 	q := db.New(s.Pool)
 	e := &Enforcement{}
 	d.Enforce = e
+	if stop, err := stoppedRun(ctx, q, name); err != nil {
+		return err
+	} else if stop != nil {
+		e.Decision, e.Reason = EnforceStopped, fmt.Sprintf("%s was stopped by %s (run %s); enforce does not start it again: a converge does.", name, stop.RequestedBy, stop.ID)
+		p.Info(ctx, "enforce: "+e.Reason, nil)
+		return nil
+	}
 	prev, err := latestFinished(ctx, q, name, Actions)
 	if err != nil {
 		return err

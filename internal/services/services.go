@@ -47,7 +47,7 @@ const (
 
 // Actions are every service action, for queries over a service's runs.
 // They share the service's lane.
-var Actions = []string{ActionDeploy, ActionRollback, ActionConverge, ActionDriftCheck}
+var Actions = []string{ActionDeploy, ActionRollback, ActionConverge, ActionDriftCheck, ActionStop}
 
 // Queue is the River queue service actions run in, apart from syncs, so
 // that services waiting their turn never hold a sync off.

@@ -40,6 +40,9 @@ const (
 	// RepairHeld: drift mode enforce saw drift persist but could not prove
 	// the target, so it did not repair.
 	RepairHeld State = "Repair held"
+	// Stopped: an operator stopped the service; nothing starts it again
+	// but a converge, a deploy or a rollback.
+	Stopped State = "Stopped"
 	// RuntimeDrift: the unit file on disk or the process is not what was
 	// applied.
 	RuntimeDrift State = "Runtime drift"
@@ -76,6 +79,7 @@ var StateTones = map[State]gitops.Tone{
 	Failed:          gitops.ToneError,
 	RepairHeld:      gitops.ToneError,
 	RuntimeDrift:    gitops.ToneWarn,
+	Stopped:         gitops.ToneWarn,
 	Unhealthy:       gitops.ToneError,
 	OutOfDate:       gitops.ToneWarn,
 	NeverApplied:    gitops.ToneInfo,
@@ -370,7 +374,16 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 	if held && !check.Has(ClassArtifact) {
 		add("runtime", RepairHeld, "sluice converge "+name, "%s (drift check %s).", trimDot(check.Enforce.Reason), lastCheck.ID)
 	}
-	if applied != nil {
+	stop, err := stoppedRun(ctx, q, name)
+	if err != nil {
+		return nil, err
+	}
+	if stop != nil && applied != nil {
+		add("runtime", Stopped, "sluice converge "+name, "Stopped by %s at %s (run %s); sluice starts it again only on a converge, deploy or rollback.", stop.RequestedBy, fmtAt(stop.FinishedAt), stop.ID)
+		if procErr == nil {
+			add("runtime", RuntimeDrift, "sluice service stop "+name, "pid %d runs again though run %s stopped it.", pid, stop.ID)
+		}
+	} else if applied != nil {
 		switch {
 		case procErr != nil:
 			addDrift("runtime", RuntimeDrift, "No process runs: %s; run %s started pid %d.", procErr, appliedRun.ID, applied.Pid)
@@ -395,7 +408,7 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 	} else {
 		add("runtime", NeverApplied, "sluice converge "+name, "No action on %s ever succeeded; converge applies what Git holds.", name)
 	}
-	if procErr == nil && applied != nil {
+	if procErr == nil && applied != nil && stop == nil {
 		where := ""
 		if remote {
 			where = " on node " + v.Process.Node
