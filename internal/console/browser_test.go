@@ -3,6 +3,8 @@ package console_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,6 +43,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Skip("node is not installed: the console's browser test needs Node and npm (apt-get install nodejs npm)")
 	}
 	chromium := findChromium()
+	if env := os.Getenv("SLUICE_CHROMIUM"); env != "" {
+		_, err := os.Stat(env)
+		require.NoError(t, err, "SLUICE_CHROMIUM=%s is not a file", env)
+	}
 	if chromium == "" {
 		if os.Getenv(EnvSkipBrowser) == "1" {
 			t.Skipf("Chromium is missing and %s=1: browser test skipped", EnvSkipBrowser)
@@ -56,11 +63,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	bin := filepath.Join(dir, "sluice")
 	out, err := exec.Command("go", "build", "-o", bin, "sluice/cmd/sluice").CombinedOutput()
 	require.NoError(t, err, "build sluice: %s", out)
-	serve := startServe(t, bin, dir)
+	// The example's hello service, built and pinned by its digest, on a port
+	// of its own, so that Converge has something to start.
+	hello := filepath.Join(dir, "hello")
+	out, err = exec.Command("go", "build", "-trimpath", "-o", hello, "sluice/cmd/hello").CombinedOutput()
+	require.NoError(t, err, "build hello: %s", out)
+	helloBytes, err := os.ReadFile(hello)
+	require.NoError(t, err)
+	sum := sha256.Sum256(helloBytes)
+	site := exampleSite{digest: "sha256:" + hex.EncodeToString(sum[:]), port: freePort(t)}
+	serve := startServe(t, bin, dir, site)
+	status, body := serve.put(t, "/api/v1/artifacts", helloBytes)
+	require.Equal(t, http.StatusCreated, status, body)
+	require.Contains(t, body, site.digest)
 
 	// A node to cordon from the nodes page. The script asks for the run it
 	// follows live itself, just before it opens its page.
-	status, body := serve.do(t, "POST", "/api/v1/nodes", map[string]any{"name": "edge-1", "labels": map[string]string{"zone": "a"}})
+	status, body = serve.do(t, "POST", "/api/v1/nodes", map[string]any{"name": "edge-1", "labels": map[string]string{"zone": "a"}})
 	require.Equal(t, http.StatusCreated, status, body)
 
 	// A viewer, whose clicks the API refuses with its 403 sentence.
@@ -129,9 +148,11 @@ type serveProc struct {
 
 // startServe starts serve on a database of its own, tracking a bare copy of
 // examples/intent, and waits until it is ready.
-func startServe(t *testing.T, bin, dir string) *serveProc {
+func startServe(t *testing.T, bin, dir string, site exampleSite) *serveProc {
 	t.Helper()
-	remote := exampleRepo(t, dir)
+	remote := exampleRepo(t, dir, site)
+	dataDir := filepath.Join(dir, "data")
+	t.Cleanup(func() { killService(dataDir, "hello") })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -142,7 +163,7 @@ func startServe(t *testing.T, bin, dir string) *serveProc {
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + os.Getenv("HOME"),
 		"SLUICE_LISTEN=" + addr,
-		"SLUICE_DATA_DIR=" + filepath.Join(dir, "data"),
+		"SLUICE_DATA_DIR=" + dataDir,
 		"SLUICE_DATABASE_URL=" + dbtest.NewDB(t),
 		"SLUICE_BOOTSTRAP_TOKEN=" + consoleToken,
 		"SLUICE_ENABLE_TEST_ACTIONS=1",
@@ -184,8 +205,14 @@ func startServe(t *testing.T, bin, dir string) *serveProc {
 	}
 }
 
+// exampleSite is what the test changes in its copy of examples/intent.
+type exampleSite struct {
+	digest string // hello's artifact, in place of the placeholder
+	port   int    // hello's port, in place of 18081
+}
+
 // exampleRepo makes a bare repository of examples/intent, as make run does.
-func exampleRepo(t *testing.T, dir string) string {
+func exampleRepo(t *testing.T, dir string, site exampleSite) string {
 	t.Helper()
 	work := filepath.Join(dir, "intent")
 	remote := filepath.Join(dir, "intent.git")
@@ -197,6 +224,12 @@ func exampleRepo(t *testing.T, dir string) string {
 		require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
 	}
 	require.NoError(t, os.CopyFS(work, os.DirFS("../../examples/intent")))
+	unit := filepath.Join(work, "services", "hello.json")
+	b, err := os.ReadFile(unit)
+	require.NoError(t, err)
+	b = bytes.ReplaceAll(b, []byte("sha256:0000000000000000000000000000000000000000000000000000000000000001"), []byte(site.digest))
+	b = bytes.ReplaceAll(b, []byte("18081"), []byte(strconv.Itoa(site.port)))
+	require.NoError(t, os.WriteFile(unit, b, 0o644))
 	// A Blueprint too, for its page: placed by an operator on zone a.
 	blueprint := `{"kind": "Blueprint", "metadata": {"name": "edge"},
  "spec": {"template": {"runtime": "exec", "image": "sha256:0000000000000000000000000000000000000000000000000000000000000001",
@@ -233,6 +266,48 @@ func (p *serveProc) do(t *testing.T, method, path string, body any) (int, string
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, string(b)
+}
+
+// put stores body at path as an operator.
+func (p *serveProc) put(t *testing.T, path string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("PUT", p.url+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+consoleToken)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// killService ends what serve's supervisor left running under dataDir (the
+// service's process group and its shim): they outlive serve by design.
+func killService(dataDir, name string) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "services", name, "pid.json"))
+	if err != nil {
+		return
+	}
+	var rec struct {
+		Pid     int `json:"pid"`
+		ShimPid int `json:"shimPid"`
+	}
+	if json.Unmarshal(b, &rec) == nil && rec.Pid > 0 {
+		_ = syscall.Kill(-rec.Pid, syscall.SIGKILL)
+		if rec.ShimPid > 0 {
+			_ = syscall.Kill(rec.ShimPid, syscall.SIGKILL)
+		}
+	}
 }
 
 // syncBuffer is serve's output, written by its two pipes' copiers.

@@ -104,6 +104,7 @@ try {
   step(`refused as the API says: ${await page.locator(".action .problem").first().innerText()}`);
   await shot("blueprint");
 
+  const events = page.locator("ol.events li.event");
   step("a service's page: the answer, its path, Converge answered by its run");
   await page.goto(`${base}/services/${serviceName}`);
   await page.getByRole("heading", { name: serviceName, level: 1 }).waitFor();
@@ -114,8 +115,11 @@ try {
   await page.getByRole("button", { name: "Converge" }).click();
   await page.waitForURL(/\/journal\/[0-9a-f-]{36}$/);
   await page.getByRole("status").filter({ hasText: /(started|Joined) run [0-9a-f-]{36}/ }).waitFor();
-  await page.locator('[data-stream="done"]').waitFor({ timeout: 20000 });
-  step(`the converge ended: ${await page.locator(".run-state .tone").innerText()}`);
+  await page.locator('[data-stream="live"], [data-stream="done"]').first().waitFor();
+  await page.locator('[data-stream="done"]').waitFor({ timeout: 30000 });
+  await page.locator(".run-state").getByText("succeeded").waitFor();
+  assert.ok((await events.count()) >= 2, "the converge's events did not show");
+  step("the converge went live to succeeded");
 
   step("sources and infrastructure");
   await page.getByRole("link", { name: "Sources", exact: true }).click();
@@ -136,7 +140,6 @@ try {
   const holdRun = await hold("console-live", 5);
   await page.goto(`${base}/journal/${holdRun}`);
   await page.locator('[data-stream="live"], [data-stream="done"]').first().waitFor();
-  const events = page.locator("ol.events li.event");
   await events.first().waitFor();
   const first = await events.count();
   // The hold run writes one event a second: more arrive while the page is open.
