@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"sluice/internal/supervise"
@@ -66,8 +67,42 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice token list
   sluice token revoke NAME|ID
 
+Read commands print JSON with --json (or --output json).
 Run "sluice COMMAND -h" for a command's flags.
 `
+
+// outputFlag spells --output json (-o json, --output=json) as each read
+// command's --json, and drops --output text, the default.
+func outputFlag(args []string) ([]string, error) {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var v string
+		switch {
+		case a == "--":
+			return append(out, args[i:]...), nil
+		case a == "--output" || a == "-o" || a == "-output":
+			if i+1 >= len(args) {
+				return nil, errors.New("--output takes json or text")
+			}
+			i++
+			v = args[i]
+		case strings.HasPrefix(a, "--output=") || strings.HasPrefix(a, "-o=") || strings.HasPrefix(a, "-output="):
+			v = a[strings.IndexByte(a, '=')+1:]
+		default:
+			out = append(out, a)
+			continue
+		}
+		switch v {
+		case "json":
+			out = append(out, "--json")
+		case "text":
+		default:
+			return nil, fmt.Errorf("--output takes json or text, not %q", v)
+		}
+	}
+	return out, nil
+}
 
 // exitError carries a process exit code through Run.
 type exitError struct{ code int }
@@ -113,6 +148,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return exitError{2}
 	}
 	cmd, rest := args[0], args[1:]
+	rest, err := outputFlag(rest)
+	if err != nil {
+		return err
+	}
 	switch cmd {
 	case "serve":
 		return runServe(ctx, rest, stderr)
@@ -155,17 +194,17 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "units":
 		return runUnits(ctx, rest, stdout, stderr)
 	case "services":
-		return runServices(ctx, args[1:], stdout, stderr)
+		return runServices(ctx, rest, stdout, stderr)
 	case "resume-service":
 		return runResumeService(ctx, rest, stdout, stderr)
 	case "service":
-		return runService(ctx, args[1:], stdout, stderr)
+		return runService(ctx, rest, stdout, stderr)
 	case "deploy", "rollback", "converge":
-		return runAction(ctx, args[0], args[1:], stdout, stderr)
+		return runAction(ctx, cmd, rest, stdout, stderr)
 	case "plan", "apply", "destroy", "drift-check":
-		return runInfraAction(ctx, args[0], args[1:], stdout, stderr)
+		return runInfraAction(ctx, cmd, rest, stdout, stderr)
 	case "infrastructures":
-		return runInfrastructures(ctx, args[1:], stdout, stderr)
+		return runInfrastructures(ctx, rest, stdout, stderr)
 	case "artifact":
 		return runArtifact(ctx, rest, stdout, stderr)
 	case "token":

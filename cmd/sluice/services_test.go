@@ -310,6 +310,10 @@ func TestCLIServices(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "hello")
 	require.Contains(t, out, "running, pid")
+	out, code = cli("services", "--output", "json")
+	require.Equal(t, 0, code, out)
+	require.True(t, json.Valid([]byte(out)), "%s", out)
+	require.Contains(t, out, `"name": "hello"`)
 
 	out, code = cli("rollback", "hello")
 	require.Equal(t, 0, code, out)

@@ -170,6 +170,7 @@ func runSource(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("source status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	verbose := fs.Bool("v", false, "print the evidence too")
+	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -189,6 +190,9 @@ func runSource(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return apiError(resp.HTTPResponse, resp.Body)
 	}
 	st := resp.JSON200
+	if *asJSON {
+		return printJSON(stdout, st)
+	}
 	a := st.Answer
 	var path []pathLine
 	if st.Path != nil {

@@ -45,6 +45,12 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, resp.JSON201.Secret)
 		return nil
 	case "list":
+		fs := flag.NewFlagSet("token list", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		asJSON := fs.Bool("json", false, "print JSON")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
 		client, err := newClient()
 		if err != nil {
 			return err
@@ -55,6 +61,9 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if resp.JSON200 == nil {
 			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		if *asJSON {
+			return printJSON(stdout, resp.JSON200.Tokens)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tROLE\tCREATED\tBY\tLAST USED\tREVOKED\tID")
