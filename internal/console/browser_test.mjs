@@ -120,6 +120,24 @@ try {
   await page.locator(".run-state").getByText("succeeded").waitFor();
   assert.ok((await events.count()) >= 2, "the converge's events did not show");
   step("the converge went live to succeeded");
+  // A click that joins a run already queued says so. Which click joins is a
+  // race between requests, so the answer is made here: the API's own shape,
+  // naming the converge run just seen.
+  const convergeRun = page.url().split("/").pop();
+  await page.goBack();
+  await page.getByRole("heading", { name: serviceName, level: 1 }).waitFor();
+  await page.route(`**/api/v1/services/${serviceName}/converge`, (route) =>
+    route.fulfill({
+      status: 202,
+      headers: { "Content-Type": "application/json", Location: `/api/v1/journal/${convergeRun}` },
+      body: JSON.stringify({ journalId: convergeRun, joined: true, state: "queued" }),
+    }),
+  );
+  await page.getByRole("button", { name: "Converge" }).click();
+  await page.waitForURL(new RegExp(`/journal/${convergeRun}$`));
+  await page.getByRole("status").filter({ hasText: `Joined run ${convergeRun}` }).waitFor();
+  await page.unroute(`**/api/v1/services/${serviceName}/converge`);
+  step("a joined click says joined run");
 
   step("sources and infrastructure");
   await page.getByRole("link", { name: "Sources", exact: true }).click();
