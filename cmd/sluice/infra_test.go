@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,17 @@ func TestCLIInfrastructure(t *testing.T) {
 	out, code = p.cliOut("infrastructures")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "infra/network.json")
+
+	// The journal names infrastructure targets as it names services, and a
+	// run's receipt reads indented.
+	out, code = p.cliOut("journal", "--action", "apply")
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `apply +network \([0-9a-f]{8}\) +succeeded`, out)
+	id := regexp.MustCompile(`(?m)^([0-9a-f-]{36}) +apply`).FindStringSubmatch(out)
+	require.Len(t, id, 2, out)
+	out, code = p.cliOut("journal", id[1])
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "result:\n{\n  ")
 
 	// destroy is the admin's: an operator is refused.
 	operator, stderr, code := p.cli(nil, testToken, "token", "create", "--role", "operator", "--name", "ops")

@@ -132,12 +132,42 @@ func listJournal(ctx context.Context, client *apiclient.ClientWithResponses, w i
 	if asJSON {
 		return printJSON(w, runs)
 	}
+	names := targetNames(ctx, client, runs)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tACTION\tTARGET\tSTATE\tBY\tREQUESTED\tJOINED")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Id, r.Action, r.Target, r.State, r.RequestedBy, fmtTime(&r.RequestedAt), r.Joined)
+		target := r.Target
+		if n, ok := names[target]; ok {
+			target = n
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Id, r.Action, target, r.State, r.RequestedBy, fmtTime(&r.RequestedAt), r.Joined)
 	}
 	return tw.Flush()
+}
+
+// targetNames names the infrastructure units among runs' targets (a
+// Terraform run's target is its unit's id), as services are named: by
+// name, the id kept after it. Best effort: without the list, ids stay.
+func targetNames(ctx context.Context, client *apiclient.ClientWithResponses, runs []apiclient.Run) map[string]string {
+	ids := false
+	for _, r := range runs {
+		if _, err := uuid.Parse(r.Target); err == nil {
+			ids = true
+			break
+		}
+	}
+	names := map[string]string{}
+	if !ids {
+		return names
+	}
+	resp, err := client.ListInfrastructuresWithResponse(ctx)
+	if err != nil || resp.JSON200 == nil {
+		return names
+	}
+	for _, u := range resp.JSON200.Infrastructures {
+		names[u.Id.String()] = u.Name + " (" + u.Id.String()[:8] + ")"
+	}
+	return names
 }
 
 func printRun(w io.Writer, r *apiclient.Run) {
@@ -159,11 +189,12 @@ func printRun(w io.Writer, r *apiclient.Run) {
 	if r.Error != nil {
 		fmt.Fprintf(tw, "error\t%s\n", *r.Error)
 	}
-	if r.Result != nil {
-		b, _ := json.Marshal(r.Result)
-		fmt.Fprintf(tw, "result\t%s\n", b)
-	}
 	_ = tw.Flush()
+	if r.Result != nil {
+		// Indented, after the table: a receipt can be long.
+		b, _ := json.MarshalIndent(r.Result, "", "  ")
+		fmt.Fprintf(w, "result:\n%s\n", b)
+	}
 }
 
 // followRun streams a run's events and exits with its outcome: 0 for
