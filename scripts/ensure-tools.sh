@@ -25,7 +25,8 @@ fi
 
 have_chromium() {
   [ -n "${SLUICE_CHROMIUM:-}" ] && return 0
-  [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1
+  [ -x /usr/lib/chromium/chromium-headless-shell ] || [ -x /usr/lib/chromium/chromium ] ||
+    command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1
 }
 
 missing=()
@@ -33,7 +34,9 @@ have_pg || missing+=(postgresql)
 command -v git >/dev/null 2>&1 || missing+=(git)
 browser=()
 if command -v npm >/dev/null 2>&1 && [ "${SLUICE_SKIP_BROWSER_TESTS:-}" != 1 ] && ! have_chromium; then
-  browser=(chromium)
+  # The headless shell: Chromium without its desktop half (no GTK), which is
+  # all a headless test drives, and a smaller download.
+  browser=(chromium-headless-shell)
 fi
 [ ${#missing[@]} -eq 0 ] && [ ${#browser[@]} -eq 0 ] && exit 0
 
@@ -47,7 +50,7 @@ echo "Installing ${missing[*]} ${browser[*]} from Debian's packages..." >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 [ ${#missing[@]} -eq 0 ] || apt-get install -y -qq "${missing[@]}" >/dev/null
-# Chromium only drives the browser test headless: none of its recommends.
+# Chromium only drives the browser test: none of its recommends.
 [ ${#browser[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${browser[@]}" >/dev/null
 have_pg || { echo "apt-get install postgresql did not provide pg_ctl" >&2; exit 1; }
-[ ${#browser[@]} -eq 0 ] || have_chromium || { echo "apt-get install chromium did not provide chromium" >&2; exit 1; }
+[ ${#browser[@]} -eq 0 ] || have_chromium || { echo "apt-get install chromium-headless-shell did not provide it" >&2; exit 1; }

@@ -56,7 +56,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		if os.Getenv(EnvSkipBrowser) == "1" {
 			t.Skipf("Chromium is missing and %s=1: browser test skipped", EnvSkipBrowser)
 		}
-		t.Fatalf("Chromium is missing: install Debian's chromium package (scripts/ensure-tools.sh does as root), "+
+		t.Fatalf("Chromium is missing: install Debian's chromium-headless-shell or chromium package "+
+			"(scripts/ensure-tools.sh does as root), "+
 			"or set SLUICE_CHROMIUM to its binary, or %s=1 to skip this test", EnvSkipBrowser)
 	}
 	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
@@ -132,8 +133,11 @@ func findChromium() string {
 	if p := os.Getenv("SLUICE_CHROMIUM"); p != "" {
 		return p
 	}
-	// Debian's /usr/bin/chromium is a wrapper script; playwright wants the binary.
-	for _, p := range []string{"/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser"} {
+	// Debian's chromium-headless-shell (what ensure-tools installs), or its
+	// chromium, whose /usr/bin/chromium is a wrapper script: playwright
+	// wants the binary.
+	for _, p := range []string{"/usr/lib/chromium/chromium-headless-shell", "/usr/lib/chromium/chromium",
+		"/usr/lib/chromium-browser/chromium-browser"} {
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
