@@ -51,6 +51,7 @@ type GitOpsStatus struct {
 	TrackedCount int             `json:"trackedCount" doc:"Units in Git now (not stale or destroyed)."`
 	Counts       map[string]int  `json:"counts" doc:"Units per status: pending, applied, failed, stale, destroyed."`
 	LastSync     *GitOpsLastSync `json:"lastSync,omitempty"`
+	InForce      string          `json:"inForce,omitempty" maxLength:"64" doc:"The commit the inventory holds now, as source status says; a deploy or rollback that pushed a pin moves it without a sync run."`
 }
 
 // Unit is one desired-state unit of the inventory.
@@ -121,7 +122,7 @@ func registerGitOps(api huma.API, d Deps) {
 			out := &statusOutput{}
 			out.Body = GitOpsStatus{
 				GitOpsSettings: settingsOut(&st.Settings), Syncing: st.Syncing, NextSyncAt: st.NextSyncAt,
-				SkippedTicks: st.SkippedTicks, TrackedCount: st.TrackedCount, Counts: st.Counts,
+				SkippedTicks: st.SkippedTicks, TrackedCount: st.TrackedCount, Counts: st.Counts, InForce: st.InForce,
 			}
 			if ls := st.LastSync; ls != nil {
 				out.Body.LastSync = &GitOpsLastSync{

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -329,6 +330,16 @@ func TestCLIServices(t *testing.T) {
 	out, code = cli("service", "drift-check", "hello")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "drift: in_sync")
+
+	// After a deploy and a rollback pushed pins, status and source status
+	// name one commit in force.
+	out, code = cli("source", "status", "default")
+	require.Equal(t, 0, code, out)
+	inForce := regexp.MustCompile(`Commit ([0-9a-f]+) is in force`).FindStringSubmatch(out)
+	require.Len(t, inForce, 2, out)
+	out, code = cli("status")
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `commit +`+inForce[1]+`.* \(in force\)`, out)
 	out, code = cli("resume-service", "hello")
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "is not paused")

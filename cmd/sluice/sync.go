@@ -105,14 +105,27 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		line += fmt.Sprintf(", %s %d", k, st.Counts[k])
 	}
 	fmt.Fprintf(tw, "units\t%s\n", line)
+	if st.InForce != nil && *st.InForce != "" {
+		// One truth with source status: the commit the inventory holds.
+		msg := ""
+		if ls := st.LastSync; ls != nil && ls.Commit != nil && *ls.Commit == *st.InForce && ls.CommitMessage != nil {
+			msg = " " + firstLine(*ls.CommitMessage)
+		}
+		fmt.Fprintf(tw, "commit\t%s%s (in force)\n", short(*st.InForce), msg)
+	}
 	if ls := st.LastSync; ls != nil {
 		fmt.Fprintf(tw, "last sync\t%s at %s (run %s)\n", ls.State, fmtTime(ls.FinishedAt), ls.JournalId)
-		if ls.Commit != nil && *ls.Commit != "" {
+		inForce := st.InForce != nil && *st.InForce != ""
+		if ls.Commit != nil && *ls.Commit != "" && (!inForce || *ls.Commit != *st.InForce) {
 			msg := ""
 			if ls.CommitMessage != nil {
 				msg = " " + firstLine(*ls.CommitMessage)
 			}
-			fmt.Fprintf(tw, "commit\t%s%s\n", short(*ls.Commit), msg)
+			if inForce {
+				fmt.Fprintf(tw, "synced\t%s%s (a deploy or rollback moved the commit in force since)\n", short(*ls.Commit), msg)
+			} else {
+				fmt.Fprintf(tw, "synced\t%s%s (not in force: the settings changed since)\n", short(*ls.Commit), msg)
+			}
 		}
 		fmt.Fprintf(tw, "changes\t%d created, %d updated, %d unchanged, %d stale, %d invalid\n",
 			ls.Created, ls.Updated, ls.Unchanged, ls.Stale, ls.Invalid)

@@ -1684,8 +1684,11 @@ type GitOpsStatus struct {
 	Branch string `json:"branch"`
 
 	// Counts Units per status: pending, applied, failed, stale, destroyed.
-	Counts   map[string]int64 `json:"counts"`
-	LastSync *GitOpsLastSync  `json:"lastSync,omitempty"`
+	Counts map[string]int64 `json:"counts"`
+
+	// InForce The commit the inventory holds now, as source status says; a deploy or rollback that pushed a pin moves it without a sync run.
+	InForce  *string         `json:"inForce,omitempty"`
+	LastSync *GitOpsLastSync `json:"lastSync,omitempty"`
 
 	// NextSyncAt When the interval next fires; absent for manual only.
 	NextSyncAt *time.Time `json:"nextSyncAt,omitempty"`

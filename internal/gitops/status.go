@@ -23,6 +23,9 @@ type Status struct {
 	TrackedCount int            // units in Git now (not stale or destroyed)
 	Counts       map[string]int // units per status
 	LastSync     *LastSync      // nil before the first sync
+	// InForce is the commit the inventory holds now, as source status says:
+	// a deploy or rollback that pushed a pin moves it without a sync run.
+	InForce string
 }
 
 // LastSync summarizes the newest finished sync.
@@ -55,6 +58,9 @@ func (s *Service) GetStatus(ctx context.Context) (*Status, error) {
 	}
 	st.Settings = *settingsOut(src)
 	st.SkippedTicks = src.SkippedTicks
+	if src.SyncedCommit != nil {
+		st.InForce = *src.SyncedCommit
+	}
 	if src.SyncIntervalSec > 0 {
 		next := time.Now() // never ticked: due now
 		if src.LastTickAt != nil {

@@ -1741,6 +1741,8 @@ export interface components {
             counts: {
                 [key: string]: number;
             };
+            /** @description The commit the inventory holds now, as source status says; a deploy or rollback that pushed a pin moves it without a sync run. */
+            inForce?: string;
             lastSync?: components["schemas"]["GitOpsLastSync"];
             /**
              * Format: date-time
