@@ -186,6 +186,15 @@ try {
   assert.deepEqual(asked, ["", "3"], "the reconnect did not resume after event 3");
   assert.equal(await events.count(), total, "events were lost or repeated across the reconnect");
 
+  step("Cancel run, confirmed, ends a running run cancelled");
+  const long = await hold("console-cancel", 60);
+  await page.goto(`${base}/journal/${long}`);
+  await page.locator('[data-stream="live"]').waitFor();
+  page.once("dialog", (d) => d.accept());
+  await page.getByRole("button", { name: "Cancel run" }).click();
+  await page.locator('[data-stream="done"]').waitFor({ timeout: 20000 });
+  await page.locator(".run-state").getByText("cancelled").waitFor();
+
   step("an action answers with its run");
   await page.goto(`${base}/nodes`);
   await page.getByRole("heading", { name: "Nodes", level: 1 }).waitFor();

@@ -2,7 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import { api, finalStates, type Run as RunT } from "./api.ts";
 import { takeFlash } from "./router.ts";
 import { followRun, type RunEvent } from "./sse.ts";
-import { Digest, Loading, Page, RunState, ToneBadge, useLoad, When } from "./ui.tsx";
+import { Action, Digest, Loading, Page, RunState, ToneBadge, useLoad, When } from "./ui.tsx";
 
 // Run shows one run: its events, live while it runs, and its receipt.
 export function Run(props: { id: string }) {
@@ -48,6 +48,16 @@ export function Run(props: { id: string }) {
                   {stream.detail ? `: ${stream.detail}` : ""}
                 </span>
               </p>
+              {finalStates.includes(run.state) ? null : (
+                <div class="actions">
+                  <Action
+                    label="Cancel run"
+                    danger
+                    confirm={`Cancel run ${run.id}? A queued run never starts; a running one is asked to stop.`}
+                    call={() => api.POST("/api/v1/journal/{id}/cancel", { params: { path: { id } }, body: { reason: "cancelled from the console" } })}
+                  />
+                </div>
+              )}
               <h2>Events ({events.length})</h2>
               {events.length ? (
                 <ol class="events" aria-live="polite">
