@@ -232,6 +232,7 @@ try {
     await page.locator(loaded).first().waitFor();
     const [scroll, width] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
     assert.ok(scroll <= width + 1, `${path} is wider than a phone (${scroll} > ${width})`);
+    if (path === "/") await shot("portfolio-phone");
   }
   await page.setViewportSize({ width: 1280, height: 800 });
 

@@ -37,7 +37,7 @@ export function Blueprint(props: { name: string }) {
             <h2>Nodes</h2>
             {b.nodes.length ? (
               <div class="scroll">
-                <table>
+                <table class="stack">
                   <thead>
                     <tr>
                       <th scope="col">Node</th>
@@ -52,14 +52,14 @@ export function Blueprint(props: { name: string }) {
                         <th scope="row">
                           {n.node} <span class="muted">({n.nodeState})</span>
                         </th>
-                        <td>
+                        <td data-label="State">
                           <ToneBadge tone={n.tone} text={n.state} />
                         </td>
-                        <td>
+                        <td data-label="Digest">
                           <Digest d={n.digest} />
                           {n.pid ? <span class="muted"> pid {n.pid}</span> : null}
                         </td>
-                        <td>
+                        <td data-label="Reason">
                           {n.reason}
                           {n.action ? <div class="next">Next: {n.action}</div> : null}
                         </td>

@@ -90,7 +90,7 @@ export function Journal(props: { query: URLSearchParams }) {
         <p class="muted">No runs match.</p>
       ) : (
         <div class="scroll">
-          <table>
+          <table class="stack">
             <thead>
               <tr>
                 <th scope="col">Requested</th>
@@ -104,16 +104,16 @@ export function Journal(props: { query: URLSearchParams }) {
             <tbody>
               {runs.map((r) => (
                 <tr key={r.id}>
-                  <td>
+                  <td data-label="Requested">
                     <When at={r.requestedAt} />
                   </td>
-                  <td>{r.action}</td>
-                  <td>{r.target}</td>
-                  <td>
+                  <td data-label="Action">{r.action}</td>
+                  <td data-label="Target">{r.target}</td>
+                  <td data-label="State">
                     <RunState state={r.state} />
                   </td>
-                  <td>{r.requestedBy}</td>
-                  <td>
+                  <td data-label="By">{r.requestedBy}</td>
+                  <td data-label="Run">
                     <a href={`/journal/${r.id}`}>
                       <code>{r.id.slice(0, 8)}</code>
                     </a>

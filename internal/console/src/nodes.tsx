@@ -20,7 +20,7 @@ export function Nodes() {
         {(d) =>
           d.nodes.length ? (
             <div class="scroll">
-              <table>
+              <table class="stack">
                 <thead>
                   <tr>
                     <th scope="col">Node</th>
@@ -38,17 +38,17 @@ export function Nodes() {
                         {n.name}
                         {n.local ? <span class="muted"> (local)</span> : null}
                       </th>
-                      <td>
+                      <td data-label="State">
                         <ToneBadge tone={nodeTones[n.state]} text={n.state} />
                         {n.reason ? <div class="muted">{n.reason}</div> : null}
                       </td>
-                      <td>
+                      <td data-label="Labels">
                         <Labels labels={n.labels as Record<string, string>} />
                       </td>
-                      <td>
+                      <td data-label="Last heartbeat">
                         <When at={n.lastHeartbeatAt} />
                       </td>
-                      <td>
+                      <td data-label="Runs there">
                         {(n.reported.processes ?? []).length ? (
                           <ul class="plain">
                             {(n.reported.processes ?? []).map((p) => (
@@ -61,7 +61,7 @@ export function Nodes() {
                           <span class="muted">nothing reported</span>
                         )}
                       </td>
-                      <td>
+                      <td data-label="Actions">
                         {n.state === "Cordoned" ? (
                           <Action
                             label={`Uncordon ${n.name}`}

@@ -11,14 +11,14 @@ function Row(props: { a: App }) {
   const a = props.a;
   return (
     <tr>
-      <td>
+      <td data-label="State">
         <ToneBadge tone={a.tone} text={a.state} />
       </td>
-      <td>
+      <td data-label="Application">
         <a href={href(a)}>{a.name}</a> <span class="muted">{a.kind}</span>
       </td>
-      <td>{a.stage}</td>
-      <td>
+      <td data-label="Stage">{a.stage}</td>
+      <td data-label="Reason">
         {a.reason}
         {a.action ? <div class="next">Next: {a.action}</div> : null}
         {a.others > 0 || a.partial ? (
@@ -36,7 +36,7 @@ function Row(props: { a: App }) {
 function Table(props: { apps: App[]; caption: string }) {
   return (
     <div class="scroll">
-      <table>
+      <table class="stack">
         <caption class="sr">{props.caption}</caption>
         <thead>
           <tr>

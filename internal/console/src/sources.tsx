@@ -9,7 +9,7 @@ export function Sources() {
         {(d) =>
           d.sources.length ? (
             <div class="scroll">
-              <table>
+              <table class="stack">
                 <thead>
                   <tr>
                     <th scope="col">Source</th>
@@ -25,11 +25,11 @@ export function Sources() {
                         <a href={`/sources/${s.id}`}>{s.name}</a>
                         {s.default ? <span class="muted"> (default)</span> : null}
                       </th>
-                      <td>
+                      <td data-label="Repository">
                         <code>{s.repoUrl}</code> <span class="muted">{s.branch}{s.path ? `:${s.path}` : ""}</span>
                       </td>
-                      <td>{s.policy}</td>
-                      <td>{s.suspended ? <ToneBadge tone="warn" text="suspended" /> : <ToneBadge tone="ok" text="syncing" />}</td>
+                      <td data-label="Policy">{s.policy}</td>
+                      <td data-label="State">{s.suspended ? <ToneBadge tone="warn" text="suspended" /> : <ToneBadge tone="ok" text="syncing" />}</td>
                     </tr>
                   ))}
                 </tbody>
