@@ -90,6 +90,12 @@ export function Service(props: { name: string }) {
                 call={() => api.POST("/api/v1/services/{name}/rollback", path)}
               />
               {v.paused ? <Action label="Resume" call={() => api.POST("/api/v1/services/{name}/resume", path)} /> : null}
+              <Action
+                label="Stop"
+                danger
+                confirm={`Stop ${name}'s process? sluice starts it again only on a converge, deploy or rollback.`}
+                call={() => api.POST("/api/v1/services/{name}/stop", path)}
+              />
             </div>
             <form class="reason-action" onSubmit={(e) => e.preventDefault()}>
               <label for="deploy-digest">Deploy a stored artifact</label>
