@@ -147,73 +147,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return exitError{2}
 	}
-	cmd, rest := args[0], args[1:]
-	rest, err := outputFlag(rest)
+	args, err := outputFlag(args)
 	if err != nil {
 		return err
 	}
-	switch cmd {
-	case "serve":
-		return runServe(ctx, rest, stderr)
-	case "worker":
-		return runWorker(ctx, rest, stderr)
-	case "agent":
-		return runAgent(ctx, rest, stderr)
-	case "migrate":
-		return runMigrate(ctx, rest, stderr)
-	case "nodes":
-		return runNodes(ctx, rest, stdout, stderr)
-	case "node":
-		return runNode(ctx, rest, stdout, stderr)
-	case "cordon", "uncordon":
-		return runCordon(ctx, cmd, rest, stdout, stderr)
-	case "blueprints":
-		return runBlueprints(ctx, rest, stdout, stderr)
-	case "blueprint":
-		return runBlueprint(ctx, rest, stdout, stderr)
-	case "placement":
-		return runPlacement(ctx, rest, stdout, stderr)
-	case "rollout":
-		return runRollout(ctx, rest, stdout, stderr)
-	case "applications":
-		return runApplications(ctx, rest, stdout, stderr)
-	case "journal":
-		return runJournal(ctx, rest, stdout, stderr)
-	case "sync":
-		return runSync(ctx, rest, stdout, stderr)
-	case "status":
-		return runStatus(ctx, rest, stdout, stderr)
-	case "sources":
-		return runSources(ctx, rest, stdout, stderr)
-	case "source":
-		return runSource(ctx, rest, stdout, stderr)
-	case "suspend", "resume":
-		return runSuspend(ctx, cmd, rest, stdout, stderr)
-	case "accept":
-		return runAccept(ctx, rest, stdout, stderr)
-	case "units":
-		return runUnits(ctx, rest, stdout, stderr)
-	case "services":
-		return runServices(ctx, rest, stdout, stderr)
-	case "resume-service":
-		return runResumeService(ctx, rest, stdout, stderr)
-	case "service":
-		return runService(ctx, rest, stdout, stderr)
-	case "deploy", "rollback", "converge":
-		return runAction(ctx, cmd, rest, stdout, stderr)
-	case "plan", "apply", "destroy", "drift-check":
-		return runInfraAction(ctx, cmd, rest, stdout, stderr)
-	case "infrastructures":
-		return runInfrastructures(ctx, rest, stdout, stderr)
-	case "artifact":
-		return runArtifact(ctx, rest, stdout, stderr)
-	case "token":
-		return runToken(ctx, rest, stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	default:
-		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
-		return exitError{2}
-	}
+	root := rootCommand(ctx, stdout, stderr)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
 }

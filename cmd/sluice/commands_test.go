@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCommands(t *testing.T) {
+	t.Parallel()
+
+	run := func(args ...string) (string, string, error) {
+		var out, errOut bytes.Buffer
+		err := Run(context.Background(), args, &out, &errOut)
+		return out.String(), errOut.String(), err
+	}
+
+	t.Run("ATypoGetsASuggestionAndExit2", func(t *testing.T) {
+		t.Parallel()
+		_, stderr, err := run("convrge", "web")
+		require.Equal(t, exitError{2}, err)
+		require.Contains(t, stderr, `unknown command "convrge"; did you mean converge?`)
+	})
+
+	t.Run("HelpIsTheOverviewAndExits0", func(t *testing.T) {
+		t.Parallel()
+		out, _, err := run("help")
+		require.NoError(t, err)
+		require.Equal(t, usage, out)
+		out, _, err = run("help", "deploy")
+		require.NoError(t, err)
+		require.Contains(t, out, `Run "sluice deploy -h"`)
+	})
+
+	t.Run("ShellCompletionIsGenerated", func(t *testing.T) {
+		t.Parallel()
+		for _, shell := range []string{"bash", "zsh", "fish"} {
+			out, _, err := run("completion", shell)
+			require.NoError(t, err, shell)
+			require.Contains(t, out, "sluice", shell)
+		}
+	})
+
+	t.Run("EveryCommandTheOverviewNamesIsACommand", func(t *testing.T) {
+		t.Parallel()
+		root := rootCommand(context.Background(), &bytes.Buffer{}, &bytes.Buffer{})
+		known := map[string]bool{}
+		for _, c := range root.Commands() {
+			known[c.Name()] = true
+		}
+		for _, m := range regexp.MustCompile(`(?m)^  sluice ([a-z-]+(?:\|[a-z-]+)*)`).FindAllStringSubmatch(usage, -1) {
+			for _, name := range regexp.MustCompile(`[a-z-]+`).FindAllString(m[1], -1) {
+				require.True(t, known[name], "the overview names %q, which is no command", name)
+			}
+		}
+	})
+}
