@@ -88,6 +88,25 @@ func TestConsoleInBrowser(t *testing.T) {
 	status, body = serve.do(t, "POST", "/api/v1/nodes", map[string]any{"name": "edge-1", "labels": map[string]string{"zone": "a"}})
 	require.Equal(t, http.StatusCreated, status, body)
 
+	// A second source under the review policy, synced: its candidate waits
+	// for the Accept the script clicks.
+	reviewed := bareRepo(t, dir, "reviewed", map[string]string{"services/reviewed.json": `{"kind": "Service",
+ "metadata": {"name": "reviewed"},
+ "spec": {"runtime": "exec", "image": "sha256:0000000000000000000000000000000000000000000000000000000000000002"}}
+`})
+	status, body = serve.do(t, "POST", "/api/v1/sources", map[string]any{"name": "reviewed", "repoUrl": reviewed, "policy": "review"})
+	require.Equal(t, http.StatusCreated, status, body)
+	var source struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &source))
+	status, body = serve.do(t, "POST", "/api/v1/sources/"+source.ID+"/sync", nil)
+	require.Equal(t, http.StatusAccepted, status, body)
+	require.Eventually(t, func() bool {
+		status, _ := serve.do(t, "GET", "/api/v1/sources/"+source.ID+"/candidate", nil)
+		return status == http.StatusOK
+	}, 30*time.Second, 100*time.Millisecond, "the reviewed source's candidate never appeared")
+
 	// A viewer, whose clicks the API refuses with its 403 sentence.
 	status, body = serve.do(t, "POST", "/api/v1/tokens", map[string]any{"name": "night-viewer", "role": "viewer"})
 	require.Equal(t, http.StatusCreated, status, body)
@@ -118,6 +137,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"CONSOLE_NODE=edge-1",
 		"CONSOLE_SERVICE=hello",
 		"CONSOLE_BLUEPRINT=edge",
+		"CONSOLE_REVIEW_SOURCE=reviewed",
 		"CONSOLE_SCREENSHOTS="+os.Getenv("CONSOLE_SCREENSHOTS"),
 	)
 	var logs bytes.Buffer
@@ -214,6 +234,34 @@ func startServe(t *testing.T, bin, dir string, site exampleSite) *serveProc {
 	}
 }
 
+// bareRepo makes a bare repository of one commit holding files.
+func bareRepo(t *testing.T, dir, name string, files map[string]string) string {
+	t.Helper()
+	work := filepath.Join(dir, name)
+	for path, text := range files {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(work, path)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(work, path), []byte(text), 0o644))
+	}
+	return commitBare(t, work, filepath.Join(dir, name+".git"))
+}
+
+// commitBare commits everything in work and clones it bare to remote.
+func commitBare(t *testing.T, work, remote string) string {
+	t.Helper()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "user.name=sluice",
+			"-c", "user.email=sluice@localhost"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
+	}
+	git("-C", work, "init", "-q")
+	git("-C", work, "add", "-A")
+	git("-C", work, "commit", "-q", "-m", "Example desired state")
+	git("clone", "-q", "--bare", work, remote)
+	return remote
+}
+
 // exampleSite is what the test changes in its copy of examples/intent.
 type exampleSite struct {
 	digest string // hello's artifact, in place of the placeholder
@@ -224,14 +272,6 @@ type exampleSite struct {
 func exampleRepo(t *testing.T, dir string, site exampleSite) string {
 	t.Helper()
 	work := filepath.Join(dir, "intent")
-	remote := filepath.Join(dir, "intent.git")
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "user.name=sluice",
-			"-c", "user.email=sluice@localhost"}, args...)...)
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
-	}
 	require.NoError(t, os.CopyFS(work, os.DirFS("../../examples/intent")))
 	unit := filepath.Join(work, "services", "hello.json")
 	b, err := os.ReadFile(unit)
@@ -248,11 +288,7 @@ func exampleRepo(t *testing.T, dir string, site exampleSite) string {
 `
 	require.NoError(t, os.MkdirAll(filepath.Join(work, "blueprints"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(work, "blueprints", "edge.json"), []byte(blueprint), 0o644))
-	git("-C", work, "init", "-q")
-	git("-C", work, "add", "-A")
-	git("-C", work, "commit", "-q", "-m", "Example desired state")
-	git("clone", "-q", "--bare", work, remote)
-	return remote
+	return commitBare(t, work, filepath.Join(dir, "intent.git"))
 }
 
 func (p *serveProc) do(t *testing.T, method, path string, body any) (int, string) {

@@ -20,6 +20,7 @@ const viewerToken = env("CONSOLE_VIEWER_TOKEN");
 const nodeName = env("CONSOLE_NODE");
 const serviceName = env("CONSOLE_SERVICE");
 const blueprintName = env("CONSOLE_BLUEPRINT");
+const reviewSource = env("CONSOLE_REVIEW_SOURCE");
 const shots = process.env.CONSOLE_SCREENSHOTS ?? "";
 
 const started = Date.now();
@@ -146,6 +147,20 @@ try {
   await page.locator(".answer").waitFor();
   await page.getByRole("heading", { name: "Candidate" }).waitFor();
   await shot("source", [page.locator(".facts dd code")]);
+  step("a candidate under the review policy, accepted with the fingerprint shown");
+  await page.getByRole("link", { name: "Sources", exact: true }).click();
+  await page.getByRole("link", { name: reviewSource, exact: true }).click();
+  await page.getByText("Review required").first().waitFor();
+  const shown = await page.locator("dt", { hasText: "Fingerprint" }).locator("xpath=following-sibling::dd[1]").innerText();
+  let sent = null;
+  page.on("request", (r) => {
+    if (r.method() === "POST" && r.url().endsWith("/accept")) sent = r.postDataJSON();
+  });
+  await page.getByRole("button", { name: "Accept" }).click();
+  await page.waitForURL(/\/journal\/[0-9a-f-]{36}$/);
+  assert.equal(sent?.fingerprint, shown.trim(), "Accept sent another fingerprint than the one shown");
+  await page.locator('[data-stream="done"]').waitFor({ timeout: 20000 });
+  await page.locator(".run-state").getByText("succeeded").waitFor();
   await page.getByRole("link", { name: "Infrastructure", exact: true }).click();
   await page.getByRole("heading", { name: "network", level: 2 }).waitFor();
   const destroy = page.getByRole("button", { name: "Destroy network" });
