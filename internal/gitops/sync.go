@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/uuid"
@@ -613,7 +614,11 @@ func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
 	} else {
 		paths := make([]string, 0, len(p.changed))
 		for path := range p.changed {
-			paths = append(paths, path)
+			// A name that is not UTF-8 holds no row (it is listed invalid),
+			// and PostgreSQL refuses it as a text parameter.
+			if utf8.ValidString(path) {
+				paths = append(paths, path)
+			}
 		}
 		atPaths, err = q.UnitListBySourceAndPaths(ctx, &db.UnitListBySourceAndPathsParams{SourceID: p.source.ID, Paths: paths})
 	}

@@ -137,7 +137,7 @@ func (b *testBundle) wait(t testing.TB, id uuid.UUID) *db.JournalRun {
 func (b *testBundle) sync(t testing.TB, full bool) gitops.Result {
 	t.Helper()
 	run := b.syncRun(t, full)
-	require.Equal(t, journal.StateSucceeded, run.State, "sync failed: %v", run.Error)
+	require.Equal(t, journal.StateSucceeded, run.State, "sync failed: %s", errText(run))
 	return resultOf(t, run)
 }
 

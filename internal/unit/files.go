@@ -3,7 +3,9 @@ package unit
 import (
 	"io/fs"
 	"runtime"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -35,6 +37,10 @@ func ParseFiles(ns uuid.UUID, files []File) (units []*Unit, invalid []Invalid) {
 	one := func(i int) {
 		f := files[i]
 		switch {
+		case !utf8.ValidString(f.Path) && fs.ValidPath(strings.ToValidUTF8(f.Path, "_")):
+			// parse gives the reason; finish shows the name as text.
+			_, out[i].reason = parse(f.Path, ns, nil)
+			out[i].skip = !isCandidate(f.Path)
 		case !fs.ValidPath(f.Path):
 			out[i].reason = "is not a clean repository-relative path"
 			out[i].skip = !hasJSONSuffix(f.Path)

@@ -60,7 +60,9 @@ func ValidatePrefix(prefix string) (string, error) {
 // repository). An invalid prefix or path matches nothing.
 func InPrefix(path, prefix string) bool {
 	clean, err := ValidatePrefix(prefix)
-	if err != nil || !fs.ValidPath(path) || path == "." {
+	// A name that is not UTF-8 is still a candidate, so that it is listed
+	// as invalid with its reason rather than silently passed over.
+	if err != nil || !fs.ValidPath(strings.ToValidUTF8(path, "_")) || path == "." {
 		return false
 	}
 	if clean != "" && !strings.HasPrefix(path, clean+"/") {

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -96,6 +97,9 @@ func Parse(path string, data []byte) (*Unit, error) {
 // parse is Parse with the error as a bare reason, which is what Walk and
 // ReadFiles put in an Invalid, and with the namespace of derived identities.
 func parse(path string, ns uuid.UUID, data []byte) (*Unit, string) {
+	if !utf8.ValidString(path) {
+		return nil, "has a name that is not valid UTF-8 (shown here with U+FFFD in its place), which the inventory cannot store; rename the file"
+	}
 	if len(data) > MaxSize {
 		return nil, tooLarge(int64(len(data)))
 	}

@@ -259,6 +259,11 @@ func pathErrText(err error) string {
 
 // finish applies the duplicate-ID check and sorts both results by path.
 func finish(units []*Unit, invalid []Invalid) ([]*Unit, []Invalid) {
+	// A path is stored and shown as text: a name that is not UTF-8 is
+	// listed with U+FFFD in place of its bad bytes (parse says why).
+	for i := range invalid {
+		invalid[i].Path = strings.ToValidUTF8(invalid[i].Path, "\uFFFD")
+	}
 	units, dups := CheckDuplicateIDs(units)
 	invalid = append(invalid, dups...)
 	slices.SortFunc(units, func(a, b *Unit) int { return cmp.Compare(a.Path, b.Path) })
