@@ -7,6 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"sluice/db"
 	"sluice/internal/auth"
 	"sluice/internal/blueprint"
 	"sluice/internal/errs"
@@ -124,13 +125,7 @@ func registerBlueprints(api huma.API, d Deps) {
 		if d.Blueprints == nil {
 			return nil, none()
 		}
-		run, err := d.Blueprints.Resume(ctx, in.Name, requester(ctx))
-		if err != nil {
-			return nil, err
-		}
-		out := &rolloutRunOutput{Status: http.StatusAccepted}
-		out.Body.JournalID = run.ID
-		return out, nil
+		return runAnswer(http.StatusAccepted)(d.Blueprints.Resume(ctx, in.Name, requester(ctx)))
 	})
 
 	register(api, d, op("get-blueprint-status", http.MethodGet, "/blueprints/{name}/status",
@@ -164,13 +159,7 @@ func registerBlueprints(api huma.API, d Deps) {
 		if d.Blueprints == nil {
 			return nil, none()
 		}
-		run, err := d.Blueprints.Pause(ctx, in.Name, in.Body.Reason, requester(ctx))
-		if err != nil {
-			return nil, err
-		}
-		out := &rolloutRunOutput{Status: http.StatusOK}
-		out.Body.JournalID = run.ID
-		return out, nil
+		return runAnswer(http.StatusOK)(d.Blueprints.Pause(ctx, in.Name, in.Body.Reason, requester(ctx)))
 	})
 
 	rb := op("rollback-rollout", http.MethodPost, "/blueprints/{name}/rollout/rollback",
@@ -226,13 +215,7 @@ func registerBlueprints(api huma.API, d Deps) {
 		if d.Blueprints == nil {
 			return nil, none()
 		}
-		run, err := d.Blueprints.Skip(ctx, in.Name, in.Body.Node, in.Body.Reason, requester(ctx))
-		if err != nil {
-			return nil, err
-		}
-		out := &rolloutRunOutput{Status: http.StatusOK}
-		out.Body.JournalID = run.ID
-		return out, nil
+		return runAnswer(http.StatusOK)(d.Blueprints.Skip(ctx, in.Name, in.Body.Node, in.Body.Reason, requester(ctx)))
 	})
 
 	en := op("enforce-blueprint-node", http.MethodPost, "/blueprints/{name}/nodes/{node}/enforce",
@@ -272,13 +255,7 @@ func registerBlueprints(api huma.API, d Deps) {
 		if d.Blueprints == nil {
 			return nil, none()
 		}
-		run, err := d.Blueprints.RequestWithdraw(ctx, in.Name, in.Body.Node, requester(ctx))
-		if err != nil {
-			return nil, err
-		}
-		out := &rolloutRunOutput{Status: http.StatusAccepted}
-		out.Body.JournalID = run.ID
-		return out, nil
+		return runAnswer(http.StatusAccepted)(d.Blueprints.RequestWithdraw(ctx, in.Name, in.Body.Node, requester(ctx)))
 	})
 }
 
@@ -295,6 +272,18 @@ type blueprintStatusOutput struct {
 		Blueprint string                     `json:"blueprint"`
 		Status    *blueprint.BlueprintStatus `json:"status"`
 		Nodes     []blueprint.NodeRow        `json:"nodes"`
+	}
+}
+
+// runAnswer answers with a run's id, or the error.
+func runAnswer(status int) func(*db.JournalRun, error) (*rolloutRunOutput, error) {
+	return func(run *db.JournalRun, err error) (*rolloutRunOutput, error) {
+		if err != nil {
+			return nil, err
+		}
+		out := &rolloutRunOutput{Status: status}
+		out.Body.JournalID = run.ID
+		return out, nil
 	}
 }
 

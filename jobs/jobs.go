@@ -56,9 +56,7 @@ func Register(workers *river.Workers, d Deps) {
 		river.AddWorker[infra.SweepArgs](workers, &SweepWorker{Journal: d.Journal, Infra: d.Infra})
 	}
 	if d.Blueprints != nil {
-		river.AddWorker[blueprint.RolloutArgs](workers, &RolloutWorker{Journal: d.Journal, Blueprints: d.Blueprints})
-		river.AddWorker[blueprint.WithdrawArgs](workers, &WithdrawWorker{Journal: d.Journal, Blueprints: d.Blueprints})
-		river.AddWorker[blueprint.EnforceArgs](workers, &EnforceWorker{Journal: d.Journal, Blueprints: d.Blueprints})
+		addBlueprintWorkers(workers, d.Journal, d.Blueprints)
 	}
 	if d.Notify != nil {
 		river.AddWorker[notify.DeliverArgs](workers, &NotifyDeliverWorker{Notify: d.Notify})
