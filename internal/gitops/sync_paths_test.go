@@ -16,7 +16,7 @@ func TestSyncPaths(t *testing.T) {
 	t.Parallel()
 
 	const (
-		units   = 3000
+		units   = 1000
 		invalid = 60 // more than a sample holds
 	)
 
