@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -19,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
@@ -138,13 +140,16 @@ func (m *Mirror) checkStore(ctx context.Context, tips ...plumbing.Hash) *damage 
 	if err != nil {
 		return &damage{what: "its packs cannot be listed", err: err}
 	}
-	var packed [][]plumbing.Hash
+	var (
+		packed  [][]plumbing.Hash
+		indexes []idxfile.Index
+	)
 	for _, p := range packs {
-		hashes, err := packEntries(gitDir, p)
+		hashes, idx, err := packEntries(gitDir, p)
 		if err != nil {
 			return &damage{what: fmt.Sprintf("the index of pack %s cannot be read", short(p)), err: err}
 		}
-		packed = append(packed, hashes)
+		packed, indexes = append(packed, hashes), append(indexes, idx)
 	}
 	var found *damage
 	err = st.ForEachObjectHash(func(h plumbing.Hash) error {
@@ -165,16 +170,38 @@ func (m *Mirror) checkStore(ctx context.Context, tips ...plumbing.Hash) *damage 
 	case err != nil:
 		return &damage{what: "its loose objects cannot be listed", err: err}
 	}
+	// Each pack is read on its own: an object that two packs hold must be
+	// whole in both, since a lookup by hash may reach either.
+	objects := osfs.New(filepath.Join(gitDir, "objects", "pack"))
 	for i, hashes := range packed {
-		for j, h := range hashes {
-			if j%256 == 0 && ctx.Err() != nil {
-				return nil
-			}
-			if err := verifyObject(st, h); err != nil {
-				d := objectDamage(h, err)
-				d.what += " from pack " + short(packs[i])
-				return d
-			}
+		if d := verifyPack(ctx, objects, packs[i], indexes[i], hashes); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+// verifyPack reads every object of pack p from that pack and checks it
+// against its hash.
+func verifyPack(ctx context.Context, objects billy.Filesystem, p plumbing.Hash, idx idxfile.Index, hashes []plumbing.Hash) *damage {
+	f, err := objects.Open("pack-" + p.String() + ".pack")
+	if err != nil {
+		return &damage{what: fmt.Sprintf("pack %s cannot be opened", short(p)), err: err}
+	}
+	pf := packfile.NewPackfile(idx, objects, f, 0)
+	defer pf.Close()
+	for j, h := range hashes {
+		if j%256 == 0 && ctx.Err() != nil {
+			return nil
+		}
+		obj, err := pf.Get(h)
+		if err == nil {
+			err = verifyEncoded(obj, h)
+		}
+		if err != nil {
+			d := objectDamage(h, err)
+			d.what += " from pack " + short(p)
+			return d
 		}
 	}
 	return nil
@@ -221,6 +248,11 @@ func verifyObject(st *filesystem.Storage, h plumbing.Hash) error {
 	if err != nil {
 		return err
 	}
+	return verifyEncoded(obj, h)
+}
+
+// verifyEncoded reads obj whole and checks it against its hash h.
+func verifyEncoded(obj plumbing.EncodedObject, h plumbing.Hash) error {
 	r, err := obj.Reader()
 	if err != nil {
 		return err
@@ -247,32 +279,32 @@ func objectDamage(h plumbing.Hash, err error) *damage {
 }
 
 // packEntries lists the objects the index of pack p names.
-func packEntries(gitDir string, p plumbing.Hash) ([]plumbing.Hash, error) {
+func packEntries(gitDir string, p plumbing.Hash) ([]plumbing.Hash, idxfile.Index, error) {
 	f, err := os.Open(filepath.Join(gitDir, "objects", "pack", "pack-"+p.String()+".idx"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	idx := idxfile.NewMemoryIndex()
 	if err := idxfile.NewDecoder(f).Decode(idx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if plumbing.Hash(idx.PackfileChecksum) != p {
-		return nil, fmt.Errorf("%w: it names pack %x", idxfile.ErrMalformedIdxFile, idx.PackfileChecksum)
+		return nil, nil, fmt.Errorf("%w: it names pack %x", idxfile.ErrMalformedIdxFile, idx.PackfileChecksum)
 	}
 	iter, err := idx.EntriesByOffset() // the order deltas are read in best
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer iter.Close()
 	var out []plumbing.Hash
 	for {
 		e, err := iter.Next()
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return out, idx, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, e.Hash)
 	}
