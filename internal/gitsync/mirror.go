@@ -353,6 +353,12 @@ func (m *Mirror) changedSince(ctx context.Context, repo *git.Repository, since s
 	default:
 		c, err := repo.CommitObject(from)
 		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			// Gone from the remote's history (a force push), or in a
+			// pack go-git cannot read: only the latter is mended, by the
+			// repair the error starts, before a full sync is chosen.
+			if m.checkStore(ctx, to.Hash) != nil {
+				return fmt.Errorf("read commit %s: %w", since, err)
+			}
 			return nil
 		}
 		if err != nil {
