@@ -47,6 +47,7 @@ var commands = []command{
 	{[]string{"applications"}, "every service and Blueprint with its answer", plain(runApplications)},
 	{[]string{"artifact"}, "push or get an artifact by digest", plain(runArtifact)},
 	{[]string{"token"}, "create, list or revoke API tokens", plain(runToken)},
+	{[]string{"notifications"}, "list, add, delete or test notification targets; a run's deliveries", plain(runNotifications)},
 }
 
 func plain(f func(context.Context, []string, io.Writer, io.Writer) error) func(context.Context, string, []string, io.Writer, io.Writer) error {
