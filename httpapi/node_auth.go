@@ -27,13 +27,15 @@ func nodeAuth(api huma.API, d Deps, ctx huma.Context, next func(huma.Context), n
 		}
 		writeErr(api, ctx, d.Logger, err)
 	}
+	// A credential that is no one's is refused as such (401) before the
+	// route is weighed; a good one on the wrong kind of route is 403.
 	switch {
-	case need != auth.RoleNode:
-		fail(errs.Errorf(errs.Forbidden, "A node credential reaches only its own node's routes; this one needs an API token with the %s role.", need))
+	case secret == "" && need == auth.RoleNode:
+		fail(errs.Errorf(errs.Unauthorized, "This route is for a node's agent: send its node credential as \"Authorization: Bearer <credential>\"."))
 		return
 	case !strings.HasPrefix(secret, node.CredentialPrefix):
-		if secret == "" {
-			fail(errs.Errorf(errs.Unauthorized, "This route is for a node's agent: send its node credential as \"Authorization: Bearer <credential>\"."))
+		if _, err := authenticate(ctx.Context(), d, secret); err != nil {
+			fail(err)
 			return
 		}
 		fail(errs.Errorf(errs.Forbidden, "This route is for a node's agent; an API token does not reach it."))
@@ -45,6 +47,10 @@ func nodeAuth(api huma.API, d Deps, ctx huma.Context, next func(huma.Context), n
 	n, err := d.Nodes.Authenticate(ctx.Context(), secret)
 	if err != nil {
 		fail(err)
+		return
+	}
+	if need != auth.RoleNode {
+		fail(errs.Errorf(errs.Forbidden, "A node credential reaches only its own node's routes; this one needs an API token with the %s role.", need))
 		return
 	}
 	if want := ctx.Param("name"); want != n.Name {
