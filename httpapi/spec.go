@@ -37,8 +37,28 @@ func finishSpec(o *huma.OpenAPI) {
 	for path, item := range o.Paths {
 		area, _, _ := strings.Cut(strings.TrimPrefix(path, Prefix+"/"), "/")
 		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch} {
-			if op != nil && len(op.Tags) == 0 {
+			if op == nil {
+				continue
+			}
+			if len(op.Tags) == 0 {
 				op.Tags = []string{area}
+			}
+			// No router reaches an empty path segment, one holding a slash,
+			// or one of . or .., which every HTTP stack cleans away: say so, so that a client
+			// generated from the spec never builds such a URL.
+			for _, p := range op.Parameters {
+				if p.In != "path" || p.Schema == nil || p.Schema.Type != "string" {
+					continue
+				}
+				if p.Schema.MinLength == nil {
+					one := 1
+					p.Schema.MinLength = &one
+				}
+				if p.Schema.Not == nil && p.Schema.Enum == nil && p.Schema.Pattern == "" && p.Schema.Format == "" {
+					p.Schema.Pattern = `^[^/]+$` // an escaped slash (%2F) reaches no route either
+					p.Schema.Not = &huma.Schema{Enum: []any{".", ".."}}
+					p.Schema.PrecomputeMessages()
+				}
 			}
 		}
 	}
