@@ -16,8 +16,12 @@ run: ensure-tools build demo-artifacts
 	@bash scripts/run.sh bin/sluice "$(SLUICE_DATA_DIR)" "$(SLUICE_LISTEN)"
 
 ## test: vet, check generated code is fresh, build, and run every test
+# Tests that print a figure for CI (the API's property run) append it to
+# $$SLUICE_TEST_REPORT, printed after the run.
 test: ensure-tools vet check-generated check-contract build
-	$(GO) test $(GOTEST_FLAGS) ./...
+	@report=$$(mktemp); status=0; \
+	  SLUICE_TEST_REPORT=$$report $(GO) test $(GOTEST_FLAGS) ./... || status=$$?; \
+	  cat "$$report"; rm -f "$$report"; exit $$status
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice

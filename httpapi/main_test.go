@@ -31,6 +31,7 @@ import (
 	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/node"
+	"sluice/internal/nodetask"
 	"sluice/internal/notify"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
@@ -105,7 +106,9 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	}
 	j.FinishedTxFunc = ntf.RunFinishedTx
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Notify: ntf, TestActions: true})
+	nodes := &node.Registry{Pool: pool, Journal: j}
+	bps := &blueprint.Service{Pool: pool, Journal: j, Nodes: nodes}
+	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, Blueprints: bps, Notify: ntf, TestActions: true})
 	if opts.workers != nil {
 		opts.workers(workers)
 	}
@@ -136,10 +139,9 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 		})
 	}
 
-	nodes := &node.Registry{Pool: pool, Journal: j}
 	deps := httpapi.Deps{
 		Pool: pool, Journal: j, GitOps: gops, Artifacts: store, Services: svcs, Infra: inf,
-		Nodes: nodes, Blueprints: &blueprint.Service{Pool: pool, Journal: j, Nodes: nodes},
+		Nodes: nodes, Blueprints: bps, Tasks: &nodetask.Tasks{Pool: pool, Journal: j, Nodes: nodes, Logger: logger},
 		Notify: ntf, Logger: logger, TestActions: true, ShuttingDown: bg.Done(),
 	}
 	if opts.riverUI {
