@@ -31,6 +31,26 @@ func TestAuth(t *testing.T) {
 		require.Contains(t, p.Detail, "Authorization: Bearer <token>")
 	})
 
+	t.Run("SessionNamesTheTokenAndItsRoleNeverItsSecret", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, tc := range []struct{ secret, name, role string }{
+			{b.viewer, viewerName, "viewer"}, {b.operator, operatorName, "operator"}, {b.admin, adminName, "admin"},
+		} {
+			resp := b.get(t, "/api/v1/session", tc.secret)
+			var got struct {
+				Name string `json:"name"`
+				Role string `json:"role"`
+			}
+			resp.decode(t, http.StatusOK, &got)
+			require.Equal(t, tc.name, got.Name)
+			require.Equal(t, tc.role, got.Role)
+			require.NotContains(t, string(resp.Body), tc.secret)
+		}
+		b.get(t, "/api/v1/session", "").problem(t, http.StatusUnauthorized)
+		b.get(t, "/api/v1/session", auth.NewSecret()).problem(t, http.StatusUnauthorized)
+	})
+
 	t.Run("WrongTokenIsUnauthorized", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

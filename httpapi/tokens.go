@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"sluice/internal/auth"
+	"sluice/internal/errs"
 )
 
 // Token describes an API token. Its secret is never shown again after
@@ -46,6 +47,10 @@ type listTokensOutput struct {
 	Body struct {
 		Tokens []Token `json:"tokens"`
 	}
+}
+
+type sessionOutput struct {
+	Body Token
 }
 
 type revokeTokenInput struct {
@@ -87,6 +92,17 @@ func registerTokens(api huma.API, d Deps) {
 				out.Body.Tokens = append(out.Body.Tokens, tokenOut(t))
 			}
 			return out, nil
+		})
+
+	register(api, d, op("get-session", http.MethodGet, "/session",
+		"Show the token this request carries: its name and role, never its secret. A console reads it to offer only the actions the role may take.",
+		auth.RoleViewer),
+		func(ctx context.Context, _ *struct{}) (*sessionOutput, error) {
+			tok := TokenFrom(ctx)
+			if tok == nil {
+				return nil, errs.Errorf(errs.Unauthorized, "Send an API token as \"Authorization: Bearer <token>\".")
+			}
+			return &sessionOutput{Body: tokenOut(tok)}, nil
 		})
 
 	register(api, d, op("revoke-token", http.MethodDelete, "/tokens/{ref}", "Revoke an API token.", auth.RoleAdmin, http.StatusNotFound),

@@ -107,13 +107,17 @@ func TestConsoleInBrowser(t *testing.T) {
 		return status == http.StatusOK
 	}, 30*time.Second, 100*time.Millisecond, "the reviewed source's candidate never appeared")
 
-	// A viewer, whose clicks the API refuses with its 403 sentence.
-	status, body = serve.do(t, "POST", "/api/v1/tokens", map[string]any{"name": "night-viewer", "role": "viewer"})
-	require.Equal(t, http.StatusCreated, status, body)
-	var viewer struct {
+	// A viewer, who sees no action buttons, and an operator, who sees no
+	// admin ones.
+	var viewer, operator struct {
 		Secret string `json:"secret"`
 	}
+	status, body = serve.do(t, "POST", "/api/v1/tokens", map[string]any{"name": "night-viewer", "role": "viewer"})
+	require.Equal(t, http.StatusCreated, status, body)
 	require.NoError(t, json.Unmarshal([]byte(body), &viewer))
+	status, body = serve.do(t, "POST", "/api/v1/tokens", map[string]any{"name": "night-operator", "role": "operator"})
+	require.Equal(t, http.StatusCreated, status, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &operator))
 
 	var apps struct {
 		Applications []struct{ Name string } `json:"applications"`
@@ -133,6 +137,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"CONSOLE_URL="+serve.url,
 		"CONSOLE_TOKEN="+consoleToken,
 		"CONSOLE_VIEWER_TOKEN="+viewer.Secret,
+		"CONSOLE_OPERATOR_TOKEN="+operator.Secret,
 		"CONSOLE_CHROMIUM="+chromium,
 		"CONSOLE_NODE=edge-1",
 		"CONSOLE_SERVICE=hello",
@@ -147,6 +152,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.NoError(t, err, "the browser test failed")
 	require.NotContains(t, serve.logs.String(), consoleToken, "the token reached serve's log")
 	require.NotContains(t, serve.logs.String(), viewer.Secret, "the viewer's token reached serve's log")
+	require.NotContains(t, serve.logs.String(), operator.Secret, "the operator's token reached serve's log")
 }
 
 func findChromium() string {

@@ -17,6 +17,7 @@ const env = (name) => {
 const base = env("CONSOLE_URL");
 const token = env("CONSOLE_TOKEN");
 const viewerToken = env("CONSOLE_VIEWER_TOKEN");
+const operatorToken = env("CONSOLE_OPERATOR_TOKEN");
 const nodeName = env("CONSOLE_NODE");
 const serviceName = env("CONSOLE_SERVICE");
 const blueprintName = env("CONSOLE_BLUEPRINT");
@@ -252,14 +253,41 @@ try {
   }
   await page.setViewportSize({ width: 1280, height: 800 });
 
-  step("a viewer's click shows the API's 403 sentence");
+  step("a viewer sees no action buttons, an operator no admin ones");
+  const actionsOn = async (path, loaded) => {
+    await page.goto(base + path);
+    await page.locator(loaded).first().waitFor();
+    return page.locator("main .action button").allInnerTexts();
+  };
+  const pages = [
+    [`/services/${serviceName}`, ".answer"],
+    ["/nodes", "tbody tr"],
+    [`/blueprints/${blueprintName}`, ".path"],
+    ["/infrastructure", "main h2"],
+    [`/sources`, "tbody tr"],
+    [`/journal/${await hold("console-viewer", 30)}`, '[data-stream="live"]'], // a running run: no Cancel run
+  ];
   await page.getByRole("button", { name: "Sign out" }).click();
   await page.getByLabel("API token").fill(viewerToken);
   await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("link", { name: "Nodes", exact: true }).click();
-  await page.getByRole("button", { name: `Uncordon ${nodeName}` }).click();
-  await page.getByRole("alert").filter({ hasText: "has the viewer role" }).waitFor();
-  problems.length = 0; // the browser logs the 403
+  await page.locator(".top .role", { hasText: "viewer" }).waitFor();
+  for (const [path, loaded] of pages) {
+    assert.deepEqual(await actionsOn(path, loaded), [], `a viewer sees action buttons on ${path}`);
+    assert.equal(await page.locator("main .reason-action").count(), 0, `a viewer sees an action form on ${path}`);
+  }
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByLabel("API token").fill(operatorToken);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.locator(".top .role", { hasText: "operator" }).waitFor();
+  assert.ok((await actionsOn(`/services/${serviceName}`, ".answer")).includes("Converge"), "an operator sees no Converge");
+  const infra = await actionsOn("/infrastructure", "main h2");
+  assert.ok(infra.includes("Plan network"), `an operator sees no Plan: ${infra}`);
+  assert.ok(!infra.some((b) => b.startsWith("Destroy")), `an operator sees Destroy, which needs admin: ${infra}`);
+  assert.equal(await page.getByLabel("Type network to destroy it").count(), 0, "an operator sees the destroy form");
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByLabel("API token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.locator(".top .role", { hasText: "admin" }).waitFor();
 
   step("a 401 returns to sign-in");
   const where = await page.locator("h1").innerText();
@@ -282,7 +310,7 @@ try {
   step("the token stayed out of URLs, cookies and storage");
   assert.deepEqual(await context.cookies(), [], "the console set a cookie");
   for (const u of [...requests, ...visited]) {
-    assert.ok(!u.includes(token), `the token appeared in a URL: ${u}`);
+    for (const t of [token, viewerToken, operatorToken]) assert.ok(!u.includes(t), `a token appeared in a URL: ${u}`);
     assert.ok(u.startsWith(base + "/") || u.startsWith("data:") || u === "about:blank", `a request left the serve: ${u}`);
   }
   const storage = await page.evaluate(() => JSON.stringify({ ...localStorage }));

@@ -2,6 +2,7 @@ import { useState } from "preact/hooks";
 import { api, type Schemas } from "./api.ts";
 import { Action, Loading, Page, RunState, ToneBadge, useLoad, When } from "./ui.tsx";
 import type { Tone } from "./api.ts";
+import { allows } from "./session.ts";
 
 type Infra = Schemas["Infrastructure"];
 
@@ -21,12 +22,14 @@ function LastRun(props: { label: string; run?: Schemas["Run"] | undefined }) {
 function Destroy(props: { i: Infra }) {
   const [typed, setTyped] = useState("");
   const id = `destroy-${props.i.id}`;
+  if (!allows("admin")) return null;
   return (
     <form class="reason-action" onSubmit={(e) => e.preventDefault()}>
       <label for={id}>Type {props.i.name} to destroy it</label>
       <input id={id} value={typed} autocomplete="off" onInput={(e) => setTyped((e.target as HTMLInputElement).value)} />
       <Action
         label={`Destroy ${props.i.name}`}
+        need="admin"
         danger
         disabled={typed !== props.i.name}
         call={() => api.POST("/api/v1/infrastructures/{id}/destroy", { params: { path: { id: props.i.id } } })}

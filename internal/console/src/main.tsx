@@ -2,7 +2,7 @@
 import "./app.css";
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { problem } from "./api.ts";
+import { api, problem, type Schemas } from "./api.ts";
 import { Blueprint } from "./blueprint.tsx";
 import { Infrastructures } from "./infra.tsx";
 import { Journal } from "./journal.tsx";
@@ -12,7 +12,7 @@ import { onLinkClick, useLocation } from "./router.ts";
 import { Run } from "./run.tsx";
 import { Service } from "./service.tsx";
 import { Source, Sources } from "./sources.tsx";
-import { onSessionChange, signIn, signOut, signOutReason, token } from "./session.ts";
+import { onSessionChange, role, signIn, signOut, signOutReason, token } from "./session.ts";
 import { Page } from "./ui.tsx";
 
 function SignIn() {
@@ -25,8 +25,8 @@ function SignIn() {
     if (!t) return;
     setBusy(true);
     setErr("");
-    // Check the token before keeping it: the portfolio needs only viewer.
-    const r = await fetch("/api/v1/applications", { headers: { Authorization: `Bearer ${t}` }, credentials: "omit" }).catch(
+    // Check the token before keeping it, and learn its role.
+    const r = await fetch("/api/v1/session", { headers: { Authorization: `Bearer ${t}` }, credentials: "omit" }).catch(
       (e: unknown) => e,
     );
     setBusy(false);
@@ -38,8 +38,13 @@ function SignIn() {
       setErr(problem(await r.json().catch(() => null), r.status));
       return;
     }
+    const session = (await r.json().catch(() => null)) as Schemas["Token"] | null;
+    if (!session) {
+      setErr("The server's answer to the sign-in could not be read; try again.");
+      return;
+    }
     setValue("");
-    signIn(t);
+    signIn(t, session.role);
   };
   return (
     <main class="signin">
@@ -129,6 +134,9 @@ function Nav(props: { path: string }) {
           </li>
         </ul>
       </nav>
+      <span class="muted role" title="The actions shown are the ones this role may take.">
+        {role() ?? ""}
+      </span>
       <button type="button" class="signout" onClick={() => signOut()}>
         Sign out
       </button>
@@ -139,7 +147,24 @@ function Nav(props: { path: string }) {
 function App() {
   const [signedIn, setSignedIn] = useState(token() !== null);
   const { path, query } = useLocation();
-  useEffect(() => onSessionChange(() => setSignedIn(token() !== null)), []);
+  const [, setRoleSeen] = useState(role());
+  useEffect(
+    () =>
+      onSessionChange(() => {
+        setSignedIn(token() !== null);
+        setRoleSeen(role());
+      }),
+    [],
+  );
+  useEffect(() => {
+    // A session kept from before the role was remembered learns it now.
+    const t = token();
+    if (t && !role()) {
+      void api.GET("/api/v1/session").then((r) => {
+        if (r.data && token() === t) signIn(t, r.data.role);
+      });
+    }
+  }, [signedIn]);
   useEffect(() => {
     // Move focus to the new page's heading, so keyboard and screen-reader
     // users start there after a navigation.

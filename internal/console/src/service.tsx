@@ -1,6 +1,7 @@
 import { useState } from "preact/hooks";
 import { api } from "./api.ts";
 import { Action, Answer, Digest, Loading, Page, PathRow, RunState, useLoad, When } from "./ui.tsx";
+import { allows } from "./session.ts";
 
 export function Service(props: { name: string }) {
   const name = props.name;
@@ -97,21 +98,23 @@ export function Service(props: { name: string }) {
                 call={() => api.POST("/api/v1/services/{name}/stop", path)}
               />
             </div>
-            <form class="reason-action" onSubmit={(e) => e.preventDefault()}>
-              <label for="deploy-digest">Deploy a stored artifact</label>
-              <input
-                id="deploy-digest"
-                value={digest}
-                placeholder="sha256:…"
-                pattern="^sha256:[0-9a-f]{64}$"
-                onInput={(e) => setDigest((e.target as HTMLInputElement).value)}
-              />
-              <Action
-                label="Deploy"
-                disabled={!/^sha256:[0-9a-f]{64}$/.test(digest.trim())}
-                call={() => api.POST("/api/v1/services/{name}/deploy", { ...path, body: { digest: digest.trim() } })}
-              />
-            </form>
+            {allows("operator") ? (
+              <form class="reason-action" onSubmit={(e) => e.preventDefault()}>
+                <label for="deploy-digest">Deploy a stored artifact</label>
+                <input
+                  id="deploy-digest"
+                  value={digest}
+                  placeholder="sha256:…"
+                  pattern="^sha256:[0-9a-f]{64}$"
+                  onInput={(e) => setDigest((e.target as HTMLInputElement).value)}
+                />
+                <Action
+                  label="Deploy"
+                  disabled={!/^sha256:[0-9a-f]{64}$/.test(digest.trim())}
+                  call={() => api.POST("/api/v1/services/{name}/deploy", { ...path, body: { digest: digest.trim() } })}
+                />
+              </form>
+            ) : null}
             <h2>Digests</h2>
             <dl class="facts">
               <dt>Pinned</dt>

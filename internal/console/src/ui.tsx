@@ -5,6 +5,7 @@ import type { ComponentChildren } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { problem, type Run, type Tone } from "./api.ts";
 import { navigate } from "./router.ts";
+import { allows, type Role } from "./session.ts";
 
 const icons: Record<Tone, string> = { ok: "✓", info: "ℹ", warn: "⚠", error: "✕" };
 
@@ -197,9 +198,13 @@ function accepted(data: unknown): { id: string; joined: boolean } | null {
 // Action is a button that calls the API, then opens the run it answers with
 // and follows it there. An error answer (403 for a role that may not, 409 for
 // a conflict) is shown beside the button as the API's sentence.
+//
+// need is the role the operation needs (operator unless said): a token
+// whose role does not reach it sees no button. The API refuses it anyway.
 export function Action(props: {
   label: string;
   call: () => Promise<ActionResult>;
+  need?: Role;
   danger?: boolean;
   confirm?: string;
   disabled?: boolean;
@@ -232,6 +237,7 @@ export function Action(props: {
       setBusy(false);
     }
   };
+  if (!allows(props.need ?? "operator")) return null;
   return (
     <span class="action">
       <button type="button" class={props.danger ? "danger" : ""} disabled={busy || props.disabled} onClick={click}>
@@ -255,6 +261,7 @@ export function Action(props: {
 export function ReasonAction(props: { label: string; call: (reason: string) => Promise<ActionResult>; placeholder: string }) {
   const [reason, setReason] = useState("");
   const id = `reason-${props.label.replace(/\W+/g, "-").toLowerCase()}`;
+  if (!allows("operator")) return null;
   return (
     <form
       class="reason-action"
