@@ -63,6 +63,8 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice cordon|uncordon NODE      nothing new placed there / placement may use it again
   sluice artifact push FILE        store a file by content; prints its digest
   sluice artifact get DIGEST       write an artifact to stdout
+  sluice notifications list | add NAME --kind http|slack --url URL | delete NAME | test NAME
+  sluice notifications deliveries RUN   where a run's notifications went
   sluice token create --role R --name N
   sluice token list
   sluice token revoke NAME|ID

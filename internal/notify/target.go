@@ -170,7 +170,7 @@ func (s *Service) CreateTarget(ctx context.Context, in TargetInput, requestedBy 
 		if in.Source != "" {
 			src, err := q.SourceFind(ctx, in.Source)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return errs.Errorf(errs.NotFound, "Source %q does not exist; `sluice source list` shows the sources.", in.Source)
+				return errs.Errorf(errs.NotFound, "Source %q does not exist; `sluice sources` lists them.", in.Source)
 			}
 			if err != nil {
 				return fmt.Errorf("find source %s: %w", in.Source, err)
@@ -223,7 +223,7 @@ func (s *Service) DeleteTarget(ctx context.Context, name, requestedBy string) er
 	return db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		t, err := db.New(tx).NotificationTargetDelete(ctx, name)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return errs.Errorf(errs.NotFound, "Notification target %s does not exist; GET /api/v1/notifications/targets lists them.", name)
+			return errs.Errorf(errs.NotFound, "Notification target %s does not exist; `sluice notifications list` lists them.", name)
 		}
 		if err != nil {
 			return fmt.Errorf("delete target %s: %w", name, err)
@@ -248,7 +248,7 @@ func (s *Service) TestSend(ctx context.Context, name, requestedBy string) (*db.J
 		q := db.New(tx)
 		row, err := q.NotificationTargetGetByName(ctx, name)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return errs.Errorf(errs.NotFound, "Notification target %s does not exist; GET /api/v1/notifications/targets lists them.", name)
+			return errs.Errorf(errs.NotFound, "Notification target %s does not exist; `sluice notifications list` lists them.", name)
 		}
 		if err != nil {
 			return fmt.Errorf("find target %s: %w", name, err)
