@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/dbtest"
+	"sluice/internal/terraform"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -130,6 +131,30 @@ func TestConsoleInBrowser(t *testing.T) {
 		return len(apps.Applications) >= 3
 	}, 30*time.Second, 100*time.Millisecond, "the example repository's services never reached the portfolio")
 
+	// The example's network, applied, then changed behind sluice's back:
+	// the drift check the script clicks finds live drift.
+	status, body = serve.do(t, "POST", "/api/v1/infrastructures/network/apply", nil)
+	require.Equal(t, http.StatusAccepted, status, body)
+	var applied struct {
+		JournalID string `json:"journalId"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &applied))
+	require.Eventually(t, func() bool {
+		var r struct {
+			State string `json:"state"`
+		}
+		status, body := serve.do(t, "GET", "/api/v1/journal/"+applied.JournalID, nil)
+		require.Equal(t, http.StatusOK, status, body)
+		require.NoError(t, json.Unmarshal([]byte(body), &r))
+		require.NotContains(t, []string{"failed", "cancelled", "unknown"}, r.State, body)
+		return r.State == "succeeded"
+	}, 60*time.Second, 100*time.Millisecond, "the network's apply did not finish")
+	tf, err := terraform.LookPath("")
+	require.NoError(t, err)
+	const driftAddress = "module.main.terraform_data.network"
+	runner := &terraform.Runner{Bin: tf, ConnStr: serve.dbURL}
+	require.NoError(t, runner.StateRm(context.Background(), filepath.Join(serve.dataDir, "config", "archive", "infrastructure", "network"), driftAddress))
+
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "browser_test.mjs")
@@ -143,6 +168,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"CONSOLE_SERVICE=hello",
 		"CONSOLE_BLUEPRINT=edge",
 		"CONSOLE_REVIEW_SOURCE=reviewed",
+		"CONSOLE_DRIFT_ADDRESS="+driftAddress,
 		"CONSOLE_SCREENSHOTS="+os.Getenv("CONSOLE_SCREENSHOTS"),
 	)
 	var logs bytes.Buffer
@@ -177,8 +203,8 @@ func findChromium() string {
 }
 
 type serveProc struct {
-	url  string
-	logs *syncBuffer
+	url, dbURL, dataDir string
+	logs                *syncBuffer
 }
 
 // startServe starts serve on a database of its own, tracking a bare copy of
@@ -187,6 +213,7 @@ func startServe(t *testing.T, bin, dir string, site exampleSite) *serveProc {
 	t.Helper()
 	remote := exampleRepo(t, dir, site)
 	dataDir := filepath.Join(dir, "data")
+	dbURL := dbtest.NewDB(t)
 	t.Cleanup(func() { killService(dataDir, "hello") })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -199,14 +226,14 @@ func startServe(t *testing.T, bin, dir string, site exampleSite) *serveProc {
 		"HOME=" + os.Getenv("HOME"),
 		"SLUICE_LISTEN=" + addr,
 		"SLUICE_DATA_DIR=" + dataDir,
-		"SLUICE_DATABASE_URL=" + dbtest.NewDB(t),
+		"SLUICE_DATABASE_URL=" + dbURL,
 		"SLUICE_BOOTSTRAP_TOKEN=" + consoleToken,
 		"SLUICE_ENABLE_TEST_ACTIONS=1",
 		"SLUICE_GITOPS_REPO_URL=" + remote,
 		"SLUICE_LOG_LEVEL=debug", // every request's line, to show the token is in none
 	}
 	logs := &syncBuffer{}
-	p := &serveProc{url: "http://" + addr, logs: logs}
+	p := &serveProc{url: "http://" + addr, dbURL: dbURL, dataDir: dataDir, logs: logs}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(t, cmd.Start())
 	done := make(chan error, 1)

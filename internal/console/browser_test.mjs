@@ -22,6 +22,7 @@ const nodeName = env("CONSOLE_NODE");
 const serviceName = env("CONSOLE_SERVICE");
 const blueprintName = env("CONSOLE_BLUEPRINT");
 const reviewSource = env("CONSOLE_REVIEW_SOURCE");
+const driftAddress = env("CONSOLE_DRIFT_ADDRESS");
 const shots = process.env.CONSOLE_SCREENSHOTS ?? "";
 
 const started = Date.now();
@@ -168,6 +169,15 @@ try {
   assert.ok(await destroy.isDisabled(), "Destroy is enabled before the name is typed");
   await page.getByLabel("Type network to destroy it").fill("network");
   assert.ok(await destroy.isEnabled(), "Destroy stays disabled with the name typed");
+  step("a drift check after terraform state rm reads live_drift, naming the address");
+  await page.getByRole("button", { name: "Drift check network" }).click();
+  await page.waitForURL(/\/journal\/[0-9a-f-]{36}$/);
+  await page.locator('[data-stream="done"]').waitFor({ timeout: 60000 });
+  await page.getByRole("link", { name: "Infrastructure", exact: true }).click();
+  const report = page.locator(".drift-report").filter({ hasText: "live_drift" });
+  await report.waitFor();
+  await report.locator(".addresses code", { hasText: driftAddress }).waitFor();
+  await report.locator("dd", { hasText: /^yes: the real state differs/ }).waitFor();
   await shot("infrastructure");
 
   step("a run followed live");

@@ -38,6 +38,82 @@ function Destroy(props: { i: Infra }) {
   );
 }
 
+// drift is the part of a drift check's result the report shows (the
+// result is free-form JSON in the spec; see infra.Drift).
+type drift = {
+  status?: string;
+  desiredAhead?: boolean;
+  liveDrift?: boolean;
+  reason?: string;
+  summary?: { add?: number; change?: number; destroy?: number };
+  addresses?: string[];
+  excerpt?: string;
+  checkedAt?: string;
+};
+
+const driftTones: Record<string, Tone> = { in_sync: "ok", desired_ahead: "warn", live_drift: "error", unknown: "warn" };
+
+// DriftReport shows the last drift check's two signals apart: desired
+// ahead (the branch changed since the last apply) and live drift (the real
+// state differs from the last apply), with what the plan would change.
+function DriftReport(props: { result: unknown }) {
+  const r = props.result;
+  if (!r || typeof r !== "object") return null;
+  const d = r as drift;
+  if (typeof d.status !== "string") return null;
+  const yes = (v: boolean | undefined) => (v === undefined ? "not known" : v ? "yes" : "no");
+  return (
+    <section class="drift-report" aria-label="Drift report">
+      <h3>
+        Drift report: <ToneBadge tone={driftTones[d.status] ?? "warn"} text={d.status} />
+      </h3>
+      <dl class="facts">
+        <dt>Desired ahead</dt>
+        <dd>{yes(d.desiredAhead)}: the branch holds content other than the last apply's</dd>
+        <dt>Live drift</dt>
+        <dd>{yes(d.liveDrift)}: the real state differs from what the last apply left</dd>
+        {d.reason ? (
+          <>
+            <dt>Why unknown</dt>
+            <dd>{d.reason}</dd>
+          </>
+        ) : null}
+        {d.summary ? (
+          <>
+            <dt>The plan would</dt>
+            <dd>
+              add {d.summary.add ?? 0}, change {d.summary.change ?? 0}, destroy {d.summary.destroy ?? 0}
+            </dd>
+          </>
+        ) : null}
+        {d.checkedAt ? (
+          <>
+            <dt>Checked</dt>
+            <dd>
+              <When at={d.checkedAt} />
+            </dd>
+          </>
+        ) : null}
+      </dl>
+      {d.addresses?.length ? (
+        <ul class="addresses">
+          {d.addresses.map((a) => (
+            <li key={a}>
+              <code>{a}</code>
+            </li>
+          ))}
+        </ul>
+      ) : null}
+      {d.excerpt ? (
+        <details>
+          <summary>Plan excerpt</summary>
+          <pre>{d.excerpt}</pre>
+        </details>
+      ) : null}
+    </section>
+  );
+}
+
 export function Infrastructures() {
   const l = useLoad(() => api.GET("/api/v1/infrastructures"), []);
   return (
@@ -59,12 +135,7 @@ export function Infrastructures() {
                     <LastRun label="Last plan" run={i.lastPlan} />
                     <LastRun label="Last apply" run={i.lastApply} />
                     <LastRun label="Last drift check" run={i.lastDriftCheck} />
-                    {i.lastDriftCheck?.result !== undefined && i.lastDriftCheck.result !== null ? (
-                      <details>
-                        <summary>Drift report</summary>
-                        <pre>{JSON.stringify(i.lastDriftCheck.result, null, 2)}</pre>
-                      </details>
-                    ) : null}
+                    <DriftReport result={i.lastDriftCheck?.result} />
                     <div class="actions">
                       <Action label={`Plan ${i.name}`} call={() => api.POST("/api/v1/infrastructures/{id}/plan", path)} />
                       <Action label={`Apply ${i.name}`} call={() => api.POST("/api/v1/infrastructures/{id}/apply", path)} />
