@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 )
 
 const artifactChunkGet = `-- name: ArtifactChunkGet :one
@@ -96,4 +97,40 @@ func (q *Queries) ArtifactInsert(ctx context.Context, arg *ArtifactInsertParams)
 	var i Artifact
 	err := row.Scan(&i.Digest, &i.Size, &i.CreatedAt)
 	return &i, err
+}
+
+const artifactList = `-- name: ArtifactList :many
+SELECT digest, size, created_at FROM artifact
+WHERE $1::timestamptz IS NULL
+   OR (created_at, digest) < ($1::timestamptz, $2::text)
+ORDER BY created_at DESC, digest DESC
+LIMIT $3
+`
+
+type ArtifactListParams struct {
+	AfterAt     *time.Time
+	AfterDigest *string
+	Lim         int32
+}
+
+// ArtifactList returns up to lim artifacts, newest first, after the one
+// (after_at, after_digest) names when they are set: a page of the list.
+func (q *Queries) ArtifactList(ctx context.Context, arg *ArtifactListParams) ([]*Artifact, error) {
+	rows, err := q.db.Query(ctx, artifactList, arg.AfterAt, arg.AfterDigest, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*Artifact
+	for rows.Next() {
+		var i Artifact
+		if err := rows.Scan(&i.Digest, &i.Size, &i.CreatedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -2,9 +2,12 @@ package httpapi
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -17,6 +20,50 @@ import (
 type ArtifactInfo struct {
 	Digest string `json:"digest" doc:"sha256:<hex> of the content: how services pin it." example:"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"`
 	Size   int64  `json:"size" doc:"Bytes."`
+}
+
+// StoredArtifact is an artifact in the store's list.
+type StoredArtifact struct {
+	Digest    string    `json:"digest" doc:"sha256:<hex> of the content: how services pin it."`
+	Size      int64     `json:"size" doc:"Bytes."`
+	CreatedAt time.Time `json:"createdAt" doc:"When it was first stored."`
+}
+
+type listArtifactsInput struct {
+	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"100" doc:"Page size."`
+	Cursor string `query:"cursor" maxLength:"200" doc:"nextCursor from the previous page."`
+}
+
+type listArtifactsOutput struct {
+	Body struct {
+		Artifacts  []StoredArtifact `json:"artifacts" doc:"Newest first."`
+		NextCursor string           `json:"nextCursor,omitempty" doc:"Pass as cursor for the next page; absent on the last page."`
+	}
+}
+
+// An artifact cursor is base64url of the last item's "createdAt\x00digest".
+func encodeArtifactCursor(a artifact.Info) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(a.CreatedAt.UTC().Format(time.RFC3339Nano) + "\x00" + a.Digest))
+}
+
+func decodeArtifactCursor(s string) (*artifact.Info, error) {
+	bad := errs.Errorf(errs.Invalid, "The cursor is not one this server gave out; start again without it.")
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, bad
+	}
+	at, digest, ok := strings.Cut(string(b), "\x00")
+	if !ok {
+		return nil, bad
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return nil, bad
+	}
+	if _, err := artifact.ParseDigest(digest); err != nil {
+		return nil, bad
+	}
+	return &artifact.Info{Digest: digest, CreatedAt: t}, nil
 }
 
 type putArtifactOutput struct {
@@ -66,6 +113,32 @@ func registerArtifacts(api huma.API, d Deps) {
 			Body:     ArtifactInfo{Digest: info.Digest, Size: info.Size},
 		}, nil
 	})
+
+	register(api, d, op("list-artifacts", http.MethodGet, "/artifacts",
+		"List the stored artifacts, newest first: what a deploy can pin.", auth.RoleViewer, http.StatusUnprocessableEntity),
+		func(ctx context.Context, in *listArtifactsInput) (*listArtifactsOutput, error) {
+			var after *artifact.Info
+			if in.Cursor != "" {
+				var err error
+				if after, err = decodeArtifactCursor(in.Cursor); err != nil {
+					return nil, err
+				}
+			}
+			list, err := d.Artifacts.List(ctx, after, in.Limit+1)
+			if err != nil {
+				return nil, err
+			}
+			out := &listArtifactsOutput{}
+			if len(list) > in.Limit {
+				list = list[:in.Limit]
+				out.Body.NextCursor = encodeArtifactCursor(list[len(list)-1])
+			}
+			out.Body.Artifacts = make([]StoredArtifact, len(list))
+			for i, a := range list {
+				out.Body.Artifacts[i] = StoredArtifact{Digest: a.Digest, Size: a.Size, CreatedAt: a.CreatedAt}
+			}
+			return out, nil
+		})
 
 	g := op("get-artifact", http.MethodGet, "/artifacts/{digest}", "Download an artifact.", auth.RoleViewer,
 		http.StatusNotFound, http.StatusUnprocessableEntity)

@@ -9,8 +9,10 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -320,6 +322,25 @@ func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
 	logger = logger.With("component", "http")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			// A panic (a bug, here or in a library) answers 500 as any
+			// internal error does, rather than drop the connection; the
+			// stack goes to the log, never to the client.
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			logger.ErrorContext(r.Context(), "internal error: a handler panicked", "method", r.Method, "path", r.URL.Path,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if !rec.wrote {
+				rec.Header().Set("Content-Type", "application/problem+json")
+				rec.WriteHeader(http.StatusInternalServerError)
+				_, _ = rec.Write([]byte(`{"title":"Internal Server Error","status":500,"detail":"Internal error; the server log has the details."}`))
+			}
+		}()
 		next.ServeHTTP(rec, r)
 		level := slog.LevelDebug
 		if rec.status >= 500 {
@@ -332,11 +353,17 @@ func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	wrote  bool // the header is sent
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
-	s.status = code
+	s.status, s.wrote = code, true
 	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	s.wrote = true
+	return s.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController reach the real writer (flush, deadlines).

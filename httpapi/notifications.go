@@ -70,7 +70,7 @@ type NotificationTargetInput struct {
 	URL    string   `json:"url" minLength:"1" maxLength:"2048" writeOnly:"true" doc:"An http or https URL, with no user name or password. Stored sealed; only its scheme and host are shown back." example:"https://hooks.example.com/sluice"`
 	Secret string   `json:"secret,omitempty" maxLength:"256" writeOnly:"true" doc:"http: the secret that signs the bodies (16 to 256 bytes), stored sealed and never shown back. slack: none." example:"3f7c2b0e9a4d4e1f8b6a5c2d7e9f0a1b"`
 	Source string   `json:"source,omitempty" maxLength:"63" doc:"A source's name or id: the target takes only the runs of its syncs and units. Omitted: every run." example:"apps"`
-	Events []string `json:"events,omitempty" maxItems:"5" uniqueItems:"true" enum:"run_failed,run_unknown,run_recovered,drift_found,repair_held" doc:"The events it takes; omitted: all of them." example:"[\"run_failed\",\"run_recovered\"]"`
+	Events []string `json:"events,omitempty" maxItems:"5" enum:"run_failed,run_unknown,run_recovered,drift_found,repair_held" doc:"The events it takes (one named twice counts once); omitted: all of them." example:"[\"run_failed\",\"run_recovered\"]"`
 }
 
 type createNotificationTargetInput struct{ Body NotificationTargetInput }

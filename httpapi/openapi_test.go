@@ -105,7 +105,7 @@ func TestOpenAPISpec(t *testing.T) {
 			"deploy-service", "destroy-infrastructure", "drift-check-infrastructure", "drift-check-service", "enforce-blueprint-node",
 			"get-artifact", "get-blueprint", "get-blueprint-status", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-journal-run", "get-node", "get-node-artifact",
 			"get-service", "get-service-status", "get-session", "get-source", "get-source-candidate", "get-source-status", "get-unit",
-			"heartbeat-node", "join-node", "list-applications", "list-blueprints", "list-infrastructures", "list-journal", "list-journal-run-paths", "list-nodes", "list-notification-targets", "list-run-notifications", "list-services",
+			"heartbeat-node", "join-node", "list-applications", "list-artifacts", "list-blueprints", "list-infrastructures", "list-journal", "list-journal-run-paths", "list-nodes", "list-notification-targets", "list-run-notifications", "list-services",
 			"list-sources", "list-tokens", "list-units", "pause-rollout", "plan-infrastructure", "post-node-task-events", "post-node-task-result", "put-artifact",
 			"put-gitops-settings", "put-source", "receive-source-webhook", "resume-rollout", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-rollout", "rollback-service",
 			"set-node-labels", "skip-rollout-node", "stop-service", "stream-journal-events", "suspend-source", "sync-gitops", "sync-source", "test-notification-target", "uncordon-node", "withdraw-blueprint",

@@ -19,3 +19,12 @@ SELECT data FROM artifact_chunk WHERE digest = @digest AND seq = @seq;
 -- ArtifactDigestsPresent returns the digests among digests that the store
 -- holds.
 SELECT digest FROM artifact WHERE digest = ANY(@digests::text[]);
+
+-- name: ArtifactList :many
+-- ArtifactList returns up to lim artifacts, newest first, after the one
+-- (after_at, after_digest) names when they are set: a page of the list.
+SELECT digest, size, created_at FROM artifact
+WHERE sqlc.narg('after_at')::timestamptz IS NULL
+   OR (created_at, digest) < (sqlc.narg('after_at')::timestamptz, sqlc.narg('after_digest')::text)
+ORDER BY created_at DESC, digest DESC
+LIMIT @lim;

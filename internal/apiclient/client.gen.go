@@ -1771,6 +1771,15 @@ type JoinNodeRequest struct {
 	Reported  NodeReported `json:"reported"`
 }
 
+// ListArtifactsOutputBody defines model for ListArtifactsOutputBody.
+type ListArtifactsOutputBody struct {
+	// Artifacts Newest first.
+	Artifacts []StoredArtifact `json:"artifacts"`
+
+	// NextCursor Pass as cursor for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
 // ListInfraOutputBody defines model for ListInfraOutputBody.
 type ListInfraOutputBody struct {
 	Infrastructures []Infrastructure `json:"infrastructures"`
@@ -2107,7 +2116,7 @@ type NotificationTargetKind string
 
 // NotificationTargetInput defines model for NotificationTargetInput.
 type NotificationTargetInput struct {
-	// Events The events it takes; omitted: all of them.
+	// Events The events it takes (one named twice counts once); omitted: all of them.
 	//
 	// Example: ["run_failed","run_recovered"]
 	Events *[]NotificationTargetInputEvents `json:"events,omitempty"`
@@ -2698,6 +2707,18 @@ type StatusGrant struct {
 // StatusGrantWhat defines model for StatusGrant.What.
 type StatusGrantWhat string
 
+// StoredArtifact defines model for StoredArtifact.
+type StoredArtifact struct {
+	// CreatedAt When it was first stored.
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Digest sha256:<hex> of the content: how services pin it.
+	Digest string `json:"digest"`
+
+	// Size Bytes.
+	Size int64 `json:"size"`
+}
+
 // StreamError defines model for StreamError.
 type StreamError struct {
 	// Message What went wrong, in a sentence.
@@ -2800,6 +2821,15 @@ type WebhookAnswerOutcome string
 type WithdrawBlueprintRequest struct {
 	// Node The node to withdraw from.
 	Node string `json:"node"`
+}
+
+// ListArtifactsParams defines parameters for ListArtifacts.
+type ListArtifactsParams struct {
+	// Limit Page size.
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor nextCursor from the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // SyncGitopsParams defines parameters for SyncGitops.
@@ -3075,6 +3105,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/applications (the `ListApplications` operationId).
 	ListApplications(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListArtifacts List the stored artifacts, newest first: what a deploy can pin.
+	//
+	// List the stored artifacts, newest first: what a deploy can pin. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/artifacts (the `ListArtifacts` operationId).
+	ListArtifacts(ctx context.Context, params *ListArtifactsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutArtifactWithBody Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest.
 	//
@@ -3844,6 +3881,23 @@ type ClientInterface interface {
 // Corresponds with GET /api/v1/applications (the `ListApplications` operationId).
 func (c *Client) ListApplications(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListApplicationsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListArtifacts List the stored artifacts, newest first: what a deploy can pin.
+//
+// List the stored artifacts, newest first: what a deploy can pin. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/artifacts (the `ListArtifacts` operationId).
+func (c *Client) ListArtifacts(ctx context.Context, params *ListArtifactsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListArtifactsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5591,6 +5645,72 @@ func NewListApplicationsRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListArtifactsRequest constructs an http.Request for the ListArtifacts method
+func NewListArtifactsRequest(server string, params *ListArtifactsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/artifacts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -8795,6 +8915,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/applications (the `ListApplications` operationId).
 	ListApplicationsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListApplicationsResponse, error)
 
+	// ListArtifactsWithResponse List the stored artifacts, newest first: what a deploy can pin.
+	//
+	// List the stored artifacts, newest first: what a deploy can pin. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/artifacts (the `ListArtifacts` operationId).
+	ListArtifactsWithResponse(ctx context.Context, params *ListArtifactsParams, reqEditors ...RequestEditorFn) (*ListArtifactsResponse, error)
+
 	// PutArtifactWithBodyWithResponse Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest.
 	//
 	// Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest. Needs the operator role.
@@ -9716,6 +9845,75 @@ func (r ListApplicationsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListApplicationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListArtifactsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ListArtifactsOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListArtifactsResponse) GetJSON200() *ListArtifactsOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListArtifactsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListArtifactsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListArtifactsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListArtifactsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListArtifactsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListArtifactsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListArtifactsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListArtifactsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15935,6 +16133,21 @@ func (c *ClientWithResponses) ListApplicationsWithResponse(ctx context.Context, 
 	return ParseListApplicationsResponse(rsp)
 }
 
+// ListArtifactsWithResponse List the stored artifacts, newest first: what a deploy can pin.
+//
+// List the stored artifacts, newest first: what a deploy can pin. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/artifacts (the `ListArtifacts` operationId).
+func (c *ClientWithResponses) ListArtifactsWithResponse(ctx context.Context, params *ListArtifactsParams, reqEditors ...RequestEditorFn) (*ListArtifactsResponse, error) {
+	rsp, err := c.ListArtifacts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListArtifactsResponse(rsp)
+}
+
 // PutArtifactWithBodyWithResponse Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest.
 //
 // Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest. Needs the operator role.
@@ -17409,6 +17622,60 @@ func ParseListApplicationsResponse(rsp *http.Response) (*ListApplicationsRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListArtifactsResponse parses an HTTP response from a ListArtifactsWithResponse call
+func ParseListArtifactsResponse(rsp *http.Response) (*ListArtifactsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListArtifactsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ListArtifactsOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel

@@ -18,6 +18,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,8 +49,27 @@ type Store struct {
 
 // Info describes a stored artifact.
 type Info struct {
-	Digest string // "sha256:<64 lowercase hex>"
-	Size   int64  // bytes
+	Digest    string // "sha256:<64 lowercase hex>"
+	Size      int64  // bytes
+	CreatedAt time.Time
+}
+
+// List returns up to limit stored artifacts, newest first, after the one
+// after names (the last of the previous page) when it is not nil.
+func (s *Store) List(ctx context.Context, after *Info, limit int) ([]Info, error) {
+	p := &db.ArtifactListParams{Lim: int32(limit)}
+	if after != nil {
+		p.AfterAt, p.AfterDigest = &after.CreatedAt, &after.Digest
+	}
+	rows, err := db.New(s.Pool).ArtifactList(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("list artifacts: %w", err)
+	}
+	out := make([]Info, len(rows))
+	for i, r := range rows {
+		out[i] = Info{Digest: r.Digest, Size: r.Size, CreatedAt: r.CreatedAt}
+	}
+	return out, nil
 }
 
 func (s *Store) maxSize() int64 {
@@ -159,7 +179,7 @@ func (s *Store) Stat(ctx context.Context, digest string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("get artifact %s: %w", d, err)
 	}
-	return Info{Digest: a.Digest, Size: a.Size}, nil
+	return Info{Digest: a.Digest, Size: a.Size, CreatedAt: a.CreatedAt}, nil
 }
 
 // Open returns a reader of the artifact's bytes. It fetches one chunk at a

@@ -166,6 +166,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"CONSOLE_CHROMIUM="+chromium,
 		"CONSOLE_NODE=edge-1",
 		"CONSOLE_SERVICE=hello",
+		"CONSOLE_SERVICE_DIGEST="+site.digest,
 		"CONSOLE_BLUEPRINT=edge",
 		"CONSOLE_REVIEW_SOURCE=reviewed",
 		"CONSOLE_DRIFT_ADDRESS="+driftAddress,

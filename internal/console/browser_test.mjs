@@ -20,6 +20,7 @@ const viewerToken = env("CONSOLE_VIEWER_TOKEN");
 const operatorToken = env("CONSOLE_OPERATOR_TOKEN");
 const nodeName = env("CONSOLE_NODE");
 const serviceName = env("CONSOLE_SERVICE");
+const serviceDigest = env("CONSOLE_SERVICE_DIGEST");
 const blueprintName = env("CONSOLE_BLUEPRINT");
 const reviewSource = env("CONSOLE_REVIEW_SOURCE");
 const driftAddress = env("CONSOLE_DRIFT_ADDRESS");
@@ -114,6 +115,13 @@ try {
   await page.locator(".answer").waitFor();
   assert.equal(await page.locator(".path .stage").count(), 3, "a service's path has three stages");
   await page.getByText("Evidence").click();
+  // Deploy picks from the stored artifacts: the example's hello, pinned.
+  const deploy = page.getByRole("button", { name: "Deploy", exact: true });
+  assert.ok(await deploy.isDisabled(), "Deploy is enabled with no digest");
+  await page.locator("#deploy-pick option", { hasText: "(pinned)" }).waitFor({ state: "attached" });
+  await page.getByLabel("Deploy a stored artifact").selectOption({ index: 1 });
+  assert.equal(await page.locator("#deploy-digest").inputValue(), serviceDigest, "the picker did not fill the digest");
+  assert.ok(await deploy.isEnabled(), "Deploy stays disabled with a digest picked");
   await shot("service");
   await page.getByRole("button", { name: "Converge" }).click();
   await page.waitForURL(/\/journal\/[0-9a-f-]{36}$/);

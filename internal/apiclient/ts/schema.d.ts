@@ -31,7 +31,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List the stored artifacts, newest first: what a deploy can pin.
+         * @description List the stored artifacts, newest first: what a deploy can pin. Needs the viewer role.
+         */
+        get: operations["list-artifacts"];
         /**
          * Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest.
          * @description Store a file (a service's executable) by its content: the answer is its digest. Storing the same bytes again answers the same digest. Needs the operator role.
@@ -1836,6 +1840,12 @@ export interface components {
             joinToken: string;
             reported: components["schemas"]["NodeReported"];
         };
+        ListArtifactsOutputBody: {
+            /** @description Newest first. */
+            artifacts: components["schemas"]["StoredArtifact"][];
+            /** @description Pass as cursor for the next page; absent on the last page. */
+            nextCursor?: string;
+        };
         ListInfraOutputBody: {
             infrastructures: components["schemas"]["Infrastructure"][];
         };
@@ -2116,7 +2126,7 @@ export interface components {
         };
         NotificationTargetInput: {
             /**
-             * @description The events it takes; omitted: all of them.
+             * @description The events it takes (one named twice counts once); omitted: all of them.
              * @example [
              *       "run_failed",
              *       "run_recovered"
@@ -2631,6 +2641,20 @@ export interface components {
             /** @enum {string} */
             what: "Source accepted" | "Applied";
         };
+        StoredArtifact: {
+            /**
+             * Format: date-time
+             * @description When it was first stored.
+             */
+            createdAt: string;
+            /** @description sha256:<hex> of the content: how services pin it. */
+            digest: string;
+            /**
+             * Format: int64
+             * @description Bytes.
+             */
+            size: number;
+        };
         StreamError: {
             /** @description What went wrong, in a sentence. */
             message: string;
@@ -2759,6 +2783,67 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "list-artifacts": {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: number;
+                /** @description nextCursor from the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListArtifactsOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -3,12 +3,30 @@ import { api } from "./api.ts";
 import { Action, Answer, Digest, Loading, Page, PathRow, RunState, useLoad, When } from "./ui.tsx";
 import { allows } from "./session.ts";
 
+// bytes is a size for people: 1.2 MB.
+function bytes(n: number): string {
+  if (n < 1000) return `${n} B`;
+  const units = ["kB", "MB", "GB"];
+  let v = n / 1000;
+  let i = 0;
+  while (v >= 1000 && i < units.length - 1) {
+    v /= 1000;
+    i++;
+  }
+  return `${v.toFixed(1)} ${units[i]}`;
+}
+
+function svcPinned(s: { pinnedDigest?: string } | undefined): string | undefined {
+  return s?.pinnedDigest;
+}
+
 export function Service(props: { name: string }) {
   const name = props.name;
   const path = { params: { path: { name } } };
   const svc = useLoad(() => api.GET("/api/v1/services/{name}", path), [name]);
   const st = useLoad(() => api.GET("/api/v1/services/{name}/status", path), [name]);
   const [digest, setDigest] = useState("");
+  const stored = useLoad(() => api.GET("/api/v1/artifacts", { params: { query: { limit: 50 } } }), [], 30000);
   return (
     <Page title={name} sub="Service">
       <Loading l={st}>
@@ -100,7 +118,23 @@ export function Service(props: { name: string }) {
             </div>
             {allows("operator") ? (
               <form class="reason-action" onSubmit={(e) => e.preventDefault()}>
-                <label for="deploy-digest">Deploy a stored artifact</label>
+                <label for="deploy-pick">Deploy a stored artifact</label>
+                <select
+                  id="deploy-pick"
+                  value={stored.data?.artifacts.some((a) => a.digest === digest.trim()) ? digest.trim() : ""}
+                  onChange={(e) => setDigest((e.target as HTMLSelectElement).value)}
+                >
+                  <option value="">{stored.data ? "pick one, newest first…" : "loading the stored artifacts…"}</option>
+                  {stored.data?.artifacts.map((a) => (
+                    <option key={a.digest} value={a.digest}>
+                      {a.digest.slice(0, 19)}… · {bytes(a.size)} · {new Date(a.createdAt).toLocaleString()}
+                      {a.digest === svcPinned(svc.data) ? " (pinned)" : ""}
+                    </option>
+                  ))}
+                </select>
+                <label for="deploy-digest" class="sr">
+                  or its digest
+                </label>
                 <input
                   id="deploy-digest"
                   value={digest}
