@@ -2,11 +2,9 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -41,27 +39,22 @@ type listArtifactsOutput struct {
 	}
 }
 
-// An artifact cursor is base64url of the last item's "createdAt\x00digest".
+// An artifact cursor is the last item's createdAt and digest.
 func encodeArtifactCursor(a artifact.Info) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(a.CreatedAt.UTC().Format(time.RFC3339Nano) + "\x00" + a.Digest))
+	return encodeCursorPair(a.CreatedAt.UTC().Format(time.RFC3339Nano), a.Digest)
 }
 
 func decodeArtifactCursor(s string) (*artifact.Info, error) {
-	bad := errs.Errorf(errs.Invalid, "The cursor is not one this server gave out; start again without it.")
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	at, digest, err := decodeCursorPair(s)
 	if err != nil {
-		return nil, bad
-	}
-	at, digest, ok := strings.Cut(string(b), "\x00")
-	if !ok {
-		return nil, bad
+		return nil, err
 	}
 	t, err := time.Parse(time.RFC3339Nano, at)
 	if err != nil {
-		return nil, bad
+		return nil, errBadCursor()
 	}
 	if _, err := artifact.ParseDigest(digest); err != nil {
-		return nil, bad
+		return nil, errBadCursor()
 	}
 	return &artifact.Info{Digest: digest, CreatedAt: t}, nil
 }

@@ -13,22 +13,39 @@ import (
 // opaque to clients: base64url of "key\x00id".
 
 func encodeCursor(key string, id uuid.UUID) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(key + "\x00" + id.String()))
+	return encodeCursorPair(key, id.String())
 }
 
 func decodeCursor(s string) (string, uuid.UUID, error) {
-	bad := errs.Errorf(errs.Invalid, "The cursor is not one this server gave out; start again without it.")
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	key, rawID, err := decodeCursorPair(s)
 	if err != nil {
-		return "", uuid.Nil, bad
-	}
-	key, rawID, ok := strings.Cut(string(b), "\x00")
-	if !ok {
-		return "", uuid.Nil, bad
+		return "", uuid.Nil, err
 	}
 	id, err := uuid.Parse(rawID)
 	if err != nil {
-		return "", uuid.Nil, bad
+		return "", uuid.Nil, errBadCursor()
 	}
 	return key, id, nil
+}
+
+// encodeCursorPair is a cursor of a sort key and the last item's own key,
+// for lists whose items have no uuid (artifacts, by digest).
+func encodeCursorPair(key, last string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(key + "\x00" + last))
+}
+
+func decodeCursorPair(s string) (key, last string, err error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return "", "", errBadCursor()
+	}
+	key, last, ok := strings.Cut(string(b), "\x00")
+	if !ok {
+		return "", "", errBadCursor()
+	}
+	return key, last, nil
+}
+
+func errBadCursor() error {
+	return errs.Errorf(errs.Invalid, "The cursor is not one this server gave out; start again without it.")
 }

@@ -15,7 +15,6 @@ import (
 
 	"sluice/db"
 	"sluice/internal/auth"
-	"sluice/internal/errs"
 	"sluice/internal/journal"
 )
 
@@ -203,7 +202,7 @@ func registerJournal(api huma.API, d Deps) {
 				}
 				t, err := time.Parse(time.RFC3339Nano, at)
 				if err != nil {
-					return nil, errs.Errorf(errs.Invalid, "The cursor is not one this server gave out; start again without it.")
+					return nil, errBadCursor()
 				}
 				p.Before = &db.JournalRun{RequestedAt: t, ID: id}
 			}

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -11,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"sluice/internal/auth"
-	"sluice/internal/errs"
 	"sluice/internal/gitops"
 )
 
@@ -77,21 +75,18 @@ func registerSyncPaths(api huma.API, d Deps) {
 // base64url of "outcome\x00path" (a Git path holds no NUL).
 
 func encodePathCursor(outcome, path string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(outcome + "\x00" + path))
+	return encodeCursorPair(outcome, path)
 }
 
 func decodePathCursor(s string) (outcome, path string, err error) {
-	bad := errs.Errorf(errs.Invalid, "The cursor is not one this server gave out; start again without it.")
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return "", "", bad
-	}
-	outcome, path, ok := strings.Cut(string(b), "\x00")
+	outcome, path, err = decodeCursorPair(s)
 	switch {
-	case !ok, path == "", !utf8.ValidString(path), strings.ContainsRune(path, 0):
-		return "", "", bad
+	case err != nil:
+		return "", "", err
+	case path == "", !utf8.ValidString(path), strings.ContainsRune(path, 0):
+		return "", "", errBadCursor()
 	case outcome == gitops.OutcomeCreated, outcome == gitops.OutcomeUpdated, outcome == gitops.OutcomeStale, outcome == gitops.OutcomeInvalid:
 		return outcome, path, nil
 	}
-	return "", "", bad
+	return "", "", errBadCursor()
 }
