@@ -61,6 +61,7 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice node add NAME [--labels k=v,…]   add a node (admin); prints its one-time join token
   sluice node NAME | labels NAME k=v,… | revoke NAME | delete NAME
   sluice cordon|uncordon NODE      nothing new placed there / placement may use it again
+  sluice artifact list [--all]     the stored artifacts, newest first: digest, size, when stored
   sluice artifact push FILE        store a file by content; prints its digest
   sluice artifact get DIGEST       write an artifact to stdout
   sluice notifications list | add NAME --kind http|slack --url URL | delete NAME | test NAME
