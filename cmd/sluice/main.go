@@ -64,7 +64,7 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice artifact list [--all]     the stored artifacts, newest first: digest, size, when stored
   sluice artifact push FILE        store a file by content; prints its digest
   sluice artifact get DIGEST       write an artifact to stdout
-  sluice notifications list | add NAME --kind http|slack --url URL | delete NAME | test NAME
+  sluice notifications list | add NAME --kind http|slack --url-file FILE | delete NAME | test NAME
   sluice notifications deliveries RUN   where a run's notifications went
   sluice token create --role R --name N
   sluice token list

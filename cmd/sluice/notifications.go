@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 
@@ -19,21 +20,28 @@ import (
 
 const notificationsUsage = `usage:
   sluice notifications list [--json]              the targets: kind, source, events, URL (scheme and host only)
-  sluice notifications add NAME --kind http|slack --url URL [--source SOURCE] [--event E]…
-                           [--secret-file FILE | --secret-stdin]
+  sluice notifications add NAME --kind http|slack (--url-file FILE | --url-stdin | --url URL)
+                           [--source SOURCE] [--event E]… [--secret-file FILE | --secret-stdin]
                                                   add a target (admin); an http target signs with a secret of 16 to 256 bytes
   sluice notifications delete NAME                delete a target (admin); its deliveries stay on their runs
   sluice notifications test NAME [--detach]       send a test notification (operator) and follow its delivery
   sluice notifications deliveries RUN_ID [--json] what a run told whom
 
 A secret is never a flag's value, where shell history and ps would keep it:
-give it in a file (--secret-file) or on stdin (--secret-stdin).
+give it in a file (--secret-file) or on stdin (--secret-stdin). A Slack
+webhook URL is a credential too: give it with --url-file or --url-stdin;
+--url suits a URL that is not one (an http target's: its secret signs).
+Stdin holds the URL or the secret, not both.
 Events (repeat --event, or a comma list; default all): run_failed, run_unknown,
 run_recovered, drift_found, repair_held.`
 
 // notificationsSecretMax bounds what --secret-file and --secret-stdin
 // read: the API takes at most 256 bytes, and a bigger file is a mistake.
 const notificationsSecretMax = 4096
+
+// notificationsURLMax bounds what --url-file and --url-stdin read: the API
+// takes at most 2048 bytes.
+const notificationsURLMax = 4096
 
 // runNotifications is `sluice notifications …`.
 func runNotifications(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -182,14 +190,17 @@ func targetSource(s *string) string {
 }
 
 func notificationsAdd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "notifications add NAME --kind http|slack --url URL [--source SOURCE] [--event E]… [--secret-file FILE | --secret-stdin]"
+	const usage = "notifications add NAME --kind http|slack (--url-file FILE | --url-stdin | --url URL) [--source SOURCE] [--event E]… [--secret-file FILE | --secret-stdin]"
 	if secretFlagGiven(args) {
 		return notificationsBadInput(stderr, "add", usage, "a secret is never taken as a flag's value: shell history and ps would keep it. "+
 			"Put it in a file and give --secret-file FILE, or pipe it to --secret-stdin.")
 	}
 	fs := notificationsFlags("add", usage, stderr)
 	kind := fs.String("kind", "", "http (a JSON POST signed with the secret) or slack (a Slack-compatible incoming webhook)")
-	targetURL := fs.String("url", "", "where to send: an http or https URL; shown back as its scheme and host only")
+	targetURL := fs.String("url", "", "where to send: an http or https URL; shown back as its scheme and host only. "+
+		"Shell history and ps keep it: for a Slack webhook URL, a credential, use --url-file or --url-stdin")
+	urlFile := fs.String("url-file", "", "read the URL from this file (one line; surrounding whitespace is dropped)")
+	urlStdin := fs.Bool("url-stdin", false, "read the URL from stdin (one line; surrounding whitespace is dropped)")
 	source := fs.String("source", "", "take only this source's runs (its syncs and its units' actions); default every run")
 	var events listFlag
 	fs.Var(&events, "event", "an event to take; repeat it, or give a comma list (default all)")
@@ -206,15 +217,31 @@ func notificationsAdd(ctx context.Context, args []string, stdout, stderr io.Writ
 			return notificationsBadInput(stderr, "add", usage, "needs --kind http or --kind slack.")
 		}
 		return notificationsBadInput(stderr, "add", usage, fmt.Sprintf("--kind is http or slack, not %q.", *kind))
-	case *targetURL == "":
-		return notificationsBadInput(stderr, "add", usage, "needs --url, where the notifications go.")
+	case countTrue(*targetURL != "", *urlFile != "", *urlStdin) == 0:
+		return notificationsBadInput(stderr, "add", usage, "needs --url-file FILE, --url-stdin or --url URL: where the notifications go.")
+	case countTrue(*targetURL != "", *urlFile != "", *urlStdin) > 1:
+		return notificationsBadInput(stderr, "add", usage, "give the URL once: one of --url-file FILE, --url-stdin and --url URL.")
 	case *secretFile != "" && *secretStdin:
 		return notificationsBadInput(stderr, "add", usage, "give the secret once: --secret-file FILE or --secret-stdin, not both.")
 	case *kind == "slack" && (*secretFile != "" || *secretStdin):
 		return notificationsBadInput(stderr, "add", usage, "a slack target takes no secret: its webhook URL is its credential. Leave out --secret-file and --secret-stdin.")
+	case *urlStdin && *secretStdin:
+		return notificationsBadInput(stderr, "add", usage, "stdin can hold the URL or the secret, not both: put one of them in a file "+
+			"(--url-file FILE with --secret-stdin, or --url-stdin with --secret-file FILE).")
 	case *kind == "http" && *secretFile == "" && !*secretStdin:
 		return notificationsBadInput(stderr, "add", usage, "an http target signs its bodies with a secret: give it with --secret-file FILE or --secret-stdin "+
 			"(`openssl rand -hex 32 > FILE` makes one).")
+	}
+	if *kind == "slack" && *targetURL != "" {
+		fmt.Fprintln(stderr, "sluice notifications add: warning: a Slack webhook URL is a credential, and shell history and ps keep --url's value; "+
+			"give it with --url-file FILE (or --url-stdin) instead.")
+	}
+	if *targetURL == "" {
+		u, err := readURL(*urlFile, stderr)
+		if err != nil {
+			return err
+		}
+		targetURL = &u
 	}
 	in := apiclient.CreateNotificationTargetJSONRequestBody{
 		Name: name, Kind: apiclient.NotificationTargetInputKind(*kind), Url: targetURL,
@@ -254,9 +281,19 @@ func notificationsAdd(ctx context.Context, args []string, stdout, stderr io.Writ
 	return nil
 }
 
-// readSecret reads a secret from file, or from stdin when file is "". One
-// trailing newline (echo's, an editor's) is not part of it.
-func readSecret(file string, stderr io.Writer) (string, error) {
+func countTrue(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// readInput reads up to limit+1 bytes of what (the secret, the URL) from
+// file, or from stdin when file is "", and names where it read them.
+func readInput(file, what string, limit int, stderr io.Writer) ([]byte, string, error) {
 	var (
 		r     io.Reader
 		where string
@@ -264,19 +301,50 @@ func readSecret(file string, stderr io.Writer) (string, error) {
 	if file != "" {
 		f, err := os.Open(file)
 		if err != nil {
-			return "", fmt.Errorf("read the secret: %w", err)
+			return nil, "", fmt.Errorf("read the %s: %w", what, err)
 		}
 		defer f.Close()
 		r, where = f, file
 	} else {
 		if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			fmt.Fprintln(stderr, "Reading the secret from stdin; end it with Ctrl-D.")
+			fmt.Fprintf(stderr, "Reading the %s from stdin; end it with Ctrl-D.\n", what)
 		}
 		r, where = os.Stdin, "stdin"
 	}
-	b, err := io.ReadAll(io.LimitReader(r, notificationsSecretMax+1))
+	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
 	if err != nil {
-		return "", fmt.Errorf("read the secret from %s: %w", where, err)
+		return nil, "", fmt.Errorf("read the %s from %s: %w", what, where, err)
+	}
+	return b, where, nil
+}
+
+// readURL reads a target's URL from file, or from stdin when file is "":
+// one line, whitespace around it dropped. No message repeats what it read,
+// since a Slack webhook URL is a credential.
+func readURL(file string, stderr io.Writer) (string, error) {
+	b, where, err := readInput(file, "URL", notificationsURLMax, stderr)
+	if err != nil {
+		return "", err
+	}
+	if len(b) > notificationsURLMax {
+		return "", fmt.Errorf("the URL in %s is longer than %d bytes; a target URL has at most 2048", where, notificationsURLMax)
+	}
+	s := strings.TrimSpace(string(b))
+	switch {
+	case s == "":
+		return "", fmt.Errorf("the URL in %s is empty; it holds the webhook URL, on one line", where)
+	case strings.ContainsFunc(s, unicode.IsSpace):
+		return "", fmt.Errorf("%s holds more than a URL (a space or a second line); it holds the webhook URL alone, on one line", where)
+	}
+	return s, nil
+}
+
+// readSecret reads a secret from file, or from stdin when file is "". One
+// trailing newline (echo's, an editor's) is not part of it.
+func readSecret(file string, stderr io.Writer) (string, error) {
+	b, where, err := readInput(file, "secret", notificationsSecretMax, stderr)
+	if err != nil {
+		return "", err
 	}
 	if len(b) > notificationsSecretMax {
 		return "", fmt.Errorf("the secret in %s is longer than %d bytes; a target's secret is 16 to 256 bytes", where, notificationsSecretMax)

@@ -25,8 +25,8 @@ func TestNotificationsCLI(t *testing.T) {
 	t.Parallel()
 
 	type received struct {
-		method, delivery, event, signature string
-		body                               []byte
+		method, path, delivery, event, signature string
+		body                                     []byte
 	}
 	type testBundle struct {
 		p        *proc
@@ -43,7 +43,7 @@ func TestNotificationsCLI(t *testing.T) {
 		b := &testBundle{got: make(chan received, 8), secret: "notify-" + rand.Text()}
 		b.recv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
-			b.got <- received{method: r.Method, delivery: r.Header.Get("X-Sluice-Delivery"), event: r.Header.Get("X-Sluice-Event"),
+			b.got <- received{method: r.Method, path: r.URL.Path, delivery: r.Header.Get("X-Sluice-Delivery"), event: r.Header.Get("X-Sluice-Event"),
 				signature: r.Header.Get("X-Sluice-Signature-256"), body: body}
 		}))
 		t.Cleanup(b.recv.Close)
@@ -213,7 +213,13 @@ func TestNotificationsCLI(t *testing.T) {
 		}{
 			{[]string{"add", "pager", "--kind", "email", "--url", b.recv.URL, "--secret-file", b.secretAt}, `--kind is http or slack, not "email".`},
 			{[]string{"add", "pager", "--url", b.recv.URL, "--secret-file", b.secretAt}, "sluice notifications add: needs --kind http or --kind slack."},
-			{[]string{"add", "pager", "--kind", "http", "--secret-file", b.secretAt}, "sluice notifications add: needs --url"},
+			{[]string{"add", "pager", "--kind", "http", "--secret-file", b.secretAt}, "sluice notifications add: needs --url-file FILE, --url-stdin or --url URL"},
+			{[]string{"add", "pager", "--kind", "slack", "--url", b.recv.URL, "--url-file", b.secretAt}, "give the URL once"},
+			{[]string{"add", "pager", "--kind", "slack", "--url-file", b.secretAt, "--url-stdin"}, "give the URL once"},
+			{[]string{"add", "pager", "--kind", "slack", "--url", b.recv.URL, "--url-stdin"}, "give the URL once"},
+			{[]string{"add", "pager", "--kind", "slack", "--url", b.recv.URL, "--url-file", b.secretAt, "--url-stdin"}, "give the URL once"},
+			{[]string{"add", "pager", "--kind", "http", "--url-stdin", "--secret-stdin"}, "stdin can hold the URL or the secret, not both"},
+			{[]string{"add", "pager", "--kind", "slack", "--url-stdin", "--secret-stdin"}, "a slack target takes no secret"},
 			{[]string{"add", "pager", "--kind", "http", "--url", b.recv.URL}, "an http target signs its bodies with a secret"},
 			{[]string{"add", "pager", "--kind", "slack", "--url", b.recv.URL, "--secret-file", b.secretAt}, "a slack target takes no secret"},
 			{[]string{"add", "pager", "--kind", "http", "--url", b.recv.URL, "--secret", b.secret}, "a secret is never taken as a flag's value"},
@@ -243,11 +249,119 @@ func TestNotificationsCLI(t *testing.T) {
 		}
 	})
 
+	// A Slack webhook URL is a credential: its path is the token.
+	slackToken := "T0/B0/" + rand.Text()
+	slackURL := b.recv.URL + "/services/" + slackToken
+	slackAt := filepath.Join(t.TempDir(), "slack-webhook.url")
+	require.NoError(t, os.WriteFile(slackAt, []byte("  "+slackURL+"\r\n"), 0o600))
+	// sent waits for the receiver's next request.
+	sent := func(t *testing.T) received {
+		t.Helper()
+		select {
+		case r := <-b.got:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("the receiver got no test notification")
+			return received{}
+		}
+	}
+
+	t.Run("AddReadsASlackURLFromAFileAndShowsItShortened", func(t *testing.T) {
+		stdout, stderr, code := cli("notifications", "add", "team", "--kind", "slack", "--url-file", slackAt)
+		require.Equal(t, 0, code, stderr)
+		require.Empty(t, stderr, "no warning: the URL came from a file")
+		require.Contains(t, stdout, "Notification target team created.")
+		require.Contains(t, stdout, "url:    "+b.recv.URL+"/…")
+
+		stdout, stderr, code = cli("notifications", "test", "team")
+		require.Equal(t, 0, code, stdout+stderr)
+		r := sent(t)
+		require.Equal(t, "/services/"+slackToken, r.path, "the delivery went to the URL the file held, whitespace dropped")
+
+		stdout, stderr, code = cli("notifications", "list")
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, b.recv.URL+"/…")
+		_, stderr, code = cli("notifications", "delete", "team")
+		require.Equal(t, 0, code, stderr)
+	})
+
+	t.Run("AddReadsTheURLFromStdin", func(t *testing.T) {
+		// A slack URL, and an http URL with its secret from a file.
+		stdout, stderr, code := cliIn(strings.NewReader(slackURL+"\n"), "notifications", "add", "team-stdin", "--kind", "slack", "--url-stdin")
+		require.Equal(t, 0, code, stderr)
+		require.Empty(t, stderr)
+		require.Contains(t, stdout, "url:    "+b.recv.URL+"/…")
+		stdout, stderr, code = cliIn(strings.NewReader(b.recv.URL+"/hook/stdin\n"), "notifications", "add", "pager-stdin", "--kind", "http",
+			"--url-stdin", "--secret-file", b.secretAt)
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, "secret: set (never shown)")
+
+		_, stderr, code = cli("notifications", "test", "pager-stdin")
+		require.Equal(t, 0, code, stderr)
+		require.Equal(t, "/hook/stdin", sent(t).path)
+		for _, name := range []string{"team-stdin", "pager-stdin"} {
+			_, stderr, code = cli("notifications", "delete", name)
+			require.Equal(t, 0, code, stderr)
+		}
+	})
+
+	t.Run("ASlackURLAsAFlagWorksWithOneWarning", func(t *testing.T) {
+		stdout, stderr, code := cli("notifications", "add", "team-flag", "--kind", "slack", "--url", b.recv.URL+"/services/T1/B1/flag")
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, "Notification target team-flag created.")
+		require.Equal(t, "sluice notifications add: warning: a Slack webhook URL is a credential, and shell history and ps keep --url's value; "+
+			"give it with --url-file FILE (or --url-stdin) instead.\n", stderr)
+		_, stderr, code = cli("notifications", "delete", "team-flag")
+		require.Equal(t, 0, code, stderr)
+
+		// An http target's URL as a flag is fine: no warning.
+		_, stderr, code = cli("notifications", "add", "pager-flag", "--kind", "http", "--url", b.recv.URL, "--secret-file", b.secretAt)
+		require.Equal(t, 0, code, stderr)
+		require.Empty(t, stderr)
+		_, stderr, code = cli("notifications", "delete", "pager-flag")
+		require.Equal(t, 0, code, stderr)
+	})
+
+	t.Run("AURLFileThatIsNotOneURLIsRefusedWithoutRepeatingIt", func(t *testing.T) {
+		dir := t.TempDir()
+		write := func(name, content string) string {
+			f := filepath.Join(dir, name)
+			require.NoError(t, os.WriteFile(f, []byte(content), 0o600))
+			return f
+		}
+		for _, tc := range []struct {
+			file, want string
+		}{
+			{filepath.Join(dir, "missing"), "read the URL: open " + filepath.Join(dir, "missing")},
+			{write("empty", " \n"), "the URL in " + filepath.Join(dir, "empty") + " is empty"},
+			{write("two-lines", slackURL+"\n"+slackURL+"\n"), "holds more than a URL"},
+			{write("spaced", "url = "+slackURL), "holds more than a URL"},
+			{write("huge", strings.Repeat(slackURL, 200)), "is longer than 4096 bytes"},
+		} {
+			_, stderr, code := cli("notifications", "add", "team", "--kind", "slack", "--url-file", tc.file)
+			require.Equal(t, 1, code, "%s: %s", tc.file, stderr)
+			require.Contains(t, stderr, tc.want, tc.file)
+		}
+		// The API's refusal of a URL read from a file repeats nothing either.
+		_, stderr, code := cli("notifications", "add", "team", "--kind", "slack", "--url-file", write("not-http", "ftp://host/"+slackToken))
+		require.Equal(t, 1, code, stderr)
+		require.Contains(t, stderr, "A target URL is an absolute http or https URL")
+		_, stderr, code = cliIn(strings.NewReader(""), "notifications", "add", "team", "--kind", "slack", "--url-stdin")
+		require.Equal(t, 1, code, stderr)
+		require.Contains(t, stderr, "the URL in stdin is empty")
+
+		stdout, stderr, code := cli("notifications", "list", "--json")
+		require.Equal(t, 0, code, stderr)
+		require.JSONEq(t, "[]", stdout, "no refused URL created a target")
+	})
+
 	t.Run("TheSecretIsInNoOutputOrLog", func(t *testing.T) {
 		require.NotEmpty(t, b.outputs)
 		for _, out := range b.outputs {
 			require.NotContains(t, out, b.secret)
+			require.NotContains(t, out, slackToken, "the slack URL read from a file or stdin")
 		}
 		require.NotContains(t, b.p.logs.String(), b.secret)
+		require.NotContains(t, b.p.logs.String(), slackToken)
 	})
 }
