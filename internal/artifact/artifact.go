@@ -117,21 +117,24 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (Info, error) {
 
 	// A quick look outside the transaction saves re-reading a large file
 	// that is already stored; ArtifactInsert below is what decides.
-	if _, err := s.Stat(ctx, info.Digest); err == nil {
-		return info, nil
+	if stored, err := s.Stat(ctx, info.Digest); err == nil {
+		return stored, nil
 	} else if !errs.Is(err, errs.NotFound) {
 		return Info{}, err
 	}
 
+	theirs := false
 	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
-		_, err := q.ArtifactInsert(ctx, &db.ArtifactInsertParams{Digest: info.Digest, Size: info.Size})
+		row, err := q.ArtifactInsert(ctx, &db.ArtifactInsertParams{Digest: info.Digest, Size: info.Size})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // stored by someone else meanwhile; their chunks are whole
+			theirs = true // stored by someone else meanwhile; their chunks are whole
+			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("insert artifact: %w", err)
 		}
+		info.CreatedAt = row.CreatedAt
 		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 			return fmt.Errorf("rewind staged artifact: %w", err)
 		}
@@ -161,6 +164,9 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (Info, error) {
 	})
 	if err != nil {
 		return Info{}, err
+	}
+	if theirs {
+		return s.Stat(ctx, info.Digest)
 	}
 	return info, nil
 }

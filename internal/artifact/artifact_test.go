@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"testing/iotest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -119,7 +120,9 @@ func TestPut(t *testing.T) {
 
 		info, err := b.store.Put(ctx, bytes.NewReader(content))
 		require.NoError(t, err)
-		require.Equal(t, artifact.Info{Digest: digestOf(content), Size: int64(len(content))}, info)
+		require.Equal(t, digestOf(content), info.Digest)
+		require.Equal(t, int64(len(content)), info.Size)
+		require.WithinDuration(t, time.Now(), info.CreatedAt, time.Minute, "Put names when it stored the artifact")
 		require.Equal(t, 4, countRows(t, b.pool, "artifact_chunk", info.Digest))
 
 		got, err := b.store.Stat(ctx, info.Digest)
