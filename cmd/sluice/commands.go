@@ -45,7 +45,7 @@ var commands = []command{
 	{[]string{"placement"}, "approve a Blueprint's placement plan", plain(runPlacement)},
 	{[]string{"rollout"}, "authorize, pause, resume, skip or roll back a rollout", plain(runRollout)},
 	{[]string{"applications"}, "every service and Blueprint with its answer", plain(runApplications)},
-	{[]string{"artifact"}, "push or get an artifact by digest", plain(runArtifact)},
+	{[]string{"artifact"}, "push, get or list the stored artifacts", plain(runArtifact)},
 	{[]string{"token"}, "create, list or revoke API tokens", plain(runToken)},
 	{[]string{"notifications"}, "list, add, delete or test notification targets; a run's deliveries", plain(runNotifications)},
 }
