@@ -13,8 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 	"testing/iotest"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
