@@ -760,8 +760,9 @@ func TestCLISync(t *testing.T) {
 func TestServeKillNineMidSyncLeavesInventoryAsItWas(t *testing.T) {
 	t.Parallel()
 
-	// A repository big enough that its first sync takes a while.
-	const units = 6000
+	// A repository big enough that its first sync is still running when
+	// the kill comes, right after the run is seen running.
+	const units = 3000
 	repo := gittest.New(t)
 	files := make(map[string]string, units)
 	for i := range units {

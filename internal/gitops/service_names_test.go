@@ -174,7 +174,7 @@ func TestServiceNames(t *testing.T) {
 		b := setupNames(t)
 		ids := map[string]uuid.UUID{gitops.DefaultSourceName: gitops.DefaultSourceID, "apps": b.src.ID}
 		wins := map[string]int{}
-		for round := range 20 {
+		for round := range 10 {
 			name := fmt.Sprintf("hello-%d", round)
 			for src, r := range b.repos {
 				r.Commit(t, name, map[string]string{"services/hello.json": serviceUnit(name, map[string]string{gitops.DefaultSourceName: "a", "apps": "b"}[src])})
