@@ -9,7 +9,7 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 15m
 # ./bin holds what the Makefile builds, Terraform too when the machine has none.
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: run test build demo-artifacts vet generate check-generated check-contract ensure-tools bench faults clean fuzz console
+.PHONY: run test build demo-artifacts vet generate check-generated check-contract ensure-tools bench bench-sync faults clean fuzz console
 
 ## run: build sluice and serve it on an embedded PostgreSQL in $(SLUICE_DATA_DIR)
 run: ensure-tools build demo-artifacts
@@ -118,10 +118,7 @@ END {
 }
 endef
 export SYNC_TABLE_AWK
-bench: ensure-tools build
-	@mkdir -p bin
-	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 3x -count $(SYNC_BENCH_COUNT) ./internal/gitops/ | tee bin/bench-sync.txt
-	@awk "$$SYNC_TABLE_AWK" bin/bench-sync.txt
+bench: ensure-tools build bench-sync
 	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 5x ./internal/gitsync/
 	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|ActionCost|Storm|Agents|ConvergeOnNode|Webhook|Sync10k)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
 	$(GO) test -run '^$$' -bench '^BenchmarkActionStart$$' -benchtime 30x ./cmd/sluice/
@@ -133,6 +130,12 @@ bench: ensure-tools build
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/services/
 	$(GO) test -run '^$$' -bench '^BenchmarkDriftCheck$$' -benchtime 10x ./internal/infra/
 	$(GO) test -run '^$$' -bench '^BenchmarkSweep100$$' -benchtime 1x ./internal/infra/
+
+## bench-sync: the sync table alone (make bench prints it first)
+bench-sync: ensure-tools
+	@mkdir -p bin
+	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 3x -count $(SYNC_BENCH_COUNT) ./internal/gitops/ | tee bin/bench-sync.txt
+	@awk "$$SYNC_TABLE_AWK" bin/bench-sync.txt
 
 ## faults: fault injection on real processes (kill -9 of serve, PostgreSQL restarts, Git
 ## failures, a secret scan), FAULT_TRIALS trials each, then one summary line per scenario
