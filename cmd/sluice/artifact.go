@@ -35,7 +35,8 @@ func runArtifact(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return artifactList(ctx, args[1:], stdout, stderr)
 	case "push":
 		if len(args) != 2 {
-			return errors.New("usage: sluice artifact push FILE")
+			fmt.Fprintln(stderr, artifactUsage)
+			return exitError{2}
 		}
 		client, err := newClient()
 		if err != nil {
@@ -59,7 +60,8 @@ func runArtifact(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	case "get":
 		if len(args) != 2 {
-			return errors.New("usage: sluice artifact get DIGEST > FILE")
+			fmt.Fprintln(stderr, artifactUsage)
+			return exitError{2}
 		}
 		client, err := newClient()
 		if err != nil {

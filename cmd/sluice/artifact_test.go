@@ -150,6 +150,8 @@ func TestArtifactCLI(t *testing.T) {
 			{[]string{"list", "extra"}, "sluice artifact list: takes no arguments"},
 			{[]string{"list", "--bogus"}, "flag provided but not defined: -bogus"},
 			{nil, "sluice artifact list [--limit N] [--all] [--json]"},
+			{[]string{"push"}, "sluice artifact push FILE"},
+			{[]string{"get", "sha256:" + strings.Repeat("0", 64), "extra"}, "sluice artifact get DIGEST > FILE"},
 		} {
 			stdout, stderr, code := cli(tc.args...)
 			require.Equal(t, 2, code, "%v: %s%s", tc.args, stdout, stderr)

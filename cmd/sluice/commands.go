@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -105,10 +107,28 @@ func rootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 				SilenceErrors:      true,
 				SilenceUsage:       true,
 				RunE: func(c *cobra.Command, args []string) error {
-					return run(ctx, name, args, stdout, stderr)
+					return flagExit(run(ctx, name, args, stdout, stderr))
 				},
 			})
 		}
 	}
 	return root
+}
+
+// flagExit turns an error of the flag package into exit 2. The flag
+// package has already printed it and the command's flags (it fails each
+// FlagSet that way), so main must not print it again as a failure of the
+// command itself. The flag package words its errors but gives them no type;
+// these are its words.
+func flagExit(err error) error {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	msg := err.Error()
+	for _, p := range []string{"flag provided but not defined: ", "flag needs an argument: ", "bad flag syntax: ", "invalid value ", "invalid boolean value ", "invalid boolean flag "} {
+		if strings.HasPrefix(msg, p) {
+			return exitError{2}
+		}
+	}
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,6 +24,17 @@ func TestCommands(t *testing.T) {
 		_, stderr, err := run("convrge", "web")
 		require.Equal(t, exitError{2}, err)
 		require.Contains(t, stderr, `unknown command "convrge"; did you mean converge?`)
+	})
+
+	t.Run("AnUnknownFlagIsSaidOnceAndExits2", func(t *testing.T) {
+		t.Parallel()
+		for _, args := range [][]string{{"token", "list", "--bogus"}, {"nodes", "--bogus"}, {"journal", "--limit", "many"}} {
+			_, stderr, err := run(args...)
+			require.Equal(t, exitError{2}, err, "%v: %s", args, stderr)
+			require.NotEmpty(t, stderr, args)
+			first, _, _ := strings.Cut(stderr, "\n")
+			require.Equal(t, 1, strings.Count(stderr, first), "%v: the error is printed more than once: %s", args, stderr)
+		}
 	})
 
 	t.Run("HelpIsTheOverviewAndExits0", func(t *testing.T) {
