@@ -5,7 +5,6 @@ package portfolio
 
 import (
 	"context"
-	"fmt"
 	"sort"
 
 	"sluice/internal/blueprint"
@@ -52,17 +51,13 @@ type Service struct {
 func (s *Service) Get(ctx context.Context) (*Portfolio, error) {
 	out := &Portfolio{Applications: []Application{}, Attention: []Application{}}
 	if s.Services != nil {
-		views, err := s.Services.List(ctx)
+		statuses, err := s.Services.Statuses(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list services: %w", err)
+			return nil, err
 		}
-		for _, v := range views {
-			st, err := s.Services.GetStatus(ctx, v.Unit.Name)
-			if err != nil {
-				return nil, fmt.Errorf("status of service %s: %w", v.Unit.Name, err)
-			}
+		for _, st := range statuses {
 			a := st.Answer
-			out.Applications = append(out.Applications, Application{Kind: KindService, Name: v.Unit.Name, Stage: a.Stage, State: a.State,
+			out.Applications = append(out.Applications, Application{Kind: KindService, Name: st.Service, Stage: a.Stage, State: a.State,
 				Tone: a.Tone, Reason: a.Reason, Action: a.Action, Others: a.Others, Partial: a.Partial})
 		}
 	}

@@ -181,6 +181,39 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.statusOf(ctx, v, nil)
+}
+
+// Statuses answers the status of every active service, as GetStatus does
+// one's, from one read of the services and one of each source's status.
+func (s *Service) Statuses(ctx context.Context) ([]*Status, error) {
+	views, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sources := make(map[uuid.UUID]*gitops.SourceStatus)
+	out := make([]*Status, 0, len(views))
+	for _, v := range views {
+		src, ok := sources[v.Unit.SourceID]
+		if !ok {
+			if src, err = s.GitOps.GetSourceStatus(ctx, v.Unit.SourceID.String()); err != nil {
+				return nil, err
+			}
+			sources[v.Unit.SourceID] = src
+		}
+		st, err := s.statusOf(ctx, v, src)
+		if err != nil {
+			return nil, fmt.Errorf("status of service %s: %w", v.Unit.Name, err)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// statusOf answers the status of the service v shows; src is the status of
+// its source, read here when nil.
+func (s *Service) statusOf(ctx context.Context, v *View, src *gitops.SourceStatus) (*Status, error) {
+	name := v.Unit.Name
 	q := db.New(s.Pool)
 	st := &Status{Service: name}
 	ev := &st.Evidence
@@ -196,9 +229,11 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 	}
 
 	// Source: the state of the unit's source.
-	src, err := s.GitOps.GetSourceStatus(ctx, v.Unit.SourceID.String())
-	if err != nil {
-		return nil, err
+	if src == nil {
+		var err error
+		if src, err = s.GitOps.GetSourceStatus(ctx, v.Unit.SourceID.String()); err != nil {
+			return nil, err
+		}
 	}
 	srcStage := StatusStage{Name: "source", State: string(src.Answer.State), Tone: src.Answer.Tone}
 	if src.Answer.State.Blocks() {

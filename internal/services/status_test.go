@@ -28,6 +28,11 @@ func (b *testBundle) status(t *testing.T) *services.Status {
 	t.Helper()
 	st, err := b.svc.GetStatus(b.ctx, "hello")
 	require.NoError(t, err)
+	// The portfolio's read of every service answers the same.
+	all, err := b.svc.Statuses(b.ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	require.Equal(t, st, all[0])
 	return st
 }
 
