@@ -1007,7 +1007,7 @@ func TestServeSyncAcrossPostgresRestart(t *testing.T) {
 		require.NoError(t, json.Unmarshal(body, &final))
 		return final.State != "running" && final.State != "queued"
 	}, 30*time.Second, 100*time.Millisecond)
-	require.Equal(t, "succeeded", final.State, "error: %v", final.Error)
+	require.Equal(t, "succeeded", final.State, "error: %s", deref(final.Error))
 
 	// And sync works on: the inventory catches up completely.
 	require.Eventually(t, func() bool {

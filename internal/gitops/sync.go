@@ -243,7 +243,14 @@ type Result struct {
 // Sync is the sync action's body: it runs in the worker, outside any
 // transaction, and returns the inventory changes as the outcome's ApplyTx.
 func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) (*journal.Outcome, error) {
-	src, err := db.New(s.Pool).SourceGet(ctx, args.SourceID)
+	// The reads before the fetch wait out a PostgreSQL restart, as the
+	// receipt's transaction does: a sync that starts as the database goes
+	// away is late, not failed.
+	var src *db.Source
+	err := journal.RetryTransient(ctx, func() (err error) {
+		src, err = db.New(s.Pool).SourceGet(ctx, args.SourceID)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("load source %s: %w", args.SourceID, err)
 	}
@@ -263,8 +270,11 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	}
 	// The files the last sync found invalid are read again although
 	// unchanged (see lastInvalid), from the new commit like the changed ones.
-	again, err := s.lastInvalid(ctx, src, since)
-	if err != nil {
+	var again []string
+	if err := journal.RetryTransient(ctx, func() (err error) {
+		again, err = s.lastInvalid(ctx, src, since)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	activeBefore := countActive(ctx, db.New(s.Pool), src.ID)
@@ -483,7 +493,11 @@ func countActive(ctx context.Context, q *db.Queries, id uuid.UUID) func() (int, 
 	}
 	ch := make(chan count, 1)
 	go func() {
-		n, err := activeUnits(ctx, q, id)
+		var n int
+		err := journal.RetryTransient(ctx, func() (err error) {
+			n, err = activeUnits(ctx, q, id)
+			return err
+		})
 		ch <- count{n, err}
 	}()
 	var once sync.Once

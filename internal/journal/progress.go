@@ -62,7 +62,7 @@ func (p *Progress) append(ctx context.Context, level, msg string, data any) {
 	arg := &db.JournalEventAppendParams{RunID: p.run.ID, Level: level, Message: p.j.redactor.String(msg), Data: raw}
 	rctx, cancel := context.WithTimeout(ctx, appendRetry)
 	defer cancel()
-	err := retryTransient(rctx, func() error {
+	err := RetryTransient(rctx, func() error {
 		_, err := db.New(p.j.pool).JournalEventAppend(rctx, arg)
 		return err
 	})

@@ -346,12 +346,12 @@ func (j *Journal) finish(ctx context.Context, jobID int64, complete func(context
 		})
 	}
 
-	if err := retryTransient(fctx, func() error { return write(true, state, msg, errText) }); err != nil {
+	if err := RetryTransient(fctx, func() error { return write(true, state, msg, errText) }); err != nil {
 		// The outcome could not be recorded with the action's changes. Record
 		// the failure alone, so the receipt says so, and let River retry.
 		j.logger.Error("record outcome", "run_id", run.ID, "err", j.redactor.Error(err))
 		failText := "The action ran, but recording its outcome failed: " + j.redactor.String(err.Error())
-		if err2 := retryTransient(fctx, func() error { return write(false, StateFailed, "failed: "+failText, failText) }); err2 != nil {
+		if err2 := RetryTransient(fctx, func() error { return write(false, StateFailed, "failed: "+failText, failText) }); err2 != nil {
 			// The database is unreachable: the run stays running until Recover
 			// finds its liveness lock free and marks it unknown.
 			return j.redactor.Error(fmt.Errorf("record outcome: %w", errors.Join(err, err2)))
@@ -439,11 +439,12 @@ func completeTx[T river.JobArgs](ctx context.Context, tx pgx.Tx, job *river.Job[
 	return nil
 }
 
-// retryTransient runs fn until it succeeds, fails for a reason other than
+// RetryTransient runs fn until it succeeds, fails for a reason other than
 // the database being unreachable, or ctx ends. An action that did its work
 // while PostgreSQL restarted still gets its receipt, instead of being left
-// running for Recover to call unknown.
-func retryTransient(ctx context.Context, fn func() error) error {
+// running for Recover to call unknown; an action's own reads (fn must be
+// safe to run again) wait out a restart the same way.
+func RetryTransient(ctx context.Context, fn func() error) error {
 	for {
 		err := fn()
 		if err == nil || !isTransient(err) {
