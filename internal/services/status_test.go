@@ -28,12 +28,18 @@ func (b *testBundle) status(t *testing.T) *services.Status {
 	t.Helper()
 	st, err := b.svc.GetStatus(b.ctx, "hello")
 	require.NoError(t, err)
-	// The portfolio's read of every service answers the same.
+	return st
+}
+
+// requireStatusesAgree checks that the portfolio's read of every service
+// answers what GetStatus does; call it where nothing is moving.
+func (b *testBundle) requireStatusesAgree(t *testing.T) {
+	t.Helper()
+	st := b.status(t)
 	all, err := b.svc.Statuses(b.ctx)
 	require.NoError(t, err)
 	require.Len(t, all, 1)
 	require.Equal(t, st, all[0])
-	return st
 }
 
 func (b *testBundle) driftCheck(t *testing.T) (*db.JournalRun, *services.Drift) {
@@ -89,6 +95,7 @@ func TestServiceStatus(t *testing.T) {
 
 		st := b.status(t)
 		require.Equal(t, "Never applied", st.Answer.State)
+		b.requireStatusesAgree(t)
 		require.Equal(t, "sluice converge hello", st.Answer.Action)
 		require.Equal(t, map[string]string{"source": "Accepted", "artifact": "Unverified", "runtime": "Never applied"}, stages(st))
 
@@ -101,6 +108,7 @@ func TestServiceStatus(t *testing.T) {
 
 		st = b.status(t)
 		require.Equal(t, "Running", st.Answer.State, "%+v", st.Answer)
+		b.requireStatusesAgree(t)
 		require.Equal(t, "runtime", st.Answer.Stage)
 		require.Empty(t, st.Answer.Action)
 		require.Zero(t, st.Answer.Others)
