@@ -1,5 +1,5 @@
 import { api } from "./api.ts";
-import { Action, Answer, Digest, List, Loading, Page, PathRow, ReasonAction, ToneBadge, useLoad, When } from "./ui.tsx";
+import { Action, Answer, Digest, List, Loading, NotProven, Page, PathRow, ReasonAction, ToneBadge, useLoad, When } from "./ui.tsx";
 
 export function Blueprint(props: { name: string }) {
   const name = props.name;
@@ -26,12 +26,7 @@ export function Blueprint(props: { name: string }) {
               ) : (
                 <p class="muted">none</p>
               )}
-              <h3>Not proven</h3>
-              {b.status.evidence.unproven.length ? (
-                <ul>{b.status.evidence.unproven.map((x) => <li key={x}>{x}</li>)}</ul>
-              ) : (
-                <p class="muted">nothing</p>
-              )}
+              <NotProven items={b.status.evidence.unproven} />
             </details>
 
             <h2>Nodes</h2>

@@ -1,6 +1,6 @@
 import { useState } from "preact/hooks";
 import { api } from "./api.ts";
-import { Action, Answer, Digest, Loading, Page, PathRow, RunState, useLoad, When } from "./ui.tsx";
+import { Action, Answer, Digest, Loading, NotProven, Page, PathRow, RunState, Settled, useLoad, When } from "./ui.tsx";
 import { allows } from "./session.ts";
 
 // bytes is a size for people: 1.2 MB.
@@ -49,30 +49,14 @@ export function Service(props: { name: string }) {
               ) : (
                 <p class="muted">none</p>
               )}
-              <h3>Settled</h3>
-              {s.evidence.settled.length ? (
-                <ul>
-                  {s.evidence.settled.map((x) => (
-                    <li key={x.stage}>
-                      {x.stage}: {x.state} — {x.proof}
-                    </li>
-                  ))}
-                </ul>
-              ) : (
-                <p class="muted">none</p>
-              )}
+              <Settled settled={s.evidence.settled} />
               {s.evidence.inProgress.length ? (
                 <>
                   <h3>In progress</h3>
                   <ul>{s.evidence.inProgress.map((x) => <li key={x}>{x}</li>)}</ul>
                 </>
               ) : null}
-              <h3>Not proven</h3>
-              {s.evidence.unproven.length ? (
-                <ul>{s.evidence.unproven.map((x) => <li key={x}>{x}</li>)}</ul>
-              ) : (
-                <p class="muted">nothing</p>
-              )}
+              <NotProven items={s.evidence.unproven} />
               {s.evidence.lastCheck ? (
                 <>
                   <h3>Last drift check</h3>

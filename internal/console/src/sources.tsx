@@ -1,5 +1,5 @@
 import { api } from "./api.ts";
-import { Action, Answer, List, Loading, Page, PathRow, ToneBadge, useLoad, When } from "./ui.tsx";
+import { Action, Answer, List, Loading, NotProven, Page, PathRow, Settled, ToneBadge, useLoad, When } from "./ui.tsx";
 
 export function Sources() {
   const l = useLoad(() => api.GET("/api/v1/sources"), []);
@@ -69,20 +69,8 @@ export function Source(props: { id: string }) {
               ) : (
                 <p class="muted">none</p>
               )}
-              <h3>Settled</h3>
-              {s.evidence.settled.length ? (
-                <ul>
-                  {s.evidence.settled.map((x) => (
-                    <li key={x.stage}>
-                      {x.stage}: {x.state} — {x.proof}
-                    </li>
-                  ))}
-                </ul>
-              ) : (
-                <p class="muted">none</p>
-              )}
-              <h3>Not proven</h3>
-              {s.evidence.unproven.length ? <ul>{s.evidence.unproven.map((x) => <li key={x}>{x}</li>)}</ul> : <p class="muted">nothing</p>}
+              <Settled settled={s.evidence.settled} />
+              <NotProven items={s.evidence.unproven} />
             </details>
           </>
         )}

@@ -303,3 +303,33 @@ export function List(props: { items: string[]; empty?: string }) {
   if (!props.items.length) return <span class="muted">{props.empty ?? "none"}</span>;
   return <span>{props.items.join(", ")}</span>;
 }
+
+// Settled lists the stages an answer proved settled, with each one's proof.
+export function Settled(props: { settled: Array<{ stage: string; state: string; proof: string }> }) {
+  return (
+    <>
+      <h3>Settled</h3>
+      {props.settled.length ? (
+        <ul>
+          {props.settled.map((x) => (
+            <li key={x.stage}>
+              {x.stage}: {x.state} — {x.proof}
+            </li>
+          ))}
+        </ul>
+      ) : (
+        <p class="muted">none</p>
+      )}
+    </>
+  );
+}
+
+// NotProven lists what an answer could not prove: "partial" evidence.
+export function NotProven(props: { items: string[] }) {
+  return (
+    <>
+      <h3>Not proven</h3>
+      {props.items.length ? <ul>{props.items.map((x) => <li key={x}>{x}</li>)}</ul> : <p class="muted">nothing</p>}
+    </>
+  );
+}
