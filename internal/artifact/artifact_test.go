@@ -16,6 +16,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -142,6 +143,39 @@ func TestPut(t *testing.T) {
 		entries, err := os.ReadDir(b.store.CacheDir)
 		require.NoError(t, err)
 		require.Empty(t, entries, "Put removes its staging file")
+	})
+
+	t.Run("ChunksAreCompressedWithLZ4WhereTheServerHasIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		// Compressible, as an executable is: PostgreSQL compresses it.
+		content := bytes.Repeat([]byte("sluice artifact chunk "), artifact.ChunkSize/11)
+		info, err := b.store.Put(ctx, bytes.NewReader(content))
+		require.NoError(t, err)
+
+		var supported bool
+		require.NoError(t, b.pool.QueryRow(ctx,
+			`SELECT EXISTS (SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals))`).Scan(&supported))
+		want := "pglz"
+		if supported {
+			want = "lz4"
+		}
+		rows, err := b.pool.Query(ctx, `SELECT pg_column_compression(data) FROM artifact_chunk WHERE digest = $1`, info.Digest)
+		require.NoError(t, err)
+		methods, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.Len(t, methods, 2)
+		for _, m := range methods {
+			require.Equal(t, want, m)
+		}
+
+		rc, err := b.store.Open(ctx, info.Digest)
+		require.NoError(t, err)
+		read, err := io.ReadAll(rc)
+		require.NoError(t, err)
+		require.NoError(t, rc.Close())
+		require.True(t, bytes.Equal(content, read))
 	})
 
 	t.Run("ExactChunkMultipleAndEmptyFileRoundTrip", func(t *testing.T) {
