@@ -41,7 +41,7 @@ func helloBuild(t testing.TB, version string) string {
 		return p
 	}
 	out := filepath.Join(filepath.Dir(sluiceBin), "hello-"+version)
-	ldflags := "-X main.version=" + version
+	ldflags := "-s -w -X main.version=" + version // stripped: a third less to store and read
 	if version == "bad" {
 		ldflags += " -X main.exitCode=3"
 	}

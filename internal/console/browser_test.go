@@ -73,7 +73,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// The example's hello service, built and pinned by its digest, on a port
 	// of its own, so that Converge has something to start.
 	hello := filepath.Join(dir, "hello")
-	out, err = exec.Command("go", "build", "-trimpath", "-o", hello, "sluice/cmd/hello").CombinedOutput()
+	out, err = exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", hello, "sluice/cmd/hello").CombinedOutput()
 	require.NoError(t, err, "build hello: %s", out)
 	helloBytes, err := os.ReadFile(hello)
 	require.NoError(t, err)
