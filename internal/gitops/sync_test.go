@@ -524,7 +524,7 @@ func TestSyncWorkingTree(t *testing.T) {
 		require.Equal(t, "apps/web.json", b.unit(t, "apps/web.json").Path)
 	})
 
-	t.Run("LocalEditOfTrackedFileIsOverwritten", func(t *testing.T) {
+	t.Run("LocalEditOfTrackedFileIsNeverReadAndIsOverwritten", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.Commit(t, "one", base)
@@ -532,23 +532,22 @@ func TestSyncWorkingTree(t *testing.T) {
 		web := filepath.Join(b.configRoot, "apps", "web.json")
 		edit := svcUnit("web", "evil:666")
 
-		// The next commit does not touch the edited file.
+		// The next commit does not touch the edited file: units come from
+		// Git's objects, so the edit changes nothing, and it waits for the
+		// working tree's next verification (gitsync.Opts.VerifyEvery).
 		require.NoError(t, os.WriteFile(web, []byte(edit), 0o644))
 		b.Commit(t, "two", map[string]string{"apps/db.json": svcUnit("db", "pg:16")})
 		res := b.sync(t, false)
 		require.Equal(t, []string{"apps/db.json"}, res.Created)
 		require.Empty(t, res.Updated)
-		got, err := os.ReadFile(web)
-		require.NoError(t, err)
-		require.Equal(t, base["apps/web.json"], string(got))
 		require.Equal(t, hashOf(t, base["apps/web.json"]), b.unit(t, "apps/web.json").ContentHash)
 
-		// A full sync reads the tree after restoring it, never the edit.
-		require.NoError(t, os.WriteFile(web, []byte(edit), 0o644))
+		// A full sync verifies the tree, restoring the file, and reads
+		// Git's objects, never the edit.
 		res = b.sync(t, true)
 		require.Empty(t, res.Updated)
 		require.Equal(t, 3, res.Unchanged)
-		got, err = os.ReadFile(web)
+		got, err := os.ReadFile(web)
 		require.NoError(t, err)
 		require.Equal(t, base["apps/web.json"], string(got))
 		require.Equal(t, hashOf(t, base["apps/web.json"]), b.unit(t, "apps/web.json").ContentHash)

@@ -35,6 +35,7 @@ type checkoutResult struct {
 	written, removed int  // working tree paths written and removed
 	restored         int  // of those, tracked paths that local edits had changed
 	reconciled       bool // every tracked path was compared, not just the diff
+	verified         bool // every tracked file was checked for local edits
 
 	// kept holds the content of the regular files written that the
 	// caller's read func picked, by path, so that they are not read twice.
@@ -51,9 +52,12 @@ type checkoutResult struct {
 // (an earlier one stopped half way) or no usable index or HEAD reconciles:
 // it compares every path of the index and of the trees involved.
 //
-// scan is the stat pass started before the fetch (see startScan); nil starts
-// one here.
-func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.Commit, read func(string) bool, scan *scan) (*checkoutResult, error) {
+// scan is the index read (and the stat pass, when verify) started before
+// the fetch (see startScan); nil starts one here, or none at all when the
+// branch is already at to, no checkout was left half way and verify is
+// false: then the refs are the proof that the working tree holds to, and
+// checkout reads no index and no file.
+func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.Commit, read func(string) bool, scan *scan, verify bool) (*checkoutResult, error) {
 	gitDir := filepath.Join(m.dir, git.GitDirName)
 	co := &checkoutResult{}
 
@@ -90,8 +94,14 @@ func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.
 	if err != nil {
 		return nil, err
 	}
+	branchRef := plumbing.NewBranchReferenceName(m.branch)
 	if scan == nil {
-		scan = m.startScan(repo)
+		if !verify && !hasPending && fromTree != nil && co.from == to.Hash &&
+			head.Type() == plumbing.SymbolicReference && head.Target() == branchRef {
+			co.changes = []treeChange{}
+			return co, nil
+		}
+		scan = m.startScan(repo, verify || hasPending)
 	}
 	idx, states, err := scan.wait()
 	indexLost := err != nil
@@ -99,6 +109,14 @@ func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.
 		m.logger.WarnContext(ctx, "index unreadable; reconciling every path", "error", m.redactor.String(err.Error()))
 	}
 	co.reconciled = fromTree == nil || hasPending || indexLost
+	if co.reconciled && !indexLost && !scan.verified {
+		// A reconcile trusts no index entry it has not checked.
+		scan = m.startScan(repo, true)
+		if idx, states, err = scan.wait(); err != nil {
+			indexLost = true
+			m.logger.WarnContext(ctx, "index unreadable; reconciling every path", "error", m.redactor.String(err.Error()))
+		}
+	}
 
 	// want holds the target entry of every candidate path it knows; a
 	// candidate missing from it is looked up in toTree.
@@ -178,7 +196,6 @@ func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.
 		}
 	}
 
-	branchRef := plumbing.NewBranchReferenceName(m.branch)
 	if len(writes)+len(removes) > 0 {
 		if err := writePending(gitDir, to.Hash); err != nil {
 			return nil, err
@@ -235,26 +252,56 @@ func (m *Mirror) checkout(ctx context.Context, repo *git.Repository, to *object.
 			return nil, fmt.Errorf("remove %s: %w", pendingName, err)
 		}
 	}
+	co.verified = scan.verified
+	if co.verified {
+		markVerified(gitDir)
+	}
 	return co, nil
+}
+
+// verifiedName, in .git, is touched when a checkout compared every tracked
+// file with the commit; its modification time is when (see verifyDue).
+const verifiedName = "sluice-verified"
+
+// verifyDue reports whether the working tree in gitDir was last verified
+// longer than every ago, or never.
+func verifyDue(gitDir string, every time.Duration) bool {
+	if every < 0 {
+		return true
+	}
+	fi, err := os.Stat(filepath.Join(gitDir, verifiedName))
+	return err != nil || time.Since(fi.ModTime()) >= every
+}
+
+// markVerified records that the working tree was just verified. A failure
+// only makes the next sync verify again.
+func markVerified(gitDir string) {
+	name := filepath.Join(gitDir, verifiedName)
+	now := time.Now()
+	if err := os.Chtimes(name, now, now); err != nil {
+		_ = os.WriteFile(name, nil, 0o644)
+	}
 }
 
 // scan is the index and the stat pass over it, run on goroutines of their
 // own: neither depends on what a fetch brings, so a sync starts them before
 // it fetches, and the fetch's wait on the remote hides them.
 type scan struct {
-	done   chan struct{}
-	idx    *index.Index
-	states []entryState
-	err    error // the index could not be read; idx is then empty
+	done     chan struct{}
+	verified bool // the stat pass ran: states says which files were edited
+	idx      *index.Index
+	states   []entryState
+	err      error // the index could not be read; idx is then empty
 }
 
-// startScan reads the index and starts the stat pass: a tracked file whose
-// size, mtime, mode or inode no longer matches its index entry, or whose
-// entry is too recent to trust (written in the same clock tick as the
-// index), is hashed; a changed or missing one is entryDirty, an unchanged
-// one gets fresh stat data (entryRefreshed).
-func (m *Mirror) startScan(repo *git.Repository) *scan {
-	sc := &scan{done: make(chan struct{})}
+// startScan reads the index and, when verify is set, starts the stat pass:
+// a tracked file whose size, mtime, mode or inode no longer matches its
+// index entry, or whose entry is too recent to trust (written in the same
+// clock tick as the index), is hashed; a changed or missing one is
+// entryDirty, an unchanged one gets fresh stat data (entryRefreshed).
+// Without verify, every entry is taken as clean.
+func (m *Mirror) startScan(repo *git.Repository, verify bool) *scan {
+	sc := &scan{done: make(chan struct{}), verified: verify}
 	go func() {
 		defer close(sc.done)
 		idx, err := readIndex(filepath.Join(m.dir, git.GitDirName))
@@ -265,9 +312,13 @@ func (m *Mirror) startScan(repo *git.Repository) *scan {
 			sc.idx, sc.err = &index.Index{Version: 2}, err
 			return
 		}
+		states := make([]entryState, len(idx.Entries))
+		if !verify {
+			sc.idx, sc.states = idx, states
+			return
+		}
 		dirs, closeDirs := m.openDirs(idx.Entries)
 		defer closeDirs()
-		states := make([]entryState, len(idx.Entries))
 		parallel(len(idx.Entries), func(i int) {
 			if e := idx.Entries[i]; e.Stage == 0 && e.Mode != filemode.Submodule {
 				states[i] = m.statEntry(e, idx.ModTime, dirs[path.Dir(e.Name)])

@@ -59,7 +59,18 @@ type Opts struct {
 	// to Remote's, untracked files stay. The caller sets it when the operator
 	// changed the repository. Default false: such a checkout is refused.
 	AdoptRemote bool
+	// VerifyEvery is how often a sync compares every tracked file of the
+	// working tree with the commit and restores what was edited or removed
+	// by hand; between two verifications a sync reads only what changed.
+	// Sluice reads units and Terraform modules from Git's objects, never
+	// from the working tree, so an edit there changes nothing it does until
+	// it is restored. Default DefaultVerifyEvery; negative: every sync. A
+	// full sync (Since "") always verifies.
+	VerifyEvery time.Duration
 }
+
+// DefaultVerifyEvery is Opts.VerifyEvery's default.
+const DefaultVerifyEvery = 10 * time.Minute
 
 // Mirror keeps one working tree equal to one branch of one remote.
 type Mirror struct {
@@ -69,6 +80,8 @@ type Mirror struct {
 	redactor *redact.Redactor
 	logger   *slog.Logger
 	adopt    bool
+	// verifyEvery is Opts.VerifyEvery with its default applied.
+	verifyEvery time.Duration
 
 	mu sync.Mutex // serializes Syncs of this Mirror; the flock serializes processes
 }
@@ -113,6 +126,8 @@ func New(opts Opts) (*Mirror, error) {
 		redactor: r,
 		logger:   logger.With("component", "gitsync"),
 		adopt:    opts.AdoptRemote,
+
+		verifyEvery: cmp.Or(opts.VerifyEvery, DefaultVerifyEvery),
 	}, nil
 }
 
@@ -178,8 +193,11 @@ type Change struct {
 // Sync makes the working tree match origin/<branch>. It clones when Dir is
 // absent or empty; otherwise it fetches with a force refspec, so that a
 // force-pushed branch is followed, and checks out the tracked paths that
-// differ. Untracked paths are left alone; a local edit of a tracked file is
-// overwritten, and a file deleted by the new commit is removed.
+// differ. Untracked paths are left alone, and a file deleted by the new
+// commit is removed. A local edit of a tracked file is overwritten when the
+// working tree is next verified (see Opts.VerifyEvery), or at once when the
+// new commit changes that file. A sync that finds the branch where it was,
+// between verifications, compares refs and reads no file and no index.
 //
 // since is the commit the caller last synced: Changed is the diff between it
 // and the new commit, computed by comparing the two trees, so its cost
@@ -238,8 +256,21 @@ func (m *Mirror) pull(ctx context.Context, repo *git.Repository, opts SyncOpts) 
 	if err := m.configure(repo); err != nil {
 		return nil, err
 	}
-	sc := m.startScan(repo)
-	defer sc.wait() // its goroutines read the working tree under the sync lock
+	// The working tree is verified (every tracked file compared with the
+	// index, local edits restored) on a full sync, after a checkout left
+	// half way, and when the last verification is older than VerifyEvery.
+	// Otherwise a sync reads no file: one that finds the branch where it was
+	// compares refs and stops, and one that moves writes only the diff.
+	gitDir := filepath.Join(m.dir, git.GitDirName)
+	verify := since == "" || verifyDue(gitDir, m.verifyEvery)
+	if !verify {
+		_, verify, _ = readPending(gitDir) // an unreadable marker is read again by checkout
+	}
+	var sc *scan
+	if verify {
+		sc = m.startScan(repo, true)
+		defer sc.wait() // its goroutines read the working tree under the sync lock
+	}
 	err := repo.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: git.DefaultRemoteName,
 		RefSpecs:   []config.RefSpec{m.refSpec()},
@@ -260,7 +291,7 @@ func (m *Mirror) pull(ctx context.Context, repo *git.Repository, opts SyncOpts) 
 		return nil, fmt.Errorf("read fetched commit %s: %w", ref.Hash(), err)
 	}
 
-	co, err := m.checkout(ctx, repo, commit, opts.Read, sc)
+	co, err := m.checkout(ctx, repo, commit, opts.Read, sc, verify)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +355,7 @@ func (m *Mirror) pull(ctx context.Context, repo *git.Repository, opts SyncOpts) 
 	}
 	m.logger.DebugContext(ctx, "synced",
 		"commit", res.Commit, "from", co.from.String(), "full", res.Full, "changed", len(res.Changed),
-		"written", co.written, "removed", co.removed, "restored", co.restored, "reconciled", co.reconciled,
+		"written", co.written, "removed", co.removed, "restored", co.restored, "reconciled", co.reconciled, "verified", co.verified,
 		"fetch_ms", fetched.Sub(begin).Milliseconds(), "checkout_ms", checkedOut.Sub(fetched).Milliseconds(),
 		"total_ms", time.Since(begin).Milliseconds())
 	return res, nil
