@@ -322,7 +322,9 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	}
 	plan.units, plan.invalid = unit.ParseFiles(identitySpace(src), unitFiles(gr.Files))
 	plan.units, plan.invalid = checkServices(plan.units, plan.invalid)
-	p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(begin).Round(time.Millisecond)), nil)
+	if gr.Full || len(gr.Files) > 0 {
+		p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(begin).Round(time.Millisecond)), nil)
+	}
 	// One event per invalid file, as the receipt's sample: thousands of
 	// them would be thousands of rows for every follower to read.
 	for i, inv := range plan.invalid {
@@ -623,6 +625,7 @@ func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
 		atPaths, byIDs []*db.Unit
 		err            error
 	)
+	// A sync that found nothing changed asks for no rows at all.
 	if p.changed == nil {
 		atPaths, err = q.UnitListBySource(ctx, p.source.ID)
 	} else {
@@ -634,9 +637,11 @@ func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
 				paths = append(paths, path)
 			}
 		}
-		atPaths, err = q.UnitListBySourceAndPaths(ctx, &db.UnitListBySourceAndPathsParams{SourceID: p.source.ID, Paths: paths})
+		if len(paths) > 0 {
+			atPaths, err = q.UnitListBySourceAndPaths(ctx, &db.UnitListBySourceAndPathsParams{SourceID: p.source.ID, Paths: paths})
+		}
 	}
-	if err == nil {
+	if err == nil && len(ids) > 0 {
 		byIDs, err = q.UnitListByIDs(ctx, ids)
 	}
 	rows := dedupe(append(atPaths, byIDs...))
@@ -768,6 +773,20 @@ func (p *plan) goesStale(r *db.Unit, seen map[uuid.UUID]bool, invalidPaths map[s
 // out again, which now finds that holder and lists the file invalid, so the
 // conflict does not fail the sync.
 func (p *plan) writeChangeTx(ctx context.Context, tx pgx.Tx, cur *db.Source, check func(*change) error) (*change, error) {
+	if len(p.units) == 0 {
+		// No unit to write claims no name: nothing to retry, so no savepoint.
+		c, err := p.changeTx(ctx, db.New(tx))
+		if err == nil && check != nil {
+			err = check(c)
+		}
+		if err == nil {
+			err = p.writeTx(ctx, tx, cur, c)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
 		var c *change
