@@ -142,7 +142,7 @@ bench: ensure-tools build bench-sync
 ## bench-sync: the sync table alone (make bench prints it first)
 bench-sync: ensure-tools
 	@mkdir -p bin
-	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 3x -count $(SYNC_BENCH_COUNT) ./internal/gitops/ | tee bin/bench-sync.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 5x -count $(SYNC_BENCH_COUNT) ./internal/gitops/ | tee bin/bench-sync.txt
 	@awk "$$SYNC_TABLE_AWK" bin/bench-sync.txt
 
 ## faults: fault injection on real processes (kill -9 of serve, PostgreSQL restarts, Git

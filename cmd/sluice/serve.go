@@ -173,13 +173,10 @@ func newControlPlane(ctx context.Context, cfg *ServeConfig, logger *slog.Logger,
 		Queues:       queues,
 		Workers:      workers,
 		PeriodicJobs: periodic,
-		// River sends at most one insert notification per queue per
-		// FetchCooldown and otherwise waits for the poll: with the defaults
-		// (100 ms, 1 s) an action asked right after another waited up to a
-		// second, and so did a service action snoozed for its turn. A poll is
-		// one cheap query per queue.
-		FetchCooldown:     20 * time.Millisecond,
-		FetchPollInterval: 200 * time.Millisecond,
+		// See journal.FetchCooldown: River's defaults made an action wait
+		// up to a second for its pickup.
+		FetchCooldown:     journal.FetchCooldown,
+		FetchPollInterval: journal.FetchPollInterval,
 		Logger:            riverLogger(logger),
 		// Each worker sets its own Timeout; this catches one that forgets.
 		JobTimeout: 10 * time.Minute,

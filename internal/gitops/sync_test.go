@@ -52,9 +52,10 @@ type setupOpts struct {
 	noStart bool          // leave the River client stopped, so jobs stay queued
 	// noSettings skips configuring the bare repository as the source.
 	noSettings bool
-	// notify wakes journal followers by LISTEN/NOTIFY, as serve does,
-	// instead of their polling every 20 ms: benchmarks time a run to its end.
-	notify bool
+	// likeServe wakes journal followers by LISTEN/NOTIFY instead of their
+	// polling every 20 ms, and fetches River jobs with serve's settings
+	// (journal.FetchCooldown): benchmarks time a run as serve would run it.
+	likeServe bool
 }
 
 func setup(t testing.TB, opts setupOpts) *testBundle {
@@ -67,7 +68,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	red := &redact.Redactor{}
 	j := journal.New(pool, nil, red)
 	j.PollInterval = 20 * time.Millisecond
-	if opts.notify {
+	if opts.likeServe {
 		j.Notifier = journal.NewNotifier(pool, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		go j.Notifier.Run(ctx)
@@ -78,14 +79,18 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	svc.Secrets = newBox(t)
 	workers := river.NewWorkers()
 	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: svc})
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+	cfg := &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
 		Workers:           workers,
 		FetchCooldown:     10 * time.Millisecond,
 		FetchPollInterval: 20 * time.Millisecond,
 		Logger:            slog.New(slog.DiscardHandler),
 		TestOnly:          true,
-	})
+	}
+	if opts.likeServe {
+		cfg.FetchCooldown, cfg.FetchPollInterval = journal.FetchCooldown, journal.FetchPollInterval
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
 	require.NoError(t, err)
 	j.River = client
 	b := &testBundle{

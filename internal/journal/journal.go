@@ -67,6 +67,17 @@ const (
 // for, such as interval ticks.
 const RequestedBySystem = "system"
 
+// River sends at most one insert notification per queue per FetchCooldown
+// and otherwise waits for the poll: with River's defaults (100 ms, 1 s) an
+// action asked right after another waited up to a second, and so did a
+// service action snoozed for its turn. A poll is one cheap query per queue.
+// Serve's River client uses these; so do the benchmarks that time an action
+// from its request, as serve would run it.
+const (
+	FetchCooldown     = 20 * time.Millisecond
+	FetchPollInterval = 200 * time.Millisecond
+)
+
 // Journal records actions and works them. Create it with New, then set River
 // before calling Enqueue (River's client needs the workers, which need the
 // Journal, so the two are tied after both exist).
