@@ -270,9 +270,12 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	}
 	// The files the last sync found invalid are read again although
 	// unchanged (see lastInvalid), from the new commit like the changed ones.
-	var again []string
+	var (
+		again   []string
+		message string // since's commit message, from its receipt
+	)
 	if err := journal.RetryTransient(ctx, func() (err error) {
-		again, err = s.lastInvalid(ctx, src, since)
+		again, message, err = s.lastInvalid(ctx, src, since)
 		return err
 	}); err != nil {
 		return nil, err
@@ -288,11 +291,16 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		Read:    func(path string) bool { return unit.InPrefix(path, src.Path) },
 		Also:    again,
 		MaxSize: unit.MaxSize,
+		Message: message,
 	})
 	if err != nil {
 		return nil, err
 	}
-	p.Info(ctx, fmt.Sprintf("at commit %s, %d paths changed (%s)", short(gr.Commit), len(gr.Changed), time.Since(begin).Round(time.Millisecond)), nil)
+	if gr.Unmoved {
+		p.Info(ctx, fmt.Sprintf("at commit %s: the remote's branch has not moved, so nothing was fetched (%s)", short(gr.Commit), time.Since(begin).Round(time.Millisecond)), nil)
+	} else {
+		p.Info(ctx, fmt.Sprintf("at commit %s, %d paths changed (%s)", short(gr.Commit), len(gr.Changed), time.Since(begin).Round(time.Millisecond)), nil)
+	}
 	begin = time.Now()
 
 	plan := &plan{source: src, commit: gr.Commit, runID: p.RunID(), redactor: s.Redactor, activeBefore: activeBefore, result: &Result{
@@ -322,7 +330,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	}
 	plan.units, plan.invalid = unit.ParseFiles(identitySpace(src), unitFiles(gr.Files))
 	plan.units, plan.invalid = checkServices(plan.units, plan.invalid)
-	if gr.Full || len(gr.Files) > 0 {
+	if !gr.Unmoved {
 		p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(begin).Round(time.Millisecond)), nil)
 	}
 	// One event per invalid file, as the receipt's sample: thousands of
@@ -411,26 +419,27 @@ const (
 )
 
 // lastInvalid returns the paths that the sync of since found invalid, when
-// since is the commit of the source's last sync. They are read again
-// although unchanged: a change elsewhere (a duplicate metadata.id given up)
-// can make them valid, and until they are fixed every sync reports them.
-func (s *Service) lastInvalid(ctx context.Context, src *db.Source, since string) ([]string, error) {
+// since is the commit of the source's last sync, and since's commit message
+// from that sync's receipt. The paths are read again although unchanged: a
+// change elsewhere (a duplicate metadata.id given up) can make them valid,
+// and until they are fixed every sync reports them.
+func (s *Service) lastInvalid(ctx context.Context, src *db.Source, since string) ([]string, string, error) {
 	if since == "" {
-		return nil, nil
+		return nil, "", nil
 	}
 	runs, err := s.Journal.List(ctx, journal.ListParams{Action: SyncArgs{}.Kind(), Target: src.Name, State: journal.StateSucceeded, Limit: 1})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var last Result
 	if len(runs) == 0 || runs[0].GitCommit == nil || *runs[0].GitCommit != since || json.Unmarshal(runs[0].Result, &last) != nil {
-		return nil, nil
+		return nil, "", nil
 	}
 	if last.Truncated {
 		// The receipt lists a sample; sync_path has them all.
 		rows, err := db.New(s.Pool).SyncPathListInvalid(ctx, runs[0].ID)
 		if err != nil {
-			return nil, fmt.Errorf("list the invalid paths of run %s: %w", runs[0].ID, err)
+			return nil, "", fmt.Errorf("list the invalid paths of run %s: %w", runs[0].ID, err)
 		}
 		last.Invalid = make([]unit.Invalid, 0, len(rows))
 		for _, r := range rows {
@@ -441,7 +450,7 @@ func (s *Service) lastInvalid(ctx context.Context, src *db.Source, since string)
 	for _, inv := range last.Invalid {
 		paths = append(paths, inv.Path)
 	}
-	return paths, nil
+	return paths, last.CommitMessage, nil
 }
 
 // unitFiles turns the files a sync read from Git into unit.Files.

@@ -399,6 +399,58 @@ func TestSync(t *testing.T) {
 		b.requireCleanCheckout(t, c1)
 	})
 
+	t.Run("AnUnmovedBranchIsProvedByTheRemotesRefsAlone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c1 := b.commit(t, "one\n\nwith a body", units)
+		m := b.mirror(t, Remote{})
+		first, err := m.Sync(b.ctx, "")
+		require.NoError(t, err)
+		require.False(t, first.Unmoved)
+
+		// Without the message, the commit is read for it.
+		res, err := m.SyncFiles(b.ctx, SyncOpts{Since: c1})
+		require.NoError(t, err)
+		require.True(t, res.Unmoved)
+		require.Equal(t, Result{Commit: c1, Message: first.Message, Author: first.Author, When: first.When, Since: c1, Unmoved: true, Changed: []Change{}}, *res)
+
+		// With it, the object store is not read at all: garbled packs do not
+		// matter to a sync that has nothing to fetch or read...
+		packs, err := filepath.Glob(filepath.Join(b.dir, ".git", "objects", "pack", "*.pack"))
+		require.NoError(t, err)
+		require.NotEmpty(t, packs)
+		for _, p := range packs {
+			require.NoError(t, os.WriteFile(p, []byte("garbled"), 0o644))
+		}
+		res, err = m.SyncFiles(b.ctx, SyncOpts{Since: c1, Message: "as the receipt says"})
+		require.NoError(t, err)
+		require.True(t, res.Unmoved)
+		require.Equal(t, "as the receipt says", res.Message)
+
+		// ...while one that must read (the commit, files asked for again)
+		// goes the fetch's way, which mends the store.
+		res, err = m.SyncFiles(b.ctx, SyncOpts{Since: c1, Read: func(string) bool { return true }, Also: []string{"apps/web.json"}})
+		require.NoError(t, err)
+		require.False(t, res.Unmoved)
+		require.Equal(t, []File{{Path: "apps/web.json", Mode: 0o644, Size: int64(len(units["apps/web.json"])), Data: []byte(units["apps/web.json"])}}, res.Files)
+
+		// A push moves the branch: fetched and checked out as ever.
+		c2 := b.commit(t, "two", map[string]string{"apps/web.json": "v2"})
+		res, err = m.SyncFiles(b.ctx, SyncOpts{Since: c1, Message: "stale"})
+		require.NoError(t, err)
+		require.False(t, res.Unmoved)
+		require.Equal(t, c2, res.Commit)
+		require.Equal(t, "two", res.Message)
+		require.Equal(t, []Change{{Path: "apps/web.json"}}, res.Changed)
+		b.requireCleanCheckout(t, c2)
+
+		// The remote gone: the same error a fetch gives.
+		require.NoError(t, os.RemoveAll(b.bare))
+		_, err = m.SyncFiles(b.ctx, SyncOpts{Since: c2, Message: "two"})
+		require.Error(t, err)
+		require.True(t, errs.Is(err, errs.Unavailable), "%v", err)
+	})
+
 	t.Run("ANoChangeSyncReadsNoIndexUntilVerificationIsDue", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -22,6 +22,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/memory"
 
 	"sluice/internal/errs"
 	"sluice/internal/redact"
@@ -139,6 +140,11 @@ type Result struct {
 	When    time.Time // the author's time
 	// Since is the commit Changed is relative to; "" when Full.
 	Since string
+	// Unmoved is true when the sync found the branch at Since, here and on
+	// the remote (by listing the remote's refs, as git ls-remote does):
+	// nothing was fetched, written or read. Author and When are then empty,
+	// and Message is SyncOpts.Message when given.
+	Unmoved bool
 	// Full is true when Changed could not be computed: since was "" (a first
 	// or a forced full sync) or is not a commit the local repository holds
 	// (unknown, or gone with a re-clone). The caller then reads the whole
@@ -182,6 +188,11 @@ type SyncOpts struct {
 	// MaxSize bounds the content read per file; a larger one comes without
 	// Data. 0: no bound.
 	MaxSize int64
+	// Message is Since's commit message when the caller has it (from the
+	// receipt of the sync that reached Since). A sync that finds the branch
+	// unmoved returns it as Result.Message instead of reading the commit;
+	// "": the commit is read.
+	Message string
 }
 
 // Change is one path that differs between two commits.
@@ -265,6 +276,15 @@ func (m *Mirror) pull(ctx context.Context, repo *git.Repository, opts SyncOpts) 
 	verify := since == "" || verifyDue(gitDir, m.verifyEvery)
 	if !verify {
 		_, verify, _ = readPending(gitDir) // an unreadable marker is read again by checkout
+	}
+	if !verify && len(opts.Also) == 0 && plumbing.IsHash(since) {
+		res, err := m.unmoved(ctx, repo, plumbing.NewHash(since), opts.Message)
+		if err != nil || res != nil {
+			if res != nil {
+				m.logger.DebugContext(ctx, "synced: unmoved", "commit", res.Commit, "total_ms", time.Since(begin).Milliseconds())
+			}
+			return res, err
+		}
 	}
 	var sc *scan
 	if verify {
@@ -358,6 +378,45 @@ func (m *Mirror) pull(ctx context.Context, repo *git.Repository, opts SyncOpts) 
 		"written", co.written, "removed", co.removed, "restored", co.restored, "reconciled", co.reconciled, "verified", co.verified,
 		"fetch_ms", fetched.Sub(begin).Milliseconds(), "checkout_ms", checkedOut.Sub(fetched).Milliseconds(),
 		"total_ms", time.Since(begin).Milliseconds())
+	return res, nil
+}
+
+// unmoved returns the Result of a sync with nothing to do, found without a
+// fetch or a read of the object store: the working tree's HEAD, its branch
+// and origin/<branch> are all at since (no checkout is pending: the caller
+// checked), and the remote lists its branch at since too. Nil when any of
+// that does not hold; the error is the remote's, worded as a fetch's.
+// When message is "", the commit is read for its message.
+func (m *Mirror) unmoved(ctx context.Context, repo *git.Repository, since plumbing.Hash, message string) (*Result, error) {
+	branch := plumbing.NewBranchReferenceName(m.branch)
+	head, err := repo.Storer.Reference(plumbing.HEAD)
+	if err != nil || head.Type() != plumbing.SymbolicReference || head.Target() != branch {
+		return nil, nil
+	}
+	for _, name := range []plumbing.ReferenceName{branch, m.remoteRef()} {
+		if ref, err := repo.Storer.Reference(name); err != nil || ref.Hash() != since {
+			return nil, nil
+		}
+	}
+	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: git.DefaultRemoteName, URLs: []string{m.ep.url}})
+	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: m.ep.auth})
+	if err != nil {
+		return nil, m.fetchError(ctx, err)
+	}
+	if !slices.ContainsFunc(refs, func(r *plumbing.Reference) bool { return r.Name() == branch && r.Hash() == since }) {
+		return nil, nil // moved, or gone: the fetch says which
+	}
+	res := &Result{Commit: since.String(), Since: since.String(), Changed: []Change{}, Unmoved: true, Message: message}
+	if message == "" {
+		c, err := repo.CommitObject(since)
+		if err != nil {
+			// The refs name a commit the store cannot give: damage, which
+			// the error makes withRepair mend.
+			return nil, fmt.Errorf("read commit %s: %w", since, err)
+		}
+		res.Message = strings.TrimSpace(c.Message)
+		res.Author, res.When = fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email), c.Author.When
+	}
 	return res, nil
 }
 
