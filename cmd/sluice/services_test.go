@@ -41,7 +41,8 @@ func helloBuild(t testing.TB, version string) string {
 		return p
 	}
 	out := filepath.Join(filepath.Dir(sluiceBin), "hello-"+version)
-	ldflags := "-s -w -X main.version=" + version // stripped: a third less to store and read
+	// Stripped: a third less for every test to store and read.
+	ldflags := "-s -w -X main.version=" + version
 	if version == "bad" {
 		ldflags += " -X main.exitCode=3"
 	}

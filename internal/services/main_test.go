@@ -66,8 +66,9 @@ func helloBinary(t testing.TB, version string) []byte {
 		dbtest.AtExit(func() { _ = os.RemoveAll(dir) })
 	}
 	out := filepath.Join(helloDir, "hello-"+version)
-	ldflags := "-s -w -X main.version=" + version // stripped: a third less to store and read
-	if version == "bad" {                         // a broken release: exits with code 3 at once
+	// Stripped: a third less for every test to store and read.
+	ldflags := "-s -w -X main.version=" + version
+	if version == "bad" { // a broken release: exits with code 3 at once
 		ldflags += " -X main.exitCode=3"
 	}
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "sluice/cmd/hello")
