@@ -22,7 +22,7 @@ func (b *testBundle) policyJSON(digest string, env map[string]string, probeTimeo
 // convergedUnder sets up hello at v1 in Git under policy, synced and converged.
 func (b *testBundle) convergedUnder(t *testing.T, policy string) {
 	t.Helper()
-	b.Commit(t, "add hello", map[string]string{"services/hello.json": b.policyJSON(b.digests["v1"], nil, 20, policy)})
+	b.Commit(t, "add hello", map[string]string{"services/hello.json": b.policyJSON(b.digest("v1"), nil, 20, policy)})
 	b.sync(t)
 	res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 	require.NoError(t, err)
@@ -34,7 +34,7 @@ func (b *testBundle) convergedUnder(t *testing.T, policy string) {
 // convergeUnhealthy commits hello under policy with env, and converges it.
 func (b *testBundle) convergeUnhealthy(t *testing.T, policy string, env map[string]string, probeTimeout int) (*journal.EnqueueResult, *services.Result) {
 	t.Helper()
-	b.commitUnit(t, "change hello", b.policyJSON(b.digests["v1"], env, probeTimeout, policy))
+	b.commitUnit(t, "change hello", b.policyJSON(b.digest("v1"), env, probeTimeout, policy))
 	res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 	require.NoError(t, err)
 	run := b.wait(t, res.Run.ID)
@@ -51,7 +51,7 @@ func TestOnProbeFailure(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.convergedUnder(t, "rollback")
-		edit := b.commitUnit(t, "break health", b.policyJSON(b.digests["v1"], map[string]string{"HELLO_HEALTH": "fail"}, 1, "rollback"))
+		edit := b.commitUnit(t, "break health", b.policyJSON(b.digest("v1"), map[string]string{"HELLO_HEALTH": "fail"}, 1, "rollback"))
 		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 		require.NoError(t, err)
 		run := b.wait(t, res.Run.ID)
@@ -65,7 +65,7 @@ func TestOnProbeFailure(t *testing.T) {
 		require.Empty(t, b.hello(t).Env["HELLO_HEALTH"], "the previous unit runs again")
 		u := b.unit(t)
 		require.Equal(t, "failed", u.Status)
-		require.Equal(t, b.digests["v1"], *u.RunningDigest)
+		require.Equal(t, b.digest("v1"), *u.RunningDigest)
 	})
 
 	t.Run("StopLeavesNoProcess", func(t *testing.T) {
@@ -107,7 +107,7 @@ func TestOnProbeFailure(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.convergedUnder(t, "retry-once")
-		res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["bad"], "alice")
+		res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digest("bad"), "alice")
 		require.NoError(t, err)
 		run := b.wait(t, res.Run.ID)
 		require.Equal(t, journal.StateFailed, run.State)
@@ -139,7 +139,7 @@ func TestOnProbeFailure(t *testing.T) {
 		require.Equal(t, run.ID, v.Pause.RunID)
 
 		// A fix is pushed and converged: it stays queued while paused.
-		b.commitUnit(t, "fix health", b.policyJSON(b.digests["v1"], map[string]string{"GREETING": "fixed"}, 20, "pause"))
+		b.commitUnit(t, "fix health", b.policyJSON(b.digest("v1"), map[string]string{"GREETING": "fixed"}, 20, "pause"))
 		held, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 		require.NoError(t, err)
 		time.Sleep(time.Second)

@@ -93,8 +93,10 @@ type testBundle struct {
 	dataDir  string
 	redactor *redact.Redactor
 	port     int
-	// digests of the hello builds, by version
-	digests map[string]string
+	// digests of the hello builds stored so far, by version (see digest)
+	digests   map[string]string
+	digestsMu sync.Mutex
+	t         testing.TB // the test setup made b for, which digest fails
 }
 
 type setupOpts struct {
@@ -118,11 +120,8 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	}
 	b.client = newClient(t, b, svc)
 	j.River = b.client
-	for _, v := range []string{"v1", "v2", "bad"} {
-		info, err := store.Put(b.ctx, bytes.NewReader(helloBinary(t, v)))
-		require.NoError(t, err)
-		b.digests[v] = info.Digest
-	}
+	b.t = t
+	b.digest("v1") // every test deploys v1; v2 and bad are stored when first asked for
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -134,6 +133,21 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	_, err := gops.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Branch: "main"})
 	require.NoError(t, err)
 	return b
+}
+
+// digest returns the digest of hello built as version, storing it in the
+// artifact store the first time: a stored artifact is 6 MB to copy, hash
+// and compress, which most tests need only once.
+func (b *testBundle) digest(version string) string {
+	b.digestsMu.Lock()
+	defer b.digestsMu.Unlock()
+	if d, ok := b.digests[version]; ok {
+		return d
+	}
+	info, err := b.store.Put(b.ctx, bytes.NewReader(helloBinary(b.t, version)))
+	require.NoError(b.t, err)
+	b.digests[version] = info.Digest
+	return info.Digest
 }
 
 func newClient(t *testing.T, b *testBundle, svc *services.Service) *river.Client[pgx.Tx] {
@@ -267,7 +281,7 @@ func (b *testBundle) result(t *testing.T, run *db.JournalRun) *services.Result {
 // converged sets up hello at v1 in Git, synced and converged.
 func (b *testBundle) converged(t *testing.T, env map[string]string) *db.JournalRun {
 	t.Helper()
-	b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], env, 20)})
+	b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digest("v1"), env, 20)})
 	b.sync(t)
 	res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 	require.NoError(t, err)

@@ -31,7 +31,7 @@ func TestDeploy(t *testing.T) {
 		require.Equal(t, "v1", before.Version)
 		oldFile := gittest.Git(t, b.Bare, "show", "main:services/hello.json")
 
-		res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice")
+		res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice")
 		require.NoError(t, err)
 		require.False(t, res.Joined)
 		run := b.wait(t, res.Run.ID)
@@ -43,11 +43,11 @@ func TestDeploy(t *testing.T) {
 		msg := gittest.Git(t, b.Bare, "log", "-1", "--format=%an <%ae>%n%B", "main")
 		require.Contains(t, msg, "sluice <sluice@localhost>")
 		require.Contains(t, msg, "hello")
-		require.Contains(t, msg, b.digests["v2"])
+		require.Contains(t, msg, b.digest("v2"))
 		require.Contains(t, msg, run.ID.String())
 		require.Equal(t, "services/hello.json", gittest.Git(t, b.Bare, "diff", "--name-only", "main~1", "main"))
 		newFile := gittest.Git(t, b.Bare, "show", "main:services/hello.json")
-		require.Equal(t, strings.Replace(oldFile, b.digests["v1"], b.digests["v2"], 1), newFile)
+		require.Equal(t, strings.Replace(oldFile, b.digest("v1"), b.digest("v2"), 1), newFile)
 
 		// The new artifact runs, with the env Git holds.
 		after := b.hello(t)
@@ -56,15 +56,15 @@ func TestDeploy(t *testing.T) {
 		require.NotEqual(t, before.Pid, after.Pid)
 
 		// The receipt and the unit agree, in one transaction.
-		require.Equal(t, b.digests["v1"], *run.DigestFrom)
-		require.Equal(t, b.digests["v2"], *run.DigestTo)
+		require.Equal(t, b.digest("v1"), *run.DigestFrom)
+		require.Equal(t, b.digest("v2"), *run.DigestTo)
 		require.Equal(t, head, *run.GitCommit)
 		r := b.result(t, run)
 		require.Equal(t, head, r.PinCommit)
 		require.True(t, r.Applied.Probe.OK)
 		require.Equal(t, "rollback", r.OnProbeFailure, "the default of deploy")
 		require.True(t, strings.HasPrefix(r.Applied.RenderedHash, "sha256:"))
-		require.Contains(t, r.Applied.Rendered, `Artifact="`+b.digests["v2"]+`"`)
+		require.Contains(t, r.Applied.Rendered, `Artifact="`+b.digest("v2")+`"`)
 		require.NotEmpty(t, r.ManifestHash)
 		var phases []string
 		for _, p := range r.Phases {
@@ -73,7 +73,7 @@ func TestDeploy(t *testing.T) {
 		require.Equal(t, []string{"sync", "pin", "sync-pin", "render", "artifact", "write", "restart", "probe"}, phases)
 		u := b.unit(t)
 		require.Equal(t, "applied", u.Status)
-		require.Equal(t, b.digests["v2"], *u.RunningDigest)
+		require.Equal(t, b.digest("v2"), *u.RunningDigest)
 		require.Equal(t, u.ContentHash, *u.LastAppliedHash)
 		require.Equal(t, r.ManifestHash, u.ContentHash)
 		require.Equal(t, head, u.GitCommit)
@@ -82,28 +82,28 @@ func TestDeploy(t *testing.T) {
 	t.Run("TheSameDigestIsRefusedWithAPointerToConverge", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true})
-		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digest("v1"), nil, 20)})
 		b.start(t, b.client)
 		b.sync(t)
-		_, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["v1"], "alice")
+		_, err := b.svc.RequestDeploy(b.ctx, "hello", b.digest("v1"), "alice")
 		require.Equal(t, errs.Conflict, errs.CodeOf(err))
 		require.Contains(t, err.Error(), "converge")
 		// A name@digest reference to the same digest is the same digest.
-		_, err = b.svc.RequestDeploy(b.ctx, "hello", "other@"+b.digests["v1"], "alice")
+		_, err = b.svc.RequestDeploy(b.ctx, "hello", "other@"+b.digest("v1"), "alice")
 		require.Equal(t, errs.Conflict, errs.CodeOf(err))
 	})
 
 	t.Run("BadInput", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digest("v1"), nil, 20)})
 		b.sync(t)
 		_, err := b.svc.RequestDeploy(b.ctx, "hello", "sha256:XYZ", "alice")
 		require.Equal(t, errs.Invalid, errs.CodeOf(err))
 		_, err = b.svc.RequestDeploy(b.ctx, "hello", "sha256:"+strings.Repeat("ab", 32), "alice")
 		require.Equal(t, errs.Invalid, errs.CodeOf(err))
 		require.Contains(t, err.Error(), "artifact push")
-		_, err = b.svc.RequestDeploy(b.ctx, "nope", b.digests["v2"], "alice")
+		_, err = b.svc.RequestDeploy(b.ctx, "nope", b.digest("v2"), "alice")
 		require.Equal(t, errs.NotFound, errs.CodeOf(err))
 		_, err = b.svc.RequestConverge(b.ctx, "nope", "alice")
 		require.Equal(t, errs.NotFound, errs.CodeOf(err))
@@ -120,7 +120,7 @@ func TestDeploy(t *testing.T) {
 		before := b.hello(t)
 		pinned := gittest.Git(t, b.Bare, "show", "main:services/hello.json")
 
-		res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["bad"], "alice")
+		res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digest("bad"), "alice")
 		require.NoError(t, err)
 		run := b.wait(t, res.Run.ID)
 		require.Equal(t, journal.StateFailed, run.State)
@@ -130,14 +130,14 @@ func TestDeploy(t *testing.T) {
 		require.Contains(t, events, "asked to exit")
 		// A revert commit on top of the pin commit, back to the old file.
 		log := gittest.Git(t, b.Bare, "log", "-2", "--format=%s", "main")
-		require.Regexp(t, `^revert deploy hello to `+b.digests["bad"], log)
+		require.Regexp(t, `^revert deploy hello to `+b.digest("bad"), log)
 		require.Equal(t, pinned, gittest.Git(t, b.Bare, "show", "main:services/hello.json"))
 		// The previous process is back, probed healthy, and the one sentence says so.
 		after := b.hello(t)
 		require.Equal(t, "v1", after.Version)
 		require.NotEqual(t, before.Pid, after.Pid)
 		require.Contains(t, *run.Error, "Pushed revert commit")
-		require.Contains(t, *run.Error, "runs the previous unit again, "+b.digests["v1"])
+		require.Contains(t, *run.Error, "runs the previous unit again, "+b.digest("v1"))
 		r := b.result(t, run)
 		require.NotEmpty(t, r.RevertCommit)
 		require.False(t, r.Applied.Probe.OK)
@@ -146,7 +146,7 @@ func TestDeploy(t *testing.T) {
 		require.True(t, r.Restored.Probe.OK)
 		u := b.unit(t)
 		require.Equal(t, "failed", u.Status)
-		require.Equal(t, b.digests["v1"], *u.RunningDigest)
+		require.Equal(t, b.digest("v1"), *u.RunningDigest)
 		// Git holds what was applied before: nothing is ahead.
 		require.Equal(t, u.ContentHash, *u.LastAppliedHash)
 	})
@@ -160,7 +160,7 @@ func TestConverge(t *testing.T) {
 		b := setup(t, setupOpts{})
 		b.converged(t, map[string]string{"GREETING": "hi"})
 		require.Equal(t, "hi", b.hello(t).Greeting)
-		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digests["v1"], map[string]string{"GREETING": "hello there"}, 20))
+		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digest("v1"), map[string]string{"GREETING": "hello there"}, 20))
 
 		// No sync in between: converge syncs first.
 		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
@@ -198,7 +198,7 @@ func TestConverge(t *testing.T) {
 		require.Equal(t, "hi", b.hello(t).Greeting)
 
 		// A push between two converges is fetched and applied.
-		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digests["v1"], map[string]string{"GREETING": "pushed"}, 20))
+		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digest("v1"), map[string]string{"GREETING": "pushed"}, 20))
 		run = converge()
 		events = b.events(t, run.ID)
 		require.NotContains(t, events, "nothing to fetch")
@@ -215,7 +215,7 @@ func TestConverge(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.converged(t, nil)
-		edit := b.commitUnit(t, "break health", b.unitJSON(b.digests["v1"], map[string]string{"HELLO_HEALTH": "fail"}, 1))
+		edit := b.commitUnit(t, "break health", b.unitJSON(b.digest("v1"), map[string]string{"HELLO_HEALTH": "fail"}, 1))
 		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 		require.NoError(t, err)
 		run := b.wait(t, res.Run.ID)
@@ -261,7 +261,7 @@ func TestConverge(t *testing.T) {
 	t.Run("NeverJoinsAPendingDeployAndGoesFirst", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true})
-		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digest("v1"), nil, 20)})
 		// Sync with a client of its own, so the service queue stays stopped.
 		sc := newClient(t, b, b.svc)
 		b.journal.River = sc
@@ -270,9 +270,9 @@ func TestConverge(t *testing.T) {
 		require.NoError(t, sc.Stop(b.ctx))
 		b.journal.River = b.client
 
-		dep, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice")
+		dep, err := b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice")
 		require.NoError(t, err)
-		dep2, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "bob")
+		dep2, err := b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "bob")
 		require.NoError(t, err)
 		require.True(t, dep2.Joined, "a deploy joins a queued deploy of the same digest")
 		require.Equal(t, dep.Run.ID, dep2.Run.ID)
@@ -305,7 +305,7 @@ func TestConverge(t *testing.T) {
 func slowDeploy(t *testing.T, b *testBundle, delay string) uuid.UUID {
 	t.Helper()
 	b.converged(t, map[string]string{"GREETING": "hi", "HELLO_START_DELAY": delay})
-	res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice")
+	res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		return strings.Contains(b.events(t, res.Run.ID), "started hello as pid")
@@ -325,7 +325,7 @@ func TestQueue(t *testing.T) {
 		require.Equal(t, journal.StateQueued, conv.Run.State)
 		// Merged while the converge waits behind the deploy: a new greeting,
 		// and the pin moved back to v1 by hand.
-		b.commitUnit(t, "greet differently on v1", b.unitJSON(b.digests["v1"], map[string]string{"GREETING": "edited", "HELLO_START_DELAY": "3s"}, 20))
+		b.commitUnit(t, "greet differently on v1", b.unitJSON(b.digest("v1"), map[string]string{"GREETING": "edited", "HELLO_START_DELAY": "3s"}, 20))
 
 		dep := b.wait(t, depID)
 		require.Equal(t, journal.StateSucceeded, dep.State, "%v", dep.Error)
@@ -337,9 +337,9 @@ func TestQueue(t *testing.T) {
 		require.Equal(t, "v1", info.Version)
 		// The receipt says what was applied: asked for v2 (the pin then), it
 		// applied v1 over the deploy's v2.
-		require.Equal(t, b.digests["v1"], *run.DigestTo)
-		require.Equal(t, b.digests["v2"], *run.DigestFrom)
-		require.Contains(t, b.events(t, run.ID), "the pin moved while this converge waited: it was asked for "+b.digests["v2"])
+		require.Equal(t, b.digest("v1"), *run.DigestTo)
+		require.Equal(t, b.digest("v2"), *run.DigestFrom)
+		require.Contains(t, b.events(t, run.ID), "the pin moved while this converge waited: it was asked for "+b.digest("v2"))
 		// The deploy's finished receipt is untouched.
 		require.Equal(t, dep, mustGet(t, b, depID))
 	})
@@ -403,22 +403,22 @@ func TestRollback(t *testing.T) {
 		_, err := b.svc.RequestRollback(b.ctx, "hello", "alice")
 		require.Equal(t, errs.Conflict, errs.CodeOf(err), "only the pinned digest ever ran")
 
-		res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice")
+		res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice")
 		require.NoError(t, err)
 		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
 		v, err := b.svc.Get(b.ctx, "hello")
 		require.NoError(t, err)
-		require.Equal(t, b.digests["v1"], v.PreviousHealthyDigest)
+		require.Equal(t, b.digest("v1"), v.PreviousHealthyDigest)
 
 		res, err = b.svc.RequestRollback(b.ctx, "hello", "alice")
 		require.NoError(t, err)
 		run := b.wait(t, res.Run.ID)
 		require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
 		require.Equal(t, services.ActionRollback, run.Action)
-		require.Equal(t, b.digests["v2"], *run.DigestFrom)
-		require.Equal(t, b.digests["v1"], *run.DigestTo)
+		require.Equal(t, b.digest("v2"), *run.DigestFrom)
+		require.Equal(t, b.digest("v1"), *run.DigestTo)
 		require.Equal(t, "v1", b.hello(t).Version)
-		require.Contains(t, gittest.Git(t, b.Bare, "show", "main:services/hello.json"), "hello@"+b.digests["v1"])
+		require.Contains(t, gittest.Git(t, b.Bare, "show", "main:services/hello.json"), "hello@"+b.digest("v1"))
 		require.Regexp(t, `^rollback hello: pin `, gittest.Git(t, b.Bare, "log", "-1", "--format=%s", "main"))
 	})
 }
@@ -448,7 +448,7 @@ func TestTwoWorkers(t *testing.T) {
 		}
 		for range 3 {
 			ask(b.svc.RequestConverge(b.ctx, "hello", "alice"))
-			ask(b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice"))
+			ask(b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice"))
 			ask(b.svc.RequestConverge(b.ctx, "hello", "bob"))
 			waitAll()
 			ask(b.svc.RequestRollback(b.ctx, "hello", "alice"))
@@ -485,7 +485,7 @@ func TestServiceDriftCheck(t *testing.T) {
 		res, err := b.svc.RequestDriftCheck(b.ctx, "hello", "alice")
 		require.Equal(t, errs.NotFound, errs.CodeOf(err), "%v", res)
 
-		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digest("v1"), nil, 20)})
 		b.sync(t)
 		_, d := b.driftCheck(t)
 		require.Equal(t, services.Unknown, d.Status)
@@ -499,13 +499,13 @@ func TestServiceDriftCheck(t *testing.T) {
 		require.True(t, d.Probe.OK)
 
 		// Git moves on: desired_ahead, and what runs is still what was applied.
-		b.commitUnit(t, "re-pin", b.unitJSON(b.digests["v2"], nil, 20))
+		b.commitUnit(t, "re-pin", b.unitJSON(b.digest("v2"), nil, 20))
 		b.sync(t)
 		_, d = b.driftCheck(t)
 		require.Equal(t, services.DesiredAhead, d.Status, "%v", d.Findings)
 		require.False(t, d.LiveDrift)
-		require.Equal(t, b.digests["v2"], d.PinnedDigest)
-		require.Equal(t, b.digests["v1"], d.AppliedDigest)
+		require.Equal(t, b.digest("v2"), d.PinnedDigest)
+		require.Equal(t, b.digest("v1"), d.AppliedDigest)
 
 		// Someone edits the unit on disk and the process dies: live drift too.
 		unitFile := filepath.Join(b.dataDir, "units", "hello.unit")
@@ -531,11 +531,11 @@ func TestPolicies(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.converged(t, map[string]string{"GREETING": "hi"})
-		b.commitUnit(t, "greet differently", b.unitJSON(b.digests["v1"], map[string]string{"GREETING": "hello there"}, 20))
+		b.commitUnit(t, "greet differently", b.unitJSON(b.digest("v1"), map[string]string{"GREETING": "hello there"}, 20))
 		_, err := b.gitops.SetSuspended(b.ctx, gitops.DefaultSourceName, true)
 		require.NoError(t, err)
 
-		_, err = b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice")
+		_, err = b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice")
 		require.Equal(t, errs.Conflict, errs.CodeOf(err))
 		require.Contains(t, err.Error(), "is suspended")
 
@@ -554,14 +554,14 @@ func TestPolicies(t *testing.T) {
 		_, err := b.gitops.SetPolicy(b.ctx, gitops.DefaultSourceName, gitops.PolicyManual)
 		require.NoError(t, err)
 
-		_, err = b.svc.RequestDeploy(b.ctx, "hello", b.digests["v2"], "alice")
+		_, err = b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice")
 		require.Equal(t, errs.Conflict, errs.CodeOf(err))
 		require.Contains(t, err.Error(), "manual policy")
 		before := gittest.Git(t, b.Bare, "rev-parse", "main")
 
 		// An edit in Git waits as a candidate: the converge's sync does not
 		// accept it, and the converge applies what was accepted.
-		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digests["v1"], map[string]string{"GREETING": "hello there"}, 20))
+		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digest("v1"), map[string]string{"GREETING": "hello there"}, 20))
 		require.NotEqual(t, before, edit)
 		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 		require.NoError(t, err)

@@ -66,7 +66,7 @@ func stages(st *services.Status) map[string]string {
 // person on the host would: same arguments, other bytes.
 func (b *testBundle) runOther(t *testing.T, version string) *supervise.Process {
 	t.Helper()
-	exe, err := b.store.Materialize(b.ctx, b.digests[version])
+	exe, err := b.store.Materialize(b.ctx, b.digest(version))
 	require.NoError(t, err)
 	proc, err := b.svc.Supervisor.Restart(b.ctx, "hello", supervise.Spec{
 		Exec: exe, Args: []string{"--port", itoa(b.port)}, StopTimeout: 2 * time.Second,
@@ -90,7 +90,7 @@ func TestServiceStatus(t *testing.T) {
 	t.Run("NeverAppliedThenRunningWithItsProof", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digest("v1"), nil, 20)})
 		b.sync(t)
 
 		st := b.status(t)
@@ -104,7 +104,7 @@ func TestServiceStatus(t *testing.T) {
 		require.NoError(t, json.Unmarshal(conv.Result, &res))
 		require.NotNil(t, res.Applied.Artifact)
 		require.True(t, res.Applied.Artifact.Matches, "%+v", res.Applied.Artifact)
-		require.Equal(t, b.digests["v1"], res.Applied.Artifact.Digest)
+		require.Equal(t, b.digest("v1"), res.Applied.Artifact.Digest)
 
 		st = b.status(t)
 		require.Equal(t, "Running", st.Answer.State, "%+v", st.Answer)
@@ -147,12 +147,12 @@ func TestServiceStatus(t *testing.T) {
 		require.Equal(t, "sluice artifact push FILE", st.Answer.Action)
 		require.Contains(t, st.Answer.Reason, missing)
 
-		b.commitUnit(t, "pin v1", b.unitJSON(b.digests["v1"], nil, 20))
+		b.commitUnit(t, "pin v1", b.unitJSON(b.digest("v1"), nil, 20))
 		res, err = b.gitops.RequestSync(b.ctx, "alice", false)
 		require.NoError(t, err)
 		run = b.wait(t, res.Run.ID)
 		require.NoError(t, json.Unmarshal(run.Result, &sync))
-		require.Equal(t, []gitops.ArtifactCheck{{Service: "hello", Path: "services/hello.json", Digest: b.digests["v1"], InStore: true}}, sync.Artifacts)
+		require.Equal(t, []gitops.ArtifactCheck{{Service: "hello", Path: "services/hello.json", Digest: b.digest("v1"), InStore: true}}, sync.Artifacts)
 		require.Equal(t, "Never applied", b.status(t).Answer.State)
 	})
 
@@ -165,7 +165,7 @@ func TestServiceStatus(t *testing.T) {
 		st := b.status(t)
 		require.Equal(t, "Artifact drift", st.Answer.State, "%+v", st.Answer)
 		require.Equal(t, "artifact", st.Answer.Stage)
-		require.Contains(t, st.Answer.Reason, "not artifact "+b.digests["v1"][:19])
+		require.Contains(t, st.Answer.Reason, "not artifact "+b.digest("v1")[:19])
 		require.Contains(t, st.Answer.Reason, "reported only", "observe is the default drift mode")
 		require.Empty(t, st.Answer.Action)
 		require.Equal(t, "Accepted", stages(st)["source"], "the source still reads as accepted")
@@ -174,7 +174,7 @@ func TestServiceStatus(t *testing.T) {
 		require.Equal(t, services.LiveDrift, d.Status)
 		require.True(t, d.Has(services.ClassArtifact), "%+v", d.Drift)
 		require.False(t, d.Has(services.ClassRuntime), "%+v", d.Drift)
-		require.Equal(t, b.digests["v2"], d.Artifact.Digest)
+		require.Equal(t, b.digest("v2"), d.Artifact.Digest)
 		require.True(t, d.Artifact.Proven)
 		require.False(t, d.Artifact.Matches)
 	})
@@ -182,7 +182,7 @@ func TestServiceStatus(t *testing.T) {
 	t.Run("AnswerNamesTheFirstBlockingReasonAndCountsTheOthers", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		b.Commit(t, "add hello", map[string]string{"services/hello.json": withDriftMode(b.unitJSON(b.digests["v1"], nil, 20), "suggest")})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": withDriftMode(b.unitJSON(b.digest("v1"), nil, 20), "suggest")})
 		b.sync(t)
 		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 		require.NoError(t, err)
@@ -211,7 +211,7 @@ func TestServiceStatus(t *testing.T) {
 		b.converged(t, map[string]string{"GREETING": "hi"})
 		_, err := b.gitops.SetPolicy(b.ctx, gitops.DefaultSourceName, gitops.PolicyReview)
 		require.NoError(t, err)
-		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digests["v1"], map[string]string{"GREETING": "hello there"}, 20))
+		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digest("v1"), map[string]string{"GREETING": "hello there"}, 20))
 		b.sync(t)
 
 		_, d := b.driftCheck(t)
@@ -269,7 +269,7 @@ func TestDriftEnforce(t *testing.T) {
 	// enforced sets up hello at v1 under drift mode enforce, converged.
 	enforced := func(t *testing.T, b *testBundle, env map[string]string) {
 		t.Helper()
-		b.Commit(t, "add hello", map[string]string{"services/hello.json": withDriftMode(b.unitJSON(b.digests["v1"], env, 20), "enforce")})
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": withDriftMode(b.unitJSON(b.digest("v1"), env, 20), "enforce")})
 		b.sync(t)
 		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 		require.NoError(t, err)
@@ -367,7 +367,7 @@ func TestDriftEnforce(t *testing.T) {
 		b := setup(t, setupOpts{})
 		enforced(t, b, nil)
 		// The accepted unit now fails on every start: each repair would fail.
-		b.commitUnit(t, "break it", withDriftMode(b.unitJSON(b.digests["bad"], nil, 5), "enforce"))
+		b.commitUnit(t, "break it", withDriftMode(b.unitJSON(b.digest("bad"), nil, 5), "enforce"))
 		b.sync(t)
 		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 		require.NoError(t, err)
@@ -385,7 +385,7 @@ func TestDriftEnforce(t *testing.T) {
 func TestSweepChecksAppliedServices(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digests["v1"], nil, 20)})
+	b.Commit(t, "add hello", map[string]string{"services/hello.json": b.unitJSON(b.digest("v1"), nil, 20)})
 	b.sync(t)
 
 	sweep := func() *services.SweepResult {
