@@ -142,8 +142,9 @@ type Result struct {
 	Since string
 	// Unmoved is true when the sync found the branch at Since, here and on
 	// the remote (by listing the remote's refs, as git ls-remote does):
-	// nothing was fetched, written or read. Author and When are then empty,
-	// and Message is SyncOpts.Message when given.
+	// nothing was fetched or written. Message is then SyncOpts.Message, and
+	// Author and When are empty, when that was given; otherwise the commit
+	// was read for all three.
 	Unmoved bool
 	// Full is true when Changed could not be computed: since was "" (a first
 	// or a forced full sync) or is not a commit the local repository holds

@@ -22,7 +22,7 @@ import (
 //
 // What UpToDate does not look at is what a Sync also mends: a tracked file
 // edited or removed by hand in the working tree stays as it is until the
-// next Sync.
+// working tree's next verification (see Opts.VerifyEvery).
 //
 // The error is a failure to ask the remote, worded and redacted like Sync's;
 // a caller that then syncs gets the same error from Sync.
