@@ -782,8 +782,7 @@ func (p *plan) goesStale(r *db.Unit, seen map[uuid.UUID]bool, invalidPaths map[s
 // out again, which now finds that holder and lists the file invalid, so the
 // conflict does not fail the sync.
 func (p *plan) writeChangeTx(ctx context.Context, tx pgx.Tx, cur *db.Source, check func(*change) error) (*change, error) {
-	if len(p.units) == 0 {
-		// No unit to write claims no name: nothing to retry, so no savepoint.
+	write := func(ctx context.Context, tx pgx.Tx) (*change, error) {
 		c, err := p.changeTx(ctx, db.New(tx))
 		if err == nil && check != nil {
 			err = check(c)
@@ -796,21 +795,16 @@ func (p *plan) writeChangeTx(ctx context.Context, tx pgx.Tx, cur *db.Source, che
 		}
 		return c, nil
 	}
+	if len(p.units) == 0 {
+		// No unit to write claims no name: nothing to retry, so no savepoint.
+		return write(ctx, tx)
+	}
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
 		var c *change
-		err := db.WithTx(ctx, tx, func(ctx context.Context, sp pgx.Tx) error {
-			q := db.New(sp)
-			var err error
-			if c, err = p.changeTx(ctx, q); err != nil {
-				return err
-			}
-			if check != nil {
-				if err := check(c); err != nil {
-					return err
-				}
-			}
-			return p.writeTx(ctx, sp, cur, c)
+		err := db.WithTx(ctx, tx, func(ctx context.Context, sp pgx.Tx) (err error) {
+			c, err = write(ctx, sp)
+			return err
 		})
 		if err == nil {
 			return c, nil
