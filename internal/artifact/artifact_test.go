@@ -58,6 +58,18 @@ func fileDigest(t *testing.T, path string) string {
 	return digestOf(b)
 }
 
+// requireContent reads the stored artifact digest whole and requires it to
+// be content.
+func (b *testBundle) requireContent(t *testing.T, digest string, content []byte) {
+	t.Helper()
+	rc, err := b.store.Open(context.Background(), digest)
+	require.NoError(t, err)
+	read, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	require.True(t, bytes.Equal(content, read))
+}
+
 func countRows(t *testing.T, pool *pgxpool.Pool, table, digest string) int {
 	t.Helper()
 	var n int
@@ -133,12 +145,7 @@ func TestPut(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, info, got)
 
-		rc, err := b.store.Open(ctx, info.Digest)
-		require.NoError(t, err)
-		read, err := io.ReadAll(rc)
-		require.NoError(t, err)
-		require.NoError(t, rc.Close())
-		require.True(t, bytes.Equal(content, read))
+		b.requireContent(t, info.Digest, content)
 
 		entries, err := os.ReadDir(b.store.CacheDir)
 		require.NoError(t, err)
@@ -170,12 +177,7 @@ func TestPut(t *testing.T) {
 			require.Equal(t, want, m)
 		}
 
-		rc, err := b.store.Open(ctx, info.Digest)
-		require.NoError(t, err)
-		read, err := io.ReadAll(rc)
-		require.NoError(t, err)
-		require.NoError(t, rc.Close())
-		require.True(t, bytes.Equal(content, read))
+		b.requireContent(t, info.Digest, content)
 	})
 
 	t.Run("ExactChunkMultipleAndEmptyFileRoundTrip", func(t *testing.T) {
@@ -187,11 +189,7 @@ func TestPut(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, digestOf(content), info.Digest)
 			require.Equal(t, (len(content)+artifact.ChunkSize-1)/artifact.ChunkSize, countRows(t, b.pool, "artifact_chunk", info.Digest))
-			rc, err := b.store.Open(ctx, info.Digest)
-			require.NoError(t, err)
-			read, err := io.ReadAll(rc)
-			require.NoError(t, err)
-			require.True(t, bytes.Equal(content, read))
+			b.requireContent(t, info.Digest, content)
 		}
 	})
 
