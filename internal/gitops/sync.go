@@ -269,13 +269,13 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		since = *src.SyncedCommit
 	}
 	// The files the last sync found invalid are read again although
-	// unchanged (see lastInvalid), from the new commit like the changed ones.
+	// unchanged (see lastSyncOf), from the new commit like the changed ones.
 	var (
 		again   []string
 		message string // since's commit message, from its receipt
 	)
 	if err := journal.RetryTransient(ctx, func() (err error) {
-		again, message, err = s.lastInvalid(ctx, src, since)
+		again, message, err = s.lastSyncOf(ctx, src, since)
 		return err
 	}); err != nil {
 		return nil, err
@@ -418,12 +418,12 @@ const (
 	CommitEmail  = "sluice@localhost"
 )
 
-// lastInvalid returns the paths that the sync of since found invalid, when
-// since is the commit of the source's last sync, and since's commit message
-// from that sync's receipt. The paths are read again although unchanged: a
-// change elsewhere (a duplicate metadata.id given up) can make them valid,
-// and until they are fixed every sync reports them.
-func (s *Service) lastInvalid(ctx context.Context, src *db.Source, since string) ([]string, string, error) {
+// lastSyncOf reads the receipt of the source's last sync, when it reached
+// since: the paths it found invalid, and since's commit message. The paths
+// are read again although unchanged: a change elsewhere (a duplicate
+// metadata.id given up) can make them valid, and until they are fixed every
+// sync reports them.
+func (s *Service) lastSyncOf(ctx context.Context, src *db.Source, since string) (invalid []string, message string, err error) {
 	if since == "" {
 		return nil, "", nil
 	}
