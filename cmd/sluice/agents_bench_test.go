@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/dbtest"
@@ -34,9 +34,11 @@ func BenchmarkAgents(b *testing.B) {
 	const agents = 500
 	dbURL := dbtest.NewDB(b)
 	p, _ := startServe(b, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+b.TempDir(), "SLUICE_NODE_NAME=cp")
-	conn, err := pgx.Connect(context.Background(), dbURL)
+	// A pool: the task inserter and the connection sampler query at once,
+	// which one pgx.Conn refuses ("conn busy").
+	conn, err := pgxpool.New(context.Background(), dbURL)
 	require.NoError(b, err)
-	defer conn.Close(context.Background())
+	defer conn.Close()
 	conns := func() int {
 		var n int
 		require.NoError(b, conn.QueryRow(context.Background(),
