@@ -37,7 +37,7 @@ func TestCancel(t *testing.T) {
 		s := b.worker.script("web")
 		ctx := context.Background()
 		res := enqueue(t, b, "web", false)
-		<-s.started
+		s.next(t, b)
 		run, err := b.journal.Cancel(ctx, res.Run.ID, "bob", "stuck at night")
 		require.NoError(t, err)
 		require.Equal(t, journal.StateRunning, run.State, "the worker records the end")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,7 +45,8 @@ type script struct {
 
 type probeWorker struct {
 	river.WorkerDefaults[probeArgs]
-	j *journal.Journal
+	j    *journal.Journal
+	lane bool // runs of one target take turns, as a service's actions do
 
 	mu      sync.Mutex
 	scripts map[string]*script
@@ -65,7 +67,7 @@ func (w *probeWorker) NextRetry(*river.Job[probeArgs]) time.Time { return time.N
 
 func (w *probeWorker) Work(ctx context.Context, job *river.Job[probeArgs]) error {
 	s := w.script(job.Args.Target)
-	return journal.Work(ctx, w.j, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+	fn := func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		p.Info(ctx, "probing "+job.Args.Target, map[string]int{"attempt": job.Attempt})
 		if s.auto {
 			return &journal.Outcome{}, nil
@@ -80,7 +82,54 @@ func (w *probeWorker) Work(ctx context.Context, job *river.Job[probeArgs]) error
 			return nil, ctx.Err()
 		}
 		return &journal.Outcome{Result: map[string]string{"target": job.Args.Target}, Commit: "abc123", ApplyTx: s.apply}, nil
-	})
+	}
+	if w.lane {
+		lane := journal.Lane{Target: job.Args.Target, Actions: []string{probeArgs{}.Kind()}, Wait: 20 * time.Millisecond}
+		return journal.WorkInLane(ctx, w.j, job, lane, fn)
+	}
+	return journal.Work(ctx, w.j, job, fn)
+}
+
+// startTimeout bounds how long a test waits for a run to start: a run that
+// never starts fails its test with the state of every run and job, rather
+// than holding the package until go test's timeout.
+const startTimeout = 30 * time.Second
+
+// next returns the id of the next run of the script's target to start.
+func (s *script) next(t *testing.T, b *testBundle) uuid.UUID {
+	t.Helper()
+	select {
+	case id := <-s.started:
+		return id
+	case <-time.After(startTimeout):
+		t.Fatalf("no run started within %s:\n%s", startTimeout, spineState(b))
+		return uuid.Nil
+	}
+}
+
+// spineState lists every run and River job, for a test that gives up.
+func spineState(b *testBundle) string {
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, query := range []string{
+		"SELECT id, state, target, attempt, river_job_id, requested_at, started_at FROM journal_run ORDER BY requested_at",
+		"SELECT id, state, attempt, attempted_by, scheduled_at, errors FROM river_job ORDER BY id",
+		"SELECT name, leader_id, expires_at FROM river_leader",
+	} {
+		rows, err := b.pool.Query(ctx, query)
+		if err != nil {
+			fmt.Fprintf(&out, "%s: %v\n", query, err)
+			continue
+		}
+		fmt.Fprintf(&out, "%s:\n", query)
+		for rows.Next() {
+			vals, _ := rows.Values()
+			fmt.Fprintf(&out, "  %v\n", vals)
+		}
+		rows.Close()
+	}
+	return out.String()
 }
 
 type testBundle struct {
@@ -95,6 +144,7 @@ type setupOpts struct {
 	maxAttempts int
 	redactor    *redact.Redactor
 	finished    journal.FinishedTxFunc
+	lane        bool // the probe worker works in a lane per target
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -108,7 +158,7 @@ func setupOn(t *testing.T, pool *pgxpool.Pool, opts setupOpts) *testBundle {
 	j := journal.New(pool, nil, cmp.Or(opts.redactor, &redact.Redactor{}))
 	j.PollInterval = 50 * time.Millisecond
 	j.FinishedTxFunc = opts.finished
-	w := &probeWorker{j: j, scripts: map[string]*script{}}
+	w := &probeWorker{j: j, lane: opts.lane, scripts: map[string]*script{}}
 	workers := river.NewWorkers()
 	river.AddWorker[probeArgs](workers, w)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
@@ -262,7 +312,7 @@ func TestWork(t *testing.T) {
 		s := b.worker.script("web")
 
 		first := enqueue(t, b, "web", false)
-		require.Equal(t, first.Run.ID, <-s.started)
+		require.Equal(t, first.Run.ID, s.next(t, b))
 		waitState(t, b, first.Run.ID, journal.StateRunning)
 
 		// Scheduled for later, so that River cannot start the new run before
@@ -286,7 +336,7 @@ func TestWork(t *testing.T) {
 		waitState(t, b, first.Run.ID, journal.StateSucceeded)
 		_, err := b.client.JobRetry(context.Background(), *second.Run.RiverJobID)
 		require.NoError(t, err)
-		require.Equal(t, second.Run.ID, <-s.started)
+		require.Equal(t, second.Run.ID, s.next(t, b))
 		s.release <- nil
 		run := waitState(t, b, second.Run.ID, journal.StateSucceeded)
 		require.EqualValues(t, 1, run.Joined)
@@ -343,7 +393,7 @@ func TestWork(t *testing.T) {
 		s := b.worker.script("web")
 
 		first := enqueue(t, b, "web", true)
-		<-s.started
+		s.next(t, b)
 		waitState(t, b, first.Run.ID, journal.StateRunning)
 		second := enqueue(t, b, "web", true)
 		require.True(t, second.Joined)
@@ -365,7 +415,7 @@ func TestWork(t *testing.T) {
 		}
 
 		res := enqueue(t, b, "web", false)
-		<-s.started
+		s.next(t, b)
 		s.release <- nil
 		run := waitState(t, b, res.Run.ID, journal.StateSucceeded)
 		require.JSONEq(t, `{"target":"web"}`, string(run.Result))
@@ -407,7 +457,7 @@ func TestWork(t *testing.T) {
 			return errors.New("disk on fire")
 		}
 		res := enqueue(t, b, "web", false)
-		<-s.started
+		s.next(t, b)
 		s.release <- nil
 		run := waitState(t, b, res.Run.ID, journal.StateFailed)
 		require.Contains(t, *run.Error, "recording its outcome failed")
@@ -428,7 +478,7 @@ func TestWork(t *testing.T) {
 		res, err := b.journal.Enqueue(ctx, journal.EnqueueParams{Args: &probeArgs{Target: "web"}, Target: "web", RequestedBy: "alice",
 			Params: map[string]string{"url": "https://x:hunter2-topsecret@git.example/r.git"}})
 		require.NoError(t, err)
-		<-s.started
+		s.next(t, b)
 		s.release <- fmt.Errorf("fetch https://x:hunter2-topsecret@git.example/r.git: 401")
 		run := waitState(t, b, res.Run.ID, journal.StateFailed)
 
@@ -450,12 +500,12 @@ func TestRetry(t *testing.T) {
 		b := setup(t, setupOpts{start: true, maxAttempts: 2})
 		s := b.worker.script("web")
 		res := enqueue(t, b, "web", false)
-		require.Equal(t, res.Run.ID, <-s.started)
+		require.Equal(t, res.Run.ID, s.next(t, b))
 		s.release <- errors.New("probe refused")
 		failed := waitState(t, b, res.Run.ID, journal.StateFailed)
 		require.Equal(t, "probe refused", *failed.Error)
 
-		retryID := <-s.started
+		retryID := s.next(t, b)
 		require.NotEqual(t, res.Run.ID, retryID)
 		s.release <- nil
 		retry := waitState(t, b, retryID, journal.StateSucceeded)
@@ -470,14 +520,14 @@ func TestRetry(t *testing.T) {
 		b := setup(t, setupOpts{start: true})
 		s := b.worker.script("web")
 		res := enqueue(t, b, "web", false)
-		<-s.started
+		s.next(t, b)
 		s.release <- nil
 		first := waitState(t, b, res.Run.ID, journal.StateSucceeded)
 
 		// What River UI's retry button does.
 		_, err := b.client.JobRetry(context.Background(), *first.RiverJobID)
 		require.NoError(t, err)
-		retryID := <-s.started
+		retryID := s.next(t, b)
 		s.release <- nil
 		retry := waitState(t, b, retryID, journal.StateSucceeded)
 		require.Equal(t, first.ID, *retry.RetryOf)
@@ -524,7 +574,7 @@ func TestFinishedTxFunc(t *testing.T) {
 		}})
 		s := b.worker.script("web")
 		res := enqueue(t, b, "web", false)
-		<-s.started
+		s.next(t, b)
 		s.release <- errors.New("probe refused")
 		waitState(t, b, res.Run.ID, journal.StateFailed)
 		require.Equal(t, "failed failed", <-seen)
@@ -557,7 +607,7 @@ func TestFinishedTxFunc(t *testing.T) {
 		}})
 		s := b.worker.script("web")
 		res := enqueue(t, b, "web", false)
-		<-s.started
+		s.next(t, b)
 		s.release <- nil
 		run := waitState(t, b, res.Run.ID, journal.StateSucceeded)
 		require.Equal(t, run.ID, <-calls)
@@ -577,7 +627,7 @@ func TestGuard(t *testing.T) {
 	ctx := context.Background()
 	s := b.worker.script("web")
 	res := enqueue(t, b, "web", false)
-	<-s.started
+	s.next(t, b)
 	s.release <- nil
 	run := waitState(t, b, res.Run.ID, journal.StateSucceeded)
 
@@ -617,7 +667,7 @@ func TestRecover(t *testing.T) {
 		b := setupOn(t, workerPool, setupOpts{start: true})
 		s := b.worker.script("web")
 		res := enqueue(t, b, "web", false)
-		<-s.started
+		s.next(t, b)
 		waitState(t, b, res.Run.ID, journal.StateRunning)
 
 		// Another process looks: the worker is alive, so nothing changes.
@@ -699,7 +749,7 @@ func TestFollow(t *testing.T) {
 			})
 			done <- followed{run, msgs, err}
 		}()
-		<-s.started
+		s.next(t, b)
 		time.Sleep(100 * time.Millisecond)
 		s.release <- nil
 		select {
