@@ -1007,21 +1007,22 @@ func (q *Queries) RiverJobLock(ctx context.Context, id int64) error {
 }
 
 const riverJobLockOwner = `-- name: RiverJobLockOwner :one
-SELECT state::text AS state, coalesce(attempted_by[array_upper(attempted_by, 1)], '')::text AS owner
+SELECT state::text AS state, attempt, coalesce(attempted_by[array_upper(attempted_by, 1)], '')::text AS owner
 FROM river_job WHERE id = $1 FOR UPDATE
 `
 
 type RiverJobLockOwnerRow struct {
-	State string
-	Owner string
+	State   string
+	Attempt int16
+	Owner   string
 }
 
-// RiverJobLockOwner locks a River job's row and returns its state and the
-// River client that took it last (” if none).
+// RiverJobLockOwner locks a River job's row and returns its state, its
+// attempt and the River client that took it last (” if none).
 func (q *Queries) RiverJobLockOwner(ctx context.Context, id int64) (*RiverJobLockOwnerRow, error) {
 	row := q.db.QueryRow(ctx, riverJobLockOwner, id)
 	var i RiverJobLockOwnerRow
-	err := row.Scan(&i.State, &i.Owner)
+	err := row.Scan(&i.State, &i.Attempt, &i.Owner)
 	return &i, err
 }
 
@@ -1041,4 +1042,25 @@ func (q *Queries) RiverJobOwner(ctx context.Context, id int64) (*RiverJobOwnerRo
 	var i RiverJobOwnerRow
 	err := row.Scan(&i.State, &i.Owner)
 	return &i, err
+}
+
+const riverJobReviveLateCompletion = `-- name: RiverJobReviveLateCompletion :execrows
+UPDATE river_job SET state = 'running', finalized_at = NULL
+WHERE id = $1 AND state = 'completed' AND attempt = $2
+`
+
+type RiverJobReviveLateCompletionParams struct {
+	ID      int64
+	Attempt int16
+}
+
+// RiverJobReviveLateCompletion puts back to running a job that River's
+// completer marked completed for an attempt before the one at @attempt,
+// which is being worked (see the journal's start).
+func (q *Queries) RiverJobReviveLateCompletion(ctx context.Context, arg *RiverJobReviveLateCompletionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, riverJobReviveLateCompletion, arg.ID, arg.Attempt)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

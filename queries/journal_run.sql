@@ -102,10 +102,17 @@ SELECT target FROM journal_run WHERE river_job_id = @river_job_id LIMIT 1;
 SELECT id FROM river_job WHERE id = @id FOR UPDATE;
 
 -- name: RiverJobLockOwner :one
--- RiverJobLockOwner locks a River job's row and returns its state and the
--- River client that took it last ('' if none).
-SELECT state::text AS state, coalesce(attempted_by[array_upper(attempted_by, 1)], '')::text AS owner
+-- RiverJobLockOwner locks a River job's row and returns its state, its
+-- attempt and the River client that took it last ('' if none).
+SELECT state::text AS state, attempt, coalesce(attempted_by[array_upper(attempted_by, 1)], '')::text AS owner
 FROM river_job WHERE id = @id FOR UPDATE;
+
+-- name: RiverJobReviveLateCompletion :execrows
+-- RiverJobReviveLateCompletion puts back to running a job that River's
+-- completer marked completed for an attempt before the one at @attempt,
+-- which is being worked (see the journal's start).
+UPDATE river_job SET state = 'running', finalized_at = NULL
+WHERE id = @id AND state = 'completed' AND attempt = @attempt;
 
 -- name: RiverJobOwner :one
 -- RiverJobOwner is RiverJobLockOwner without the lock.

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"sluice/db"
@@ -535,6 +536,72 @@ func TestRetry(t *testing.T) {
 		again, err := b.journal.Get(context.Background(), first.ID)
 		require.NoError(t, err)
 		require.Equal(t, first.FinishedAt, again.FinishedAt, "the first receipt is untouched")
+	})
+
+	// River's completer writes a worker's result in batches, up to 50 ms
+	// after the job returned; the journal completes the job in the receipt's
+	// transaction before that. A retry asked in between is fetched at once,
+	// and the late write then marks the fetched attempt completed before its
+	// run could start. The retry still runs.
+	t.Run("OperatorRetryRightAfterTheReceiptStillRuns", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{start: true})
+		b.worker.script("web").auto = true
+		ctx := context.Background()
+		for range 10 {
+			res := enqueue(t, b, "web", false)
+			require.Eventually(t, func() bool {
+				run, err := b.journal.Get(ctx, res.Run.ID)
+				require.NoError(t, err)
+				return run.State == journal.StateSucceeded
+			}, 10*time.Second, time.Millisecond)
+			_, err := b.client.JobRetry(ctx, *res.Run.RiverJobID)
+			require.NoError(t, err)
+			ran := assert.Eventually(t, func() bool {
+				var n int
+				require.NoError(t, b.pool.QueryRow(ctx,
+					"SELECT count(*) FROM journal_run WHERE retry_of = $1 AND state = 'succeeded'", res.Run.ID).Scan(&n))
+				return n == 1
+			}, 10*time.Second, 5*time.Millisecond)
+			if !ran {
+				t.Fatalf("the retry of run %s never ran:\n%s", res.Run.ID, spineState(b))
+			}
+		}
+	})
+
+	// The same late write, made certain: a trigger marks the retry's job
+	// completed right after River fetched it, as the completer's late batch
+	// does, before the worker starts its run.
+	t.Run("OperatorRetryMarkedCompletedBeforeItsRunStartedStillRuns", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{start: true})
+		s := b.worker.script("web")
+		ctx := context.Background()
+		res := enqueue(t, b, "web", false)
+		require.Equal(t, res.Run.ID, s.next(t, b))
+		s.release <- nil
+		waitState(t, b, res.Run.ID, journal.StateSucceeded)
+
+		_, err := b.pool.Exec(ctx, `
+			CREATE FUNCTION late_completion() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF OLD.state = 'available' AND NEW.state = 'running' THEN
+					UPDATE river_job SET state = 'completed', finalized_at = now() WHERE id = NEW.id;
+				END IF;
+				RETURN NULL;
+			END $$;
+			CREATE TRIGGER late_completion AFTER UPDATE ON river_job FOR EACH ROW EXECUTE FUNCTION late_completion();`)
+		require.NoError(t, err)
+		_, err = b.client.JobRetry(ctx, *res.Run.RiverJobID)
+		require.NoError(t, err)
+		retryID := s.next(t, b)
+		s.release <- nil
+		retry := waitState(t, b, retryID, journal.StateSucceeded)
+		require.Equal(t, res.Run.ID, *retry.RetryOf)
+		require.EqualValues(t, 2, retry.Attempt)
+		job, err := b.client.JobGet(ctx, *res.Run.RiverJobID)
+		require.NoError(t, err)
+		require.Equal(t, rivertype.JobStateCompleted, job.State)
 	})
 
 	t.Run("RequestAfterAFinishedRunMakesANewRunEvenWhileItsJobAwaitsRetry", func(t *testing.T) {

@@ -129,6 +129,22 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 		if err != nil {
 			return fmt.Errorf("lock job %d: %w", job.ID, err)
 		}
+		if jobRow.State == string(rivertype.JobStateCompleted) && int(jobRow.Attempt) == job.Attempt {
+			// The receipt of the attempt before completed the job in its
+			// transaction, and River's completer writes the worker's result
+			// again, in a batch, up to 50 ms later. An operator's retry in
+			// between (River UI's button) was fetched as this attempt, and
+			// that late write then marked it completed, although no run of
+			// it started. The retry was asked: work it. (Recover, the only
+			// other writer here, cancels.)
+			n, err := q.RiverJobReviveLateCompletion(ctx, &db.RiverJobReviveLateCompletionParams{ID: job.ID, Attempt: jobRow.Attempt})
+			if err != nil {
+				return fmt.Errorf("put job %d back to running: %w", job.ID, err)
+			}
+			if n == 1 {
+				jobRow.State = string(rivertype.JobStateRunning)
+			}
+		}
 		if jobRow.State != string(rivertype.JobStateRunning) {
 			// Recover took this process for dead before the run started
 			// (it was cut off from the database), recorded the run unknown
