@@ -5,6 +5,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"sluice/db"
@@ -223,6 +224,15 @@ func TestSyncPaths(t *testing.T) {
 			_, err := b.pool.Exec(b.ctx, sql, run.ID)
 			require.ErrorContains(t, err, "SL001", sql)
 		}
+		// The guard runs once per statement: many rows in one INSERT, or a
+		// COPY, are refused whole.
+		_, err := b.pool.Exec(b.ctx, `INSERT INTO sync_path (run_id, outcome, path)
+			SELECT $1, 'created', 'apps/late-' || g || '.json' FROM generate_series(1, 3) g`, run.ID)
+		require.ErrorContains(t, err, "SL001")
+		_, err = b.pool.CopyFrom(b.ctx, pgx.Identifier{"sync_path"}, []string{"run_id", "outcome", "path"},
+			pgx.CopyFromRows([][]any{{run.ID, "created", "apps/a.json"}, {run.ID, "created", "apps/b.json"}}))
+		require.ErrorContains(t, err, "SL001")
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM sync_path WHERE run_id = $1", run.ID))
 	})
 
 	t.Run("NoChangeSyncWritesNoRows", func(t *testing.T) {
