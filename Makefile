@@ -139,11 +139,12 @@ bench: ensure-tools build bench-sync
 	$(GO) test -run '^$$' -bench '^BenchmarkDriftCheck$$' -benchtime 10x ./internal/infra/
 	$(GO) test -run '^$$' -bench '^BenchmarkSweep100$$' -benchtime 1x ./internal/infra/
 
-## bench-sync: the sync table alone (make bench prints it first)
+## bench-sync: the sync table alone (make bench prints it first), also written into docs/benchmarks.md
 bench-sync: ensure-tools
 	@mkdir -p bin
 	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 5x -count $(SYNC_BENCH_COUNT) ./internal/gitops/ | tee bin/bench-sync.txt
-	@awk "$$SYNC_TABLE_AWK" bin/bench-sync.txt
+	@awk "$$SYNC_TABLE_AWK" bin/bench-sync.txt | tee bin/bench-sync-table.txt
+	@scripts/bench-doc.sh bin/bench-sync.txt bin/bench-sync-table.txt
 
 ## faults: fault injection on real processes (kill -9 of serve, PostgreSQL restarts, Git
 ## failures, a secret scan), FAULT_TRIALS trials each, then one summary line per scenario

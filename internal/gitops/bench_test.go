@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,6 +69,7 @@ func BenchmarkSync10k(b *testing.B) {
 		bb := setup(b, setupOpts{repo: r, likeServe: true})
 		bb.sync(b, false)
 		bb.settleDB(b)
+		printEnvOnce.Do(func() { bb.printEnv(b, r.Bare) })
 		var sync, floor samples
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -154,6 +156,28 @@ func (bb *testBundle) settleDB(b *testing.B) {
 	b.Helper()
 	bb.exec(b, "VACUUM (ANALYZE)")
 	bb.exec(b, "CHECKPOINT")
+}
+
+var printEnvOnce sync.Once
+
+// printEnv prints one line, for scripts/bench-doc.sh, of what the figures
+// depend on beyond the machine: the PostgreSQL server and its settings, and
+// the file system the repositories are on.
+func (bb *testBundle) printEnv(b *testing.B, dir string) {
+	b.Helper()
+	var version, settings string
+	require.NoError(b, bb.pool.QueryRow(bb.ctx, `SELECT current_setting('server_version'),
+		string_agg(name || '=' || setting || coalesce(unit, ''), ' ' ORDER BY name) FROM pg_settings
+		WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'work_mem', 'max_connections')`).Scan(&version, &settings))
+	fsType := "unknown"
+	if out, err := exec.Command("df", "-PT", dir).Output(); err == nil {
+		if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) == 2 {
+			if f := strings.Fields(lines[1]); len(f) > 1 {
+				fsType = f[1]
+			}
+		}
+	}
+	fmt.Printf("bench-env: postgres %s (%s); repositories on %s\n", version, settings, fsType)
 }
 
 // hashBlobs reads the files at origin/main with one git cat-file --batch
