@@ -124,6 +124,21 @@ func TestSyncServices(t *testing.T) {
 		require.Equal(t, "one", b.unit(t, "apps/y.json").Name)
 	})
 
+	// The newcomer is inserted before the unit it replaces is marked stale:
+	// the names check waits for the end of the write.
+	t.Run("ANewFileTakesTheNameOfOneThatLeftInTheSameCommit", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Commit(t, "one", map[string]string{"apps/x.json": serviceUnit("api", "a")})
+		b.sync(t, false)
+		b.Commit(t, "move", map[string]string{"apps/w.json": serviceUnit("api", "b")}, "apps/x.json")
+		res := b.sync(t, false)
+		require.Empty(t, res.Invalid)
+		require.Equal(t, []string{"apps/w.json"}, res.Created)
+		require.Equal(t, []string{"apps/x.json"}, res.Stale)
+		require.Equal(t, "api", b.unit(t, "apps/w.json").Name)
+	})
+
 	t.Run("ALosersPathKeepsItsRowAndSoItsName", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
