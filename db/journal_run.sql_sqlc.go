@@ -1046,17 +1046,18 @@ func (q *Queries) RiverJobOwner(ctx context.Context, id int64) (*RiverJobOwnerRo
 
 const riverJobReviveLateCompletion = `-- name: RiverJobReviveLateCompletion :execrows
 UPDATE river_job SET state = 'running', finalized_at = NULL
-WHERE id = $1 AND state = 'completed' AND attempt = $2
+WHERE id = $1 AND state = 'completed' AND attempt = coalesce($2::smallint, attempt)
 `
 
 type RiverJobReviveLateCompletionParams struct {
 	ID      int64
-	Attempt int16
+	Attempt *int16
 }
 
 // RiverJobReviveLateCompletion puts back to running a job that River's
-// completer marked completed for an attempt before the one at @attempt,
-// which is being worked (see the journal's start).
+// completer marked completed for an attempt before the one being worked (see
+// the journal's start): the one at @attempt, or, when it is NULL, whichever
+// attempt the job is at.
 func (q *Queries) RiverJobReviveLateCompletion(ctx context.Context, arg *RiverJobReviveLateCompletionParams) (int64, error) {
 	result, err := q.db.Exec(ctx, riverJobReviveLateCompletion, arg.ID, arg.Attempt)
 	if err != nil {

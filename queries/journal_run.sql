@@ -109,10 +109,11 @@ FROM river_job WHERE id = @id FOR UPDATE;
 
 -- name: RiverJobReviveLateCompletion :execrows
 -- RiverJobReviveLateCompletion puts back to running a job that River's
--- completer marked completed for an attempt before the one at @attempt,
--- which is being worked (see the journal's start).
+-- completer marked completed for an attempt before the one being worked (see
+-- the journal's start): the one at @attempt, or, when it is NULL, whichever
+-- attempt the job is at.
 UPDATE river_job SET state = 'running', finalized_at = NULL
-WHERE id = @id AND state = 'completed' AND attempt = @attempt;
+WHERE id = @id AND state = 'completed' AND attempt = coalesce(sqlc.narg('attempt')::smallint, attempt);
 
 -- name: RiverJobOwner :one
 -- RiverJobOwner is RiverJobLockOwner without the lock.

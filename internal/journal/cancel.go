@@ -86,6 +86,15 @@ func (j *Journal) Cancel(ctx context.Context, id uuid.UUID, by, reason string) (
 			}
 		case j.isLive(id) || !tryLock(ctx, lc, id, true):
 			// Its worker lives (here or in another process): it records the end.
+			if cur.RiverJobID != nil {
+				// River stops only a job it reads running, and its completer's
+				// late write for the attempt before (see start) may have
+				// marked this one's job completed after the run started. The
+				// run is not finished, so its job is not: put it back.
+				if _, err := q.RiverJobReviveLateCompletion(ctx, &db.RiverJobReviveLateCompletionParams{ID: *cur.RiverJobID}); err != nil {
+					return fmt.Errorf("put job %d back to running: %w", *cur.RiverJobID, err)
+				}
+			}
 			if _, err := q.JournalEventAppend(ctx, &db.JournalEventAppendParams{RunID: id, Level: LevelWarn, Message: j.redactor.String(asked)}); err != nil {
 				return fmt.Errorf("append event: %w", err)
 			}

@@ -52,6 +52,25 @@ func TestCancel(t *testing.T) {
 		require.True(t, asked, "the events say who asked and why")
 	})
 
+	// River's completer wrote late for the attempt before (see
+	// OperatorRetryMarkedCompletedBeforeItsRunStartedStillRuns), after this
+	// run started: its job reads completed, and River cancels only a running
+	// job.
+	t.Run("RunningRunWhoseJobReadsCompletedStillStops", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{start: true})
+		s := b.worker.script("web")
+		ctx := context.Background()
+		res := enqueue(t, b, "web", false)
+		s.next(t, b)
+		_, err := b.pool.Exec(ctx, "UPDATE river_job SET state = 'completed', finalized_at = now() WHERE id = $1", *res.Run.RiverJobID)
+		require.NoError(t, err)
+		_, err = b.journal.Cancel(ctx, res.Run.ID, "bob", "stuck")
+		require.NoError(t, err)
+		run := waitState(t, b, res.Run.ID, journal.StateCancelled)
+		require.Contains(t, *run.Error, "Cancelled by an operator while it ran")
+	})
+
 	t.Run("RunningRunOfAGoneProcessEndsUnknownAtOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})

@@ -137,7 +137,7 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 			// that late write then marked it completed, although no run of
 			// it started. The retry was asked: work it. (Recover, the only
 			// other writer here, cancels.)
-			n, err := q.RiverJobReviveLateCompletion(ctx, &db.RiverJobReviveLateCompletionParams{ID: job.ID, Attempt: jobRow.Attempt})
+			n, err := q.RiverJobReviveLateCompletion(ctx, &db.RiverJobReviveLateCompletionParams{ID: job.ID, Attempt: &jobRow.Attempt})
 			if err != nil {
 				return fmt.Errorf("put job %d back to running: %w", job.ID, err)
 			}
