@@ -42,16 +42,43 @@ func maskUserinfo(s string) string {
 	})
 }
 
+// shapes are the patterns masked wherever they appear. Each has a cheap
+// test that every match passes (maybe): text that fails it holds no match,
+// so the regular expression is not run. Most text redacted (paths, event
+// messages) holds none, and a sync redacts thousands of paths.
 var shapes = []struct {
-	re   *regexp.Regexp
-	repl string
+	maybe func(string) bool
+	re    *regexp.Regexp
+	repl  string
 }{
 	// sluice API tokens, wherever they appear.
-	{regexp.MustCompile(`sluice_[A-Za-z0-9_-]{20,}`), "sluice_" + Mask},
+	{
+		func(s string) bool { return strings.Contains(s, "sluice_") },
+		regexp.MustCompile(`sluice_[A-Za-z0-9_-]{20,}`), "sluice_" + Mask,
+	},
 	// Authorization headers and their bearer or basic values.
-	{regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}`), "${1} " + Mask},
+	{
+		func(s string) bool { return containsFold(s, "bearer") || containsFold(s, "basic") },
+		regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}`), "${1} " + Mask,
+	},
 	// password=... in connection strings and similar key=value text.
-	{regexp.MustCompile(`(?i)\b(password|passwd|pwd|token|secret)=[^\s&;'"]+`), "${1}=" + Mask},
+	{
+		func(s string) bool { return strings.IndexByte(s, '=') >= 0 },
+		regexp.MustCompile(`(?i)\b(password|passwd|pwd|token|secret)=[^\s&;'"]+`), "${1}=" + Mask,
+	},
+}
+
+// containsFold reports whether s contains the lower-case ASCII word under
+// Unicode case folding, as (?i) matches it: the Kelvin sign (U+212A)
+// folds to k and the long s (U+017F) to s, so text with a byte over 0x7f
+// is always tried.
+func containsFold(s, word string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return true
+		}
+	}
+	return strings.Contains(strings.ToLower(s), word)
 }
 
 // Redactor removes registered secrets and secret shapes from text. The zero
@@ -88,9 +115,13 @@ func (r *Redactor) String(s string) string {
 		s = strings.ReplaceAll(s, secret, Mask)
 	}
 	r.mu.RUnlock()
-	s = maskUserinfo(s)
+	if strings.Contains(s, "://") {
+		s = maskUserinfo(s)
+	}
 	for _, sh := range shapes {
-		s = sh.re.ReplaceAllString(s, sh.repl)
+		if sh.maybe(s) {
+			s = sh.re.ReplaceAllString(s, sh.repl)
+		}
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -67,4 +68,43 @@ func TestHandler(t *testing.T) {
 	require.NotContains(t, out, "s3cr3t-value")
 	require.Contains(t, out, `"n":3`)
 	require.Contains(t, out, `"msg":"using ***"`)
+}
+
+// FuzzStringSkipsOnlyWhatCannotMatch checks String against the same masking
+// with every pattern always run: the cheap tests that let String skip a
+// pattern never skip text the pattern matches.
+func FuzzStringSkipsOnlyWhatCannotMatch(f *testing.F) {
+	for _, s := range []string{
+		"", "apps/web.json", "plain text about ab",
+		"Authorization: Bearer abcdefgh12345678", "AUTHORIZATION: BASIC dXNlcjpwYXNzd29yZA==",
+		// (?i) folds the Kelvin sign to k and the long s to s.
+		"bearer\u212a abcdefgh12345678", "ba\u017fic abcdefgh12345678", "\u017fecret=x",
+		"PassWord=hunter2 host=x", "url=https://tok@host/r.git", "ssh://deploy:pw@host/x",
+		"got sluice_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAA here", "token=abc&secret=def",
+	} {
+		f.Add(s)
+	}
+	r := &Redactor{}
+	r.Add("hunter2-secret")
+	f.Fuzz(func(t *testing.T, s string) {
+		want := s
+		for _, secret := range r.secrets {
+			want = strings.ReplaceAll(want, secret, Mask)
+		}
+		want = maskUserinfo(want)
+		for _, sh := range shapes {
+			want = sh.re.ReplaceAllString(want, sh.repl)
+		}
+		require.Equal(t, want, r.String(s), "input %q", s)
+	})
+}
+
+// BenchmarkStringPath is the redaction of one path, which a sync of 10,000
+// files pays 10,000 times.
+func BenchmarkStringPath(b *testing.B) {
+	r := &Redactor{}
+	r.Add("hunter2-secret")
+	for b.Loop() {
+		_ = r.String("apps/team-07/service-01234.json")
+	}
 }
