@@ -182,6 +182,10 @@ func FuzzParse(f *testing.F) {
 // expectUnit computes what Parse should answer for data without Parse:
 // the unit, or nil and, when it knows it, the reason.
 func expectUnit(t *testing.T, path string, data []byte) (*Unit, string) {
+	if !utf8.ValidString(path) {
+		// Refused for its name before its content is read.
+		return nil, "has a name that is not valid UTF-8 (shown here with U+FFFD in its place), which the inventory cannot store; rename the file"
+	}
 	if len(data) > MaxSize {
 		return nil, tooLarge(int64(len(data)))
 	}

@@ -205,6 +205,9 @@ func stringMap(v any) (map[string]string, string) {
 // numeric type cannot hold; either would fail the write of the whole sync
 // rather than this one file, so the file is refused here instead.
 func unstorable(doc any) string {
+	if !hasUnstorable(doc) {
+		return ""
+	}
 	what, fix, at := findUnstorable(doc)
 	if what == "" {
 		return ""
@@ -244,6 +247,31 @@ func findUnstorable(v any) (what, fix string, at []string) {
 		}
 	}
 	return "", "", nil
+}
+
+// hasUnstorable reports whether findUnstorable finds a problem in v. It
+// visits keys in map order, without sorting them: nearly every unit has no
+// problem, and then only the answer matters, not which problem comes first.
+func hasUnstorable(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if strings.IndexByte(k, 0) >= 0 || hasUnstorable(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if hasUnstorable(e) {
+				return true
+			}
+		}
+	case string:
+		return strings.IndexByte(v, 0) >= 0
+	case json.Number:
+		return !numericFits(string(v))
+	}
+	return false
 }
 
 // numericFits reports whether PostgreSQL's numeric, the type of a jsonb
