@@ -9,6 +9,44 @@ import (
 	"context"
 )
 
+// iteratorForSyncPathCopy implements pgx.CopyFromSource.
+type iteratorForSyncPathCopy struct {
+	rows                 []*SyncPathCopyParams
+	skippedFirstNextCall bool
+}
+
+func (r *iteratorForSyncPathCopy) Next() bool {
+	if len(r.rows) == 0 {
+		return false
+	}
+	if !r.skippedFirstNextCall {
+		r.skippedFirstNextCall = true
+		return true
+	}
+	r.rows = r.rows[1:]
+	return len(r.rows) > 0
+}
+
+func (r iteratorForSyncPathCopy) Values() ([]interface{}, error) {
+	return []interface{}{
+		r.rows[0].RunID,
+		r.rows[0].Outcome,
+		r.rows[0].Path,
+		r.rows[0].Reason,
+	}, nil
+}
+
+func (r iteratorForSyncPathCopy) Err() error {
+	return nil
+}
+
+// SyncPathCopy records a sync's paths with COPY, for a run that has recorded
+// none yet (see SyncPathAny): a first sync of a large repository records
+// thousands, and COPY writes them in a fraction of the INSERT's time.
+func (q *Queries) SyncPathCopy(ctx context.Context, arg []*SyncPathCopyParams) (int64, error) {
+	return q.db.CopyFrom(ctx, []string{"sync_path"}, []string{"run_id", "outcome", "path", "reason"}, &iteratorForSyncPathCopy{rows: arg})
+}
+
 // iteratorForUnitInsert implements pgx.CopyFromSource.
 type iteratorForUnitInsert struct {
 	rows                 []*UnitInsertParams

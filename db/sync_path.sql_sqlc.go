@@ -11,6 +11,25 @@ import (
 	"github.com/google/uuid"
 )
 
+const syncPathAny = `-- name: SyncPathAny :one
+SELECT EXISTS (SELECT 1 FROM sync_path WHERE run_id = $1)
+`
+
+// SyncPathAny reports whether the run has recorded any path.
+func (q *Queries) SyncPathAny(ctx context.Context, runID uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, syncPathAny, runID)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
+type SyncPathCopyParams struct {
+	RunID   uuid.UUID
+	Outcome string
+	Path    string
+	Reason  *string
+}
+
 const syncPathInsert = `-- name: SyncPathInsert :exec
 INSERT INTO sync_path (run_id, outcome, path, reason)
 SELECT $1::uuid, t.o, t.p, nullif(t.r, '')

@@ -1,8 +1,10 @@
 package gitops
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -112,10 +114,14 @@ func truncateReason(s string) string {
 	return s[:cut] + "…"
 }
 
-// writePathsTx records every path of ps as run runID's outcome, with one
-// COPY, in the transaction that makes the change. Paths and reasons pass
-// through the redactor, as the receipt does. A run with nothing to record
-// (a sync that found no change) writes no row.
+// writePathsTx records every path of ps as run runID's outcome, in the
+// transaction that makes the change. Paths and reasons pass through the
+// redactor, as the receipt does. A run with nothing to record (a sync that
+// found no change) writes no row.
+//
+// A run's first paths go in with COPY, in key order. A run that records
+// paths twice (a deploy syncs before it pins and again after its push)
+// inserts the second time, and the first record of a path stands.
 func writePathsTx(ctx context.Context, q *db.Queries, red *redact.Redactor, runID uuid.UUID, ps *paths) error {
 	if runID == uuid.Nil {
 		return nil
@@ -123,26 +129,51 @@ func writePathsTx(ctx context.Context, q *db.Queries, red *redact.Redactor, runI
 	if red == nil {
 		red = redact.Default
 	}
-	rows := &db.SyncPathInsertParams{RunID: runID}
-	add := func(outcome, path, reason string) {
-		rows.Outcomes, rows.Paths, rows.Reasons = append(rows.Outcomes, outcome), append(rows.Paths, red.String(path)), append(rows.Reasons, reason)
+	n := len(ps.created) + len(ps.updated) + len(ps.stale) + len(ps.invalid)
+	if n == 0 {
+		return nil
 	}
+	rows := make([]*db.SyncPathCopyParams, 0, n)
 	for _, l := range []struct {
 		outcome string
 		paths   []string
 	}{{OutcomeCreated, ps.created}, {OutcomeUpdated, ps.updated}, {OutcomeStale, ps.stale}} {
 		for _, path := range l.paths {
-			add(l.outcome, path, "")
+			rows = append(rows, &db.SyncPathCopyParams{RunID: runID, Outcome: l.outcome, Path: red.String(path)})
 		}
 	}
 	for _, inv := range ps.invalid {
-		add(OutcomeInvalid, inv.Path, red.String(inv.Reason))
+		reason := red.String(inv.Reason)
+		rows = append(rows, &db.SyncPathCopyParams{RunID: runID, Outcome: OutcomeInvalid, Path: red.String(inv.Path), Reason: &reason})
 	}
-	if len(rows.Paths) == 0 {
+	// Key order, and one row per key: two paths the redactor masks alike
+	// are one path in the table.
+	key := func(r *db.SyncPathCopyParams) [2]string { return [2]string{r.Outcome, r.Path} }
+	slices.SortStableFunc(rows, func(a, b *db.SyncPathCopyParams) int {
+		return cmp.Or(cmp.Compare(a.Outcome, b.Outcome), cmp.Compare(a.Path, b.Path))
+	})
+	rows = slices.CompactFunc(rows, func(a, b *db.SyncPathCopyParams) bool { return key(a) == key(b) })
+
+	recorded, err := q.SyncPathAny(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("read the run's sync paths: %w", err)
+	}
+	if !recorded {
+		if _, err := q.SyncPathCopy(ctx, rows); err != nil {
+			return fmt.Errorf("record %d sync paths: %w", len(rows), err)
+		}
 		return nil
 	}
-	if err := q.SyncPathInsert(ctx, rows); err != nil {
-		return fmt.Errorf("record %d sync paths: %w", len(rows.Paths), err)
+	p := &db.SyncPathInsertParams{RunID: runID}
+	for _, r := range rows {
+		reason := ""
+		if r.Reason != nil {
+			reason = *r.Reason
+		}
+		p.Outcomes, p.Paths, p.Reasons = append(p.Outcomes, r.Outcome), append(p.Paths, r.Path), append(p.Reasons, reason)
+	}
+	if err := q.SyncPathInsert(ctx, p); err != nil {
+		return fmt.Errorf("record %d sync paths: %w", len(rows), err)
 	}
 	return nil
 }

@@ -5,12 +5,14 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"sluice/db"
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
+	"sluice/internal/redact"
 )
 
 func TestSyncPaths(t *testing.T) {
@@ -233,6 +235,56 @@ func TestSyncPaths(t *testing.T) {
 			pgx.CopyFromRows([][]any{{run.ID, "created", "apps/a.json"}, {run.ID, "created", "apps/b.json"}}))
 		require.ErrorContains(t, err, "SL001")
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM sync_path WHERE run_id = $1", run.ID))
+
+		// A row names a run that exists, as a foreign key would require
+		// (23503), also beside rows of a run that does.
+		open := uuid.New()
+		b.exec(t, `INSERT INTO journal_run (id, action, target, state, requested_by, started_at) VALUES ($1, 'sync_source', 'x', 'running', 'alice', now())`, open)
+		missing := uuid.New()
+		_, err = b.pool.CopyFrom(b.ctx, pgx.Identifier{"sync_path"}, []string{"run_id", "outcome", "path"},
+			pgx.CopyFromRows([][]any{{open, "created", "apps/a.json"}, {missing, "created", "apps/b.json"}}))
+		require.ErrorContains(t, err, "23503")
+		require.ErrorContains(t, err, missing.String())
+		_, err = b.pool.Exec(b.ctx, "INSERT INTO sync_path (run_id, outcome, path) VALUES ($1, 'created', 'apps/a.json')", missing)
+		require.ErrorContains(t, err, "23503")
+		require.Zero(t, b.count(t, "SELECT count(*) FROM sync_path WHERE run_id IN ($1, $2)", open, missing))
+		b.exec(t, "INSERT INTO sync_path (run_id, outcome, path) VALUES ($1, 'created', 'apps/a.json')", open)
+	})
+
+	t.Run("ARunThatRecordsTwiceKeepsItsFirstRecords", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		run := uuid.New()
+		b.exec(t, `INSERT INTO journal_run (id, action, target, state, requested_by, started_at) VALUES ($1, 'deploy', 'web', 'running', 'alice', now())`, run)
+		red := &redact.Redactor{}
+		red.Add("tok-one", "tok-two")
+		write := func(created, updated []string, invalid map[string]string) {
+			t.Helper()
+			require.NoError(t, pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+				return gitops.WritePathsTx(b.ctx, tx, red, run, created, updated, invalid)
+			}))
+		}
+		all := func() []string {
+			t.Helper()
+			rs, err := b.svc.ListSyncPaths(b.ctx, gitops.ListSyncPathsParams{RunID: run, Limit: 100})
+			require.NoError(t, err)
+			var out []string
+			for _, r := range rs {
+				out = append(out, r.Outcome+" "+r.Path+" "+r.Reason)
+			}
+			return out
+		}
+		// The first write goes in with COPY; two paths the redactor masks
+		// alike are one row.
+		write([]string{"apps/a.json", "apps/tok-one.json", "apps/tok-two.json"}, nil, map[string]string{"apps/bad.json": "is not valid JSON"})
+		require.Equal(t, []string{"created apps/***.json ", "created apps/a.json ", "invalid apps/bad.json is not valid JSON"}, all())
+		// The second inserts: a path it meets again keeps its first record.
+		write([]string{"apps/a.json", "apps/c.json"}, []string{"apps/a.json"}, map[string]string{"apps/bad.json": "is still not valid JSON"})
+		require.Equal(t, []string{
+			"created apps/***.json ", "created apps/a.json ", "created apps/c.json ",
+			"invalid apps/bad.json is not valid JSON",
+			"updated apps/a.json ",
+		}, all())
 	})
 
 	t.Run("NoChangeSyncWritesNoRows", func(t *testing.T) {
