@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"sync"
 	"testing"
 	"time"
@@ -149,13 +150,15 @@ func BenchmarkSync10k(b *testing.B) {
 // writes).
 func settle() { time.Sleep(50 * time.Millisecond) }
 
-// settleDB does what PostgreSQL would do on its own in the minute after a
-// first sync of 10,000 units (autovacuum's analyze and vacuum of the new
-// rows, a checkpoint), so that the syncs timed next do not run beside it.
+// settleDB does what PostgreSQL and the kernel would do on their own in the
+// minute after a first sync of 10,000 units (autovacuum's analyze and
+// vacuum of the new rows, a checkpoint, the write-back of the files the
+// clones wrote), so that the syncs timed next do not run beside it.
 func (bb *testBundle) settleDB(b *testing.B) {
 	b.Helper()
 	bb.exec(b, "VACUUM (ANALYZE)")
 	bb.exec(b, "CHECKPOINT")
+	syscall.Sync()
 }
 
 var printEnvOnce sync.Once
