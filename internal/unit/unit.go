@@ -205,35 +205,39 @@ func stringMap(v any) (map[string]string, string) {
 // numeric type cannot hold; either would fail the write of the whole sync
 // rather than this one file, so the file is refused here instead.
 func unstorable(doc any) string {
-	if !hasUnstorable(doc) {
+	// Nearly every unit has no problem: the first walk, in map order, says
+	// so without sorting a key. Only a unit with one is walked again in key
+	// order, so that its reason is the same at every sync.
+	if what, _, _ := findUnstorable(doc, false); what == "" {
 		return ""
 	}
-	what, fix, at := findUnstorable(doc)
-	if what == "" {
-		return ""
-	}
+	what, fix, at := findUnstorable(doc, true)
 	slices.Reverse(at)
 	where := strings.ReplaceAll(strings.Join(at, "."), ".[", "[")
 	return fmt.Sprintf("has %s at %q, which the inventory cannot store; %s", what, where, fix)
 }
 
-// findUnstorable returns the first problem in v and how to fix it, with the
-// path to it innermost element first. It visits object keys in order, so
-// that the reason is the same at every sync.
-func findUnstorable(v any) (what, fix string, at []string) {
+// findUnstorable returns a problem in v and how to fix it, with the path to
+// it innermost element first: the first problem in key order when sorted,
+// else any one.
+func findUnstorable(v any, sorted bool) (what, fix string, at []string) {
 	switch v := v.(type) {
 	case map[string]any:
-		for _, k := range slices.Sorted(maps.Keys(v)) {
+		keys := maps.Keys(v)
+		if sorted {
+			keys = slices.Values(slices.Sorted(keys))
+		}
+		for k := range keys {
 			if strings.IndexByte(k, 0) >= 0 {
 				return `a key with a NUL character (\u0000)`, "rename the key", []string{k}
 			}
-			if what, fix, at := findUnstorable(v[k]); what != "" {
+			if what, fix, at := findUnstorable(v[k], sorted); what != "" {
 				return what, fix, append(at, k)
 			}
 		}
 	case []any:
 		for i, e := range v {
-			if what, fix, at := findUnstorable(e); what != "" {
+			if what, fix, at := findUnstorable(e, sorted); what != "" {
 				return what, fix, append(at, "["+strconv.Itoa(i)+"]")
 			}
 		}
@@ -247,31 +251,6 @@ func findUnstorable(v any) (what, fix string, at []string) {
 		}
 	}
 	return "", "", nil
-}
-
-// hasUnstorable reports whether findUnstorable finds a problem in v. It
-// visits keys in map order, without sorting them: nearly every unit has no
-// problem, and then only the answer matters, not which problem comes first.
-func hasUnstorable(v any) bool {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			if strings.IndexByte(k, 0) >= 0 || hasUnstorable(e) {
-				return true
-			}
-		}
-	case []any:
-		for _, e := range v {
-			if hasUnstorable(e) {
-				return true
-			}
-		}
-	case string:
-		return strings.IndexByte(v, 0) >= 0
-	case json.Number:
-		return !numericFits(string(v))
-	}
-	return false
 }
 
 // numericFits reports whether PostgreSQL's numeric, the type of a jsonb
