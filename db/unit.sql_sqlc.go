@@ -12,33 +12,37 @@ import (
 	"github.com/google/uuid"
 )
 
-const unitCountByStatus = `-- name: UnitCountByStatus :many
-SELECT status, count(*) AS n FROM unit WHERE source_id = $1 GROUP BY status
+const unitCountByStatus = `-- name: UnitCountByStatus :one
+SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
+       count(*) FILTER (WHERE status = 'applied') AS applied,
+       count(*) FILTER (WHERE status = 'failed') AS failed,
+       count(*) FILTER (WHERE status = 'stale') AS stale,
+       count(*) FILTER (WHERE status = 'destroyed') AS destroyed
+FROM unit WHERE source_id = $1
 `
 
 type UnitCountByStatusRow struct {
-	Status string
-	N      int64
+	Pending   int64
+	Applied   int64
+	Failed    int64
+	Stale     int64
+	Destroyed int64
 }
 
-func (q *Queries) UnitCountByStatus(ctx context.Context, sourceID uuid.UUID) ([]*UnitCountByStatusRow, error) {
-	rows, err := q.db.Query(ctx, unitCountByStatus, sourceID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []*UnitCountByStatusRow
-	for rows.Next() {
-		var i UnitCountByStatusRow
-		if err := rows.Scan(&i.Status, &i.N); err != nil {
-			return nil, err
-		}
-		items = append(items, &i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+// One pass that neither sorts nor hashes, whatever the statistics say: a
+// GROUP BY status sorted every unit of the source on each read until
+// autovacuum first analyzed the table (9 ms at 10,000 units).
+func (q *Queries) UnitCountByStatus(ctx context.Context, sourceID uuid.UUID) (*UnitCountByStatusRow, error) {
+	row := q.db.QueryRow(ctx, unitCountByStatus, sourceID)
+	var i UnitCountByStatusRow
+	err := row.Scan(
+		&i.Pending,
+		&i.Applied,
+		&i.Failed,
+		&i.Stale,
+		&i.Destroyed,
+	)
+	return &i, err
 }
 
 const unitGet = `-- name: UnitGet :one
@@ -87,8 +91,9 @@ SELECT id, source_id, path, kind, name, labels, status, status_before_stale, con
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR kind = $2)
   AND ($3::text IS NULL OR starts_with(path, $3))
-  AND ($4::text IS NULL
-       OR (path, id) > ($4::text, $5::uuid))
+  -- Always a bound, so that a generic plan too starts the index walk at the
+  -- cursor: no path is empty.
+  AND (path, id) > (coalesce($4::text, ''), coalesce($5::uuid, '00000000-0000-0000-0000-000000000000'))
 ORDER BY path, id
 LIMIT $6
 `

@@ -51,10 +51,19 @@ SELECT * FROM unit
 WHERE (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'))
   AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind'))
   AND (sqlc.narg('path_prefix')::text IS NULL OR starts_with(path, sqlc.narg('path_prefix')))
-  AND (sqlc.narg('after_path')::text IS NULL
-       OR (path, id) > (sqlc.narg('after_path')::text, sqlc.narg('after_id')::uuid))
+  -- Always a bound, so that a generic plan too starts the index walk at the
+  -- cursor: no path is empty.
+  AND (path, id) > (coalesce(sqlc.narg('after_path')::text, ''), coalesce(sqlc.narg('after_id')::uuid, '00000000-0000-0000-0000-000000000000'))
 ORDER BY path, id
 LIMIT @max_rows;
 
--- name: UnitCountByStatus :many
-SELECT status, count(*) AS n FROM unit WHERE source_id = @source_id GROUP BY status;
+-- name: UnitCountByStatus :one
+-- One pass that neither sorts nor hashes, whatever the statistics say: a
+-- GROUP BY status sorted every unit of the source on each read until
+-- autovacuum first analyzed the table (9 ms at 10,000 units).
+SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
+       count(*) FILTER (WHERE status = 'applied') AS applied,
+       count(*) FILTER (WHERE status = 'failed') AS failed,
+       count(*) FILTER (WHERE status = 'stale') AS stale,
+       count(*) FILTER (WHERE status = 'destroyed') AS destroyed
+FROM unit WHERE source_id = @source_id;

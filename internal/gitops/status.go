@@ -68,16 +68,12 @@ func (s *Service) GetStatus(ctx context.Context) (*Status, error) {
 		}
 		st.NextSyncAt = &next
 	}
-	counts, err := q.UnitCountByStatus(ctx, src.ID)
+	c, err := q.UnitCountByStatus(ctx, src.ID)
 	if err != nil {
 		return nil, fmt.Errorf("count units: %w", err)
 	}
-	for _, c := range counts {
-		st.Counts[c.Status] = int(c.N)
-		if active(c.Status) {
-			st.TrackedCount += int(c.N)
-		}
-	}
+	st.Counts = map[string]int{"pending": int(c.Pending), "applied": int(c.Applied), "failed": int(c.Failed), "stale": int(c.Stale), "destroyed": int(c.Destroyed)}
+	st.TrackedCount = activeOf(c)
 	action := SyncArgs{}.Kind()
 	open, err := s.Journal.List(ctx, journal.ListParams{Action: action, Target: src.Name, Limit: 5})
 	if err != nil {

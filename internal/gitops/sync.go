@@ -521,18 +521,16 @@ func countActive(ctx context.Context, q *db.Queries, id uuid.UUID) func() (int, 
 
 // activeUnits counts the units of source id that are in Git now.
 func activeUnits(ctx context.Context, q *db.Queries, id uuid.UUID) (int, error) {
-	counts, err := q.UnitCountByStatus(ctx, id)
+	c, err := q.UnitCountByStatus(ctx, id)
 	if err != nil {
 		return 0, fmt.Errorf("count units: %w", err)
 	}
-	n := 0
-	for _, c := range counts {
-		if active(c.Status) {
-			n += int(c.N)
-		}
-	}
-	return n, nil
+	return activeOf(c), nil
 }
+
+// activeOf is how many of the counted units are in Git now: every status but
+// stale and destroyed (see active).
+func activeOf(c *db.UnitCountByStatusRow) int { return int(c.Pending + c.Applied + c.Failed) }
 
 // applyTx is the finishing step of a sync. The policy in force when it
 // runs (not when the fetch began) decides: manual and review keep the plan
