@@ -7,8 +7,22 @@ import (
 	"sluice/internal/errs"
 )
 
-// digestRE is the one spelling of a digest that sluice stores and compares.
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+// isDigest reports whether d is the one spelling of a digest that sluice
+// stores and compares: sha256: and 64 lowercase hex digits. (A regular
+// expression said the same at ten times the cost, on every service of every
+// list of services.)
+func isDigest(d string) bool {
+	hex, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for i := 0; i < len(hex); i++ {
+		if c := hex[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // ParseDigest returns the digest that s names, as "sha256:<64 lowercase hex>".
 // It accepts that form and a reference "name@sha256:<hex>" (such as
@@ -33,13 +47,13 @@ func ParseDigest(s string) (string, error) {
 		}
 		d = s[i+1:]
 	}
-	if digestRE.MatchString(d) {
+	if isDigest(d) {
 		return d, nil
 	}
 	switch {
 	case len(d) == 64 && !strings.Contains(d, ":"):
 		return "", errs.Errorf(errs.Invalid, "artifact digest %q has no algorithm; write it as sha256:%s.", s, strings.ToLower(d))
-	case strings.HasPrefix(strings.ToLower(d), "sha256:") && digestRE.MatchString(strings.ToLower(d)):
+	case isDigest(strings.ToLower(d)):
 		return "", errs.Errorf(errs.Invalid, "artifact digest %q must be lowercase; write it as %s.", s, strings.ToLower(d))
 	default:
 		return "", errs.Errorf(errs.Invalid, "artifact digest %q is malformed; give sha256: followed by 64 lowercase hex digits.", s)
