@@ -126,6 +126,8 @@ type Service struct {
 
 	// waitNoted remembers the runs told they wait for their node.
 	waitNoted sync.Map
+	// specs are the specs views parsed (see parsedSpec).
+	specs specCache
 }
 
 // New returns a Service keeping its files under dataDir.
