@@ -126,7 +126,7 @@ type Service struct {
 
 	// waitNoted remembers the runs told they wait for their node.
 	waitNoted sync.Map
-	// specs are the specs views parsed (see parsedSpec).
+	// specs are the specs views parsed (see specCache).
 	specs specCache
 }
 
