@@ -29,6 +29,9 @@ import (
 const (
 	busyFor     = 3 * time.Second
 	busySamples = 5
+	// serveWorkers is SLUICE_MAX_WORKERS's default, which the serve below
+	// keeps: at most this many busy converges run at once.
+	serveWorkers = 20
 )
 
 func BenchmarkConvergeBesideBusy(b *testing.B) {
@@ -83,7 +86,7 @@ func BenchmarkConvergeBesideBusy(b *testing.B) {
 						require.Contains(b, []int{http.StatusAccepted, http.StatusOK, http.StatusConflict}, code, "%s", body)
 					}
 					if busy > 0 {
-						waitBusy(b, conn, min(busy, 20))
+						waitBusy(b, conn, min(busy, serveWorkers))
 					} else {
 						time.Sleep(quiet)
 					}
