@@ -7,6 +7,7 @@ import (
 	"crypto/sha1"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -209,4 +210,38 @@ type multiWriter struct {
 func (m multiWriter) Write(p []byte) (int, error) {
 	m.h.Write(p)
 	return m.w.Write(p)
+}
+
+// indexMode is the mode git records in the index for a tree entry's mode.
+func indexMode(m filemode.FileMode) filemode.FileMode {
+	if m == filemode.Deprecated {
+		return filemode.Regular
+	}
+	return m
+}
+
+// writeIndex replaces .git/index atomically: a sync stopped half way leaves
+// either index whole.
+func writeIndex(gitDir string, idx *index.Index) error {
+	tmp := filepath.Join(gitDir, "sluice-index.tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 64<<10)
+	err = encodeIndex(w, idx)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(gitDir, "index"))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write index: %w", err)
+	}
+	return nil
 }
