@@ -1,17 +1,14 @@
 package pglocal
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -189,117 +186,6 @@ func TestStartStopRestart(t *testing.T) {
 	require.Equal(t, "hello", v)
 }
 
-func TestStartInUse(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	dir := testDir(t)
-
-	c, err := Start(ctx, testOpts(dir))
-	require.NoError(t, err)
-
-	_, err = Start(ctx, testOpts(dir))
-	require.EqualError(t, err, fmt.Sprintf("postgres data dir %s is in use by another process", dir))
-
-	// The failed Start left the running cluster alone.
-	conn := connect(ctx, t, c.URL())
-	require.NoError(t, conn.Ping(ctx))
-	require.NoError(t, conn.Close(ctx))
-
-	require.NoError(t, c.Stop(ctx))
-	c = startCluster(ctx, t, testOptsLog(t, dir))
-	require.NoError(t, connect(ctx, t, c.URL()).Ping(ctx))
-}
-
-func TestStartRecoversOrphan(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	dir := testDir(t)
-
-	// Start a cluster from a child process, then kill -9 the child. Its
-	// postmaster keeps running, unowned.
-	cmdCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(cmdCtx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childDirEnv+"="+dir)
-	stderrPath := filepath.Join(t.TempDir(), "child.stderr")
-	stderr, err := os.Create(stderrPath)
-	require.NoError(t, err)
-	defer stderr.Close()
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		_ = cmd.Wait()
-		out, _ := os.ReadFile(stderrPath)
-		require.NoError(t, err, "child stderr: %s", out)
-	}
-	require.Equal(t, "ready\n", line)
-
-	orphan := postmasterPID(t, dir)
-	t.Cleanup(func() {
-		if alive(orphan) {
-			_ = syscall.Kill(orphan, syscall.SIGKILL)
-		}
-	})
-	require.NoError(t, cmd.Process.Kill())
-	_ = cmd.Wait()
-	require.True(t, alive(orphan), "postmaster should outlive its parent")
-
-	began := time.Now()
-	c := startCluster(ctx, t, testOptsLog(t, dir))
-	t.Logf("start with orphan stop took %v", time.Since(began).Round(time.Millisecond))
-	require.False(t, alive(orphan), "orphaned postmaster should be stopped")
-
-	conn := connect(ctx, t, c.URL())
-	var v string
-	require.NoError(t, conn.QueryRow(ctx, "SELECT v FROM orphan").Scan(&v))
-	require.Equal(t, "from child", v)
-	require.NoError(t, conn.Close(ctx))
-
-	// kill -9 the postmaster itself: the stale postmaster.pid (naming a
-	// zombie where PID 1 does not reap) must not block Stop or Start.
-	pid := postmasterPID(t, dir)
-	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-	waitDead(t, pid)
-	began = time.Now()
-	require.NoError(t, c.Stop(ctx))
-	require.Less(t, time.Since(began), 5*time.Second)
-
-	began = time.Now()
-	c = startCluster(ctx, t, testOptsLog(t, dir))
-	t.Logf("start after postmaster kill -9 took %v", time.Since(began).Round(time.Millisecond))
-	conn = connect(ctx, t, c.URL())
-	require.NoError(t, conn.QueryRow(ctx, "SELECT v FROM orphan").Scan(&v))
-	require.Equal(t, "from child", v)
-}
-
-func TestStartNoBinaries(t *testing.T) {
-	t.Parallel()
-	dir := testDir(t)
-
-	_, err := Start(t.Context(), Opts{Dir: dir, BinDir: t.TempDir()})
-	require.ErrorIs(t, err, ErrNoBinaries)
-	require.NoDirExists(t, dir, "nothing is created without binaries")
-}
-
-func TestFindBinDir(t *testing.T) {
-	t.Parallel()
-
-	dir, err := findBinDir("", filepath.Join(t.TempDir(), "data"))
-	if err != nil {
-		require.ErrorIs(t, err, ErrNoBinaries)
-		t.Skip("no PostgreSQL installed")
-	}
-	require.Empty(t, missingBinaries(dir))
-	// Symlinks to pg_ctl alone (as in /usr/local/bin) are resolved.
-	require.NotEqual(t, "/usr/local/bin", dir)
-
-	require.Equal(t, []int{15}, versionOf("/usr/lib/postgresql/15/bin"))
-	require.Equal(t, []int{9, 6}, versionOf("/usr/lib/postgresql/9.6/bin"))
-}
-
 func TestStartBadOpts(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -317,19 +203,6 @@ func TestStartBadOpts(t *testing.T) {
 	require.ErrorContains(t, err, "setting port is managed by pglocal")
 }
 
-func TestStartParentNotTraversable(t *testing.T) {
-	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("only root switches to another OS user")
-	}
-	top := t.TempDir()
-	require.NoError(t, os.Chmod(filepath.Dir(top), 0o700))
-
-	_, err := Start(t.Context(), Opts{Dir: filepath.Join(top, "pg")})
-	require.ErrorContains(t, err, "cannot enter "+filepath.Dir(top)+" ")
-	require.ErrorContains(t, err, "choose a data dir outside it")
-}
-
 func TestURLFor(t *testing.T) {
 	t.Parallel()
 
@@ -345,20 +218,4 @@ func TestURLFor(t *testing.T) {
 	network, addr := pgconn.NetworkAddress(cfg.Host, cfg.Port)
 	require.Equal(t, "unix", network)
 	require.Equal(t, "/tmp/a b/c%d/.s.PGSQL.5432", addr)
-}
-
-func TestStartServerFails(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	dir := testDir(t)
-
-	opts := testOpts(dir)
-	opts.Settings = map[string]string{"shared_buffers": "lots"}
-	_, err := Start(ctx, opts)
-	require.ErrorContains(t, err, "last lines of "+filepath.Join(dir, logName))
-	require.ErrorContains(t, err, `invalid value for parameter "shared_buffers": "lots"`)
-
-	// The failed Start released the lock and kept the initialized cluster.
-	c := startCluster(ctx, t, testOpts(dir))
-	require.NoError(t, connect(ctx, t, c.URL()).Ping(ctx))
 }
