@@ -1,4 +1,4 @@
-package reporting_test
+package db_test
 
 import (
 	"context"
@@ -20,7 +20,6 @@ import (
 
 	"sluice/db"
 	"sluice/internal/dbtest"
-	"sluice/internal/reporting"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -207,7 +206,7 @@ func (b *testBundle) seed(t *testing.T) {
 // docs/reporting.md: every ```sql block, each named by its first line.
 func docQueries(t *testing.T) map[string]string {
 	t.Helper()
-	doc, err := os.ReadFile("../../docs/reporting.md")
+	doc, err := os.ReadFile("../docs/reporting.md")
 	require.NoError(t, err)
 	blocks := regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
 	require.NotEmpty(t, blocks)
@@ -277,7 +276,7 @@ func TestReporting(t *testing.T) {
 	})
 
 	t.Run("DocumentedColumnsAreTheViewsColumns", func(t *testing.T) {
-		doc, err := os.ReadFile("../../docs/reporting.md")
+		doc, err := os.ReadFile("../docs/reporting.md")
 		require.NoError(t, err)
 		documented := map[string][][2]string{}
 		var view string
@@ -298,8 +297,8 @@ func TestReporting(t *testing.T) {
 		for v := range documented {
 			names = append(names, v)
 		}
-		require.ElementsMatch(t, reporting.Views, names, "docs/reporting.md documents these views")
-		for _, v := range reporting.Views {
+		require.ElementsMatch(t, db.ReportingViews, names, "docs/reporting.md documents these views")
+		for _, v := range db.ReportingViews {
 			rows, err := b.pool.Query(b.ctx, `SELECT column_name::text, data_type::text FROM information_schema.columns
 				WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`, v)
 			require.NoError(t, err)
@@ -389,14 +388,14 @@ func TestReporting(t *testing.T) {
 	})
 
 	t.Run("ReportingRoleReadsTheViewsAndNoTable", func(t *testing.T) {
-		readable, err := db.New(b.pool).ReportRoleReadable(b.ctx, reporting.Role)
+		readable, err := db.New(b.pool).ReportRoleReadable(b.ctx, db.ReportingRole)
 		require.NoError(t, err)
 		var got []string
 		for _, r := range readable {
 			got = append(got, r.SchemaName+"."+r.Relation)
 		}
 		var want []string
-		for _, v := range reporting.Views {
+		for _, v := range db.ReportingViews {
 			want = append(want, "public."+v)
 		}
 		require.ElementsMatch(t, want, got)
@@ -405,7 +404,7 @@ func TestReporting(t *testing.T) {
 		// holds a secret (or anything else) is refused.
 		asRole := func(fn func(tx pgx.Tx) error) error {
 			return pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(b.ctx, "SET LOCAL ROLE "+reporting.Role); err != nil {
+				if _, err := tx.Exec(b.ctx, "SET LOCAL ROLE "+db.ReportingRole); err != nil {
 					return err
 				}
 				return fn(tx)
@@ -416,7 +415,7 @@ func TestReporting(t *testing.T) {
 				_, err := textRows(b.ctx, tx, sql)
 				return err
 			})
-			require.NoError(t, err, "example %s as %s", name, reporting.Role)
+			require.NoError(t, err, "example %s as %s", name, db.ReportingRole)
 		}
 		for _, table := range []string{"api_token", "source", "node", "journal_run", "journal_event", "unit", "river_job", "sync_path", "source_candidate"} {
 			err := asRole(func(tx pgx.Tx) error {
@@ -424,8 +423,8 @@ func TestReporting(t *testing.T) {
 				return err
 			})
 			var pgErr *pgconn.PgError
-			require.True(t, errors.As(err, &pgErr), "reading %s as %s: %v", table, reporting.Role, err)
-			require.Equal(t, "42501", pgErr.Code, "reading %s as %s: %v", table, reporting.Role, err)
+			require.True(t, errors.As(err, &pgErr), "reading %s as %s: %v", table, db.ReportingRole, err)
+			require.Equal(t, "42501", pgErr.Code, "reading %s as %s: %v", table, db.ReportingRole, err)
 		}
 	})
 }
