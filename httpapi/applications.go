@@ -6,16 +6,16 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"sluice/internal/applications"
 	"sluice/internal/auth"
-	"sluice/internal/portfolio"
 )
 
 type applicationsOutput struct {
-	Body *portfolio.Portfolio
+	Body *applications.Portfolio
 }
 
 func registerApplications(api huma.API, d Deps) {
-	p := &portfolio.Service{Services: d.Services, Blueprints: d.Blueprints}
+	p := &applications.Service{Services: d.Services, Blueprints: d.Blueprints}
 	register(api, d, op("list-applications", http.MethodGet, "/applications",
 		"List every direct service and every Blueprint with its status answer (the first stage that needs an operator, "+
 			"else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before "+

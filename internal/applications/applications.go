@@ -1,7 +1,8 @@
-// Package portfolio answers what sluice manages, in one list: every direct
-// service and every Blueprint with its status answer, and one attention
-// queue of what needs an operator, most urgent first.
-package portfolio
+// Package applications answers what sluice manages, in one list: every
+// direct service and every Blueprint with its status answer, and one
+// attention queue of what needs an operator, most urgent first. The API
+// serves it as GET /api/v1/applications, and the console as its portfolio.
+package applications
 
 import (
 	"context"
