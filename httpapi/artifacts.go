@@ -10,6 +10,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"sluice/internal/artifact"
+	"sluice/internal/artifactstore"
 	"sluice/internal/auth"
 	"sluice/internal/errs"
 )
@@ -40,11 +41,11 @@ type listArtifactsOutput struct {
 }
 
 // An artifact cursor is the last item's createdAt and digest.
-func encodeArtifactCursor(a artifact.Info) string {
+func encodeArtifactCursor(a artifactstore.Info) string {
 	return encodeCursorPair(a.CreatedAt.UTC().Format(time.RFC3339Nano), a.Digest)
 }
 
-func decodeArtifactCursor(s string) (*artifact.Info, error) {
+func decodeArtifactCursor(s string) (*artifactstore.Info, error) {
 	at, digest, err := decodeCursorPair(s)
 	if err != nil {
 		return nil, err
@@ -56,7 +57,7 @@ func decodeArtifactCursor(s string) (*artifact.Info, error) {
 	if _, err := artifact.ParseDigest(digest); err != nil {
 		return nil, errBadCursor()
 	}
-	return &artifact.Info{Digest: digest, CreatedAt: t}, nil
+	return &artifactstore.Info{Digest: digest, CreatedAt: t}, nil
 }
 
 type putArtifactOutput struct {
@@ -110,7 +111,7 @@ func registerArtifacts(api huma.API, d Deps) {
 	register(api, d, op("list-artifacts", http.MethodGet, "/artifacts",
 		"List the stored artifacts, newest first: what a deploy can pin.", auth.RoleViewer, http.StatusUnprocessableEntity),
 		func(ctx context.Context, in *listArtifactsInput) (*listArtifactsOutput, error) {
-			var after *artifact.Info
+			var after *artifactstore.Info
 			if in.Cursor != "" {
 				var err error
 				if after, err = decodeArtifactCursor(in.Cursor); err != nil {
@@ -149,7 +150,7 @@ func registerArtifacts(api huma.API, d Deps) {
 }
 
 // streamArtifact answers an artifact's bytes.
-func streamArtifact(ctx context.Context, d Deps, info artifact.Info) (*huma.StreamResponse, error) {
+func streamArtifact(ctx context.Context, d Deps, info artifactstore.Info) (*huma.StreamResponse, error) {
 	rc, err := d.Artifacts.Open(ctx, info.Digest)
 	if err != nil {
 		return nil, err

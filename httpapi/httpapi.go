@@ -20,7 +20,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"sluice/internal/artifact"
+	"sluice/internal/artifactstore"
 	"sluice/internal/auth"
 	"sluice/internal/blueprint"
 	"sluice/internal/errs"
@@ -55,7 +55,7 @@ type Deps struct {
 	Journal *journal.Journal
 	GitOps  *gitops.Service
 	// Artifacts stores the content-addressed files services run.
-	Artifacts *artifact.Store
+	Artifacts *artifactstore.Store
 	// Services deploys, rolls back and converges services.
 	Services *services.Service
 	// Infra plans, applies, destroys and drift-checks infrastructure.

@@ -23,17 +23,19 @@ import (
 	"riverqueue.com/riverui"
 
 	"sluice/httpapi"
-	"sluice/internal/artifact"
+	"sluice/internal/artifactstore"
 	"sluice/internal/auth"
 	"sluice/internal/blueprint"
 	"sluice/internal/dbtest"
 	"sluice/internal/gitops"
+	"sluice/internal/hoststep"
 	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/node"
 	"sluice/internal/nodetask"
 	"sluice/internal/notify"
 	"sluice/internal/redact"
+	"sluice/internal/runtime/exec"
 	"sluice/internal/secretbox"
 	"sluice/internal/services"
 	"sluice/jobs"
@@ -94,8 +96,8 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	require.NoError(t, err)
 	gops.Secrets, err = secretbox.New(secretbox.Opts{Key: key})
 	require.NoError(t, err)
-	store := &artifact.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
-	svcs := services.New(pool, j, gops, store, dataDir, &redact.Redactor{}, logger)
+	store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
+	svcs := services.New(pool, j, gops, store, hoststep.New(store, exec.New(dataDir, store)), &redact.Redactor{}, logger)
 	inf := infra.New(pool, j, gops, filepath.Join(dataDir, "config"), dataDir, "", pool.Config().ConnString(), &redact.Redactor{}, logger)
 	// Notifications are sent to the receivers a test starts, with a short
 	// backoff and few attempts, so that a failing target gives up quickly.

@@ -7,7 +7,7 @@ import (
 
 	"sluice/internal/auth"
 	"sluice/internal/errs"
-	"sluice/internal/node"
+	"sluice/internal/nodeproto"
 )
 
 type nodeKey struct{}
@@ -15,7 +15,7 @@ type nodeKey struct{}
 // isNodeRequest says whether a request is a node agent's: its operation is
 // a node route, or it carries a node credential.
 func isNodeRequest(need auth.Role, secret string) bool {
-	return need == auth.RoleNode || strings.HasPrefix(secret, node.CredentialPrefix)
+	return need == auth.RoleNode || strings.HasPrefix(secret, nodeproto.CredentialPrefix)
 }
 
 // nodeAuth authenticates a node agent's request. A node credential reaches
@@ -33,7 +33,7 @@ func nodeAuth(api huma.API, d Deps, ctx huma.Context, next func(huma.Context), n
 	case secret == "" && need == auth.RoleNode:
 		fail(errs.Errorf(errs.Unauthorized, "This route is for a node's agent: send its node credential as \"Authorization: Bearer <credential>\"."))
 		return
-	case !strings.HasPrefix(secret, node.CredentialPrefix):
+	case !strings.HasPrefix(secret, nodeproto.CredentialPrefix):
 		if _, err := authenticate(ctx.Context(), d, secret); err != nil {
 			fail(err)
 			return

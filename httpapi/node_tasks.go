@@ -13,8 +13,8 @@ import (
 	"sluice/internal/artifact"
 	"sluice/internal/auth"
 	"sluice/internal/errs"
-	"sluice/internal/journal"
-	"sluice/internal/nodetask"
+	"sluice/internal/nodeproto"
+	"sluice/internal/phase"
 )
 
 // NodeTask is a host step for a node's agent: what the step needs, and
@@ -136,9 +136,9 @@ func registerNodeTasks(api huma.API, d Deps) {
 		if err != nil {
 			return nil, err
 		}
-		evs := make([]nodetask.Event, len(in.Body.Events))
+		evs := make([]nodeproto.Event, len(in.Body.Events))
 		for i, e := range in.Body.Events {
-			evs[i] = nodetask.Event{Level: e.Level, Message: e.Message, Data: e.Data}
+			evs[i] = nodeproto.Event{Level: e.Level, Message: e.Message, Data: e.Data}
 		}
 		dropped, err := d.Tasks.Events(ctx, row.Name, in.Body.Instance, in.ID, evs)
 		if err != nil {
@@ -170,9 +170,9 @@ func registerNodeTasks(api huma.API, d Deps) {
 			return nil, err
 		}
 		r := in.Body.Result
-		res := &nodetask.Result{Value: r.Value, Error: r.Error}
+		res := &nodeproto.Result{Value: r.Value, Error: r.Error}
 		for _, p := range r.Phases {
-			res.Phases = append(res.Phases, journal.Phase{Name: p.Name, Ms: p.Ms})
+			res.Phases = append(res.Phases, phase.Phase{Name: p.Name, Ms: p.Ms})
 		}
 		f, err := d.Tasks.Finish(ctx, row.Name, in.Body.Instance, in.ID, res)
 		if err != nil {

@@ -50,7 +50,7 @@ func BenchmarkAgents(b *testing.B) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents}}
 	post := func(path, token string, body any) (int, []byte) {
 		raw, _ := json.Marshal(body)
-		req, _ := http.NewRequest("POST", p.url+path, bytes.NewReader(raw))
+		req, _ := http.NewRequest("POST", p.URL+path, bytes.NewReader(raw))
 		req.Header.Set("Content-Type", "application/json")
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -79,7 +79,7 @@ func BenchmarkAgents(b *testing.B) {
 		creds[i] = joined.Credential
 	}
 	idleConns := conns()
-	cpu0 := cpuTicks(b, p.cmd.Process.Pid)
+	cpu0 := cpuTicks(b, p.Cmd.Process.Pid)
 	var runID string
 	require.NoError(b, conn.QueryRow(context.Background(), `SELECT id::text FROM journal_run LIMIT 1`).Scan(&runID))
 	pollClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents}}
@@ -95,7 +95,7 @@ func BenchmarkAgents(b *testing.B) {
 	claim := func(name, cred string, stop time.Time) {
 		for time.Now().Before(stop) {
 			raw, _ := json.Marshal(map[string]any{"instance": "bench-" + name, "waitSec": 2})
-			req, _ := http.NewRequest("POST", p.url+"/api/v1/nodes/"+name+"/tasks/claim", bytes.NewReader(raw))
+			req, _ := http.NewRequest("POST", p.URL+"/api/v1/nodes/"+name+"/tasks/claim", bytes.NewReader(raw))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Authorization", "Bearer "+cred)
 			resp, err := pollClient.Do(req)
@@ -186,9 +186,9 @@ func BenchmarkAgents(b *testing.B) {
 		close(done)
 	}
 	b.StopTimer()
-	cpu := float64(cpuTicks(b, p.cmd.Process.Pid)-cpu0) / 100 // clock ticks are 1/100 s on Linux
+	cpu := float64(cpuTicks(b, p.Cmd.Process.Pid)-cpu0) / 100 // clock ticks are 1/100 s on Linux
 	p50, p99 := percentile(latencies, 0.5), percentile(latencies, 0.99)
-	rss := hwmKiB(b, p.cmd.Process.Pid)
+	rss := hwmKiB(b, p.Cmd.Process.Pid)
 	b.ReportMetric(ms(p50), "ms-p50-heartbeat")
 	b.ReportMetric(ms(p99), "ms-p99-heartbeat")
 	b.ReportMetric(float64(rss)/1024, "MiB-peak-rss")
@@ -214,7 +214,7 @@ func BenchmarkAgents(b *testing.B) {
 
 func startAgentB(b *testing.B, p *proc, name, dataDir string, env ...string) *os.Process {
 	b.Helper()
-	cmdEnv := append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_NODE_NAME=" + name,
+	cmdEnv := append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.URL, "SLUICE_NODE_NAME=" + name,
 		"SLUICE_DATA_DIR=" + filepath.Join(dataDir, "agent")}, env...)
 	proc, err := os.StartProcess(sluiceBin, []string{sluiceBin, "agent"}, &os.ProcAttr{Env: cmdEnv, Files: []*os.File{nil, nil, nil}})
 	require.NoError(b, err)

@@ -25,6 +25,7 @@ import (
 	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
 	"sluice/internal/pglocal"
+	"sluice/internal/proctest"
 )
 
 // The figures the foundation asks for, each beside its floor: serve's start
@@ -106,7 +107,7 @@ func BenchmarkIdleRSS(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		p, _ := startServe(b, "SLUICE_DATABASE_URL="+dbtest.NewDB(b))
 		time.Sleep(2 * time.Second)
-		rss := rssKiB(b, p.cmd.Process.Pid)
+		rss := rssKiB(b, p.Cmd.Process.Pid)
 		p.stop(b)
 		b.ReportMetric(float64(rss)/1024, "MiB-rss")
 		b.Logf("idle RSS of serve: %.1f MiB", float64(rss)/1024)
@@ -134,9 +135,9 @@ func procStatusKiB(b *testing.B, pid int, field string) int {
 }
 
 func (p *proc) stop(b *testing.B) {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-p.Done:
 	case <-time.After(30 * time.Second):
 		b.Fatal("serve did not stop")
 	}
@@ -161,11 +162,11 @@ func (p *proc) stop(b *testing.B) {
 // again as soon as the last converge ended, and is reported beside Converge.
 func BenchmarkActionStart(b *testing.B) {
 	site := &serviceSite{repo: gittest.New(b), dbURL: dbtest.NewDB(b), dataDir: b.TempDir()}
-	addr := freeAddr(b)
+	addr := proctest.FreeAddr(b)
 	port, err := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
 	require.NoError(b, err)
 	site.port = port
-	b.Cleanup(func() { killService(site.dataDir, "hello") })
+	b.Cleanup(func() { proctest.KillService(site.dataDir, "hello") })
 	p, _ := startServe(b, "SLUICE_DATABASE_URL="+site.dbURL, "SLUICE_DATA_DIR="+site.dataDir,
 		"SLUICE_GITOPS_REPO_URL="+site.repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0")
 	digest := p.pushArtifact(helloBuild(b, "v1"))
@@ -244,7 +245,7 @@ func measureStart(b *testing.B, p *proc, conn *pgx.Conn, path string, body any) 
 		raw = nil
 	}
 	begin := time.Now()
-	req, err := http.NewRequest("POST", p.url+path, bytes.NewReader(raw))
+	req, err := http.NewRequest("POST", p.URL+path, bytes.NewReader(raw))
 	require.NoError(b, err)
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	if raw != nil {
@@ -262,7 +263,7 @@ func measureStart(b *testing.B, p *proc, conn *pgx.Conn, path string, body any) 
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	req, err = http.NewRequestWithContext(ctx, "GET", p.url+"/api/v1/journal/"+acc.JournalID+"/events", nil)
+	req, err = http.NewRequestWithContext(ctx, "GET", p.URL+"/api/v1/journal/"+acc.JournalID+"/events", nil)
 	require.NoError(b, err)
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	resp, err = http.DefaultClient.Do(req)

@@ -18,6 +18,7 @@ import (
 
 	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
+	"sluice/internal/proctest"
 )
 
 type blueprintView struct {
@@ -227,7 +228,7 @@ func TestBlueprintRollout(t *testing.T) {
 		token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
 		dirs[n] = t.TempDir()
 		agents[n] = startAgent(t, p, n, dirs[n], "SLUICE_JOIN_TOKEN="+token)
-		t.Cleanup(func() { killService(dirs[n], "bp-web") })
+		t.Cleanup(func() { proctest.KillService(dirs[n], "bp-web") })
 	}
 	for n := range dirs {
 		p.waitNode(n, "Ready")
@@ -423,7 +424,7 @@ func TestBlueprintRolloutControls(t *testing.T) {
 		token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
 		dirs[n] = t.TempDir()
 		startAgent(t, p, n, dirs[n], "SLUICE_JOIN_TOKEN="+token)
-		t.Cleanup(func() { killService(dirs[n], "bp-api") })
+		t.Cleanup(func() { proctest.KillService(dirs[n], "bp-api") })
 	}
 	for n := range dirs {
 		p.waitNode(n, "Ready")
@@ -629,7 +630,7 @@ func TestBlueprintRolloutControls(t *testing.T) {
 	})
 
 	t.Run("EnforceRepairsTheAcknowledgedGenerationAndHoldsWhenTheRolloutMovedOn", func(t *testing.T) {
-		killService(dirs["c1"], "bp-api")
+		proctest.KillService(dirs["c1"], "bp-api")
 		require.Eventually(t, func() bool { return rowOf(read(), "c1").State == "Drifted" }, 30*time.Second, 100*time.Millisecond,
 			"the agent reports the copy gone: %+v", read().Nodes)
 		require.Contains(t, rowOf(read(), "c1").Reason, "not running")
@@ -644,7 +645,7 @@ func TestBlueprintRolloutControls(t *testing.T) {
 		require.Equal(t, 0, code, out)
 		waitRollout(a.Rollout, "cancelled")
 		require.Len(t, runsOn("c2", v1), 1, "the pause came before c2")
-		killService(dirs["c2"], "bp-api")
+		proctest.KillService(dirs["c2"], "bp-api")
 		require.Eventually(t, func() bool { return rowOf(read(), "c2").State == "Drifted" }, 30*time.Second, 100*time.Millisecond)
 		out, code = p.cliOut("blueprint", "enforce", "api", "c2")
 		require.Equal(t, 1, code, "a held repair fails its run: %s", out)

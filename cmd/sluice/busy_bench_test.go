@@ -14,6 +14,7 @@ import (
 
 	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
+	"sluice/internal/proctest"
 )
 
 // POST converge → running while 0, 10 and 100 other services are busy, each
@@ -36,15 +37,15 @@ const (
 
 func BenchmarkConvergeBesideBusy(b *testing.B) {
 	site := &serviceSite{repo: gittest.New(b), dbURL: dbtest.NewDB(b), dataDir: b.TempDir()}
-	addr := freeAddr(b)
+	addr := proctest.FreeAddr(b)
 	port, err := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
 	require.NoError(b, err)
 	site.port = port
 	const most = 100
 	b.Cleanup(func() {
-		killService(site.dataDir, "hello")
+		proctest.KillService(site.dataDir, "hello")
 		for i := range most {
-			killService(site.dataDir, fmt.Sprintf("busy-%03d", i))
+			proctest.KillService(site.dataDir, fmt.Sprintf("busy-%03d", i))
 		}
 	})
 	p, _ := startServe(b, "SLUICE_DATABASE_URL="+site.dbURL, "SLUICE_DATA_DIR="+site.dataDir,
@@ -52,7 +53,7 @@ func BenchmarkConvergeBesideBusy(b *testing.B) {
 	digest := p.pushArtifact(helloBuild(b, "v1"))
 	files := map[string]string{"services/hello.json": site.unit(digest, nil)}
 	for i := range most {
-		a := freeAddr(b)
+		a := proctest.FreeAddr(b)
 		port := a[strings.LastIndexByte(a, ':')+1:]
 		files[fmt.Sprintf("services/busy-%03d.json", i)] = fmt.Sprintf(`{
   "kind": "Service",

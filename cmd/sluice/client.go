@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,25 +81,7 @@ type reachError struct{ error }
 func (e reachError) Unwrap() error { return e.error }
 
 // apiError turns a non-2xx answer into the problem's detail.
-func apiError(resp *http.Response, body []byte) error {
-	var problem apiclient.ErrorModel
-	if json.Unmarshal(body, &problem) == nil && problem.Detail != nil {
-		msg := *problem.Detail
-		if problem.Errors != nil {
-			for _, e := range *problem.Errors {
-				if e.Message != nil {
-					loc := ""
-					if e.Location != nil {
-						loc = *e.Location + ": "
-					}
-					msg += "\n  " + loc + *e.Message
-				}
-			}
-		}
-		return fmt.Errorf("%s: %s", resp.Status, msg)
-	}
-	return fmt.Errorf("%s", resp.Status)
-}
+func apiError(resp *http.Response, body []byte) error { return apiclient.Problem(resp, body) }
 
 // sseEvent is one server-sent event.
 type sseEvent struct {

@@ -7,11 +7,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"sluice/internal/proctest"
 )
 
 func TestCLIUnreachableServerSaysWhereItLookedAndWhatToDo(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t) // nothing listens there
+	addr := proctest.FreeAddr(t) // nothing listens there
 	for _, tc := range []struct {
 		env  []string
 		want string

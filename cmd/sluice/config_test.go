@@ -15,6 +15,7 @@ import (
 
 	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
+	"sluice/internal/proctest"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
 )
@@ -40,7 +41,7 @@ func TestServeConfigSecrets(t *testing.T) {
 		))
 		require.NoError(t, err)
 		r := &redact.Redactor{}
-		r.Add(cfg.secrets()...)
+		r.Add(cfg.Secrets()...)
 		require.Equal(t, "fetching (branch main); check the token, or the user and password *** *** ***",
 			r.String("fetching (branch main); check the token, or the user and password pw-Url-6f1a pw-B@nk-90c2 pw-B%40nk-90c2"))
 	})
@@ -49,13 +50,13 @@ func TestServeConfigSecrets(t *testing.T) {
 		t.Parallel()
 		cfg, err := loadServeConfig(envOf("SLUICE_MODULE_BANK_URL=https://ghp_tokenAsUser01@git.example.com/modules.git"))
 		require.NoError(t, err)
-		require.Contains(t, cfg.secrets(), "ghp_tokenAsUser01")
+		require.Contains(t, cfg.Secrets(), "ghp_tokenAsUser01")
 
 		// With a token beside it, the user part is the user name it goes with.
 		cfg, err = loadServeConfig(envOf("SLUICE_GITOPS_REPO_URL=https://deployer@git.example.com/intent.git", "SLUICE_GITOPS_TOKEN=tok-Env-77c1"))
 		require.NoError(t, err)
-		require.Contains(t, cfg.secrets(), "tok-Env-77c1")
-		require.NotContains(t, cfg.secrets(), "deployer")
+		require.Contains(t, cfg.Secrets(), "tok-Env-77c1")
+		require.NotContains(t, cfg.Secrets(), "deployer")
 	})
 
 	t.Run("TokenGivenTwoWaysIsAStartError", func(t *testing.T) {
@@ -73,7 +74,7 @@ func TestServeConfigSecretKey(t *testing.T) {
 		dataDir := t.TempDir()
 		cfg, err := loadServeConfig(envOf("SLUICE_DATA_DIR=" + dataDir))
 		require.NoError(t, err)
-		box, err := cfg.secretBox()
+		box, err := cfg.SecretBox()
 		require.NoError(t, err)
 		path := filepath.Join(dataDir, "secret.key")
 		require.Equal(t, "the key file "+path+", created at this start", box.Origin())
@@ -81,7 +82,7 @@ func TestServeConfigSecretKey(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 
-		again, err := cfg.secretBox()
+		again, err := cfg.SecretBox()
 		require.NoError(t, err)
 		require.Equal(t, "the key file "+path, again.Origin())
 		require.Equal(t, box.KeyID(), again.KeyID())
@@ -95,10 +96,10 @@ func TestServeConfigSecretKey(t *testing.T) {
 		for _, form := range []string{base64.StdEncoding.EncodeToString(key[:]), hex.EncodeToString(key[:])} {
 			cfg, err := loadServeConfig(envOf("SLUICE_DATA_DIR="+dataDir, "SLUICE_SECRET_KEY="+form))
 			require.NoError(t, err)
-			box, err := cfg.secretBox()
+			box, err := cfg.SecretBox()
 			require.NoError(t, err)
 			require.Equal(t, "SLUICE_SECRET_KEY", box.Origin())
-			require.Contains(t, cfg.secrets(), form, "the key is masked wherever it would show")
+			require.Contains(t, cfg.Secrets(), form, "the key is masked wherever it would show")
 		}
 		require.NoFileExists(t, filepath.Join(dataDir, "secret.key"))
 	})
@@ -166,7 +167,7 @@ func TestServeSealsCredentialsWithTheKey(t *testing.T) {
 	oldB64 := base64.StdEncoding.EncodeToString(oldKey)
 	dump := dbtest.Dump(t, dbURL)
 	requireNoSecretIn(t, dump, password, base64.StdEncoding.EncodeToString([]byte(password)), hex.EncodeToString([]byte(password)), oldB64)
-	requireNoSecretIn(t, events+p.logs.String(), password, oldB64)
+	requireNoSecretIn(t, events+p.Logs.String(), password, oldB64)
 
 	// Rotation: the new key in SLUICE_SECRET_KEY, the key file's as the
 	// previous one. The start re-seals, and syncs go on.
@@ -175,15 +176,15 @@ func TestServeSealsCredentialsWithTheKey(t *testing.T) {
 	newB64 := base64.StdEncoding.EncodeToString(newKey[:])
 	rotating := append(env[:len(env):len(env)], "SLUICE_SECRET_KEY="+newB64, "SLUICE_SECRET_KEY_PREVIOUS="+oldB64)
 	p, _ = startServe(t, rotating...)
-	require.Contains(t, p.logs.String(), "re-sealed Git credentials with the current key")
+	require.Contains(t, p.Logs.String(), "re-sealed Git credentials with the current key")
 	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 	p.term()
-	requireNoSecretIn(t, p.logs.String(), password, oldB64, newB64)
+	requireNoSecretIn(t, p.Logs.String(), password, oldB64, newB64)
 
 	// The old key alone (the key file) no longer opens them: the start
 	// stops and says which key it needs.
 	cmd := exec.Command(sluiceBin, "serve")
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_LISTEN=" + freeAddr(t)}, env...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_LISTEN=" + proctest.FreeAddr(t)}, env...)
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), "The Git credentials of source default were sealed with another key (id ")

@@ -11,6 +11,7 @@ import (
 
 	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
+	"sluice/internal/proctest"
 )
 
 // dbCost is what PostgreSQL holds and wrote at one reading of the test's
@@ -61,9 +62,9 @@ func BenchmarkActionCost(b *testing.B) {
 	dataDir := b.TempDir()
 	p, _ := startServe(b, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+dataDir, "SLUICE_NODE_NAME=cp",
 		"SLUICE_GITOPS_REPO_URL="+repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0")
-	b.Cleanup(func() { killService(dataDir, "cost") })
+	b.Cleanup(func() { proctest.KillService(dataDir, "cost") })
 	digest := p.pushArtifact(helloBuild(b, "v1"))
-	repo.Commit(b, "a service", map[string]string{"services/cost.json": fleetUnit("cost", "cp", digest, freePort(b), nil)})
+	repo.Commit(b, "a service", map[string]string{"services/cost.json": fleetUnit("cost", "cp", digest, proctest.FreePort(b), nil)})
 	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 	p.waitRunLong(p.accepted("/api/v1/services/cost/converge", nil), "succeeded")
 	conn, err := pgx.Connect(context.Background(), dbURL)

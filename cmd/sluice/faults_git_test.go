@@ -282,7 +282,7 @@ func (s *gitSite) requireNoSecrets() {
 		return
 	}
 	s.readAll()
-	logs := s.p.logs.String()
+	logs := s.p.Logs.String()
 	s.mu.Lock()
 	bodies := slices.Clone(s.bodies)
 	s.mu.Unlock()

@@ -239,13 +239,13 @@ func faultsPostgresRestart(t *testing.T, trials int) {
 		rep.at("trial %d/%d, after the %s restart", i+1, trials, mode)
 		back := time.Now()
 		select {
-		case err := <-p.done:
+		case err := <-p.Done:
 			t.Fatalf("serve exited when PostgreSQL restarted: %v", err)
 		default:
 		}
 		var readyIn time.Duration
 		require.Eventually(t, func() bool {
-			a := faultSend(p.url, "GET", "/readyz", nil)
+			a := faultSend(p.URL, "GET", "/readyz", nil)
 			readyIn = time.Since(back)
 			return a.err == nil && a.status == http.StatusOK
 		}, faultSettleBound, 20*time.Millisecond, "/readyz is not green %s after PostgreSQL came back", faultSettleBound)

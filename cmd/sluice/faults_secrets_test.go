@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/gittest"
+	"sluice/internal/proctest"
 )
 
 // secretVariants are the forms a credential can leak in: as it is, URL
@@ -170,8 +171,8 @@ func faultsSecretScan(t *testing.T) {
 		{"a notification target's secret", signing}, {"a Slack target's URL token", slackToken}}
 	fc := newFaultCluster(t)
 	dataDir := t.TempDir()
-	site := &serviceSite{repo: gittest.New(t), dbURL: fc.URL(), dataDir: dataDir, port: freePort(t)}
-	t.Cleanup(func() { killService(dataDir, "hello") })
+	site := &serviceSite{repo: gittest.New(t), dbURL: fc.URL(), dataDir: dataDir, port: proctest.FreePort(t)}
+	t.Cleanup(func() { proctest.KillService(dataDir, "hello") })
 	apps := gittest.New(t)
 	apps.Commit(t, "apps", map[string]string{"web.json": `{"kind":"Config","metadata":{"name":"web"},"spec":{}}`})
 
@@ -249,7 +250,7 @@ func faultsSecretScan(t *testing.T) {
 		for _, id := range runs {
 			get(p, "/api/v1/journal/"+id)
 			get(p, "/api/v1/journal/"+id+"/notifications")
-			resp, err := http.Get(p.url + "/api/v1/journal/" + id + "/events?access_token=" + testToken)
+			resp, err := http.Get(p.URL + "/api/v1/journal/" + id + "/events?access_token=" + testToken)
 			if err == nil {
 				resp.Body.Close()
 			}
@@ -328,7 +329,7 @@ func faultsSecretScan(t *testing.T) {
 	fc.restart("immediate")
 	rep.inject("postgres-immediate", "PostgreSQL stopped with SIGQUIT during a full sync, and started again")
 	require.Eventually(t, func() bool {
-		a := faultSend(p.url, "GET", "/readyz", nil)
+		a := faultSend(p.URL, "GET", "/readyz", nil)
 		return a.err == nil && a.status == http.StatusOK
 	}, faultSettleBound, 20*time.Millisecond)
 	// Whether it ends within the bound is the PostgreSQL scenario's to
@@ -351,7 +352,7 @@ func faultsSecretScan(t *testing.T) {
 	var hits []secretHit
 	logBytes := 0
 	for i, p := range procs {
-		logs := p.logs.String()
+		logs := p.Logs.String()
 		logBytes += len(logs)
 		hits = append(hits, scanBytes(fmt.Sprintf("serve log %d", i+1), []byte(logs), secrets)...)
 	}

@@ -306,7 +306,7 @@ func (p *proc) postAndKill(path string, body any, delay time.Duration) (string, 
 	p.t.Helper()
 	done := make(chan faultAnswer, 1)
 	sent := time.Now()
-	go func() { done <- faultSend(p.url, "POST", path, body) }()
+	go func() { done <- faultSend(p.URL, "POST", path, body) }()
 	time.Sleep(time.Until(sent.Add(delay)))
 	p.kill9()
 	a := <-done

@@ -11,6 +11,7 @@ import (
 
 	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
+	"sluice/internal/proctest"
 )
 
 // BenchmarkConvergeOnNode measures POST converge → the service's new
@@ -32,15 +33,15 @@ func BenchmarkConvergeOnNode(b *testing.B) {
 	token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
 	startAgentB(b, p, "edge", agentDir, "SLUICE_JOIN_TOKEN="+token, "SLUICE_AGENT_HEARTBEAT_SEC=1")
 	b.Cleanup(func() {
-		killService(serveDir, "onserve")
-		killService(agentDir+"/agent", "onagent")
+		proctest.KillService(serveDir, "onserve")
+		proctest.KillService(agentDir+"/agent", "onagent")
 	})
 	require.Eventually(b, func() bool { return p.node("edge").State == "Ready" }, 30*time.Second, 50*time.Millisecond)
 
 	digest := p.pushArtifact(helloBuild(b, "v1"))
 	repo.Commit(b, "two services", map[string]string{
-		"services/onserve.json": fleetUnit("onserve", "cp", digest, freePort(b), nil),
-		"services/onagent.json": fleetUnit("onagent", "edge", digest, freePort(b), nil),
+		"services/onserve.json": fleetUnit("onserve", "cp", digest, proctest.FreePort(b), nil),
+		"services/onagent.json": fleetUnit("onagent", "edge", digest, proctest.FreePort(b), nil),
 	})
 	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 	conn, err := pgx.Connect(context.Background(), dbURL)

@@ -20,6 +20,7 @@ import (
 
 	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
+	"sluice/internal/proctest"
 )
 
 // fleet is one control plane on an external PostgreSQL (a serve that runs
@@ -54,10 +55,10 @@ func newFleet(t *testing.T) *fleet {
 		f.tokens = append(f.tokens, token)
 		f.dirs[n] = t.TempDir()
 		f.agents[n] = startAgent(t, f.serve, n, f.dirs[n], "SLUICE_JOIN_TOKEN="+token)
-		f.ports[n] = freePort(t)
+		f.ports[n] = proctest.FreePort(t)
 		t.Cleanup(func() {
 			for _, svc := range []string{"web1", "web2", "web3"} {
-				killService(f.dirs[n], svc)
+				proctest.KillService(f.dirs[n], svc)
 			}
 		})
 	}
@@ -236,7 +237,7 @@ func TestFleet(t *testing.T) {
 	})
 
 	t.Run("AMoveStopsOnTheOldNodeThenStartsOnTheNew", func(t *testing.T) {
-		port := freePort(t)
+		port := proctest.FreePort(t)
 		f.repo.Commit(t, "move web3 to n1", map[string]string{"services/web3.json": fleetUnit("web3", "n1", v1, port, nil)})
 		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 		id := p.accepted("/api/v1/services/web3/converge", nil)
@@ -324,16 +325,16 @@ func TestAgentAcrossControlPlaneRestart(t *testing.T) {
 	repo, dbURL, serveDir, agentDir := gittest.New(t), dbtest.NewDB(t), t.TempDir(), t.TempDir()
 	env := []string{"SLUICE_DATABASE_URL=" + dbURL, "SLUICE_DATA_DIR=" + serveDir, "SLUICE_NODE_NAME=-",
 		"SLUICE_GITOPS_REPO_URL=" + repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_NODE_UNREACHABLE_SEC=3"}
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	p, _ := startServe(t, append(env, "SLUICE_LISTEN="+addr)...)
 	out, code := p.cliOut("node", "add", "edge")
 	require.Equal(t, 0, code, out)
 	token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
 	startAgent(t, p, "edge", agentDir, "SLUICE_JOIN_TOKEN="+token)
-	t.Cleanup(func() { killService(agentDir, "web") })
+	t.Cleanup(func() { proctest.KillService(agentDir, "web") })
 	p.waitNode("edge", "Ready")
 	digest := p.pushArtifact(helloBuild(t, "v1"))
-	repo.Commit(t, "web", map[string]string{"services/web.json": fleetUnit("web", "edge", digest, freePort(t), map[string]string{"HELLO_START_DELAY": "3s"})})
+	repo.Commit(t, "web", map[string]string{"services/web.json": fleetUnit("web", "edge", digest, proctest.FreePort(t), map[string]string{"HELLO_START_DELAY": "3s"})})
 	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 
 	conn, err := pgx.Connect(context.Background(), dbURL)

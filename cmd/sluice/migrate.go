@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sluice/db"
+	"sluice/internal/controlplane"
 	"sluice/internal/redact"
 )
 
@@ -25,15 +26,15 @@ func runMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	redact.Add(cfg.secrets()...)
+	redact.Add(cfg.Secrets()...)
 	logger := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
-	database, err := openDatabase(ctx, cfg, logger)
+	database, err := controlplane.OpenDatabase(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer database.close(logger)
+	defer database.Close(logger)
 	start := time.Now()
-	applied, err := db.Migrate(ctx, database.pool, logger.With("component", "migrate"))
+	applied, err := db.Migrate(ctx, database.Pool, logger.With("component", "migrate"))
 	if err != nil {
 		return redact.Error(err)
 	}

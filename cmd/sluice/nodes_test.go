@@ -16,12 +16,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/dbtest"
+	"sluice/internal/proctest"
 )
 
 // agentProc is a running `sluice agent`.
 type agentProc struct {
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *proctest.SyncBuffer
 	done chan error
 	// over is closed once the process was waited for.
 	over chan struct{}
@@ -30,9 +31,9 @@ type agentProc struct {
 func startAgent(t *testing.T, p *proc, name, dataDir string, env ...string) *agentProc {
 	t.Helper()
 	cmd := exec.Command(sluiceBin, "agent")
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_NODE_NAME=" + name,
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.URL, "SLUICE_NODE_NAME=" + name,
 		"SLUICE_DATA_DIR=" + dataDir, "SLUICE_AGENT_HEARTBEAT_SEC=1", "SLUICE_LOG_FORMAT=json"}, env...)
-	a := &agentProc{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1), over: make(chan struct{})}
+	a := &agentProc{cmd: cmd, logs: &proctest.SyncBuffer{}, done: make(chan error, 1), over: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = a.logs, a.logs
 	require.NoError(t, cmd.Start())
 	go func() {
@@ -195,7 +196,7 @@ func TestNodes(t *testing.T) {
 		dump := dbtest.Dump(t, dbURL)
 		out, _ := p.cliOut("journal", "--json", "--limit", "100")
 		for _, secret := range []string{token, cred} {
-			require.NotContains(t, p.logs.String(), secret)
+			require.NotContains(t, p.Logs.String(), secret)
 			require.NotContains(t, out, secret)
 			require.False(t, bytes.Contains([]byte(dump), []byte(secret)))
 		}

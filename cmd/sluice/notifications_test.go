@@ -361,7 +361,7 @@ func TestNotificationsCLI(t *testing.T) {
 			require.NotContains(t, out, b.secret)
 			require.NotContains(t, out, slackToken, "the slack URL read from a file or stdin")
 		}
-		require.NotContains(t, b.p.logs.String(), b.secret)
-		require.NotContains(t, b.p.logs.String(), slackToken)
+		require.NotContains(t, b.p.Logs.String(), b.secret)
+		require.NotContains(t, b.p.Logs.String(), slackToken)
 	})
 }

@@ -96,5 +96,5 @@ func TestServeNotifiesAFailedRunOnceAndShowsNoSecret(t *testing.T) {
 	_, list := p.do("GET", "/api/v1/notifications/targets", testToken, nil)
 	require.NotContains(t, string(list), secret)
 	require.NotContains(t, string(list), "/hook")
-	require.NotContains(t, p.logs.String(), secret)
+	require.NotContains(t, p.Logs.String(), secret)
 }

@@ -54,7 +54,7 @@ func BenchmarkAPIReads(b *testing.B) {
 	dbURL := dbtest.NewDB(b)
 	p, _ := startServe(b, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_GITOPS_REPO_URL="+repo.Bare,
 		"SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_SERVICE_DRIFT_INTERVAL_SEC=0")
-	pid := p.cmd.Process.Pid
+	pid := p.Cmd.Process.Pid
 	time.Sleep(2 * time.Second)
 	emptyKiB := rssKiB(b, pid)
 	run := p.waitRunLong(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
@@ -72,7 +72,7 @@ func BenchmarkAPIReads(b *testing.B) {
 	// Each read answers 200 with what it should hold, before it is timed.
 	sizes := map[string]int{}
 	get := func(path string, wantBody string) {
-		req, err := http.NewRequest("GET", p.url+path, nil)
+		req, err := http.NewRequest("GET", p.URL+path, nil)
 		require.NoError(b, err)
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		resp, err := http.DefaultClient.Do(req)
@@ -119,7 +119,7 @@ func BenchmarkAPIReads(b *testing.B) {
 		b.Run(r.name, func(b *testing.B) {
 			var res wrkResult
 			for b.Loop() {
-				res = runWrk(b, wrk, p.url+r.path)
+				res = runWrk(b, wrk, p.URL+r.path)
 			}
 			b.ReportMetric(res.rps, "req/s")
 			b.ReportMetric(res.p50.Seconds()*1000, "p50-ms")

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,9 +23,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/db"
+	"sluice/internal/controlplane"
 	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
 	"sluice/internal/pglocal"
+	"sluice/internal/proctest"
 )
 
 // These tests run the real binary as a child process: they kill it, restart
@@ -59,140 +60,46 @@ func TestMain(m *testing.M) {
 
 const testToken = "sluice_e2e-bootstrap-token-0123456789"
 
-// proc is a running `sluice serve`.
+// proc is a running sluice process (serve or a worker) of a test.
 type proc struct {
-	t    testing.TB
-	cmd  *exec.Cmd
-	url  string
-	logs *syncBuffer
-	done chan error
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	t testing.TB
+	*proctest.Proc
 }
 
 // startServe starts serve with env (on top of a minimal environment) and
 // waits until /readyz answers 200. It returns how long that took.
 func startServe(t testing.TB, env ...string) (*proc, time.Duration) {
 	t.Helper()
-	addr := freeAddr(t)
-	for _, e := range env {
-		if v, ok := strings.CutPrefix(e, "SLUICE_LISTEN="); ok {
-			addr = v // a serve restarted where its clients know it
-		}
-	}
-	cmd := exec.Command(sluiceBin, "serve")
-	cmd.Env = append([]string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + os.Getenv("HOME"),
-		"SLUICE_LISTEN=" + addr,
+	s, took := proctest.StartServe(t, sluiceBin, append([]string{
 		"SLUICE_DATA_DIR=" + dataDir, // env may set another
 		"SLUICE_BOOTSTRAP_TOKEN=" + testToken,
 		"SLUICE_ENABLE_TEST_ACTIONS=1",
 		"SLUICE_LOG_FORMAT=json",
-	}, env...)
-	p := &proc{t: t, cmd: cmd, url: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
-	cmd.Stdout = p.logs
-	cmd.Stderr = p.logs
-	begin := time.Now()
-	require.NoError(t, cmd.Start())
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-p.done:
-			case <-time.After(20 * time.Second):
-				_ = cmd.Process.Kill()
-			}
-		}
-		if t.Failed() {
-			t.Logf("serve logs:\n%s", p.logs.String())
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(p.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, time.Since(begin)
-			}
-		}
-		select {
-		case err := <-p.done:
-			t.Fatalf("serve exited before it was ready: %v\n%s", err, p.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve not ready after 60 s\n%s", p.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}, env...)...)
+	return &proc{t: t, Proc: s}, took
 }
 
 func (p *proc) kill9() {
 	p.t.Helper()
-	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGKILL))
-	<-p.done
+	require.NoError(p.t, p.Cmd.Process.Signal(syscall.SIGKILL))
+	<-p.Done
 }
 
 // term sends SIGTERM and waits for a clean exit.
 func (p *proc) term() {
 	p.t.Helper()
-	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(p.t, p.Cmd.Process.Signal(syscall.SIGTERM))
 	select {
-	case err := <-p.done:
-		require.NoError(p.t, err, "serve should exit 0 on SIGTERM\n%s", p.logs.String())
+	case err := <-p.Done:
+		require.NoError(p.t, err, "serve should exit 0 on SIGTERM\n%s", p.Logs.String())
 	case <-time.After(60 * time.Second):
-		p.t.Fatalf("serve did not stop within 60 s of SIGTERM\n%s", p.logs.String())
+		p.t.Fatalf("serve did not stop within 60 s of SIGTERM\n%s", p.Logs.String())
 	}
 }
 
 func (p *proc) do(method, path, token string, body any) (int, []byte) {
 	p.t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		require.NoError(p.t, err)
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, p.url+path, r)
-	require.NoError(p.t, err)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(p.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(p.t, err)
-	return resp.StatusCode, b
+	return p.Proc.Do(p.t, method, path, token, body)
 }
 
 // cli runs the sluice CLI against p with token, stdin as given (nil: none),
@@ -200,7 +107,7 @@ func (p *proc) do(method, path, token string, body any) (int, []byte) {
 func (p *proc) cli(stdin io.Reader, token string, args ...string) (string, string, int) {
 	p.t.Helper()
 	cmd := exec.Command(sluiceBin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.url, "SLUICE_TOKEN=" + token}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.URL, "SLUICE_TOKEN=" + token}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
 	err := cmd.Run()
@@ -361,8 +268,8 @@ func TestServe(t *testing.T) {
 			(SELECT count(*) FROM river_job WHERE river_job::text LIKE '%' || $1 || '%') +
 			(SELECT count(*) FROM api_token WHERE api_token::text LIKE '%' || $1 || '%')`, testToken).Scan(&hits))
 		require.Zero(t, hits)
-		require.NotContains(t, p.logs.String(), testToken)
-		require.Contains(t, p.logs.String(), "sluice is ready", "the log was captured")
+		require.NotContains(t, p.Logs.String(), testToken)
+		require.Contains(t, p.Logs.String(), "sluice is ready", "the log was captured")
 		for _, b := range bodies {
 			require.NotContains(t, b, testToken)
 		}
@@ -556,7 +463,7 @@ func TestMigrateAndReadiness(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 
-	rep := readiness(ctx, pool, true)
+	rep := controlplane.Readiness(ctx, pool, true)
 	require.False(t, rep.Ready)
 	require.Contains(t, rep.Checks["migrations"], "pending; run sluice migrate")
 
@@ -566,9 +473,9 @@ func TestMigrateAndReadiness(t *testing.T) {
 	require.NoError(t, err, string(out))
 	require.Contains(t, string(out), "migrations are current")
 
-	rep = readiness(ctx, pool, true)
+	rep = controlplane.Readiness(ctx, pool, true)
 	require.True(t, rep.Ready, "%v", rep.Checks)
-	rep = readiness(ctx, pool, false)
+	rep = controlplane.Readiness(ctx, pool, false)
 	require.False(t, rep.Ready)
 	require.Equal(t, "not started", rep.Checks["river"])
 }
@@ -593,7 +500,7 @@ func TestRiverUIRetryRecordsNewRun(t *testing.T) {
 
 	// What the retry button in River UI sends, as a browser would: basic auth.
 	retry := func(user, password string) int {
-		req, err := http.NewRequest("POST", p.url+"/riverui/api/jobs/retry",
+		req, err := http.NewRequest("POST", p.URL+"/riverui/api/jobs/retry",
 			strings.NewReader(fmt.Sprintf(`{"ids":["%d"]}`, first.RiverJobID)))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
@@ -606,7 +513,7 @@ func TestRiverUIRetryRecordsNewRun(t *testing.T) {
 	// River finalizes the job just after the run's receipt commits; the
 	// retry button is for finished jobs.
 	require.Eventually(t, func() bool {
-		req, err := http.NewRequest("GET", fmt.Sprintf("%s/riverui/api/jobs/%d", p.url, first.RiverJobID), nil)
+		req, err := http.NewRequest("GET", fmt.Sprintf("%s/riverui/api/jobs/%d", p.URL, first.RiverJobID), nil)
 		require.NoError(t, err)
 		req.SetBasicAuth("ops", testToken)
 		resp, err := http.DefaultClient.Do(req)
@@ -689,7 +596,7 @@ func TestServeGitOpsCredentialsNeverLeak(t *testing.T) {
 	p.term()
 
 	for _, secret := range []string{token} {
-		require.NotContains(t, p.logs.String(), secret)
+		require.NotContains(t, p.Logs.String(), secret)
 		for _, b := range bodies {
 			require.NotContains(t, b, secret)
 		}

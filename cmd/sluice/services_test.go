@@ -24,6 +24,7 @@ import (
 
 	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
+	"sluice/internal/proctest"
 )
 
 // helloBuilds holds cmd/hello built once per version, next to the sluice
@@ -66,21 +67,13 @@ type serviceSite struct {
 
 func newServiceSite(t testing.TB) *serviceSite {
 	t.Helper()
-	s := &serviceSite{repo: gittest.New(t), dbURL: dbtest.NewDB(t), dataDir: t.TempDir(), port: freePort(t)}
+	s := &serviceSite{repo: gittest.New(t), dbURL: dbtest.NewDB(t), dataDir: t.TempDir(), port: proctest.FreePort(t)}
 	s.env = []string{
 		"SLUICE_DATABASE_URL=" + s.dbURL, "SLUICE_DATA_DIR=" + s.dataDir,
 		"SLUICE_GITOPS_REPO_URL=" + s.repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0",
 	}
-	t.Cleanup(func() { killService(s.dataDir, "hello") })
+	t.Cleanup(func() { proctest.KillService(s.dataDir, "hello") })
 	return s
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	addr := freeAddr(t)
-	port, err := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
-	require.NoError(t, err)
-	return port
 }
 
 func (s *serviceSite) unit(digest string, env map[string]string) string {
@@ -98,25 +91,6 @@ func (s *serviceSite) unit(digest string, env map[string]string) string {
   }
 }
 `, digest, s.port, envJSON, s.port)
-}
-
-// killService ends what the supervisor left running under dataDir: the
-// service's process group and its shim.
-func killService(dataDir, name string) {
-	b, err := os.ReadFile(filepath.Join(dataDir, "services", name, "pid.json"))
-	if err != nil {
-		return
-	}
-	var rec struct {
-		Pid     int `json:"pid"`
-		ShimPid int `json:"shimPid"`
-	}
-	if json.Unmarshal(b, &rec) == nil && rec.Pid > 0 {
-		_ = syscall.Kill(-rec.Pid, syscall.SIGKILL)
-		if rec.ShimPid > 0 {
-			_ = syscall.Kill(rec.ShimPid, syscall.SIGKILL)
-		}
-	}
 }
 
 // processesOf returns the pids whose executable is path (a materialized
@@ -162,7 +136,7 @@ func (p *proc) pushArtifact(file string) string {
 	p.t.Helper()
 	data, err := os.ReadFile(file)
 	require.NoError(p.t, err)
-	req, err := http.NewRequest("PUT", p.url+"/api/v1/artifacts", strings.NewReader(string(data)))
+	req, err := http.NewRequest("PUT", p.URL+"/api/v1/artifacts", strings.NewReader(string(data)))
 	require.NoError(p.t, err)
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	req.Header.Set("Content-Type", "application/octet-stream")
@@ -458,7 +432,7 @@ func TestServeServiceCredentialsNeverLeak(t *testing.T) {
 	require.Contains(t, gittest.Git(t, site.repo.Bare, "log", "-1", "--format=%s", "main"), "revert deploy hello")
 	for _, id := range ids {
 		get("/api/v1/journal/" + id)
-		resp, err := http.Get(p.url + "/api/v1/journal/" + id + "/events?access_token=none")
+		resp, err := http.Get(p.URL + "/api/v1/journal/" + id + "/events?access_token=none")
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -482,7 +456,7 @@ func TestServeServiceCredentialsNeverLeak(t *testing.T) {
 	bodies = append(bodies, out)
 	p.term()
 
-	require.NotContains(t, p.logs.String(), password)
+	require.NotContains(t, p.Logs.String(), password)
 	for _, b := range bodies {
 		require.NotContains(t, b, password)
 	}

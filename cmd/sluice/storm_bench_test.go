@@ -130,7 +130,7 @@ func storm(b *testing.B, p *proc, conn *pgx.Conn, path func(i int) string) storm
 			if path(i) == "/healthz" {
 				method = "GET"
 			}
-			req, _ := http.NewRequest(method, p.url+path(i), nil)
+			req, _ := http.NewRequest(method, p.URL+path(i), nil)
 			req.Header.Set("Authorization", "Bearer "+testToken)
 			<-start
 			begin := time.Now()
@@ -188,7 +188,7 @@ func storm(b *testing.B, p *proc, conn *pgx.Conn, path func(i int) string) storm
 	close(start)
 	<-done
 	<-sampled
-	res.rssKiB = hwmKiB(b, p.cmd.Process.Pid)
+	res.rssKiB = hwmKiB(b, p.Cmd.Process.Pid)
 	return res
 }
 

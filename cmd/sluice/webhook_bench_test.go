@@ -47,7 +47,7 @@ func BenchmarkWebhook(b *testing.B) {
 			floor = floor[:0]
 			for range webhookPushes {
 				begin := time.Now()
-				resp, err := client.Get(p.url + "/healthz")
+				resp, err := client.Get(p.URL + "/healthz")
 				require.NoError(b, err)
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -93,7 +93,7 @@ func BenchmarkWebhook(b *testing.B) {
 func pushToRunning(b *testing.B, p *proc, client *http.Client, d webhook.Delivery) (time.Duration, time.Duration) {
 	b.Helper()
 	begin := time.Now()
-	resp, err := client.Do(webhooktest.Request(b, p.url+"/api/v1/webhooks/default", d))
+	resp, err := client.Do(webhooktest.Request(b, p.URL+"/api/v1/webhooks/default", d))
 	require.NoError(b, err)
 	var ans struct {
 		Outcome   string `json:"outcome"`
@@ -108,7 +108,7 @@ func pushToRunning(b *testing.B, p *proc, client *http.Client, d webhook.Deliver
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", p.url+"/api/v1/journal/"+ans.JournalID+"/events", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", p.URL+"/api/v1/journal/"+ans.JournalID+"/events", nil)
 	require.NoError(b, err)
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	resp, err = client.Do(req)

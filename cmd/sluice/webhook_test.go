@@ -43,7 +43,7 @@ func TestServeWebhookFromEnvironment(t *testing.T) {
 
 	post := func(t *testing.T, b *testBundle, d webhook.Delivery) (int, string) {
 		t.Helper()
-		resp, err := http.DefaultClient.Do(webhooktest.Request(t, b.p.url+"/api/v1/webhooks/default", d))
+		resp, err := http.DefaultClient.Do(webhooktest.Request(t, b.p.URL+"/api/v1/webhooks/default", d))
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
@@ -76,7 +76,7 @@ func TestServeWebhookFromEnvironment(t *testing.T) {
 		require.Contains(t, bodies[3], `"requestedBy":"webhook"`)
 		b.p.term()
 
-		logs := b.p.logs.String()
+		logs := b.p.Logs.String()
 		require.Contains(t, logs, "webhook delivery refused")
 		require.NotContains(t, logs, secret)
 		require.NotContains(t, logs, "canary", "no payload is logged")

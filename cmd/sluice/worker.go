@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"sluice/internal/controlplane"
 )
 
 // runWorker runs `sluice worker`: the control plane's River workers without
@@ -48,21 +50,19 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer database.close(logger)
-	cp, err := newControlPlane(ctx, cfg, logger, database.pool, controlPlaneOpts{})
+	defer database.Close(logger)
+	cp, err := controlplane.New(ctx, cfg, logger, database.Pool, controlplane.Opts{})
 	if err != nil {
 		return err
 	}
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBG()
-	if err := cp.start(ctx, bg, logger); err != nil {
+	if err := cp.Start(ctx); err != nil {
+		cp.Stop(0)
 		return err
 	}
-	logger.Info("sluice worker is working", "client_id", cp.river.ID(), "took", time.Since(begin).Round(time.Millisecond).String())
+	logger.Info("sluice worker is working", "client_id", cp.River.ID(), "took", time.Since(begin).Round(time.Millisecond).String())
 	<-ctx.Done()
 	logger.Info("shutting down", "job_grace", cfg.ShutdownTimeout.String())
-	cp.stop(cfg.ShutdownTimeout, logger)
-	stopBG()
+	cp.Stop(cfg.ShutdownTimeout)
 	logger.Info("stopped")
 	return nil
 }

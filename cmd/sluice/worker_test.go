@@ -15,6 +15,7 @@ import (
 
 	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
+	"sluice/internal/proctest"
 )
 
 // startWorker starts `sluice worker` with env and waits until it works.
@@ -22,31 +23,31 @@ func startWorker(t *testing.T, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(sluiceBin, "worker")
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "SLUICE_LOG_FORMAT=json"}, env...)
-	p := &proc{t: t, cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	p := &proc{t: t, Proc: &proctest.Proc{Cmd: cmd, Logs: &proctest.SyncBuffer{}, Done: make(chan error, 1)}}
+	cmd.Stdout, cmd.Stderr = p.Logs, p.Logs
 	require.NoError(t, cmd.Start())
-	go func() { p.done <- cmd.Wait() }()
+	go func() { p.Done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			select {
-			case <-p.done:
+			case <-p.Done:
 			case <-time.After(20 * time.Second):
 				_ = cmd.Process.Kill()
 			}
 		}
 		if t.Failed() {
-			t.Logf("worker logs:\n%s", p.logs.String())
+			t.Logf("worker logs:\n%s", p.Logs.String())
 		}
 	})
 	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(p.logs.String(), "sluice worker is working") {
+	for !strings.Contains(p.Logs.String(), "sluice worker is working") {
 		select {
-		case err := <-p.done:
-			t.Fatalf("worker exited before it worked: %v\n%s", err, p.logs.String())
+		case err := <-p.Done:
+			t.Fatalf("worker exited before it worked: %v\n%s", err, p.Logs.String())
 		default:
 		}
-		require.True(t, time.Now().Before(deadline), "worker not working after 60 s\n%s", p.logs.String())
+		require.True(t, time.Now().Before(deadline), "worker not working after 60 s\n%s", p.Logs.String())
 		time.Sleep(20 * time.Millisecond)
 	}
 	return p
@@ -96,7 +97,7 @@ func TestWorker(t *testing.T) {
 			require.NoError(t, conn.QueryRow(context.Background(),
 				`SELECT attempted_by FROM river_job WHERE id = (SELECT river_job_id FROM journal_run WHERE id = $1)`, id).Scan(&by))
 			require.NotEmpty(t, by)
-			require.Contains(t, w.logs.String(), by[len(by)-1], "run %s was worked by the worker", id)
+			require.Contains(t, w.Logs.String(), by[len(by)-1], "run %s was worked by the worker", id)
 		}
 		var status string
 		require.NoError(t, conn.QueryRow(context.Background(), `SELECT status FROM unit WHERE name = 'network'`).Scan(&status))

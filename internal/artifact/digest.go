@@ -1,3 +1,9 @@
+// Package artifact names what a service runs: an artifact is a file, such
+// as a service's executable, named by the SHA-256 of its bytes
+// ("sha256:<hex>"). ParseDigest reads that name; Cache keeps verified,
+// executable copies on a host's disk, fetched from wherever its Fetch
+// reaches (the control plane's store, package artifactstore, or an agent's
+// API). It reaches no database, so a node's agent builds on it.
 package artifact
 
 import (

@@ -13,25 +13,6 @@ import (
 	"strings"
 )
 
-// Materialize returns the path of an executable (0755) copy of the artifact
-// in CacheDir, named by the digest's hex, whose bytes it has just verified
-// against the digest.
-//
-// It hashes the cached file on every call, since the runtime verifies an
-// executable before every start, and fetches the artifact again when the file
-// is missing, is not a regular file, or does not match (corrupted on disk).
-// A verified cached file is answered without asking the database.
-//
-// A fetch writes a temporary file in CacheDir, syncs it and renames it into
-// place, so neither a crash nor concurrent callers leave a partial file under
-// the final name; concurrent callers may each fetch, and each rename puts
-// whole, verified bytes in place. A crash can leave a ".<hex>.tmp-*" file
-// behind, which nothing reads. Errors are those of Stat for an artifact that
-// must be fetched.
-func (s *Store) Materialize(ctx context.Context, digest string) (string, error) {
-	return (&Cache{Dir: s.CacheDir, Fetch: s.Open}).Materialize(ctx, digest)
-}
-
 // Cache keeps verified executable copies of artifacts in Dir, fetched
 // through Fetch: the store's own for a control plane, the API for a node's
 // agent. Materialize verifies the bytes whatever Fetch is.

@@ -17,6 +17,7 @@ import (
 	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/node"
+	"sluice/internal/nodeproto"
 	"sluice/internal/services"
 )
 
@@ -50,7 +51,7 @@ func (s *Service) RequestEnforce(ctx context.Context, name, nodeName, by string)
 	if _, _, err := blueprintOf(ctx, q, name); err != nil {
 		return nil, err
 	}
-	if err := node.ValidateName(nodeName); err != nil {
+	if err := nodeproto.ValidateName(nodeName); err != nil {
 		return nil, err
 	}
 	return s.Journal.Enqueue(ctx, journal.EnqueueParams{

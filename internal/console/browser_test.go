@@ -7,21 +7,19 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/dbtest"
+	"sluice/internal/proctest"
 	"sluice/internal/terraform"
 )
 
@@ -78,7 +76,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	helloBytes, err := os.ReadFile(hello)
 	require.NoError(t, err)
 	sum := sha256.Sum256(helloBytes)
-	site := exampleSite{digest: "sha256:" + hex.EncodeToString(sum[:]), port: freePort(t)}
+	site := exampleSite{digest: "sha256:" + hex.EncodeToString(sum[:]), port: proctest.FreePort(t)}
 	serve := startServe(t, bin, dir, site)
 	status, body := serve.put(t, "/api/v1/artifacts", helloBytes)
 	require.Equal(t, http.StatusCreated, status, body)
@@ -204,8 +202,9 @@ func findChromium() string {
 }
 
 type serveProc struct {
+	*proctest.Proc
 	url, dbURL, dataDir string
-	logs                *syncBuffer
+	logs                *proctest.SyncBuffer
 }
 
 // startServe starts serve on a database of its own, tracking a bare copy of
@@ -215,57 +214,16 @@ func startServe(t *testing.T, bin, dir string, site exampleSite) *serveProc {
 	remote := exampleRepo(t, dir, site)
 	dataDir := filepath.Join(dir, "data")
 	dbURL := dbtest.NewDB(t)
-	t.Cleanup(func() { killService(dataDir, "hello") })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + os.Getenv("HOME"),
-		"SLUICE_LISTEN=" + addr,
-		"SLUICE_DATA_DIR=" + dataDir,
-		"SLUICE_DATABASE_URL=" + dbURL,
-		"SLUICE_BOOTSTRAP_TOKEN=" + consoleToken,
+	t.Cleanup(func() { proctest.KillService(dataDir, "hello") })
+	s, _ := proctest.StartServe(t, bin,
+		"SLUICE_DATA_DIR="+dataDir,
+		"SLUICE_DATABASE_URL="+dbURL,
+		"SLUICE_BOOTSTRAP_TOKEN="+consoleToken,
 		"SLUICE_ENABLE_TEST_ACTIONS=1",
-		"SLUICE_GITOPS_REPO_URL=" + remote,
+		"SLUICE_GITOPS_REPO_URL="+remote,
 		"SLUICE_LOG_LEVEL=debug", // every request's line, to show the token is in none
-	}
-	logs := &syncBuffer{}
-	p := &serveProc{url: "http://" + addr, dbURL: dbURL, dataDir: dataDir, logs: logs}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	require.NoError(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-		if t.Failed() {
-			t.Logf("serve logs:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if resp, err := http.Get(p.url + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve exited before it was ready: %v\n%s", err, logs.String())
-		default:
-		}
-		require.True(t, time.Now().Before(deadline), "serve not ready after 60 s\n%s", logs.String())
-		time.Sleep(50 * time.Millisecond)
-	}
+	)
+	return &serveProc{Proc: s, url: s.URL, dbURL: dbURL, dataDir: dataDir, logs: s.Logs}
 }
 
 // bareRepo makes a bare repository of one commit holding files.
@@ -327,24 +285,8 @@ func exampleRepo(t *testing.T, dir string, site exampleSite) string {
 
 func (p *serveProc) do(t *testing.T, method, path string, body any) (int, string) {
 	t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		require.NoError(t, err)
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, p.url+path, r)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+consoleToken)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
+	status, b := p.Proc.Do(t, method, path, consoleToken, body)
+	return status, string(b)
 }
 
 // put stores body at path as an operator.
@@ -360,49 +302,4 @@ func (p *serveProc) put(t *testing.T, path string, body []byte) (int, string) {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, string(b)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// killService ends what serve's supervisor left running under dataDir (the
-// service's process group and its shim): they outlive serve by design.
-func killService(dataDir, name string) {
-	b, err := os.ReadFile(filepath.Join(dataDir, "services", name, "pid.json"))
-	if err != nil {
-		return
-	}
-	var rec struct {
-		Pid     int `json:"pid"`
-		ShimPid int `json:"shimPid"`
-	}
-	if json.Unmarshal(b, &rec) == nil && rec.Pid > 0 {
-		_ = syscall.Kill(-rec.Pid, syscall.SIGKILL)
-		if rec.ShimPid > 0 {
-			_ = syscall.Kill(rec.ShimPid, syscall.SIGKILL)
-		}
-	}
-}
-
-// syncBuffer is serve's output, written by its two pipes' copiers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -11,15 +11,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"sluice/db"
+	"sluice/internal/pglisten"
 )
 
 // NotifyChannel is the PostgreSQL channel the journal's triggers notify on,
 // with a run id as the payload, when a run gets an event or a new state.
 const NotifyChannel = "sluice_journal"
 
-// Notifier holds one LISTEN connection per process and wakes the followers
-// of a run when any process changes it. River's Subscribe sees only the jobs
-// its own process works, so the journal uses PostgreSQL's notifications.
+// Notifier wakes the followers of a run when any process changes it.
+// River's Subscribe sees only the jobs its own process works, so the
+// journal uses PostgreSQL's notifications, through the process's one
+// listener (package pglisten).
 type Notifier struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
@@ -28,12 +30,35 @@ type Notifier struct {
 	subs map[uuid.UUID]map[chan struct{}]struct{}
 }
 
-// NewNotifier returns a Notifier; Run must be running for it to deliver.
+// NewNotifier returns a Notifier: Register it with the process's listener,
+// or Run it on a listener of its own.
 func NewNotifier(pool *pgxpool.Pool, logger *slog.Logger) *Notifier {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Notifier{pool: pool, logger: logger.With("component", "journal_notifier"), subs: map[uuid.UUID]map[chan struct{}]struct{}{}}
+}
+
+// Register has l deliver the journal's notifications to n. After each
+// (re)connect of l, n wakes every follower, since notifications sent while
+// it was away are lost.
+func (n *Notifier) Register(l *pglisten.Listener) {
+	l.Handle(NotifyChannel, pglisten.Handler{
+		Notify: func(payload string) {
+			if id, err := uuid.Parse(payload); err == nil {
+				n.wake(&id)
+			}
+		},
+		Connected: func() { n.wake(nil) },
+	})
+}
+
+// Run listens on a listener of n's own until ctx ends: for a process (or a
+// test) that listens to nothing else.
+func (n *Notifier) Run(ctx context.Context) {
+	l := pglisten.New(n.pool, n.logger)
+	n.Register(l)
+	l.Run(ctx)
 }
 
 // Subscribe returns a channel that receives a value (coalesced) whenever run
@@ -56,64 +81,26 @@ func (n *Notifier) Subscribe(id uuid.UUID) (<-chan struct{}, func()) {
 	}
 }
 
+// wake wakes the followers of run id; nil wakes every follower.
 func (n *Notifier) wake(id *uuid.UUID) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for runID, chans := range n.subs {
-		if id != nil && runID != *id {
-			continue
+	if id != nil {
+		for ch := range n.subs[*id] {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
+		return
+	}
+	for _, chans := range n.subs {
 		for ch := range chans {
 			select {
 			case ch <- struct{}{}:
 			default:
 			}
 		}
-	}
-}
-
-// Run listens until ctx ends, reconnecting after errors. After each
-// (re)connect it wakes every follower, since notifications sent while it
-// was away are lost.
-func (n *Notifier) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := n.listen(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		n.logger.Warn("listen for journal changes; reconnecting", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-func (n *Notifier) listen(ctx context.Context) error {
-	conn, err := n.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// The connection is never handed back: it was LISTENing.
-	raw := conn.Hijack()
-	defer func() { _ = raw.Close(context.WithoutCancel(ctx)) }()
-	if _, err := raw.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
-		return err
-	}
-	n.wake(nil)
-	for {
-		note, err := raw.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		id, err := uuid.Parse(note.Payload)
-		if err != nil {
-			continue
-		}
-		n.wake(&id)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"sluice/db"
+	"sluice/internal/phase"
 )
 
 // Progress appends events to a running run. Each event commits on its own,
@@ -97,19 +98,9 @@ func (p *Progress) SetDigests(ctx context.Context, from, to, why string) error {
 	return nil
 }
 
-// Phase is one step of an action and how long it took, as receipts keep it.
-type Phase struct {
-	Name string `json:"name"`
-	Ms   int64  `json:"ms"`
-}
-
-// Phases records the steps of an action on its receipt.
-type Phases []Phase
-
-// Do runs fn as the step name and records how long it took.
-func (ps *Phases) Do(name string, fn func() error) error {
-	begin := time.Now()
-	err := fn()
-	*ps = append(*ps, Phase{Name: name, Ms: time.Since(begin).Milliseconds()})
-	return err
-}
+// Phase and Phases are package phase's, which the host steps share with
+// the journal without reaching a database.
+type (
+	Phase  = phase.Phase
+	Phases = phase.Phases
+)

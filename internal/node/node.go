@@ -34,6 +34,7 @@ import (
 	"sluice/db"
 	"sluice/internal/errs"
 	"sluice/internal/journal"
+	"sluice/internal/nodeproto"
 )
 
 // States a node reads.
@@ -64,8 +65,6 @@ const (
 	// DefaultSilence is how long a node may stay silent before it reads
 	// Unreachable: three heartbeats, as Nomad counts.
 	DefaultSilence = 30 * time.Second
-	// HeartbeatEvery is how often an agent heartbeats (with jitter).
-	HeartbeatEvery = 10 * time.Second
 	// JoinTokenTTL is how long a join token can be used.
 	JoinTokenTTL = 24 * time.Hour
 )
@@ -73,13 +72,7 @@ const (
 // MinAgentVersion is the oldest agent protocol this control plane drives.
 const MinAgentVersion = 1
 
-// CredentialPrefix starts every node credential, so that the API tells a
-// node's credential from an API token before it looks either up.
-const CredentialPrefix = "sluice_node_"
-
 const joinTokenPrefix = "sluice_join_"
-
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 var labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?$`)
 
@@ -288,14 +281,6 @@ func (r *Registry) view(n *db.Node) *Node {
 	return v
 }
 
-// ValidateName refuses a name that is not a DNS label.
-func ValidateName(name string) error {
-	if !nameRE.MatchString(name) {
-		return errs.Errorf(errs.Invalid, "Node name %q is not a DNS label: lower-case letters, digits and '-', 1 to 63 characters, starting and ending with a letter or digit.", name)
-	}
-	return nil
-}
-
 // ValidateLabels refuses labels placement could not match reliably.
 func ValidateLabels(labels map[string]string) error {
 	for k, v := range labels {
@@ -319,7 +304,7 @@ type AddResult struct {
 
 // Add registers a node and gives out its one-time join token.
 func (r *Registry) Add(ctx context.Context, name string, labels map[string]string, by string) (*AddResult, error) {
-	if err := ValidateName(name); err != nil {
+	if err := nodeproto.ValidateName(name); err != nil {
 		return nil, err
 	}
 	if labels == nil {
@@ -360,10 +345,10 @@ func (r *Registry) Add(ctx context.Context, name string, labels map[string]strin
 
 // Join exchanges a join token for a node credential, once.
 func (r *Registry) Join(ctx context.Context, name, joinToken string, rep Reported) (string, *Node, error) {
-	if err := ValidateName(name); err != nil {
+	if err := nodeproto.ValidateName(name); err != nil {
 		return "", nil, err
 	}
-	cred, err := secret(CredentialPrefix)
+	cred, err := secret(nodeproto.CredentialPrefix)
 	if err != nil {
 		return "", nil, err
 	}
@@ -392,7 +377,7 @@ func (r *Registry) Join(ctx context.Context, name, joinToken string, rep Reporte
 
 // Authenticate returns the node whose credential this is.
 func (r *Registry) Authenticate(ctx context.Context, credential string) (*db.Node, error) {
-	if !strings.HasPrefix(credential, CredentialPrefix) {
+	if !strings.HasPrefix(credential, nodeproto.CredentialPrefix) {
 		return nil, errs.Errorf(errs.Unauthorized, "This is not a node credential.")
 	}
 	r.authOnce.Do(func() { r.auths = make(chan struct{}, maxAuthQueries) })

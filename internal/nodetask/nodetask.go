@@ -10,7 +10,7 @@
 //     serve holds the poll until a notification names the node, then claims
 //     the oldest queued task for the agent's instance (FOR UPDATE SKIP
 //     LOCKED): a task is taken once.
-//  3. The agent takes the step (package hoststep), streams its events into
+//  3. The agent takes the step (packages agent and hoststep), streams its events into
 //     the job's run, and posts its result; it retries the post until the
 //     control plane answers, so a restarted control plane loses no result.
 //  4. The job, notified, reads the result and finishes the receipt, the
@@ -41,6 +41,8 @@ import (
 	"sluice/internal/errs"
 	"sluice/internal/journal"
 	"sluice/internal/node"
+	"sluice/internal/nodeproto"
+	"sluice/internal/pglisten"
 )
 
 // Channel is the PostgreSQL channel task changes notify on.
@@ -53,24 +55,6 @@ const (
 	StateDone      = "done"
 	StateAbandoned = "abandoned"
 )
-
-// Task kinds: the host steps.
-const (
-	KindApply    = "apply"
-	KindReprobe  = "reprobe"
-	KindStop     = "stop"
-	KindInspect  = "inspect"
-	KindUnitText = "unit_text"
-)
-
-// Result is what a task's step returned, as the task row keeps it.
-type Result struct {
-	// Value is the step's answer (hoststep.Applied, …), absent on Error.
-	Value json.RawMessage `json:"value,omitempty"`
-	// Error is the step's error sentence; empty when it succeeded.
-	Error  string         `json:"error,omitempty"`
-	Phases journal.Phases `json:"phases,omitempty"`
-}
 
 // Tasks keeps the node tasks of one process: dispatch and wait (a job),
 // claim, events and results (serve, for agents).
@@ -142,13 +126,11 @@ func (t *Tasks) subscribe(key string) (<-chan struct{}, func()) {
 	}
 }
 
+// wake wakes the waiters of keys; none wakes every waiter.
 func (t *Tasks) wake(keys ...string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for key, chans := range t.subs {
-		if keys != nil && !contains(keys, key) {
-			continue
-		}
+	signal := func(chans map[chan struct{}]struct{}) {
 		for ch := range chans {
 			select {
 			case ch <- struct{}{}:
@@ -156,60 +138,37 @@ func (t *Tasks) wake(keys ...string) {
 			}
 		}
 	}
-}
-
-func contains(keys []string, k string) bool {
-	for _, x := range keys {
-		if x == k {
-			return true
+	if keys == nil {
+		for _, chans := range t.subs {
+			signal(chans)
 		}
+		return
 	}
-	return false
+	for _, k := range keys {
+		signal(t.subs[k])
+	}
 }
 
-// Run listens for task changes until ctx ends, reconnecting after errors;
-// one connection per process, whatever the number of agents. After each
-// (re)connect it wakes every waiter, since notifications sent meanwhile are
-// lost.
+// Register has l deliver task changes to t's waiters (the payload names
+// the node and the task); after each (re)connect of l, t wakes every waiter,
+// since notifications sent meanwhile are lost.
+func (t *Tasks) Register(l *pglisten.Listener) {
+	l.Handle(Channel, pglisten.Handler{
+		Notify: func(payload string) {
+			if f := strings.Fields(payload); len(f) >= 2 {
+				t.wake("node:"+f[0], "task:"+f[1])
+			}
+		},
+		Connected: func() { t.wake() },
+	})
+}
+
+// Run listens on a listener of t's own until ctx ends: for a process (or a
+// test) that listens to nothing else.
 func (t *Tasks) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := t.listen(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		t.logger().Warn("listen for node tasks; reconnecting", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-func (t *Tasks) listen(ctx context.Context) error {
-	conn, err := t.Pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	raw := conn.Hijack()
-	defer func() { _ = raw.Close(context.WithoutCancel(ctx)) }()
-	if _, err := raw.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return err
-	}
-	t.wake()
-	for {
-		note, err := raw.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		f := strings.Fields(note.Payload)
-		if len(f) < 2 {
-			continue
-		}
-		t.wake("node:"+f[0], "task:"+f[1])
-	}
+	l := pglisten.New(t.Pool, t.logger())
+	t.Register(l)
+	l.Run(ctx)
 }
 
 // Dispatch queues a host step for node, on behalf of run.
@@ -236,7 +195,7 @@ func (t *Tasks) Dispatch(ctx context.Context, nodeName string, run uuid.UUID, ki
 // agent instance (a journal.Unknown error: the step may have happened); and
 // when the node stays unreachable for the silence before any agent claimed
 // it (a plain error: the step was not taken).
-func (t *Tasks) Await(ctx context.Context, task *db.NodeTask) (*Result, error) {
+func (t *Tasks) Await(ctx context.Context, task *db.NodeTask) (*nodeproto.Result, error) {
 	ch, unsub := t.subscribe("task:" + task.ID.String())
 	defer unsub()
 	tick := time.NewTicker(t.poll())
@@ -264,10 +223,10 @@ func (t *Tasks) Await(ctx context.Context, task *db.NodeTask) (*Result, error) {
 	}
 }
 
-func (t *Tasks) decide(ctx context.Context, row *db.NodeTask, silence time.Duration) (*Result, bool, error) {
+func (t *Tasks) decide(ctx context.Context, row *db.NodeTask, silence time.Duration) (*nodeproto.Result, bool, error) {
 	switch row.State {
 	case StateDone:
-		var res Result
+		var res nodeproto.Result
 		if row.Result != nil {
 			if err := json.Unmarshal(row.Result, &res); err != nil {
 				return nil, true, fmt.Errorf("read the result of task %s: %w", row.ID, err)
@@ -380,17 +339,10 @@ func ownRow(row *db.NodeTask, err error, nodeName string, id uuid.UUID) (*db.Nod
 	return row, nil
 }
 
-// Event is one progress event of a step, as an agent sends it.
-type Event struct {
-	Level   string          `json:"level"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
 // Events appends an agent's events of task id to the task's run. Events
 // for a run that has finished are dropped: its receipt is closed (the
 // result, when it comes, is kept as the late report).
-func (t *Tasks) Events(ctx context.Context, nodeName, instance string, id uuid.UUID, evs []Event) (dropped int, err error) {
+func (t *Tasks) Events(ctx context.Context, nodeName, instance string, id uuid.UUID, evs []nodeproto.Event) (dropped int, err error) {
 	row, err := t.own(ctx, nodeName, id)
 	if err != nil {
 		return 0, err
@@ -413,22 +365,14 @@ func (t *Tasks) Events(ctx context.Context, nodeName, instance string, id uuid.U
 	return 0, nil
 }
 
-// Finished says what became of a posted result.
-type Finished struct {
-	// Late is true when the job had stopped waiting: the result is kept on
-	// the task as the node's late report and the receipt stays as it is.
-	Late    bool   `json:"late"`
-	Message string `json:"message"`
-}
-
 // Finish records the result of task id from agent instance. Posting the
 // same result again (the answer was lost) is harmless.
-func (t *Tasks) Finish(ctx context.Context, nodeName, instance string, id uuid.UUID, res *Result) (*Finished, error) {
+func (t *Tasks) Finish(ctx context.Context, nodeName, instance string, id uuid.UUID, res *nodeproto.Result) (*nodeproto.Finished, error) {
 	b, err := json.Marshal(res)
 	if err != nil {
 		return nil, err
 	}
-	var out *Finished
+	var out *nodeproto.Finished
 	err = db.WithTx(ctx, t.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
 		// Read and locked in the transaction: two posts of one result
@@ -447,13 +391,13 @@ func (t *Tasks) Finish(ctx context.Context, nodeName, instance string, id uuid.U
 		}
 		switch {
 		case row.State == StateDone:
-			out = &Finished{Message: "The result was recorded already."}
+			out = &nodeproto.Finished{Message: "The result was recorded already."}
 			return nil
 		case row.State == StateClaimed && !journal.IsFinal(run.State):
 			if _, err := q.NodeTaskFinish(ctx, &db.NodeTaskFinishParams{ID: id, Node: nodeName, ClaimedBy: &instance, Result: b}); err != nil {
 				return fmt.Errorf("record the result of task %s: %w", id, err)
 			}
-			out = &Finished{Message: "Recorded; run " + run.ID.String() + " goes on with it."}
+			out = &nodeproto.Finished{Message: "Recorded; run " + run.ID.String() + " goes on with it."}
 			return nil
 		case row.State == StateClaimed:
 			reason := "run " + run.ID.String() + " had ended " + run.State + " before the result came"
@@ -464,7 +408,7 @@ func (t *Tasks) Finish(ctx context.Context, nodeName, instance string, id uuid.U
 		if _, err := q.NodeTaskLate(ctx, &db.NodeTaskLateParams{ID: id, Node: nodeName, Result: b, Error: nonEmpty(res.Error)}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("keep the late report of task %s: %w", id, err)
 		}
-		out = &Finished{Late: true, Message: fmt.Sprintf("Run %s had ended %s; this result is kept on task %s as the node's late report and the receipt is unchanged.", run.ID, run.State, id)}
+		out = &nodeproto.Finished{Late: true, Message: fmt.Sprintf("Run %s had ended %s; this result is kept on task %s as the node's late report and the receipt is unchanged.", run.ID, run.State, id)}
 		return nil
 	})
 	return out, err

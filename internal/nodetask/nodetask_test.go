@@ -15,6 +15,7 @@ import (
 	"sluice/internal/errs"
 	"sluice/internal/journal"
 	"sluice/internal/node"
+	"sluice/internal/nodeproto"
 	"sluice/internal/nodetask"
 )
 
@@ -63,9 +64,9 @@ func TestTasks(t *testing.T) {
 			}()
 		}
 		time.Sleep(100 * time.Millisecond) // both polls wait
-		_, err := b.tasks.Dispatch(b.ctx, "n2", b.run, nodetask.KindStop, nodetask.StopRequest{Name: "web"}, nil)
+		_, err := b.tasks.Dispatch(b.ctx, "n2", b.run, nodeproto.KindStop, nodeproto.StopRequest{Name: "web"}, nil)
 		require.NoError(t, err)
-		sent, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodetask.KindStop, nodetask.StopRequest{Name: "web"}, nil)
+		sent, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodeproto.KindStop, nodeproto.StopRequest{Name: "web"}, nil)
 		require.NoError(t, err)
 		first := <-got
 		require.NotNil(t, first)
@@ -80,9 +81,9 @@ func TestTasks(t *testing.T) {
 	t.Run("AResultReachesTheWaitingJobOnceAndOnlyFromItsClaimer", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		sent, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodetask.KindUnitText, nodetask.StopRequest{Name: "web"}, []string{"sha256:aa"})
+		sent, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodeproto.KindUnitText, nodeproto.StopRequest{Name: "web"}, []string{"sha256:aa"})
 		require.NoError(t, err)
-		done := make(chan *nodetask.Result, 1)
+		done := make(chan *nodeproto.Result, 1)
 		go func() {
 			res, err := b.tasks.Await(b.ctx, sent)
 			require.NoError(t, err)
@@ -98,14 +99,14 @@ func TestTasks(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, ok, "another node's task names it, not n2's")
 
-		_, err = b.tasks.Finish(b.ctx, "n2", "agent/s1", task.ID, &nodetask.Result{})
+		_, err = b.tasks.Finish(b.ctx, "n2", "agent/s1", task.ID, &nodeproto.Result{})
 		require.Equal(t, errs.Forbidden, errs.CodeOf(err), "another node's credential")
-		_, err = b.tasks.Finish(b.ctx, "n1", "agent/s2", task.ID, &nodetask.Result{})
+		_, err = b.tasks.Finish(b.ctx, "n1", "agent/s2", task.ID, &nodeproto.Result{})
 		require.Equal(t, errs.Conflict, errs.CodeOf(err), "another session of the agent")
-		_, err = b.tasks.Events(b.ctx, "n2", "agent/s1", task.ID, []nodetask.Event{{Level: "info", Message: "x"}})
+		_, err = b.tasks.Events(b.ctx, "n2", "agent/s1", task.ID, []nodeproto.Event{{Level: "info", Message: "x"}})
 		require.Equal(t, errs.Forbidden, errs.CodeOf(err))
 
-		res := &nodetask.Result{Value: json.RawMessage(`{"text":"unit","missing":false}`)}
+		res := &nodeproto.Result{Value: json.RawMessage(`{"text":"unit","missing":false}`)}
 		f, err := b.tasks.Finish(b.ctx, "n1", "agent/s1", task.ID, res)
 		require.NoError(t, err)
 		require.False(t, f.Late)
@@ -119,14 +120,14 @@ func TestTasks(t *testing.T) {
 	t.Run("AResultForAFinishedRunIsKeptAsTheLateReport", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		sent, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodetask.KindStop, nodetask.StopRequest{Name: "web"}, nil)
+		sent, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodeproto.KindStop, nodeproto.StopRequest{Name: "web"}, nil)
 		require.NoError(t, err)
 		task, err := b.tasks.Claim(b.ctx, "n1", "agent/s1", time.Second)
 		require.NoError(t, err)
 		require.Equal(t, sent.ID, task.ID)
 		_, err = b.pool.Exec(b.ctx, `UPDATE journal_run SET state = 'unknown', finished_at = now(), error = 'lost' WHERE id = $1`, b.run)
 		require.NoError(t, err)
-		f, err := b.tasks.Finish(b.ctx, "n1", "agent/s1", task.ID, &nodetask.Result{Error: "late but true"})
+		f, err := b.tasks.Finish(b.ctx, "n1", "agent/s1", task.ID, &nodeproto.Result{Error: "late but true"})
 		require.NoError(t, err)
 		require.True(t, f.Late)
 		row, err := db.New(b.pool).NodeTaskGet(b.ctx, task.ID)
@@ -142,7 +143,7 @@ func TestTasks(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.tasks.Nodes.Silence = 300 * time.Millisecond
-		sent, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodetask.KindStop, nodetask.StopRequest{Name: "web"}, nil)
+		sent, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodeproto.KindStop, nodeproto.StopRequest{Name: "web"}, nil)
 		require.NoError(t, err)
 		_, err = b.tasks.Claim(b.ctx, "n1", "agent/s1", time.Second)
 		require.NoError(t, err)
@@ -156,14 +157,14 @@ func TestTasks(t *testing.T) {
 func TestConcurrentPostsOfOneResultRecordIt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	_, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodetask.KindStop, nodetask.StopRequest{Name: "web"}, nil)
+	_, err := b.tasks.Dispatch(b.ctx, "n1", b.run, nodeproto.KindStop, nodeproto.StopRequest{Name: "web"}, nil)
 	require.NoError(t, err)
 	task, err := b.tasks.Claim(b.ctx, "n1", "agent/s1", time.Second)
 	require.NoError(t, err)
 	errsCh := make(chan error, 20)
 	for range 20 {
 		go func() {
-			_, err := b.tasks.Finish(b.ctx, "n1", "agent/s1", task.ID, &nodetask.Result{})
+			_, err := b.tasks.Finish(b.ctx, "n1", "agent/s1", task.ID, &nodeproto.Result{})
 			errsCh <- err
 		}()
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"sluice/internal/redact"
-	"sluice/internal/supervise"
 )
 
 // Interval is the time between the starts of two attempts, and between two
@@ -37,20 +36,21 @@ type Result struct {
 	// LastError says why the last attempt got no status ("connection
 	// refused", "no answer"); empty when it got one.
 	LastError string
-	// Exited is true when the process ended before the probe passed; Exit
-	// then says how, or is nil when that was not recorded.
-	Exited bool
-	Exit   *supervise.Exit
+	// Exited is true when the process ended before the probe passed;
+	// ExitHow then says how ("exited with code 3"), or is empty when that
+	// was not recorded.
+	Exited  bool
+	ExitHow string
 	// Cancelled is true when ctx ended before the probe decided.
 	Cancelled bool
 }
 
 // HTTP sends GET target every Interval until an answer is 2xx (OK), timeout
-// passes, or alive reports that the process exited, which it checks before
-// every attempt and every Interval while one waits, so that an exit ends the
-// probe at once. alive may be nil; (*supervise.Process).Exited fits it.
+// passes, or exited reports that the process exited (and how), which it
+// checks before every attempt and every Interval while one waits, so that an
+// exit ends the probe at once. exited may be nil.
 // Redirects are not followed, and no proxy is used.
-func HTTP(ctx context.Context, target string, timeout time.Duration, alive func() (exited bool, exit *supervise.Exit)) Result {
+func HTTP(ctx context.Context, target string, timeout time.Duration, exited func() (bool, string)) Result {
 	began := time.Now()
 	r := Result{URL: target, Timeout: timeout}
 	deadline, cancel := context.WithTimeout(ctx, timeout)
@@ -64,13 +64,13 @@ func HTTP(ctx context.Context, target string, timeout time.Duration, alive func(
 			return http.ErrUseLastResponse
 		},
 	}
-	exited := func() bool {
-		if alive == nil {
+	hasExited := func() bool {
+		if exited == nil {
 			return false
 		}
-		ex, e := alive()
+		ex, how := exited()
 		if ex {
-			r.Exited, r.Exit = true, e
+			r.Exited, r.ExitHow = true, how
 		}
 		return ex
 	}
@@ -83,7 +83,7 @@ func HTTP(ctx context.Context, target string, timeout time.Duration, alive func(
 	tick := time.NewTicker(Interval)
 	defer tick.Stop()
 	for {
-		if exited() {
+		if hasExited() {
 			return finish()
 		}
 		r.Attempts++
@@ -97,7 +97,7 @@ func HTTP(ctx context.Context, target string, timeout time.Duration, alive func(
 			case a = <-done:
 				break wait
 			case <-tick.C:
-				if exited() {
+				if hasExited() {
 					cancelAttempt()
 					<-done
 					return finish()
@@ -168,8 +168,8 @@ func (r Result) Sentence() string {
 	switch {
 	case r.OK:
 		return fmt.Sprintf("probe %s answered %d after %s in %s", u, r.LastStatus, plural(r.Attempts, "attempt"), r.Took.Round(time.Millisecond))
-	case r.Exited && r.Exit != nil:
-		return fmt.Sprintf("the process %s before the probe passed", r.Exit)
+	case r.Exited && r.ExitHow != "":
+		return fmt.Sprintf("the process %s before the probe passed", r.ExitHow)
 	case r.Exited:
 		return "the process exited before the probe passed"
 	case r.Cancelled:

@@ -65,7 +65,7 @@ func TestHTTP(t *testing.T) {
 			_ = srv.Serve(ln)
 		})
 
-		r := HTTP(bundle.ctx, "http://"+addr+"/healthz", 10*time.Second, func() (bool, *supervise.Exit) { return false, nil })
+		r := HTTP(bundle.ctx, "http://"+addr+"/healthz", 10*time.Second, func() (bool, string) { return false, "" })
 		require.True(t, r.OK, r.Sentence())
 		require.Equal(t, http.StatusOK, r.LastStatus)
 		require.GreaterOrEqual(t, r.Attempts, 3)
@@ -114,11 +114,17 @@ func TestHTTP(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = sup.Stop(context.Background(), "early", time.Second) })
 
-		r := HTTP(bundle.ctx, "http://"+freeAddr(t)+"/healthz", 20*time.Second, p.Exited)
+		exited := func() (bool, string) {
+			ex, e := p.Exited()
+			if e == nil {
+				return ex, ""
+			}
+			return ex, e.String()
+		}
+		r := HTTP(bundle.ctx, "http://"+freeAddr(t)+"/healthz", 20*time.Second, exited)
 		require.False(t, r.OK)
 		require.True(t, r.Exited)
-		require.NotNil(t, r.Exit)
-		require.Equal(t, 3, r.Exit.Code)
+		require.Equal(t, "exited with code 3", r.ExitHow)
 		require.Less(t, r.Took, 3*time.Second)
 		require.Equal(t, "the process exited with code 3 before the probe passed", r.Sentence())
 	})
@@ -139,11 +145,11 @@ func TestHTTP(t *testing.T) {
 		t.Cleanup(func() { close(hang) })
 
 		exitAt := time.Now().Add(300 * time.Millisecond)
-		alive := func() (bool, *supervise.Exit) {
+		alive := func() (bool, string) {
 			if time.Now().Before(exitAt) {
-				return false, nil
+				return false, ""
 			}
-			return true, &supervise.Exit{Code: -1, Signal: "SIGKILL"}
+			return true, "was killed by SIGKILL"
 		}
 		r := HTTP(bundle.ctx, srv.URL, 20*time.Second, alive)
 		require.True(t, r.Exited)
@@ -177,7 +183,7 @@ func TestResultSentence(t *testing.T) {
 			"probe http://127.0.0.1:8081/healthz answered 200 after 3 attempts in 612ms"},
 		{Result{URL: "http://127.0.0.1:8081/", OK: true, Attempts: 1, LastStatus: 204, Took: 2 * time.Millisecond},
 			"probe http://127.0.0.1:8081/ answered 204 after 1 attempt in 2ms"},
-		{Result{Exited: true, Exit: &supervise.Exit{Code: 3}}, "the process exited with code 3 before the probe passed"},
+		{Result{Exited: true, ExitHow: "exited with code 3"}, "the process exited with code 3 before the probe passed"},
 		{Result{Exited: true}, "the process exited before the probe passed"},
 		{Result{URL: "http://u:secret@127.0.0.1:1/x", Timeout: 20 * time.Second, LastError: "connection refused"},
 			"no 2xx from http://***@127.0.0.1:1/x within 20s; last: connection refused"},

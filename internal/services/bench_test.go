@@ -19,7 +19,9 @@ import (
 	"sluice/db"
 	"sluice/internal/dbtest"
 	"sluice/internal/gitops"
+	"sluice/internal/hoststep"
 	"sluice/internal/journal"
+	"sluice/internal/runtime/exec"
 	"sluice/internal/services"
 	"sluice/internal/unit"
 	"sluice/jobs"
@@ -160,7 +162,7 @@ func benchSetup(b *testing.B) (*pgxpool.Pool, *services.Service, *river.Client[p
 	b.Helper()
 	pool := dbtest.NewPool(b)
 	j := journal.New(pool, nil, nil)
-	svc := services.New(pool, j, nil, nil, b.TempDir(), nil, nil)
+	svc := services.New(pool, j, nil, nil, hoststep.New(nil, exec.New(b.TempDir(), nil)), nil, nil)
 	workers := river.NewWorkers()
 	jobs.Register(workers, jobs.Deps{Journal: j, Services: svc})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{

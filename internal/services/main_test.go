@@ -25,12 +25,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/db"
-	"sluice/internal/artifact"
+	"sluice/internal/artifactstore"
 	"sluice/internal/dbtest"
 	"sluice/internal/gitops"
 	"sluice/internal/gittest"
+	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	execrt "sluice/internal/runtime/exec"
 	"sluice/internal/services"
 	"sluice/internal/supervise"
 	"sluice/jobs"
@@ -83,14 +85,17 @@ func helloBinary(t testing.TB, version string) []byte {
 
 type testBundle struct {
 	*gittest.Repo
-	ctx      context.Context
-	pool     *pgxpool.Pool
-	journal  *journal.Journal
-	client   *river.Client[pgx.Tx]
-	gitops   *gitops.Service
-	svc      *services.Service
-	store    *artifact.Store
-	dataDir  string
+	ctx     context.Context
+	pool    *pgxpool.Pool
+	journal *journal.Journal
+	client  *river.Client[pgx.Tx]
+	gitops  *gitops.Service
+	svc     *services.Service
+	store   *artifactstore.Store
+	dataDir string
+	// exec is the runtime of the bundle's node, whose supervisor a test
+	// reaches around sluice to play a person on the host.
+	exec     *execrt.Runtime
 	redactor *redact.Redactor
 	port     int
 	// digests of the hello builds stored so far, by version (see digest)
@@ -111,12 +116,13 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	j.PollInterval = 20 * time.Millisecond
 	dataDir := t.TempDir()
 	gops := gitops.New(pool, j, filepath.Join(dataDir, "config-root"), red, nil)
-	store := &artifact.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
-	svc := services.New(pool, j, gops, store, dataDir, red, nil)
+	store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
+	rt := execrt.New(dataDir, store)
+	svc := services.New(pool, j, gops, store, hoststep.New(store, rt), red, nil)
 	svc.Wait = 20 * time.Millisecond
 	b := &testBundle{
 		Repo: gittest.New(t), ctx: t.Context(), pool: pool, journal: j, gitops: gops, svc: svc,
-		store: store, dataDir: dataDir, redactor: red, port: freePort(t), digests: map[string]string{},
+		store: store, exec: rt, dataDir: dataDir, redactor: red, port: freePort(t), digests: map[string]string{},
 	}
 	b.client = newClient(t, b, svc)
 	j.River = b.client
@@ -125,7 +131,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		_ = svc.Supervisor.Stop(ctx, "hello", time.Second)
+		_ = rt.Supervisor.Stop(ctx, "hello", time.Second)
 	})
 	if !opts.noStart {
 		b.start(t, b.client)

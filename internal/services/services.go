@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -29,13 +28,13 @@ import (
 
 	"sluice/db"
 	"sluice/internal/artifact"
+	"sluice/internal/artifactstore"
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
 	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/servicespec"
-	"sluice/internal/supervise"
 )
 
 // Action names: the River job kinds and the journal's action column.
@@ -101,13 +100,11 @@ type Service struct {
 	Pool      *pgxpool.Pool
 	Journal   *journal.Journal
 	GitOps    *gitops.Service
-	Artifacts *artifact.Store
+	Artifacts *artifactstore.Store
 	// Local runs the host steps of LocalNode, this process's own node, in
-	// process. Supervisor and UnitDir are Local's.
-	Local      *hoststep.Host
-	LocalNode  string
-	Supervisor *supervise.Supervisor
-	UnitDir    string
+	// process; nil when this process is no node.
+	Local     *hoststep.Host
+	LocalNode string
 	// DefaultNode is where a service without spec.node runs; "" is
 	// LocalNode, else the one serve node.
 	DefaultNode string
@@ -130,23 +127,20 @@ type Service struct {
 	specs specCache
 }
 
-// New returns a Service keeping its files under dataDir.
-func New(pool *pgxpool.Pool, j *journal.Journal, gops *gitops.Service, store *artifact.Store, dataDir string, red *redact.Redactor, logger *slog.Logger) *Service {
+// New returns a Service whose own node's host steps run on local (nil: this
+// process is no node).
+func New(pool *pgxpool.Pool, j *journal.Journal, gops *gitops.Service, store *artifactstore.Store, local *hoststep.Host, red *redact.Redactor, logger *slog.Logger) *Service {
 	if red == nil {
 		red = redact.Default
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	local := hoststep.New(dataDir, store)
 	return &Service{
-		Pool: pool, Journal: j, GitOps: gops, Artifacts: store,
-		Local: local, Supervisor: local.Supervisor, UnitDir: local.UnitDir,
+		Pool: pool, Journal: j, GitOps: gops, Artifacts: store, Local: local,
 		Redactor: red, Logger: logger.With("component", "services"),
 	}
 }
-
-func (s *Service) unitPath(name string) string { return filepath.Join(s.UnitDir, name+".unit") }
 
 // getTx finds the active service name, or NotFound.
 func getTx(ctx context.Context, q *db.Queries, name string) (*db.Unit, *servicespec.Spec, error) {

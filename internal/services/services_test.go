@@ -16,7 +16,9 @@ import (
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
 	"sluice/internal/gittest"
+	"sluice/internal/hoststep"
 	"sluice/internal/journal"
+	"sluice/internal/runtime/exec"
 	"sluice/internal/services"
 )
 
@@ -431,7 +433,7 @@ func TestTwoWorkers(t *testing.T) {
 		b := setup(t, setupOpts{})
 		b.converged(t, nil)
 		// A second worker process on the same database and host.
-		other := services.New(b.pool, b.journal, b.gitops, b.store, b.dataDir, b.redactor, nil)
+		other := services.New(b.pool, b.journal, b.gitops, b.store, hoststep.New(b.store, exec.New(b.dataDir, b.store)), b.redactor, nil)
 		other.Wait = 20 * time.Millisecond
 		otherClient := newClient(t, b, other)
 		b.start(t, otherClient)
@@ -514,7 +516,7 @@ func TestServiceDriftCheck(t *testing.T) {
 		_, err = f.WriteString("# edited by hand\n")
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
-		require.NoError(t, b.svc.Supervisor.Stop(b.ctx, "hello", time.Second))
+		require.NoError(t, b.exec.Supervisor.Stop(b.ctx, "hello", time.Second))
 		_, d = b.driftCheck(t)
 		require.Equal(t, services.LiveDrift, d.Status)
 		require.True(t, d.DesiredAhead)

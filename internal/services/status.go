@@ -14,6 +14,7 @@ import (
 
 	"sluice/db"
 	"sluice/internal/gitops"
+	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/servicespec"
 )
@@ -340,13 +341,17 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *gitops.SourceStatu
 		}
 		ev.Unproven = append(ev.Unproven, fmt.Sprintf("runtime: %s runs on node %s, whose agent reported nothing lately, so it is seen through its receipts; a drift check proves it (`sluice service drift-check %s`)", name, v.Process.Node, name))
 	default:
-		if proc, err := s.Supervisor.Adopt(name); err != nil {
+		req := hoststep.InspectRequest{Name: name}
+		if applied != nil {
+			req.Want = applied.Digest
+		}
+		switch in, err := s.Local.Inspect(ctx, req); {
+		case err != nil:
 			procErr = err
-		} else {
-			pid = proc.Pid()
-			if applied != nil {
-				proof = s.Local.ProveArtifact(ctx, proc, applied.Digest)
-			}
+		case !in.Running:
+			procErr = errors.New(in.NotRunning)
+		default:
+			pid, proof = in.Pid, in.Artifact
 		}
 	}
 	switch {

@@ -68,7 +68,7 @@ func (b *testBundle) runOther(t *testing.T, version string) *supervise.Process {
 	t.Helper()
 	exe, err := b.store.Materialize(b.ctx, b.digest(version))
 	require.NoError(t, err)
-	proc, err := b.svc.Supervisor.Restart(b.ctx, "hello", supervise.Spec{
+	proc, err := b.exec.Supervisor.Restart(b.ctx, "hello", supervise.Spec{
 		Exec: exe, Args: []string{"--port", itoa(b.port)}, StopTimeout: 2 * time.Second,
 	})
 	require.NoError(t, err)
@@ -229,7 +229,7 @@ func TestServiceStatus(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.converged(t, nil)
-		require.NoError(t, b.svc.Supervisor.Stop(b.ctx, "hello", time.Second))
+		require.NoError(t, b.exec.Supervisor.Stop(b.ctx, "hello", time.Second))
 
 		st := b.status(t)
 		require.Equal(t, "Runtime drift", st.Answer.State, "%+v", st.Answer)
@@ -246,7 +246,7 @@ func TestServiceStatus(t *testing.T) {
 		// Hold the queue, as a run under the pause policy does, so the
 		// converge asked next stays queued.
 		require.NoError(t, db.New(b.pool).ServicePauseInsert(b.ctx, &db.ServicePauseInsertParams{Service: "hello", RunID: conv.ID, Reason: "held by the test"}))
-		require.NoError(t, b.svc.Supervisor.Stop(b.ctx, "hello", time.Second))
+		require.NoError(t, b.exec.Supervisor.Stop(b.ctx, "hello", time.Second))
 		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 		require.NoError(t, err)
 
@@ -281,7 +281,7 @@ func TestDriftEnforce(t *testing.T) {
 		b := setup(t, setupOpts{})
 		// A slow start keeps the repair running long enough to be seen.
 		enforced(t, b, map[string]string{"HELLO_START_DELAY": "2s"})
-		require.NoError(t, b.svc.Supervisor.Stop(b.ctx, "hello", time.Second))
+		require.NoError(t, b.exec.Supervisor.Stop(b.ctx, "hello", time.Second))
 
 		_, d := b.driftCheck(t)
 		require.True(t, d.Has(services.ClassRuntime), "%+v", d.Drift)
@@ -347,7 +347,7 @@ func TestDriftEnforce(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		enforced(t, b, nil)
-		require.NoError(t, b.svc.Supervisor.Stop(b.ctx, "hello", time.Second))
+		require.NoError(t, b.exec.Supervisor.Stop(b.ctx, "hello", time.Second))
 		// A sync of the source that a crash cut short, as Recover leaves it.
 		_, err := b.pool.Exec(b.ctx, `INSERT INTO journal_run (id, action, target, state, requested_by, started_at, finished_at, error)
 			VALUES (gen_random_uuid(), 'sync_source', 'default', 'unknown', 'system', now(), now(), 'the process working it ended; the outcome is unknown')`)

@@ -1,13 +1,14 @@
-// Package artifact is a content-addressed file store in PostgreSQL.
+// Package artifactstore is the control plane's artifact store: artifacts
+// (package artifact) kept in PostgreSQL.
 //
-// An artifact is a file, such as a service's executable, named by the SHA-256
-// of its bytes ("sha256:<hex>"). It lives in the database in 1 MiB chunks, so
-// a worker on any host can fetch it, and Materialize keeps a verified,
-// executable copy in a local cache directory for the runtime to start.
+// An artifact lives in the database in 1 MiB chunks, so a worker on any host
+// can fetch it, and Materialize keeps a verified, executable copy in a local
+// cache directory (an artifact.Cache) for the runtime to start. Agents never
+// reach it: they fetch what their tasks name over the API.
 //
 // Artifacts are immutable: putting the same bytes again is a no-op, and every
 // read checks the bytes against the digest.
-package artifact
+package artifactstore
 
 import (
 	"context"
@@ -24,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"sluice/db"
+	"sluice/internal/artifact"
 	"sluice/internal/errs"
 )
 
@@ -174,7 +176,7 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (Info, error) {
 // Stat returns what is stored under digest (any form ParseDigest accepts):
 // errs.NotFound when nothing is, errs.Invalid when digest is malformed.
 func (s *Store) Stat(ctx context.Context, digest string) (Info, error) {
-	d, err := ParseDigest(digest)
+	d, err := artifact.ParseDigest(digest)
 	if err != nil {
 		return Info{}, err
 	}
@@ -261,4 +263,23 @@ func (r *reader) Close() error {
 	}
 	r.buf = nil
 	return nil
+}
+
+// Materialize returns the path of an executable (0755) copy of the artifact
+// in CacheDir, named by the digest's hex, whose bytes it has just verified
+// against the digest.
+//
+// It hashes the cached file on every call, since the runtime verifies an
+// executable before every start, and fetches the artifact again when the file
+// is missing, is not a regular file, or does not match (corrupted on disk).
+// A verified cached file is answered without asking the database.
+//
+// A fetch writes a temporary file in CacheDir, syncs it and renames it into
+// place, so neither a crash nor concurrent callers leave a partial file under
+// the final name; concurrent callers may each fetch, and each rename puts
+// whole, verified bytes in place. A crash can leave a ".<hex>.tmp-*" file
+// behind, which nothing reads. Errors are those of Stat for an artifact that
+// must be fetched.
+func (s *Store) Materialize(ctx context.Context, digest string) (string, error) {
+	return (&artifact.Cache{Dir: s.CacheDir, Fetch: s.Open}).Materialize(ctx, digest)
 }

@@ -1,4 +1,4 @@
-package artifact_test
+package artifactstore_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"sluice/internal/artifact"
+	"sluice/internal/artifactstore"
 	"sluice/internal/dbtest"
 	"sluice/internal/errs"
 )
@@ -29,13 +29,13 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 
 type testBundle struct {
 	pool  *pgxpool.Pool
-	store *artifact.Store
+	store *artifactstore.Store
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
-	return &testBundle{pool: pool, store: &artifact.Store{Pool: pool, CacheDir: t.TempDir()}}
+	return &testBundle{pool: pool, store: &artifactstore.Store{Pool: pool, CacheDir: t.TempDir()}}
 }
 
 func randomBytes(t *testing.T, n int) []byte {
@@ -77,51 +77,6 @@ func countRows(t *testing.T, pool *pgxpool.Pool, table, digest string) int {
 	return n
 }
 
-func TestParseDigest(t *testing.T) {
-	t.Parallel()
-
-	hexd := strings.Repeat("ab", 32)
-	for _, tc := range []struct {
-		in, want string
-	}{
-		{"sha256:" + hexd, "sha256:" + hexd},
-		{"web@sha256:" + hexd, "sha256:" + hexd},
-		{"ghcr.io/acme/web:1.2@sha256:" + hexd, "sha256:" + hexd},
-		{"localhost:5000/team/api_v2@sha256:" + hexd, "sha256:" + hexd},
-		{"library/hello-world@sha256:" + hexd, "sha256:" + hexd},
-	} {
-		got, err := artifact.ParseDigest(tc.in)
-		require.NoError(t, err, tc.in)
-		require.Equal(t, tc.want, got)
-	}
-	for _, in := range []string{
-		"",
-		hexd,                               // bare hex: refused, not normalised
-		"sha256:" + strings.ToUpper(hexd),  // uppercase
-		"sha256:" + hexd[:63],              // short
-		"sha256:" + hexd + "0",             // long
-		"sha512:" + hexd,                   // another algorithm
-		"@sha256:" + hexd,                  // empty name
-		"sha256:" + hexd + "\n",            // trailing newline
-		" sha256:" + hexd,                  // leading space
-		"web@sha256:" + hexd[:60] + "zzzz", // not hex
-		"sha256:" + hexd + "@",             // nothing after the @
-		// The name must read as an image name.
-		"../../etc/passwd@sha256:" + hexd,
-		"/etc/passwd@sha256:" + hexd,
-		"a@b@sha256:" + hexd,
-		"Web@sha256:" + hexd,
-		"web app@sha256:" + hexd,
-		"web/@sha256:" + hexd,
-		"web\x00@sha256:" + hexd,
-	} {
-		_, err := artifact.ParseDigest(in)
-		require.True(t, errs.Is(err, errs.Invalid), "%q: %v", in, err)
-	}
-	_, err := artifact.ParseDigest(hexd)
-	require.ErrorContains(t, err, "sha256:"+hexd, "the message shows the spelling to use")
-}
-
 func TestPut(t *testing.T) {
 	t.Parallel()
 
@@ -129,7 +84,7 @@ func TestPut(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
-		content := randomBytes(t, 3*artifact.ChunkSize+artifact.ChunkSize/2)
+		content := randomBytes(t, 3*artifactstore.ChunkSize+artifactstore.ChunkSize/2)
 
 		info, err := b.store.Put(ctx, bytes.NewReader(content))
 		require.NoError(t, err)
@@ -157,7 +112,7 @@ func TestPut(t *testing.T) {
 		b := setup(t)
 		ctx := context.Background()
 		// Compressible, as an executable is: PostgreSQL compresses it.
-		content := bytes.Repeat([]byte("sluice artifact chunk "), artifact.ChunkSize/11)
+		content := bytes.Repeat([]byte("sluice artifact chunk "), artifactstore.ChunkSize/11)
 		info, err := b.store.Put(ctx, bytes.NewReader(content))
 		require.NoError(t, err)
 
@@ -184,11 +139,11 @@ func TestPut(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
-		for _, content := range [][]byte{randomBytes(t, 2*artifact.ChunkSize), {}, []byte("x")} {
+		for _, content := range [][]byte{randomBytes(t, 2*artifactstore.ChunkSize), {}, []byte("x")} {
 			info, err := b.store.Put(ctx, iotest.HalfReader(bytes.NewReader(content)))
 			require.NoError(t, err)
 			require.Equal(t, digestOf(content), info.Digest)
-			require.Equal(t, (len(content)+artifact.ChunkSize-1)/artifact.ChunkSize, countRows(t, b.pool, "artifact_chunk", info.Digest))
+			require.Equal(t, (len(content)+artifactstore.ChunkSize-1)/artifactstore.ChunkSize, countRows(t, b.pool, "artifact_chunk", info.Digest))
 			b.requireContent(t, info.Digest, content)
 		}
 	})
@@ -197,7 +152,7 @@ func TestPut(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
-		content := randomBytes(t, artifact.ChunkSize+10)
+		content := randomBytes(t, artifactstore.ChunkSize+10)
 
 		first, err := b.store.Put(ctx, bytes.NewReader(content))
 		require.NoError(t, err)
@@ -212,10 +167,10 @@ func TestPut(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
-		content := randomBytes(t, 2*artifact.ChunkSize+1)
+		content := randomBytes(t, 2*artifactstore.ChunkSize+1)
 
 		var wg sync.WaitGroup
-		infos := make([]artifact.Info, 10)
+		infos := make([]artifactstore.Info, 10)
 		putErrs := make([]error, 10)
 		for i := range 10 {
 			wg.Go(func() { infos[i], putErrs[i] = b.store.Put(ctx, bytes.NewReader(content)) })
@@ -233,18 +188,18 @@ func TestPut(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
-		b.store.MaxSize = artifact.ChunkSize + 100
+		b.store.MaxSize = artifactstore.ChunkSize + 100
 
-		_, err := b.store.Put(ctx, bytes.NewReader(randomBytes(t, artifact.ChunkSize+101)))
+		_, err := b.store.Put(ctx, bytes.NewReader(randomBytes(t, artifactstore.ChunkSize+101)))
 		require.True(t, errs.Is(err, errs.Invalid), "%v", err)
 		require.ErrorContains(t, err, "larger than the limit")
 		var n int
 		require.NoError(t, b.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM artifact) + (SELECT count(*) FROM artifact_chunk)").Scan(&n))
 		require.Zero(t, n)
 
-		info, err := b.store.Put(ctx, bytes.NewReader(randomBytes(t, artifact.ChunkSize+100)))
+		info, err := b.store.Put(ctx, bytes.NewReader(randomBytes(t, artifactstore.ChunkSize+100)))
 		require.NoError(t, err, "exactly MaxSize is allowed")
-		require.EqualValues(t, artifact.ChunkSize+100, info.Size)
+		require.EqualValues(t, artifactstore.ChunkSize+100, info.Size)
 	})
 
 	t.Run("ReaderErrorIsReturnedAndStoresNothing", func(t *testing.T) {
@@ -300,7 +255,7 @@ func TestStatAndOpen(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
-		content := randomBytes(t, artifact.ChunkSize+5)
+		content := randomBytes(t, artifactstore.ChunkSize+5)
 		info, err := b.store.Put(ctx, bytes.NewReader(content))
 		require.NoError(t, err)
 		_, err = b.pool.Exec(ctx, "UPDATE artifact_chunk SET data = set_byte(data, 0, get_byte(data, 0) # 1) WHERE digest = $1 AND seq = 1", info.Digest)
@@ -322,7 +277,7 @@ func TestStatAndOpen(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
-		info, err := b.store.Put(ctx, bytes.NewReader(randomBytes(t, 2*artifact.ChunkSize+5)))
+		info, err := b.store.Put(ctx, bytes.NewReader(randomBytes(t, 2*artifactstore.ChunkSize+5)))
 		require.NoError(t, err)
 		_, err = b.pool.Exec(ctx, "DELETE FROM artifact_chunk WHERE digest = $1 AND seq = 1", info.Digest)
 		require.NoError(t, err)
@@ -340,12 +295,12 @@ func TestMaterialize(t *testing.T) {
 	type bundle struct {
 		*testBundle
 		content []byte
-		info    artifact.Info
+		info    artifactstore.Info
 	}
 	setupStored := func(t *testing.T) *bundle {
 		t.Helper()
 		b := setup(t)
-		content := randomBytes(t, 2*artifact.ChunkSize+123)
+		content := randomBytes(t, 2*artifactstore.ChunkSize+123)
 		info, err := b.store.Put(context.Background(), bytes.NewReader(content))
 		require.NoError(t, err)
 		return &bundle{testBundle: b, content: content, info: info}
@@ -395,10 +350,10 @@ func TestMaterialize(t *testing.T) {
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		require.NoError(t, err)
 		one := make([]byte, 1)
-		_, err = f.ReadAt(one, artifact.ChunkSize+7)
+		_, err = f.ReadAt(one, artifactstore.ChunkSize+7)
 		require.NoError(t, err)
 		one[0] ^= 0x40
-		_, err = f.WriteAt(one, artifact.ChunkSize+7)
+		_, err = f.WriteAt(one, artifactstore.ChunkSize+7)
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
 		require.NotEqual(t, b.info.Digest, fileDigest(t, path))

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -6,20 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"time"
 
 	"github.com/google/uuid"
 
 	"sluice/internal/apiclient"
-	"sluice/internal/artifact"
 	"sluice/internal/errs"
-	"sluice/internal/hoststep"
-	"sluice/internal/nodetask"
+	"sluice/internal/nodeproto"
 	"sluice/internal/redact"
 )
 
-// apiTasks is an agent's nodetask.Source: its node's tasks over the API.
+// apiTasks is an agent's Source: its node's tasks over the API.
 type apiTasks struct {
 	client   *apiclient.ClientWithResponses
 	node     string
@@ -32,17 +29,18 @@ func (a *apiTasks) claimer() string { return a.instance + "/" + a.session }
 
 // refused turns a refusal that retrying does not cure into a Permanent.
 func refused(resp *http.Response, body []byte) error {
-	err := redact.Error(apiError(resp, body))
+	err := redact.Error(apiclient.Problem(resp, body))
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusConflict:
-		return &nodetask.Permanent{Err: err}
+		return &Permanent{Err: err}
 	case http.StatusNotFound:
 		return errs.Errorf(errs.NotFound, "%s", err)
 	}
 	return err
 }
 
-func (a *apiTasks) Claim(ctx context.Context, wait time.Duration) (*nodetask.Claimed, error) {
+// Claim implements Source.
+func (a *apiTasks) Claim(ctx context.Context, wait time.Duration) (*nodeproto.Claimed, error) {
 	resp, err := a.client.ClaimNodeTaskWithResponse(ctx, a.node, apiclient.ClaimNodeTaskJSONRequestBody{Instance: a.instance, Session: &a.session, WaitSec: int64(wait / time.Second)})
 	if err != nil {
 		return nil, err
@@ -63,10 +61,11 @@ func (a *apiTasks) Claim(ctx context.Context, wait time.Duration) (*nodetask.Cla
 	if err != nil {
 		return nil, err
 	}
-	return &nodetask.Claimed{ID: id, Run: run, Kind: string(t.Kind), Payload: payload}, nil
+	return &nodeproto.Claimed{ID: id, Run: run, Kind: string(t.Kind), Payload: payload}, nil
 }
 
-func (a *apiTasks) Events(ctx context.Context, id uuid.UUID, evs []nodetask.Event) error {
+// Events implements Source.
+func (a *apiTasks) Events(ctx context.Context, id uuid.UUID, evs []nodeproto.Event) error {
 	body := apiclient.PostNodeTaskEventsJSONRequestBody{Instance: a.claimer(), Events: make([]apiclient.NodeTaskEvent, len(evs))}
 	for i, e := range evs {
 		body.Events[i] = apiclient.NodeTaskEvent{Level: apiclient.NodeTaskEventLevel(e.Level), Message: e.Message}
@@ -84,7 +83,8 @@ func (a *apiTasks) Events(ctx context.Context, id uuid.UUID, evs []nodetask.Even
 	return nil
 }
 
-func (a *apiTasks) Finish(ctx context.Context, id uuid.UUID, res *nodetask.Result) (*nodetask.Finished, error) {
+// Finish implements Source.
+func (a *apiTasks) Finish(ctx context.Context, id uuid.UUID, res *nodeproto.Result) (*nodeproto.Finished, error) {
 	r := apiclient.NodeTaskResult{}
 	if res.Error != "" {
 		r.Error = &res.Error
@@ -106,24 +106,32 @@ func (a *apiTasks) Finish(ctx context.Context, id uuid.UUID, res *nodetask.Resul
 	if resp.JSON200 == nil {
 		return nil, refused(resp.HTTPResponse, resp.Body)
 	}
-	return &nodetask.Finished{Late: resp.JSON200.Late, Message: resp.JSON200.Message}, nil
+	return &nodeproto.Finished{Late: resp.JSON200.Late, Message: resp.JSON200.Message}, nil
 }
 
-// agentHost is the agent's host: its processes and units under its data
-// dir, and the artifacts its tasks name, fetched over the API and verified
-// against their digest before they run.
-func agentHost(dataDir string, client *apiclient.ClientWithResponses, node string) *hoststep.Host {
-	cache := &artifact.Cache{Dir: filepath.Join(dataDir, "artifacts"), Fetch: func(ctx context.Context, digest string) (io.ReadCloser, error) {
-		resp, err := client.GetNodeArtifact(ctx, node, digest)
-		if err != nil {
-			return nil, fmt.Errorf("download artifact %s: %w", digest, redact.Error(err))
-		}
-		if resp.StatusCode != http.StatusOK {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-			return nil, fmt.Errorf("download artifact %s: %w", digest, redact.Error(apiError(resp, body)))
-		}
-		return resp.Body, nil
-	}}
-	return hoststep.New(dataDir, cache)
+// Fetcher reads an artifact's bytes from where a host gets them; the
+// artifact cache verifies them against the digest whatever the source.
+type Fetcher interface {
+	Fetch(ctx context.Context, digest string) (io.ReadCloser, error)
+}
+
+// apiArtifacts fetches the artifacts a node's open tasks name over the API:
+// the only ones its credential may download.
+type apiArtifacts struct {
+	client *apiclient.ClientWithResponses
+	node   string
+}
+
+// Fetch implements Fetcher.
+func (a *apiArtifacts) Fetch(ctx context.Context, digest string) (io.ReadCloser, error) {
+	resp, err := a.client.GetNodeArtifact(ctx, a.node, digest)
+	if err != nil {
+		return nil, fmt.Errorf("download artifact %s: %w", digest, redact.Error(err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		return nil, fmt.Errorf("download artifact %s: %w", digest, redact.Error(apiclient.Problem(resp, body)))
+	}
+	return resp.Body, nil
 }

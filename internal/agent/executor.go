@@ -1,4 +1,4 @@
-package nodetask
+package agent
 
 import (
 	"context"
@@ -12,29 +12,17 @@ import (
 
 	"sluice/internal/errs"
 	"sluice/internal/hoststep"
-	"sluice/internal/journal"
+	"sluice/internal/nodeproto"
 )
 
-// Claimed is a task as its node's executor gets it: what the step needs and
-// nothing more.
-type Claimed struct {
-	ID      uuid.UUID       `json:"id"`
-	Run     uuid.UUID       `json:"runId"`
-	Kind    string          `json:"kind"`
-	Payload json.RawMessage `json:"payload"`
-}
-
 // Source is where a node's executor takes its tasks: the API for an agent,
-// Tasks itself for serve's own node.
+// the database itself for serve's own node (nodetask.Local).
 type Source interface {
 	// Claim waits up to wait for a task; nil when none came.
-	Claim(ctx context.Context, wait time.Duration) (*Claimed, error)
-	Events(ctx context.Context, id uuid.UUID, evs []Event) error
-	Finish(ctx context.Context, id uuid.UUID, res *Result) (*Finished, error)
+	Claim(ctx context.Context, wait time.Duration) (*nodeproto.Claimed, error)
+	Events(ctx context.Context, id uuid.UUID, evs []nodeproto.Event) error
+	Finish(ctx context.Context, id uuid.UUID, res *nodeproto.Result) (*nodeproto.Finished, error)
 }
-
-// ClaimWait is how long one claim waits for a task.
-const ClaimWait = 25 * time.Second
 
 // Permanent marks a Source error that retrying does not cure (the
 // credential was revoked, another agent holds the node): the executor
@@ -57,7 +45,7 @@ func RunExecutor(ctx context.Context, src Source, h *hoststep.Host, logger *slog
 	defer wg.Wait()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		task, err := src.Claim(ctx, ClaimWait)
+		task, err := src.Claim(ctx, nodeproto.ClaimWait)
 		if err != nil {
 			var perm *Permanent
 			if asPermanent(err, &perm) {
@@ -104,7 +92,7 @@ func asPermanent(err error, p **Permanent) bool {
 
 // runTask takes one step and posts its result until it is taken: the
 // control plane may be restarting.
-func runTask(ctx context.Context, src Source, h *hoststep.Host, task *Claimed, logger *slog.Logger) {
+func runTask(ctx context.Context, src Source, h *hoststep.Host, task *nodeproto.Claimed, logger *slog.Logger) {
 	ev := &sourceEvents{src: src, id: task.ID, logger: logger}
 	logger.Info("task", "task", task.ID, "run", task.Run, "kind", task.Kind)
 	res := Execute(ctx, h, task.Kind, task.Payload, ev)
@@ -139,13 +127,13 @@ type sourceEvents struct {
 }
 
 func (e *sourceEvents) send(ctx context.Context, level, msg string, data any) {
-	ev := Event{Level: level, Message: strings.ReplaceAll(msg, "\x00", "\uFFFD")}
+	ev := nodeproto.Event{Level: level, Message: strings.ReplaceAll(msg, "\x00", "\uFFFD")}
 	if data != nil {
 		b, _ := json.Marshal(data)
 		ev.Data = scrubNUL(b)
 	}
 	for attempt := 0; attempt < 3; attempt++ {
-		if err := e.src.Events(ctx, e.id, []Event{ev}); err == nil {
+		if err := e.src.Events(ctx, e.id, []nodeproto.Event{ev}); err == nil {
 			return
 		} else if attempt == 2 {
 			e.logger.Warn("send a step's event", "task", e.id, "message", msg, "err", err)
@@ -155,38 +143,11 @@ func (e *sourceEvents) send(ctx context.Context, level, msg string, data any) {
 }
 
 func (e *sourceEvents) Info(ctx context.Context, msg string, data any) {
-	e.send(ctx, journal.LevelInfo, msg, data)
+	e.send(ctx, nodeproto.LevelInfo, msg, data)
 }
 func (e *sourceEvents) Warn(ctx context.Context, msg string, data any) {
-	e.send(ctx, journal.LevelWarn, msg, data)
+	e.send(ctx, nodeproto.LevelWarn, msg, data)
 }
 func (e *sourceEvents) Error(ctx context.Context, msg string, data any) {
-	e.send(ctx, journal.LevelError, msg, data)
-}
-
-// Local is the Source of serve's own node: it claims from Tasks directly.
-type Local struct {
-	Tasks    *Tasks
-	Node     string
-	Instance string
-}
-
-// Claim implements Source.
-func (l *Local) Claim(ctx context.Context, wait time.Duration) (*Claimed, error) {
-	row, err := l.Tasks.Claim(ctx, l.Node, l.Instance, wait)
-	if err != nil || row == nil {
-		return nil, err
-	}
-	return &Claimed{ID: row.ID, Run: row.RunID, Kind: row.Kind, Payload: row.Payload}, nil
-}
-
-// Events implements Source.
-func (l *Local) Events(ctx context.Context, id uuid.UUID, evs []Event) error {
-	_, err := l.Tasks.Events(ctx, l.Node, l.Instance, id, evs)
-	return err
-}
-
-// Finish implements Source.
-func (l *Local) Finish(ctx context.Context, id uuid.UUID, res *Result) (*Finished, error) {
-	return l.Tasks.Finish(ctx, l.Node, l.Instance, id, res)
+	e.send(ctx, nodeproto.LevelError, msg, data)
 }

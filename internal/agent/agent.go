@@ -1,0 +1,172 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sluice/internal/apiclient"
+	"sluice/internal/artifact"
+	"sluice/internal/hoststep"
+	"sluice/internal/nodeproto"
+	"sluice/internal/redact"
+	"sluice/internal/runtime/exec"
+)
+
+// Config is an agent's configuration; cmd/sluice reads it from the
+// environment.
+type Config struct {
+	// URL is the control plane's API, without a trailing slash.
+	URL string
+	// NodeName is the node this agent runs for, as `sluice node add` added
+	// it: a DNS label.
+	NodeName string
+	// JoinToken is needed only the first time, to get the node's
+	// credential; "" afterwards.
+	JoinToken string
+	// DataDir is the agent's own room: its lock, the node's credential
+	// (mode 0600), its instance id, the artifacts it fetched and what its
+	// runtimes keep. An absolute path.
+	DataDir string
+	// Heartbeat is about how often the agent heartbeats (with ±20%
+	// jitter); nodeproto.HeartbeatEvery when zero.
+	Heartbeat time.Duration
+	// Protocol is the protocol version the agent reports; nil reports
+	// nodeproto.Protocol (a test plays an older agent with another).
+	Protocol *int
+	// Version is the build the agent reports.
+	Version string
+}
+
+func (c *Config) credentialFile() string { return filepath.Join(c.DataDir, "node-credential") }
+
+// Run runs the agent until ctx ends: it takes the lock on its data dir,
+// dials the control plane's API with the node's credential (exchanging the
+// join token for it the first time), heartbeats, and takes the node's host
+// steps. It never touches a database.
+//
+// It stops, saying why, when the control plane refuses its credential
+// (revoked) or another agent holds the node, and refuses to start while
+// another agent holds its data dir.
+func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	redact.Add(cfg.JoinToken)
+	cred, err := credential(ctx, &cfg, logger)
+	if err != nil {
+		return redact.Error(err)
+	}
+	redact.Add(cred)
+	client, err := newClient(cfg.URL, cred, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	// Artifacts can be large: their download gets longer than a request.
+	slow, err := newClient(cfg.URL, cred, 30*time.Minute)
+	if err != nil {
+		return err
+	}
+	instance, err := instanceID(&cfg)
+	if err != nil {
+		return err
+	}
+	// A session is this process's own: a step an earlier session claimed
+	// died with it, and the control plane can tell.
+	session := uuid.NewString()
+	logger.Info("agent started", "url", redact.String(cfg.URL), "instance", instance, "session", session)
+
+	// The executor takes the node's host steps; the heartbeat says the node
+	// lives. Either one refused for good (revoked, held by another agent)
+	// stops both.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	host := NewHost(cfg.DataDir, &apiArtifacts{client: slow, node: cfg.NodeName})
+	execDone := make(chan error, 1)
+	go func() {
+		err := RunExecutor(ctx, &apiTasks{client: client, node: cfg.NodeName, instance: instance, session: session}, host, logger)
+		if err != nil {
+			stop(err)
+		}
+		execDone <- err
+	}()
+	err = heartbeats(ctx, &cfg, client, instance, session, host, logger)
+	if err != nil {
+		stop(err)
+	}
+	execErr := <-execDone
+	switch {
+	case err != nil:
+		return err
+	case execErr != nil:
+		return fmt.Errorf("the control plane refused node %s's agent: %w; this agent stops taking work", cfg.NodeName, execErr)
+	}
+	logger.Info("agent stopped")
+	return nil
+}
+
+// NewHost is a node's host: its runtimes keep what they run under dataDir,
+// and the artifacts its tasks name come through fetch, verified against
+// their digest before they run (in dataDir/artifacts).
+func NewHost(dataDir string, fetch Fetcher) *hoststep.Host {
+	cache := &artifact.Cache{Dir: filepath.Join(dataDir, "artifacts"), Fetch: fetch.Fetch}
+	return hoststep.New(cache, exec.New(dataDir, cache))
+}
+
+func newClient(url, cred string, timeout time.Duration) (*apiclient.ClientWithResponses, error) {
+	return apiclient.NewClientWithResponses(url,
+		apiclient.WithHTTPClient(&http.Client{Timeout: timeout}),
+		apiclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+			req.Header.Set("Authorization", "Bearer "+cred)
+			return nil
+		}))
+}
+
+// heartbeats heartbeats until ctx ends, or the control plane refuses the
+// node's credential or gives the node to another agent.
+func heartbeats(ctx context.Context, cfg *Config, client *apiclient.ClientWithResponses, instance, session string, host *hoststep.Host, logger *slog.Logger) error {
+	every := cfg.Heartbeat
+	if every <= 0 {
+		every = nodeproto.HeartbeatEvery
+	}
+	for {
+		rep := report(cfg, session)
+		procs := processes(ctx, host)
+		rep.Processes = &procs
+		resp, err := client.HeartbeatNodeWithResponse(ctx, cfg.NodeName, apiclient.HeartbeatNodeJSONRequestBody{Instance: instance, Reported: rep})
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			logger.Warn("heartbeat: the control plane is unreachable; trying again", "err", redact.Error(err))
+		case resp.StatusCode() == http.StatusUnauthorized || resp.StatusCode() == http.StatusForbidden:
+			return fmt.Errorf("the control plane refused node %s's credential (%s); this agent stops taking work. "+
+				"If the node was revoked, add it again (`sluice node add %s`) and start the agent with the new join token after removing %s",
+				cfg.NodeName, redact.Error(apiclient.Problem(resp.HTTPResponse, resp.Body)), cfg.NodeName, cfg.credentialFile())
+		case resp.StatusCode() == http.StatusConflict:
+			return redact.Error(apiclient.Problem(resp.HTTPResponse, resp.Body))
+		case resp.JSON200 == nil:
+			logger.Warn("heartbeat refused; trying again", "status", resp.StatusCode(), "err", redact.Error(apiclient.Problem(resp.HTTPResponse, resp.Body)))
+		default:
+			logger.Debug("heartbeat", "state", resp.JSON200.Node.State)
+		}
+		// ±20% jitter, so that many agents do not beat in step.
+		wait := time.Duration(float64(every) * (0.8 + 0.4*rand.Float64()))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}

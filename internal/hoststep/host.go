@@ -1,0 +1,342 @@
+package hoststep
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"sluice/internal/errs"
+	"sluice/internal/phase"
+	"sluice/internal/render"
+	"sluice/internal/servicespec"
+)
+
+// NoProbeGrace is how long a service without a probe must stay up after
+// its start to count as healthy.
+const NoProbeGrace = 2 * time.Second
+
+// logLines is how many of a failed process's last output lines go into the
+// run's events.
+const logLines = 20
+
+// Events receives a step's progress; *journal.Progress is one.
+type Events interface {
+	Info(ctx context.Context, msg string, data any)
+	Warn(ctx context.Context, msg string, data any)
+	Error(ctx context.Context, msg string, data any)
+}
+
+// Artifacts gives a host the artifacts it runs: on serve's own node the
+// store itself, on an agent's the artifacts its tasks name, fetched over
+// the API and verified against their digest.
+type Artifacts interface {
+	// Materialize returns the path of a verified executable copy.
+	Materialize(ctx context.Context, digest string) (string, error)
+	// Open reads the artifact's bytes.
+	Open(ctx context.Context, digest string) (io.ReadCloser, error)
+}
+
+// Host runs host steps for the services of one node, through its runtimes.
+type Host struct {
+	Artifacts Artifacts
+	// Runtimes are the ways this host runs services; the first is the
+	// default, for a request that names none.
+	Runtimes []Runtime
+}
+
+// New returns a Host that fetches artifacts from arts and runs services
+// with runtimes, the first being the default.
+func New(arts Artifacts, runtimes ...Runtime) *Host {
+	return &Host{Artifacts: arts, Runtimes: runtimes}
+}
+
+// runtime returns the runtime called name ("" is the default).
+func (h *Host) runtime(name string) (Runtime, error) {
+	if len(h.Runtimes) == 0 {
+		return nil, errs.Errorf(errs.Conflict, "This node runs no runtime.")
+	}
+	if name == "" {
+		return h.Runtimes[0], nil
+	}
+	for _, r := range h.Runtimes {
+		if r.Name() == name {
+			return r, nil
+		}
+	}
+	names := make([]string, len(h.Runtimes))
+	for i, r := range h.Runtimes {
+		names[i] = r.Name()
+	}
+	return nil, errs.Errorf(errs.Conflict, "This node does not run the %s runtime; it runs %s.", name, strings.Join(names, ", "))
+}
+
+// runtimeOf returns the runtime that has a unit or an instance of service
+// name, else the one called want ("" is the default): a stop or an inspect
+// goes where the service is.
+func (h *Host) runtimeOf(ctx context.Context, name, want string) (Runtime, error) {
+	if want != "" {
+		return h.runtime(want)
+	}
+	if len(h.Runtimes) > 1 {
+		for _, r := range h.Runtimes {
+			if names, err := r.Names(ctx); err == nil && slices.Contains(names, name) {
+				return r, nil
+			}
+		}
+	}
+	return h.runtime("")
+}
+
+// Applied is what one render-write-restart-probe did.
+type Applied struct {
+	Digest       string       `json:"digest"`
+	RenderedHash string       `json:"renderedHash"`
+	Rendered     string       `json:"rendered"`
+	Pid          int          `json:"pid,omitempty"`
+	Probe        *ProbeReport `json:"probe"`
+	// Artifact proves which artifact the started process runs.
+	Artifact *ArtifactProof `json:"artifact,omitempty"`
+	// Alive says whether the process still ran when the probe decided.
+	Alive bool `json:"alive"`
+}
+
+// ApplyRequest is one render-write-restart-probe of a service.
+type ApplyRequest struct {
+	Manifest render.Manifest `json:"manifest"`
+	// Runtime names the runtime that runs the service; "" is the host's
+	// default.
+	Runtime         string             `json:"runtime,omitempty"`
+	Probe           *servicespec.Probe `json:"probe,omitempty"`
+	ProbeTimeoutSec int                `json:"probeTimeoutSec"`
+	// Label prefixes the phase names ("retry-", "restore-").
+	Label string `json:"label,omitempty"`
+}
+
+// UnitText reads the unit of service name that runs now; nil when there is
+// none.
+func (h *Host) UnitText(ctx context.Context, name string) ([]byte, error) {
+	rt, err := h.runtimeOf(ctx, name, "")
+	if err != nil {
+		return nil, err
+	}
+	return rt.UnitText(ctx, name)
+}
+
+// Apply renders the manifest, validates the unit, fetches and verifies the
+// artifact, writes the unit, restarts the service and probes it. An error
+// means it could not get as far as a probe; a failed probe is a result
+// (Applied.Probe.OK false), not an error.
+func (h *Host) Apply(ctx context.Context, ev Events, t *phase.Phases, req ApplyRequest) (*Applied, error) {
+	m, label := req.Manifest, req.Label
+	rt, err := h.runtime(req.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		u    *Unit
+		exe  string
+		inst Instance
+	)
+	if err := t.Do(label+"render", func() error {
+		var err error
+		if u, err = rt.Render(m); err != nil {
+			return err
+		}
+		return rt.Validate(ctx, u)
+	}); err != nil {
+		return nil, err
+	}
+	a := &Applied{Digest: m.ArtifactDigest, RenderedHash: u.Hash, Rendered: string(u.Text)}
+	if err := t.Do(label+"artifact", func() error {
+		var err error
+		exe, err = h.Artifacts.Materialize(ctx, m.ArtifactDigest)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("fetch and verify artifact %s: %w", m.ArtifactDigest, err)
+	}
+	ev.Info(ctx, fmt.Sprintf("artifact %s verified", Short(m.ArtifactDigest)), nil)
+	if err := t.Do(label+"write", func() error { return rt.Write(ctx, u) }); err != nil {
+		return nil, fmt.Errorf("write the unit of %s: %w", m.Service, err)
+	}
+	ev.Info(ctx, fmt.Sprintf("wrote unit %s (%s)", u.Path, Short(u.Hash)), nil)
+	if err := t.Do(label+"restart", func() error {
+		var err error
+		inst, err = rt.Activate(ctx, u, exe)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("restart %s: %w", m.Service, err)
+	}
+	a.Pid = inst.Pid()
+	ev.Info(ctx, fmt.Sprintf("started %s as pid %d", m.Service, inst.Pid()), nil)
+	a.Artifact = rt.Prove(ctx, inst, m.ArtifactDigest)
+	if a.Artifact.Proven && !a.Artifact.Matches {
+		ev.Error(ctx, a.Artifact.Sentence, map[string]any{"artifact": a.Artifact})
+	} else {
+		ev.Info(ctx, a.Artifact.Sentence, nil)
+	}
+	_ = t.Do(label+"probe", func() error {
+		a.Probe = rt.Probe(ctx, inst, req.Probe, probeTimeout(req.ProbeTimeoutSec))
+		return nil
+	})
+	a.Alive = inst.Alive()
+	reportProbe(ctx, ev, m.Service, inst, a.Probe, "probe")
+	return a, nil
+}
+
+func probeTimeout(sec int) time.Duration { return time.Duration(sec) * time.Second }
+
+// reportProbe tells the run what a probe decided and, when the service
+// exited, the last lines of its output.
+func reportProbe(ctx context.Context, ev Events, name string, inst Instance, rep *ProbeReport, what string) {
+	if rep.OK {
+		ev.Info(ctx, what+" passed: "+rep.Sentence, nil)
+		return
+	}
+	ev.Error(ctx, what+" failed: "+rep.Sentence, nil)
+	if rep.Exited {
+		lines, _ := inst.LastLines(logLines)
+		rep.LastLines = lines
+		if len(lines) > 0 {
+			ev.Error(ctx, fmt.Sprintf("last %d lines of %s's output:\n%s", len(lines), name, strings.Join(lines, "\n")), map[string]any{"lines": lines})
+		}
+	}
+}
+
+// Reprobed is what a second probe (retry-once) did.
+type Reprobed struct {
+	// Restarted is true when the process had exited and was started again:
+	// Applied is then a whole apply. Otherwise only Pid, Probe and Alive
+	// are set, for the process that still ran.
+	Restarted bool     `json:"restarted"`
+	Applied   *Applied `json:"applied"`
+}
+
+// Reprobe probes the service a second time, for retry-once. A process that
+// still runs is probed again as it is, not restarted: a slow start gets the
+// time it needs. One that exited is applied again first (req).
+func (h *Host) Reprobe(ctx context.Context, ev Events, t *phase.Phases, req ApplyRequest) (*Reprobed, error) {
+	name := req.Manifest.Service
+	rt, err := h.runtime(req.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	if inst, err := rt.Adopt(ctx, name); err == nil && inst.Alive() {
+		ev.Info(ctx, fmt.Sprintf("retry-once: probing pid %d once more", inst.Pid()), nil)
+		a := &Applied{Pid: inst.Pid()}
+		_ = t.Do("retry-probe", func() error {
+			a.Probe = rt.Probe(ctx, inst, req.Probe, probeTimeout(req.ProbeTimeoutSec))
+			return nil
+		})
+		a.Alive = inst.Alive()
+		return &Reprobed{Applied: a}, nil
+	}
+	ev.Info(ctx, "retry-once: the process exited; starting it once more", nil)
+	req.Label = "retry-"
+	a, err := h.Apply(ctx, ev, t, req)
+	if err != nil {
+		return nil, err
+	}
+	return &Reprobed{Restarted: true, Applied: a}, nil
+}
+
+// Stop stops service name and keeps its unit.
+func (h *Host) Stop(ctx context.Context, _ Events, t *phase.Phases, name string) error {
+	return t.Do("stop", func() error {
+		rt, err := h.runtimeOf(ctx, name, "")
+		if err != nil {
+			return err
+		}
+		return rt.Stop(ctx, name)
+	})
+}
+
+// Remove withdraws service name from this host: it stops the service and
+// deletes its unit and what the runtime kept of it, so that nothing of it
+// is left to report.
+func (h *Host) Remove(ctx context.Context, _ Events, t *phase.Phases, name string) error {
+	return t.Do("remove", func() error {
+		rt, err := h.runtimeOf(ctx, name, "")
+		if err != nil {
+			return err
+		}
+		return rt.Remove(ctx, name)
+	})
+}
+
+// InspectRequest asks what runs for service Name on this host.
+type InspectRequest struct {
+	Name string `json:"name"`
+	// Runtime names the runtime the service runs under; "" finds it.
+	Runtime string `json:"runtime,omitempty"`
+	// Want, when set, is the digest to prove the process against.
+	Want string `json:"want,omitempty"`
+	// Probe asks for a probe (ProbeSpec nil: the no-probe grace check).
+	Probe           bool               `json:"probe,omitempty"`
+	ProbeSpec       *servicespec.Probe `json:"probeSpec,omitempty"`
+	ProbeTimeoutSec int                `json:"probeTimeoutSec,omitempty"`
+}
+
+// Inspection is what runs for one service on a host.
+type Inspection struct {
+	Name string `json:"name"`
+	// Runtime is the runtime the service runs under.
+	Runtime string `json:"runtime,omitempty"`
+	// UnitPath is the rendered unit's file; UnitHash its hash, empty when
+	// it is missing (UnitError says why it could not be read).
+	UnitPath   string `json:"unitPath"`
+	UnitHash   string `json:"unitHash,omitempty"`
+	UnitDigest string `json:"unitDigest,omitempty"`
+	UnitError  string `json:"unitError,omitempty"`
+	// Running is true when the process runs, as Pid; NotRunning says why
+	// it does not.
+	Running    bool           `json:"running"`
+	Pid        int            `json:"pid,omitempty"`
+	NotRunning string         `json:"notRunning,omitempty"`
+	Artifact   *ArtifactProof `json:"artifact,omitempty"`
+	Probe      *ProbeReport   `json:"probe,omitempty"`
+}
+
+// Inspect says what runs for req.Name: the unit on disk, the process, the
+// artifact it runs and, when asked, its probe.
+func (h *Host) Inspect(ctx context.Context, req InspectRequest) (*Inspection, error) {
+	rt, err := h.runtimeOf(ctx, req.Name, req.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	in, err := rt.Inspect(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	in.Runtime = cmp.Or(in.Runtime, rt.Name())
+	return in, nil
+}
+
+// Snapshot inspects every service this host has a unit or a process of,
+// without probes, proving each process against its unit's digest. An
+// agent reports it with its heartbeats.
+func (h *Host) Snapshot(ctx context.Context) []*Inspection {
+	var out []*Inspection
+	for _, rt := range h.Runtimes {
+		names, _ := rt.Names(ctx)
+		for _, n := range names {
+			in, err := rt.Inspect(ctx, InspectRequest{Name: n})
+			if err != nil {
+				continue
+			}
+			if in.Running && in.UnitDigest != "" {
+				if inst, err := rt.Adopt(ctx, n); err == nil {
+					in.Artifact = rt.Prove(ctx, inst, in.UnitDigest)
+				}
+			}
+			in.Runtime = cmp.Or(in.Runtime, rt.Name())
+			out = append(out, in)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
