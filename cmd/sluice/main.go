@@ -23,8 +23,10 @@ const usage = `sluice is a pull-based GitOps control plane.
 
 Server:
   sluice serve                     run the API, the workers and River UI
-  sluice worker                    run the workers alone, on serve's database (no HTTP; no service actions)
-  sluice agent                     run this host's node agent: it joins once, then heartbeats
+  sluice worker                    run the workers alone, on serve's database (no HTTP); a service
+                                   action's host steps go to the service's node
+  sluice agent                     run this host's node agent: it joins once, then heartbeats and
+                                   takes its node's host steps
   sluice migrate                   apply database migrations and exit
 
 CLI (talks to SLUICE_URL with SLUICE_TOKEN):
