@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"time"
 
 	"github.com/riverqueue/river"
 
@@ -10,44 +9,15 @@ import (
 	"sluice/internal/journal"
 )
 
-// blueprintLane is the actions that take turns on one Blueprint, across
-// every process: a rollout (or rollback), a withdrawal and a repair never
-// run together.
-var blueprintLane = []string{blueprint.ActionRollout, blueprint.ActionWithdraw, blueprint.ActionEnforce}
-
-// blueprintArgs are the job args of a Blueprint's actions.
-type blueprintArgs interface {
-	river.JobArgs
-	blueprint.RolloutArgs | blueprint.WithdrawArgs | blueprint.EnforceArgs
-}
-
-// BlueprintWorker works one kind of a Blueprint's actions in the
-// Blueprint's lane: rollouts, withdrawals and repairs.
-type BlueprintWorker[T blueprintArgs] struct {
-	river.WorkerDefaults[T]
-	Journal *journal.Journal
-	// Name is the Blueprint an action is on; Do does it.
-	Name func(T) string
-	Do   func(context.Context, *journal.Progress, T) (*journal.Outcome, error)
-}
-
-// Timeout implements river.Worker: each waits on its nodes' steps, as long
-// as a service action each.
-func (w *BlueprintWorker[T]) Timeout(*river.Job[T]) time.Duration { return serviceTimeout }
-
-// Work implements river.Worker.
-func (w *BlueprintWorker[T]) Work(ctx context.Context, job *river.Job[T]) error {
-	lane := journal.Lane{Target: w.Name(job.Args), Actions: blueprintLane}
-	return journal.WorkInLane(ctx, w.Journal, job, lane, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
-		return w.Do(ctx, p, job.Args)
-	})
+// blueprintAction is the worker of one kind of a Blueprint's actions, in the
+// Blueprint's lane: each waits on its nodes' steps, as long as a service
+// action each.
+func blueprintAction[T river.JobArgs](j *journal.Journal, s *blueprint.Service, do func(context.Context, *journal.Progress, T) (*journal.Outcome, error), name func(T) string) *LaneWorker[T] {
+	return &LaneWorker[T]{Journal: j, Target: name, Lane: s.Lane, Do: do, JobTimeout: serviceTimeout}
 }
 
 func addBlueprintWorkers(workers *river.Workers, j *journal.Journal, s *blueprint.Service) {
-	river.AddWorker(workers, &BlueprintWorker[blueprint.RolloutArgs]{Journal: j, Do: s.Roll,
-		Name: func(a blueprint.RolloutArgs) string { return a.Blueprint }})
-	river.AddWorker(workers, &BlueprintWorker[blueprint.WithdrawArgs]{Journal: j, Do: s.Withdraw,
-		Name: func(a blueprint.WithdrawArgs) string { return a.Blueprint }})
-	river.AddWorker(workers, &BlueprintWorker[blueprint.EnforceArgs]{Journal: j, Do: s.Enforce,
-		Name: func(a blueprint.EnforceArgs) string { return a.Blueprint }})
+	river.AddWorker(workers, blueprintAction(j, s, s.Roll, func(a blueprint.RolloutArgs) string { return a.Blueprint }))
+	river.AddWorker(workers, blueprintAction(j, s, s.Withdraw, func(a blueprint.WithdrawArgs) string { return a.Blueprint }))
+	river.AddWorker(workers, blueprintAction(j, s, s.Enforce, func(a blueprint.EnforceArgs) string { return a.Blueprint }))
 }

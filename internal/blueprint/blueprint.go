@@ -71,6 +71,17 @@ type Service struct {
 	authorizations singleflight.Group
 }
 
+// laneActions are the actions that take turns on one Blueprint, across
+// every process: a rollout (or rollback), a withdrawal and a repair never
+// run together.
+var laneActions = []string{ActionRollout, ActionWithdraw, ActionEnforce}
+
+// Lane is the lane of Blueprint name's actions: rollouts, withdrawals and
+// repairs, in the order they were asked.
+func (s *Service) Lane(name string) journal.Lane {
+	return journal.Lane{Target: name, Actions: laneActions}
+}
+
 // HeldNode is a selected node the plan does not place on, and why.
 type HeldNode struct {
 	Node   string `json:"node"`
