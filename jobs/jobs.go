@@ -40,13 +40,7 @@ func Register(workers *river.Workers, d Deps) {
 	river.AddWorker[gitops.SyncArgs](workers, &SyncSourceWorker{Journal: d.Journal, GitOps: d.GitOps})
 	river.AddWorker[gitops.AcceptArgs](workers, &AcceptSourceWorker{Journal: d.Journal, GitOps: d.GitOps})
 	if d.Services != nil {
-		river.AddWorker[services.DeployArgs](workers, &DeployWorker{Services: d.Services})
-		river.AddWorker[services.RollbackArgs](workers, &RollbackWorker{Services: d.Services})
-		river.AddWorker[services.ConvergeArgs](workers, &ConvergeWorker{Services: d.Services})
-		river.AddWorker[services.StopArgs](workers, &StopServiceWorker{Services: d.Services})
-		river.AddWorker[services.DriftCheckArgs](workers, &ServiceDriftCheckWorker{Services: d.Services})
-		river.AddWorker[services.SweepArgs](workers, &ServiceSweepWorker{Journal: d.Journal, Services: d.Services})
-		river.AddWorker[services.ResumeArgs](workers, &ResumeServiceWorker{Journal: d.Journal, Services: d.Services})
+		addServiceWorkers(workers, d.Journal, d.Services)
 	}
 	if d.Infra != nil {
 		river.AddWorker[infra.PlanArgs](workers, &PlanWorker{Infra: d.Infra})

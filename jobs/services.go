@@ -16,74 +16,26 @@ import (
 // longer than this.
 const serviceTimeout = 3 * time.Hour
 
-// DeployWorker works services.DeployArgs.
-type DeployWorker struct {
-	river.WorkerDefaults[services.DeployArgs]
-	Services *services.Service
+// serviceDriftCheckTimeout bounds a service's drift check: it only reads
+// what runs.
+const serviceDriftCheckTimeout = 10 * time.Minute
+
+// serviceAction is the worker of one kind of a service's actions, in the
+// service's lane, held while the service is paused or its node cannot take
+// steps (services.Service.Gate).
+func serviceAction[T river.JobArgs](s *services.Service, do func(context.Context, *journal.Progress, T) (*journal.Outcome, error), timeout time.Duration, name func(T) string) *LaneWorker[T] {
+	return &LaneWorker[T]{Journal: s.Journal, Target: name, Lane: s.Lane, Gate: s.Gate, Do: do, JobTimeout: timeout}
 }
 
-// Timeout implements river.Worker.
-func (w *DeployWorker) Timeout(*river.Job[services.DeployArgs]) time.Duration { return serviceTimeout }
-
-// Work implements river.Worker.
-func (w *DeployWorker) Work(ctx context.Context, job *river.Job[services.DeployArgs]) error {
-	return services.Work(ctx, w.Services, job, job.Args.Service, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
-		return w.Services.Deploy(ctx, p, job.Args)
-	})
-}
-
-// RollbackWorker works services.RollbackArgs.
-type RollbackWorker struct {
-	river.WorkerDefaults[services.RollbackArgs]
-	Services *services.Service
-}
-
-// Timeout implements river.Worker.
-func (w *RollbackWorker) Timeout(*river.Job[services.RollbackArgs]) time.Duration {
-	return serviceTimeout
-}
-
-// Work implements river.Worker.
-func (w *RollbackWorker) Work(ctx context.Context, job *river.Job[services.RollbackArgs]) error {
-	return services.Work(ctx, w.Services, job, job.Args.Service, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
-		return w.Services.Rollback(ctx, p, job.Args)
-	})
-}
-
-// ConvergeWorker works services.ConvergeArgs.
-type ConvergeWorker struct {
-	river.WorkerDefaults[services.ConvergeArgs]
-	Services *services.Service
-}
-
-// Timeout implements river.Worker.
-func (w *ConvergeWorker) Timeout(*river.Job[services.ConvergeArgs]) time.Duration {
-	return serviceTimeout
-}
-
-// Work implements river.Worker.
-func (w *ConvergeWorker) Work(ctx context.Context, job *river.Job[services.ConvergeArgs]) error {
-	return services.Work(ctx, w.Services, job, job.Args.Service, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
-		return w.Services.Converge(ctx, p, job.Args)
-	})
-}
-
-// ServiceDriftCheckWorker works services.DriftCheckArgs.
-type ServiceDriftCheckWorker struct {
-	river.WorkerDefaults[services.DriftCheckArgs]
-	Services *services.Service
-}
-
-// Timeout implements river.Worker.
-func (w *ServiceDriftCheckWorker) Timeout(*river.Job[services.DriftCheckArgs]) time.Duration {
-	return 10 * time.Minute
-}
-
-// Work implements river.Worker.
-func (w *ServiceDriftCheckWorker) Work(ctx context.Context, job *river.Job[services.DriftCheckArgs]) error {
-	return services.Work(ctx, w.Services, job, job.Args.Service, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
-		return w.Services.DriftCheck(ctx, p, job.Args)
-	})
+func addServiceWorkers(workers *river.Workers, j *journal.Journal, s *services.Service) {
+	river.AddWorker(workers, serviceAction(s, s.Deploy, serviceTimeout, func(a services.DeployArgs) string { return a.Service }))
+	river.AddWorker(workers, serviceAction(s, s.Rollback, serviceTimeout, func(a services.RollbackArgs) string { return a.Service }))
+	river.AddWorker(workers, serviceAction(s, s.Converge, serviceTimeout, func(a services.ConvergeArgs) string { return a.Service }))
+	// A stop waits up to the service's stop timeout.
+	river.AddWorker(workers, serviceAction(s, s.Stop, serviceTimeout, func(a services.StopArgs) string { return a.Service }))
+	river.AddWorker(workers, serviceAction(s, s.DriftCheck, serviceDriftCheckTimeout, func(a services.DriftCheckArgs) string { return a.Service }))
+	river.AddWorker(workers, &ServiceSweepWorker{Journal: j, Services: s})
+	river.AddWorker(workers, &ResumeServiceWorker{Journal: j, Services: s})
 }
 
 // ServiceSweepWorker works services.SweepArgs, the periodic drift sweep of
@@ -113,24 +65,5 @@ type ResumeServiceWorker struct {
 func (w *ResumeServiceWorker) Work(ctx context.Context, job *river.Job[services.ResumeArgs]) error {
 	return journal.Work(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		return w.Services.Resume(ctx, p, job.Args)
-	})
-}
-
-// StopServiceWorker works services.StopArgs, in the service's lane.
-type StopServiceWorker struct {
-	river.WorkerDefaults[services.StopArgs]
-	Services *services.Service
-}
-
-// Timeout implements river.Worker: a stop waits up to the service's stop
-// timeout.
-func (w *StopServiceWorker) Timeout(*river.Job[services.StopArgs]) time.Duration {
-	return serviceTimeout
-}
-
-// Work implements river.Worker.
-func (w *StopServiceWorker) Work(ctx context.Context, job *river.Job[services.StopArgs]) error {
-	return services.Work(ctx, w.Services, job, job.Args.Service, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
-		return w.Services.Stop(ctx, p, job.Args)
 	})
 }

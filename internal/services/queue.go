@@ -15,12 +15,19 @@ import (
 	"sluice/internal/journal"
 )
 
-// Work runs fn as the action job of service name, in the service's lane
-// (journal.WorkInLane): one action of a service runs at a time across every
-// process, converges go first, the others in the order they were asked.
-// While the service is paused (the pause health policy), its jobs snooze
-// before they take the lane, so they stay queued until it is resumed.
-func Work[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], name string, fn journal.ActionFunc) error {
+// Lane is the lane of service name's actions (journal.WorkInLane): one
+// action of a service runs at a time across every process, converges go
+// first, the others in the order they were asked.
+func (s *Service) Lane(name string) journal.Lane {
+	return journal.Lane{Target: name, Actions: Actions, First: ActionConverge, Wait: s.Wait}
+}
+
+// Gate says whether action job jobID of service name may look for its turn
+// in the service's lane now. It answers nil when it may, and a river.JobSnooze
+// that keeps the job queued while the service is paused (the pause health
+// policy), until it is resumed, or while the service's node cannot take host
+// steps, saying so once on the run: its actions never run elsewhere.
+func (s *Service) Gate(ctx context.Context, jobID int64, name string) error {
 	held, err := s.paused(ctx, db.New(s.Pool), name)
 	if err != nil {
 		return err
@@ -28,22 +35,18 @@ func Work[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], n
 	if held != nil {
 		return river.JobSnooze(cmp.Or(s.Wait, journal.DefaultLaneWait))
 	}
-	// A node that cannot take steps holds its services' actions queued,
-	// saying so once on each run: they never run elsewhere.
 	why, err := s.nodeGate(ctx, name)
 	if err != nil {
 		return err
 	}
 	if why != "" {
-		if _, noted := s.waitNoted.LoadOrStore(job.ID, true); !noted {
-			s.Journal.NoteQueued(ctx, job.ID, why+" This run waits for it, and never runs elsewhere.")
+		if _, noted := s.waitNoted.LoadOrStore(jobID, true); !noted {
+			s.Journal.NoteQueued(ctx, jobID, why+" This run waits for it, and never runs elsewhere.")
 		}
 		return river.JobSnooze(nodeWait)
 	}
-	s.waitNoted.Delete(job.ID)
-	return journal.WorkInLane(ctx, s.Journal, job, journal.Lane{
-		Target: name, Actions: Actions, First: ActionConverge, Wait: s.Wait,
-	}, fn)
+	s.waitNoted.Delete(jobID)
+	return nil
 }
 
 // nodeWait is how often an action waiting for its node looks again.
