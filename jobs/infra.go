@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
 	"sluice/internal/infra"
@@ -13,70 +14,24 @@ import (
 // infraTimeout bounds one Terraform operation.
 const infraTimeout = time.Hour
 
-// PlanWorker works infra.PlanArgs.
-type PlanWorker struct {
-	river.WorkerDefaults[infra.PlanArgs]
-	Infra *infra.Service
+// infraOp is the worker of one kind of Terraform operation, in its unit's
+// lane; unit says which unit a job's operation is on.
+func infraOp[T river.JobArgs](s *infra.Service, do func(context.Context, *journal.Progress, uuid.UUID) (*journal.Outcome, error), unit func(T) uuid.UUID) *LaneWorker[T] {
+	return &LaneWorker[T]{
+		Journal: s.Journal, Lane: s.Lane, JobTimeout: infraTimeout,
+		Target: func(a T) string { return unit(a).String() },
+		Do: func(ctx context.Context, p *journal.Progress, a T) (*journal.Outcome, error) {
+			return do(ctx, p, unit(a))
+		},
+	}
 }
 
-// Timeout implements river.Worker.
-func (w *PlanWorker) Timeout(*river.Job[infra.PlanArgs]) time.Duration { return infraTimeout }
-
-// Work implements river.Worker.
-func (w *PlanWorker) Work(ctx context.Context, job *river.Job[infra.PlanArgs]) error {
-	return infra.Work(ctx, w.Infra, job, job.Args.UnitID, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
-		return w.Infra.Plan(ctx, p, job.Args.UnitID)
-	})
-}
-
-// ApplyWorker works infra.ApplyArgs.
-type ApplyWorker struct {
-	river.WorkerDefaults[infra.ApplyArgs]
-	Infra *infra.Service
-}
-
-// Timeout implements river.Worker.
-func (w *ApplyWorker) Timeout(*river.Job[infra.ApplyArgs]) time.Duration { return infraTimeout }
-
-// Work implements river.Worker.
-func (w *ApplyWorker) Work(ctx context.Context, job *river.Job[infra.ApplyArgs]) error {
-	return infra.Work(ctx, w.Infra, job, job.Args.UnitID, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
-		return w.Infra.Apply(ctx, p, job.Args.UnitID)
-	})
-}
-
-// DestroyWorker works infra.DestroyArgs.
-type DestroyWorker struct {
-	river.WorkerDefaults[infra.DestroyArgs]
-	Infra *infra.Service
-}
-
-// Timeout implements river.Worker.
-func (w *DestroyWorker) Timeout(*river.Job[infra.DestroyArgs]) time.Duration { return infraTimeout }
-
-// Work implements river.Worker.
-func (w *DestroyWorker) Work(ctx context.Context, job *river.Job[infra.DestroyArgs]) error {
-	return infra.Work(ctx, w.Infra, job, job.Args.UnitID, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
-		return w.Infra.Destroy(ctx, p, job.Args.UnitID)
-	})
-}
-
-// DriftCheckWorker works infra.DriftCheckArgs.
-type DriftCheckWorker struct {
-	river.WorkerDefaults[infra.DriftCheckArgs]
-	Infra *infra.Service
-}
-
-// Timeout implements river.Worker.
-func (w *DriftCheckWorker) Timeout(*river.Job[infra.DriftCheckArgs]) time.Duration {
-	return infraTimeout
-}
-
-// Work implements river.Worker.
-func (w *DriftCheckWorker) Work(ctx context.Context, job *river.Job[infra.DriftCheckArgs]) error {
-	return infra.Work(ctx, w.Infra, job, job.Args.UnitID, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
-		return w.Infra.DriftCheck(ctx, p, job.Args.UnitID)
-	})
+func addInfraWorkers(workers *river.Workers, j *journal.Journal, s *infra.Service) {
+	river.AddWorker(workers, infraOp(s, s.Plan, func(a infra.PlanArgs) uuid.UUID { return a.UnitID }))
+	river.AddWorker(workers, infraOp(s, s.Apply, func(a infra.ApplyArgs) uuid.UUID { return a.UnitID }))
+	river.AddWorker(workers, infraOp(s, s.Destroy, func(a infra.DestroyArgs) uuid.UUID { return a.UnitID }))
+	river.AddWorker(workers, infraOp(s, s.DriftCheck, func(a infra.DriftCheckArgs) uuid.UUID { return a.UnitID }))
+	river.AddWorker(workers, &SweepWorker{Journal: j, Infra: s})
 }
 
 // SweepWorker works infra.SweepArgs, the periodic drift sweep.

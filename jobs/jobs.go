@@ -43,11 +43,7 @@ func Register(workers *river.Workers, d Deps) {
 		addServiceWorkers(workers, d.Journal, d.Services)
 	}
 	if d.Infra != nil {
-		river.AddWorker[infra.PlanArgs](workers, &PlanWorker{Infra: d.Infra})
-		river.AddWorker[infra.ApplyArgs](workers, &ApplyWorker{Infra: d.Infra})
-		river.AddWorker[infra.DestroyArgs](workers, &DestroyWorker{Infra: d.Infra})
-		river.AddWorker[infra.DriftCheckArgs](workers, &DriftCheckWorker{Infra: d.Infra})
-		river.AddWorker[infra.SweepArgs](workers, &SweepWorker{Journal: d.Journal, Infra: d.Infra})
+		addInfraWorkers(workers, d.Journal, d.Infra)
 	}
 	if d.Blueprints != nil {
 		addBlueprintWorkers(workers, d.Journal, d.Blueprints)

@@ -150,9 +150,11 @@ func (s *Service) Runner() (*terraform.Runner, error) {
 	return &terraform.Runner{Bin: bin, ConnStr: s.ConnStr, Redactor: s.Redactor}, nil
 }
 
-// Work runs fn as an operation on unit id, in the unit's lane.
-func Work[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], id uuid.UUID, fn journal.ActionFunc) error {
-	return journal.WorkInLane(ctx, s.Journal, job, journal.Lane{Target: id.String(), Actions: Actions, Wait: s.Wait}, fn)
+// Lane is the lane of the unit whose id is unit (journal.WorkInLane): one
+// operation on a unit runs at a time across every process, in the order
+// they were asked.
+func (s *Service) Lane(unit string) journal.Lane {
+	return journal.Lane{Target: unit, Actions: Actions, Wait: s.Wait}
 }
 
 // find returns the Infrastructure unit that key names: its id, or its name
