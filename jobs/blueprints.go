@@ -16,8 +16,8 @@ func blueprintAction[T river.JobArgs](j *journal.Journal, s *blueprint.Service, 
 	return &LaneWorker[T]{Journal: j, Target: name, Lane: s.Lane, Do: do, JobTimeout: serviceTimeout}
 }
 
-func addBlueprintWorkers(workers *river.Workers, j *journal.Journal, s *blueprint.Service) {
-	river.AddWorker(workers, blueprintAction(j, s, s.Roll, func(a blueprint.RolloutArgs) string { return a.Blueprint }))
-	river.AddWorker(workers, blueprintAction(j, s, s.Withdraw, func(a blueprint.WithdrawArgs) string { return a.Blueprint }))
-	river.AddWorker(workers, blueprintAction(j, s, s.Enforce, func(a blueprint.EnforceArgs) string { return a.Blueprint }))
+func addBlueprintWorkers(r *registry, j *journal.Journal, s *blueprint.Service) {
+	add(r, blueprintAction(j, s, s.Roll, func(a blueprint.RolloutArgs) string { return a.Blueprint }))
+	add(r, blueprintAction(j, s, s.Withdraw, func(a blueprint.WithdrawArgs) string { return a.Blueprint }))
+	add(r, blueprintAction(j, s, s.Enforce, func(a blueprint.EnforceArgs) string { return a.Blueprint }))
 }

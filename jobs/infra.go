@@ -26,12 +26,12 @@ func infraOp[T river.JobArgs](s *infra.Service, do func(context.Context, *journa
 	}
 }
 
-func addInfraWorkers(workers *river.Workers, j *journal.Journal, s *infra.Service) {
-	river.AddWorker(workers, infraOp(s, s.Plan, func(a infra.PlanArgs) uuid.UUID { return a.UnitID }))
-	river.AddWorker(workers, infraOp(s, s.Apply, func(a infra.ApplyArgs) uuid.UUID { return a.UnitID }))
-	river.AddWorker(workers, infraOp(s, s.Destroy, func(a infra.DestroyArgs) uuid.UUID { return a.UnitID }))
-	river.AddWorker(workers, infraOp(s, s.DriftCheck, func(a infra.DriftCheckArgs) uuid.UUID { return a.UnitID }))
-	river.AddWorker(workers, &SweepWorker{Journal: j, Infra: s})
+func addInfraWorkers(r *registry, j *journal.Journal, s *infra.Service) {
+	add(r, infraOp(s, s.Plan, func(a infra.PlanArgs) uuid.UUID { return a.UnitID }))
+	add(r, infraOp(s, s.Apply, func(a infra.ApplyArgs) uuid.UUID { return a.UnitID }))
+	add(r, infraOp(s, s.Destroy, func(a infra.DestroyArgs) uuid.UUID { return a.UnitID }))
+	add(r, infraOp(s, s.DriftCheck, func(a infra.DriftCheckArgs) uuid.UUID { return a.UnitID }))
+	add(r, &SweepWorker{Journal: j, Infra: s})
 }
 
 // SweepWorker works infra.SweepArgs, the periodic drift sweep.

@@ -27,15 +27,15 @@ func serviceAction[T river.JobArgs](s *services.Service, do func(context.Context
 	return &LaneWorker[T]{Journal: s.Journal, Target: name, Lane: s.Lane, Gate: s.Gate, Do: do, JobTimeout: timeout}
 }
 
-func addServiceWorkers(workers *river.Workers, j *journal.Journal, s *services.Service) {
-	river.AddWorker(workers, serviceAction(s, s.Deploy, serviceTimeout, func(a services.DeployArgs) string { return a.Service }))
-	river.AddWorker(workers, serviceAction(s, s.Rollback, serviceTimeout, func(a services.RollbackArgs) string { return a.Service }))
-	river.AddWorker(workers, serviceAction(s, s.Converge, serviceTimeout, func(a services.ConvergeArgs) string { return a.Service }))
+func addServiceWorkers(r *registry, j *journal.Journal, s *services.Service) {
+	add(r, serviceAction(s, s.Deploy, serviceTimeout, func(a services.DeployArgs) string { return a.Service }))
+	add(r, serviceAction(s, s.Rollback, serviceTimeout, func(a services.RollbackArgs) string { return a.Service }))
+	add(r, serviceAction(s, s.Converge, serviceTimeout, func(a services.ConvergeArgs) string { return a.Service }))
 	// A stop waits up to the service's stop timeout.
-	river.AddWorker(workers, serviceAction(s, s.Stop, serviceTimeout, func(a services.StopArgs) string { return a.Service }))
-	river.AddWorker(workers, serviceAction(s, s.DriftCheck, serviceDriftCheckTimeout, func(a services.DriftCheckArgs) string { return a.Service }))
-	river.AddWorker(workers, &ServiceSweepWorker{Journal: j, Services: s})
-	river.AddWorker(workers, &ResumeServiceWorker{Journal: j, Services: s})
+	add(r, serviceAction(s, s.Stop, serviceTimeout, func(a services.StopArgs) string { return a.Service }))
+	add(r, serviceAction(s, s.DriftCheck, serviceDriftCheckTimeout, func(a services.DriftCheckArgs) string { return a.Service }))
+	add(r, &ServiceSweepWorker{Journal: j, Services: s})
+	add(r, &ResumeServiceWorker{Journal: j, Services: s})
 }
 
 // ServiceSweepWorker works services.SweepArgs, the periodic drift sweep of
