@@ -39,7 +39,7 @@ type flakyWorker struct {
 func (w *flakyWorker) NextRetry(*river.Job[flakyArgs]) time.Time { return time.Now().Add(time.Hour) }
 
 func (w *flakyWorker) Work(ctx context.Context, job *river.Job[flakyArgs]) error {
-	return journal.Work(ctx, w.j.Load(), job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+	return journal.RunJob(ctx, w.j.Load(), job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		if job.Attempt == 1 {
 			return nil, errors.New("the first attempt fails")
 		}

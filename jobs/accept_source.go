@@ -33,7 +33,7 @@ func (w *AcceptSourceWorker) Work(ctx context.Context, job *river.Job[gitops.Acc
 		return err
 	}
 	var out *journal.Outcome
-	err = journal.Work(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+	err = journal.RunJob(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		out, err = w.GitOps.Accept(ctx, p, job.Args)
 		return out, err
 	})

@@ -41,7 +41,7 @@ func (w *HoldWorker) Timeout(job *river.Job[HoldArgs]) time.Duration {
 
 // Work implements river.Worker.
 func (w *HoldWorker) Work(ctx context.Context, job *river.Job[HoldArgs]) error {
-	return journal.Work(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+	return journal.RunJob(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		for i := 1; i <= job.Args.Seconds; i++ {
 			select {
 			case <-ctx.Done():

@@ -43,7 +43,7 @@ type SweepWorker struct {
 
 // Work implements river.Worker.
 func (w *SweepWorker) Work(ctx context.Context, job *river.Job[infra.SweepArgs]) error {
-	return journal.Work(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+	return journal.RunJob(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		return w.Infra.Sweep(ctx, p)
 	})
 }

@@ -1,5 +1,5 @@
 // Package jobs holds sluice's River job kinds: one args/worker pair a file.
-// Workers only translate a job into a domain call wrapped in journal.Work,
+// Workers only translate a job into a domain call wrapped in journal.RunJob,
 // which keeps the run's receipt; the work itself lives in internal/. The
 // actions on one target (a service, an infrastructure unit, a Blueprint)
 // are each a LaneWorker, which takes turns in the target's lane.

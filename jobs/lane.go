@@ -10,10 +10,11 @@ import (
 )
 
 // LaneWorker works one kind of action on a target in the target's lane
-// (journal.WorkInLane): the actions on one service, one infrastructure unit
-// or one Blueprint take turns across every process, and a job whose turn has
-// not come snoozes, which spends no attempt. The domain says what the lane
-// is and what may hold a job before it; the worker only wires them to River.
+// (journal.RunJobInLane): the actions on one service, one infrastructure
+// unit or one Blueprint take turns across every process, and a job whose
+// turn has not come snoozes, which spends no attempt. The domain says what
+// the lane is and what may hold a job before it; the worker only wires them
+// to River.
 type LaneWorker[T river.JobArgs] struct {
 	river.WorkerDefaults[T]
 	Journal *journal.Journal
@@ -44,7 +45,7 @@ func (w *LaneWorker[T]) Work(ctx context.Context, job *river.Job[T]) error {
 			return err
 		}
 	}
-	return journal.WorkInLane(ctx, w.Journal, job, w.Lane(target), func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+	return journal.RunJobInLane(ctx, w.Journal, job, w.Lane(target), func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		return w.Do(ctx, p, job.Args)
 	})
 }

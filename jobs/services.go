@@ -48,7 +48,7 @@ type ServiceSweepWorker struct {
 
 // Work implements river.Worker.
 func (w *ServiceSweepWorker) Work(ctx context.Context, job *river.Job[services.SweepArgs]) error {
-	return journal.Work(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+	return journal.RunJob(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		return w.Services.Sweep(ctx, p)
 	})
 }
@@ -63,7 +63,7 @@ type ResumeServiceWorker struct {
 
 // Work implements river.Worker.
 func (w *ResumeServiceWorker) Work(ctx context.Context, job *river.Job[services.ResumeArgs]) error {
-	return journal.Work(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+	return journal.RunJob(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		return w.Services.Resume(ctx, p, job.Args)
 	})
 }

@@ -32,7 +32,7 @@ func (w *SyncSourceWorker) Work(ctx context.Context, job *river.Job[gitops.SyncA
 		return err
 	}
 	var out *journal.Outcome
-	err = journal.Work(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+	err = journal.RunJob(ctx, w.Journal, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		out, err = w.GitOps.Sync(ctx, p, job.Args)
 		return out, err
 	})

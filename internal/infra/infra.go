@@ -150,7 +150,7 @@ func (s *Service) Runner() (*terraform.Runner, error) {
 	return &terraform.Runner{Bin: bin, ConnStr: s.ConnStr, Redactor: s.Redactor}, nil
 }
 
-// Lane is the lane of the unit whose id is unit (journal.WorkInLane): one
+// Lane is the lane of the unit whose id is unit (journal.RunJobInLane): one
 // operation on a unit runs at a time across every process, in the order
 // they were asked.
 func (s *Service) Lane(unit string) journal.Lane {

@@ -3,7 +3,7 @@
 //
 //   - Enqueue inserts the run and its job in one transaction, and a request
 //     that River finds to be a duplicate joins the existing run instead.
-//   - Work wraps a worker: it marks the run running, lets the action append
+//   - RunJob wraps a worker: it marks the run running, lets the action append
 //     events, and at the end writes the run's outcome, the inventory changes
 //     the action made and River's job completion in one transaction.
 //   - Recover turns runs left open by a process that died into "unknown".
@@ -160,7 +160,7 @@ var OpenJobStates = []rivertype.JobState{
 }
 
 // Periodic returns the periodic job of args every interval: a journaled
-// tick (args implements Targeter, so Work records its run as it starts)
+// tick (args implements Targeter, so RunJob records its run as it starts)
 // that is skipped while the previous one is still queued or running, and
 // never retried on its own.
 func Periodic(interval time.Duration, args interface {

@@ -84,9 +84,9 @@ func (w *probeWorker) Work(ctx context.Context, job *river.Job[probeArgs]) error
 	}
 	if w.lane {
 		lane := journal.Lane{Target: job.Args.Target, Actions: []string{probeArgs{}.Kind()}, Wait: 20 * time.Millisecond}
-		return journal.WorkInLane(ctx, w.j, job, lane, fn)
+		return journal.RunJobInLane(ctx, w.j, job, lane, fn)
 	}
-	return journal.Work(ctx, w.j, job, fn)
+	return journal.RunJob(ctx, w.j, job, fn)
 }
 
 // startTimeout bounds how long a test waits for a run to start: a run that

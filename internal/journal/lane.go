@@ -36,7 +36,7 @@ type Lane struct {
 	Wait time.Duration
 }
 
-// WorkInLane runs fn through Work when the job's run has its turn in lane:
+// RunJobInLane runs fn through RunJob when the job's run has its turn in lane:
 //
 //   - It takes the lane's lock, an advisory lock on a connection of its own,
 //     held until the run's receipt has committed. The lock ends with the
@@ -45,7 +45,7 @@ type Lane struct {
 //
 // When either fails, the job is snoozed (River counts no attempt) and looks
 // again after lane.Wait.
-func WorkInLane[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], lane Lane, fn ActionFunc) error {
+func RunJobInLane[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], lane Lane, fn ActionFunc) error {
 	conn, err := j.pool.Acquire(ctx)
 	if err != nil {
 		return snoozeIfTransient(fmt.Errorf("acquire connection for the lane lock: %w", err))
@@ -93,7 +93,7 @@ func (l Lane) isTurn(ctx context.Context, q *db.Queries, jobID int64) (bool, err
 		return false, fmt.Errorf("find the run of job %d: %w", jobID, err)
 	}
 	if run.State == StateRunning {
-		// Left running by a process that died; Work decides.
+		// Left running by a process that died; RunJob decides.
 		return true, nil
 	}
 	return run.ID == front, nil

@@ -42,7 +42,7 @@ type Outcome struct {
 type ActionFunc func(ctx context.Context, p *Progress) (*Outcome, error)
 
 // Targeter is implemented by args whose jobs can be inserted outside
-// Enqueue, such as periodic ticks, so that Work can record their runs.
+// Enqueue, such as periodic ticks, so that RunJob can record their runs.
 type Targeter interface {
 	JournalTarget() string
 }
@@ -55,7 +55,7 @@ const finishTimeout = 30 * time.Second
 // still being worked by a live process (River rescued it too early).
 const snoozeWhenBusy = 30 * time.Second
 
-// Work runs fn as the body of the run that answers for job:
+// RunJob runs fn as the body of the run that answers for job:
 //
 //  1. In one transaction it finds that run and marks it running. If the run
 //     already finished, River is running the job again (its own retry, or an
@@ -68,7 +68,7 @@ const snoozeWhenBusy = 30 * time.Second
 //
 // A failed action returns its (redacted) error, so River retries it as the
 // worker's MaxAttempts allow; each retry is a new run.
-func Work[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], fn ActionFunc) error {
+func RunJob[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], fn ActionFunc) error {
 	lc, err := j.pool.Acquire(ctx)
 	if err != nil {
 		return snoozeIfTransient(fmt.Errorf("acquire liveness connection: %w", err))
@@ -88,7 +88,7 @@ func snoozeIfTransient(err error) error {
 	return err
 }
 
-// workOn is Work on lc, a connection the caller holds for the whole job and
+// workOn is RunJob on lc, a connection the caller holds for the whole job and
 // releases with releaseConn: a job then needs one long-lived connection,
 // whatever other session locks (a lane's) it holds on it.
 func workOn[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], lc *pgxpool.Conn, fn ActionFunc) error {

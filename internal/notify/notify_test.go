@@ -55,7 +55,7 @@ type probeWorker struct {
 }
 
 func (w *probeWorker) Work(ctx context.Context, job *river.Job[probeArgs]) error {
-	return journal.Work(ctx, w.j, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+	return journal.RunJob(ctx, w.j, job, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		out := &journal.Outcome{Commit: job.Args.Commit}
 		if len(job.Args.Result) > 0 {
 			out.Result = job.Args.Result

@@ -15,7 +15,7 @@ import (
 	"sluice/internal/journal"
 )
 
-// Lane is the lane of service name's actions (journal.WorkInLane): one
+// Lane is the lane of service name's actions (journal.RunJobInLane): one
 // action of a service runs at a time across every process, converges go
 // first, the others in the order they were asked.
 func (s *Service) Lane(name string) journal.Lane {
