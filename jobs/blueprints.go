@@ -1,8 +1,6 @@
 package jobs
 
 import (
-	"context"
-
 	"github.com/riverqueue/river"
 
 	"sluice/internal/blueprint"
@@ -12,8 +10,10 @@ import (
 // blueprintAction is the worker of one kind of a Blueprint's actions, in the
 // Blueprint's lane: each waits on its nodes' steps, as long as a service
 // action each.
-func blueprintAction[T river.JobArgs](j *journal.Journal, s *blueprint.Service, do func(context.Context, *journal.Progress, T) (*journal.Outcome, error), name func(T) string) *LaneWorker[T] {
-	return &LaneWorker[T]{Journal: j, Target: name, Lane: s.Lane, Do: do, JobTimeout: serviceTimeout}
+func blueprintAction[T river.JobArgs](j *journal.Journal, s *blueprint.Service, do LaneActionFunc[T], name func(T) string) *LaneWorker[T] {
+	return &LaneWorker[T]{
+		Journal: j, TargetFunc: name, LaneFunc: s.Lane, ActionFunc: do, JobTimeout: serviceTimeout,
+	}
 }
 
 func addBlueprintWorkers(r *registry, j *journal.Journal, s *blueprint.Service) {

@@ -16,15 +16,18 @@ const infraTimeout = time.Hour
 
 // infraOp is the worker of one kind of Terraform operation, in its unit's
 // lane; unit says which unit a job's operation is on.
-func infraOp[T river.JobArgs](s *infra.Service, do func(context.Context, *journal.Progress, uuid.UUID) (*journal.Outcome, error), unit func(T) uuid.UUID) *LaneWorker[T] {
+func infraOp[T river.JobArgs](s *infra.Service, do infraOpFunc, unit func(T) uuid.UUID) *LaneWorker[T] {
 	return &LaneWorker[T]{
-		Journal: s.Journal, Lane: s.Lane, JobTimeout: infraTimeout,
-		Target: func(a T) string { return unit(a).String() },
-		Do: func(ctx context.Context, p *journal.Progress, a T) (*journal.Outcome, error) {
+		Journal: s.Journal, LaneFunc: s.Lane, JobTimeout: infraTimeout,
+		TargetFunc: func(a T) string { return unit(a).String() },
+		ActionFunc: func(ctx context.Context, p *journal.Progress, a T) (*journal.Outcome, error) {
 			return do(ctx, p, unit(a))
 		},
 	}
 }
+
+// infraOpFunc is an operation of infra.Service on a unit.
+type infraOpFunc func(context.Context, *journal.Progress, uuid.UUID) (*journal.Outcome, error)
 
 func addInfraWorkers(r *registry, j *journal.Journal, s *infra.Service) {
 	add(r, infraOp(s, s.Plan, func(a infra.PlanArgs) uuid.UUID { return a.UnitID }))

@@ -18,34 +18,38 @@ import (
 type LaneWorker[T river.JobArgs] struct {
 	river.WorkerDefaults[T]
 	Journal *journal.Journal
-	// Target names what a job's action is on: a service's name, a unit's
-	// id, a Blueprint's name. Lane is that target's lane.
-	Target func(T) string
-	Lane   func(target string) journal.Lane
-	// Gate, when set, is asked before the job looks for its turn in the
+	// TargetFunc names what a job's action is on: a service's name, a
+	// unit's id, a Blueprint's name. LaneFunc is that target's lane.
+	TargetFunc func(T) string
+	LaneFunc   func(target string) journal.Lane
+	// GateFunc, when set, is asked before the job looks for its turn in the
 	// lane. A nil answer lets it go on; an error is the job's answer to
-	// River, a river.JobSnooze to keep it queued. Nil lets every job on.
-	Gate func(ctx context.Context, jobID int64, target string) error
-	// Do is the action's body, run as the job's journal run.
-	Do func(context.Context, *journal.Progress, T) (*journal.Outcome, error)
+	// River, a river.JobSnooze to keep it queued.
+	GateFunc func(ctx context.Context, jobID int64, target string) error
+	// ActionFunc is the action's body, run as the job's journal run.
+	ActionFunc LaneActionFunc[T]
 	// JobTimeout bounds one job, the time spent waiting for the lane apart:
 	// a snoozed job starts its clock again. 0 leaves River's default of one
 	// minute, which no action in a lane fits.
 	JobTimeout time.Duration
 }
 
+// LaneActionFunc does an action on the args of its job, as
+// journal.ActionFunc does, outside any transaction.
+type LaneActionFunc[T river.JobArgs] func(context.Context, *journal.Progress, T) (*journal.Outcome, error)
+
 // Timeout implements river.Worker.
 func (w *LaneWorker[T]) Timeout(*river.Job[T]) time.Duration { return w.JobTimeout }
 
 // Work implements river.Worker.
 func (w *LaneWorker[T]) Work(ctx context.Context, job *river.Job[T]) error {
-	target := w.Target(job.Args)
-	if w.Gate != nil {
-		if err := w.Gate(ctx, job.ID, target); err != nil {
+	target := w.TargetFunc(job.Args)
+	if w.GateFunc != nil {
+		if err := w.GateFunc(ctx, job.ID, target); err != nil {
 			return err
 		}
 	}
-	return journal.RunJobInLane(ctx, w.Journal, job, w.Lane(target), func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
-		return w.Do(ctx, p, job.Args)
+	return journal.RunJobInLane(ctx, w.Journal, job, w.LaneFunc(target), func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+		return w.ActionFunc(ctx, p, job.Args)
 	})
 }

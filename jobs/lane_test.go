@@ -71,11 +71,11 @@ func setupLane(t *testing.T) *laneBundle {
 	}
 	w := &LaneWorker[laneArgs]{
 		Journal: b.journal, JobTimeout: time.Minute,
-		Target: func(a laneArgs) string { return a.Target },
-		Lane: func(target string) journal.Lane {
+		TargetFunc: func(a laneArgs) string { return a.Target },
+		LaneFunc: func(target string) journal.Lane {
 			return journal.Lane{Target: target, Actions: []string{laneArgs{}.Kind()}, Wait: laneWait}
 		},
-		Do: func(ctx context.Context, p *journal.Progress, a laneArgs) (*journal.Outcome, error) {
+		ActionFunc: func(ctx context.Context, p *journal.Progress, a laneArgs) (*journal.Outcome, error) {
 			b.started <- a.Ask
 			select {
 			case <-b.releaseOf(a.Ask):

@@ -23,8 +23,11 @@ const serviceDriftCheckTimeout = 10 * time.Minute
 // serviceAction is the worker of one kind of a service's actions, in the
 // service's lane, held while the service is paused or its node cannot take
 // steps (services.Service.Gate).
-func serviceAction[T river.JobArgs](s *services.Service, do func(context.Context, *journal.Progress, T) (*journal.Outcome, error), timeout time.Duration, name func(T) string) *LaneWorker[T] {
-	return &LaneWorker[T]{Journal: s.Journal, Target: name, Lane: s.Lane, Gate: s.Gate, Do: do, JobTimeout: timeout}
+func serviceAction[T river.JobArgs](s *services.Service, do LaneActionFunc[T], timeout time.Duration, name func(T) string) *LaneWorker[T] {
+	return &LaneWorker[T]{
+		Journal: s.Journal, TargetFunc: name, LaneFunc: s.Lane, GateFunc: s.Gate,
+		ActionFunc: do, JobTimeout: timeout,
+	}
 }
 
 func addServiceWorkers(r *registry, j *journal.Journal, s *services.Service) {
