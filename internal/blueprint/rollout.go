@@ -114,7 +114,7 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 		} else if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		req := hoststep.ApplyRequest{Manifest: spec.Service.Manifest(InstancePrefix + name), Probe: spec.Service.Probe, ProbeTimeoutSec: spec.Service.ProbeTimeoutSec()}
+		req := services.ApplyRequest(spec.Service, InstancePrefix+name, "")
 		manifest, err := json.Marshal(req)
 		if err != nil {
 			return err

@@ -36,7 +36,7 @@ func TestSyncServices(t *testing.T) {
 		reasons := invalidPaths(res)
 		require.Len(t, reasons, 8, "%v", res.Invalid)
 		require.Contains(t, reasons["apps/climb.json"], "not a digest pin", "a traversal before the @ is no image name")
-		require.Contains(t, reasons["apps/runtime.json"], `the only runtime is "exec"`)
+		require.Contains(t, reasons["apps/runtime.json"], `has "spec.runtime" "docker"; give one of exec, systemd`)
 		require.Contains(t, reasons["apps/image.json"], "not a digest pin")
 		require.Contains(t, reasons["apps/typo.json"], "enviroment")
 		require.Contains(t, reasons["apps/probe.json"], "spec.probe.http")

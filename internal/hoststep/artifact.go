@@ -19,6 +19,12 @@ type ArtifactProof struct {
 	// Matches is true when what runs is proven to be Want.
 	Matches  bool   `json:"matches"`
 	Sentence string `json:"sentence"`
+	// Start names the start of the service that was proven, where the
+	// runtime names starts (systemd's InvocationID); empty otherwise.
+	Start string `json:"start,omitempty"`
+	// Facts are what the runtime says of that start (systemd's
+	// ActiveState, SubState, Result, ExecMainStatus, NRestarts, MainPID).
+	Facts map[string]string `json:"facts,omitempty"`
 }
 
 // ProveExecutable is the proof every runtime whose service runs a file

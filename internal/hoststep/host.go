@@ -110,11 +110,19 @@ type ApplyRequest struct {
 	Manifest render.Manifest `json:"manifest"`
 	// Runtime names the runtime that runs the service; "" is the host's
 	// default.
-	Runtime         string             `json:"runtime,omitempty"`
-	Probe           *servicespec.Probe `json:"probe,omitempty"`
-	ProbeTimeoutSec int                `json:"probeTimeoutSec"`
+	Runtime string `json:"runtime,omitempty"`
+	// Systemd is what the systemd runtime adds to the unit; nil for any
+	// other runtime.
+	Systemd         *servicespec.Systemd `json:"systemd,omitempty"`
+	Probe           *servicespec.Probe   `json:"probe,omitempty"`
+	ProbeTimeoutSec int                  `json:"probeTimeoutSec"`
 	// Label prefixes the phase names ("retry-", "restore-").
 	Label string `json:"label,omitempty"`
+	// Restore, when set, is a unit's text as it ran before (a receipt
+	// keeps it): it is applied again as it is, instead of a unit rendered
+	// from Manifest, whose Service and ArtifactDigest must be the ones it
+	// names (the control plane names the artifact a node may fetch).
+	Restore []byte `json:"restore,omitempty"`
 }
 
 // UnitText reads the unit of service name that runs now; nil when there is
@@ -127,30 +135,40 @@ func (h *Host) UnitText(ctx context.Context, name string) ([]byte, error) {
 	return rt.UnitText(ctx, name)
 }
 
-// Apply renders the manifest, validates the unit, fetches and verifies the
-// artifact, writes the unit, restarts the service and probes it. An error
-// means it could not get as far as a probe; a failed probe is a result
-// (Applied.Probe.OK false), not an error.
+// Apply renders the manifest (or reads back req.Restore), fetches and
+// verifies the artifact, validates the unit, writes it, restarts the
+// service and probes it. An error means it could not get as far as a probe;
+// a failed probe is a result (Applied.Probe.OK false), not an error.
 func (h *Host) Apply(ctx context.Context, ev Events, t *phase.Phases, req ApplyRequest) (*Applied, error) {
-	m, label := req.Manifest, req.Label
-	rt, err := h.runtime(req.Runtime)
-	if err != nil {
-		return nil, err
-	}
+	label := req.Label
 	var (
+		rt   Runtime
 		u    *Unit
 		exe  string
 		inst Instance
 	)
 	if err := t.Do(label+"render", func() error {
 		var err error
-		if u, err = rt.Render(m); err != nil {
-			return err
+		switch {
+		case req.Restore != nil && req.Runtime == "":
+			rt, u, err = h.parse(req.Restore)
+		case req.Restore != nil:
+			if rt, err = h.runtime(req.Runtime); err == nil {
+				u, err = rt.Parse(req.Restore)
+			}
+		default:
+			if rt, err = h.runtime(req.Runtime); err == nil {
+				u, err = rt.Render(&req)
+			}
 		}
-		return rt.Validate(ctx, u)
+		if err == nil && req.Restore != nil && (u.Manifest.Service != req.Manifest.Service || u.Manifest.ArtifactDigest != req.Manifest.ArtifactDigest) {
+			err = fmt.Errorf("the unit to restore is %s's at %s, not %s's at %s as asked", u.Manifest.Service, Short(u.Manifest.ArtifactDigest), req.Manifest.Service, Short(req.Manifest.ArtifactDigest))
+		}
+		return err
 	}); err != nil {
 		return nil, err
 	}
+	m := u.Manifest
 	a := &Applied{Digest: m.ArtifactDigest, RenderedHash: u.Hash, Rendered: string(u.Text)}
 	if err := t.Do(label+"artifact", func() error {
 		var err error
@@ -160,6 +178,12 @@ func (h *Host) Apply(ctx context.Context, ev Events, t *phase.Phases, req ApplyR
 		return nil, fmt.Errorf("fetch and verify artifact %s: %w", m.ArtifactDigest, err)
 	}
 	ev.Info(ctx, fmt.Sprintf("artifact %s verified", Short(m.ArtifactDigest)), nil)
+	if err := t.Do(label+"validate", func() error { return rt.Validate(ctx, u, exe) }); err != nil {
+		return nil, err
+	}
+	if err := h.leaveOthers(ctx, ev, t, label, rt, m.Service); err != nil {
+		return nil, err
+	}
 	if err := t.Do(label+"write", func() error { return rt.Write(ctx, u) }); err != nil {
 		return nil, fmt.Errorf("write the unit of %s: %w", m.Service, err)
 	}
@@ -186,6 +210,38 @@ func (h *Host) Apply(ctx context.Context, ev Events, t *phase.Phases, req ApplyR
 	a.Alive = inst.Alive()
 	reportProbe(ctx, ev, m.Service, inst, a.Probe, "probe")
 	return a, nil
+}
+
+// parse reads back a unit's text with the runtime that reads it.
+func (h *Host) parse(text []byte) (Runtime, *Unit, error) {
+	var why []string
+	for _, rt := range h.Runtimes {
+		u, err := rt.Parse(text)
+		if err == nil {
+			return rt, u, nil
+		}
+		why = append(why, rt.Name()+": "+err.Error())
+	}
+	return nil, nil, fmt.Errorf("no runtime of this node reads the unit (%s)", strings.Join(why, "; "))
+}
+
+// leaveOthers removes service name from every runtime of this host but rt:
+// a service whose runtime changed must not run twice.
+func (h *Host) leaveOthers(ctx context.Context, ev Events, t *phase.Phases, label string, rt Runtime, name string) error {
+	for _, other := range h.Runtimes {
+		if other == rt {
+			continue
+		}
+		names, err := other.Names(ctx)
+		if err != nil || !slices.Contains(names, name) {
+			continue
+		}
+		if err := t.Do(label+"leave-"+other.Name(), func() error { return other.Remove(ctx, name) }); err != nil {
+			return fmt.Errorf("%s ran under runtime %s on this node and could not be removed there (%w), so nothing was started under %s: never two copies", name, other.Name(), err, rt.Name())
+		}
+		ev.Warn(ctx, fmt.Sprintf("%s ran under runtime %s on this node; it was stopped and removed there before it starts under %s", name, other.Name(), rt.Name()), nil)
+	}
+	return nil
 }
 
 func probeTimeout(sec int) time.Duration { return time.Duration(sec) * time.Second }
@@ -299,6 +355,16 @@ type Inspection struct {
 	NotRunning string         `json:"notRunning,omitempty"`
 	Artifact   *ArtifactProof `json:"artifact,omitempty"`
 	Probe      *ProbeReport   `json:"probe,omitempty"`
+	// Drift is what the runtime itself sees differ from what it applied
+	// (an edited unit its manager has not reloaded, a unit that lost
+	// sluice's marker); each is runtime drift.
+	Drift []Finding `json:"drift,omitempty"`
+}
+
+// Finding is a fact a runtime found, and its proof.
+type Finding struct {
+	Fact  string `json:"fact"`
+	Proof string `json:"proof"`
 }
 
 // Inspect says what runs for req.Name: the unit on disk, the process, the

@@ -141,7 +141,7 @@ func TestApply(t *testing.T) {
 		for i, p := range ph {
 			names[i] = p.Name
 		}
-		require.Equal(t, []string{"render", "artifact", "write", "restart", "probe"}, names)
+		require.Equal(t, []string{"render", "artifact", "validate", "write", "restart", "probe"}, names)
 		require.Contains(t, ev.text(), "info: probe passed: probe "+srv.URL)
 
 		onDisk, err := b.host.UnitText(b.ctx, "web")

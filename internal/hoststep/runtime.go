@@ -19,13 +19,17 @@ import (
 type Runtime interface {
 	// Name is the runtime's name, as a service's spec.runtime says it.
 	Name() string
-	// Render turns the manifest into the unit this runtime runs it from:
-	// deterministic, so that its hash names what runs. An invalid manifest
-	// is errs.Invalid.
-	Render(m render.Manifest) (*Unit, error)
-	// Validate checks a rendered unit before anything on the host changes;
-	// its error is the runtime's own sentence.
-	Validate(ctx context.Context, u *Unit) error
+	// Render turns the request's manifest (and the options of this runtime
+	// it carries) into the unit this runtime runs it from: deterministic,
+	// so that its hash names what runs. An invalid manifest is errs.Invalid.
+	Render(req *ApplyRequest) (*Unit, error)
+	// Parse reads back a unit this runtime rendered (a receipt keeps the
+	// text that ran, and a restore applies it again as it was).
+	Parse(text []byte) (*Unit, error)
+	// Validate checks a rendered unit, to run exe (the verified copy of
+	// its artifact), before the host's units or what runs change; its
+	// error is the runtime's own sentence.
+	Validate(ctx context.Context, u *Unit, exe string) error
 	// Write puts the unit in place atomically (u.Path says where).
 	Write(ctx context.Context, u *Unit) error
 	// Activate (re)starts the service from its written unit, running exe,

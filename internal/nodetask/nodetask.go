@@ -305,6 +305,9 @@ func (t *Tasks) Claim(ctx context.Context, nodeName, instance string, wait time.
 		if err == nil {
 			return row, nil
 		}
+		if ctx.Err() != nil {
+			return nil, nil // the poll ended while it asked: none came
+		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("claim a task of node %s: %w", nodeName, err)
 		}

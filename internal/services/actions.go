@@ -340,23 +340,22 @@ func (s *Service) undo(ctx context.Context, h Host, p *journal.Progress, t *jour
 		}
 	}
 
-	restoreText, running := s.restore(ctx, h, p, t, res, name, prev)
+	restoreText, running := s.restore(ctx, h, p, t, res, name, res.DigestFrom, prev)
 	res.Running = upperFirst(restoreText) + "."
 	out.ApplyTx = record(u.ID, "failed", nil, running, res.Node)
 	return out, fmt.Errorf("%s of %s to %s failed: %s. %s; %s.", upperFirst(action), name, target, trimDot(what), revertText, restoreText)
 }
 
-// restore starts prev, the rendered unit that ran before, again and probes
-// it with the probe Git holds now (nil prev: stops the service). It returns
-// a clause on what runs now and the digest it left running.
-func (s *Service) restore(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, res *Result, name string, prev []byte) (string, *string) {
+// restore starts prev, the rendered unit that ran before (running artifact
+// digest), again as it was (under the runtime that reads it) and probes it
+// with the probe Git holds now (nil prev: stops the service). It returns a
+// clause on what runs now and the digest it left running.
+func (s *Service) restore(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, res *Result, name, digest string, prev []byte) (string, *string) {
 	var running *string
 	restoreText := ""
 	if prev == nil {
 		_ = h.Stop(ctx, p, t, name)
 		restoreText = fmt.Sprintf("no unit of %s ran before, so it was stopped and nothing runs now", name)
-	} else if m, err := render.Parse(prev); err != nil {
-		restoreText = "the previous unit could not be read (" + err.Error() + "), so nothing was restored"
 	} else {
 		// The probe is the one Git holds now, after the revert.
 		var pr *servicespec.Probe
@@ -364,19 +363,22 @@ func (s *Service) restore(ctx context.Context, h Host, p *journal.Progress, t *j
 		if _, spec, err := getTx(ctx, db.New(s.Pool), name); err == nil {
 			pr, timeout = spec.Probe, spec.ProbeTimeoutSec()
 		}
-		restored, err := h.Apply(ctx, p, t, hoststep.ApplyRequest{Manifest: m, Probe: pr, ProbeTimeoutSec: timeout, Label: "restore-"})
+		restored, err := h.Apply(ctx, p, t, hoststep.ApplyRequest{
+			Manifest: render.Manifest{Service: name, ArtifactDigest: digest}, Restore: prev,
+			Probe: pr, ProbeTimeoutSec: timeout, Label: "restore-",
+		})
 		res.Restored = restored
 		switch {
 		case err != nil:
-			restoreText = fmt.Sprintf("restoring %s failed (%s), so nothing healthy runs", m.ArtifactDigest, err)
+			restoreText = fmt.Sprintf("restoring the previous unit failed (%s), so nothing healthy runs", err)
 		case restored.Probe.OK:
-			d := m.ArtifactDigest
+			d := restored.Digest
 			running = &d
 			restoreText = fmt.Sprintf("%s runs the previous unit again, %s (pid %d), and it probes healthy", name, d, restored.Pid)
 		default:
-			restoreText = fmt.Sprintf("the previous unit, %s, was restarted but failed its probe too (%s), so nothing healthy runs", m.ArtifactDigest, restored.Probe.Sentence)
+			restoreText = fmt.Sprintf("the previous unit, %s, was restarted but failed its probe too (%s), so nothing healthy runs", restored.Digest, restored.Probe.Sentence)
 			if restored.Alive {
-				d := m.ArtifactDigest
+				d := restored.Digest
 				running = &d
 			}
 		}
@@ -455,7 +457,7 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 		sentence = "its probe failed, and again on its retry: " + sentence
 	}
 	if policy == servicespec.OnProbeFailureRollback {
-		restoreText, running := s.restore(ctx, h, p, t, res, name, prev)
+		restoreText, running := s.restore(ctx, h, p, t, res, name, res.DigestFrom, prev)
 		res.Running = upperFirst(restoreText) + "."
 		out.ApplyTx = record(u.ID, "failed", nil, running, res.Node)
 		return out, fmt.Errorf("Converge of %s to %s failed: %s Under onProbeFailure rollback, the unit rendered before was restored (a converge commits nothing, so Git is unchanged): %s %s", name, digest, sentence, res.Running, next)
@@ -492,7 +494,16 @@ func record(id uuid.UUID, status string, appliedHash, running *string, node stri
 
 // applyRequest is the host step that applies spec as service name.
 func applyRequest(spec *servicespec.Spec, name, label string) hoststep.ApplyRequest {
-	return hoststep.ApplyRequest{Manifest: spec.Manifest(name), Probe: spec.Probe, ProbeTimeoutSec: spec.ProbeTimeoutSec(), Label: label}
+	return ApplyRequest(spec, name, label)
+}
+
+// ApplyRequest is the host step that applies spec as service name, under
+// spec's runtime; label prefixes its phases.
+func ApplyRequest(spec *servicespec.Spec, name, label string) hoststep.ApplyRequest {
+	return hoststep.ApplyRequest{
+		Manifest: spec.Manifest(name), Runtime: spec.Runtime, Systemd: spec.Systemd,
+		Probe: spec.Probe, ProbeTimeoutSec: spec.ProbeTimeoutSec(), Label: label,
+	}
 }
 
 // applyUnderPolicy applies the service's manifest and, under retry-once,

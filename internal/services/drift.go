@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -248,9 +249,15 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, args Drif
 	default:
 		d.Findings = append(d.Findings, fmt.Sprintf("The unit file on disk is the one run %s wrote (%s).", run.ID, short(in.UnitHash)))
 	}
+	for _, f := range in.Drift {
+		found(ClassRuntime, f.Fact, f.Proof)
+	}
 	if !in.Running {
 		found(ClassRuntime, "No process runs.", in.NotRunning+".")
 	} else {
+		if f, ok := restarted(last.Artifact, in.Artifact); ok {
+			found(ClassRuntime, f.Fact, fmt.Sprintf("Run %s: %s", run.ID, f.Proof))
+		}
 		d.Artifact = in.Artifact
 		switch {
 		case d.Artifact.Matches:
@@ -397,4 +404,22 @@ func (s *Service) targetUnproven(ctx context.Context, q *db.Queries, u *db.Unit,
 		return fmt.Sprintf("the last %s of %s, %s run %s, ended %s (%s); an operator decides what runs next", what, name, last.Action, last.ID, last.State, trimDot(deref(last.Error))), nil
 	}
 	return "", nil
+}
+
+// restarted reports whether the runtime restarted the service on its own
+// since the start that was applied (a rising restart count: systemd's
+// NRestarts under Restart=on-failure or always).
+func restarted(applied, now *ArtifactProof) (hoststep.Finding, bool) {
+	if applied == nil || now == nil || applied.Facts == nil || now.Facts == nil {
+		return hoststep.Finding{}, false
+	}
+	was, err1 := strconv.Atoi(applied.Facts["restarts"])
+	is, err2 := strconv.Atoi(now.Facts["restarts"])
+	if err1 != nil || err2 != nil || is <= was {
+		return hoststep.Finding{}, false
+	}
+	return hoststep.Finding{
+		Fact:  fmt.Sprintf("The runtime restarted the service %d times on its own since it was applied.", is-was),
+		Proof: fmt.Sprintf("its restart count was %d when it was applied and is %d now.", was, is),
+	}, true
 }

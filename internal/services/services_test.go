@@ -72,7 +72,7 @@ func TestDeploy(t *testing.T) {
 		for _, p := range r.Phases {
 			phases = append(phases, p.Name)
 		}
-		require.Equal(t, []string{"sync", "pin", "sync-pin", "render", "artifact", "write", "restart", "probe"}, phases)
+		require.Equal(t, []string{"sync", "pin", "sync-pin", "render", "artifact", "validate", "write", "restart", "probe"}, phases)
 		u := b.unit(t)
 		require.Equal(t, "applied", u.Status)
 		require.Equal(t, b.digest("v2"), *u.RunningDigest)

@@ -22,8 +22,16 @@ import (
 // Kind is the unit kind this package reads.
 const Kind = "Service"
 
-// RuntimeExec is the only runtime: a process supervised on this host.
-const RuntimeExec = "exec"
+// The runtimes a service runs under (spec.runtime).
+const (
+	// RuntimeExec is a process under sluice's own supervisor on the node.
+	RuntimeExec = "exec"
+	// RuntimeSystemd is a systemd service on the node, sluice-<name>.service.
+	RuntimeSystemd = "systemd"
+)
+
+// Runtimes lists the valid values of spec.runtime.
+var Runtimes = []string{RuntimeExec, RuntimeSystemd}
 
 // Default and largest probe timeouts, in seconds.
 const (
@@ -75,6 +83,9 @@ type Spec struct {
 	// Node names the node the service runs on; "" leaves it to the control
 	// plane's default node (SLUICE_DEFAULT_NODE, else serve's own).
 	Node string `json:"node,omitempty"`
+	// Systemd is what a systemd service adds to its unit; runtime systemd
+	// only.
+	Systemd *Systemd `json:"systemd,omitempty"`
 }
 
 // The drift modes of spec.driftMode.
@@ -160,10 +171,17 @@ var nodeNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 func (s *Spec) check(name string) error {
 	switch s.Runtime {
 	case RuntimeExec:
+		if s.Systemd != nil {
+			return fmt.Errorf(`has "spec.systemd" under runtime "exec"; it is read by runtime "systemd" only`)
+		}
+	case RuntimeSystemd:
+		if err := s.Systemd.check(); err != nil {
+			return err
+		}
 	case "":
-		return fmt.Errorf(`has no "spec.runtime"; set it to "exec"`)
+		return fmt.Errorf(`has no "spec.runtime"; set it to one of %s`, strings.Join(Runtimes, ", "))
 	default:
-		return fmt.Errorf(`has "spec.runtime" %q; the only runtime is "exec"`, s.Runtime)
+		return fmt.Errorf(`has "spec.runtime" %q; give one of %s`, s.Runtime, strings.Join(Runtimes, ", "))
 	}
 	if s.Image == "" {
 		return fmt.Errorf(`has no "spec.image"; pin the artifact as "sha256:<64 hex>" (see sluice artifact push)`)

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"sluice/internal/errs"
 	"sluice/internal/hoststep"
 	"sluice/internal/render"
 	"sluice/internal/servicespec"
@@ -63,8 +64,13 @@ func (r *Runtime) Name() string { return Name }
 // UnitPath is where the rendered unit of service name lives.
 func (r *Runtime) UnitPath(name string) string { return filepath.Join(r.UnitDir, name+".unit") }
 
-// Render implements hoststep.Runtime with package render's unit file.
-func (r *Runtime) Render(m render.Manifest) (*hoststep.Unit, error) {
+// Render implements hoststep.Runtime with package render's unit file. It
+// refuses options of another runtime, which it would not apply.
+func (r *Runtime) Render(req *hoststep.ApplyRequest) (*hoststep.Unit, error) {
+	if req.Systemd != nil {
+		return nil, errs.Errorf(errs.Invalid, "The exec runtime does not take systemd options; run %s under runtime systemd, or drop spec.systemd.", req.Manifest.Service)
+	}
+	m := req.Manifest
 	text, hash, err := render.Render(m)
 	if err != nil {
 		return nil, err
@@ -72,10 +78,19 @@ func (r *Runtime) Render(m render.Manifest) (*hoststep.Unit, error) {
 	return &hoststep.Unit{Manifest: m, Text: text, Hash: hash, Path: r.UnitPath(m.Service)}, nil
 }
 
+// Parse implements hoststep.Runtime.
+func (r *Runtime) Parse(text []byte) (*hoststep.Unit, error) {
+	m, err := render.Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("the unit does not read as an exec unit: %w", err)
+	}
+	return &hoststep.Unit{Manifest: m, Text: text, Hash: render.Hash(text), Path: r.UnitPath(m.Service)}, nil
+}
+
 // Validate implements hoststep.Runtime: the unit must read back as the
 // manifest it was rendered from, as the runtime will read it after a
 // restart of this process.
-func (r *Runtime) Validate(_ context.Context, u *hoststep.Unit) error {
+func (r *Runtime) Validate(_ context.Context, u *hoststep.Unit, _ string) error {
 	m, err := render.Parse(u.Text)
 	if err != nil {
 		return fmt.Errorf("the rendered unit of %s does not read back: %w", u.Manifest.Service, err)
