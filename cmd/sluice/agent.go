@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +25,8 @@ import (
 // environment: SLUICE_URL (default http://127.0.0.1:8080), SLUICE_NODE_NAME
 // (required), SLUICE_JOIN_TOKEN (the first time only), SLUICE_DATA_DIR
 // (default ./.sluice-agent, made absolute), SLUICE_AGENT_HEARTBEAT_SEC
-// (default 10) and SLUICE_AGENT_PROTOCOL (a test plays an older agent).
+// (default 10), SLUICE_SYSTEMD (default auto: see agent.SystemdModes) and
+// SLUICE_AGENT_PROTOCOL (a test plays an older agent).
 func loadAgentConfig(getenv func(string) string) (*agent.Config, error) {
 	c := &agent.Config{
 		URL:       strings.TrimRight(cmp.Or(getenv("SLUICE_URL"), "http://127.0.0.1:8080"), "/"),
@@ -32,6 +34,10 @@ func loadAgentConfig(getenv func(string) string) (*agent.Config, error) {
 		JoinToken: getenv("SLUICE_JOIN_TOKEN"),
 		DataDir:   cmp.Or(getenv("SLUICE_DATA_DIR"), ".sluice-agent"),
 		Version:   httpapi.Version,
+		Systemd:   cmp.Or(getenv("SLUICE_SYSTEMD"), agent.SystemdAuto),
+	}
+	if !slices.Contains(agent.SystemdModes, c.Systemd) {
+		return nil, fmt.Errorf("SLUICE_SYSTEMD must be one of %s, not %q", strings.Join(agent.SystemdModes, ", "), c.Systemd)
 	}
 	secs, err := intEnv(getenv, "SLUICE_AGENT_HEARTBEAT_SEC", int(nodeproto.HeartbeatEvery/time.Second))
 	if err != nil {

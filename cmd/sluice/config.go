@@ -9,10 +9,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"sluice/internal/agent"
 	"sluice/internal/controlplane"
 	"sluice/internal/gitops"
 	"sluice/internal/nodeproto"
@@ -98,6 +100,7 @@ func loadServeConfig(getenv func(string) string) (*controlplane.Config, error) {
 	}
 	c.NodeName = cmp.Or(getenv("SLUICE_NODE_NAME"), localNodeName())
 	c.DefaultNode = getenv("SLUICE_DEFAULT_NODE")
+	c.Systemd = cmp.Or(getenv("SLUICE_SYSTEMD"), agent.SystemdAuto)
 	silence, err := intEnv(getenv, "SLUICE_NODE_UNREACHABLE_SEC", 30)
 	if err != nil {
 		return nil, err
@@ -157,6 +160,9 @@ func validateServeConfig(c *controlplane.Config) error {
 		if err := nodeproto.ValidateName(c.NodeName); err != nil {
 			return fmt.Errorf("SLUICE_NODE_NAME: %w (or - for a serve that is no node)", err)
 		}
+	}
+	if !slices.Contains(agent.SystemdModes, c.Systemd) {
+		return fmt.Errorf("SLUICE_SYSTEMD must be one of %s, not %q", strings.Join(agent.SystemdModes, ", "), c.Systemd)
 	}
 	if c.NodeSilence < time.Second {
 		return fmt.Errorf("SLUICE_NODE_UNREACHABLE_SEC must be at least 1")

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,7 +17,6 @@ import (
 	"sluice/internal/hoststep"
 	"sluice/internal/nodeproto"
 	"sluice/internal/redact"
-	"sluice/internal/runtime/exec"
 )
 
 // Config is an agent's configuration; cmd/sluice reads it from the
@@ -42,6 +42,9 @@ type Config struct {
 	Protocol *int
 	// Version is the build the agent reports.
 	Version string
+	// Systemd is the node's systemd mode, one of SystemdModes; "" is
+	// SystemdAuto.
+	Systemd string
 }
 
 func (c *Config) credentialFile() string { return filepath.Join(c.DataDir, "node-credential") }
@@ -85,14 +88,17 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	// A session is this process's own: a step an earlier session claimed
 	// died with it, and the control plane can tell.
 	session := uuid.NewString()
-	logger.Info("agent started", "url", redact.String(cfg.URL), "instance", instance, "session", session)
 
 	// The executor takes the node's host steps; the heartbeat says the node
 	// lives. Either one refused for good (revoked, held by another agent)
 	// stops both.
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	host := NewHost(cfg.DataDir, &apiArtifacts{client: slow, node: cfg.NodeName})
+	host, err := NewHost(cfg.DataDir, cfg.Systemd, &apiArtifacts{client: slow, node: cfg.NodeName})
+	if err != nil {
+		return err
+	}
+	logger.Info("agent started", "url", redact.String(cfg.URL), "instance", instance, "session", session, "runtimes", runtimeNames(host))
 	execDone := make(chan error, 1)
 	go func() {
 		err := RunExecutor(ctx, &apiTasks{client: client, node: cfg.NodeName, instance: instance, session: session}, host, logger)
@@ -116,12 +122,24 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	return nil
 }
 
-// NewHost is a node's host: its runtimes keep what they run under dataDir,
-// and the artifacts its tasks name come through fetch, verified against
-// their digest before they run (in dataDir/artifacts).
-func NewHost(dataDir string, fetch Fetcher) *hoststep.Host {
+// NewHost is a node's host: its runtimes (see Runtimes) keep what they
+// run under dataDir, and the artifacts its tasks name come through fetch,
+// verified against their digest before they run (in dataDir/artifacts).
+func NewHost(dataDir, systemdMode string, fetch Fetcher) (*hoststep.Host, error) {
 	cache := &artifact.Cache{Dir: filepath.Join(dataDir, "artifacts"), Fetch: fetch.Fetch}
-	return hoststep.New(cache, exec.New(dataDir, cache))
+	runtimes, err := Runtimes(dataDir, systemdMode, cache)
+	if err != nil {
+		return nil, err
+	}
+	return hoststep.New(cache, runtimes...), nil
+}
+
+func runtimeNames(h *hoststep.Host) string {
+	names := make([]string, len(h.Runtimes))
+	for i, r := range h.Runtimes {
+		names[i] = r.Name()
+	}
+	return strings.Join(names, ",")
 }
 
 func newClient(url, cred string, timeout time.Duration) (*apiclient.ClientWithResponses, error) {

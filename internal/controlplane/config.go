@@ -100,6 +100,10 @@ type Config struct {
 	// DefaultNode is SLUICE_DEFAULT_NODE: where a service without spec.node
 	// runs. Default serve's own node.
 	DefaultNode string
+	// Systemd is SLUICE_SYSTEMD, default auto: whether serve's own node runs
+	// services under systemd too (auto: when systemd runs the host and
+	// serve is root; off; system; user), as for an agent.
+	Systemd string
 	// NodeSilence is SLUICE_NODE_UNREACHABLE_SEC, default 30: how long a node
 	// may be silent before it reads Unreachable.
 	NodeSilence time.Duration

@@ -34,7 +34,6 @@ import (
 	"sluice/internal/notify"
 	"sluice/internal/pglisten"
 	"sluice/internal/redact"
-	"sluice/internal/runtime/exec"
 	"sluice/internal/services"
 	"sluice/jobs"
 )
@@ -95,10 +94,15 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 
 	store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(cfg.DataDir, "artifacts")}
 	// This process's own node, when it is one, runs its host steps in
-	// process: services under the exec runtime, artifacts from the store.
+	// process, with the runtimes an agent would have (exec, and systemd as
+	// cfg.Systemd says), artifacts from the store.
 	var local *hoststep.Host
 	if opts.Node != "" {
-		local = hoststep.New(store, exec.New(cfg.DataDir, store))
+		runtimes, err := agent.Runtimes(cfg.DataDir, cfg.Systemd, store)
+		if err != nil {
+			return nil, err
+		}
+		local = hoststep.New(store, runtimes...)
 	}
 	svcs := services.New(pool, j, gops, store, local, redact.Default, logger)
 	inf := infra.New(pool, j, gops, cfg.ConfigRoot, cfg.DataDir, cfg.TerraformBin, pool.Config().ConnString(), redact.Default, logger)

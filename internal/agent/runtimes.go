@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"sluice/internal/hoststep"
+	"sluice/internal/runtime/exec"
+	"sluice/internal/runtime/systemd"
+)
+
+// The systemd modes of a node (SLUICE_SYSTEMD).
+const (
+	// SystemdAuto drives the system manager when systemd runs the host and
+	// this process is root; otherwise the node has no systemd runtime.
+	SystemdAuto = "auto"
+	// SystemdOff gives the node no systemd runtime.
+	SystemdOff = "off"
+	// SystemdSystem drives the system manager; the process must be root.
+	SystemdSystem = "system"
+	// SystemdUser drives the manager of the user the process runs as, which
+	// must linger (loginctl enable-linger) for its services to outlive its
+	// sessions: the rootless mode.
+	SystemdUser = "user"
+)
+
+// SystemdModes lists the valid values of SLUICE_SYSTEMD.
+var SystemdModes = []string{SystemdAuto, SystemdOff, SystemdSystem, SystemdUser}
+
+// Runtimes are the runtimes of a node that keeps its state in dataDir:
+// exec always, first (the default); systemd as mode says. An error says
+// why the systemd mode asked for cannot run here.
+func Runtimes(dataDir, mode string, arts hoststep.Artifacts) ([]hoststep.Runtime, error) {
+	out := []hoststep.Runtime{exec.New(dataDir, arts)}
+	switch mode {
+	case "", SystemdAuto:
+		if os.Geteuid() == 0 && systemd.Booted("") {
+			out = append(out, systemd.New("", arts))
+		}
+	case SystemdOff:
+	case SystemdSystem:
+		if !systemd.Booted("") {
+			return nil, fmt.Errorf("SLUICE_SYSTEMD=system, but systemd does not run this host (no /run/systemd/system)")
+		}
+		if os.Geteuid() != 0 {
+			return nil, fmt.Errorf("SLUICE_SYSTEMD=system needs root to manage system units; run as root, or use SLUICE_SYSTEMD=user for the user's own manager")
+		}
+		out = append(out, systemd.New("", arts))
+	case SystemdUser:
+		home, run := os.Getenv("HOME"), os.Getenv("XDG_RUNTIME_DIR")
+		if home == "" || run == "" {
+			return nil, fmt.Errorf("SLUICE_SYSTEMD=user needs HOME and XDG_RUNTIME_DIR (the user manager's runtime directory, such as /run/user/1000)")
+		}
+		if _, err := os.Stat(filepath.Join(run, "bus")); err != nil {
+			return nil, fmt.Errorf("SLUICE_SYSTEMD=user: the user manager's bus %s is not there (%v); enable lingering with `loginctl enable-linger`", filepath.Join(run, "bus"), err)
+		}
+		out = append(out, systemd.NewUser(home, run, arts))
+	default:
+		return nil, fmt.Errorf("SLUICE_SYSTEMD is %q; give auto, off, system or user", mode)
+	}
+	return out, nil
+}
