@@ -9,13 +9,27 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 15m
 # ./bin holds what the Makefile builds, Terraform too when the machine has none.
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: run test build demo-artifacts vet generate check-generated check-contract ensure-tools bench bench-sync faults clean fuzz console
+.PHONY: run test test-go build demo-artifacts vet generate check-generated check-contract ensure-tools ensure-browser tools bench bench-sync faults clean fuzz console
 
 ## run: build sluice and serve it on an embedded PostgreSQL in $(SLUICE_DATA_DIR)
 run: ensure-tools build demo-artifacts
 	@bash scripts/run.sh bin/sluice "$(SLUICE_DATA_DIR)" "$(SLUICE_LISTEN)"
 
 ## test: vet, check generated code is fresh, build, and run every test
+# Each phase is a make of its own, timed by scripts/phase.sh, which prints
+# its wall and CPU time when it ends (and logs them to $$SLUICE_PHASE_LOG,
+# from which .ci/run prints a table). make stops at the first failing phase.
+PHASE := @scripts/phase.sh
+SUBMAKE := $(MAKE) --no-print-directory
+test:
+	$(PHASE) tools $(SUBMAKE) ensure-tools ensure-browser tools
+	$(PHASE) vet $(SUBMAKE) vet
+	$(PHASE) generate-check $(SUBMAKE) check-generated
+	$(PHASE) contract-check $(SUBMAKE) check-contract
+	$(PHASE) build $(SUBMAKE) build
+	$(PHASE) tests $(SUBMAKE) test-go
+
+## test-go: every test, alone (make test runs it last)
 # The slowest test packages go first: go test starts packages in the order
 # given (each once), and a long one started last runs alone at the end while
 # the other CPU waits.
@@ -25,7 +39,7 @@ SLOW_PKGS := ./cmd/sluice ./internal/services ./internal/gitops ./httpapi ./inte
 # PostgreSQL cluster, repositories, working trees) go to a tmpfs when the
 # machine has one with room (scripts/test-tmpdir.sh says why); set
 # SLUICE_TEST_TMPDIR to choose the place.
-test: ensure-tools vet check-generated check-contract build
+test-go:
 	@tmp=$$(scripts/test-tmpdir.sh); report=$$tmp/report; : > "$$report"; status=0; begin=$$(date +%s); \
 	  echo "test files in $$tmp"; \
 	  TMPDIR=$$tmp SLUICE_TEST_REPORT=$$report $(GO) test $(GOTEST_FLAGS) $(SLOW_PKGS) ./... || status=$$?; \
@@ -44,12 +58,30 @@ vet:
 	  if [ -n "$$unformatted" ]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 
+## tools: the code generators, built once into ./bin under the versions go.mod pins
+# Each binary's name carries its version, so a version bump in go.mod builds
+# the new one (and removes the old). sqlc is built without cgo: its
+# PostgreSQL parser is then libpg_query compiled to WebAssembly and run by
+# wazero (github.com/wasilibs/go-pgquery), instead of libpg_query's C
+# compiled by gcc, which took most of a fresh machine's first build.
+SQLC_VERSION := $(shell awk '$$1 == "github.com/sqlc-dev/sqlc" { print $$2 }' go.mod)
+OAPI_CODEGEN_VERSION := $(shell awk '$$1 == "github.com/oapi-codegen/oapi-codegen/v2" { print $$2 }' go.mod)
+export SQLC := bin/sqlc-$(SQLC_VERSION)
+export OAPI_CODEGEN := bin/oapi-codegen-$(OAPI_CODEGEN_VERSION)
+tools: $(SQLC) $(OAPI_CODEGEN)
+$(SQLC):
+	@mkdir -p bin; rm -f bin/sqlc-*
+	CGO_ENABLED=0 $(GO) build -o $@ github.com/sqlc-dev/sqlc/cmd/sqlc
+$(OAPI_CODEGEN):
+	@mkdir -p bin; rm -f bin/oapi-codegen-*
+	$(GO) build -o $@ github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen
+
 ## generate: sqlc code, the OpenAPI spec, and the Go client built from it
-generate:
-	$(GO) tool sqlc generate
+generate: tools
+	$(SQLC) generate
 	$(GO) run ./cmd/openapi-spec > httpapi/openapi.json
 	$(GO) run ./cmd/openapi-spec -3.0 > internal/apiclient/openapi-3.0.json
-	$(GO) tool oapi-codegen -config internal/apiclient/oapi-codegen.yaml internal/apiclient/openapi-3.0.json
+	$(OAPI_CODEGEN) -config internal/apiclient/oapi-codegen.yaml internal/apiclient/openapi-3.0.json
 	@if command -v npm >/dev/null; then cd internal/apiclient/ts && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npx --no-install openapi-typescript ../../../httpapi/openapi.json -o schema.d.ts; \
 	  else echo "npm is missing: internal/apiclient/ts/schema.d.ts not regenerated"; fi
 
@@ -60,7 +92,7 @@ console:
 	cd internal/console && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npx --no-install tsc --noEmit -p . && node build.mjs dist
 
 ## check-generated: fail when committed generated code differs from what generate makes
-check-generated:
+check-generated: tools
 	@bash scripts/check-generated.sh
 
 ## check-contract: validate both spec documents, and type-check the TypeScript types and example (needs npm)
@@ -70,6 +102,11 @@ check-contract:
 ## ensure-tools: install PostgreSQL and git from Debian when missing (as root), or say how
 ensure-tools:
 	@bash scripts/ensure-tools.sh
+
+## ensure-browser: install Chromium for the console's browser test when it will run (as root), or say how
+# Only make test asks for it: make run drives no browser.
+ensure-browser:
+	@SLUICE_ENSURE_BROWSER=1 bash scripts/ensure-tools.sh
 
 ## bench: the figures each feature promises, beside their floors
 # One op of BenchmarkActionStart is one action (30 give its p50 and p99), and

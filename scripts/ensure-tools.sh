@@ -2,10 +2,11 @@
 # Makes sure the tools sluice and its tests run are installed: PostgreSQL's
 # server binaries (the embedded database and the tests' private cluster),
 # git (the example repository and the tests' remotes), Terraform, wrk when
-# SLUICE_ENSURE_WRK=1 (make bench), and
-# Chromium for the web console's browser test where npm is installed (without
-# npm that test skips, as check-contract does). Installs Debian's
-# packages when run as root; otherwise prints the one command that would.
+# SLUICE_ENSURE_WRK=1 (make bench), and, when SLUICE_ENSURE_BROWSER=1 (make
+# test, never make run), Chromium for the web console's browser test where
+# npm is installed (without npm that test skips, as check-contract does).
+# Installs Debian's packages when run as root; otherwise prints the one
+# command that would.
 set -euo pipefail
 
 have_pg() {
@@ -36,7 +37,8 @@ command -v git >/dev/null 2>&1 || missing+=(git)
 # wrk, the load generator of make bench's API reads: only when the bench asks.
 if [ "${SLUICE_ENSURE_WRK:-}" = 1 ] && ! command -v wrk >/dev/null 2>&1; then missing+=(wrk); fi
 browser=()
-if command -v npm >/dev/null 2>&1 && [ "${SLUICE_SKIP_BROWSER_TESTS:-}" != 1 ] && ! have_chromium; then
+if [ "${SLUICE_ENSURE_BROWSER:-}" = 1 ] && command -v npm >/dev/null 2>&1 &&
+  [ "${SLUICE_SKIP_BROWSER_TESTS:-}" != 1 ] && ! have_chromium; then
   # The headless shell: Chromium without its desktop half (no GTK), which is
   # all a headless test drives, and a smaller download.
   browser=(chromium-headless-shell)
