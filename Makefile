@@ -9,41 +9,40 @@ SLUICE_LISTEN ?= 127.0.0.1:8080
 # the tests, so go test's own smaller vet pass would only repeat it. -w: test
 # binaries without DWARF link a quarter faster; panics and race reports do
 # not need it (they read the symbol table).
-GOTEST_FLAGS ?= -race -count=1 -timeout 15m -vet=off -ldflags=-w
+# -p and -parallel: the defaults are the CPU count (2 here), but most tests
+# wait (for a process to start, a probe, a timeout) rather than compute:
+# with 2 packages at a time and 2 tests in each, the machine sat half idle.
+GOTEST_FLAGS ?= -race -count=1 -timeout 15m -vet=off -ldflags=-w -p 4 -parallel 4
 # ./bin holds what the Makefile builds, Terraform too when the machine has none.
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: run test test-go build demo-artifacts vet generate check-generated check-contract ensure-tools ensure-browser tools bench bench-sync faults clean fuzz console
+.PHONY: run test test-go test-generated build demo-artifacts vet generate check-generated check-contract ensure-tools ensure-browser tools bench bench-sync faults clean fuzz console
 
 ## run: build sluice and serve it on an embedded PostgreSQL in $(SLUICE_DATA_DIR)
 run: ensure-tools build demo-artifacts
 	@bash scripts/run.sh bin/sluice "$(SLUICE_DATA_DIR)" "$(SLUICE_LISTEN)"
 
 ## test: vet, check generated code is fresh, build, and run every test
-# Each phase is a make of its own, timed by scripts/phase.sh, which prints
-# its wall and CPU time when it ends (and logs them to $$SLUICE_PHASE_LOG,
-# from which .ci/run prints a table). make stops at the first failing phase.
+# scripts/test.sh runs the phases: tools, vet, build and tests in line, and
+# beside them the browser's install and the generated strand (generators,
+# generate-check, contract-check). Each prints its wall and CPU time.
 PHASE := @scripts/phase.sh
 SUBMAKE := $(MAKE) --no-print-directory
-# Chromium, needed only by the console's browser test, installs in the
-# background (mostly a download, beside the generators' and vet's
-# compiling), and the tests wait for it.
 test:
-	$(PHASE) tools $(SUBMAKE) ensure-tools
-	@scripts/background.sh start browser $(SUBMAKE) ensure-browser
+	@MAKE="$(SUBMAKE)" scripts/test.sh
+
+# test-generated: the generated strand of make test, each step a phase.
+test-generated:
 	$(PHASE) generators $(SUBMAKE) tools
-	$(PHASE) vet $(SUBMAKE) vet
 	$(PHASE) generate-check $(SUBMAKE) check-generated
 	$(PHASE) contract-check $(SUBMAKE) check-contract
-	$(PHASE) build $(SUBMAKE) build
-	@scripts/background.sh wait browser
-	$(PHASE) tests $(SUBMAKE) test-go
 
 ## test-go: every test, alone (make test runs it last)
 # The slowest test packages go first: go test starts packages in the order
 # given (each once), and a long one started last runs alone at the end while
-# the other CPU waits.
-SLOW_PKGS := ./cmd/sluice ./internal/services ./internal/gitops ./httpapi ./internal/console ./internal/gitsync ./internal/infra ./internal/journal
+# the other slots wait. The console's one browser test cannot be split, so
+# it starts early.
+SLOW_PKGS := ./cmd/sluice ./internal/services ./internal/console ./internal/gitops ./httpapi ./internal/gitsync ./internal/infra ./internal/journal
 # Tests that print a figure for CI (the API's property run) append it to
 # $$SLUICE_TEST_REPORT, printed after the run. The tests' temporary files (the
 # PostgreSQL cluster, repositories, working trees) go to a tmpfs when the

@@ -25,6 +25,9 @@ word=ok
 [ "$status" -eq 0 ] || word="FAILED (exit $status)"
 echo "== phase $name: $word, ${wall} s wall, $(awk -v u="$cpu_user" -v s="$cpu_sys" 'BEGIN { printf "%.1f", u + s }') s CPU (user $cpu_user, sys $cpu_sys)"
 if [ -n "${SLUICE_PHASE_LOG:-}" ]; then
+  # A phase that scripts/background.sh started, or one inside it, is marked
+  # with a *: it ran beside the phases that followed it.
+  [ -z "${SLUICE_PHASE_BACKGROUND:-}" ] || name="$name*"
   printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$status" "$wall" "$cpu_user" "$cpu_sys" >>"$SLUICE_PHASE_LOG"
 fi
 exit "$status"
