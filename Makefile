@@ -124,8 +124,9 @@ check-contract:
 ensure-tools:
 	@bash scripts/ensure-tools.sh
 
-## ensure-browser: install Chromium for the console's browser test when it will run (as root), or say how
-# Only make test asks for it: make run drives no browser.
+## ensure-browser: install what only tests use, when they will run (as root), or say how:
+## Chromium for the console's browser test, systemd-container for the systemd runtime's
+# Only make test asks for them: make run drives no browser and boots no container.
 ensure-browser:
 	@SLUICE_ENSURE_BROWSER=1 bash scripts/ensure-tools.sh
 

@@ -4,7 +4,8 @@
 # git (the example repository and the tests' remotes), Terraform, wrk when
 # SLUICE_ENSURE_WRK=1 (make bench), and, when SLUICE_ENSURE_BROWSER=1 (make
 # test, never make run), Chromium for the web console's browser test where
-# npm is installed (without npm that test skips, as check-contract does).
+# npm is installed (without npm that test skips, as check-contract does) and,
+# as root, systemd-container for the systemd runtime's tests.
 # Installs Debian's packages when run as root; otherwise prints the one
 # command that would.
 set -euo pipefail
@@ -43,6 +44,12 @@ if [ "${SLUICE_ENSURE_BROWSER:-}" = 1 ] && command -v npm >/dev/null 2>&1 &&
   # all a headless test drives, and a smaller download.
   browser=(chromium-headless-shell)
 fi
+# systemd-container (systemd-nspawn, 1.5 MB) boots the real systemd the
+# systemd runtime's tests drive. Only as root: a container needs it, and
+# without root those tests skip saying so.
+if [ "${SLUICE_ENSURE_BROWSER:-}" = 1 ] && [ "$(id -u)" -eq 0 ] && ! command -v systemd-nspawn >/dev/null 2>&1; then
+  browser+=(systemd-container)
+fi
 [ ${#missing[@]} -eq 0 ] && [ ${#browser[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -55,7 +62,9 @@ echo "Installing ${missing[*]} ${browser[*]} from Debian's packages..." >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 [ ${#missing[@]} -eq 0 ] || apt-get install -y -qq "${missing[@]}" >/dev/null
-# Chromium only drives the browser test: none of its recommends.
+# Chromium only drives the browser test, and nspawn only boots a test's
+# systemd: none of their recommends.
 [ ${#browser[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${browser[@]}" >/dev/null
 have_pg || { echo "apt-get install postgresql did not provide pg_ctl" >&2; exit 1; }
-[ ${#browser[@]} -eq 0 ] || have_chromium || { echo "apt-get install chromium-headless-shell did not provide it" >&2; exit 1; }
+case " ${browser[*]} " in *" chromium-headless-shell "*) have_chromium || { echo "apt-get install chromium-headless-shell did not provide it" >&2; exit 1; } ;; esac
+case " ${browser[*]} " in *" systemd-container "*) command -v systemd-nspawn >/dev/null 2>&1 || { echo "apt-get install systemd-container did not provide systemd-nspawn" >&2; exit 1; } ;; esac
