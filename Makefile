@@ -19,7 +19,7 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 15m -vet=off -ldflags=-w -p 3 -parallel 
 # ./bin holds what the Makefile builds, Terraform too when the machine has none.
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: run test test-go test-generated build demo-artifacts vet generate check-generated check-contract ensure-tools ensure-browser tools bench bench-sync faults clean fuzz console
+.PHONY: run test test-go test-generated build static demo-artifacts vet generate check-generated check-contract ensure-tools ensure-browser tools bench bench-sync faults clean fuzz console
 
 ## run: build sluice and serve it on an embedded PostgreSQL in $(SLUICE_DATA_DIR)
 run: ensure-tools build demo-artifacts
@@ -58,6 +58,11 @@ test-go:
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
+
+## static: a statically linked sluice (no cgo) a host can take as it is, for its agent
+# make build's binary links the C library; an agent's host may have another.
+static:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/sluice-static ./cmd/sluice
 
 ## demo-artifacts: two versions of cmd/hello, the service the `make run` demo deploys
 demo-artifacts:
