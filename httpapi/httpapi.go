@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
@@ -162,7 +163,7 @@ func newHiddenAPI(mux *http.ServeMux, d Deps) huma.API {
 	config.OpenAPIPath = ""
 	config.Transformers = []huma.Transformer{quietErrors}
 	api := humago.New(mux, config)
-	api.UseMiddleware(authMiddleware(api, d), boundInput(api))
+	api.UseMiddleware(liftableDeadline, authMiddleware(api, d), boundInput(api))
 	return api
 }
 
@@ -183,8 +184,30 @@ func newAPI(mux *http.ServeMux, d Deps) huma.API {
 		"bearer": {Type: "http", Scheme: "bearer", Description: "An API token from `sluice token create`."},
 	}
 	api := humago.New(mux, config)
-	api.UseMiddleware(authMiddleware(api, d), boundInput(api), streamBody)
+	api.UseMiddleware(liftableDeadline, authMiddleware(api, d), boundInput(api), streamBody)
 	return api
+}
+
+type readDeadlineKey struct{}
+
+// liftableDeadline hands the handler the connection's read deadline, which
+// register lifts once Huma has read the body. Huma sets the operation's
+// BodyReadTimeout (5 s) on the connection before it reads a body and leaves
+// it there; net/http's background read, waiting on the same connection for
+// the client to go away, then fails at that deadline and cancels the
+// request's context. Any request with a body that took longer than 5 s (an
+// approval behind 200 others, a sync behind a slow fetch) was cancelled
+// half-way and answered 503.
+func liftableDeadline(ctx huma.Context, next func(huma.Context)) {
+	next(huma.WithValue(ctx, readDeadlineKey{}, ctx.SetReadDeadline))
+}
+
+// liftReadDeadline removes the body's read deadline from ctx's connection:
+// the body has been read, and the request now lasts as long as its work.
+func liftReadDeadline(ctx context.Context) {
+	if set, ok := ctx.Value(readDeadlineKey{}).(func(time.Time) error); ok {
+		_ = set(time.Time{})
+	}
 }
 
 // roleKey is the operation metadata key that names the role an operation needs.
@@ -310,6 +333,7 @@ func register[I, O any](api huma.API, d Deps, o huma.Operation, h func(context.C
 		logger = slog.New(slog.DiscardHandler)
 	}
 	huma.Register(api, o, func(ctx context.Context, in *I) (*O, error) {
+		liftReadDeadline(ctx)
 		out, err := h(ctx, in)
 		if err != nil {
 			return nil, mapError(ctx, logger, err)

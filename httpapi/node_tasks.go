@@ -82,9 +82,6 @@ func registerNodeTasks(api huma.API, d Deps) {
 			"Authenticated by the node's credential; 409 when another agent holds the node.",
 		auth.RoleNode, http.StatusConflict, http.StatusUnprocessableEntity)
 	co.Responses = map[string]*huma.Response{"204": {Description: "No step came within waitSec: poll again."}}
-	// Huma's body read deadline stays on the connection after the read, and
-	// would end a long poll 5 s in: the body is small and bounded, so none.
-	co.BodyReadTimeout = -1
 	register(api, d, co, func(ctx context.Context, in *struct {
 		Name string `path:"name" maxLength:"63" pattern:"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"`
 		Body struct {
