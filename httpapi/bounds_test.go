@@ -416,7 +416,7 @@ func TestSpecBounds(t *testing.T) {
 		t.Run(op.OperationID, func(t *testing.T) {
 			for i, pr := range probesOf(t, op) {
 				total++
-				resp := b.send(t, newRequest(t, op, pr.req))
+				resp := b.sendAs(t, newRequest(t, op, pr.req), pr.name)
 				if resp.Status >= 500 {
 					serverErrors++
 				}

@@ -234,9 +234,16 @@ func (s *testServer) newRequest(t *testing.T, method, path, token string, body a
 // send sends req and reads the whole answer.
 func (s *testServer) send(t *testing.T, req *http.Request) *response {
 	t.Helper()
+	return s.sendAs(t, req, "")
+}
+
+// sendAs is send, with what the request tries named in a failure.
+func (s *testServer) sendAs(t *testing.T, req *http.Request, what string) *response {
+	t.Helper()
 	client := &http.Client{Timeout: 20 * time.Second}
+	begin := time.Now()
 	resp, err := client.Do(req)
-	require.NoError(t, err)
+	require.NoError(t, err, "%s %s %s, after %s", req.Method, req.URL.Path, what, time.Since(begin).Round(time.Millisecond))
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
