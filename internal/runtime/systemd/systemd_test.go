@@ -293,7 +293,15 @@ func TestLifecycle(t *testing.T) {
 		require.NotEqual(t, a1.Artifact.Start, a2.Artifact.Start, "each start has its own invocation")
 
 		// A rollback applies the unit text that ran before, as it was.
-		restore := hoststep.ApplyRequest{Restore: prev, Probe: b.request("v1", nil).Probe, ProbeTimeoutSec: 10, Label: "restore-"}
+		v1 := b.request("v1", nil)
+		restore := hoststep.ApplyRequest{Restore: prev, Manifest: v1.Manifest, Probe: v1.Probe, ProbeTimeoutSec: 10, Label: "restore-"}
+		// Text that is not the receipt's (another digest) is refused before
+		// anything changes.
+		wrong := restore
+		wrong.Manifest.ArtifactDigest = b.digests["v2"]
+		_, err = b.host.Apply(b.ctx, &events{}, &phase.Phases{}, wrong)
+		require.ErrorContains(t, err, "the unit to restore is web's at")
+		require.Equal(t, "v2", b.get(t).Version)
 		r, err := b.host.Apply(b.ctx, &events{}, &phase.Phases{}, restore)
 		require.NoError(t, err)
 		require.True(t, r.Probe.OK, r.Probe.Sentence)
