@@ -321,13 +321,16 @@ func TestQueue(t *testing.T) {
 	t.Run("AnEditPushedWhileAConvergeWaitsIsApplied", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		depID := slowDeploy(t, b, "3s")
+		// The edit must land while the deploy's v2 is still starting: a
+		// pull, a commit and a push, which took over 3 s on a loaded machine.
+		depID := slowDeploy(t, b, "8s")
 		conv, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 		require.NoError(t, err)
 		require.Equal(t, journal.StateQueued, conv.Run.State)
 		// Merged while the converge waits behind the deploy: a new greeting,
 		// and the pin moved back to v1 by hand.
-		b.commitUnit(t, "greet differently on v1", b.unitJSON(b.digest("v1"), map[string]string{"GREETING": "edited", "HELLO_START_DELAY": "3s"}, 20))
+		b.commitUnit(t, "greet differently on v1", b.unitJSON(b.digest("v1"), map[string]string{"GREETING": "edited"}, 20))
+		require.Equal(t, journal.StateRunning, mustGet(t, b, depID).State, "the edit landed after the deploy finished")
 
 		dep := b.wait(t, depID)
 		require.Equal(t, journal.StateSucceeded, dep.State, "%v", dep.Error)
