@@ -200,11 +200,12 @@ export SYNC_TABLE_AWK
 bench: ensure-tools build bench-sync
 	@SLUICE_ENSURE_WRK=1 bash scripts/ensure-tools.sh
 	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 5x ./internal/gitsync/
-	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|ActionCost|Storm|Agents|ConvergeOnNode|Webhook|APIReads|ConvergeBesideBusy|Sync10k)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
+	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|ActionCost|Storm|Agents|ConvergeOnNode|Webhook|APIReads|ConvergeBesideBusy|ConvergeSystemd|Sync10k)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
 	$(GO) test -run '^$$' -bench '^BenchmarkActionStart$$' -benchtime 30x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkStorm$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkAgents$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkConvergeOnNode$$' -benchtime 20x ./cmd/sluice/
+	$(GO) test -run '^$$' -bench '^BenchmarkConvergeSystemd$$' -benchtime 10x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkWebhook$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkAPIReads$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkConvergeBesideBusy$$' -benchtime 1x ./cmd/sluice/
