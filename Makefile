@@ -250,7 +250,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRenderSpec$$' -fuzztime $(FUZZTIME) ./internal/render/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/render/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/render/
-	$(GO) test -run '^$$' -fuzz '^FuzzSettingsInput$$' -fuzztime $(FUZZTIME) ./internal/gitops/
+	$(GO) test -run '^$$' -fuzz '^FuzzSettingsInput$$' -fuzztime $(FUZZTIME) ./internal/source/
 
 clean:
 	rm -rf bin

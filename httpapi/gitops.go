@@ -12,6 +12,7 @@ import (
 	"sluice/db"
 	"sluice/internal/auth"
 	"sluice/internal/gitops"
+	"sluice/internal/source"
 )
 
 // GitOpsSettings are the default source's settings.
@@ -22,7 +23,7 @@ type GitOpsSettings struct {
 	SyncIntervalSec int    `json:"syncIntervalSec" minimum:"0" maximum:"31536000" doc:"Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only." example:"600"`
 }
 
-func settingsOut(s *gitops.Settings) GitOpsSettings {
+func settingsOut(s *source.Settings) GitOpsSettings {
 	return GitOpsSettings{RepoURL: s.RepoURL, Branch: s.Branch, Path: s.Path, SyncIntervalSec: s.SyncIntervalSec}
 }
 
@@ -137,7 +138,7 @@ func registerGitOps(api huma.API, d Deps) {
 	register(api, d, op("get-gitops-settings", http.MethodGet, "/gitops/settings",
 		"The GitOps settings in force.", auth.RoleViewer),
 		func(ctx context.Context, _ *struct{}) (*settingsOutput, error) {
-			s, err := d.GitOps.GetSettings(ctx)
+			s, err := d.Sources.GetSettings(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -151,7 +152,7 @@ func registerGitOps(api huma.API, d Deps) {
 			if err := checkRepoPath(in.Body.RepoURL); err != nil {
 				return nil, err
 			}
-			s, err := d.GitOps.PutSettings(ctx, gitops.SettingsInput{
+			s, err := d.Sources.PutSettings(ctx, source.SettingsInput{
 				RepoURL: in.Body.RepoURL, Branch: in.Body.Branch, Path: in.Body.Path, SyncIntervalSec: in.Body.SyncIntervalSec,
 			})
 			if err != nil {

@@ -33,6 +33,7 @@ import (
 	"sluice/internal/notify"
 	"sluice/internal/redact"
 	"sluice/internal/services"
+	"sluice/internal/source"
 )
 
 // Every array the server sends is one, never null: the response structs
@@ -55,6 +56,9 @@ type Deps struct {
 	Pool    *pgxpool.Pool
 	Journal *journal.Journal
 	GitOps  *gitops.Service
+	// Sources keeps the sources' settings, policies and candidates and
+	// answers their status (GitOps.Sources in serve).
+	Sources *source.Service
 	// Artifacts stores the content-addressed files services run.
 	Artifacts *artifactstore.Store
 	// Services deploys, rolls back and converges services.

@@ -94,7 +94,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	gops := gitops.New(pool, j, filepath.Join(dataDir, "config"), &redact.Redactor{}, logger)
 	key, err := secretbox.NewKey()
 	require.NoError(t, err)
-	gops.Secrets, err = secretbox.New(secretbox.Opts{Key: key})
+	gops.Sources.Secrets, err = secretbox.New(secretbox.Opts{Key: key})
 	require.NoError(t, err)
 	store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
 	svcs := services.New(pool, j, gops, store, hoststep.New(store, exec.New(dataDir, store)), &redact.Redactor{}, logger)
@@ -102,7 +102,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	// Notifications are sent to the receivers a test starts, with a short
 	// backoff and few attempts, so that a failing target gives up quickly.
 	ntf := &notify.Service{
-		Pool: pool, Journal: j, Secrets: gops.Secrets, Redactor: &redact.Redactor{}, Logger: logger,
+		Pool: pool, Journal: j, Secrets: gops.Sources.Secrets, Redactor: &redact.Redactor{}, Logger: logger,
 		BaseURL: "https://sluice.example", MaxAttempts: 2,
 		BackoffFunc: func(int) time.Duration { return 10 * time.Millisecond },
 	}
@@ -142,7 +142,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	}
 
 	deps := httpapi.Deps{
-		Pool: pool, Journal: j, GitOps: gops, Artifacts: store, Services: svcs, Infra: inf,
+		Pool: pool, Journal: j, GitOps: gops, Sources: gops.Sources, Artifacts: store, Services: svcs, Infra: inf,
 		Nodes: nodes, Blueprints: bps, Tasks: &nodetask.Tasks{Pool: pool, Journal: j, Nodes: nodes, Logger: logger},
 		Notify: ntf, Logger: logger, TestActions: true, ShuttingDown: bg.Done(),
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/db"
-	"sluice/internal/gitops"
+	"sluice/internal/source"
 	"sluice/internal/unit"
 )
 
@@ -23,12 +23,12 @@ func seedService(t *testing.T, s *testServer, name string) string {
 	ctx := context.Background()
 	digest := putArtifact(t, s, "#!/bin/sh\necho "+name+"\n")
 	q := db.New(s.pool)
-	_, _ = q.SourceInsert(ctx, &db.SourceInsertParams{ID: gitops.DefaultSourceID, Name: gitops.DefaultSourceName, RepoUrl: "/nowhere", Branch: "main"})
+	_, _ = q.SourceInsert(ctx, &db.SourceInsertParams{ID: source.DefaultID, Name: source.DefaultName, RepoUrl: "/nowhere", Branch: "main"})
 	path := "services/" + name + ".json"
 	u, err := unit.Parse(path, []byte(fmt.Sprintf(`{"kind":"Service","metadata":{"name":%q},"spec":{"runtime":"exec","image":%q}}`, name, digest)))
 	require.NoError(t, err)
 	_, err = q.UnitInsert(ctx, []*db.UnitInsertParams{{
-		ID: u.ID, SourceID: gitops.DefaultSourceID, Path: path, Kind: u.Kind, Name: u.Name, Labels: []byte(`{}`),
+		ID: u.ID, SourceID: source.DefaultID, Path: path, Kind: u.Kind, Name: u.Name, Labels: []byte(`{}`),
 		Status: "pending", Content: u.Content, ContentHash: u.Hash, GitCommit: strings.Repeat("a", 40),
 	}})
 	require.NoError(t, err)

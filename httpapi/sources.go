@@ -12,7 +12,7 @@ import (
 
 	"sluice/internal/auth"
 	"sluice/internal/errs"
-	"sluice/internal/gitops"
+	"sluice/internal/source"
 )
 
 // Source is a Git repository sluice syncs units from. The GitOps settings
@@ -33,7 +33,7 @@ type Source struct {
 	UpdatedAt       time.Time  `json:"updatedAt"`
 }
 
-func sourceOut(s *gitops.Source) Source {
+func sourceOut(s *source.Source) Source {
 	return Source{
 		ID: s.ID, Name: s.Name, RepoURL: s.RepoURL, Branch: s.Branch, Path: s.Path, SyncIntervalSec: s.SyncIntervalSec,
 		Default: s.Default, Policy: string(s.Policy), Suspended: s.SuspendedAt != nil, SuspendedAt: s.SuspendedAt,
@@ -69,12 +69,12 @@ func checkRepoPath(repoURL string) error {
 	return errs.Errorf(errs.Invalid, "Repository %q is a relative path, which the server would resolve against its own working directory; give an absolute path, a file:// URL, or a remote URL.", repoURL)
 }
 
-func (in SourceInput) domain() gitops.SourceInput {
-	interval := gitops.DefaultInterval
+func (in SourceInput) domain() source.Input {
+	interval := source.DefaultInterval
 	if in.SyncIntervalSec != nil {
 		interval = *in.SyncIntervalSec
 	}
-	return gitops.SourceInput{Name: in.Name, Policy: gitops.Policy(in.Policy), SettingsInput: gitops.SettingsInput{
+	return source.Input{Name: in.Name, Policy: source.Policy(in.Policy), SettingsInput: source.SettingsInput{
 		RepoURL: in.RepoURL, Branch: in.Branch, Path: in.Path, SyncIntervalSec: interval, WebhookSecret: in.WebhookSecret,
 	}}
 }
@@ -172,7 +172,7 @@ type AcceptanceEvidence struct {
 
 type sourceStatusOutput struct{ Body SourceStatus }
 
-func sourceStatusOut(st *gitops.SourceStatus) SourceStatus {
+func sourceStatusOut(st *source.Status) SourceStatus {
 	a := st.Answer
 	out := SourceStatus{
 		Source: st.Source, NextSyncAt: st.NextSyncAt,
@@ -212,7 +212,7 @@ func registerSources(api huma.API, d Deps) {
 
 	register(api, d, op("list-sources", http.MethodGet, "/sources", "List the sources, by name.", auth.RoleViewer),
 		func(ctx context.Context, _ *struct{}) (*listSourcesOutput, error) {
-			srcs, err := d.GitOps.ListSources(ctx)
+			srcs, err := d.Sources.List(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -233,7 +233,7 @@ func registerSources(api huma.API, d Deps) {
 		if err := checkRepoPath(in.Body.RepoURL); err != nil {
 			return nil, err
 		}
-		s, err := d.GitOps.CreateSource(ctx, in.Body.domain())
+		s, err := d.Sources.Create(ctx, in.Body.domain())
 		if err != nil {
 			return nil, err
 		}
@@ -242,7 +242,7 @@ func registerSources(api huma.API, d Deps) {
 
 	register(api, d, op("get-source", http.MethodGet, "/sources/{id}", "Get one source.", auth.RoleViewer, http.StatusNotFound),
 		func(ctx context.Context, in *sourceRef) (*sourceOutput, error) {
-			s, err := d.GitOps.GetSource(ctx, in.ID)
+			s, err := d.Sources.Get(ctx, in.ID)
 			if err != nil {
 				return nil, err
 			}
@@ -257,7 +257,7 @@ func registerSources(api huma.API, d Deps) {
 			if err := checkRepoPath(in.Body.RepoURL); err != nil {
 				return nil, err
 			}
-			s, err := d.GitOps.UpdateSource(ctx, in.ID, in.Body.domain())
+			s, err := d.Sources.Update(ctx, in.ID, in.Body.domain())
 			if err != nil {
 				return nil, err
 			}
@@ -269,7 +269,7 @@ func registerSources(api huma.API, d Deps) {
 			"The default source cannot be deleted (409).",
 		auth.RoleAdmin, http.StatusNotFound, http.StatusConflict),
 		func(ctx context.Context, in *sourceRef) (*sourceOutput, error) {
-			s, err := d.GitOps.DeleteSource(ctx, in.ID)
+			s, err := d.Sources.Delete(ctx, in.ID)
 			if err != nil {
 				return nil, err
 			}
@@ -293,7 +293,7 @@ func registerSources(api huma.API, d Deps) {
 			"how many other issues hold, the path and the evidence the journal's receipts grant.",
 		auth.RoleViewer, http.StatusNotFound),
 		func(ctx context.Context, in *sourceRef) (*sourceStatusOutput, error) {
-			st, err := d.GitOps.GetSourceStatus(ctx, in.ID)
+			st, err := d.Sources.GetStatus(ctx, in.ID)
 			if err != nil {
 				return nil, err
 			}
@@ -304,7 +304,7 @@ func registerSources(api huma.API, d Deps) {
 		"Get the candidate that waits for an operator: a commit and the change plan accepting it makes. 404 when none waits.",
 		auth.RoleViewer, http.StatusNotFound),
 		func(ctx context.Context, in *sourceRef) (*candidateOutput, error) {
-			c, err := d.GitOps.GetCandidate(ctx, in.ID)
+			c, err := d.Sources.GetCandidate(ctx, in.ID)
 			if err != nil {
 				return nil, err
 			}
@@ -343,7 +343,7 @@ func registerSources(api huma.API, d Deps) {
 	} {
 		register(api, d, op(a.id, http.MethodPost, a.path, a.summary, auth.RoleOperator, http.StatusNotFound),
 			func(ctx context.Context, in *sourceRef) (*sourceOutput, error) {
-				s, err := d.GitOps.SetSuspended(ctx, in.ID, a.suspend)
+				s, err := d.Sources.SetSuspended(ctx, in.ID, a.suspend)
 				if err != nil {
 					return nil, err
 				}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/httpapi"
-	"sluice/internal/gitops"
+	"sluice/internal/source"
 )
 
 type sourceIn struct {
@@ -222,7 +222,7 @@ func TestSourceStatusStateEnumIsTheTable(t *testing.T) {
 	f, ok := reflect.TypeFor[httpapi.StatusAnswer]().FieldByName("State")
 	require.True(t, ok)
 	var want []string
-	for s := range gitops.SourceStateTones {
+	for s := range source.StateTones {
 		want = append(want, string(s))
 	}
 	require.ElementsMatch(t, want, strings.Split(f.Tag.Get("enum"), ","))

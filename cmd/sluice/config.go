@@ -16,10 +16,10 @@ import (
 
 	"sluice/internal/agent"
 	"sluice/internal/controlplane"
-	"sluice/internal/gitops"
 	"sluice/internal/nodeproto"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
+	"sluice/internal/source"
 	"sluice/internal/webhook"
 )
 
@@ -76,7 +76,7 @@ func loadServeConfig(getenv func(string) string) (*controlplane.Config, error) {
 		return nil, err
 	}
 	c.NotifyDedupWindow = time.Duration(window) * time.Second
-	c.GitOps = gitops.SettingsInput{
+	c.GitOps = source.SettingsInput{
 		RepoURL: getenv("SLUICE_GITOPS_REPO_URL"),
 		Branch:  cmp.Or(getenv("SLUICE_GITOPS_BRANCH"), "main"),
 		Path:    getenv("SLUICE_GITOPS_PATH"),
@@ -86,7 +86,7 @@ func loadServeConfig(getenv func(string) string) (*controlplane.Config, error) {
 		c.GitOps.WebhookSecret = &v
 	}
 	c.GitOpsIntervalSet = getenv("SLUICE_GITOPS_SYNC_INTERVAL_SEC") != ""
-	if c.GitOps.SyncIntervalSec, err = intEnv(getenv, "SLUICE_GITOPS_SYNC_INTERVAL_SEC", gitops.DefaultInterval); err != nil {
+	if c.GitOps.SyncIntervalSec, err = intEnv(getenv, "SLUICE_GITOPS_SYNC_INTERVAL_SEC", source.DefaultInterval); err != nil {
 		return nil, err
 	}
 	c.TerraformBin = getenv("SLUICE_TERRAFORM_BIN")

@@ -9,8 +9,8 @@ import (
 	"sort"
 
 	"sluice/internal/blueprint"
-	"sluice/internal/gitops"
 	"sluice/internal/services"
+	"sluice/internal/source"
 )
 
 // Kinds of application.
@@ -27,7 +27,7 @@ type Application struct {
 	// that needs an operator, else its runtime's state.
 	Stage  string      `json:"stage"`
 	State  string      `json:"state"`
-	Tone   gitops.Tone `json:"tone" enum:"ok,info,warn,error"`
+	Tone   source.Tone `json:"tone" enum:"ok,info,warn,error"`
 	Reason string      `json:"reason"`
 	// Action is the command that moves it on; "" when none is needed.
 	Action  string `json:"action,omitempty"`
@@ -74,7 +74,7 @@ func (s *Service) Get(ctx context.Context) (*Portfolio, error) {
 		}
 	}
 	for _, a := range out.Applications {
-		if a.Tone == gitops.ToneError || a.Tone == gitops.ToneWarn {
+		if a.Tone == source.ToneError || a.Tone == source.ToneWarn {
 			out.Attention = append(out.Attention, a)
 		}
 	}
@@ -90,7 +90,7 @@ var stageRank = map[string]int{"runtime": 0, "rollout": 1, "artifact": 2, "place
 // then an answer with evidence missing first (nobody can tell it is fine).
 func urgency(a Application) int {
 	u := 0
-	if a.Tone != gitops.ToneError {
+	if a.Tone != source.ToneError {
 		u += 100
 	}
 	r, ok := stageRank[a.Stage]

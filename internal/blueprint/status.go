@@ -15,10 +15,10 @@ import (
 
 	"sluice/db"
 	"sluice/internal/blueprintspec"
-	"sluice/internal/gitops"
 	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/node"
+	"sluice/internal/source"
 )
 
 // The stages of a Blueprint's path, from Git to what runs.
@@ -44,11 +44,11 @@ const (
 	NodeRepairHeld  = "Repair held"
 )
 
-var nodeTones = map[string]gitops.Tone{
-	NodePending: gitops.ToneInfo, NodeDeploying: gitops.ToneInfo, NodeActive: gitops.ToneOK,
-	NodeDrifted: gitops.ToneWarn, NodeFailed: gitops.ToneError, NodeUnknown: gitops.ToneError,
-	NodeRolledBack: gitops.ToneWarn, NodeWithdrawing: gitops.ToneWarn, NodeWithdrawn: gitops.ToneOK,
-	NodeRepairHeld: gitops.ToneError,
+var nodeTones = map[string]source.Tone{
+	NodePending: source.ToneInfo, NodeDeploying: source.ToneInfo, NodeActive: source.ToneOK,
+	NodeDrifted: source.ToneWarn, NodeFailed: source.ToneError, NodeUnknown: source.ToneError,
+	NodeRolledBack: source.ToneWarn, NodeWithdrawing: source.ToneWarn, NodeWithdrawn: source.ToneOK,
+	NodeRepairHeld: source.ToneError,
 }
 
 // nodeRuns is the newest run of action on Blueprint name per node.
@@ -82,7 +82,7 @@ type BlueprintStatus struct {
 type BlueprintAnswer struct {
 	Stage  string      `json:"stage" enum:"source,artifact,placement,rollout,runtime"`
 	State  string      `json:"state"`
-	Tone   gitops.Tone `json:"tone" enum:"ok,info,warn,error"`
+	Tone   source.Tone `json:"tone" enum:"ok,info,warn,error"`
 	Reason string      `json:"reason"`
 	// Action is the command that moves it on; "" when none is needed.
 	Action string `json:"action,omitempty"`
@@ -96,7 +96,7 @@ type BlueprintAnswer struct {
 type BlueprintStage struct {
 	Name   string      `json:"name" enum:"source,artifact,placement,rollout,runtime"`
 	State  string      `json:"state"`
-	Tone   gitops.Tone `json:"tone" enum:"ok,info,warn,error"`
+	Tone   source.Tone `json:"tone" enum:"ok,info,warn,error"`
 	Reason string      `json:"reason"`
 	Action string      `json:"action,omitempty"`
 }
@@ -123,7 +123,7 @@ type BlueprintGrant struct {
 type NodeRow struct {
 	Node  string      `json:"node"`
 	State string      `json:"state" enum:"Pending,Deploying,Active,Drifted,Failed,Unknown,Rolled back,Withdrawing,Withdrawn,Repair held"`
-	Tone  gitops.Tone `json:"tone" enum:"ok,info,warn,error"`
+	Tone  source.Tone `json:"tone" enum:"ok,info,warn,error"`
 	// NodeState is the node's own state (Ready, Unreachable, Cordoned…).
 	NodeState string `json:"nodeState"`
 	Reason    string `json:"reason"`
@@ -197,13 +197,13 @@ func history(ctx context.Context, q *db.Queries, u *db.Unit) ([]RolloutSummary, 
 func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *blueprintspec.Spec, v *BlueprintView) error {
 	st := &BlueprintStatus{Path: []BlueprintStage{}, Evidence: BlueprintEvidence{Grants: []BlueprintGrant{}, Unproven: []string{}}}
 	ev := &st.Evidence
-	stage := func(name, state string, tone gitops.Tone, action, format string, a ...any) {
+	stage := func(name, state string, tone source.Tone, action, format string, a ...any) {
 		st.Path = append(st.Path, BlueprintStage{Name: name, State: state, Tone: tone, Reason: fmt.Sprintf(format, a...), Action: action})
 	}
 
 	// Source.
 	if s.GitOps != nil {
-		src, err := s.GitOps.GetSourceStatus(ctx, u.SourceID.String())
+		src, err := s.GitOps.Sources.GetStatus(ctx, u.SourceID.String())
 		if err != nil {
 			return err
 		}
@@ -215,19 +215,19 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 			ev.Unproven = append(ev.Unproven, "source "+src.Source+": "+un)
 		}
 	} else {
-		stage(StageSource, "Synced", gitops.ToneOK, "", "Git holds generation %s at %s.", short(u.ContentHash), u.Path)
+		stage(StageSource, "Synced", source.ToneOK, "", "Git holds generation %s at %s.", short(u.ContentHash), u.Path)
 	}
 
 	// Artifact.
 	digest := spec.Service.Digest()
 	switch _, err := q.ArtifactGet(ctx, digest); {
 	case errors.Is(err, pgx.ErrNoRows):
-		stage(StageArtifact, "Artifact missing", gitops.ToneError, "sluice artifact push FILE",
+		stage(StageArtifact, "Artifact missing", source.ToneError, "sluice artifact push FILE",
 			"Artifact %s, which the template pins, is not in the store: no rollout of it can be authorized.", hoststep.Short(digest))
 	case err != nil:
 		return fmt.Errorf("look up artifact %s: %w", digest, err)
 	default:
-		stage(StageArtifact, "In store", gitops.ToneOK, "", "Artifact %s is in the store.", hoststep.Short(digest))
+		stage(StageArtifact, "In store", source.ToneOK, "", "Artifact %s is in the store.", hoststep.Short(digest))
 	}
 
 	// Placement.
@@ -240,12 +240,12 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 		} else if v.PlacementPolicy == blueprintspec.PlacementBoundedAuto {
 			why = "bounded-auto has not decided it yet"
 		}
-		stage(StagePlacement, "Waits for approval", gitops.ToneWarn, "sluice placement approve "+u.Name,
+		stage(StagePlacement, "Waits for approval", source.ToneWarn, "sluice placement approve "+u.Name,
 			"The plan would %s (fingerprint %s); %s.", p.Describe(), p.Fingerprint, why)
 	case v.Placement == nil:
-		stage(StagePlacement, "Nothing selected", gitops.ToneWarn, "", "No node is selected (%s) and Ready.", v.Selector)
+		stage(StagePlacement, "Nothing selected", source.ToneWarn, "", "No node is selected (%s) and Ready.", v.Selector)
 	default:
-		stage(StagePlacement, "Approved", gitops.ToneOK, "", "Placement approved for %s by %s (%s policy).", orNone(v.Placement.Nodes), v.Placement.ApprovedBy, v.Placement.Policy)
+		stage(StagePlacement, "Approved", source.ToneOK, "", "Placement approved for %s by %s (%s policy).", orNone(v.Placement.Nodes), v.Placement.ApprovedBy, v.Placement.Policy)
 	}
 	if c := p.Current; c != nil {
 		ev.Grants = append(ev.Grants, BlueprintGrant{What: "Placement approved", By: c.ApprovedBy, Policy: c.Policy, At: c.CreatedAt, RunID: c.RunID, Subject: "nodes " + orNone(c.Nodes)})
@@ -256,9 +256,9 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 	authorize := "sluice rollout authorize " + u.Name
 	switch {
 	case r == nil && v.Placement == nil:
-		stage(StageRollout, "Not authorized", gitops.ToneInfo, "", "No rollout was authorized; a placement comes first.")
+		stage(StageRollout, "Not authorized", source.ToneInfo, "", "No rollout was authorized; a placement comes first.")
 	case r == nil:
-		stage(StageRollout, "Not authorized", gitops.ToneWarn, authorize, "No rollout was authorized: nothing of %s is deployed.", u.Name)
+		stage(StageRollout, "Not authorized", source.ToneWarn, authorize, "No rollout was authorized: nothing of %s is deployed.", u.Name)
 	default:
 		what := "Rollout"
 		if r.Kind == KindRollback {
@@ -273,22 +273,22 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 		reason += "."
 		switch r.State {
 		case journal.StateQueued, journal.StateRunning:
-			stage(StageRollout, "Rolling out", gitops.ToneInfo, "", "%s", reason)
+			stage(StageRollout, "Rolling out", source.ToneInfo, "", "%s", reason)
 		case journal.StateSucceeded:
 			if r.Kind == KindRollout && (r.Generation != v.Generation || r.Digest != v.Digest) {
-				stage(StageRollout, "Newer generation", gitops.ToneWarn, authorize, "%s Git holds a newer generation (%s) that no rollout was authorized for.", reason, short(v.Generation))
+				stage(StageRollout, "Newer generation", source.ToneWarn, authorize, "%s Git holds a newer generation (%s) that no rollout was authorized for.", reason, short(v.Generation))
 			} else {
-				stage(StageRollout, "Rolled out", gitops.ToneOK, "", "%s", reason)
+				stage(StageRollout, "Rolled out", source.ToneOK, "", "%s", reason)
 			}
 		case "paused":
 			reason = fmt.Sprintf("%s %s (generation %s) is paused by %s: %s.", what, r.ID, short(r.Generation), r.Pause.By, r.Pause.Reason)
-			stage(StageRollout, "Paused", gitops.ToneWarn, "sluice rollout resume "+u.Name, "%s", reason)
+			stage(StageRollout, "Paused", source.ToneWarn, "sluice rollout resume "+u.Name, "%s", reason)
 		case journal.StateCancelled:
-			stage(StageRollout, "Stopped", gitops.ToneWarn, "sluice rollout resume "+u.Name, "%s", reason)
+			stage(StageRollout, "Stopped", source.ToneWarn, "sluice rollout resume "+u.Name, "%s", reason)
 		case journal.StateUnknown:
-			stage(StageRollout, "Outcome unknown", gitops.ToneError, "sluice rollout resume "+u.Name, "%s", reason)
+			stage(StageRollout, "Outcome unknown", source.ToneError, "sluice rollout resume "+u.Name, "%s", reason)
 		default:
-			stage(StageRollout, "Failed", gitops.ToneError, "sluice rollout rollback "+u.Name, "%s", reason)
+			stage(StageRollout, "Failed", source.ToneError, "sluice rollout rollback "+u.Name, "%s", reason)
 		}
 	}
 
@@ -302,14 +302,14 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 	runtime := runtimeStage(rows)
 	st.Path = append(st.Path, runtime)
 
-	first := slices.IndexFunc(st.Path, func(s BlueprintStage) bool { return s.Tone == gitops.ToneWarn || s.Tone == gitops.ToneError })
+	first := slices.IndexFunc(st.Path, func(s BlueprintStage) bool { return s.Tone == source.ToneWarn || s.Tone == source.ToneError })
 	if first < 0 {
 		first = len(st.Path) - 1
 	}
 	a := st.Path[first]
 	st.Answer = BlueprintAnswer{Stage: a.Name, State: a.State, Tone: a.Tone, Reason: a.Reason, Action: a.Action, Partial: len(ev.Unproven) > 0}
 	for i, s := range st.Path {
-		if i != first && (s.Tone == gitops.ToneWarn || s.Tone == gitops.ToneError) {
+		if i != first && (s.Tone == source.ToneWarn || s.Tone == source.ToneError) {
 			st.Answer.Others++
 		}
 	}
@@ -344,9 +344,9 @@ func runtimeStage(rows []NodeRow) BlueprintStage {
 		}
 	}
 	if len(active) == 0 {
-		return BlueprintStage{Name: StageRuntime, State: "Not running", Tone: gitops.ToneInfo, Reason: "No node runs it."}
+		return BlueprintStage{Name: StageRuntime, State: "Not running", Tone: source.ToneInfo, Reason: "No node runs it."}
 	}
-	return BlueprintStage{Name: StageRuntime, State: NodeActive, Tone: gitops.ToneOK,
+	return BlueprintStage{Name: StageRuntime, State: NodeActive, Tone: source.ToneOK,
 		Reason: fmt.Sprintf("Active on %s: each acknowledged its generation, its probe passed, and its agent reports it running.", strings.Join(active, ", "))}
 }
 

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"sluice/internal/gitops"
 	"sluice/internal/secretbox"
+	"sluice/internal/source"
 )
 
 // Config is the configuration of `sluice serve`, `sluice worker` and
@@ -60,7 +60,7 @@ type Config struct {
 	// URL is set; 0 = manual only) and SLUICE_GITOPS_TOKEN. Its
 	// WebhookSecret, SLUICE_GITOPS_WEBHOOK_SECRET, is put on the default
 	// source at every start (nil when unset).
-	GitOps gitops.SettingsInput
+	GitOps source.SettingsInput
 	// GitOpsIntervalSet is true when SLUICE_GITOPS_SYNC_INTERVAL_SEC is set.
 	GitOpsIntervalSet bool
 	// ConfigRoot is SLUICE_CONFIG_ROOT, the working tree the repository is

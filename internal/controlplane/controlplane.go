@@ -87,8 +87,8 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 	if err != nil {
 		return nil, redact.Error(err)
 	}
-	gops.Secrets = box
-	if err := gops.Seed(ctx, cfg.GitOps, cfg.GitOpsIntervalSet); err != nil {
+	gops.Sources.Secrets = box
+	if err := gops.Sources.Seed(ctx, cfg.GitOps, cfg.GitOpsIntervalSet); err != nil {
 		return nil, redact.Error(fmt.Errorf("gitops settings: %w", err))
 	}
 

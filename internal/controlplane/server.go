@@ -61,6 +61,7 @@ func Serve(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.
 		Pool:          pool,
 		Journal:       cp.Journal,
 		GitOps:        cp.GitOps,
+		Sources:       cp.GitOps.Sources,
 		Artifacts:     cp.Artifacts,
 		Services:      cp.Services,
 		Infra:         cp.Infra,

@@ -1,17 +1,12 @@
 package gitops_test
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/hex"
-	"fmt"
-	"log/slog"
-	"os"
+	"net/url"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -19,9 +14,9 @@ import (
 	"sluice/internal/dbtest"
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
-	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
+	"sluice/internal/source"
 )
 
 func newKey(t testing.TB) secretbox.Key {
@@ -44,9 +39,22 @@ func newBox(t testing.TB) *secretbox.Box { return boxOf(t, "the test key", newKe
 // secret opens what src's row keeps sealed.
 func (b *testBundle) secret(t testing.TB, src *db.Source) string {
 	t.Helper()
-	s, err := b.svc.OpenSecret(src)
+	return secretOf(t, b.svc.Sources, src)
+}
+
+// secretOf opens what src's row keeps sealed with svc's key, as the Git
+// client gets it: a token, or the password in the URL.
+func secretOf(t testing.TB, svc *source.Service, src *db.Source) string {
+	t.Helper()
+	repoURL, token, err := svc.Remote(src)
 	require.NoError(t, err)
-	return s
+	if token != "" {
+		return token
+	}
+	u, err := url.Parse(repoURL)
+	require.NoError(t, err)
+	password, _ := u.User.Password()
+	return password
 }
 
 func (b *testBundle) sourceNamed(t testing.TB, name string) *db.Source {
@@ -63,7 +71,7 @@ func (b *testBundle) sourceNamed(t testing.TB, name string) *db.Source {
 func (b *testBundle) restart(box *secretbox.Box) (*gitops.Service, *redact.Redactor) {
 	red := &redact.Redactor{}
 	svc := gitops.New(b.pool, b.journal, b.configRoot, red, nil)
-	svc.Secrets = box
+	svc.Sources.Secrets = box
 	return svc, red
 }
 
@@ -96,9 +104,9 @@ func TestSealedCredentials(t *testing.T) {
 		b.Commit(t, "one", files)
 		srv := serveRepo(t, b.Repo, serveOpts{user: user, password: password})
 
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "http://" + user + ":" + password + "@" + srv.host + "/intent.git"})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://" + user + ":" + password + "@" + srv.host + "/intent.git"})
 		require.NoError(t, err)
-		_, err = b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: "apps", SettingsInput: gitops.SettingsInput{RepoURL: "https://" + token + "@git.example.com/ops/apps.git"}})
+		_, err = b.svc.Sources.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: "https://" + token + "@git.example.com/ops/apps.git"}})
 		require.NoError(t, err)
 		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Created)
 
@@ -112,190 +120,42 @@ func TestSealedCredentials(t *testing.T) {
 		b.requireNowhere(t, password)
 	})
 
-	t.Run("PlaintextFromBeforeMigration0008IsSealedAtTheNextStart", func(t *testing.T) {
-		t.Parallel()
-		ctx := t.Context()
-		pool := poolMigratedTo(t, 7)
-		_, err := pool.Exec(ctx, `INSERT INTO source (id, name, repo_url, repo_username, repo_password, deleted_at)
-			VALUES ($1, 'default', 'https://git.example.com/a.git', 'deployer', $2, NULL),
-			       ($3, 'apps', 'https://git.example.com/b.git', 'x-access-token', $4, NULL),
-			       ($5, 'gone', 'https://git.example.com/c.git', 'x-access-token', $6, now()),
-			       ($7, 'none', 'https://git.example.com/d.git', NULL, NULL, NULL)`,
-			gitops.DefaultSourceID, password, uuid.New(), token, uuid.New(), "tok-Deleted-91aa", uuid.New())
-		require.NoError(t, err)
-		_, err = db.Migrate(ctx, pool, slog.New(slog.DiscardHandler))
-		require.NoError(t, err)
-		require.Contains(t, dbtest.Dump(t, pool.Config().ConnString()), hex.EncodeToString([]byte(password)),
-			"until a start seals it, the migrated value reads as it did")
-
-		red := &redact.Redactor{}
-		box := newBox(t)
-		svc := gitops.New(pool, journal.New(pool, nil, red), t.TempDir(), red, nil)
-		svc.Secrets = box
-		require.NoError(t, svc.Seed(ctx, gitops.SettingsInput{}, false))
-
-		rows, err := pool.Query(ctx, "SELECT name, repo_password_sealed FROM source ORDER BY name")
-		require.NoError(t, err)
-		sealed := map[string][]byte{}
-		for rows.Next() {
-			var name string
-			var v []byte
-			require.NoError(t, rows.Scan(&name, &v))
-			sealed[name] = v
-		}
-		require.NoError(t, rows.Err())
-		require.Nil(t, sealed["none"], "no credentials stay none")
-		for _, name := range []string{"default", "apps", "gone"} {
-			require.Equal(t, box.KeyID(), secretbox.KeyIDOf(sealed[name]), "source %s is sealed with the current key", name)
-		}
-		src, err := db.New(pool).SourceGetByName(ctx, "apps")
-		require.NoError(t, err)
-		got, err := svc.OpenSecret(src)
-		require.NoError(t, err)
-		require.Equal(t, token, got)
-		require.Equal(t, "auth "+redact.Mask, red.String("auth "+password), "the start registers every secret with the redactor")
-		requireNotInDump(t, pool, password, token, "tok-Deleted-91aa")
-
-		// Another start finds nothing left to seal and changes nothing.
-		require.NoError(t, svc.Seed(ctx, gitops.SettingsInput{}, false))
-		var again []byte
-		require.NoError(t, pool.QueryRow(ctx, "SELECT repo_password_sealed FROM source WHERE name = 'apps'").Scan(&again))
-		require.Equal(t, sealed["apps"], again)
-	})
-
 	t.Run("RotationReSealsWithTheCurrentKey", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true, noSettings: true})
 		b.Commit(t, "one", files)
 		srv := serveRepo(t, b.Repo, serveOpts{user: user, password: password})
 		oldKey := newKey(t)
-		b.svc.Secrets = boxOf(t, "the old key", oldKey)
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "http://" + user + ":" + password + "@" + srv.host + "/intent.git"})
+		b.svc.Sources.Secrets = boxOf(t, "the old key", oldKey)
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://" + user + ":" + password + "@" + srv.host + "/intent.git"})
 		require.NoError(t, err)
-		_, err = b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: "apps", SettingsInput: gitops.SettingsInput{RepoURL: "https://git.example.com/ops/apps.git", Token: token}})
+		_, err = b.svc.Sources.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: "https://git.example.com/ops/apps.git", Token: token}})
 		require.NoError(t, err)
-		_, err = b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: "gone", SettingsInput: gitops.SettingsInput{RepoURL: "https://git.example.com/ops/gone.git", Token: token}})
+		_, err = b.svc.Sources.Create(b.ctx, source.Input{Name: "gone", SettingsInput: source.SettingsInput{RepoURL: "https://git.example.com/ops/gone.git", Token: token}})
 		require.NoError(t, err)
-		_, err = b.svc.DeleteSource(b.ctx, "gone")
+		_, err = b.svc.Sources.Delete(b.ctx, "gone")
 		require.NoError(t, err)
 		updatedAt := b.source(t).UpdatedAt
 
 		newK := newKey(t)
 		rotated := boxOf(t, "SLUICE_SECRET_KEY", newK, oldKey)
 		svc, _ := b.restart(rotated)
-		require.NoError(t, svc.Seed(b.ctx, gitops.SettingsInput{}, false))
+		require.NoError(t, svc.Sources.Seed(b.ctx, source.SettingsInput{}, false))
 		require.Equal(t, 3, b.count(t, "SELECT count(*) FROM source WHERE substring(repo_password_sealed from 2 for 4) = decode($1, 'hex')", rotated.KeyID()),
 			"every source, the deleted one too, is sealed with the current key")
 		src := b.source(t)
 		require.Equal(t, updatedAt, src.UpdatedAt, "a re-seal is no settings change")
-		got, err := svc.OpenSecret(src)
-		require.NoError(t, err)
-		require.Equal(t, password, got)
+		require.Equal(t, password, secretOf(t, svc.Sources, src))
 
 		// The syncs use the re-sealed credentials, and the old key is no
 		// longer needed; a process still on the old key is stopped at start.
-		b.svc.Secrets = boxOf(t, "SLUICE_SECRET_KEY", newK)
+		b.svc.Sources.Secrets = boxOf(t, "SLUICE_SECRET_KEY", newK)
 		b.start(t)
 		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Created)
 		stale, _ := b.restart(boxOf(t, "the old key", oldKey))
-		err = stale.Seed(b.ctx, gitops.SettingsInput{}, false)
+		err = stale.Sources.Seed(b.ctx, source.SettingsInput{}, false)
 		require.Equal(t, errs.Unavailable, errs.CodeOf(err))
 		require.Contains(t, err.Error(), "sealed with another key (id "+rotated.KeyID()+")")
 	})
 
-	t.Run("WrongKeyStopsTheStartSayingWhatToDo", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{noStart: true, noSettings: true})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://" + user + ":" + password + "@git.example.com/ops/intent.git"})
-		require.NoError(t, err)
-
-		wrongKey := newKey(t)
-		wrong := boxOf(t, "the key file /var/lib/sluice/secret.key, created at this start", wrongKey)
-		svc, _ := b.restart(wrong)
-		err = svc.Seed(b.ctx, gitops.SettingsInput{}, false)
-		require.Equal(t, errs.Unavailable, errs.CodeOf(err))
-		require.Equal(t, fmt.Sprintf("The Git credentials of source default were sealed with another key (id %s) than the key file /var/lib/sluice/secret.key, created at this start (id %s); "+
-			"give this process the key that sealed them: SLUICE_SECRET_KEY, or SLUICE_SECRET_KEY_PREVIOUS to re-seal them with the current key at start. "+
-			"If that key is lost, clear them and send them again (see Credentials at rest in the README).", b.box.KeyID(), wrong.KeyID()), err.Error())
-		for _, s := range []string{password, hex.EncodeToString(wrongKey[:]), base64.StdEncoding.EncodeToString(wrongKey[:])} {
-			require.NotContains(t, err.Error(), s)
-		}
-		_, err = svc.OpenSecret(b.source(t))
-		require.Equal(t, errs.Unavailable, errs.CodeOf(err), "a sync with the wrong key says the same")
-
-		// Nothing was changed: the right key still opens them.
-		require.Equal(t, password, b.secret(t, b.source(t)))
-	})
-
-	t.Run("ValueCopiedFromAnotherSourceDoesNotOpen", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{noStart: true, noSettings: true})
-		for _, name := range []string{"apps", "web"} {
-			_, err := b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: name, SettingsInput: gitops.SettingsInput{RepoURL: "https://git.example.com/ops/" + name + ".git", Token: token + name}})
-			require.NoError(t, err)
-		}
-		b.exec(t, "UPDATE source SET repo_password_sealed = (SELECT repo_password_sealed FROM source WHERE name = 'apps') WHERE name = 'web'")
-		err := b.svc.SealCredentials(b.ctx)
-		require.Equal(t, errs.Unavailable, errs.CodeOf(err))
-		require.Contains(t, err.Error(), "The Git credentials of source web name the key of the test key but do not open with it: they were changed, or copied from another source's row")
-		require.NotContains(t, err.Error(), token)
-	})
-
-	t.Run("DeletedSourceThatDoesNotOpenDoesNotStopTheStart", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{noStart: true, noSettings: true})
-		_, err := b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: "gone", SettingsInput: gitops.SettingsInput{RepoURL: "https://git.example.com/ops/gone.git", Token: token}})
-		require.NoError(t, err)
-		_, err = b.svc.DeleteSource(b.ctx, "gone")
-		require.NoError(t, err)
-		svc, _ := b.restart(newBox(t))
-		require.NoError(t, svc.Seed(b.ctx, gitops.SettingsInput{}, false))
-	})
-
-	t.Run("NoKeyStoresNoCredentials", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{noStart: true, noSettings: true})
-		svc, _ := b.restart(nil)
-		_, err := svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://git.example.com/ops/a.git", Token: token})
-		require.ErrorContains(t, err, "no secret key")
-		require.Zero(t, b.count(t, "SELECT count(*) FROM source"))
-		_, err = svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://git.example.com/ops/a.git"})
-		require.NoError(t, err, "a repository without credentials needs no key")
-	})
-}
-
-// poolMigratedTo is a new database with sluice's migrations applied up to
-// version, as a database an older sluice left.
-func poolMigratedTo(t *testing.T, version int) *pgxpool.Pool {
-	t.Helper()
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, dbtest.ServerURL(t))
-	require.NoError(t, err)
-	defer admin.Close(ctx)
-	name := fmt.Sprintf("at%d_%d_%d", version, os.Getpid(), time.Now().UnixNano())
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		admin, err := pgx.Connect(context.Background(), dbtest.ServerURL(t))
-		if err != nil {
-			return
-		}
-		defer admin.Close(context.Background())
-		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	})
-	pool, err := pgxpool.New(ctx, dbtest.URLFor(t, name))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	_, err = pool.Exec(ctx, `CREATE TABLE sluice_migration (
-		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-	require.NoError(t, err)
-	migrations, err := db.Migrations()
-	require.NoError(t, err)
-	for _, m := range migrations[:version] {
-		_, err := pool.Exec(ctx, m.SQL)
-		require.NoError(t, err, m.Name)
-		_, err = pool.Exec(ctx, "INSERT INTO sluice_migration (version, name) VALUES ($1, $2)", m.Version, m.Name)
-		require.NoError(t, err)
-	}
-	return pool
 }

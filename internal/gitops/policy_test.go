@@ -12,6 +12,7 @@ import (
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
+	"sluice/internal/source"
 )
 
 // policyBundle is the default source under a policy, with a first commit
@@ -22,7 +23,7 @@ type policyBundle struct {
 	deployed [][]string // the paths each AfterAcceptFunc call got
 }
 
-func setupPolicy(t *testing.T, policy gitops.Policy) *policyBundle {
+func setupPolicy(t *testing.T, policy source.Policy) *policyBundle {
 	t.Helper()
 	b := &policyBundle{testBundle: setup(t, setupOpts{})}
 	b.svc.AfterAcceptFunc = func(_ context.Context, accepted []*db.Unit) error {
@@ -38,15 +39,15 @@ func setupPolicy(t *testing.T, policy gitops.Policy) *policyBundle {
 	}
 	b.Commit(t, "first", map[string]string{"a.json": svcUnit("a", "x:1")})
 	b.sync(t, false)
-	_, err := b.svc.SetPolicy(b.ctx, gitops.DefaultSourceName, policy)
+	_, err := b.svc.Sources.SetPolicy(b.ctx, source.DefaultName, policy)
 	require.NoError(t, err)
 	return b
 }
 
 // accept requests an accept as who and waits for its run.
-func (b *policyBundle) accept(t *testing.T, who string, c *gitops.Candidate) *db.JournalRun {
+func (b *policyBundle) accept(t *testing.T, who string, c *source.Candidate) *db.JournalRun {
 	t.Helper()
-	res, err := b.svc.RequestAccept(b.ctx, gitops.DefaultSourceName, who, c.Commit, c.Fingerprint)
+	res, err := b.svc.RequestAccept(b.ctx, source.DefaultName, who, c.Commit, c.Fingerprint)
 	require.NoError(t, err)
 	return b.wait(t, res.Run.ID)
 }
@@ -56,20 +57,20 @@ func TestPolicies(t *testing.T) {
 
 	t.Run("ManualKeepsTheCommitAsACandidateUntilAccepted", func(t *testing.T) {
 		t.Parallel()
-		b := setupPolicy(t, gitops.PolicyManual)
+		b := setupPolicy(t, source.PolicyManual)
 		before := b.source(t).SyncedCommit
 		b.Commit(t, "second", map[string]string{"a.json": svcUnit("a", "x:2"), "b.json": svcUnit("b", "x:1")})
 
 		res := b.sync(t, false)
 		require.True(t, res.CandidateWaits)
-		require.Equal(t, gitops.DecisionPending, res.Decision)
+		require.Equal(t, source.DecisionPending, res.Decision)
 		require.Equal(t, []string{"b.json"}, res.Created)
 		require.Equal(t, []string{"a.json"}, res.Updated)
 		require.Equal(t, before, b.source(t).SyncedCommit, "a candidate does not move the synced commit")
 		require.NotContains(t, b.units(t), "b.json")
 		require.Equal(t, hashOf(t, svcUnit("a", "x:1")), b.unit(t, "a.json").ContentHash)
 
-		c, err := b.svc.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		c, err := b.svc.Sources.GetCandidate(b.ctx, source.DefaultName)
 		require.NoError(t, err)
 		require.Equal(t, "Pending update", c.State)
 		require.Equal(t, res.Commit, c.Commit)
@@ -87,30 +88,30 @@ func TestPolicies(t *testing.T) {
 		require.Equal(t, c.Commit, *b.source(t).SyncedCommit)
 		require.Equal(t, hashOf(t, svcUnit("a", "x:2")), b.unit(t, "a.json").ContentHash)
 		require.Contains(t, b.units(t), "b.json")
-		_, err = b.svc.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		_, err = b.svc.Sources.GetCandidate(b.ctx, source.DefaultName)
 		require.True(t, errs.Is(err, errs.NotFound), "an accepted candidate is gone: %v", err)
 		require.Empty(t, b.deployed, "manual deploys nothing")
 	})
 
 	t.Run("NewerFetchReplacesTheCandidateAndTheOldOneIsRefused", func(t *testing.T) {
 		t.Parallel()
-		b := setupPolicy(t, gitops.PolicyManual)
+		b := setupPolicy(t, source.PolicyManual)
 		b.Commit(t, "second", map[string]string{"a.json": svcUnit("a", "x:2")})
 		b.sync(t, false)
-		old, err := b.svc.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		old, err := b.svc.Sources.GetCandidate(b.ctx, source.DefaultName)
 		require.NoError(t, err)
 
 		b.Commit(t, "third", map[string]string{"a.json": svcUnit("a", "x:3")})
 		b.sync(t, false)
-		c, err := b.svc.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		c, err := b.svc.Sources.GetCandidate(b.ctx, source.DefaultName)
 		require.NoError(t, err)
 		require.NotEqual(t, old.Commit, c.Commit)
 		require.NotEqual(t, old.Fingerprint, c.Fingerprint)
 		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM source_candidate`))
 
-		_, err = b.svc.RequestAccept(b.ctx, gitops.DefaultSourceName, "alice", old.Commit, old.Fingerprint)
+		_, err = b.svc.RequestAccept(b.ctx, source.DefaultName, "alice", old.Commit, old.Fingerprint)
 		require.True(t, errs.Is(err, errs.Conflict), "the old candidate is refused: %v", err)
-		_, err = b.svc.RequestAccept(b.ctx, gitops.DefaultSourceName, "alice", c.Commit, old.Fingerprint)
+		_, err = b.svc.RequestAccept(b.ctx, source.DefaultName, "alice", c.Commit, old.Fingerprint)
 		require.True(t, errs.Is(err, errs.Conflict), "another plan is refused: %v", err)
 
 		run := b.accept(t, "alice", c)
@@ -120,16 +121,16 @@ func TestPolicies(t *testing.T) {
 
 	t.Run("AcceptRefusedAtItsTurnWhenTheCandidateMovedOn", func(t *testing.T) {
 		t.Parallel()
-		b := setupPolicy(t, gitops.PolicyManual)
+		b := setupPolicy(t, source.PolicyManual)
 		b.Commit(t, "second", map[string]string{"a.json": svcUnit("a", "x:2")})
 		b.sync(t, false)
-		c, err := b.svc.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		c, err := b.svc.Sources.GetCandidate(b.ctx, source.DefaultName)
 		require.NoError(t, err)
 		// The accept is queued while a newer fetch replaces the candidate.
-		b.exec(t, `UPDATE source_candidate SET fingerprint = 'moved' WHERE source_id = $1`, gitops.DefaultSourceID)
+		b.exec(t, `UPDATE source_candidate SET fingerprint = 'moved' WHERE source_id = $1`, source.DefaultID)
 		res, err := b.svc.Journal.Enqueue(b.ctx, journal.EnqueueParams{
-			Args:        &gitops.AcceptArgs{SourceID: gitops.DefaultSourceID, Commit: c.Commit, Fingerprint: c.Fingerprint},
-			Target:      gitops.DefaultSourceName,
+			Args:        &gitops.AcceptArgs{SourceID: source.DefaultID, Commit: c.Commit, Fingerprint: c.Fingerprint},
+			Target:      source.DefaultName,
 			RequestedBy: "alice",
 		})
 		require.NoError(t, err)
@@ -141,11 +142,11 @@ func TestPolicies(t *testing.T) {
 
 	t.Run("ReviewRecordsTheReviewerAndThePlan", func(t *testing.T) {
 		t.Parallel()
-		b := setupPolicy(t, gitops.PolicyReview)
+		b := setupPolicy(t, source.PolicyReview)
 		b.Commit(t, "second", map[string]string{"b.json": svcUnit("b", "x:1")})
 		res := b.sync(t, false)
-		require.Equal(t, gitops.DecisionReview, res.Decision)
-		c, err := b.svc.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		require.Equal(t, source.DecisionReview, res.Decision)
+		c, err := b.svc.Sources.GetCandidate(b.ctx, source.DefaultName)
 		require.NoError(t, err)
 		require.Equal(t, "Review required", c.State)
 
@@ -162,11 +163,11 @@ func TestPolicies(t *testing.T) {
 
 	t.Run("AutoWriteAppliesWithoutAnOperator", func(t *testing.T) {
 		t.Parallel()
-		b := setupPolicy(t, gitops.PolicyAutoWrite)
+		b := setupPolicy(t, source.PolicyAutoWrite)
 		b.Commit(t, "second", map[string]string{"a.json": svcUnit("a", "x:2")})
 		res := b.sync(t, false)
 		require.False(t, res.CandidateWaits)
-		require.Equal(t, gitops.DecisionAuto, res.Decision)
+		require.Equal(t, source.DecisionAuto, res.Decision)
 		require.Equal(t, "auto-write", res.Policy)
 		require.Equal(t, hashOf(t, svcUnit("a", "x:2")), b.unit(t, "a.json").ContentHash)
 		require.Empty(t, b.deployed, "auto-write deploys nothing")
@@ -174,10 +175,10 @@ func TestPolicies(t *testing.T) {
 
 	t.Run("AutoDeployHandsTheChangedUnitsOn", func(t *testing.T) {
 		t.Parallel()
-		b := setupPolicy(t, gitops.PolicyAutoDeploy)
+		b := setupPolicy(t, source.PolicyAutoDeploy)
 		b.Commit(t, "second", map[string]string{"a.json": svcUnit("a", "x:2"), "c.json": svcUnit("c", "x:1")})
 		res := b.sync(t, false)
-		require.Equal(t, gitops.DecisionAuto, res.Decision)
+		require.Equal(t, source.DecisionAuto, res.Decision)
 		require.Eventually(t, func() bool {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -188,17 +189,17 @@ func TestPolicies(t *testing.T) {
 
 	t.Run("ChangingThePolicyWithdrawsNothingAccepted", func(t *testing.T) {
 		t.Parallel()
-		b := setupPolicy(t, gitops.PolicyAutoWrite)
+		b := setupPolicy(t, source.PolicyAutoWrite)
 		b.Commit(t, "second", map[string]string{"a.json": svcUnit("a", "x:2")})
 		b.sync(t, false)
 		synced := b.source(t).SyncedCommit
 
-		src, err := b.svc.SetPolicy(b.ctx, gitops.DefaultSourceName, gitops.PolicyManual)
+		src, err := b.svc.Sources.SetPolicy(b.ctx, source.DefaultName, source.PolicyManual)
 		require.NoError(t, err)
-		require.Equal(t, gitops.PolicyManual, src.Policy)
+		require.Equal(t, source.PolicyManual, src.Policy)
 		require.Equal(t, hashOf(t, svcUnit("a", "x:2")), b.unit(t, "a.json").ContentHash)
 		require.Equal(t, synced, b.source(t).SyncedCommit)
-		_, err = b.svc.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		_, err = b.svc.Sources.GetCandidate(b.ctx, source.DefaultName)
 		require.True(t, errs.Is(err, errs.NotFound))
 
 		// The next decision is the new policy's.
@@ -207,20 +208,4 @@ func TestPolicies(t *testing.T) {
 		require.Equal(t, hashOf(t, svcUnit("a", "x:2")), b.unit(t, "a.json").ContentHash)
 	})
 
-	t.Run("PolicyIsSetThroughSourcesAndCheckedByTheDatabase", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{})
-		require.Equal(t, "auto-write", b.source(t).Policy, "the default source keeps today's behaviour")
-		other := b.Repo
-		src, err := b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: "apps", Policy: gitops.PolicyReview, SettingsInput: gitops.SettingsInput{RepoURL: other.Bare}})
-		require.NoError(t, err)
-		require.Equal(t, gitops.PolicyReview, src.Policy)
-		src, err = b.svc.UpdateSource(b.ctx, "apps", gitops.SourceInput{SettingsInput: gitops.SettingsInput{RepoURL: other.Bare}})
-		require.NoError(t, err)
-		require.Equal(t, gitops.PolicyReview, src.Policy, "no policy keeps it")
-		_, err = b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: "bad", Policy: "yolo", SettingsInput: gitops.SettingsInput{RepoURL: other.Bare}})
-		require.True(t, errs.Is(err, errs.Invalid))
-		_, err = b.pool.Exec(b.ctx, `UPDATE source SET policy = 'yolo' WHERE id = $1`, src.ID)
-		require.Error(t, err)
-	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
+	"sluice/internal/source"
 )
 
 func TestTick(t *testing.T) {
@@ -19,7 +20,7 @@ func TestTick(t *testing.T) {
 		t.Helper()
 		b := setup(t, setupOpts{noStart: true})
 		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 60})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 60})
 		require.NoError(t, err)
 		b.exec(t, "UPDATE source SET last_tick_at = now() - interval '2 minutes'")
 		return b
@@ -68,7 +69,7 @@ func TestTick(t *testing.T) {
 		require.Len(t, runs, 1)
 		require.Equal(t, journal.RequestedBySystem, runs[0].RequestedBy)
 		require.Equal(t, gitops.SyncArgs{}.Kind(), runs[0].Action)
-		require.Equal(t, gitops.DefaultSourceName, runs[0].Target)
+		require.Equal(t, source.DefaultName, runs[0].Target)
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM river_job"))
 		src := b.source(t)
 		require.Zero(t, src.SkippedTicks)
@@ -98,19 +99,19 @@ func TestTick(t *testing.T) {
 	t.Run("IntervalChangeIsHonouredWithoutRestart", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 3600})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 3600})
 		require.NoError(t, err)
 		b.exec(t, "UPDATE source SET last_tick_at = now() - interval '10 seconds'")
 		require.NoError(t, b.svc.Tick(b.ctx))
 		require.Zero(t, b.count(t, "SELECT count(*) FROM journal_run"), "an hour has not passed")
 
-		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 5})
+		_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 5})
 		require.NoError(t, err)
 		require.NoError(t, b.svc.Tick(b.ctx))
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run"))
 
 		// And back to manual: no more ticks.
-		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 0})
+		_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 0})
 		require.NoError(t, err)
 		b.exec(t, "UPDATE source SET last_tick_at = now() - interval '1 hour'")
 		require.NoError(t, b.svc.Tick(b.ctx))
@@ -122,7 +123,7 @@ func TestTick(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 1})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: 1})
 		require.NoError(t, err)
 		go b.svc.Schedule(b.ctx)
 		require.Eventually(t, func() bool {

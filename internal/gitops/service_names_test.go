@@ -15,6 +15,7 @@ import (
 	"sluice/internal/gitops"
 	"sluice/internal/gittest"
 	"sluice/internal/journal"
+	"sluice/internal/source"
 )
 
 // namesBundle is a default source and a second one, "apps", both holding a
@@ -28,7 +29,7 @@ type namesBundle struct {
 func setupNames(t *testing.T) *namesBundle {
 	t.Helper()
 	b := setupSources(t, setupOpts{})
-	return &namesBundle{sourcesBundle: b, repos: map[string]*gittest.Repo{gitops.DefaultSourceName: b.Repo, "apps": b.other}}
+	return &namesBundle{sourcesBundle: b, repos: map[string]*gittest.Repo{source.DefaultName: b.Repo, "apps": b.other}}
 }
 
 // syncOK syncs the source named key, requires it to succeed and returns its
@@ -43,7 +44,7 @@ func (b *namesBundle) syncOK(t *testing.T, key string) gitops.Result {
 // sourceID is the id of the source named name.
 func (b *namesBundle) sourceID(t *testing.T, name string) uuid.UUID {
 	t.Helper()
-	src, err := b.svc.GetSource(b.ctx, name)
+	src, err := b.svc.Sources.Get(b.ctx, name)
 	require.NoError(t, err)
 	return src.ID
 }
@@ -80,7 +81,7 @@ func (b *testBundle) awaitNamesLockWaiters(t testing.TB, n int) {
 func TestServiceNames(t *testing.T) {
 	t.Parallel()
 
-	for _, order := range [][2]string{{gitops.DefaultSourceName, "apps"}, {"apps", gitops.DefaultSourceName}} {
+	for _, order := range [][2]string{{source.DefaultName, "apps"}, {"apps", source.DefaultName}} {
 		holder, newcomer := order[0], order[1]
 		t.Run("TheServiceOfSource"+strings.ToUpper(holder[:1])+holder[1:]+"SyncedFirstKeepsTheNameAndTheOtherIsInvalid", func(t *testing.T) {
 			t.Parallel()
@@ -125,24 +126,24 @@ func TestServiceNames(t *testing.T) {
 		leave            func(t *testing.T, b *namesBundle)
 	}{
 		"HolderDeletedFromItsSource": {
-			holder: gitops.DefaultSourceName, newcomer: "apps",
+			holder: source.DefaultName, newcomer: "apps",
 			leave: func(t *testing.T, b *namesBundle) {
 				b.Commit(t, "retire hello", nil, "services/hello.json")
-				require.Equal(t, []string{"services/hello.json"}, b.syncOK(t, gitops.DefaultSourceName).Stale)
+				require.Equal(t, []string{"services/hello.json"}, b.syncOK(t, source.DefaultName).Stale)
 			},
 		},
 		"HolderRenamedInItsSource": {
-			holder: gitops.DefaultSourceName, newcomer: "apps",
+			holder: source.DefaultName, newcomer: "apps",
 			leave: func(t *testing.T, b *namesBundle) {
 				b.Commit(t, "rename hello", map[string]string{"services/hello.json": serviceUnit("hello-old", "a")})
-				require.Equal(t, []string{"services/hello.json"}, b.syncOK(t, gitops.DefaultSourceName).Updated)
+				require.Equal(t, []string{"services/hello.json"}, b.syncOK(t, source.DefaultName).Updated)
 				require.Len(t, b.holders(t)["hello-old"], 1)
 			},
 		},
 		"HoldersSourceDeleted": {
-			holder: "apps", newcomer: gitops.DefaultSourceName,
+			holder: "apps", newcomer: source.DefaultName,
 			leave: func(t *testing.T, b *namesBundle) {
-				_, err := b.svc.DeleteSource(b.ctx, "apps")
+				_, err := b.svc.Sources.Delete(b.ctx, "apps")
 				require.NoError(t, err)
 			},
 		},
@@ -172,12 +173,12 @@ func TestServiceNames(t *testing.T) {
 	t.Run("TwoSyncsThatFinishAtOnceGiveTheNameOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setupNames(t)
-		ids := map[string]uuid.UUID{gitops.DefaultSourceName: gitops.DefaultSourceID, "apps": b.src.ID}
+		ids := map[string]uuid.UUID{source.DefaultName: source.DefaultID, "apps": b.src.ID}
 		wins := map[string]int{}
 		for round := range 10 {
 			name := fmt.Sprintf("hello-%d", round)
 			for src, r := range b.repos {
-				r.Commit(t, name, map[string]string{"services/hello.json": serviceUnit(name, map[string]string{gitops.DefaultSourceName: "a", "apps": "b"}[src])})
+				r.Commit(t, name, map[string]string{"services/hello.json": serviceUnit(name, map[string]string{source.DefaultName: "a", "apps": "b"}[src])})
 			}
 
 			// Hold both syncs at the names lock, then let them go together.
@@ -261,7 +262,7 @@ func TestServiceNames(t *testing.T) {
 		t.Parallel()
 		b := setupNames(t)
 		b.Commit(t, "hello", map[string]string{"services/hello.json": serviceUnit("hello", "a")})
-		b.syncOK(t, gitops.DefaultSourceName)
+		b.syncOK(t, source.DefaultName)
 
 		insert := `INSERT INTO unit (id, source_id, path, kind, name, status, content, content_hash, git_commit)
 			VALUES ($1, $2, 'services/hello.json', $3, 'hello', $4, '{}', 'x', 'x')`
@@ -282,7 +283,7 @@ func TestServiceNames(t *testing.T) {
 		t.Parallel()
 		b := setupNames(t)
 		b.Commit(t, "hello", map[string]string{"services/hello.json": serviceUnit("hello", "a")})
-		b.syncOK(t, gitops.DefaultSourceName)
+		b.syncOK(t, source.DefaultName)
 		// An inventory as the versions before left it: apps synced a hello
 		// of its own, earlier.
 		b.exec(t, "ALTER TABLE unit DROP CONSTRAINT unit_service_name_active")
@@ -305,14 +306,14 @@ func TestServiceNames(t *testing.T) {
 		held := b.holders(t)["hello"]
 		require.Len(t, held, 1)
 		require.Equal(t, older, held[0].ID)
-		newer := b.unitsOf(t, gitops.DefaultSourceID)["services/hello.json"]
+		newer := b.unitsOf(t, source.DefaultID)["services/hello.json"]
 		require.Equal(t, "stale", newer.Status)
 		require.Equal(t, "pending", *newer.StatusBeforeStale)
 
 		// A full sync of the source lists it, naming the holder.
 		res := b.sync(t, true)
 		require.Equal(t, map[string]string{"services/hello.json": heldBy("hello", "services/hello.json", "apps")}, invalidPaths(res))
-		require.Equal(t, "stale", b.unitsOf(t, gitops.DefaultSourceID)["services/hello.json"].Status)
+		require.Equal(t, "stale", b.unitsOf(t, source.DefaultID)["services/hello.json"].Status)
 	})
 }
 
@@ -327,7 +328,7 @@ func blueprintUnit(name, version string) string {
 func TestBlueprintNames(t *testing.T) {
 	t.Parallel()
 
-	for _, order := range [][2]string{{gitops.DefaultSourceName, "apps"}, {"apps", gitops.DefaultSourceName}} {
+	for _, order := range [][2]string{{source.DefaultName, "apps"}, {"apps", source.DefaultName}} {
 		holder, newcomer := order[0], order[1]
 		t.Run("TheBlueprintOfSource"+strings.ToUpper(holder[:1])+holder[1:]+"SyncedFirstKeepsTheNameAndTheOtherIsInvalid", func(t *testing.T) {
 			t.Parallel()

@@ -18,10 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/db"
-	"sluice/internal/errs"
-	"sluice/internal/gitops"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	"sluice/internal/source"
 )
 
 type serveOpts struct {
@@ -125,7 +124,7 @@ func TestSettingsCredentials(t *testing.T) {
 		srv := serveRepo(t, b.Repo, serveOpts{user: user, password: right})
 		masked := "http://***@" + srv.host + "/intent.git"
 
-		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "http://" + user + ":" + wrong + "@" + srv.host + "/intent.git"})
+		out, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://" + user + ":" + wrong + "@" + srv.host + "/intent.git"})
 		require.NoError(t, err)
 		require.Equal(t, masked, out.RepoURL)
 
@@ -134,7 +133,7 @@ func TestSettingsCredentials(t *testing.T) {
 		require.Equal(t, "The remote refused the credentials for "+srv.url+"; check the token, or the user and password in the URL.", *run.Error)
 		b.jobOf(t, run, rivertype.JobStateDiscarded)
 
-		settings, err := b.svc.GetSettings(b.ctx)
+		settings, err := b.svc.Sources.GetSettings(b.ctx)
 		require.NoError(t, err)
 		require.Equal(t, masked, settings.RepoURL)
 		st, err := b.svc.GetStatus(b.ctx)
@@ -153,13 +152,13 @@ func TestSettingsCredentials(t *testing.T) {
 		b.Commit(t, "one", files)
 		srv := serveRepo(t, b.Repo, serveOpts{user: user, password: right})
 
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "http://" + user + ":" + right + "@" + srv.host + "/intent.git"})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://" + user + ":" + right + "@" + srv.host + "/intent.git"})
 		require.NoError(t, err)
 		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Created)
 
-		cur, err := b.svc.GetSettings(b.ctx)
+		cur, err := b.svc.Sources.GetSettings(b.ctx)
 		require.NoError(t, err)
-		cur2, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: cur.RepoURL, Branch: cur.Branch, Path: cur.Path, SyncIntervalSec: 120})
+		cur2, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: cur.RepoURL, Branch: cur.Branch, Path: cur.Path, SyncIntervalSec: 120})
 		require.NoError(t, err)
 		require.Equal(t, cur.RepoURL, cur2.RepoURL)
 		require.Equal(t, 120, cur2.SyncIntervalSec)
@@ -174,7 +173,7 @@ func TestSettingsCredentials(t *testing.T) {
 		require.Equal(t, []string{"apps/api.json"}, res.Created)
 
 		// The URL without any credentials, for the same repository, keeps them too.
-		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url, SyncIntervalSec: 60})
+		_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url, SyncIntervalSec: 60})
 		require.NoError(t, err)
 		c3 := b.Commit(t, "three", map[string]string{"apps/db.json": svcUnit("db", "pg:16")})
 		require.Equal(t, c3, b.sync(t, false).Commit)
@@ -187,7 +186,7 @@ func TestSettingsCredentials(t *testing.T) {
 		b.Commit(t, "one", files)
 		srv := serveRepo(t, b.Repo, serveOpts{user: "x-access-token", password: "tok_Sup3rSecretValue"})
 
-		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url, Token: "tok_Sup3rSecretValue"})
+		out, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url, Token: "tok_Sup3rSecretValue"})
 		require.NoError(t, err)
 		require.Equal(t, "http://***@"+srv.host+"/intent.git", out.RepoURL)
 		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Created)
@@ -195,98 +194,8 @@ func TestSettingsCredentials(t *testing.T) {
 	})
 }
 
-func TestPutSettings(t *testing.T) {
+func TestSyncFollowsSettings(t *testing.T) {
 	t.Parallel()
-
-	t.Run("RefusesPathsOutsideTheRepository", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{noStart: true})
-		for _, p := range []string{"../x", "/etc", "a/../b", "..", `apps\web`, "apps/.git", "archive/old"} {
-			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Path: p})
-			require.Equal(t, errs.Invalid, errs.CodeOf(err), "path %q: %v", p, err)
-			require.Contains(t, err.Error(), "is not allowed: ", "path %q", p)
-		}
-		for p, want := range map[string]string{"apps/": "apps", "./apps": "apps", ".": "", "apps/web": "apps/web"} {
-			out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Path: p})
-			require.NoError(t, err, "path %q", p)
-			require.Equal(t, want, out.Path)
-		}
-	})
-
-	t.Run("RefusesBranchesGitRefuses", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{noStart: true})
-		for _, br := range []string{"has space", "a..b", "a:b", "a~1", "x.lock", "/main", "main/", "-main", "a//b", "a@{1}", ".hidden", "a/.b", "@", "main."} {
-			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Branch: br})
-			require.Equal(t, errs.Invalid, errs.CodeOf(err), "branch %q: %v", br, err)
-			require.Contains(t, err.Error(), "is not a valid Git branch name")
-		}
-		for _, br := range []string{"main", "feature/x", "release-1.2"} {
-			out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Branch: br})
-			require.NoError(t, err, "branch %q", br)
-			require.Equal(t, br, out.Branch)
-		}
-		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare})
-		require.NoError(t, err)
-		require.Equal(t, "main", out.Branch, "no branch means main")
-	})
-
-	t.Run("RefusesNegativeIntervalAndBadURLs", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{noStart: true, noSettings: true})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: -1})
-		require.Equal(t, errs.Invalid, errs.CodeOf(err))
-		for _, u := range []string{"", "  ", "ftp://example.com/x.git", "http://u:pw@[::1/x"} {
-			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: u})
-			require.Equal(t, errs.Invalid, errs.CodeOf(err), "url %q", u)
-			require.NotContains(t, err.Error(), ":pw")
-		}
-		require.Zero(t, b.count(t, "SELECT count(*) FROM source"))
-	})
-
-	t.Run("RefusesMaskedCredentialsForAnotherRepository", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{noStart: true, noSettings: true})
-		const secret = "pw-Sup3rSecret"
-
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://***@git.example.com/team/a.git"})
-		require.Equal(t, errs.Invalid, errs.CodeOf(err), "nothing is stored to keep")
-
-		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://deployer:" + secret + "@git.example.com/team/a.git"})
-		require.NoError(t, err)
-		require.Equal(t, "https://***@git.example.com/team/a.git", out.RepoURL)
-
-		for _, other := range []string{"https://***@git.example.com/team/b.git", "https://***@evil.example.com/team/a.git", "http://***@git.example.com/team/a.git"} {
-			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: other})
-			require.Equal(t, errs.Invalid, errs.CodeOf(err), "url %q", other)
-			require.NotContains(t, err.Error(), secret)
-		}
-		src := b.source(t)
-		require.Equal(t, "https://git.example.com/team/a.git", src.RepoUrl)
-		require.Equal(t, secret, b.secret(t, src))
-
-		// Another repository with credentials of its own is fine.
-		out, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://deployer:other-Secret@git.example.com/team/b.git"})
-		require.NoError(t, err)
-		require.Equal(t, "https://***@git.example.com/team/b.git", out.RepoURL)
-		require.Equal(t, "other-Secret", b.secret(t, b.source(t)))
-
-		// Another repository without credentials does not inherit them.
-		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://git.example.com/team/c.git"})
-		require.NoError(t, err)
-		require.Nil(t, b.source(t).RepoPasswordSealed)
-	})
-
-	t.Run("KeepsSSHLoginName", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{noStart: true, noSettings: true})
-		out, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "ssh://git@git.example.com/team/intent.git"})
-		require.NoError(t, err)
-		require.Equal(t, "ssh://git@git.example.com/team/intent.git", out.RepoURL)
-		out, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "git@git.example.com:team/intent.git"})
-		require.NoError(t, err)
-		require.Equal(t, "git@git.example.com:team/intent.git", out.RepoURL)
-	})
 
 	t.Run("PathChangeMakesNextSyncFull", func(t *testing.T) {
 		t.Parallel()
@@ -298,7 +207,7 @@ func TestPutSettings(t *testing.T) {
 		})
 		require.Len(t, b.sync(t, false).Created, 3)
 
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Path: "apps"})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: "apps"})
 		require.NoError(t, err)
 		require.Nil(t, b.source(t).SyncedCommit)
 		res := b.sync(t, false)
@@ -316,7 +225,7 @@ func TestPutSettings(t *testing.T) {
 		require.Empty(t, res.Created)
 		require.Empty(t, res.Updated)
 
-		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Path: "db"})
+		_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: "db"})
 		require.NoError(t, err)
 		res = b.sync(t, false)
 		require.True(t, res.Full)
@@ -334,13 +243,13 @@ func TestPutSettings(t *testing.T) {
 			"db/main.json":  `{"kind":"Database","metadata":{"name":"main"}}`,
 		})
 		srv := serveRepo(t, b.Repo, serveOpts{hold: true})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url})
 		require.NoError(t, err)
 
 		res, err := b.svc.RequestSync(b.ctx, "alice", false)
 		require.NoError(t, err)
 		srv.waitArrived(t) // the sync has read the settings and is fetching
-		_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url, Path: "apps"})
+		_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url, Path: "apps"})
 		require.NoError(t, err)
 		close(srv.release)
 		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
@@ -351,57 +260,17 @@ func TestPutSettings(t *testing.T) {
 	})
 }
 
-func TestSeed(t *testing.T) {
-	t.Parallel()
-
-	t.Run("StoresOnceAndMasksStoredSecretsAfterARestart", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{noStart: true, noSettings: true})
-		const token = "tok_Seed3dSecretValue"
-		require.NoError(t, b.svc.Seed(b.ctx, gitops.SettingsInput{}, false), "no repository: nothing to seed")
-		require.Zero(t, b.count(t, "SELECT count(*) FROM source"))
-
-		require.NoError(t, b.svc.Seed(b.ctx, gitops.SettingsInput{RepoURL: "https://git.example.com/a.git", Token: token}, false))
-		out, err := b.svc.GetSettings(b.ctx)
-		require.NoError(t, err)
-		require.Equal(t, "https://***@git.example.com/a.git", out.RepoURL)
-		require.Equal(t, gitops.DefaultInterval, out.SyncIntervalSec)
-		require.Equal(t, "main", out.Branch)
-
-		// A restart: a new process with its own redactor and other settings.
-		red := &redact.Redactor{}
-		svc := gitops.New(b.pool, b.journal, b.configRoot, red, nil)
-		svc.Secrets = b.box
-		require.NoError(t, svc.Seed(b.ctx, gitops.SettingsInput{RepoURL: "https://git.example.com/b.git", SyncIntervalSec: 5}, true))
-		out, err = svc.GetSettings(b.ctx)
-		require.NoError(t, err)
-		require.Equal(t, "https://***@git.example.com/a.git", out.RepoURL, "stored settings win")
-		require.Equal(t, "fetch failed with "+redact.Mask, red.String("fetch failed with "+token))
-	})
-}
-
 func TestCredentialsGivenTwoWays(t *testing.T) {
 	t.Parallel()
 
 	const token = "tok-Twice-3c9d17"
-
-	t.Run("PasswordInTheURLAndATokenAreRefused", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, setupOpts{noStart: true, noSettings: true})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "https://deployer:pw-Twice-77aa@git.example.com/a.git", Token: token})
-		require.Equal(t, errs.Invalid, errs.CodeOf(err))
-		require.Equal(t, "The repository URL carries a password and a token is given too, so one of them would be ignored; drop the password from the URL, or drop the token.", err.Error())
-		err = b.svc.Seed(b.ctx, gitops.SettingsInput{RepoURL: "https://deployer:pw-Twice-77aa@git.example.com/a.git", Token: token}, false)
-		require.Equal(t, errs.Invalid, errs.CodeOf(err))
-		require.Zero(t, b.count(t, "SELECT count(*) FROM source"))
-	})
 
 	t.Run("UserInTheURLGoesWithTheToken", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
 		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
 		srv := serveRepo(t, b.Repo, serveOpts{user: "deployer", password: token})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "http://deployer@" + srv.host + "/intent.git", Token: token})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://deployer@" + srv.host + "/intent.git", Token: token})
 		require.NoError(t, err)
 		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Created)
 		src := b.source(t)
@@ -433,7 +302,7 @@ func TestUserNamesAreNotMasked(t *testing.T) {
 			t.Parallel()
 			b := setup(t, setupOpts{noSettings: true})
 			b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
-			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: "file://" + tt.userinfo + "localhost" + b.Bare, Branch: "main"})
+			_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "file://" + tt.userinfo + "localhost" + b.Bare, Branch: "main"})
 			require.NoError(t, err)
 			run := b.syncRun(t, false)
 			require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)

@@ -3,25 +3,23 @@ package gitops_test
 import (
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"sluice/db"
-	"sluice/internal/gitops"
 	"sluice/internal/journal"
+	"sluice/internal/source"
 )
 
 // status answers the status of the source key names.
-func (b *testBundle) status(t *testing.T, key string) *gitops.SourceStatus {
+func (b *testBundle) status(t *testing.T, key string) *source.Status {
 	t.Helper()
-	st, err := b.svc.GetSourceStatus(b.ctx, key)
+	st, err := b.svc.Sources.GetStatus(b.ctx, key)
 	require.NoError(t, err)
 	require.Len(t, st.Path, 1)
 	require.Equal(t, "source", st.Path[0].Name)
 	require.Equal(t, st.Answer.State, st.Path[0].State)
-	require.Equal(t, gitops.SourceStateTones[st.Answer.State], st.Answer.Tone)
+	require.Equal(t, source.StateTones[st.Answer.State], st.Answer.Tone)
 	return st
 }
 
@@ -29,7 +27,7 @@ func (b *testBundle) status(t *testing.T, key string) *gitops.SourceStatus {
 // exist, with interval seconds between ticks.
 func (b *testBundle) breakRemote(t *testing.T, interval int) {
 	t.Helper()
-	_, err := b.svc.UpdateSource(b.ctx, gitops.DefaultSourceName, gitops.SourceInput{SettingsInput: gitops.SettingsInput{
+	_, err := b.svc.Sources.Update(b.ctx, source.DefaultName, source.Input{SettingsInput: source.SettingsInput{
 		RepoURL: filepath.Join(t.TempDir(), "gone.git"), Branch: "main", SyncIntervalSec: interval,
 	}})
 	require.NoError(t, err)
@@ -44,7 +42,7 @@ func TestSourceStatus(t *testing.T) {
 		t.Parallel()
 		b := setupSources(t, setupOpts{})
 		st := b.status(t, "apps")
-		require.Equal(t, gitops.SourceNeverReconciled, st.Answer.State)
+		require.Equal(t, source.NeverReconciled, st.Answer.State)
 		require.Equal(t, "sluice sync --source apps", st.Answer.Action)
 		require.Nil(t, st.Evidence.LastAcceptance)
 		require.Contains(t, st.Evidence.Unproven, "no sync of the source has applied a commit")
@@ -56,20 +54,20 @@ func TestSourceStatus(t *testing.T) {
 		b := setup(t, setupOpts{})
 		b.Commit(t, "first", map[string]string{"a.json": svcUnit("a", "x:1")})
 		res := b.sync(t, false)
-		st := b.status(t, gitops.DefaultSourceName)
-		require.Equal(t, gitops.SourceAccepted, st.Answer.State)
-		require.Equal(t, gitops.ToneOK, st.Answer.Tone)
+		st := b.status(t, source.DefaultName)
+		require.Equal(t, source.Accepted, st.Answer.State)
+		require.Equal(t, source.ToneOK, st.Answer.Tone)
 		require.Empty(t, st.Answer.Action)
 		require.Zero(t, st.Answer.Others)
 		require.False(t, st.Answer.Partial, "unproven: %v", st.Evidence.Unproven)
 		acc := st.Evidence.LastAcceptance
 		require.NotNil(t, acc)
 		require.Equal(t, "alice", acc.By)
-		require.Equal(t, gitops.DecisionAuto, acc.Decision)
+		require.Equal(t, source.DecisionAuto, acc.Decision)
 		require.Equal(t, res.Commit, acc.Commit)
 		require.False(t, acc.At.IsZero())
 		require.Len(t, st.Evidence.Settled, 1)
-		require.Equal(t, gitops.SourceAccepted, st.Evidence.Settled[0].State)
+		require.Equal(t, source.Accepted, st.Evidence.Settled[0].State)
 		require.Contains(t, st.Evidence.Settled[0].Proof, "Commit "+res.Commit[:12]+" is in force; sync_source run "+acc.RunID.String())
 	})
 
@@ -81,17 +79,17 @@ func TestSourceStatus(t *testing.T) {
 		res, err := b.svc.RequestSync(b.ctx, "alice", false)
 		require.NoError(t, err)
 		b.exec(t, `UPDATE journal_run SET state = 'running', started_at = now() WHERE id = $1`, res.Run.ID)
-		st := b.status(t, gitops.DefaultSourceName)
-		require.Equal(t, gitops.SourceFetching, st.Answer.State)
+		st := b.status(t, source.DefaultName)
+		require.Equal(t, source.Fetching, st.Answer.State)
 		require.Contains(t, st.Answer.Action, res.Run.ID.String())
 
 		// Its worker is gone (no liveness lock): Recover makes it unknown.
 		n, err := b.journal.Recover(b.ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		st = b.status(t, gitops.DefaultSourceName)
-		require.Equal(t, gitops.SourceOutcomeUnknown, st.Answer.State)
-		require.Equal(t, gitops.ToneError, st.Answer.Tone)
+		st = b.status(t, source.DefaultName)
+		require.Equal(t, source.OutcomeUnknown, st.Answer.State)
+		require.Equal(t, source.ToneError, st.Answer.Tone)
 		require.Equal(t, "sluice sync --source default", st.Answer.Action)
 		require.True(t, st.Answer.Partial)
 		require.Contains(t, st.Evidence.Unproven, "run "+res.Run.ID.String()+" did not record its outcome")
@@ -113,19 +111,19 @@ func TestSourceStatus(t *testing.T) {
 		n, err := b.journal.Recover(b.ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		require.Equal(t, gitops.SourceOutcomeUnknown, b.status(t, gitops.DefaultSourceName).Answer.State)
+		require.Equal(t, source.OutcomeUnknown, b.status(t, source.DefaultName).Answer.State)
 
 		// The next sync is accepted (the dead one holds nothing) and, once
 		// it runs, repairs what the dead one left.
 		next, err := b.svc.RequestSync(b.ctx, "alice", false)
 		require.NoError(t, err)
 		require.NotEqual(t, dead.Run.ID, next.Run.ID)
-		require.Equal(t, gitops.SourceOutcomeUnknown, b.status(t, gitops.DefaultSourceName).Answer.State,
+		require.Equal(t, source.OutcomeUnknown, b.status(t, source.DefaultName).Answer.State,
 			"a queued sync repairs nothing yet")
 		start(next.Run.ID)
-		st := b.status(t, gitops.DefaultSourceName)
-		require.Equal(t, gitops.SourceRecovering, st.Answer.State)
-		require.Equal(t, gitops.ToneInfo, st.Answer.Tone)
+		st := b.status(t, source.DefaultName)
+		require.Equal(t, source.Recovering, st.Answer.State)
+		require.Equal(t, source.ToneInfo, st.Answer.Tone)
 		require.Equal(t, "sluice journal "+next.Run.ID.String()+" --follow", st.Answer.Action)
 		require.Equal(t, "Sync run "+next.Run.ID.String()+" is recovering default from sync_source run "+dead.Run.ID.String()+", whose outcome is unknown.", st.Answer.Reason)
 		require.Equal(t, 1, st.Answer.Others, "the unknown outcome holds until the recovery finishes")
@@ -134,15 +132,15 @@ func TestSourceStatus(t *testing.T) {
 
 		// Once it finishes, its own outcome decides.
 		b.exec(t, `UPDATE journal_run SET state = 'failed', error = 'no route', finished_at = now() WHERE id = $1`, next.Run.ID)
-		require.Equal(t, gitops.SourceFailed, b.status(t, gitops.DefaultSourceName).Answer.State)
+		require.Equal(t, source.Failed, b.status(t, source.DefaultName).Answer.State)
 	})
 
 	t.Run("FailureWithoutIntervalIsSourceFailed", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.breakRemote(t, 0)
-		st := b.status(t, gitops.DefaultSourceName)
-		require.Equal(t, gitops.SourceFailed, st.Answer.State)
+		st := b.status(t, source.DefaultName)
+		require.Equal(t, source.Failed, st.Answer.State)
 		require.Nil(t, st.NextSyncAt)
 		require.Equal(t, "sluice sync --source default", st.Answer.Action)
 	})
@@ -151,21 +149,21 @@ func TestSourceStatus(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.breakRemote(t, 600)
-		st := b.status(t, gitops.DefaultSourceName)
-		require.Equal(t, gitops.SourceRetryScheduled, st.Answer.State)
+		st := b.status(t, source.DefaultName)
+		require.Equal(t, source.RetryScheduled, st.Answer.State)
 		require.NotNil(t, st.NextSyncAt)
 		require.Contains(t, st.Answer.Reason, "the next interval sync is at "+st.NextSyncAt.UTC().Format("2006-01-02T15:04:05Z"))
 	})
 
 	t.Run("SuspendedNamesTheFirstIssueAndCountsTheOthers", func(t *testing.T) {
 		t.Parallel()
-		b := setupPolicy(t, gitops.PolicyManual)
+		b := setupPolicy(t, source.PolicyManual)
 		b.Commit(t, "second", map[string]string{"a.json": svcUnit("a", "x:2")})
 		b.sync(t, false)
-		_, err := b.svc.SetSuspended(b.ctx, gitops.DefaultSourceName, true)
+		_, err := b.svc.Sources.SetSuspended(b.ctx, source.DefaultName, true)
 		require.NoError(t, err)
-		st := b.status(t, gitops.DefaultSourceName)
-		require.Equal(t, gitops.SourceSuspended, st.Answer.State)
+		st := b.status(t, source.DefaultName)
+		require.Equal(t, source.Suspended, st.Answer.State)
 		require.Equal(t, "sluice resume default", st.Answer.Action)
 		require.Equal(t, 1, st.Answer.Others, "the pending update is the other issue")
 		require.Equal(t, st.Answer.Reason, st.Path[0].Reason)
@@ -173,50 +171,50 @@ func TestSourceStatus(t *testing.T) {
 
 	t.Run("CandidatesArePendingOrReviewOrBlocked", func(t *testing.T) {
 		t.Parallel()
-		b := setupPolicy(t, gitops.PolicyManual)
+		b := setupPolicy(t, source.PolicyManual)
 		b.Commit(t, "second", map[string]string{"a.json": svcUnit("a", "x:2")})
 		b.sync(t, false)
-		st := b.status(t, gitops.DefaultSourceName)
-		require.Equal(t, gitops.SourcePendingUpdate, st.Answer.State)
+		st := b.status(t, source.DefaultName)
+		require.Equal(t, source.PendingUpdate, st.Answer.State)
 		require.Equal(t, "sluice accept default", st.Answer.Action)
 		require.Zero(t, st.Answer.Others)
-		c, err := b.svc.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		c, err := b.svc.Sources.GetCandidate(b.ctx, source.DefaultName)
 		require.NoError(t, err)
 		require.Equal(t, string(st.Answer.State), c.State, "the candidate says the same word")
 
-		_, err = b.svc.SetPolicy(b.ctx, gitops.DefaultSourceName, gitops.PolicyReview)
+		_, err = b.svc.Sources.SetPolicy(b.ctx, source.DefaultName, source.PolicyReview)
 		require.NoError(t, err)
-		require.Equal(t, gitops.SourceReviewRequired, b.status(t, gitops.DefaultSourceName).Answer.State)
+		require.Equal(t, source.ReviewRequired, b.status(t, source.DefaultName).Answer.State)
 
 		b.Commit(t, "third", map[string]string{"bad.json": "{"})
 		b.sync(t, false)
-		st = b.status(t, gitops.DefaultSourceName)
-		require.Equal(t, gitops.SourcePendingBlocked, st.Answer.State)
-		require.Equal(t, gitops.ToneError, st.Answer.Tone)
+		st = b.status(t, source.DefaultName)
+		require.Equal(t, source.PendingBlocked, st.Answer.State)
+		require.Equal(t, source.ToneError, st.Answer.Tone)
 		require.Contains(t, st.Answer.Reason, "bad.json")
 
 		// The accepted commit is still the evidence: the first one, applied
 		// before the policy changed.
 		require.NotNil(t, st.Evidence.LastAcceptance)
-		require.Equal(t, gitops.DecisionAuto, st.Evidence.LastAcceptance.Decision)
+		require.Equal(t, source.DecisionAuto, st.Evidence.LastAcceptance.Decision)
 	})
 
 	t.Run("ChangedBranchWithACandidateIsReconcileRequired", func(t *testing.T) {
 		t.Parallel()
-		b := setupPolicy(t, gitops.PolicyManual)
+		b := setupPolicy(t, source.PolicyManual)
 		b.Commit(t, "second", map[string]string{"a.json": svcUnit("a", "x:2")})
 		b.sync(t, false)
-		c, err := b.svc.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		c, err := b.svc.Sources.GetCandidate(b.ctx, source.DefaultName)
 		require.NoError(t, err)
 		run := b.accept(t, "alice", c)
 		require.Equal(t, journal.StateSucceeded, run.State, "accept failed: %v", errText(run))
 		b.Commit(t, "third", map[string]string{"a.json": svcUnit("a", "x:3")})
 		b.sync(t, false)
 
-		_, err = b.svc.UpdateSource(b.ctx, gitops.DefaultSourceName, gitops.SourceInput{SettingsInput: gitops.SettingsInput{RepoURL: b.Bare, Branch: "next"}})
+		_, err = b.svc.Sources.Update(b.ctx, source.DefaultName, source.Input{SettingsInput: source.SettingsInput{RepoURL: b.Bare, Branch: "next"}})
 		require.NoError(t, err)
-		st := b.status(t, gitops.DefaultSourceName)
-		require.Equal(t, gitops.SourceReconcileRequired, st.Answer.State)
+		st := b.status(t, source.DefaultName)
+		require.Equal(t, source.ReconcileRequired, st.Answer.State)
 		require.Equal(t, "sluice sync --source default", st.Answer.Action)
 		require.Contains(t, st.Evidence.Unproven, "no sync has finished since the settings changed")
 		require.True(t, st.Answer.Partial)
@@ -225,55 +223,5 @@ func TestSourceStatus(t *testing.T) {
 		require.Equal(t, "Operator accepted (alice)", acc.Decision)
 		require.Equal(t, "manual", acc.Policy)
 		require.Equal(t, c.Commit, acc.Commit)
-	})
-}
-
-func TestDeriveSourceStatus(t *testing.T) {
-	t.Parallel()
-
-	src := &db.Source{ID: uuid.New(), Name: "apps", Policy: string(gitops.PolicyAutoWrite)}
-	run := func(action, state string) *db.JournalRun {
-		r := &db.JournalRun{ID: uuid.New(), Action: action, Target: src.Name, State: state}
-		if state == journal.StateUnknown {
-			msg := "The process working this run stopped before it finished, so its outcome is unknown."
-			r.Error = &msg
-		}
-		return r
-	}
-	const syncKind, acceptKind = "sync_source", "accept_source"
-	derive := func(t *testing.T, last *db.JournalRun, running ...*db.JournalRun) *gitops.SourceStatus {
-		t.Helper()
-		st, err := gitops.DeriveSourceStatus(gitops.SourceFacts{Source: src, Running: running, LastFinished: last, Now: time.Now()})
-		require.NoError(t, err)
-		return st
-	}
-
-	t.Run("RecoveringOutranksApplyingAndFetching", func(t *testing.T) {
-		t.Parallel()
-		dead := run(acceptKind, journal.StateUnknown)
-		accept, sync := run(acceptKind, journal.StateRunning), run(syncKind, journal.StateRunning)
-		st := derive(t, dead, accept, sync)
-		require.Equal(t, gitops.SourceRecovering, st.Answer.State)
-		require.Equal(t, gitops.ToneInfo, st.Answer.Tone)
-		require.Equal(t, "sluice journal "+accept.ID.String()+" --follow", st.Answer.Action)
-		require.Contains(t, st.Answer.Reason, "Accept run "+accept.ID.String())
-		require.Contains(t, st.Answer.Reason, "accept_source run "+dead.ID.String())
-		require.Equal(t, 1, st.Answer.Others, "Outcome unknown; the recoveries are not issues")
-		require.False(t, gitops.SourceRecovering.Blocks())
-	})
-
-	t.Run("RunningAfterAKnownOutcomeIsNotRecovering", func(t *testing.T) {
-		t.Parallel()
-		for _, last := range []*db.JournalRun{nil, run(syncKind, journal.StateSucceeded), run(syncKind, journal.StateFailed)} {
-			require.Equal(t, gitops.SourceFetching, derive(t, last, run(syncKind, journal.StateRunning)).Answer.State)
-			require.Equal(t, gitops.SourceApplying, derive(t, last, run(acceptKind, journal.StateRunning)).Answer.State)
-		}
-	})
-
-	t.Run("UnknownWithNothingRunningIsOutcomeUnknown", func(t *testing.T) {
-		t.Parallel()
-		st := derive(t, run(syncKind, journal.StateUnknown))
-		require.Equal(t, gitops.SourceOutcomeUnknown, st.Answer.State)
-		require.Equal(t, gitops.ToneError, st.Answer.Tone)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"sluice/internal/gitops"
 	"sluice/internal/gittest"
 	"sluice/internal/journal"
+	"sluice/internal/source"
 )
 
 // sourcesBundle is a default source and a second one, "apps", each with a
@@ -20,14 +21,14 @@ import (
 type sourcesBundle struct {
 	*testBundle
 	other *gittest.Repo
-	src   *gitops.Source
+	src   *source.Source
 }
 
 func setupSources(t *testing.T, opts setupOpts) *sourcesBundle {
 	t.Helper()
 	b := setup(t, opts)
 	other := gittest.New(t)
-	src, err := b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: "apps", SettingsInput: gitops.SettingsInput{RepoURL: other.Bare}})
+	src, err := b.svc.Sources.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: other.Bare}})
 	require.NoError(t, err)
 	return &sourcesBundle{testBundle: b, other: other, src: src}
 }
@@ -68,7 +69,7 @@ func TestSources(t *testing.T) {
 		require.Equal(t, journal.StateSucceeded, run.State, "sync failed: %v", errText(run))
 		require.Equal(t, "apps", run.Target)
 
-		def := b.unitsOf(t, gitops.DefaultSourceID)["apps/web.json"]
+		def := b.unitsOf(t, source.DefaultID)["apps/web.json"]
 		oth := b.unitsOf(t, b.src.ID)["apps/web.json"]
 		require.NotNil(t, def)
 		require.NotNil(t, oth)
@@ -94,7 +95,7 @@ func TestSources(t *testing.T) {
 		run = b.syncSource(t, b.src.ID.String())
 		require.Equal(t, journal.StateSucceeded, run.State, "sync failed: %v", errText(run))
 		require.Equal(t, []string{"apps/web.json"}, resultOf(t, run).Updated)
-		require.Equal(t, hashOf(t, svcUnit("web", "nginx:1")), b.unitsOf(t, gitops.DefaultSourceID)["apps/web.json"].ContentHash)
+		require.Equal(t, hashOf(t, svcUnit("web", "nginx:1")), b.unitsOf(t, source.DefaultID)["apps/web.json"].ContentHash)
 	})
 
 	t.Run("DeclaredIDOfAnotherSourcesUnitIsInvalid", func(t *testing.T) {
@@ -117,7 +118,7 @@ func TestSources(t *testing.T) {
 		b.other.Commit(t, "other", map[string]string{"a.json": svcUnit("a", "x:1"), "b.json": svcUnit("b", "x:1")})
 		require.Equal(t, journal.StateSucceeded, b.syncSource(t, "apps").State)
 
-		deleted, err := b.svc.DeleteSource(b.ctx, "apps")
+		deleted, err := b.svc.Sources.Delete(b.ctx, "apps")
 		require.NoError(t, err)
 		require.Equal(t, b.src.ID, deleted.ID)
 		units := b.unitsOf(t, b.src.ID)
@@ -126,15 +127,15 @@ func TestSources(t *testing.T) {
 			require.Equal(t, "stale", u.Status)
 		}
 
-		list, err := b.svc.ListSources(b.ctx)
+		list, err := b.svc.Sources.List(b.ctx)
 		require.NoError(t, err)
 		require.Len(t, list, 1)
-		require.Equal(t, gitops.DefaultSourceName, list[0].Name)
-		_, err = b.svc.GetSource(b.ctx, b.src.ID.String())
+		require.Equal(t, source.DefaultName, list[0].Name)
+		_, err = b.svc.Sources.Get(b.ctx, b.src.ID.String())
 		require.True(t, errs.Is(err, errs.NotFound), "%v", err)
 		_, err = b.svc.RequestSourceSync(b.ctx, "apps", "alice", false)
 		require.True(t, errs.Is(err, errs.NotFound), "%v", err)
-		_, err = b.svc.DeleteSource(b.ctx, "apps")
+		_, err = b.svc.Sources.Delete(b.ctx, "apps")
 		require.True(t, errs.Is(err, errs.NotFound), "%v", err)
 
 		// Due by its interval, it still gets no tick.
@@ -144,25 +145,13 @@ func TestSources(t *testing.T) {
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run WHERE target = 'default' AND requested_by = 'system'"))
 	})
 
-	t.Run("DefaultSourceCannotBeDeleted", func(t *testing.T) {
-		t.Parallel()
-		b := setupSources(t, setupOpts{})
-		for _, key := range []string{gitops.DefaultSourceName, gitops.DefaultSourceID.String()} {
-			_, err := b.svc.DeleteSource(b.ctx, key)
-			require.True(t, errs.Is(err, errs.Conflict), "%v", err)
-			require.Contains(t, err.Error(), "/api/v1/gitops/settings")
-		}
-		_, err := b.svc.GetSource(b.ctx, gitops.DefaultSourceName)
-		require.NoError(t, err)
-	})
-
 	t.Run("QueuedSyncOfADeletedSourceFails", func(t *testing.T) {
 		t.Parallel()
 		b := setupSources(t, setupOpts{noStart: true})
 		b.other.Commit(t, "other", map[string]string{"a.json": svcUnit("a", "x:1")})
 		res, err := b.svc.RequestSourceSync(b.ctx, "apps", "alice", false)
 		require.NoError(t, err)
-		_, err = b.svc.DeleteSource(b.ctx, "apps")
+		_, err = b.svc.Sources.Delete(b.ctx, "apps")
 		require.NoError(t, err)
 
 		b.start(t)
@@ -178,7 +167,7 @@ func TestSources(t *testing.T) {
 		b.other.Commit(t, "other", map[string]string{"a.json": svcUnit("a", "x:1")})
 		b.exec(t, "UPDATE source SET sync_interval_sec = 60, last_tick_at = now() WHERE name = 'default'")
 
-		src, err := b.svc.SetSuspended(b.ctx, "apps", true)
+		src, err := b.svc.Sources.SetSuspended(b.ctx, "apps", true)
 		require.NoError(t, err)
 		require.NotNil(t, src.SuspendedAt)
 		_, err = b.svc.RequestSourceSync(b.ctx, "apps", "alice", false)
@@ -190,7 +179,7 @@ func TestSources(t *testing.T) {
 		require.Zero(t, b.count(t, "SELECT count(*) FROM journal_run"))
 		require.Zero(t, b.count(t, "SELECT count(*) FROM source WHERE last_tick_at IS NOT NULL AND name = 'apps'"))
 
-		src, err = b.svc.SetSuspended(b.ctx, "apps", false)
+		src, err = b.svc.Sources.SetSuspended(b.ctx, "apps", false)
 		require.NoError(t, err)
 		require.Nil(t, src.SuspendedAt)
 		require.Equal(t, journal.StateSucceeded, b.syncSource(t, "apps").State)
@@ -208,7 +197,7 @@ func TestSources(t *testing.T) {
 		b.other.Commit(t, "other", map[string]string{"a.json": svcUnit("a", "x:1")})
 		res, err := b.svc.RequestSourceSync(b.ctx, "apps", "alice", false)
 		require.NoError(t, err)
-		_, err = b.svc.SetSuspended(b.ctx, "apps", true)
+		_, err = b.svc.Sources.SetSuspended(b.ctx, "apps", true)
 		require.NoError(t, err)
 		b.start(t)
 		run := b.wait(t, res.Run.ID)
@@ -217,48 +206,6 @@ func TestSources(t *testing.T) {
 		require.Empty(t, b.unitsOf(t, b.src.ID))
 	})
 
-	t.Run("NameIsFreeAgainAfterDelete", func(t *testing.T) {
-		t.Parallel()
-		b := setupSources(t, setupOpts{})
-		_, err := b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: "apps", SettingsInput: gitops.SettingsInput{RepoURL: b.other.Bare}})
-		require.True(t, errs.Is(err, errs.Conflict), "%v", err)
-
-		_, err = b.svc.DeleteSource(b.ctx, "apps")
-		require.NoError(t, err)
-		again, err := b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: "apps", SettingsInput: gitops.SettingsInput{RepoURL: b.other.Bare}})
-		require.NoError(t, err)
-		require.NotEqual(t, b.src.ID, again.ID)
-		got, err := b.svc.GetSource(b.ctx, "apps")
-		require.NoError(t, err)
-		require.Equal(t, again.ID, got.ID)
-	})
-
-	t.Run("CreateAndUpdateRefuseBadInput", func(t *testing.T) {
-		t.Parallel()
-		b := setupSources(t, setupOpts{})
-		for _, name := range []string{"", "Apps", "has space", "-x", uuid.NewString()} {
-			_, err := b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: name, SettingsInput: gitops.SettingsInput{RepoURL: b.other.Bare}})
-			require.True(t, errs.Is(err, errs.Invalid), "%q: %v", name, err)
-		}
-		_, err := b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: gitops.DefaultSourceName, SettingsInput: gitops.SettingsInput{RepoURL: b.other.Bare}})
-		require.True(t, errs.Is(err, errs.Conflict), "%v", err)
-		_, err = b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: "x", SettingsInput: gitops.SettingsInput{RepoURL: b.other.Bare, Path: "../up"}})
-		require.True(t, errs.Is(err, errs.Invalid), "%v", err)
-
-		_, err = b.svc.CreateSource(b.ctx, gitops.SourceInput{Name: "web", SettingsInput: gitops.SettingsInput{RepoURL: b.other.Bare}})
-		require.NoError(t, err)
-		_, err = b.svc.UpdateSource(b.ctx, "apps", gitops.SourceInput{Name: "web", SettingsInput: gitops.SettingsInput{RepoURL: b.other.Bare}})
-		require.True(t, errs.Is(err, errs.Conflict), "%v", err)
-		_, err = b.svc.UpdateSource(b.ctx, gitops.DefaultSourceName, gitops.SourceInput{Name: "renamed", SettingsInput: gitops.SettingsInput{RepoURL: b.Bare}})
-		require.True(t, errs.Is(err, errs.Conflict), "%v", err)
-
-		renamed, err := b.svc.UpdateSource(b.ctx, "apps", gitops.SourceInput{Name: "apps2", SettingsInput: gitops.SettingsInput{RepoURL: b.other.Bare, Branch: "dev", SyncIntervalSec: 30}})
-		require.NoError(t, err)
-		require.Equal(t, b.src.ID, renamed.ID)
-		require.Equal(t, "apps2", renamed.Name)
-		require.Equal(t, "dev", renamed.Branch)
-		require.Equal(t, 30, renamed.SyncIntervalSec)
-	})
 }
 
 func errText(run *db.JournalRun) string {

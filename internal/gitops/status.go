@@ -12,11 +12,12 @@ import (
 
 	"sluice/db"
 	"sluice/internal/journal"
+	"sluice/internal/source"
 )
 
 // Status is what the GitOps status endpoint answers.
 type Status struct {
-	Settings
+	source.Settings
 	Syncing      bool
 	NextSyncAt   *time.Time // nil when syncs are manual only
 	SkippedTicks int64
@@ -48,15 +49,15 @@ type LastSync struct {
 func (s *Service) GetStatus(ctx context.Context) (*Status, error) {
 	q := db.New(s.Pool)
 	st := &Status{Counts: map[string]int{"pending": 0, "applied": 0, "failed": 0, "stale": 0, "destroyed": 0}}
-	src, err := q.SourceGetByName(ctx, DefaultSourceName)
+	src, err := q.SourceGetByName(ctx, source.DefaultName)
 	if errors.Is(err, pgx.ErrNoRows) {
-		st.Settings = Settings{Branch: "main"}
+		st.Settings = source.Settings{Branch: "main"}
 		return st, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get source: %w", err)
 	}
-	st.Settings = *settingsOut(src)
+	st.Settings = *source.SettingsOf(src)
 	st.SkippedTicks = src.SkippedTicks
 	if src.SyncedCommit != nil {
 		st.InForce = *src.SyncedCommit

@@ -27,7 +27,7 @@ import (
 	"sluice/internal/gitsync"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
-	"sluice/internal/secretbox"
+	"sluice/internal/source"
 	"sluice/internal/unit"
 )
 
@@ -43,15 +43,19 @@ type SyncArgs struct {
 }
 
 // Kind implements river.JobArgs.
-func (SyncArgs) Kind() string { return "sync_source" }
+func (SyncArgs) Kind() string { return source.SyncAction }
 
 // InsertOpts: a failed sync waits for the next tick; River does not retry it.
 func (SyncArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1} }
 
-// Service is the GitOps domain: settings, syncs and their status.
+// Service is the GitOps machinery: syncs, accepts and their schedule, and
+// the repositories' working trees.
 type Service struct {
 	Pool    *pgxpool.Pool
 	Journal *journal.Journal
+	// Sources keeps the sources' settings, credentials, policies and
+	// candidates: the words a sync reads. New makes it on the same pool.
+	Sources *source.Service
 	// ConfigRoot is the working tree the default source's repository is
 	// mirrored into.
 	ConfigRoot string
@@ -59,12 +63,8 @@ type Service struct {
 	// directory per source id (see WorkTree). Default: "sources" beside
 	// ConfigRoot.
 	SourcesDir string
-	// Secrets seals the sources' passwords and tokens at rest (see
-	// SealCredentials); serve sets it from SLUICE_SECRET_KEY or the key file.
-	// Nil: storing or using credentials fails, and nothing else does.
-	Secrets  *secretbox.Box
-	Redactor *redact.Redactor
-	Logger   *slog.Logger
+	Redactor   *redact.Redactor
+	Logger     *slog.Logger
 	// AfterAcceptFunc, when set, is called by FollowUp with the units that a
 	// sync or an accept of an auto-deploy source created or updated, after
 	// its run committed: serve sets it to converge the services and plan
@@ -74,7 +74,8 @@ type Service struct {
 	AfterAcceptFunc func(ctx context.Context, accepted []*db.Unit) error
 }
 
-// New returns a Service.
+// New returns a Service, and its Sources on the same pool; Sources.Secrets
+// is left for the caller to set.
 func New(pool *pgxpool.Pool, j *journal.Journal, configRoot string, red *redact.Redactor, logger *slog.Logger) *Service {
 	if red == nil {
 		red = redact.Default
@@ -83,7 +84,8 @@ func New(pool *pgxpool.Pool, j *journal.Journal, configRoot string, red *redact.
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Service{
-		Pool: pool, Journal: j, ConfigRoot: configRoot, SourcesDir: filepath.Join(filepath.Dir(configRoot), "sources"),
+		Pool: pool, Journal: j, Sources: source.New(pool, red, logger),
+		ConfigRoot: configRoot, SourcesDir: filepath.Join(filepath.Dir(configRoot), "sources"),
 		Redactor: red, Logger: logger.With("component", "gitops"),
 	}
 }
@@ -94,7 +96,7 @@ func (s *Service) WorkTree(src *db.Source) string { return s.WorkTreeOf(src.ID) 
 
 // WorkTreeOf is WorkTree by source id.
 func (s *Service) WorkTreeOf(sourceID uuid.UUID) string {
-	if sourceID == DefaultSourceID {
+	if sourceID == source.DefaultID {
 		return s.ConfigRoot
 	}
 	return filepath.Join(s.SourcesDir, sourceID.String())
@@ -105,7 +107,7 @@ func (s *Service) WorkTreeOf(sourceID uuid.UUID) string {
 // source, as it always was, and the source's own id for any other, so that
 // the same path in two sources names two units.
 func identitySpace(src *db.Source) uuid.UUID {
-	if src.ID == DefaultSourceID {
+	if src.ID == source.DefaultID {
 		return uuid.NameSpaceDNS
 	}
 	return src.ID
@@ -115,8 +117,8 @@ func identitySpace(src *db.Source) uuid.UUID {
 // a Conflict when a sync of the source is already queued or running:
 // operators get an answer, not a pile-up of queued syncs.
 func (s *Service) RequestSync(ctx context.Context, requestedBy string, full bool) (*journal.EnqueueResult, error) {
-	return s.requestSync(ctx, DefaultSourceName, requestedBy, full, func(q *db.Queries) (*db.Source, error) {
-		src, err := q.SourceGetByName(ctx, DefaultSourceName)
+	return s.requestSync(ctx, source.DefaultName, requestedBy, full, func(q *db.Queries) (*db.Source, error) {
+		src, err := q.SourceGetByName(ctx, source.DefaultName)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, errs.Errorf(errs.Conflict, "No repository is configured: set SLUICE_GITOPS_REPO_URL or PUT /api/v1/gitops/settings.")
 		}
@@ -128,7 +130,7 @@ func (s *Service) RequestSync(ctx context.Context, requestedBy string, full bool
 // name).
 func (s *Service) RequestSourceSync(ctx context.Context, key, requestedBy string, full bool) (*journal.EnqueueResult, error) {
 	return s.requestSync(ctx, key, requestedBy, full, func(q *db.Queries) (*db.Source, error) {
-		return findSource(ctx, q, key)
+		return source.Find(ctx, q, key)
 	})
 }
 
@@ -214,8 +216,9 @@ type Result struct {
 	Counts    PathCounts     `json:"counts"`
 	Truncated bool           `json:"truncated"`
 	// Policy is the source's policy when the run finished, and Decision the
-	// line of it that decided: DecisionAuto, DecisionWaits (a candidate
-	// waits, and the inventory is unchanged) or "Operator accepted (name)".
+	// line of it that decided (see source.DecisionAuto): it applies, a
+	// candidate waits (the inventory is unchanged), or "Operator accepted
+	// (name)".
 	Policy   string `json:"policy,omitempty"`
 	Decision string `json:"decision,omitempty"`
 	// Fingerprint identifies the change plan: see change.fingerprint.
@@ -225,8 +228,8 @@ type Result struct {
 	CandidateWaits bool `json:"candidateWaits,omitempty"`
 	// Reviewer is who accepted the candidate of a review source, and
 	// ReviewedPlan the plan they accepted.
-	Reviewer     string      `json:"reviewer,omitempty"`
-	ReviewedPlan *PlanDigest `json:"reviewedPlan,omitempty"`
+	Reviewer     string             `json:"reviewer,omitempty"`
+	ReviewedPlan *source.PlanDigest `json:"reviewedPlan,omitempty"`
 	// Artifacts is, for each service the run created or updated, whether
 	// its pinned digest is in the artifact store at acceptance: at most
 	// SampleSize of them, the missing ones first (Truncated says when some
@@ -281,7 +284,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		return nil, err
 	}
 	activeBefore := countActive(ctx, db.New(s.Pool), src.ID)
-	p.Info(ctx, fmt.Sprintf("fetching %s (branch %s)", maskedURL(src), src.Branch), nil)
+	p.Info(ctx, fmt.Sprintf("fetching %s (branch %s)", source.MaskedURL(src), src.Branch), nil)
 	begin := time.Now()
 	// Units are parsed from the blobs the sync hands back: the checkout
 	// still writes the working tree (services and Terraform read it), but
@@ -312,7 +315,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		// the working tree is neither a unit nor invalid.
 		if len(gr.Files) == 0 && src.Path != "" && !hasDir(gr.Tracked, src.Path) {
 			return nil, errs.Errorf(errs.Invalid, "The path %q is not a directory at commit %s of %s; fix the path in the GitOps settings, or add units under it.",
-				src.Path, short(gr.Commit), maskedURL(src))
+				src.Path, short(gr.Commit), source.MaskedURL(src))
 		}
 	} else {
 		plan.changed = make(map[string]bool)
@@ -343,7 +346,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		p.Warn(ctx, "invalid unit "+inv.Path+": "+inv.Reason, nil)
 	}
 	msg := "synced"
-	if Policy(src.Policy).waits() {
+	if source.Policy(src.Policy).Waits() {
 		msg = "synced: under policy " + src.Policy + " the commit waits as the candidate; `sluice accept " + src.Name + "` applies it"
 	}
 	return &journal.Outcome{
@@ -356,7 +359,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 
 // mirror returns the Mirror of src's repository in its working tree.
 func (s *Service) mirror(src *db.Source) (*gitsync.Mirror, error) {
-	repoURL, token, err := s.remoteURL(src)
+	repoURL, token, err := s.Sources.Remote(src)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +550,7 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 	if cur.DeletedAt != nil {
 		return errs.Errorf(errs.Conflict, "Source %s was deleted while it synced; nothing was changed.", p.source.Name)
 	}
-	if Policy(cur.Policy).waits() {
+	if source.Policy(cur.Policy).Waits() {
 		c, err := p.changeTx(ctx, q)
 		if err != nil {
 			return err
@@ -566,8 +569,8 @@ func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	c.res.Policy = cur.Policy
-	c.res.Decision = DecisionAuto
-	c.res.autoDeploy = cur.Policy == string(PolicyAutoDeploy)
+	c.res.Decision = source.DecisionAuto
+	c.res.autoDeploy = cur.Policy == string(source.PolicyAutoDeploy)
 	*p.result = c.res
 	return nil
 }
@@ -858,7 +861,7 @@ func (p *plan) writeTx(ctx context.Context, tx pgx.Tx, cur *db.Source, c *change
 			return fmt.Errorf("check the service names: %w", err)
 		}
 	}
-	// Settings changed while the sync ran (PutSettings forgot the synced
+	// Settings changed while the sync ran (source.Service.PutSettings forgot the synced
 	// commit) are not overwritten: the next sync walks everything as they say.
 	if cur.RepoUrl == p.source.RepoUrl && cur.Branch == p.source.Branch && cur.Path == p.source.Path {
 		if err := q.SourceSetSyncedCommit(ctx, &db.SourceSetSyncedCommitParams{ID: p.source.ID, SyncedCommit: &p.commit}); err != nil {

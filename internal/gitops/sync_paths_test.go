@@ -13,6 +13,7 @@ import (
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	"sluice/internal/source"
 )
 
 func TestSyncPaths(t *testing.T) {
@@ -177,7 +178,7 @@ func TestSyncPaths(t *testing.T) {
 
 	t.Run("ACandidateListsEveryPathAndItsAcceptRecordsThem", func(t *testing.T) {
 		t.Parallel()
-		b := setupPolicy(t, gitops.PolicyManual)
+		b := setupPolicy(t, source.PolicyManual)
 		files := map[string]string{}
 		var want []string
 		for i := range 80 {
@@ -196,7 +197,7 @@ func TestSyncPaths(t *testing.T) {
 		// What accepting would do, under the run that planned it.
 		require.Len(t, rows(t, b.testBundle, run, gitops.OutcomeCreated), 80)
 
-		c, err := b.svc.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		c, err := b.svc.Sources.GetCandidate(b.ctx, source.DefaultName)
 		require.NoError(t, err)
 		require.Equal(t, want, c.Created, "a candidate's plan lists every path")
 

@@ -29,6 +29,7 @@ import (
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
+	"sluice/internal/source"
 	"sluice/internal/unit"
 	"sluice/jobs"
 )
@@ -76,7 +77,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	}
 	configRoot := filepath.Join(t.TempDir(), "config-root")
 	svc := gitops.New(pool, j, configRoot, red, nil)
-	svc.Secrets = newBox(t)
+	svc.Sources.Secrets = newBox(t)
 	workers := river.NewWorkers()
 	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: svc})
 	cfg := &river.Config{
@@ -95,13 +96,13 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	j.River = client
 	b := &testBundle{
 		Repo: r, ctx: t.Context(), pool: pool, journal: j, client: client, svc: svc,
-		redactor: red, box: svc.Secrets, configRoot: configRoot,
+		redactor: red, box: svc.Sources.Secrets, configRoot: configRoot,
 	}
 	if !opts.noStart {
 		b.start(t)
 	}
 	if !opts.noSettings {
-		_, err := svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: r.Bare, Branch: "main"})
+		_, err := svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: r.Bare, Branch: "main"})
 		require.NoError(t, err)
 	}
 	return b
@@ -189,7 +190,7 @@ func (b *testBundle) exec(t testing.TB, sql string, args ...any) {
 
 func (b *testBundle) source(t testing.TB) *db.Source {
 	t.Helper()
-	src, err := db.New(b.pool).SourceGetByName(b.ctx, gitops.DefaultSourceName)
+	src, err := db.New(b.pool).SourceGetByName(b.ctx, source.DefaultName)
 	require.NoError(t, err)
 	return src
 }
@@ -274,7 +275,7 @@ func TestSyncIdentity(t *testing.T) {
 			require.Equal(t, "pending", u.Status)
 			require.Equal(t, hashOf(t, content), u.ContentHash, p)
 			require.Equal(t, c1, u.GitCommit)
-			require.Equal(t, gitops.DefaultSourceID, u.SourceID)
+			require.Equal(t, source.DefaultID, u.SourceID)
 		}
 		require.Equal(t, "Config", units["apps/web.json"].Kind)
 		require.Equal(t, "web", units["apps/web.json"].Name)
@@ -864,7 +865,7 @@ func TestRequestSync(t *testing.T) {
 		b := setup(t, setupOpts{noSettings: true})
 		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
 		srv := serveRepo(t, b.Repo, serveOpts{hold: true})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url})
 		require.NoError(t, err)
 
 		res, err := b.svc.RequestSync(b.ctx, "alice", false)
@@ -925,7 +926,7 @@ func TestSyncFailures(t *testing.T) {
 		b := setup(t, setupOpts{})
 		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
 		b.sync(t, false)
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Path: "aps"})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: "aps"})
 		require.NoError(t, err)
 
 		run := b.syncRun(t, false)
@@ -954,7 +955,7 @@ func TestSyncFailures(t *testing.T) {
 			t.Parallel()
 			b := setup(t, setupOpts{noSettings: true})
 			url := tc.url(b)
-			_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: url})
+			_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: url})
 			require.NoError(t, err)
 
 			run := b.syncRun(t, false)
@@ -980,7 +981,7 @@ func TestSyncFailures(t *testing.T) {
 			require.Equal(t, journal.StateFailed, st.LastSync.State)
 			require.Equal(t, msg, st.LastSync.Error)
 
-			_, err = b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: url, SyncIntervalSec: 60})
+			_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: url, SyncIntervalSec: 60})
 			require.NoError(t, err)
 			b.exec(t, "UPDATE source SET last_tick_at = now() - interval '2 minutes'")
 			require.NoError(t, b.svc.Tick(b.ctx))
@@ -1010,7 +1011,7 @@ func TestSyncRepositoryChange(t *testing.T) {
 
 		other := gittest.New(t)
 		other.Commit(t, "new", map[string]string{"new.json": svcUnit("new", "a"), "both.json": svcUnit("both", "a")})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: other.Bare, Branch: "main"})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: other.Bare, Branch: "main"})
 		require.NoError(t, err)
 
 		res := b.sync(t, false)

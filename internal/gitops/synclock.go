@@ -10,6 +10,7 @@ import (
 
 	"sluice/db"
 	"sluice/internal/journal"
+	"sluice/internal/source"
 	"sluice/internal/unit"
 )
 
@@ -116,7 +117,7 @@ func (s *Service) unmoved(ctx context.Context, p *journal.Progress, src *db.Sour
 	if err != nil || !same {
 		return nil
 	}
-	p.Info(ctx, fmt.Sprintf("branch %s of %s is still at commit %s, the one synced: nothing to fetch", src.Branch, maskedURL(src), short(*src.SyncedCommit)), nil)
+	p.Info(ctx, fmt.Sprintf("branch %s of %s is still at commit %s, the one synced: nothing to fetch", src.Branch, source.MaskedURL(src), short(*src.SyncedCommit)), nil)
 	return &Result{Commit: *src.SyncedCommit, Policy: src.Policy, Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{}}
 }
 

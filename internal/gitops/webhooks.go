@@ -10,16 +10,9 @@ import (
 	"github.com/riverqueue/river"
 
 	"sluice/db"
-	"sluice/internal/errs"
 	"sluice/internal/journal"
 	"sluice/internal/webhook"
 )
-
-// A source's webhook secret (source.webhook_secret_sealed, migration 0015)
-// authenticates the pushes its Git host POSTs. It is sealed as the Git
-// credentials are, bound to the source's id under a name of its own, opened
-// only to check a delivery, and never shown back: a source says whether it
-// has one.
 
 // RequestedByWebhook is the requester recorded on the syncs pushes ask for.
 const RequestedByWebhook = "webhook"
@@ -42,114 +35,6 @@ func (WebhookSyncArgs) Kind() string { return SyncArgs{}.Kind() }
 
 // InsertOpts: as SyncArgs, never retried by River.
 func (WebhookSyncArgs) InsertOpts() river.InsertOpts { return SyncArgs{}.InsertOpts() }
-
-func webhookAD(sourceID uuid.UUID) []byte {
-	return []byte("sluice source.webhook_secret_sealed " + sourceID.String())
-}
-
-// validateWebhookSecret checks a secret being set ("" clears).
-func validateWebhookSecret(secret string) error {
-	if secret == "" {
-		return nil
-	}
-	if n := len(secret); n < webhook.MinSecret || n > webhook.MaxSecret {
-		return errs.Errorf(errs.Invalid, "A webhook secret needs %d to %d bytes, not %d; `openssl rand -hex 32` makes one.",
-			webhook.MinSecret, webhook.MaxSecret, n)
-	}
-	return nil
-}
-
-// setWebhookSecretTx seals secret onto source id ("" clears it).
-func (s *Service) setWebhookSecretTx(ctx context.Context, q *db.Queries, id uuid.UUID, secret string) (*db.Source, error) {
-	var sealed []byte
-	if secret != "" {
-		s.Redactor.Add(secret)
-		box, err := s.box()
-		if err != nil {
-			return nil, err
-		}
-		if sealed, err = box.Seal([]byte(secret), webhookAD(id)); err != nil {
-			return nil, fmt.Errorf("seal the webhook secret of source %s: %w", id, err)
-		}
-	}
-	out, err := q.SourceSetWebhookSecret(ctx, &db.SourceSetWebhookSecretParams{ID: id, WebhookSecretSealed: sealed})
-	if err != nil {
-		return nil, fmt.Errorf("store the webhook secret of source %s: %w", id, err)
-	}
-	return out, nil
-}
-
-// openWebhookSecret returns src's webhook secret, "" when it has none.
-func (s *Service) openWebhookSecret(id uuid.UUID, name string, sealed []byte) (string, error) {
-	if len(sealed) == 0 {
-		return "", nil
-	}
-	box, err := s.box()
-	if err != nil {
-		return "", err
-	}
-	plain, err := box.Open(sealed, webhookAD(id))
-	if err != nil {
-		return "", openError(box, "webhook secret", name, sealed, err)
-	}
-	return string(plain), nil
-}
-
-// sealWebhookSecretsTx is SealCredentials for webhook secrets: each is
-// opened and registered with the redactor, and one sealed with a previous
-// key is sealed again with the current one. It returns how many it re-sealed.
-func (s *Service) sealWebhookSecretsTx(ctx context.Context, q *db.Queries) (int, error) {
-	rows, err := q.SourceListWebhookSealedForUpdate(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("list sources with webhook secrets: %w", err)
-	}
-	resealed := 0
-	for _, row := range rows {
-		plain, err := s.openWebhookSecret(row.ID, row.Name, row.WebhookSecretSealed)
-		if err != nil {
-			if row.DeletedAt != nil {
-				s.Logger.Warn("the webhook secret of a deleted source does not open; it stays as it is", "source", row.Name, "err", s.Redactor.Error(err))
-				continue
-			}
-			return 0, err
-		}
-		s.Redactor.Add(plain)
-		if !s.Secrets.NeedsReseal(row.WebhookSecretSealed) {
-			continue
-		}
-		if _, err := s.setWebhookSecretTx(ctx, q, row.ID, plain); err != nil {
-			return 0, err
-		}
-		resealed++
-	}
-	return resealed, nil
-}
-
-// seedWebhookSecret puts SLUICE_GITOPS_WEBHOOK_SECRET on the default source
-// at start, unless it holds that secret already: the environment decides the
-// default source's secret at every start, as it decides the key.
-func (s *Service) seedWebhookSecret(ctx context.Context, secret string) error {
-	if err := validateWebhookSecret(secret); err != nil {
-		return err
-	}
-	return db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		q := db.New(tx)
-		src, err := q.SourceGetForUpdate(ctx, DefaultSourceID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			s.Logger.Warn("SLUICE_GITOPS_WEBHOOK_SECRET is set but no repository is configured; it is not stored")
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("load the default source: %w", err)
-		}
-		cur, err := s.openWebhookSecret(src.ID, src.Name, src.WebhookSecretSealed)
-		if err == nil && cur == secret {
-			return nil
-		}
-		_, err = s.setWebhookSecretTx(ctx, q, src.ID, secret)
-		return err
-	})
-}
 
 // Webhook outcomes.
 const (
@@ -178,9 +63,10 @@ type WebhookResult struct {
 }
 
 // ReceiveWebhook answers a delivery for the source key names (its id or
-// name). A signature that is not the source's secret, or a source without
-// one, is Unauthorized, and nothing of the delivery is logged. A push to the
-// tracked branch asks for a sync:
+// name), as source.Service.ReadDelivery checks and reads it: a signature
+// that is not the source's secret, or a source without one, is
+// Unauthorized, and nothing of the delivery is logged. A push to the tracked
+// branch asks for a sync:
 //   - a queued sync of the source answers for it (it has fetched nothing
 //     yet), and the delivery is counted on it;
 //   - so does a running sync that a delivery of the same commit queued;
@@ -192,60 +78,29 @@ type WebhookResult struct {
 // sees what the one before queued. A push to another branch, an event other
 // than a push, or a suspended source is acknowledged and ignored.
 func (s *Service) ReceiveWebhook(ctx context.Context, key string, d webhook.Delivery) (*WebhookResult, error) {
-	src, err := findSource(ctx, db.New(s.Pool), key)
+	dl, err := s.Sources.ReadDelivery(ctx, key, d)
 	if err != nil {
 		return nil, err
 	}
-	secret, err := s.openWebhookSecret(src.ID, src.Name, src.WebhookSecretSealed)
-	if err != nil {
-		return nil, err
-	}
-	if secret == "" {
-		return nil, errs.Errorf(errs.Unauthorized, "Source %s takes no webhook deliveries: it has no webhook secret (set one with PUT /api/v1/sources/%s, or SLUICE_GITOPS_WEBHOOK_SECRET for the default source).", src.Name, src.Name)
-	}
-	host, err := webhook.Verify(d, secret)
-	if err != nil {
-		s.Logger.Warn("webhook delivery refused", "source", src.Name, "host", string(host), "reason", err.Error())
-		if errors.Is(err, webhook.ErrNoSignature) {
-			return nil, errs.Errorf(errs.Unauthorized, "The delivery carries no signature: set the webhook's secret at the Git host to source %s's webhook secret.", src.Name)
-		}
-		return nil, errs.Errorf(errs.Unauthorized, "The delivery's signature does not match source %s's webhook secret.", src.Name)
-	}
-	ev, err := webhook.Parse(host, d)
-	if err != nil {
-		var ie *webhook.InvalidError
-		if errors.As(err, &ie) {
-			return nil, errs.Errorf(errs.Invalid, "The delivery from %s cannot be read: %s.", host, ie.Reason)
-		}
-		return nil, err
-	}
-	res := &WebhookResult{Outcome: WebhookIgnored, Host: host, Event: ev.Name, Delivery: ev.Delivery, Commit: ev.Commit}
-	switch {
-	case !ev.Push:
-		res.Reason = fmt.Sprintf("The %s event %q is not a push; nothing to sync.", host, ev.Name)
-	case ev.Branch() != src.Branch:
-		res.Reason = fmt.Sprintf("A push to %s; source %s tracks branch %s.", ev.Ref, src.Name, src.Branch)
-	case ev.Deleted:
-		res.Reason = fmt.Sprintf("The push deleted branch %s; the next sync says what that means.", src.Branch)
-	case src.SuspendedAt != nil:
-		res.Reason = fmt.Sprintf("Source %s is suspended, so a push syncs nothing; `sluice resume %s` lets it sync again.", src.Name, src.Name)
-	default:
+	src, host, ev := dl.Source, dl.Host, dl.Event
+	res := &WebhookResult{Outcome: WebhookIgnored, Reason: dl.Ignored, Host: host, Event: ev.Name, Delivery: ev.Delivery, Commit: ev.Commit}
+	if dl.Ignored == "" {
 		jr, err := s.Journal.Coalesce(ctx, fmt.Sprintf("webhook %s %s", src.ID, ev.Commit), func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
 			return s.enqueueWebhook(ctx, src.ID, ev, requests)
 		})
 		if err != nil {
 			return nil, err
 		}
-		if jr == nil {
+		switch {
+		case jr == nil:
 			// Suspended or deleted in between.
 			res.Reason = fmt.Sprintf("Source %s was suspended or deleted as the push arrived; nothing to sync.", src.Name)
-			break
-		}
-		res.Run = jr.Run
-		if jr.Joined {
+		case jr.Joined:
+			res.Run = jr.Run
 			res.Outcome = WebhookJoined
 			res.Reason = fmt.Sprintf("Sync %s (%s) answers for commit %s.", jr.Run.ID, jr.Run.State, short(ev.Commit))
-		} else {
+		default:
+			res.Run = jr.Run
 			res.Outcome = WebhookQueued
 			res.Reason = fmt.Sprintf("Sync %s is queued for commit %s.", jr.Run.ID, short(ev.Commit))
 		}
@@ -304,6 +159,3 @@ func (s *Service) enqueueWebhook(ctx context.Context, sourceID uuid.UUID, ev *we
 	}
 	return res, nil
 }
-
-// webhookSecretSet says whether src takes webhook deliveries.
-func webhookSecretSet(src *db.Source) bool { return len(src.WebhookSecretSealed) > 0 }

@@ -16,6 +16,7 @@ import (
 	"sluice/internal/gittest"
 	"sluice/internal/journal"
 	"sluice/internal/secretbox"
+	"sluice/internal/source"
 	"sluice/internal/webhook"
 	"sluice/internal/webhook/webhooktest"
 )
@@ -56,11 +57,12 @@ func TestWebhooks(t *testing.T) {
 		b := setup(t, opts)
 		logs := &lockedBuffer{}
 		b.svc.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		b.svc.Sources.Logger = b.svc.Logger
 		key := newKey(t)
-		b.svc.Secrets = boxOf(t, "the test key", key)
+		b.svc.Sources.Secrets = boxOf(t, "the test key", key)
 		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
 		s := secret
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Branch: "main", WebhookSecret: &s})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main", WebhookSecret: &s})
 		require.NoError(t, err)
 		return &webhookBundle{testBundle: b, logs: logs, key: key}
 	}
@@ -156,7 +158,7 @@ func TestWebhooks(t *testing.T) {
 	t.Run("SuspendedSourceAcknowledgesAndDoesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setupHook(t, setupOpts{noStart: true})
-		_, err := b.svc.SetSuspended(b.ctx, "default", true)
+		_, err := b.svc.Sources.SetSuspended(b.ctx, "default", true)
 		require.NoError(t, err)
 		res, err := deliver(t, b, webhooktest.Push{Host: webhook.GitHub, Commit: head(t, b)})
 		require.NoError(t, err)
@@ -169,9 +171,9 @@ func TestWebhooks(t *testing.T) {
 		t.Parallel()
 		b := setupHook(t, setupOpts{noStart: true})
 		empty := ""
-		_, err := b.svc.UpdateSource(b.ctx, "default", gitops.SourceInput{SettingsInput: gitops.SettingsInput{RepoURL: b.Bare, WebhookSecret: &empty}})
+		_, err := b.svc.Sources.Update(b.ctx, "default", source.Input{SettingsInput: source.SettingsInput{RepoURL: b.Bare, WebhookSecret: &empty}})
 		require.NoError(t, err)
-		src, err := b.svc.GetSource(b.ctx, "default")
+		src, err := b.svc.Sources.Get(b.ctx, "default")
 		require.NoError(t, err)
 		require.False(t, src.WebhookSecretSet)
 		_, err = deliver(t, b, webhooktest.Push{Host: webhook.GitHub, Commit: head(t, b)})
@@ -182,7 +184,7 @@ func TestWebhooks(t *testing.T) {
 		require.Equal(t, errs.NotFound, errs.CodeOf(err))
 
 		short := "too-short"
-		_, err = b.svc.UpdateSource(b.ctx, "default", gitops.SourceInput{SettingsInput: gitops.SettingsInput{RepoURL: b.Bare, WebhookSecret: &short}})
+		_, err = b.svc.Sources.Update(b.ctx, "default", source.Input{SettingsInput: source.SettingsInput{RepoURL: b.Bare, WebhookSecret: &short}})
 		require.Equal(t, errs.Invalid, errs.CodeOf(err))
 		require.NotContains(t, err.Error(), short)
 	})
@@ -231,7 +233,7 @@ func TestWebhooks(t *testing.T) {
 		t.Parallel()
 		b := setupHook(t, setupOpts{})
 		srv := serveRepo(t, b.Repo, serveOpts{hold: true})
-		_, err := b.svc.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: srv.url})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url})
 		require.NoError(t, err)
 		c1 := head(t, b)
 
@@ -311,7 +313,7 @@ func TestWebhooks(t *testing.T) {
 		out, err := json.Marshal(res)
 		require.NoError(t, err)
 		require.NotContains(t, string(out), secret)
-		src, err := b.svc.GetSource(b.ctx, "default")
+		src, err := b.svc.Sources.Get(b.ctx, "default")
 		require.NoError(t, err)
 		require.True(t, src.WebhookSecretSet)
 		out, err = json.Marshal(src)
@@ -332,7 +334,7 @@ func TestWebhooks(t *testing.T) {
 
 		// The next start has a new key and the old one as previous.
 		svc, red := b.restart(boxOf(t, "the new key", newKey(t), b.key))
-		require.NoError(t, svc.Seed(b.ctx, gitops.SettingsInput{}, false))
+		require.NoError(t, svc.Sources.Seed(b.ctx, source.SettingsInput{}, false))
 		after := b.sourceNamed(t, "default").WebhookSecretSealed
 		require.NotEqual(t, before, after, "sealed again with the new key")
 		require.Equal(t, "***", red.String(secret), "registered with the new process's redactor")
@@ -340,10 +342,10 @@ func TestWebhooks(t *testing.T) {
 		// SLUICE_GITOPS_WEBHOOK_SECRET replaces it at a start, and a start
 		// with the same one writes nothing.
 		next := "next-Secret-1a2b3c4d5e6f7g"
-		require.NoError(t, svc.Seed(b.ctx, gitops.SettingsInput{WebhookSecret: &next}, false))
+		require.NoError(t, svc.Sources.Seed(b.ctx, source.SettingsInput{WebhookSecret: &next}, false))
 		stored := b.sourceNamed(t, "default").WebhookSecretSealed
 		require.NotEqual(t, after, stored)
-		require.NoError(t, svc.Seed(b.ctx, gitops.SettingsInput{WebhookSecret: &next}, false))
+		require.NoError(t, svc.Sources.Seed(b.ctx, source.SettingsInput{WebhookSecret: &next}, false))
 		require.Equal(t, stored, b.sourceNamed(t, "default").WebhookSecretSealed)
 
 		c := head(t, b)

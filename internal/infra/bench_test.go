@@ -28,6 +28,7 @@ import (
 	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	"sluice/internal/source"
 	"sluice/internal/terraform"
 	"sluice/jobs"
 )
@@ -290,7 +291,7 @@ func benchSetup(tb testing.TB, files map[string]string) *benchBundle {
 	})
 
 	bb := &benchBundle{Repo: gittest.New(tb), ctx: ctx, pool: pool, journal: j, gitops: gops, svc: svc, configRoot: configRoot}
-	_, err = gops.PutSettings(ctx, gitops.SettingsInput{RepoURL: bb.Bare, Branch: "main"})
+	_, err = gops.Sources.PutSettings(ctx, source.SettingsInput{RepoURL: bb.Bare, Branch: "main"})
 	require.NoError(tb, err)
 	bb.Commit(tb, "units", files)
 	res, err := gops.RequestSync(ctx, "bench", false)

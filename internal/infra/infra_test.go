@@ -26,6 +26,7 @@ import (
 	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	"sluice/internal/source"
 	"sluice/internal/terraform"
 	"sluice/jobs"
 )
@@ -89,7 +90,7 @@ func setup(t *testing.T) *testBundle {
 	svc.Wait = 20 * time.Millisecond
 	b := &testBundle{Repo: gittest.New(t), ctx: t.Context(), pool: pool, journal: j, gitops: gops, svc: svc, configRoot: configRoot, dbURL: dbURL}
 	b.client = b.startClient(t)
-	_, err := gops.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Branch: "main"})
+	_, err := gops.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main"})
 	require.NoError(t, err)
 	b.Commit(t, "network", map[string]string{"infra/network.json": unitJSON("10.0.0.0/16"), "infra/modules/network/main.tf": module})
 	b.sync(t)

@@ -18,11 +18,11 @@ import (
 
 	"sluice/db"
 	"sluice/internal/dbtest"
-	"sluice/internal/gitops"
 	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/runtime/exec"
 	"sluice/internal/services"
+	"sluice/internal/source"
 	"sluice/internal/unit"
 	"sluice/jobs"
 )
@@ -176,7 +176,7 @@ func benchSetup(b *testing.B) (*pgxpool.Pool, *services.Service, *river.Client[p
 	require.NoError(b, err)
 	j.River = client
 	_, err = db.New(pool).SourceInsert(context.Background(), &db.SourceInsertParams{
-		ID: gitops.DefaultSourceID, Name: gitops.DefaultSourceName, RepoUrl: "/nowhere", Branch: "main",
+		ID: source.DefaultID, Name: source.DefaultName, RepoUrl: "/nowhere", Branch: "main",
 	})
 	require.NoError(b, err)
 	return pool, svc, client
@@ -195,7 +195,7 @@ func seedServices(b *testing.B, pool *pgxpool.Pool, prefix string, n int) []stri
 		u, err := unit.Parse(path, fmt.Appendf(nil, `{"kind":"Service","metadata":{"name":%q},"spec":{"runtime":"exec","image":%q}}`, names[i], digest))
 		require.NoError(b, err)
 		rows[i] = &db.UnitInsertParams{
-			ID: u.ID, SourceID: gitops.DefaultSourceID, Path: path, Kind: u.Kind, Name: u.Name, Labels: []byte(`{}`),
+			ID: u.ID, SourceID: source.DefaultID, Path: path, Kind: u.Kind, Name: u.Name, Labels: []byte(`{}`),
 			Status: "pending", Content: u.Content, ContentHash: u.Hash, GitCommit: strings.Repeat("a", 40),
 		}
 	}

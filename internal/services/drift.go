@@ -13,10 +13,10 @@ import (
 	"github.com/riverqueue/river"
 
 	"sluice/db"
-	"sluice/internal/gitops"
 	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/servicespec"
+	"sluice/internal/source"
 )
 
 // ActionDriftCheck is a service's drift check.
@@ -190,7 +190,7 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, args Drif
 	if contentAhead(u) {
 		found(ClassSource, "Git is ahead of what was applied.", fmt.Sprintf("The unit's content hash is %s; the last applied one is %s.", short(u.ContentHash), orNone(deref(u.LastAppliedHash))))
 	}
-	pending, err := s.GitOps.PendingChangeOf(ctx, u.SourceID, u.Path)
+	pending, err := s.GitOps.Sources.PendingChangeOf(ctx, u.SourceID, u.Path)
 	if err != nil {
 		return out, err
 	}
@@ -374,17 +374,17 @@ func (s *Service) targetUnproven(ctx context.Context, q *db.Queries, u *db.Unit,
 	} else if pause != nil {
 		return fmt.Sprintf("service %s is paused since run %s (%s); resume it first (`sluice resume-service %s`).", name, pause.RunID, pause.Reason, name), nil
 	}
-	src, err := s.GitOps.GetSourceStatus(ctx, u.SourceID.String())
+	src, err := s.GitOps.Sources.GetStatus(ctx, u.SourceID.String())
 	if err != nil {
 		return "", err
 	}
-	if src.Answer.State == gitops.SourceSuspended {
+	if src.Answer.State == source.Suspended {
 		return fmt.Sprintf("source %s is suspended, and a suspended source gets no automatic deploy", src.Source), nil
 	}
 	// A routine fetch or accept does not hold it: the converge syncs first,
 	// under the source's lock, and applies what is accepted at its turn.
 	switch src.Answer.State {
-	case gitops.SourceRecovering, gitops.SourceOutcomeUnknown, gitops.SourceReconcileRequired, gitops.SourceNeverReconciled:
+	case source.Recovering, source.OutcomeUnknown, source.ReconcileRequired, source.NeverReconciled:
 		return fmt.Sprintf("what source %s accepted is not proven (%s: %s)", src.Source, src.Answer.State, src.Answer.Reason), nil
 	}
 	if _, err := q.ArtifactGet(ctx, spec.Digest()); errors.Is(err, pgx.ErrNoRows) {

@@ -34,6 +34,7 @@ import (
 	"sluice/internal/redact"
 	execrt "sluice/internal/runtime/exec"
 	"sluice/internal/services"
+	"sluice/internal/source"
 	"sluice/internal/supervise"
 	"sluice/jobs"
 )
@@ -136,7 +137,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if !opts.noStart {
 		b.start(t, b.client)
 	}
-	_, err := gops.PutSettings(b.ctx, gitops.SettingsInput{RepoURL: b.Bare, Branch: "main"})
+	_, err := gops.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main"})
 	require.NoError(t, err)
 	return b
 }

@@ -35,6 +35,7 @@ import (
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/servicespec"
+	"sluice/internal/source"
 )
 
 // Action names: the River job kinds and the journal's action column.
@@ -313,7 +314,7 @@ func pinAllowedTx(ctx context.Context, q *db.Queries, u *db.Unit, name string) e
 	if src.SuspendedAt != nil {
 		return errs.Errorf(errs.Conflict, "Source %s of service %s is suspended, so a deploy's pin commit would not be synced. Resume it (`sluice resume %s`), or converge to apply what it accepted.", src.Name, name, src.Name)
 	}
-	if gitops.Policy(src.Policy).Waits() {
+	if source.Policy(src.Policy).Waits() {
 		return errs.Errorf(errs.Conflict, "Source %s of service %s has the %s policy, so a deploy's pin commit would wait as a candidate instead of running. Pin the digest in Git, accept it (`sluice accept %s`) and converge, or give the source the auto-write policy.", src.Name, name, src.Policy, src.Name)
 	}
 	return nil

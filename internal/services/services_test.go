@@ -14,12 +14,12 @@ import (
 
 	"sluice/db"
 	"sluice/internal/errs"
-	"sluice/internal/gitops"
 	"sluice/internal/gittest"
 	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/runtime/exec"
 	"sluice/internal/services"
+	"sluice/internal/source"
 )
 
 func TestDeploy(t *testing.T) {
@@ -537,7 +537,7 @@ func TestPolicies(t *testing.T) {
 		b := setup(t, setupOpts{})
 		b.converged(t, map[string]string{"GREETING": "hi"})
 		b.commitUnit(t, "greet differently", b.unitJSON(b.digest("v1"), map[string]string{"GREETING": "hello there"}, 20))
-		_, err := b.gitops.SetSuspended(b.ctx, gitops.DefaultSourceName, true)
+		_, err := b.gitops.Sources.SetSuspended(b.ctx, source.DefaultName, true)
 		require.NoError(t, err)
 
 		_, err = b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice")
@@ -556,7 +556,7 @@ func TestPolicies(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.converged(t, map[string]string{"GREETING": "hi"})
-		_, err := b.gitops.SetPolicy(b.ctx, gitops.DefaultSourceName, gitops.PolicyManual)
+		_, err := b.gitops.Sources.SetPolicy(b.ctx, source.DefaultName, source.PolicyManual)
 		require.NoError(t, err)
 
 		_, err = b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice")
@@ -572,11 +572,11 @@ func TestPolicies(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
 		require.Equal(t, "hi", b.hello(t).Greeting)
-		cand, err := b.gitops.GetCandidate(b.ctx, gitops.DefaultSourceName)
+		cand, err := b.gitops.Sources.GetCandidate(b.ctx, source.DefaultName)
 		require.NoError(t, err)
 		require.Equal(t, edit, cand.Commit)
 
-		acc, err := b.gitops.RequestAccept(b.ctx, gitops.DefaultSourceName, "alice", cand.Commit, cand.Fingerprint)
+		acc, err := b.gitops.RequestAccept(b.ctx, source.DefaultName, "alice", cand.Commit, cand.Fingerprint)
 		require.NoError(t, err)
 		require.Equal(t, journal.StateSucceeded, b.wait(t, acc.Run.ID).State)
 		res, err = b.svc.RequestConverge(b.ctx, "hello", "alice")

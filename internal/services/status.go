@@ -13,10 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"sluice/db"
-	"sluice/internal/gitops"
 	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/servicespec"
+	"sluice/internal/source"
 )
 
 // State is a stage's state in a service's status, as the API and the CLI
@@ -71,24 +71,24 @@ const (
 
 // StateTones is the one table of service states and their tones; warn and
 // error block and count as issues.
-var StateTones = map[State]gitops.Tone{
-	Recovering:      gitops.ToneInfo,
-	Applying:        gitops.ToneInfo,
-	OutcomeUnknown:  gitops.ToneError,
-	Paused:          gitops.ToneWarn,
-	Queued:          gitops.ToneInfo,
-	Failed:          gitops.ToneError,
-	RepairHeld:      gitops.ToneError,
-	RuntimeDrift:    gitops.ToneWarn,
-	Stopped:         gitops.ToneWarn,
-	Unhealthy:       gitops.ToneError,
-	OutOfDate:       gitops.ToneWarn,
-	NeverApplied:    gitops.ToneInfo,
-	Running:         gitops.ToneOK,
-	ArtifactMissing: gitops.ToneError,
-	ArtifactDrift:   gitops.ToneError,
-	Unverified:      gitops.ToneInfo,
-	Verified:        gitops.ToneOK,
+var StateTones = map[State]source.Tone{
+	Recovering:      source.ToneInfo,
+	Applying:        source.ToneInfo,
+	OutcomeUnknown:  source.ToneError,
+	Paused:          source.ToneWarn,
+	Queued:          source.ToneInfo,
+	Failed:          source.ToneError,
+	RepairHeld:      source.ToneError,
+	RuntimeDrift:    source.ToneWarn,
+	Stopped:         source.ToneWarn,
+	Unhealthy:       source.ToneError,
+	OutOfDate:       source.ToneWarn,
+	NeverApplied:    source.ToneInfo,
+	Running:         source.ToneOK,
+	ArtifactMissing: source.ToneError,
+	ArtifactDrift:   source.ToneError,
+	Unverified:      source.ToneInfo,
+	Verified:        source.ToneOK,
 }
 
 // Status is a service's status answer: the first thing that needs an
@@ -106,7 +106,7 @@ type StatusAnswer struct {
 	// Stage is the stage the answer comes from.
 	Stage  string
 	State  string
-	Tone   gitops.Tone
+	Tone   source.Tone
 	Reason string
 	// Action is the command that moves the service on; "" when none is
 	// needed, or when drift mode observe only reports.
@@ -119,7 +119,7 @@ type StatusAnswer struct {
 type StatusStage struct {
 	Name   string
 	State  string
-	Tone   gitops.Tone
+	Tone   source.Tone
 	Reason string
 }
 
@@ -192,12 +192,12 @@ func (s *Service) Statuses(ctx context.Context) ([]*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	sources := make(map[uuid.UUID]*gitops.SourceStatus)
+	sources := make(map[uuid.UUID]*source.Status)
 	out := make([]*Status, 0, len(views))
 	for _, v := range views {
 		src, ok := sources[v.Unit.SourceID]
 		if !ok {
-			if src, err = s.GitOps.GetSourceStatus(ctx, v.Unit.SourceID.String()); err != nil {
+			if src, err = s.GitOps.Sources.GetStatus(ctx, v.Unit.SourceID.String()); err != nil {
 				return nil, err
 			}
 			sources[v.Unit.SourceID] = src
@@ -213,7 +213,7 @@ func (s *Service) Statuses(ctx context.Context) ([]*Status, error) {
 
 // statusOf answers the status of the service v shows; src is the status of
 // its source, read here when nil.
-func (s *Service) statusOf(ctx context.Context, v *View, src *gitops.SourceStatus) (*Status, error) {
+func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*Status, error) {
 	name := v.Unit.Name
 	q := db.New(s.Pool)
 	st := &Status{Service: name}
@@ -232,7 +232,7 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *gitops.SourceStatu
 	// Source: the state of the unit's source.
 	if src == nil {
 		var err error
-		if src, err = s.GitOps.GetSourceStatus(ctx, v.Unit.SourceID.String()); err != nil {
+		if src, err = s.GitOps.Sources.GetStatus(ctx, v.Unit.SourceID.String()); err != nil {
 			return nil, err
 		}
 	}
@@ -494,7 +494,7 @@ func driftUnderMode(holds []hold, mode string, workInProgress bool) []hold {
 // summarize gives the path (each stage's first hold) and the answer: the
 // first blocking state along the path, else the runtime's, with the count of
 // the other blocking states.
-func summarize(srcStage StatusStage, src *gitops.SourceStatus, holds []hold) ([]StatusStage, StatusAnswer) {
+func summarize(srcStage StatusStage, src *source.Status, holds []hold) ([]StatusStage, StatusAnswer) {
 	path := []StatusStage{srcStage}
 	for _, stage := range []string{"artifact", "runtime"} {
 		for _, h := range holds {
@@ -527,16 +527,16 @@ func summarize(srcStage StatusStage, src *gitops.SourceStatus, holds []hold) ([]
 
 // tone is the tone of a service state or, for the source stage, of a
 // source state.
-func tone(s State) gitops.Tone {
+func tone(s State) source.Tone {
 	if t, ok := StateTones[s]; ok {
 		return t
 	}
-	return gitops.SourceStateTones[gitops.SourceState(s)]
+	return source.StateTones[source.State(s)]
 }
 
 func blocks(s State) bool {
 	t := tone(s)
-	return t == gitops.ToneWarn || t == gitops.ToneError
+	return t == source.ToneWarn || t == source.ToneError
 }
 
 // latestFinished returns the newest finished run of actions on service

@@ -1,18 +1,53 @@
-package gitops
+package source
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"sluice/db"
 	"sluice/internal/errs"
+	"sluice/internal/redact"
+	"sluice/internal/secretbox"
 )
+
+// DefaultName is the source the GitOps settings describe.
+const DefaultName = "default"
+
+// DefaultID is the default source's id: fixed, so that it reads the same in
+// every installation.
+var DefaultID = uuid.MustParse("00000000-0000-5000-8000-000000000001")
+
+// Service keeps the sources: their settings, credentials, policies,
+// candidates and webhook secrets, and answers their status.
+type Service struct {
+	Pool *pgxpool.Pool
+	// Secrets seals the sources' passwords, tokens and webhook secrets at
+	// rest (see SealCredentials); serve sets it from SLUICE_SECRET_KEY or the
+	// key file. Nil: storing or using credentials fails, and nothing else
+	// does.
+	Secrets  *secretbox.Box
+	Redactor *redact.Redactor
+	Logger   *slog.Logger
+}
+
+// New returns a Service. A nil red is redact.Default; a nil logger discards.
+func New(pool *pgxpool.Pool, red *redact.Redactor, logger *slog.Logger) *Service {
+	if red == nil {
+		red = redact.Default
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{Pool: pool, Redactor: red, Logger: logger.With("component", "source")}
+}
 
 // Source is a Git repository sluice pulls units from, as operators see it:
 // credentials masked.
@@ -33,8 +68,8 @@ type Source struct {
 	UpdatedAt        time.Time
 }
 
-// SourceInput creates or changes a source.
-type SourceInput struct {
+// Input creates or changes a source.
+type Input struct {
 	// Name names the source in the API and the CLI; "" in a change keeps it.
 	Name string
 	// Policy is the source's policy; "" keeps it (auto-write for a new source).
@@ -42,9 +77,10 @@ type SourceInput struct {
 	SettingsInput
 }
 
-func sourceOut(src *db.Source) *Source {
+// Of is src as operators see it.
+func Of(src *db.Source) *Source {
 	return &Source{
-		ID: src.ID, Name: src.Name, Settings: *settingsOut(src), Default: src.ID == DefaultSourceID,
+		ID: src.ID, Name: src.Name, Settings: *SettingsOf(src), Default: src.ID == DefaultID,
 		Policy: Policy(src.Policy), SuspendedAt: src.SuspendedAt, WebhookSecretSet: webhookSecretSet(src), CreatedAt: src.CreatedAt, UpdatedAt: src.UpdatedAt,
 	}
 }
@@ -63,8 +99,9 @@ func validateName(name string) error {
 	return nil
 }
 
-// findSource returns the source that is not deleted whose id or name is key.
-func findSource(ctx context.Context, q *db.Queries, key string) (*db.Source, error) {
+// Find returns the source that is not deleted whose id or name is key: a
+// NotFound that says where to look when there is none.
+func Find(ctx context.Context, q *db.Queries, key string) (*db.Source, error) {
 	src, err := q.SourceFind(ctx, key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.Errorf(errs.NotFound, "No source has the id or name %q; `sluice sources` lists them.", key)
@@ -75,7 +112,8 @@ func findSource(ctx context.Context, q *db.Queries, key string) (*db.Source, err
 	return src, nil
 }
 
-func findSourceForUpdate(ctx context.Context, q *db.Queries, key string) (*db.Source, error) {
+// FindForUpdate is Find, locking the source's row until tx ends.
+func FindForUpdate(ctx context.Context, q *db.Queries, key string) (*db.Source, error) {
 	src, err := q.SourceFindForUpdate(ctx, key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.Errorf(errs.NotFound, "No source has the id or name %q; `sluice sources` lists them.", key)
@@ -86,36 +124,36 @@ func findSourceForUpdate(ctx context.Context, q *db.Queries, key string) (*db.So
 	return src, nil
 }
 
-// ListSources returns the sources that are not deleted, by name.
-func (s *Service) ListSources(ctx context.Context) ([]*Source, error) {
+// List returns the sources that are not deleted, by name.
+func (s *Service) List(ctx context.Context) ([]*Source, error) {
 	rows, err := db.New(s.Pool).SourceList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list sources: %w", err)
 	}
 	out := make([]*Source, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, sourceOut(r))
+		out = append(out, Of(r))
 	}
 	return out, nil
 }
 
-// GetSource returns the source key names: its id or its name.
-func (s *Service) GetSource(ctx context.Context, key string) (*Source, error) {
-	src, err := findSource(ctx, db.New(s.Pool), key)
+// Get returns the source key names: its id or its name.
+func (s *Service) Get(ctx context.Context, key string) (*Source, error) {
+	src, err := Find(ctx, db.New(s.Pool), key)
 	if err != nil {
 		return nil, err
 	}
-	return sourceOut(src), nil
+	return Of(src), nil
 }
 
-// CreateSource adds a source. It syncs at its interval from the next tick
+// Create adds a source. It syncs at its interval from the next tick
 // (at once, when it has one), into a working tree of its own.
-func (s *Service) CreateSource(ctx context.Context, in SourceInput) (*Source, error) {
+func (s *Service) Create(ctx context.Context, in Input) (*Source, error) {
 	if err := validateName(in.Name); err != nil {
 		return nil, err
 	}
-	if in.Name == DefaultSourceName {
-		return nil, errs.Errorf(errs.Conflict, "The source named %s holds the GitOps settings; change it with PUT /api/v1/gitops/settings.", DefaultSourceName)
+	if in.Name == DefaultName {
+		return nil, errs.Errorf(errs.Conflict, "The source named %s holds the GitOps settings; change it with PUT /api/v1/gitops/settings.", DefaultName)
 	}
 	settings, creds, err := normalizeInput(in.SettingsInput)
 	if err != nil {
@@ -136,13 +174,13 @@ func (s *Service) CreateSource(ctx context.Context, in SourceInput) (*Source, er
 	if err != nil {
 		return nil, err
 	}
-	return sourceOut(out), nil
+	return Of(out), nil
 }
 
-// UpdateSource changes the source key names, like PutSettings does the
+// Update changes the source key names, like PutSettings does the
 // default source's settings; a name renames it (the default source keeps its
 // name).
-func (s *Service) UpdateSource(ctx context.Context, key string, in SourceInput) (*Source, error) {
+func (s *Service) Update(ctx context.Context, key string, in Input) (*Source, error) {
 	settings, creds, err := normalizeInput(in.SettingsInput)
 	if err != nil {
 		return nil, err
@@ -153,13 +191,13 @@ func (s *Service) UpdateSource(ctx context.Context, key string, in SourceInput) 
 	var out *db.Source
 	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
-		cur, err := findSourceForUpdate(ctx, q, key)
+		cur, err := FindForUpdate(ctx, q, key)
 		if err != nil {
 			return err
 		}
 		if in.Name != "" && in.Name != cur.Name {
-			if cur.ID == DefaultSourceID || in.Name == DefaultSourceName {
-				return errs.Errorf(errs.Conflict, "The source named %s holds the GitOps settings; it keeps its name, and no other source takes it.", DefaultSourceName)
+			if cur.ID == DefaultID || in.Name == DefaultName {
+				return errs.Errorf(errs.Conflict, "The source named %s holds the GitOps settings; it keeps its name, and no other source takes it.", DefaultName)
 			}
 			if err := validateName(in.Name); err != nil {
 				return err
@@ -186,25 +224,25 @@ func (s *Service) UpdateSource(ctx context.Context, key string, in SourceInput) 
 	if err != nil {
 		return nil, err
 	}
-	return sourceOut(out), nil
+	return Of(out), nil
 }
 
-// DeleteSource deletes the source key names and, in the same transaction,
+// Delete deletes the source key names and, in the same transaction,
 // makes its active units stale: they are no longer in any repository sluice
 // reads, and nothing is destroyed. The row stays, since units reference it;
 // its name is free again. The default source cannot be deleted.
-func (s *Service) DeleteSource(ctx context.Context, key string) (*Source, error) {
+func (s *Service) Delete(ctx context.Context, key string) (*Source, error) {
 	var out *db.Source
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
-		// The source first, then its units: a sync's apply takes them in
-		// this order too.
-		cur, err := findSourceForUpdate(ctx, q, key)
+		// The source first, then its units: a sync's finishing transaction
+		// takes them in this order too.
+		cur, err := FindForUpdate(ctx, q, key)
 		if err != nil {
 			return err
 		}
-		if cur.ID == DefaultSourceID {
-			return errs.Errorf(errs.Conflict, "The source named %s holds the GitOps settings and cannot be deleted; change them with PUT /api/v1/gitops/settings.", DefaultSourceName)
+		if cur.ID == DefaultID {
+			return errs.Errorf(errs.Conflict, "The source named %s holds the GitOps settings and cannot be deleted; change them with PUT /api/v1/gitops/settings.", DefaultName)
 		}
 		if out, err = q.SourceMarkDeleted(ctx, cur.ID); err != nil {
 			return fmt.Errorf("delete source %s: %w", cur.Name, err)
@@ -217,18 +255,19 @@ func (s *Service) DeleteSource(ctx context.Context, key string) (*Source, error)
 	if err != nil {
 		return nil, err
 	}
-	return sourceOut(out), nil
+	return Of(out), nil
 }
 
 // SetSuspended suspends or resumes the source key names. A suspended source
 // gets no interval syncs, a manual sync is refused, a sync queued before is
-// refused at its turn (Sync), and a service action's own sync fetches
-// nothing (SyncNow). A sync already running goes on to its end.
+// refused at its turn (gitops.Service.Sync), and a service action's own sync
+// fetches nothing (gitops.Service.SyncNow). A sync already running goes on
+// to its end.
 func (s *Service) SetSuspended(ctx context.Context, key string, suspended bool) (*Source, error) {
 	var out *db.Source
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
-		cur, err := findSourceForUpdate(ctx, q, key)
+		cur, err := FindForUpdate(ctx, q, key)
 		if err != nil {
 			return err
 		}
@@ -238,13 +277,5 @@ func (s *Service) SetSuspended(ctx context.Context, key string, suspended bool) 
 	if err != nil {
 		return nil, err
 	}
-	return sourceOut(out), nil
-}
-
-// checkPolicy checks a policy in an input; "" stays "", meaning keep.
-func checkPolicy(p Policy) (Policy, error) {
-	if p == "" {
-		return "", nil
-	}
-	return ParsePolicy(string(p))
+	return Of(out), nil
 }

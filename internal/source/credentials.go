@@ -1,4 +1,4 @@
-package gitops
+package source
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 
 // A source's password or token is stored sealed (source.repo_password_sealed,
 // migration 0008) with Service.Secrets, bound to the source's id. It is
-// opened only to hand it to the Git client, and at start to register it with
-// the redactor.
+// opened only to hand it to the Git client (Remote), and at start to register
+// it with the redactor.
 
 // unsealedTag is the first byte of a value migration 0008 copied from the old
 // plaintext column: SealCredentials seals it at the next start.
@@ -30,7 +30,7 @@ func sealAD(sourceID uuid.UUID) []byte {
 
 func (s *Service) box() (*secretbox.Box, error) {
 	if s.Secrets == nil {
-		return nil, errors.New("gitops: no secret key to seal Git credentials with (Service.Secrets is nil)")
+		return nil, errors.New("source: no secret key to seal Git credentials with (Service.Secrets is nil)")
 	}
 	return s.Secrets, nil
 }

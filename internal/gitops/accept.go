@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -14,82 +13,14 @@ import (
 	"sluice/db"
 	"sluice/internal/errs"
 	"sluice/internal/journal"
+	"sluice/internal/source"
 	"sluice/internal/unit"
 )
 
-// Policy says what a source may do with what it fetches.
-type Policy string
-
-// The four policies. A source that names none is PolicyAutoWrite, which is
-// what every sync did before policies existed.
-const (
-	// PolicyManual keeps each fetch as a candidate (Pending update) that
-	// an operator accepts.
-	PolicyManual Policy = "manual"
-	// PolicyReview is PolicyManual whose acceptance records the reviewer
-	// and the change plan they reviewed (Review required).
-	PolicyReview Policy = "review"
-	// PolicyAutoWrite applies each fetch to the inventory at once.
-	PolicyAutoWrite Policy = "auto-write"
-	// PolicyAutoDeploy applies each fetch, then converges the services it
-	// created or updated and plans its infrastructure (applying the units
-	// whose spec says "autoApply": true): see Service.AfterAcceptFunc.
-	PolicyAutoDeploy Policy = "auto-deploy"
-)
-
-// waits reports whether a fetch under the policy waits for an operator.
-func (p Policy) waits() bool { return p == PolicyManual || p == PolicyReview }
-
-// Waits is waits for other packages: a deploy refuses to push a pin that
-// would only wait as a candidate.
-func (p Policy) Waits() bool { return p.waits() }
-
-// ParsePolicy checks a policy's name; "" is PolicyAutoWrite.
-func ParsePolicy(s string) (Policy, error) {
-	switch p := Policy(s); p {
-	case "":
-		return PolicyAutoWrite, nil
-	case PolicyManual, PolicyReview, PolicyAutoWrite, PolicyAutoDeploy:
-		return p, nil
-	}
-	return "", errs.Errorf(errs.Invalid, "The policy %q is not one of manual, review, auto-write or auto-deploy.", s)
-}
-
-// The policy lines a receipt records as its Decision.
-const (
-	// DecisionAuto: an auto-write or auto-deploy source applied the fetch.
-	DecisionAuto = "Applies without an operator"
-	// DecisionPending: a manual source keeps the fetch as its candidate.
-	DecisionPending = "Pending update: an operator accepts it"
-	// DecisionReview: a review source keeps the fetch as its candidate.
-	DecisionReview = "Review required: an operator reviews and accepts it"
-)
-
-// DecisionOperator is the policy line of an acceptance by the token name.
-func DecisionOperator(name string) string { return "Operator accepted (" + name + ")" }
-
-func waitingDecision(p Policy) string {
-	if p == PolicyReview {
-		return DecisionReview
-	}
-	return DecisionPending
-}
-
-// PlanDigest is a change plan as operators see it: what accepting it makes
-// of the inventory, and its fingerprint.
-type PlanDigest struct {
-	Commit      string         `json:"commit"`
-	Fingerprint string         `json:"fingerprint"`
-	Created     []string       `json:"created"`
-	Updated     []string       `json:"updated"`
-	Stale       []string       `json:"stale"`
-	Invalid     []unit.Invalid `json:"invalid"`
-}
-
 // digestOf is the plan a receipt records: its lists are the receipt's
 // samples (see Result), and sync_path has the whole plan.
-func digestOf(res *Result) *PlanDigest {
-	return &PlanDigest{
+func digestOf(res *Result) *source.PlanDigest {
+	return &source.PlanDigest{
 		Commit: res.Commit, Fingerprint: res.Fingerprint,
 		Created: res.Created, Updated: res.Updated, Stale: res.Stale, Invalid: res.Invalid,
 	}
@@ -97,48 +28,16 @@ func digestOf(res *Result) *PlanDigest {
 
 // digest is the whole plan of c, every path listed: a candidate keeps it,
 // since PendingChangeOf looks paths up in it.
-func (c *change) digest() *PlanDigest {
-	return &PlanDigest{
+func (c *change) digest() *source.PlanDigest {
+	return &source.PlanDigest{
 		Commit: c.res.Commit, Fingerprint: c.res.Fingerprint,
 		Created: c.paths.created, Updated: c.paths.updated, Stale: c.paths.stale, Invalid: c.paths.invalid,
 	}
 }
 
-// Candidate is the fetch of a manual or review source that waits for an
-// operator.
-type Candidate struct {
-	SourceID uuid.UUID
-	Source   string
-	// Policy is the source's policy now; State is "Pending update" (manual)
-	// or "Review required" (review, and any other policy the source was
-	// changed to since).
-	Policy        Policy
-	State         string
-	CommitMessage string
-	// RunID is the run whose fetch made the candidate.
-	RunID     *uuid.UUID
-	FetchedAt time.Time
-	PlanDigest
-}
-
-// storedPlan is what a candidate keeps so that accepting it applies the
-// plan its fetch made, without fetching again.
-type storedPlan struct {
-	// RepoURL, Branch and Path are the settings the fetch used.
-	RepoURL string `json:"repo_url"`
-	Branch  string `json:"branch"`
-	Path    string `json:"path"`
-	Commit  string `json:"commit"`
-	Message string `json:"message"`
-	Full    bool   `json:"full"`
-	// Changed is nil for a full walk.
-	Changed []string       `json:"changed"`
-	Units   []*unit.Unit   `json:"units"`
-	Invalid []unit.Invalid `json:"invalid"`
-}
-
-func (p *plan) stored() *storedPlan {
-	sp := &storedPlan{
+// stored is what a candidate keeps of p.
+func (p *plan) stored() *source.StoredPlan {
+	sp := &source.StoredPlan{
 		RepoURL: p.source.RepoUrl, Branch: p.source.Branch, Path: p.source.Path,
 		Commit: p.commit, Message: p.result.CommitMessage, Full: p.result.Full,
 		Units: p.units, Invalid: p.invalid,
@@ -152,8 +51,8 @@ func (p *plan) stored() *storedPlan {
 	return sp
 }
 
-// plan rebuilds the plan of the fetch onto src as it is now.
-func (sp *storedPlan) plan(src *db.Source) *plan {
+// planOf rebuilds the plan of the fetch sp keeps onto src as it is now.
+func planOf(sp *source.StoredPlan, src *db.Source) *plan {
 	s := *src
 	s.RepoUrl, s.Branch, s.Path = sp.RepoURL, sp.Branch, sp.Path
 	p := &plan{source: &s, commit: sp.Commit, units: sp.Units, invalid: sp.Invalid, result: &Result{
@@ -174,7 +73,7 @@ func (sp *storedPlan) plan(src *db.Source) *plan {
 // as they are.
 func (p *plan) storeCandidateTx(ctx context.Context, q *db.Queries, cur *db.Source, c *change) error {
 	c.res.CandidateWaits = true
-	c.res.Decision = waitingDecision(Policy(cur.Policy))
+	c.res.Decision = source.WaitingDecision(source.Policy(cur.Policy))
 	summary, err := json.Marshal(c.digest())
 	if err != nil {
 		return fmt.Errorf("encode the candidate's summary: %w", err)
@@ -195,41 +94,6 @@ func (p *plan) storeCandidateTx(ctx context.Context, q *db.Queries, cur *db.Sour
 	}
 	*p.result = c.res
 	return nil
-}
-
-// GetCandidate returns the candidate of the source key names; NotFound when
-// none waits.
-func (s *Service) GetCandidate(ctx context.Context, key string) (*Candidate, error) {
-	q := db.New(s.Pool)
-	src, err := findSource(ctx, q, key)
-	if err != nil {
-		return nil, err
-	}
-	row, err := q.SourceCandidateGet(ctx, src.ID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errs.Errorf(errs.NotFound, "No candidate waits for source %s: under policy %s, %s.", src.Name, src.Policy, noCandidateWhy(Policy(src.Policy)))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get the candidate of %s: %w", src.Name, err)
-	}
-	out := &Candidate{
-		SourceID: src.ID, Source: src.Name, Policy: Policy(src.Policy), State: string(SourceReviewRequired),
-		CommitMessage: row.CommitMessage, RunID: row.RunID, FetchedAt: row.FetchedAt,
-	}
-	if out.Policy == PolicyManual {
-		out.State = string(SourcePendingUpdate)
-	}
-	if err := json.Unmarshal(row.Summary, &out.PlanDigest); err != nil {
-		return nil, fmt.Errorf("decode the candidate of %s: %w", src.Name, err)
-	}
-	return out, nil
-}
-
-func noCandidateWhy(p Policy) string {
-	if p.waits() {
-		return "the next sync that finds a change makes one"
-	}
-	return "syncs apply what they fetch at once"
 }
 
 // AcceptArgs asks for the candidate of a source to be applied to the
@@ -260,7 +124,7 @@ func (s *Service) requestAccept(ctx context.Context, key, requestedBy, commit, f
 	var res *journal.EnqueueResult
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
-		src, err := findSource(ctx, q, key)
+		src, err := source.Find(ctx, q, key)
 		if err != nil {
 			return err
 		}
@@ -337,11 +201,11 @@ func (s *Service) Accept(ctx context.Context, p *journal.Progress, args AcceptAr
 			if err != nil {
 				return err
 			}
-			var sp storedPlan
+			var sp source.StoredPlan
 			if err := json.Unmarshal(row.Plan, &sp); err != nil {
 				return fmt.Errorf("decode the candidate's plan: %w", err)
 			}
-			pl := sp.plan(cur)
+			pl := planOf(&sp, cur)
 			c, err := pl.writeChangeTx(ctx, tx, cur, func(c *change) error {
 				if c.res.Fingerprint != args.Fingerprint {
 					return errs.Errorf(errs.Conflict, "The inventory of source %s changed since commit %s was planned, so its plan would now make other changes; sync again and look at the new candidate.",
@@ -356,12 +220,12 @@ func (s *Service) Accept(ctx context.Context, p *journal.Progress, args AcceptAr
 				return err
 			}
 			c.res.Policy = cur.Policy
-			c.res.Decision = DecisionOperator(by)
-			if Policy(cur.Policy) == PolicyReview {
+			c.res.Decision = source.DecisionOperator(by)
+			if source.Policy(cur.Policy) == source.PolicyReview {
 				c.res.Reviewer = by
 				c.res.ReviewedPlan = digestOf(&c.res)
 			}
-			c.res.autoDeploy = Policy(cur.Policy) == PolicyAutoDeploy
+			c.res.autoDeploy = source.Policy(cur.Policy) == source.PolicyAutoDeploy
 			*res = c.res
 			return nil
 		},
@@ -384,24 +248,4 @@ func (s *Service) FollowUp(ctx context.Context, out *journal.Outcome) {
 	if err := s.AfterAcceptFunc(ctx, res.accepted); err != nil {
 		s.Logger.Error("auto-deploy requests", "err", s.Redactor.Error(err))
 	}
-}
-
-// SetPolicy changes the policy of the source key names. It changes what the
-// next decision may do, and withdraws nothing already accepted; a waiting
-// candidate stays until it is accepted or replaced.
-func (s *Service) SetPolicy(ctx context.Context, key string, policy Policy) (*Source, error) {
-	var out *db.Source
-	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		q := db.New(tx)
-		cur, err := findSourceForUpdate(ctx, q, key)
-		if err != nil {
-			return err
-		}
-		out, err = q.SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: cur.ID, Policy: string(policy)})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return sourceOut(out), nil
 }

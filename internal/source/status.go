@@ -1,4 +1,4 @@
-package gitops
+package source
 
 import (
 	"context"
@@ -14,45 +14,45 @@ import (
 	"sluice/internal/journal"
 )
 
-// SourceState is the one state a source is in, as the API and the CLI say
-// it. DeriveSourceStatus picks the first of these that holds, in this order.
-type SourceState string
+// State is the one state a source is in, as the API and the CLI say it.
+// DeriveStatus picks the first of these that holds, in this order.
+type State string
 
 // The source states, in the order they are tried.
 const (
-	// SourceRecovering: a sync or accept of the source is running while
+	// Recovering: a sync or accept of the source is running while
 	// the newest finished one is unknown (its process died and
 	// journal.Recover finished it), so the running one repairs what the
 	// interrupted one left. That run is the evidence of a recovery under
 	// way: Recover itself finishes a dead run in one short transaction.
-	SourceRecovering SourceState = "Recovering"
-	// SourceFetching: a sync of the source is running.
-	SourceFetching SourceState = "Fetching"
-	// SourceApplying: an accept of the source's candidate is running.
-	SourceApplying SourceState = "Applying"
-	// SourceOutcomeUnknown: the newest finished sync or accept is unknown;
+	Recovering State = "Recovering"
+	// Fetching: a sync of the source is running.
+	Fetching State = "Fetching"
+	// Applying: an accept of the source's candidate is running.
+	Applying State = "Applying"
+	// OutcomeUnknown: the newest finished sync or accept is unknown;
 	// it holds until the next one finishes.
-	SourceOutcomeUnknown SourceState = "Outcome unknown"
-	// SourceSuspended: the source gets no interval syncs, and manual ones are refused.
-	SourceSuspended SourceState = "Suspended"
-	// SourceFailed: the newest finished sync or accept failed and no
+	OutcomeUnknown State = "Outcome unknown"
+	// Suspended: the source gets no interval syncs, and manual ones are refused.
+	Suspended State = "Suspended"
+	// Failed: the newest finished sync or accept failed and no
 	// interval tick will try again (interval 0).
-	SourceFailed SourceState = "Source failed"
-	// SourceRetryScheduled: it failed, and the next interval tick will try again.
-	SourceRetryScheduled SourceState = "Retry scheduled"
-	// SourceReconcileRequired: a candidate waits, and what was accepted or
+	Failed State = "Source failed"
+	// RetryScheduled: it failed, and the next interval tick will try again.
+	RetryScheduled State = "Retry scheduled"
+	// ReconcileRequired: a candidate waits, and what was accepted or
 	// fetched no longer matches the repository, branch and path in force.
-	SourceReconcileRequired SourceState = "Reconcile required"
-	// SourcePendingBlocked: the candidate that waits has invalid units.
-	SourcePendingBlocked SourceState = "Pending update blocked"
-	// SourceReviewRequired: a candidate waits under the review policy.
-	SourceReviewRequired SourceState = "Review required"
-	// SourcePendingUpdate: a candidate waits under the manual policy.
-	SourcePendingUpdate SourceState = "Pending update"
-	// SourceAccepted: a synced commit is in force.
-	SourceAccepted SourceState = "Accepted"
-	// SourceNeverReconciled: nothing was ever synced into the inventory.
-	SourceNeverReconciled SourceState = "Never reconciled"
+	ReconcileRequired State = "Reconcile required"
+	// PendingBlocked: the candidate that waits has invalid units.
+	PendingBlocked State = "Pending update blocked"
+	// ReviewRequired: a candidate waits under the review policy.
+	ReviewRequired State = "Review required"
+	// PendingUpdate: a candidate waits under the manual policy.
+	PendingUpdate State = "Pending update"
+	// Accepted: a synced commit is in force.
+	Accepted State = "Accepted"
+	// NeverReconciled: nothing was ever synced into the inventory.
+	NeverReconciled State = "Never reconciled"
 )
 
 // Tone says how much a state asks of an operator.
@@ -66,32 +66,32 @@ const (
 	ToneError Tone = "error" // something failed and needs an operator
 )
 
-// SourceStateTones is the one table of source states and their tones; a
+// StateTones is the one table of source states and their tones; a
 // state whose tone is warn or error blocks and counts as an issue.
-var SourceStateTones = map[SourceState]Tone{
-	SourceRecovering:        ToneInfo,
-	SourceFetching:          ToneInfo,
-	SourceApplying:          ToneInfo,
-	SourceOutcomeUnknown:    ToneError,
-	SourceSuspended:         ToneWarn,
-	SourceFailed:            ToneError,
-	SourceRetryScheduled:    ToneWarn,
-	SourceReconcileRequired: ToneWarn,
-	SourcePendingBlocked:    ToneError,
-	SourceReviewRequired:    ToneWarn,
-	SourcePendingUpdate:     ToneWarn,
-	SourceAccepted:          ToneOK,
-	SourceNeverReconciled:   ToneInfo,
+var StateTones = map[State]Tone{
+	Recovering:        ToneInfo,
+	Fetching:          ToneInfo,
+	Applying:          ToneInfo,
+	OutcomeUnknown:    ToneError,
+	Suspended:         ToneWarn,
+	Failed:            ToneError,
+	RetryScheduled:    ToneWarn,
+	ReconcileRequired: ToneWarn,
+	PendingBlocked:    ToneError,
+	ReviewRequired:    ToneWarn,
+	PendingUpdate:     ToneWarn,
+	Accepted:          ToneOK,
+	NeverReconciled:   ToneInfo,
 }
 
 // Blocks reports whether the state needs an operator.
-func (s SourceState) Blocks() bool {
-	t := SourceStateTones[s]
+func (s State) Blocks() bool {
+	t := StateTones[s]
 	return t == ToneWarn || t == ToneError
 }
 
-// SourceStatus is the status answer of one source.
-type SourceStatus struct {
+// Status is the status answer of one source.
+type Status struct {
 	Source string
 	Answer Answer
 	// Path is the stages between Git and the inventory; for now one,
@@ -106,7 +106,7 @@ type SourceStatus struct {
 // Answer is the first thing that needs an operator, or the state when
 // nothing does.
 type Answer struct {
-	State  SourceState
+	State  State
 	Tone   Tone
 	Reason string
 	// Action is the command that moves the source on; "" when none is needed.
@@ -121,7 +121,7 @@ type Answer struct {
 // Stage is one stage of the path and its state; Reason is set when it blocks.
 type Stage struct {
 	Name   string
-	State  SourceState
+	State  State
 	Reason string
 }
 
@@ -139,7 +139,7 @@ type Evidence struct {
 // SettledStage is a stage whose state is proven, and the proof.
 type SettledStage struct {
 	Stage string
-	State SourceState
+	State State
 	Proof string
 }
 
@@ -158,18 +158,25 @@ type Acceptance struct {
 	Commit string
 }
 
-// sourceActions are the runs that move a source's inventory.
-var sourceActions = []string{SyncArgs{}.Kind(), AcceptArgs{}.Kind()}
+// The journal actions that move a source's inventory: gitops's SyncArgs and
+// AcceptArgs are their job kinds.
+const (
+	SyncAction   = "sync_source"
+	AcceptAction = "accept_source"
+)
 
-// GetSourceStatus answers the status of the source key names.
-func (s *Service) GetSourceStatus(ctx context.Context, key string) (*SourceStatus, error) {
+// actions are the runs that move a source's inventory.
+var actions = []string{SyncAction, AcceptAction}
+
+// GetStatus answers the status of the source key names.
+func (s *Service) GetStatus(ctx context.Context, key string) (*Status, error) {
 	q := db.New(s.Pool)
-	src, err := findSource(ctx, q, key)
+	src, err := Find(ctx, q, key)
 	if err != nil {
 		return nil, err
 	}
-	in := SourceFacts{Source: src, Now: time.Now()}
-	t, a := src.Name, sourceActions
+	in := Facts{Source: src, Now: time.Now()}
+	t, a := src.Name, actions
 	if in.Running, err = q.JournalRunRunningOf(ctx, &db.JournalRunRunningOfParams{Target: t, Actions: a}); err != nil {
 		return nil, fmt.Errorf("list running runs of %s: %w", src.Name, err)
 	}
@@ -194,11 +201,11 @@ func (s *Service) GetSourceStatus(ctx context.Context, key string) (*SourceStatu
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, fmt.Errorf("get the candidate of %s: %w", src.Name, err)
 	}
-	return DeriveSourceStatus(in)
+	return DeriveStatus(in)
 }
 
-// SourceFacts is what DeriveSourceStatus decides from.
-type SourceFacts struct {
+// Facts is what DeriveStatus decides from.
+type Facts struct {
 	Source *db.Source
 	// Running are the sync and accept runs of the source that are running.
 	Running []*db.JournalRun
@@ -211,7 +218,7 @@ type SourceFacts struct {
 	Now       time.Time
 }
 
-// DeriveSourceStatus picks the source's state, the first of SourceState's
+// DeriveStatus picks the source's state, the first of State's
 // order that holds, and counts the other blocking states that hold too.
 //
 // Reconcile required holds when a candidate waits and either the candidate
@@ -220,10 +227,10 @@ type SourceFacts struct {
 // commit was accepted and the synced commit has since been forgotten, which
 // only a change of repository, branch or path does (SourceUpdateSettings):
 // the inventory holds what older settings gave.
-func DeriveSourceStatus(in SourceFacts) (*SourceStatus, error) {
+func DeriveStatus(in Facts) (*Status, error) {
 	src := in.Source
 	name := src.Name
-	st := &SourceStatus{Source: name}
+	st := &Status{Source: name}
 	if src.SyncIntervalSec > 0 && src.SuspendedAt == nil {
 		next := in.Now // never ticked: due now
 		if src.LastTickAt != nil {
@@ -233,11 +240,11 @@ func DeriveSourceStatus(in SourceFacts) (*SourceStatus, error) {
 	}
 	var unproven []string
 	type hold struct {
-		state          SourceState
+		state          State
 		reason, action string
 	}
 	var holds []hold
-	add := func(state SourceState, action, format string, a ...any) {
+	add := func(state State, action, format string, a ...any) {
 		holds = append(holds, hold{state, fmt.Sprintf(format, a...), action})
 	}
 	follow := func(r *db.JournalRun) string { return "sluice journal " + r.ID.String() + " --follow" }
@@ -247,18 +254,18 @@ func DeriveSourceStatus(in SourceFacts) (*SourceStatus, error) {
 		// A run that runs after an unknown one recovers from it: once it
 		// finishes, what the source holds is known again.
 		for _, r := range in.Running {
-			add(SourceRecovering, follow(r), "%s run %s is recovering %s from %s run %s, whose outcome is unknown.",
+			add(Recovering, follow(r), "%s run %s is recovering %s from %s run %s, whose outcome is unknown.",
 				runWord(r.Action), r.ID, name, last.Action, last.ID)
 		}
 	} else {
 		for _, r := range in.Running {
-			if r.Action == (SyncArgs{}).Kind() {
-				add(SourceFetching, follow(r), "Sync run %s is fetching and planning %s.", r.ID, name)
+			if r.Action == SyncAction {
+				add(Fetching, follow(r), "Sync run %s is fetching and planning %s.", r.ID, name)
 			}
 		}
 		for _, r := range in.Running {
-			if r.Action == (AcceptArgs{}).Kind() {
-				add(SourceApplying, follow(r), "Accept run %s is applying commit %s.", r.ID, short(deref(r.GitCommit)))
+			if r.Action == AcceptAction {
+				add(Applying, follow(r), "Accept run %s is applying commit %s.", r.ID, short(deref(r.GitCommit)))
 			}
 		}
 	}
@@ -268,22 +275,22 @@ func DeriveSourceStatus(in SourceFacts) (*SourceStatus, error) {
 	if last := in.LastFinished; last != nil {
 		switch last.State {
 		case journal.StateUnknown:
-			add(SourceOutcomeUnknown, syncCmd, "The outcome of %s run %s is unknown: %s", last.Action, last.ID, deref(last.Error))
+			add(OutcomeUnknown, syncCmd, "The outcome of %s run %s is unknown: %s", last.Action, last.ID, deref(last.Error))
 			unproven = append(unproven, fmt.Sprintf("run %s did not record its outcome", last.ID))
 		case journal.StateFailed:
 			if st.NextSyncAt == nil && src.SuspendedAt == nil {
-				add(SourceFailed, syncCmd, "The last %s failed and no interval sync will try again: %s", last.Action, deref(last.Error))
+				add(Failed, syncCmd, "The last %s failed and no interval sync will try again: %s", last.Action, deref(last.Error))
 			} else if st.NextSyncAt != nil {
-				add(SourceRetryScheduled, syncCmd, "The last %s failed; the next interval sync is at %s: %s", last.Action, st.NextSyncAt.UTC().Format(time.RFC3339), deref(last.Error))
+				add(RetryScheduled, syncCmd, "The last %s failed; the next interval sync is at %s: %s", last.Action, st.NextSyncAt.UTC().Format(time.RFC3339), deref(last.Error))
 			}
 			unproven = append(unproven, "the newest "+last.Action+" failed, so what the branch holds now is not known")
 		}
 	}
 	if src.SuspendedAt != nil {
 		// Suspended outranks a failure, whose retry it holds off.
-		add(SourceSuspended, "sluice resume "+name, "Source %s is suspended since %s: it gets no interval syncs and refuses manual ones.", name, src.SuspendedAt.UTC().Format(time.RFC3339))
+		add(Suspended, "sluice resume "+name, "Source %s is suspended since %s: it gets no interval syncs and refuses manual ones.", name, src.SuspendedAt.UTC().Format(time.RFC3339))
 		if in.LastFinished != nil && in.LastFinished.State == journal.StateFailed {
-			add(SourceFailed, syncCmd, "The last %s failed and no interval sync will try again while the source is suspended: %s", in.LastFinished.Action, deref(in.LastFinished.Error))
+			add(Failed, syncCmd, "The last %s failed and no interval sync will try again while the source is suspended: %s", in.LastFinished.Action, deref(in.LastFinished.Error))
 		}
 	}
 
@@ -293,7 +300,7 @@ func DeriveSourceStatus(in SourceFacts) (*SourceStatus, error) {
 		unproven = append(unproven, fmt.Sprintf("the accepted commit %s was synced with another repository, branch or path than those in force", short(deref(in.LastAcceptance.GitCommit))))
 	}
 	if c := in.Candidate; c != nil {
-		var sp storedPlan
+		var sp StoredPlan
 		if err := json.Unmarshal(c.Plan, &sp); err != nil {
 			return nil, fmt.Errorf("decode the candidate of %s: %w", name, err)
 		}
@@ -304,35 +311,35 @@ func DeriveSourceStatus(in SourceFacts) (*SourceStatus, error) {
 		fetchedOther := sp.RepoURL != src.RepoUrl || sp.Branch != src.Branch || sp.Path != src.Path
 		switch {
 		case fetchedOther:
-			add(SourceReconcileRequired, syncCmd, "Candidate %s was fetched from branch %s, path %q, but the source now tracks branch %s, path %q (or another repository); sync to fetch with the settings in force.",
+			add(ReconcileRequired, syncCmd, "Candidate %s was fetched from branch %s, path %q, but the source now tracks branch %s, path %q (or another repository); sync to fetch with the settings in force.",
 				short(c.GitCommit), sp.Branch, sp.Path, src.Branch, src.Path)
 			unproven = append(unproven, "no sync has finished since the settings changed")
 		case settingsChanged:
-			add(SourceReconcileRequired, "sluice accept "+name, "The inventory holds commit %s, synced with other settings than those in force; candidate %s, fetched with the settings in force, waits to replace it.",
+			add(ReconcileRequired, "sluice accept "+name, "The inventory holds commit %s, synced with other settings than those in force; candidate %s, fetched with the settings in force, waits to replace it.",
 				short(deref(in.LastAcceptance.GitCommit)), short(c.GitCommit))
 		case len(digest.Invalid) > 0:
-			add(SourcePendingBlocked, syncCmd, "Candidate %s has %d invalid units (first: %s: %s); fix them in Git, then sync.",
+			add(PendingBlocked, syncCmd, "Candidate %s has %d invalid units (first: %s: %s); fix them in Git, then sync.",
 				short(c.GitCommit), len(digest.Invalid), digest.Invalid[0].Path, digest.Invalid[0].Reason)
 		case Policy(src.Policy) == PolicyManual:
-			add(SourcePendingUpdate, "sluice accept "+name, "Candidate %s (%q) waits for an operator to accept it.", short(c.GitCommit), c.CommitMessage)
+			add(PendingUpdate, "sluice accept "+name, "Candidate %s (%q) waits for an operator to accept it.", short(c.GitCommit), c.CommitMessage)
 		default:
-			add(SourceReviewRequired, "sluice accept "+name, "Candidate %s (%q) waits for an operator to review and accept it.", short(c.GitCommit), c.CommitMessage)
+			add(ReviewRequired, "sluice accept "+name, "Candidate %s (%q) waits for an operator to review and accept it.", short(c.GitCommit), c.CommitMessage)
 		}
 	} else if settingsChanged {
 		unproven = append(unproven, "no sync has finished since the settings changed")
 	}
 	switch {
 	case accepted && settingsChanged:
-		add(SourceAccepted, syncCmd, "The inventory holds commit %s, synced with other settings than those in force; the next sync reconciles it.", short(deref(in.LastAcceptance.GitCommit)))
+		add(Accepted, syncCmd, "The inventory holds commit %s, synced with other settings than those in force; the next sync reconciles it.", short(deref(in.LastAcceptance.GitCommit)))
 	case accepted:
-		add(SourceAccepted, "", "Commit %s is in force.", short(deref(src.SyncedCommit)))
+		add(Accepted, "", "Commit %s is in force.", short(deref(src.SyncedCommit)))
 	default:
-		add(SourceNeverReconciled, syncCmd, "No commit of %s has been synced into the inventory yet.", name)
+		add(NeverReconciled, syncCmd, "No commit of %s has been synced into the inventory yet.", name)
 		unproven = append(unproven, "no sync of the source has applied a commit")
 	}
 
 	first := holds[0]
-	st.Answer = Answer{State: first.state, Tone: SourceStateTones[first.state], Reason: first.reason, Action: first.action}
+	st.Answer = Answer{State: first.state, Tone: StateTones[first.state], Reason: first.reason, Action: first.action}
 	for _, h := range holds[1:] {
 		if h.state.Blocks() && h.state != first.state {
 			st.Answer.Others++
@@ -345,9 +352,9 @@ func DeriveSourceStatus(in SourceFacts) (*SourceStatus, error) {
 	st.Path = []Stage{stage}
 	if r := in.LastAcceptance; r != nil {
 		st.Evidence.LastAcceptance = acceptanceOf(r)
-		if first.state == SourceAccepted && src.SyncedCommit != nil {
+		if first.state == Accepted && src.SyncedCommit != nil {
 			a := st.Evidence.LastAcceptance
-			st.Evidence.Settled = append(st.Evidence.Settled, SettledStage{Stage: "source", State: SourceAccepted,
+			st.Evidence.Settled = append(st.Evidence.Settled, SettledStage{Stage: "source", State: Accepted,
 				Proof: fmt.Sprintf("Commit %s is in force; %s run %s accepted commit %s (%s).", short(*src.SyncedCommit), a.Action, a.RunID, short(a.Commit), a.Decision)})
 		}
 	} else if src.SyncedCommit != nil {
@@ -360,7 +367,7 @@ func DeriveSourceStatus(in SourceFacts) (*SourceStatus, error) {
 
 // runWord names a source action in a sentence.
 func runWord(action string) string {
-	if action == (AcceptArgs{}).Kind() {
+	if action == AcceptAction {
 		return "Accept"
 	}
 	return "Sync"
@@ -371,7 +378,11 @@ func acceptanceOf(r *db.JournalRun) *Acceptance {
 	if r.FinishedAt != nil {
 		a.At = *r.FinishedAt
 	}
-	var res Result
+	// The receipt's policy line, as gitops.Result records it.
+	var res struct {
+		Policy   string `json:"policy"`
+		Decision string `json:"decision"`
+	}
 	if len(r.Result) > 0 && json.Unmarshal(r.Result, &res) == nil {
 		if res.Decision != "" {
 			a.Decision = res.Decision
@@ -379,6 +390,13 @@ func acceptanceOf(r *db.JournalRun) *Acceptance {
 		a.Policy = res.Policy
 	}
 	return a
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
 }
 
 func deref(s *string) string {

@@ -1,12 +1,4 @@
-// Package gitops pulls desired state from Git into the unit inventory.
-//
-// The GitOps settings are the source named "default"; other sources are
-// added, suspended and deleted here too (sources.go). A sync is a journaled action
-// (SyncSourceArgs in jobs/): it mirrors the source's repository into its
-// working tree (gitsync; WorkTree), reads the units that changed since the
-// last synced commit (unit), and in the transaction that finishes the run
-// creates, updates and stales inventory rows. It never destroys anything.
-package gitops
+package source
 
 import (
 	"context"
@@ -25,13 +17,6 @@ import (
 	"sluice/internal/redact"
 	"sluice/internal/unit"
 )
-
-// DefaultSourceName is the source the GitOps settings describe.
-const DefaultSourceName = "default"
-
-// DefaultSourceID is the default source's id: fixed, so that it reads the
-// same in every installation.
-var DefaultSourceID = uuid.MustParse("00000000-0000-5000-8000-000000000001")
 
 // DefaultInterval is the sync interval when a repository is configured and
 // no interval is given.
@@ -56,7 +41,7 @@ type SettingsInput struct {
 	// Token is an HTTPS token (SLUICE_GITOPS_TOKEN); "" keeps the stored one.
 	Token string
 	// WebhookSecret authenticates the source's push webhooks
-	// (ReceiveWebhook): nil keeps the stored one, "" removes it. It is
+	// (ReadDelivery): nil keeps the stored one, "" removes it. It is
 	// stored sealed and never shown back.
 	WebhookSecret *string
 }
@@ -110,9 +95,9 @@ func splitURL(raw string) (string, credentials, error) {
 	return u.String(), c, nil
 }
 
-// maskedURL is how a stored source's URL is shown: with "***@" where
+// MaskedURL is how a stored source's URL is shown: with "***@" where
 // credentials are stored.
-func maskedURL(src *db.Source) string {
+func MaskedURL(src *db.Source) string {
 	if len(src.RepoPasswordSealed) == 0 {
 		return src.RepoUrl
 	}
@@ -122,9 +107,9 @@ func maskedURL(src *db.Source) string {
 	return src.RepoUrl
 }
 
-// remoteURL opens src's credentials and rebuilds the URL with them for the
+// Remote opens src's credentials and rebuilds the URL with them for the
 // Git client: a URL, and a token when the credentials are one.
-func (s *Service) remoteURL(src *db.Source) (string, string, error) {
+func (s *Service) Remote(src *db.Source) (repoURL, token string, err error) {
 	secret, err := s.openSecret(src)
 	if err != nil || secret == "" {
 		return src.RepoUrl, "", err
@@ -144,8 +129,9 @@ func (s *Service) remoteURL(src *db.Source) (string, string, error) {
 	return u.String(), "", nil
 }
 
-func settingsOut(src *db.Source) *Settings {
-	return &Settings{RepoURL: maskedURL(src), Branch: src.Branch, Path: src.Path, SyncIntervalSec: int(src.SyncIntervalSec)}
+// SettingsOf is src's settings as operators see them.
+func SettingsOf(src *db.Source) *Settings {
+	return &Settings{RepoURL: MaskedURL(src), Branch: src.Branch, Path: src.Path, SyncIntervalSec: int(src.SyncIntervalSec)}
 }
 
 func validateBranch(b string) error {
@@ -215,14 +201,14 @@ const keepMarker = "\x00keep"
 
 // GetSettings returns the settings, or nil when no repository is configured.
 func (s *Service) GetSettings(ctx context.Context) (*Settings, error) {
-	src, err := db.New(s.Pool).SourceGetByName(ctx, DefaultSourceName)
+	src, err := db.New(s.Pool).SourceGetByName(ctx, DefaultName)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return &Settings{Branch: "main", SyncIntervalSec: 0}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get settings: %w", err)
 	}
-	return settingsOut(src), nil
+	return SettingsOf(src), nil
 }
 
 // PutSettings stores new settings; they are in force for the next sync and
@@ -236,19 +222,19 @@ func (s *Service) PutSettings(ctx context.Context, in SettingsInput) (*Settings,
 	var out *db.Source
 	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
-		cur, err := q.SourceGetByNameForUpdate(ctx, DefaultSourceName)
+		cur, err := q.SourceGetByNameForUpdate(ctx, DefaultName)
 		if errors.Is(err, pgx.ErrNoRows) {
 			cur = nil
 		} else if err != nil {
 			return err
 		}
-		out, err = s.storeSettingsTx(ctx, q, cur, DefaultSourceID, DefaultSourceName, in, creds)
+		out, err = s.storeSettingsTx(ctx, q, cur, DefaultID, DefaultName, in, creds)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return settingsOut(out), nil
+	return SettingsOf(out), nil
 }
 
 // storeSettingsTx writes normalized settings: onto cur, or into a new
@@ -332,7 +318,7 @@ func (s *Service) seedSettings(ctx context.Context, in SettingsInput, intervalSe
 	if !intervalSet {
 		in.SyncIntervalSec = DefaultInterval
 	}
-	_, err := db.New(s.Pool).SourceGetByName(ctx, DefaultSourceName)
+	_, err := db.New(s.Pool).SourceGetByName(ctx, DefaultName)
 	if err == nil {
 		return nil // stored settings win
 	}
