@@ -332,7 +332,7 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		}
 	}
 	plan.units, plan.invalid = unit.ParseFiles(identitySpace(src), unitFiles(gr.Files))
-	plan.units, plan.invalid = checkServices(plan.units, plan.invalid)
+	plan.units, plan.invalid = checkSpecs(plan.units, plan.invalid)
 	if !gr.Unmoved {
 		p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(begin).Round(time.Millisecond)), nil)
 	}

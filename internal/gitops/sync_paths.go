@@ -69,34 +69,6 @@ func (ps *paths) summarize(res *Result) {
 	res.Truncated = max(len(ps.created), len(ps.updated), len(ps.stale), len(ps.invalid)) > SampleSize
 }
 
-// sampleArtifacts keeps SampleSize of checks, the missing artifacts first
-// (an operator pushes those), and counts the missing ones.
-func sampleArtifacts(checks []ArtifactCheck) (kept []ArtifactCheck, missing int) {
-	if len(checks) <= SampleSize {
-		for _, c := range checks {
-			if !c.InStore {
-				missing++
-			}
-		}
-		return checks, missing
-	}
-	kept = make([]ArtifactCheck, 0, SampleSize)
-	for _, c := range checks {
-		if !c.InStore {
-			missing++
-			if len(kept) < SampleSize {
-				kept = append(kept, c)
-			}
-		}
-	}
-	for _, c := range checks {
-		if c.InStore && len(kept) < SampleSize {
-			kept = append(kept, c)
-		}
-	}
-	return kept, missing
-}
-
 func sample(l []string) []string {
 	out := make([]string, min(len(l), SampleSize))
 	copy(out, l)

@@ -18,10 +18,16 @@ import (
 	"sluice/internal/unit"
 )
 
-// checkServices moves the Service, Infrastructure and Blueprint units whose spec does
-// not read as one to invalid, with the reason: the inventory holds only units
-// an action can act on.
-func checkServices(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid) {
+// What the inventory admits, of the three kinds of unit that actions act on
+// (Service, Infrastructure, Blueprint): a unit whose spec reads as its kind
+// (checkSpecs, as the walk reads the files), and one active holder of each
+// service and Blueprint name across every source (decideServiceNames, as
+// the admission decides in the finishing transaction).
+
+// checkSpecs moves the Service, Infrastructure and Blueprint units whose
+// spec does not read as one to invalid, with the reason: the inventory holds
+// only units an action can act on.
+func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid) {
 	kept := units[:0:0]
 	for _, u := range units {
 		var err error
@@ -218,48 +224,4 @@ func (p *plan) decideNames(ctx context.Context, q *db.Queries, kind, word string
 		kept = append(kept, u)
 	}
 	return kept, nil
-}
-
-// ArtifactCheck says whether a service's pinned digest was in the artifact
-// store when its content was accepted.
-type ArtifactCheck struct {
-	Service string `json:"service"`
-	Path    string `json:"path"`
-	Digest  string `json:"digest"`
-	InStore bool   `json:"inStore"`
-}
-
-// checkArtifactsTx checks, at acceptance, that each accepted service's
-// pinned digest exists in the artifact store. A missing one does not stop
-// the acceptance (the artifact may be pushed later); the receipt and the
-// service's status say so.
-func checkArtifactsTx(ctx context.Context, q *db.Queries, accepted []*db.Unit) ([]ArtifactCheck, error) {
-	var checks []ArtifactCheck
-	var digests []string
-	for _, u := range accepted {
-		if u.Kind != servicespec.Kind {
-			continue
-		}
-		spec, err := servicespec.Parse(u.Name, u.Content)
-		if err != nil {
-			continue // checkServices admitted it; nothing to pin
-		}
-		checks = append(checks, ArtifactCheck{Service: u.Name, Path: u.Path, Digest: spec.Digest()})
-		digests = append(digests, spec.Digest())
-	}
-	if len(checks) == 0 {
-		return nil, nil
-	}
-	present, err := q.ArtifactDigestsPresent(ctx, digests)
-	if err != nil {
-		return nil, fmt.Errorf("check the pinned artifacts: %w", err)
-	}
-	in := make(map[string]bool, len(present))
-	for _, d := range present {
-		in[d] = true
-	}
-	for i := range checks {
-		checks[i].InStore = in[checks[i].Digest]
-	}
-	return checks, nil
 }
