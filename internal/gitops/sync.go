@@ -5,10 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -16,11 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
 
 	"sluice/db"
 	"sluice/internal/errs"
@@ -30,173 +24,6 @@ import (
 	"sluice/internal/source"
 	"sluice/internal/unit"
 )
-
-// SyncArgs asks for a sync of one source. The key is the source alone, so
-// one sync per source exists at a time across every process. (The args live
-// here, not in jobs/, because RequestSync and the scheduler insert them;
-// jobs.SyncSourceWorker works them.)
-type SyncArgs struct {
-	journal.Ref
-	SourceID uuid.UUID `json:"source_id" river:"unique"`
-	// Full walks every unit instead of the paths changed since the last sync.
-	Full bool `json:"full,omitempty"`
-}
-
-// Kind implements river.JobArgs.
-func (SyncArgs) Kind() string { return source.SyncAction }
-
-// InsertOpts: a failed sync waits for the next tick; River does not retry it.
-func (SyncArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1} }
-
-// Service is the GitOps machinery: syncs, accepts and their schedule, and
-// the repositories' working trees.
-type Service struct {
-	Pool    *pgxpool.Pool
-	Journal *journal.Journal
-	// Sources keeps the sources' settings, credentials, policies and
-	// candidates: the words a sync reads. New makes it on the same pool.
-	Sources *source.Service
-	// ConfigRoot is the working tree the default source's repository is
-	// mirrored into.
-	ConfigRoot string
-	// SourcesDir holds the working trees of the other sources, one
-	// directory per source id (see WorkTree). Default: "sources" beside
-	// ConfigRoot.
-	SourcesDir string
-	Redactor   *redact.Redactor
-	Logger     *slog.Logger
-	// AfterAcceptFunc, when set, is called by FollowUp with the units that a
-	// sync or an accept of an auto-deploy source created or updated, after
-	// its run committed: serve sets it to converge the services and plan
-	// (or apply) the infrastructure. It lives here as a func so that gitops
-	// need not import services or infra, which import gitops. Nil: nothing
-	// is deployed.
-	AfterAcceptFunc func(ctx context.Context, accepted []*db.Unit) error
-}
-
-// New returns a Service, and its Sources on the same pool; Sources.Secrets
-// is left for the caller to set.
-func New(pool *pgxpool.Pool, j *journal.Journal, configRoot string, red *redact.Redactor, logger *slog.Logger) *Service {
-	if red == nil {
-		red = redact.Default
-	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Service{
-		Pool: pool, Journal: j, Sources: source.New(pool, red, logger),
-		ConfigRoot: configRoot, SourcesDir: filepath.Join(filepath.Dir(configRoot), "sources"),
-		Redactor: red, Logger: logger.With("component", "gitops"),
-	}
-}
-
-// WorkTree is the working tree src's repository is mirrored into: the
-// config root for the default source, SourcesDir/<id> for any other.
-func (s *Service) WorkTree(src *db.Source) string { return s.WorkTreeOf(src.ID) }
-
-// WorkTreeOf is WorkTree by source id.
-func (s *Service) WorkTreeOf(sourceID uuid.UUID) string {
-	if sourceID == source.DefaultID {
-		return s.ConfigRoot
-	}
-	return filepath.Join(s.SourcesDir, sourceID.String())
-}
-
-// identitySpace is the namespace in which src's units that declare no
-// metadata.id get their identity (unit.IdentityIn): DNS for the default
-// source, as it always was, and the source's own id for any other, so that
-// the same path in two sources names two units.
-func identitySpace(src *db.Source) uuid.UUID {
-	if src.ID == source.DefaultID {
-		return uuid.NameSpaceDNS
-	}
-	return src.ID
-}
-
-// RequestSync asks for a sync of the default source now. It fails fast with
-// a Conflict when a sync of the source is already queued or running:
-// operators get an answer, not a pile-up of queued syncs.
-func (s *Service) RequestSync(ctx context.Context, requestedBy string, full bool) (*journal.EnqueueResult, error) {
-	return s.requestSync(ctx, source.DefaultName, requestedBy, full, func(q *db.Queries) (*db.Source, error) {
-		src, err := q.SourceGetByName(ctx, source.DefaultName)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, errs.Errorf(errs.Conflict, "No repository is configured: set SLUICE_GITOPS_REPO_URL or PUT /api/v1/gitops/settings.")
-		}
-		return src, err
-	})
-}
-
-// RequestSourceSync is RequestSync for the source key names (its id or
-// name).
-func (s *Service) RequestSourceSync(ctx context.Context, key, requestedBy string, full bool) (*journal.EnqueueResult, error) {
-	return s.requestSync(ctx, key, requestedBy, full, func(q *db.Queries) (*db.Source, error) {
-		return source.Find(ctx, q, key)
-	})
-}
-
-// requestSync asks for a sync of the source find finds (key names it).
-// Identical requests that arrive together share one transaction (see
-// journal.Coalesce): one of them may start the sync, and every other one
-// answers Conflict, naming the run, as a request that meets a pending sync
-// does.
-func (s *Service) requestSync(ctx context.Context, key, requestedBy string, full bool, find func(*db.Queries) (*db.Source, error)) (*journal.EnqueueResult, error) {
-	res, err := s.Journal.Coalesce(ctx, fmt.Sprintf("%s %s %t", SyncArgs{}.Kind(), key, full), func(ctx context.Context, _ int) (*journal.EnqueueResult, error) {
-		return s.requestSyncOnce(ctx, requestedBy, full, find)
-	})
-	if err == nil && res.Joined {
-		return nil, syncPending(res.Run)
-	}
-	return res, err
-}
-
-func syncPending(run *db.JournalRun) error {
-	return errs.Errorf(errs.Conflict, "A sync is already %s (run %s); follow it with `sluice journal %s --follow`.", run.State, run.ID, run.ID)
-}
-
-func (s *Service) requestSyncOnce(ctx context.Context, requestedBy string, full bool, find func(*db.Queries) (*db.Source, error)) (*journal.EnqueueResult, error) {
-	var res *journal.EnqueueResult
-	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		src, err := find(db.New(tx))
-		if err != nil {
-			return err
-		}
-		if src.SuspendedAt != nil {
-			return errs.Errorf(errs.Conflict, "Source %s is suspended, so it does not sync; resume it first with `sluice resume %s`.", src.Name, src.Name)
-		}
-		// A sync a push asked for has a join key of its own (the commit):
-		// pending, it answers for this request as well.
-		pending, err := db.New(tx).JournalRunPendingOfTarget(ctx, &db.JournalRunPendingOfTargetParams{Action: SyncArgs{}.Kind(), Target: src.Name})
-		if err == nil {
-			return syncPending(pending)
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("look for a pending sync of %s: %w", src.Name, err)
-		}
-		res, err = s.enqueueTx(ctx, tx, src, requestedBy, full)
-		if err != nil {
-			return err
-		}
-		if res.Joined {
-			// Rolling back leaves the running sync untouched and uncounted.
-			return syncPending(res.Run)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
-func (s *Service) enqueueTx(ctx context.Context, tx pgx.Tx, src *db.Source, requestedBy string, full bool) (*journal.EnqueueResult, error) {
-	return s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
-		Args:        &SyncArgs{SourceID: src.ID, Full: full},
-		Target:      src.Name,
-		RequestedBy: requestedBy,
-		Params:      map[string]any{"full": full},
-		JoinRunning: true,
-	})
-}
 
 // Result is a sync run's result, stored on its receipt.
 type Result struct {
@@ -357,69 +184,16 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 	}, nil
 }
 
-// mirror returns the Mirror of src's repository in its working tree.
-func (s *Service) mirror(src *db.Source) (*gitsync.Mirror, error) {
-	repoURL, token, err := s.Sources.Remote(src)
-	if err != nil {
-		return nil, err
+// identitySpace is the namespace in which src's units that declare no
+// metadata.id get their identity (unit.IdentityIn): DNS for the default
+// source, as it always was, and the source's own id for any other, so that
+// the same path in two sources names two units.
+func identitySpace(src *db.Source) uuid.UUID {
+	if src.ID == source.DefaultID {
+		return uuid.NameSpaceDNS
 	}
-	return gitsync.New(gitsync.Opts{
-		Dir:      s.WorkTree(src),
-		Remote:   gitsync.Remote{URL: repoURL, Branch: src.Branch, Token: token},
-		Redactor: s.Redactor,
-		Logger:   s.Logger,
-		// No synced commit: the repository, branch or path was just set or
-		// changed by an operator, so a checkout of the old one gives way.
-		AdoptRemote: src.SyncedCommit == nil,
-	})
+	return src.ID
 }
-
-// CommitFile commits an edit of one file of the source's repository and
-// pushes it to the tracked branch (see gitsync.Mirror.CommitFile). The
-// inventory changes with the next sync, which the caller runs.
-func (s *Service) CommitFile(ctx context.Context, sourceID uuid.UUID, path string, edit func([]byte) ([]byte, error), message string) (*gitsync.PushResult, error) {
-	src, err := db.New(s.Pool).SourceGet(ctx, sourceID)
-	if err != nil {
-		return nil, fmt.Errorf("load source %s: %w", sourceID, err)
-	}
-	mirror, err := s.mirror(src)
-	if err != nil {
-		return nil, err
-	}
-	return mirror.CommitFile(ctx, path, edit, message, object.Signature{Name: CommitAuthor, Email: CommitEmail})
-}
-
-// ExportModule writes directory dir of the source's repository, as it is at
-// commit, into dest (see gitsync.Mirror.Export): a Terraform root gets the
-// module exactly as the commit it plans holds it.
-func (s *Service) ExportModule(ctx context.Context, sourceID uuid.UUID, commit, dir, dest string) error {
-	src, err := db.New(s.Pool).SourceGet(ctx, sourceID)
-	if err != nil {
-		return fmt.Errorf("load source %s: %w", sourceID, err)
-	}
-	mirror, err := s.mirror(src)
-	if err != nil {
-		return err
-	}
-	err = mirror.Export(ctx, commit, dir, dest)
-	if !errs.Is(err, errs.NotFound) {
-		return err
-	}
-	// Another process (serve, a worker with a data dir of its own) synced
-	// the commit: this process's tree fetches it, and exports again. The
-	// inventory is not touched; a commit the branch no longer holds stays
-	// NotFound.
-	if _, serr := mirror.Sync(ctx, ""); serr != nil {
-		return errors.Join(err, serr)
-	}
-	return mirror.Export(ctx, commit, dir, dest)
-}
-
-// The author and committer of the commits sluice pushes.
-const (
-	CommitAuthor = "sluice"
-	CommitEmail  = "sluice@localhost"
-)
 
 // lastSyncOf reads the receipt of the source's last sync, when it reached
 // since: the paths it found invalid, and since's commit message. The paths

@@ -1,0 +1,56 @@
+package gitops
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"sluice/db"
+	"sluice/internal/journal"
+	"sluice/internal/redact"
+	"sluice/internal/source"
+)
+
+// Service is the GitOps machinery: syncs, accepts and their schedule, and
+// the repositories' working trees.
+type Service struct {
+	Pool    *pgxpool.Pool
+	Journal *journal.Journal
+	// Sources keeps the sources' settings, credentials, policies and
+	// candidates: the words a sync reads. New makes it on the same pool.
+	Sources *source.Service
+	// ConfigRoot is the working tree the default source's repository is
+	// mirrored into.
+	ConfigRoot string
+	// SourcesDir holds the working trees of the other sources, one
+	// directory per source id (see WorkTree). Default: "sources" beside
+	// ConfigRoot.
+	SourcesDir string
+	Redactor   *redact.Redactor
+	Logger     *slog.Logger
+	// AfterAcceptFunc, when set, is called by FollowUp with the units that a
+	// sync or an accept of an auto-deploy source created or updated, after
+	// its run committed: serve sets it to converge the services and plan
+	// (or apply) the infrastructure. It lives here as a func so that gitops
+	// need not import services or infra, which import gitops. Nil: nothing
+	// is deployed.
+	AfterAcceptFunc func(ctx context.Context, accepted []*db.Unit) error
+}
+
+// New returns a Service, and its Sources on the same pool; Sources.Secrets
+// is left for the caller to set.
+func New(pool *pgxpool.Pool, j *journal.Journal, configRoot string, red *redact.Redactor, logger *slog.Logger) *Service {
+	if red == nil {
+		red = redact.Default
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{
+		Pool: pool, Journal: j, Sources: source.New(pool, red, logger),
+		ConfigRoot: configRoot, SourcesDir: filepath.Join(filepath.Dir(configRoot), "sources"),
+		Redactor: red, Logger: logger.With("component", "gitops"),
+	}
+}
