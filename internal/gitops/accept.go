@@ -71,9 +71,7 @@ func planOf(sp *source.StoredPlan, src *db.Source) *plan {
 // storeCandidateTx keeps change c of the plan as the source's candidate,
 // replacing the one that waited. The inventory and the synced commit stay
 // as they are.
-func (p *plan) storeCandidateTx(ctx context.Context, q *db.Queries, cur *db.Source, c *change) error {
-	c.res.CandidateWaits = true
-	c.res.Decision = source.WaitingDecision(source.Policy(cur.Policy))
+func (p *plan) storeCandidateTx(ctx context.Context, q *db.Queries, c *change) error {
 	summary, err := json.Marshal(c.digest())
 	if err != nil {
 		return fmt.Errorf("encode the candidate's summary: %w", err)
@@ -92,7 +90,6 @@ func (p *plan) storeCandidateTx(ctx context.Context, q *db.Queries, cur *db.Sour
 	}); err != nil {
 		return fmt.Errorf("store the candidate: %w", err)
 	}
-	*p.result = c.res
 	return nil
 }
 
@@ -168,8 +165,9 @@ func candidateMatching(ctx context.Context, q *db.Queries, src *db.Source, commi
 }
 
 // Accept is the accept action's body: it applies the source's candidate,
-// as its fetch planned it, in the transaction that finishes the run, and
-// records the policy line that decided it. It refuses (Conflict) when the
+// as its fetch planned it, with the stages that finish a sync (admit,
+// write, finish) in the transaction that finishes the run, and records the
+// policy line that decided it. It refuses (Conflict) when the
 // candidate moved on, or when the inventory changed so that the plan would
 // no longer do what the operator accepted.
 func (s *Service) Accept(ctx context.Context, p *journal.Progress, args AcceptArgs) (*journal.Outcome, error) {
@@ -206,28 +204,24 @@ func (s *Service) Accept(ctx context.Context, p *journal.Progress, args AcceptAr
 				return fmt.Errorf("decode the candidate's plan: %w", err)
 			}
 			pl := planOf(&sp, cur)
-			c, err := pl.writeChangeTx(ctx, tx, cur, func(c *change) error {
+			pl.runID, pl.redactor = p.RunID(), s.Redactor
+			review := source.Policy(cur.Policy) == source.PolicyReview
+			f := &finishing{plan: pl, cur: cur, out: res, check: func(c *change) error {
 				if c.res.Fingerprint != args.Fingerprint {
 					return errs.Errorf(errs.Conflict, "The inventory of source %s changed since commit %s was planned, so its plan would now make other changes; sync again and look at the new candidate.",
 						cur.Name, short(args.Commit))
 				}
 				return nil
-			})
-			if err != nil {
-				return err
-			}
-			if err := writePathsTx(ctx, q, s.Redactor, p.RunID(), &c.paths); err != nil {
-				return err
-			}
-			c.res.Policy = cur.Policy
-			c.res.Decision = source.DecisionOperator(by)
-			if source.Policy(cur.Policy) == source.PolicyReview {
-				c.res.Reviewer = by
-				c.res.ReviewedPlan = digestOf(&c.res)
-			}
-			c.res.autoDeploy = source.Policy(cur.Policy) == source.PolicyAutoDeploy
-			*res = c.res
-			return nil
+			}, decide: func(res *Result) {
+				res.Policy = cur.Policy
+				res.Decision = source.DecisionOperator(by)
+				if review {
+					res.Reviewer = by
+					res.ReviewedPlan = digestOf(res)
+				}
+				res.autoDeploy = source.Policy(cur.Policy) == source.PolicyAutoDeploy
+			}}
+			return f.run(ctx, tx)
 		},
 	}, nil
 }

@@ -101,7 +101,7 @@ type nameHolder struct {
 // first takes the names lock, and reads the holders after it: two syncs of
 // two sources finishing at once decide one after the other, and the second
 // sees what the first gave. serviceNameConstraint backs the decision in the
-// database (see writeChangeTx).
+// database (see finishing.retryNames).
 //
 // byID holds the rows the sync loaded, locked; invalidPaths gains the paths
 // of the units that lost, so that their rows stay as they were.

@@ -21,6 +21,7 @@ import (
 
 	"sluice/internal/gitops"
 	"sluice/internal/gittest"
+	"sluice/internal/journal"
 )
 
 // BenchmarkSync10k syncs a generated repository of 10,000 units four ways,
@@ -37,6 +38,10 @@ import (
 //     hashing the changed files (one git cat-file --batch).
 //
 // The ratio (x-floor) is the figure docs/benchmarks.md holds to its goal.
+// Beside it, each scenario reports the median of each stage of the sync
+// (ms/fetch, ms/diff, ms/walk, ms/admit, ms/write, ms/finish), as the
+// receipts' phases time them: whole milliseconds, so a stage under one
+// reads 0.
 func BenchmarkSync10k(b *testing.B) {
 	const units = 10_000
 	r := benchRepo(b, units)
@@ -47,11 +52,13 @@ func BenchmarkSync10k(b *testing.B) {
 
 	b.Run("FirstSync", func(b *testing.B) {
 		var sync, floor samples
+		var stages stageSamples
 		for i := 0; i < b.N; i++ {
 			bb := setup(b, setupOpts{repo: r, likeServe: true})
 			begin := time.Now()
 			res := bb.sync(b, false)
 			sync.add(begin)
+			stages.add(res.Phases)
 			require.Equal(b, units, res.Counts.Created)
 
 			b.StopTimer()
@@ -64,6 +71,7 @@ func BenchmarkSync10k(b *testing.B) {
 			b.StartTimer()
 		}
 		reportRatio(b, sync, floor, "git clone + hash every file")
+		stages.report(b)
 	})
 
 	b.Run("NoChange", func(b *testing.B) {
@@ -72,6 +80,7 @@ func BenchmarkSync10k(b *testing.B) {
 		bb.settleDB(b)
 		printEnvOnce.Do(func() { bb.printEnv(b, r.Bare) })
 		var sync, floor samples
+		var stages stageSamples
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
@@ -80,6 +89,7 @@ func BenchmarkSync10k(b *testing.B) {
 			begin := time.Now()
 			res := bb.sync(b, false)
 			sync.add(begin)
+			stages.add(res.Phases)
 			require.Empty(b, res.Updated)
 			require.Equal(b, units, res.Unchanged)
 
@@ -93,6 +103,7 @@ func BenchmarkSync10k(b *testing.B) {
 			b.StartTimer()
 		}
 		reportRatio(b, sync, floor, "git fetch + diff --name-only")
+		stages.report(b)
 	})
 
 	gen := 0 // edits so far, across the runs the benchmark framework makes
@@ -103,6 +114,7 @@ func BenchmarkSync10k(b *testing.B) {
 		benchGit(b, floorDir, "fetch", "-q", "origin")
 		benchGit(b, floorDir, "reset", "-q", "--hard", "origin/main")
 		var sync, floor samples
+		var stages stageSamples
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
@@ -123,6 +135,7 @@ func BenchmarkSync10k(b *testing.B) {
 			begin := time.Now()
 			res := bb.sync(b, false)
 			sync.add(begin)
+			stages.add(res.Phases)
 			require.Equal(b, files, res.Counts.Updated)
 			require.Equal(b, paths[:min(files, gitops.SampleSize)], res.Updated)
 
@@ -139,6 +152,7 @@ func BenchmarkSync10k(b *testing.B) {
 			b.StartTimer()
 		}
 		reportRatio(b, sync, floor, "git fetch + diff --name-only + hash changed")
+		stages.report(b)
 	}
 	b.Run("OneFileChanged", func(b *testing.B) { changed(b, 1) })
 	b.Run("HundredFilesChanged", func(b *testing.B) { changed(b, 100) })
@@ -233,6 +247,43 @@ func reportRatio(b *testing.B, sync, floor samples, floorName string) {
 	b.ReportMetric(ms(fm), "ms/floor")
 	b.ReportMetric(float64(sm)/float64(fm), "x-floor")
 	b.Logf("medians of %d: sync %.1f ms, floor (%s) %.1f ms, ratio %.2f", len(sync), ms(sm), floorName, ms(fm), float64(sm)/float64(fm))
+}
+
+// stageSamples are the durations of a sync's stages, one per iteration of
+// each, as its receipt's phases time them.
+type stageSamples struct {
+	order []string // the stages, as the receipts name them
+	ms    map[string][]int64
+}
+
+func (s *stageSamples) add(phases journal.Phases) {
+	if s.ms == nil {
+		s.ms = map[string][]int64{}
+	}
+	for _, p := range phases {
+		if _, ok := s.ms[p.Name]; !ok {
+			s.order = append(s.order, p.Name)
+		}
+		s.ms[p.Name] = append(s.ms[p.Name], p.Ms)
+	}
+}
+
+// report reports the median of each stage over the iterations, as
+// ms/<stage>, and logs them in one line.
+func (s *stageSamples) report(b *testing.B) {
+	require.NotEmpty(b, s.order, "the receipts time no stage")
+	var line strings.Builder
+	for _, name := range s.order {
+		v := slices.Clone(s.ms[name])
+		slices.Sort(v)
+		med := float64(v[len(v)/2])
+		if n := len(v); n%2 == 0 {
+			med = float64(v[n/2-1]+v[n/2]) / 2
+		}
+		b.ReportMetric(med, "ms/"+name)
+		fmt.Fprintf(&line, " %s %.1f ms,", name, med)
+	}
+	b.Logf("stage medians of %d:%s", len(s.ms[s.order[0]]), strings.TrimSuffix(line.String(), ","))
 }
 
 func benchUnit(i int, image string) string {

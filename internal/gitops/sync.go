@@ -2,25 +2,19 @@ package gitops
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"sluice/db"
 	"sluice/internal/errs"
 	"sluice/internal/gitsync"
 	"sluice/internal/journal"
-	"sluice/internal/redact"
 	"sluice/internal/source"
 	"sluice/internal/unit"
 )
@@ -63,6 +57,11 @@ type Result struct {
 	// are left out), and ArtifactsMissing counts every missing one.
 	Artifacts        []ArtifactCheck `json:"artifacts,omitempty"`
 	ArtifactsMissing int             `json:"artifactsMissing,omitempty"`
+	// Phases is how long each stage of the run took, in order: fetch,
+	// diff, walk, admit, write and finish (see Service.Sync; an accept has
+	// the last three). When admit and write run again, because a service
+	// name was taken under them, each counts once, with both runs' time.
+	Phases journal.Phases `json:"phases,omitempty"`
 
 	// accepted are the units the run created or updated, and autoDeploy
 	// whether the policy asks to deploy them (see Service.FollowUp).
@@ -70,36 +69,95 @@ type Result struct {
 	autoDeploy bool
 }
 
-// Sync is the sync action's body: it runs in the worker, outside any
-// transaction, and returns the inventory changes as the outcome's ApplyTx.
+// Sync is the sync action's body, in six named stages, each a phase on the
+// receipt with its duration:
+//
+//   - fetch mirrors the source's repository into its working tree;
+//   - diff finds the paths that changed since the synced commit;
+//   - walk reads the files as units;
+//   - admit works out what the inventory takes of them, and what that
+//     changes;
+//   - write makes the change, or keeps it as the source's candidate;
+//   - finish records the synced commit and every path the change counts.
+//
+// The first three run here, in the worker, outside any transaction, since
+// a fetch can take seconds. The last three are the outcome's ApplyTx
+// (plan.applyTx): they run in the transaction that finishes the run, so
+// that the inventory and the receipt commit together.
 func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) (*journal.Outcome, error) {
-	// The reads before the fetch wait out a PostgreSQL restart, as the
-	// receipt's transaction does: a sync that starts as the database goes
-	// away is late, not failed.
+	r := &syncRun{s: s, p: p, args: args}
+	for _, st := range []stage{
+		{"fetch", r.fetch},
+		{"diff", r.diff},
+		{"walk", r.walk},
+	} {
+		if err := r.phases.Do(st.name, func() error { return st.run(ctx) }); err != nil {
+			return nil, err
+		}
+	}
+	return r.outcome(), nil
+}
+
+// stage is one named stage of a sync that runs outside any transaction;
+// its name is its phase's on the receipt.
+type stage struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// syncRun is a sync's state through the stages that run outside any
+// transaction: each reads what the ones before it wrote.
+type syncRun struct {
+	s    *Service
+	p    *journal.Progress
+	args SyncArgs
+	// src, again, activeBefore, got and fetched are fetch's.
+	src *db.Source
+	// again are the paths the last sync found invalid: read again although
+	// unchanged (see lastSyncOf), from the new commit like the changed ones.
+	again        []string
+	activeBefore func() (int, error)
+	got          *gitsync.Result
+	fetched      time.Time // when the fetch ended
+	// plan is diff's, and walk's units in it.
+	plan *plan
+	// phases are the stages' durations so far.
+	phases journal.Phases
+}
+
+// fetch reads the source's row, refusing a source deleted or suspended
+// since the sync was queued, and its last sync's receipt, starts counting
+// its active units (countActive), and mirrors its repository into its
+// working tree: gitsync fetches, checks the commit out, and hands back the
+// blobs of the files the sync reads (under the source's path, changed since
+// the synced commit or found invalid by the last sync). It writes r.src,
+// r.again, r.activeBefore and r.got. The reads wait out a PostgreSQL
+// restart, as the receipt's transaction does: a sync that starts as the
+// database goes away is late, not failed.
+func (r *syncRun) fetch(ctx context.Context) error {
+	s, p, args := r.s, r.p, r.args
 	var src *db.Source
 	err := journal.RetryTransient(ctx, func() (err error) {
 		src, err = db.New(s.Pool).SourceGet(ctx, args.SourceID)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("load source %s: %w", args.SourceID, err)
+		return fmt.Errorf("load source %s: %w", args.SourceID, err)
 	}
 	if src.DeletedAt != nil {
-		return nil, errs.Errorf(errs.Conflict, "Source %s was deleted; it no longer syncs.", src.Name)
+		return errs.Errorf(errs.Conflict, "Source %s was deleted; it no longer syncs.", src.Name)
 	}
 	if src.SuspendedAt != nil {
-		return nil, errs.Errorf(errs.Conflict, "Source %s was suspended before this sync's turn, so nothing was fetched; `sluice resume %s` lets it sync again.", src.Name, src.Name)
+		return errs.Errorf(errs.Conflict, "Source %s was suspended before this sync's turn, so nothing was fetched; `sluice resume %s` lets it sync again.", src.Name, src.Name)
 	}
 	mirror, err := s.mirror(src)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	since := ""
 	if src.SyncedCommit != nil && !args.Full {
 		since = *src.SyncedCommit
 	}
-	// The files the last sync found invalid are read again although
-	// unchanged (see lastSyncOf), from the new commit like the changed ones.
 	var (
 		again   []string
 		message string // since's commit message, from its receipt
@@ -108,9 +166,10 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		again, message, err = s.lastSyncOf(ctx, src, since)
 		return err
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	activeBefore := countActive(ctx, db.New(s.Pool), src.ID)
+	r.src, r.again = src, again
+	r.activeBefore = countActive(ctx, db.New(s.Pool), src.ID)
 	p.Info(ctx, fmt.Sprintf("fetching %s (branch %s)", source.MaskedURL(src), src.Branch), nil)
 	begin := time.Now()
 	// Units are parsed from the blobs the sync hands back: the checkout
@@ -124,44 +183,65 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		Message: message,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
+	r.got, r.fetched = gr, time.Now()
 	if gr.Unmoved {
 		p.Info(ctx, fmt.Sprintf("at commit %s: the remote's branch has not moved, so nothing was fetched (%s)", short(gr.Commit), time.Since(begin).Round(time.Millisecond)), nil)
 	} else {
 		p.Info(ctx, fmt.Sprintf("at commit %s, %d paths changed (%s)", short(gr.Commit), len(gr.Changed), time.Since(begin).Round(time.Millisecond)), nil)
 	}
-	begin = time.Now()
+	return nil
+}
 
-	plan := &plan{source: src, commit: gr.Commit, runID: p.RunID(), redactor: s.Redactor, activeBefore: activeBefore, result: &Result{
+// diff starts the plan at the fetched commit and says which paths it
+// covers. After a full walk, that is every file under the source's path,
+// and a path that is no directory at the commit fails the sync; otherwise
+// plan.changed holds the paths under it that changed since the synced
+// commit, deleted ones included, and those the last sync found invalid. It
+// reads r.src, r.got and r.again, and writes r.plan.
+func (r *syncRun) diff(context.Context) error {
+	src, gr := r.src, r.got
+	plan := &plan{source: src, commit: gr.Commit, runID: r.p.RunID(), redactor: r.s.Redactor, activeBefore: r.activeBefore, result: &Result{
 		Commit: gr.Commit, CommitMessage: gr.Message, Full: gr.Full,
 		Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{},
 	}}
+	r.plan = plan
 	if gr.Full {
 		// Git's files under the path: an untracked *.json someone left in
 		// the working tree is neither a unit nor invalid.
 		if len(gr.Files) == 0 && src.Path != "" && !hasDir(gr.Tracked, src.Path) {
-			return nil, errs.Errorf(errs.Invalid, "The path %q is not a directory at commit %s of %s; fix the path in the GitOps settings, or add units under it.",
+			return errs.Errorf(errs.Invalid, "The path %q is not a directory at commit %s of %s; fix the path in the GitOps settings, or add units under it.",
 				src.Path, short(gr.Commit), source.MaskedURL(src))
 		}
-	} else {
-		plan.changed = make(map[string]bool)
-		for _, c := range gr.Changed {
-			if unit.InPrefix(c.Path, src.Path) {
-				plan.changed[c.Path] = true
-			}
-		}
-		// A file found invalid last time and gone now is a change too.
-		for _, path := range again {
-			if unit.InPrefix(path, src.Path) {
-				plan.changed[path] = true
-			}
+		return nil
+	}
+	plan.changed = make(map[string]bool)
+	for _, c := range gr.Changed {
+		if unit.InPrefix(c.Path, src.Path) {
+			plan.changed[c.Path] = true
 		}
 	}
-	plan.units, plan.invalid = unit.ParseFiles(identitySpace(src), unitFiles(gr.Files))
+	// A file found invalid last time and gone now is a change too.
+	for _, path := range r.again {
+		if unit.InPrefix(path, src.Path) {
+			plan.changed[path] = true
+		}
+	}
+	return nil
+}
+
+// walk reads the files fetch handed back as units, in the source's
+// identity space (identitySpace), and checks each Service, Infrastructure
+// and Blueprint unit's spec (checkSpecs): a file that is no unit, or whose
+// spec does not read, is invalid with its reason, and an event says so. It
+// reads r.got's files and writes the plan's units and invalid files.
+func (r *syncRun) walk(ctx context.Context) error {
+	p, plan := r.p, r.plan
+	plan.units, plan.invalid = unit.ParseFiles(identitySpace(r.src), unitFiles(r.got.Files))
 	plan.units, plan.invalid = checkSpecs(plan.units, plan.invalid)
-	if !gr.Unmoved {
-		p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(begin).Round(time.Millisecond)), nil)
+	if !r.got.Unmoved {
+		p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(r.fetched).Round(time.Millisecond)), nil)
 	}
 	// One event per invalid file, as the receipt's sample: thousands of
 	// them would be thousands of rows for every follower to read.
@@ -172,16 +252,26 @@ func (s *Service) Sync(ctx context.Context, p *journal.Progress, args SyncArgs) 
 		}
 		p.Warn(ctx, "invalid unit "+inv.Path+": "+inv.Reason, nil)
 	}
+	return nil
+}
+
+// outcome is what the worker records once the stages outside the
+// transaction are done: the plan's result, which holds their phases, and
+// the stages that finish the run as its ApplyTx.
+func (r *syncRun) outcome() *journal.Outcome {
+	src := r.src
+	r.plan.phases = r.phases
+	r.plan.result.Phases = slices.Clone(r.phases)
 	msg := "synced"
 	if source.Policy(src.Policy).Waits() {
 		msg = "synced: under policy " + src.Policy + " the commit waits as the candidate; `sluice accept " + src.Name + "` applies it"
 	}
 	return &journal.Outcome{
-		Result:  plan.result,
-		Commit:  gr.Commit,
+		Result:  r.plan.result,
+		Commit:  r.got.Commit,
 		Message: msg,
-		ApplyTx: plan.applyTx,
-	}, nil
+		ApplyTx: r.plan.applyTx,
+	}
 }
 
 // identitySpace is the namespace in which src's units that declare no
@@ -246,29 +336,6 @@ func short(commit string) string {
 	return commit
 }
 
-// plan is what a sync found; applyTx turns it into inventory changes in the
-// transaction that finishes the run.
-type plan struct {
-	source  *db.Source
-	commit  string
-	units   []*unit.Unit
-	invalid []unit.Invalid
-	// changed is nil for a full walk; otherwise the paths (in prefix) that
-	// changed since the synced commit, deleted ones included.
-	changed map[string]bool
-	result  *Result
-	// runID is the run that fetched; a candidate names it, and sync_path
-	// records the plan's paths under it.
-	runID uuid.UUID
-	// redactor redacts the paths recorded in sync_path. Nil: redact.Default.
-	redactor *redact.Redactor
-	// activeBefore, when set, returns the source's active units as counted
-	// while the sync fetched (see countActive), so that the finishing
-	// transaction does not scan every unit of the source. Nil: changeTx
-	// counts them itself, as an accept, which runs later, must.
-	activeBefore func() (int, error)
-}
-
 // countActive starts counting the active units of source id on the pool,
 // and returns what waits for the count. A sync counts while it fetches: the
 // source's sync lock is held, so only another action's rare stale or
@@ -308,390 +375,6 @@ func activeUnits(ctx context.Context, q *db.Queries, id uuid.UUID) (int, error) 
 // activeOf is how many of the counted units are in Git now: every status but
 // stale and destroyed (see active).
 func activeOf(c *db.UnitCountByStatusRow) int { return int(c.Pending + c.Applied + c.Failed) }
-
-// applyTx is the finishing step of a sync. The policy in force when it
-// runs (not when the fetch began) decides: manual and review keep the plan
-// as the source's candidate and leave the inventory and the synced commit
-// alone; auto-write and auto-deploy apply it.
-func (p *plan) applyTx(ctx context.Context, tx pgx.Tx) error {
-	q := db.New(tx)
-	// The source first, then its units: DeleteSource takes them in this
-	// order too. A source deleted while the sync ran keeps its units stale.
-	cur, err := q.SourceGetForUpdate(ctx, p.source.ID)
-	if err != nil {
-		return fmt.Errorf("lock source: %w", err)
-	}
-	if cur.DeletedAt != nil {
-		return errs.Errorf(errs.Conflict, "Source %s was deleted while it synced; nothing was changed.", p.source.Name)
-	}
-	if source.Policy(cur.Policy).Waits() {
-		c, err := p.changeTx(ctx, q)
-		if err != nil {
-			return err
-		}
-		c.res.Policy = cur.Policy
-		if err := p.storeCandidateTx(ctx, q, cur, c); err != nil {
-			return err
-		}
-		return writePathsTx(ctx, q, p.redactor, p.runID, &c.paths)
-	}
-	c, err := p.writeChangeTx(ctx, tx, cur, nil)
-	if err != nil {
-		return err
-	}
-	if err := writePathsTx(ctx, q, p.redactor, p.runID, &c.paths); err != nil {
-		return err
-	}
-	c.res.Policy = cur.Policy
-	c.res.Decision = source.DecisionAuto
-	c.res.autoDeploy = cur.Policy == string(source.PolicyAutoDeploy)
-	*p.result = c.res
-	return nil
-}
-
-// change is what a plan does to the inventory as it stands: the rows to
-// insert, update and mark stale, and the result that says so.
-type change struct {
-	inserts []*db.UnitInsertParams
-	updates []*db.UnitUpdateContentParams
-	stale   []uuid.UUID
-	// paths is every path the change counts; res holds a sample.
-	paths paths
-	// res is a copy of the plan's result completed with the change: it is
-	// published only when every write succeeded, since a failed run's
-	// receipt is written with the plan's result, which must not claim
-	// changes that were rolled back.
-	res Result
-	// activeBefore counts the source's active units before the change, and
-	// revived the updates of rows that were not active (an update makes a
-	// row active again): with the inserts and the stale marks, they give
-	// the count after the change without counting the rows again.
-	activeBefore, revived int
-}
-
-// fingerprint is the hex SHA-256 of the commit and what the change makes:
-// the created, updated, stale and invalid paths, and the units' hashes.
-// Two fetches with one fingerprint would do the same to the inventory.
-func (c *change) fingerprint() string {
-	h := sha256.New()
-	fmt.Fprintf(h, "commit %s\n", c.res.Commit)
-	for _, in := range c.inserts {
-		fmt.Fprintf(h, "create %s %s %s\n", in.Path, in.ID, in.ContentHash)
-	}
-	for _, up := range c.updates {
-		fmt.Fprintf(h, "update %s %s %s\n", up.Path, up.ID, up.ContentHash)
-	}
-	for _, path := range c.paths.stale {
-		fmt.Fprintf(h, "stale %s\n", path)
-	}
-	for _, inv := range c.paths.invalid {
-		fmt.Fprintf(h, "invalid %s %s\n", inv.Path, inv.Reason)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// changeTx works out, without writing, what the plan does to the inventory
-// as tx sees it. The plan itself is left as it was, so that a candidate can
-// be worked out again when it is accepted.
-func (p *plan) changeTx(ctx context.Context, q *db.Queries) (*change, error) {
-	w := *p
-	w.invalid = slices.Clone(p.invalid)
-	p = &w
-
-	ids := make([]uuid.UUID, 0, len(p.units))
-	for _, u := range p.units {
-		ids = append(ids, u.ID)
-	}
-	// The rows at this sync's paths, and any row (of any source) that has
-	// the id of a unit read: a declared metadata.id may belong to a unit of
-	// another source.
-	var (
-		atPaths, byIDs []*db.Unit
-		err            error
-	)
-	// A sync that found nothing changed asks for no rows at all.
-	if p.changed == nil {
-		atPaths, err = q.UnitListBySource(ctx, p.source.ID)
-	} else {
-		paths := make([]string, 0, len(p.changed))
-		for path := range p.changed {
-			// A name that is not UTF-8 holds no row (it is listed invalid),
-			// and PostgreSQL refuses it as a text parameter.
-			if utf8.ValidString(path) {
-				paths = append(paths, path)
-			}
-		}
-		if len(paths) > 0 {
-			atPaths, err = q.UnitListBySourceAndPaths(ctx, &db.UnitListBySourceAndPathsParams{SourceID: p.source.ID, Paths: paths})
-		}
-	}
-	if err == nil && len(ids) > 0 {
-		byIDs, err = q.UnitListByIDs(ctx, ids)
-	}
-	rows := dedupe(append(atPaths, byIDs...))
-	if err != nil {
-		return nil, fmt.Errorf("load units: %w", err)
-	}
-
-	byID := make(map[uuid.UUID]*db.Unit, len(rows))
-	for _, r := range rows {
-		byID[r.ID] = r
-	}
-	invalidPaths := map[string]bool{}
-	for _, inv := range p.invalid {
-		invalidPaths[inv.Path] = true
-	}
-
-	// An incremental sync sees only changed files: a changed file that claims
-	// the id of a unit at an unchanged path is a duplicate of that unit.
-	units := p.units
-	if p.changed != nil {
-		kept := units[:0:0]
-		for _, u := range units {
-			if r, ok := byID[u.ID]; ok && r.Path != u.Path && !p.changed[r.Path] && active(r.Status) && r.SourceID == p.source.ID {
-				p.invalid = append(p.invalid, unit.Invalid{Path: u.Path, Reason: fmt.Sprintf("metadata.id %s is also used by %s", u.ID, r.Path)})
-				invalidPaths[u.Path] = true
-				continue
-			}
-			kept = append(kept, u)
-		}
-		units = kept
-	}
-
-	// A declared metadata.id of another source's unit is never this
-	// source's, so such a file claims no service name either.
-	kept := units[:0:0]
-	for _, u := range units {
-		if r, ok := byID[u.ID]; ok && r.SourceID != p.source.ID {
-			p.invalid = append(p.invalid, unit.Invalid{Path: u.Path, Reason: fmt.Sprintf("metadata.id %s belongs to a unit of another source", u.ID)})
-			continue
-		}
-		kept = append(kept, u)
-	}
-	units = kept
-
-	if units, err = p.decideServiceNames(ctx, q, units, byID, invalidPaths); err != nil {
-		return nil, err
-	}
-
-	c := &change{res: *p.result}
-	seen := make(map[uuid.UUID]bool, len(units))
-	for _, u := range units {
-		seen[u.ID] = true
-		r, ok := byID[u.ID]
-		labels, err := jsonLabels(u.Labels)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case !ok:
-			c.inserts = append(c.inserts, &db.UnitInsertParams{
-				ID: u.ID, SourceID: p.source.ID, Path: u.Path, Kind: u.Kind, Name: u.Name, Labels: labels,
-				Status: "pending", Content: u.Content, ContentHash: u.Hash, GitCommit: p.commit,
-			})
-			c.paths.created = append(c.paths.created, u.Path)
-		case r.ContentHash == u.Hash && r.Path == u.Path && active(r.Status):
-			continue
-		default:
-			if !active(r.Status) {
-				c.revived++
-			}
-			c.updates = append(c.updates, &db.UnitUpdateContentParams{
-				ID: u.ID, Path: u.Path, Kind: u.Kind, Name: u.Name, Labels: labels,
-				Content: u.Content, ContentHash: u.Hash, GitCommit: p.commit,
-			})
-			c.paths.updated = append(c.paths.updated, u.Path)
-		}
-	}
-
-	for _, r := range rows {
-		if p.goesStale(r, seen, invalidPaths) {
-			c.stale = append(c.stale, r.ID)
-			c.paths.stale = append(c.paths.stale, r.Path)
-		}
-	}
-
-	if p.activeBefore != nil {
-		c.activeBefore, err = p.activeBefore()
-	} else {
-		c.activeBefore, err = activeUnits(ctx, q, p.source.ID)
-	}
-	if err != nil {
-		return nil, err
-	}
-	c.res.Unchanged = max(c.activeBefore-len(c.paths.updated)-len(c.paths.stale), 0)
-	c.paths.invalid = slices.Clone(p.invalid)
-	for _, l := range [][]string{c.paths.created, c.paths.updated, c.paths.stale} {
-		sort.Strings(l)
-	}
-	sort.Slice(c.paths.invalid, func(i, j int) bool { return c.paths.invalid[i].Path < c.paths.invalid[j].Path })
-	sort.Slice(c.inserts, func(i, j int) bool { return c.inserts[i].Path < c.inserts[j].Path })
-	sort.Slice(c.updates, func(i, j int) bool { return c.updates[i].Path < c.updates[j].Path })
-	c.res.Fingerprint = c.fingerprint()
-	c.paths.summarize(&c.res)
-	return c, nil
-}
-
-// goesStale reports whether the plan makes row r stale, given the ids of the
-// units it keeps (seen) and the paths of the invalid files: whatever was
-// tracked and is no longer in Git goes stale, never destroyed. A path with
-// an invalid file keeps its row as it was.
-func (p *plan) goesStale(r *db.Unit, seen map[uuid.UUID]bool, invalidPaths map[string]bool) bool {
-	if r.SourceID != p.source.ID || seen[r.ID] || !active(r.Status) || invalidPaths[r.Path] {
-		return false
-	}
-	if p.changed != nil && !p.changed[r.Path] {
-		return false // an unchanged path, loaded only because a changed file named its id
-	}
-	if !unit.InPrefix(r.Path, p.source.Path) && p.changed != nil {
-		return false
-	}
-	return true
-}
-
-// writeChangeTx works out the plan's change as tx sees the inventory,
-// passes it to check when check is set (an accept compares it with what was
-// accepted), and makes it, in a savepoint. When serviceNameConstraint
-// refuses the write, a writer that skipped the names lock gave a name away
-// after the decision: the savepoint is rolled back and the change worked
-// out again, which now finds that holder and lists the file invalid, so the
-// conflict does not fail the sync.
-func (p *plan) writeChangeTx(ctx context.Context, tx pgx.Tx, cur *db.Source, check func(*change) error) (*change, error) {
-	write := func(ctx context.Context, tx pgx.Tx) (*change, error) {
-		c, err := p.changeTx(ctx, db.New(tx))
-		if err == nil && check != nil {
-			err = check(c)
-		}
-		if err == nil {
-			err = p.writeTx(ctx, tx, cur, c)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	}
-	if len(p.units) == 0 {
-		// No unit to write claims no name: nothing to retry, so no savepoint.
-		return write(ctx, tx)
-	}
-	const attempts = 3
-	for attempt := 1; ; attempt++ {
-		var c *change
-		err := db.WithTx(ctx, tx, func(ctx context.Context, sp pgx.Tx) (err error) {
-			c, err = write(ctx, sp)
-			return err
-		})
-		if err == nil {
-			return c, nil
-		}
-		if !isServiceNameTaken(err) || attempt == attempts {
-			return nil, err
-		}
-	}
-}
-
-// writeTx makes change c in the inventory and records the plan's commit as
-// the source's synced commit.
-func (p *plan) writeTx(ctx context.Context, tx pgx.Tx, cur *db.Source, c *change) error {
-	q := db.New(tx)
-	// Written row by row, the names decideServiceNames gave may collide on
-	// the way (two services swapping names): the constraint is checked once,
-	// when every row is written.
-	names := len(c.inserts)+len(c.updates) > 0
-	if names {
-		if _, err := tx.Exec(ctx, deferServiceNames); err != nil {
-			return fmt.Errorf("defer the service names check: %w", err)
-		}
-	}
-	// New units go in with COPY and changed ones in one pipelined batch: a
-	// sync of thousands of changes is a few round trips, not thousands.
-	if len(c.inserts) > 0 {
-		if _, err := q.UnitInsert(ctx, c.inserts); err != nil {
-			return fmt.Errorf("insert %d units: %w", len(c.inserts), err)
-		}
-	}
-	if len(c.updates) > 0 {
-		var batchErr error
-		br := q.UnitUpdateContent(ctx, c.updates)
-		br.Exec(func(i int, err error) {
-			if err != nil && batchErr == nil {
-				batchErr = fmt.Errorf("update unit %s: %w", c.updates[i].Path, err)
-			}
-		})
-		if err := br.Close(); err != nil && batchErr == nil {
-			batchErr = fmt.Errorf("update units: %w", err)
-		}
-		if batchErr != nil {
-			return batchErr
-		}
-	}
-	if len(c.stale) > 0 {
-		if err := q.UnitMarkStale(ctx, c.stale); err != nil {
-			return fmt.Errorf("mark stale: %w", err)
-		}
-	}
-	if names {
-		if _, err := tx.Exec(ctx, checkServiceNames); err != nil {
-			return fmt.Errorf("check the service names: %w", err)
-		}
-	}
-	// Settings changed while the sync ran (source.Service.PutSettings forgot the synced
-	// commit) are not overwritten: the next sync walks everything as they say.
-	if cur.RepoUrl == p.source.RepoUrl && cur.Branch == p.source.Branch && cur.Path == p.source.Path {
-		if err := q.SourceSetSyncedCommit(ctx, &db.SourceSetSyncedCommitParams{ID: p.source.ID, SyncedCommit: &p.commit}); err != nil {
-			return fmt.Errorf("record synced commit: %w", err)
-		}
-	}
-	// Whatever waited is superseded: the inventory has moved past it.
-	if err := q.SourceCandidateDelete(ctx, p.source.ID); err != nil {
-		return fmt.Errorf("remove the candidate: %w", err)
-	}
-	// The rows written are the only ones that changed (the source row is
-	// locked, so no other sync writes its units meanwhile): the count after
-	// follows from the one changeTx made, and costs no second scan of
-	// every unit of the source.
-	activeN := c.activeBefore + len(c.inserts) + c.revived - len(c.stale)
-	c.res.Unchanged = max(activeN-len(c.paths.created)-len(c.paths.updated), 0)
-	for _, in := range c.inserts {
-		c.res.accepted = append(c.res.accepted, &db.Unit{ID: in.ID, SourceID: in.SourceID, Path: in.Path, Kind: in.Kind, Name: in.Name, Content: in.Content, ContentHash: in.ContentHash})
-	}
-	for _, up := range c.updates {
-		c.res.accepted = append(c.res.accepted, &db.Unit{ID: up.ID, SourceID: p.source.ID, Path: up.Path, Kind: up.Kind, Name: up.Name, Content: up.Content, ContentHash: up.ContentHash})
-	}
-	checks, err := checkArtifactsTx(ctx, q, c.res.accepted)
-	if err != nil {
-		return err
-	}
-	c.res.Artifacts, c.res.ArtifactsMissing = sampleArtifacts(checks)
-	c.res.Truncated = c.res.Truncated || len(checks) > SampleSize
-	return nil
-}
-
-// active reports whether a status is a unit in Git now.
-func active(status string) bool { return status != "stale" && status != "destroyed" }
-
-func dedupe(rows []*db.Unit) []*db.Unit {
-	seen := map[uuid.UUID]bool{}
-	out := rows[:0:0]
-	for _, r := range rows {
-		if !seen[r.ID] {
-			seen[r.ID] = true
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-func jsonLabels(labels map[string]string) ([]byte, error) {
-	if labels == nil {
-		return []byte(`{}`), nil
-	}
-	b, err := json.Marshal(labels)
-	if err != nil {
-		return nil, fmt.Errorf("encode labels: %w", err)
-	}
-	return b, nil
-}
 
 // hasDir reports whether any of files lies under dir.
 func hasDir(files map[string]bool, dir string) bool {

@@ -1027,3 +1027,73 @@ func TestSyncRepositoryChange(t *testing.T) {
 		require.False(t, res.Full)
 	})
 }
+
+// phaseNames are the names of a receipt's phases, in order.
+func phaseNames(ps journal.Phases) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// requireWithinRun requires that a receipt's phases add up to no more than
+// its run took.
+func requireWithinRun(t testing.TB, run *db.JournalRun, ps journal.Phases) {
+	t.Helper()
+	require.NotNil(t, run.StartedAt)
+	require.NotNil(t, run.FinishedAt)
+	var sum int64
+	for _, p := range ps {
+		sum += p.Ms
+	}
+	require.LessOrEqual(t, sum, run.FinishedAt.Sub(*run.StartedAt).Milliseconds()+1, "phases %v", ps)
+}
+
+func TestSyncStages(t *testing.T) {
+	t.Parallel()
+
+	all := []string{"fetch", "diff", "walk", "admit", "write", "finish"}
+
+	t.Run("TheReceiptTimesEachStageInOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
+		run := b.syncRun(t, false)
+		require.Equal(t, journal.StateSucceeded, run.State, "%v", errText(run))
+		res := resultOf(t, run)
+		require.Equal(t, all, phaseNames(res.Phases))
+		requireWithinRun(t, run, res.Phases)
+
+		// A sync that finds nothing changed runs every stage too.
+		require.Equal(t, all, phaseNames(b.sync(t, false).Phases))
+	})
+
+	t.Run("AFailedFinishRecordsTheStagesOutsideItsTransaction", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.exec(t, "ALTER TABLE unit ADD CONSTRAINT test_refuses_bad CHECK (path <> 'apps/bad.json')")
+		b.Commit(t, "one", map[string]string{"apps/bad.json": svcUnit("bad", "bad:1")})
+		run := b.syncRun(t, false)
+		require.Equal(t, journal.StateFailed, run.State)
+		require.Equal(t, []string{"fetch", "diff", "walk"}, phaseNames(resultOf(t, run).Phases),
+			"the stages of the transaction that was rolled back are not on the receipt")
+	})
+
+	t.Run("ACandidateAndItsAcceptTimeTheirStages", func(t *testing.T) {
+		t.Parallel()
+		b := setupPolicy(t, source.PolicyManual)
+		b.Commit(t, "second", map[string]string{"a.json": svcUnit("a", "x:2")})
+		res := b.sync(t, false)
+		require.True(t, res.CandidateWaits)
+		require.Equal(t, all, phaseNames(res.Phases))
+
+		c, err := b.svc.Sources.GetCandidate(b.ctx, source.DefaultName)
+		require.NoError(t, err)
+		run := b.accept(t, "alice", c)
+		require.Equal(t, journal.StateSucceeded, run.State, "%v", errText(run))
+		accepted := resultOf(t, run)
+		require.Equal(t, []string{"admit", "write", "finish"}, phaseNames(accepted.Phases), "an accept fetches nothing")
+		requireWithinRun(t, run, accepted.Phases)
+	})
+}
