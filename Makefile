@@ -165,7 +165,9 @@ ensure-browser:
 # BenchmarkSync10k (internal/gitops) is a sync of 10,000 units, request to
 # receipt, beside the git CLI doing the same work in the same loop (first
 # sync, no change, one file, 100 files); it runs SYNC_BENCH_COUNT times and
-# the table after it gives the medians and the goals (docs/benchmarks.md).
+# the table after it gives the medians and the goals (docs/benchmarks.md),
+# then the medians of each stage of the sync (fetch, diff, walk, admit,
+# write, finish).
 # The gitsync one is Mirror.Sync alone beside git clone / git fetch + diff.
 SYNC_BENCH_COUNT ?= 3
 # SYNC_TABLE_AWK turns BenchmarkSync10k's lines into the table of medians.
@@ -180,8 +182,9 @@ function med(a, n,   i, j, t) {
   r = ++runs[name]
   for (i = 3; i < NF; i++) {
     if ($$(i+1) == "ms/sync") s[name, r] = $$i
-    if ($$(i+1) == "ms/floor") f[name, r] = $$i
-    if ($$(i+1) == "x-floor") x[name, r] = $$i
+    else if ($$(i+1) == "ms/floor") f[name, r] = $$i
+    else if ($$(i+1) == "x-floor") x[name, r] = $$i
+    else if ($$(i+1) ~ /^ms\//) { st[name, substr($$(i+1), 4), r] = $$i; staged = 1 }
   }
 }
 END {
@@ -193,6 +196,21 @@ END {
     for (r = 1; r <= runs[n]; r++) { a[r] = s[n, r] + 0; b[r] = f[n, r] + 0; c[r] = x[n, r] + 0 }
     ms = med(a, runs[n]); mf = med(b, runs[n]); mx = med(c, runs[n])
     printf "%-20s %12.1f %12.1f %7.2fx %5.1fx  %s\n", n, ms, mf, mx, goal[n], (mx <= goal[n] ? "yes" : "no")
+  }
+  if (!staged) exit
+  # go test prints the metrics by name; the stages run in this order.
+  ns = split("fetch diff walk admit write finish", stages, " ")
+  printf "\nThe sync's stages, as its receipts time them: medians, ms\n%-20s", "scenario"
+  for (t = 1; t <= ns; t++) printf " %8s", stages[t]
+  printf "\n"
+  for (j = 1; j <= k; j++) {
+    n = order[j]
+    printf "%-20s", n
+    for (t = 1; t <= ns; t++) {
+      for (r = 1; r <= runs[n]; r++) a[r] = st[n, stages[t], r] + 0
+      printf " %8.1f", med(a, runs[n])
+    }
+    printf "\n"
   }
 }
 endef
