@@ -92,5 +92,5 @@ func (s *Service) SetPolicy(ctx context.Context, key string, policy Policy) (*So
 	if err != nil {
 		return nil, err
 	}
-	return Of(out), nil
+	return sourceOut(out), nil
 }

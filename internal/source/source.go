@@ -77,8 +77,8 @@ type Input struct {
 	SettingsInput
 }
 
-// Of is src as operators see it.
-func Of(src *db.Source) *Source {
+// sourceOut is src as operators see it.
+func sourceOut(src *db.Source) *Source {
 	return &Source{
 		ID: src.ID, Name: src.Name, Settings: *SettingsOf(src), Default: src.ID == DefaultID,
 		Policy: Policy(src.Policy), SuspendedAt: src.SuspendedAt, WebhookSecretSet: webhookSecretSet(src), CreatedAt: src.CreatedAt, UpdatedAt: src.UpdatedAt,
@@ -112,7 +112,8 @@ func Find(ctx context.Context, q *db.Queries, key string) (*db.Source, error) {
 	return src, nil
 }
 
-// FindForUpdate is Find, locking the source's row until tx ends.
+// FindForUpdate is Find, locking the source's row until the transaction
+// of q ends.
 func FindForUpdate(ctx context.Context, q *db.Queries, key string) (*db.Source, error) {
 	src, err := q.SourceFindForUpdate(ctx, key)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -132,7 +133,7 @@ func (s *Service) List(ctx context.Context) ([]*Source, error) {
 	}
 	out := make([]*Source, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, Of(r))
+		out = append(out, sourceOut(r))
 	}
 	return out, nil
 }
@@ -143,7 +144,7 @@ func (s *Service) Get(ctx context.Context, key string) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Of(src), nil
+	return sourceOut(src), nil
 }
 
 // Create adds a source. It syncs at its interval from the next tick
@@ -174,7 +175,7 @@ func (s *Service) Create(ctx context.Context, in Input) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Of(out), nil
+	return sourceOut(out), nil
 }
 
 // Update changes the source key names, like PutSettings does the
@@ -224,7 +225,7 @@ func (s *Service) Update(ctx context.Context, key string, in Input) (*Source, er
 	if err != nil {
 		return nil, err
 	}
-	return Of(out), nil
+	return sourceOut(out), nil
 }
 
 // Delete deletes the source key names and, in the same transaction,
@@ -255,7 +256,7 @@ func (s *Service) Delete(ctx context.Context, key string) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Of(out), nil
+	return sourceOut(out), nil
 }
 
 // SetSuspended suspends or resumes the source key names. A suspended source
@@ -277,5 +278,5 @@ func (s *Service) SetSuspended(ctx context.Context, key string, suspended bool) 
 	if err != nil {
 		return nil, err
 	}
-	return Of(out), nil
+	return sourceOut(out), nil
 }
