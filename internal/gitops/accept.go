@@ -103,7 +103,7 @@ type AcceptArgs struct {
 }
 
 // Kind implements river.JobArgs.
-func (AcceptArgs) Kind() string { return "accept_source" }
+func (AcceptArgs) Kind() string { return source.AcceptAction }
 
 // InsertOpts: a refused accept stays refused; River does not retry it.
 func (AcceptArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1} }
@@ -167,9 +167,9 @@ func candidateMatching(ctx context.Context, q *db.Queries, src *db.Source, commi
 // Accept is the accept action's body: it applies the source's candidate,
 // as its fetch planned it, with the stages that finish a sync (admit,
 // write, finish) in the transaction that finishes the run, and records the
-// policy line that decided it. It refuses (Conflict) when the
-// candidate moved on, or when the inventory changed so that the plan would
-// no longer do what the operator accepted.
+// policy line that decided it. It refuses (Conflict) when the candidate
+// moved on, or when the inventory changed so that the plan would no longer
+// do what the operator accepted.
 func (s *Service) Accept(ctx context.Context, p *journal.Progress, args AcceptArgs) (*journal.Outcome, error) {
 	q := db.New(s.Pool)
 	src, err := q.SourceGet(ctx, args.SourceID)
