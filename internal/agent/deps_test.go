@@ -9,13 +9,14 @@ import (
 )
 
 // forbidden are the packages an agent must never link: a database, the
-// journal, sync and its Git credentials, sealed secrets, River. Each
-// forbids the packages under it too.
+// journal, sync, the sources and their Git credentials, sealed secrets,
+// River. Each forbids the packages under it too.
 var forbidden = []string{
 	"sluice/db",
 	"sluice/queries",
 	"sluice/internal/journal",
 	"sluice/internal/gitops",
+	"sluice/internal/source",
 	"sluice/internal/secretbox",
 	"github.com/jackc/pgx",
 	"github.com/riverqueue",

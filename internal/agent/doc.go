@@ -15,5 +15,5 @@
 // River, and that is a security property of an edge host, so it is checked.
 // TestImports fails the build if this package imports, directly or not,
 // sluice/db, sluice/queries, sluice/internal/journal, sluice/internal/gitops,
-// sluice/internal/secretbox, pgx or River.
+// sluice/internal/source, sluice/internal/secretbox, pgx or River.
 package agent
