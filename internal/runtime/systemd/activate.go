@@ -131,6 +131,13 @@ func job(ctx context.Context, start func(ch chan<- string) (int, error)) (string
 // through systemd's D-Bus API. A start that fails still answers the start
 // (its exit is then the probe's verdict, with its journal's last lines),
 // unless systemd did not even start it.
+//
+// The reload and the enable run only when systemd needs them: a unit it
+// has not loaded, or whose file changed since (NeedDaemonReload), and a
+// unit not enabled yet. A reload re-reads every unit on the host (0.4 to
+// 0.7 s in a small container, most of a converge that changes nothing in
+// the unit), and systemd's own flag says when the one written is not the
+// one it runs.
 func (r *Runtime) Activate(ctx context.Context, u *hoststep.Unit, _ string) (hoststep.Instance, error) {
 	name := u.Manifest.Service
 	unit := UnitName(name)
@@ -138,11 +145,19 @@ func (r *Runtime) Activate(ctx context.Context, u *hoststep.Unit, _ string) (hos
 	if err != nil {
 		return nil, err
 	}
-	if err := conn.ReloadContext(ctx); err != nil {
-		return nil, fmt.Errorf("daemon-reload: %w", err)
+	before, err := r.state(ctx, name)
+	if err != nil {
+		return nil, err
 	}
-	if _, _, err := conn.EnableUnitFilesContext(ctx, []string{unit}, false, true); err != nil {
-		return nil, fmt.Errorf("enable %s: %w", unit, err)
+	if before.LoadState != "loaded" || before.NeedDaemonReload {
+		if err := conn.ReloadContext(ctx); err != nil {
+			return nil, fmt.Errorf("daemon-reload: %w", err)
+		}
+	}
+	if p, err := conn.GetUnitPropertyContext(ctx, unit, "UnitFileState"); err != nil || p.Value.Value() != "enabled" {
+		if _, _, err := conn.EnableUnitFilesContext(ctx, []string{unit}, false, true); err != nil {
+			return nil, fmt.Errorf("enable %s: %w", unit, err)
+		}
 	}
 	_ = conn.ResetFailedUnitContext(ctx, unit) // a failed unit keeps its old result otherwise
 	res, err := job(ctx, func(ch chan<- string) (int, error) { return conn.RestartUnitContext(ctx, unit, "replace", ch) })

@@ -277,6 +277,63 @@ func TestApply(t *testing.T) {
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
 
+	t.Run("ReloadsSystemdOnlyWhenTheUnitChanged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A running sentinel unit (systemd keeps it loaded) whose file
+		// changed since systemd loaded it: any daemon-reload clears its
+		// NeedDaemonReload.
+		sentinel := filepath.Join(b.box.Units, "sentinel.service")
+		require.NoError(t, os.WriteFile(sentinel, []byte("[Service]\nExecStart=/bin/sleep infinity\n"), 0o644))
+		b.box.Run(t, "systemctl", "daemon-reload")
+		b.box.Run(t, "systemctl", "start", "sentinel.service")
+		bumps := 0
+		stale := func(t *testing.T) bool {
+			t.Helper()
+			// The file's time moves past what systemd loaded.
+			bumps++
+			later := time.Now().Add(time.Duration(bumps) * time.Hour)
+			require.NoError(t, os.Chtimes(sentinel, later, later))
+			return strings.TrimSpace(b.box.Run(t, "systemctl", "show", "-P", "NeedDaemonReload", "sentinel.service")) == "yes"
+		}
+		reloaded := func(t *testing.T) bool {
+			t.Helper()
+			return strings.TrimSpace(b.box.Run(t, "systemctl", "show", "-P", "NeedDaemonReload", "sentinel.service")) == "no"
+		}
+
+		a1, err := b.host.Apply(b.ctx, &events{}, &phase.Phases{}, b.request("v1", nil))
+		require.NoError(t, err)
+		require.True(t, a1.Probe.OK, a1.Probe.Sentence)
+
+		// The same unit again: restarted, not reloaded.
+		require.True(t, stale(t))
+		a2, err := b.host.Apply(b.ctx, &events{}, &phase.Phases{}, b.request("v1", nil))
+		require.NoError(t, err)
+		require.True(t, a2.Probe.OK, a2.Probe.Sentence)
+		require.NotEqual(t, a1.Artifact.Start, a2.Artifact.Start, "restarted")
+		require.False(t, reloaded(t), "a converge that changed nothing in the unit reloaded systemd")
+
+		// A new version changes the unit: reloaded, and what runs is it.
+		require.True(t, stale(t))
+		a3, err := b.host.Apply(b.ctx, &events{}, &phase.Phases{}, b.request("v2", nil))
+		require.NoError(t, err)
+		require.True(t, a3.Probe.OK, a3.Probe.Sentence)
+		require.True(t, reloaded(t))
+		require.Equal(t, "v2", b.get(t).Version)
+
+		// The file edited by hand back to the same text: systemd's flag
+		// says it needs a reload, and gets one.
+		file := filepath.Join(b.box.Units, "sluice-web.service")
+		later := time.Now().Add(24 * time.Hour)
+		require.NoError(t, os.Chtimes(file, later, later))
+		require.True(t, stale(t))
+		a4, err := b.host.Apply(b.ctx, &events{}, &phase.Phases{}, b.request("v2", nil))
+		require.NoError(t, err)
+		require.True(t, a4.Probe.OK, a4.Probe.Sentence)
+		require.True(t, reloaded(t))
+		require.Equal(t, "no", strings.TrimSpace(b.box.Run(t, "systemctl", "show", "-P", "NeedDaemonReload", "sluice-web.service")))
+	})
+
 	t.Run("RestoresStopsAdoptsInspectsAndRemoves", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -71,7 +71,8 @@ func conflict(whose, name string) error {
 }
 
 // Validate implements hoststep.Runtime: the unit must be sluice's to
-// replace, and systemd must accept it. The artifact is installed into
+// replace, and systemd must accept it, unless the same text is in place
+// (then nothing is written). The artifact is installed into
 // ExeDir first (content-addressed: installing it changes nothing that
 // runs), so that systemd checks the command it will run; the candidate is
 // verified in StagingDir, so a unit that does not verify changes nothing.
@@ -84,6 +85,9 @@ func (r *Runtime) Validate(ctx context.Context, u *hoststep.Unit, exe string) er
 	}
 	if err := r.install(exe, u.Manifest.ArtifactDigest); err != nil {
 		return err
+	}
+	if now, err := os.ReadFile(u.Path); err == nil && bytes.Equal(now, u.Text) {
+		return nil // in place already, verified when it was written: Write writes nothing
 	}
 	dir := r.host(r.StagingDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -174,13 +178,18 @@ func hasDigest(path, digest string) (bool, error) {
 }
 
 // Write implements hoststep.Runtime: a temporary file in the unit
-// directory, renamed into place, once the unit is sluice's to replace.
+// directory, renamed into place, once the unit is sluice's to replace. A
+// file that holds the text already is left as it is, so that systemd,
+// which compares the file's time with what it loaded, needs no reload.
 func (r *Runtime) Write(ctx context.Context, u *hoststep.Unit) error {
 	name := u.Manifest.Service
 	if whose, err := r.owner(ctx, name); err != nil {
 		return err
 	} else if whose != "" {
 		return conflict(whose, name)
+	}
+	if now, err := os.ReadFile(u.Path); err == nil && bytes.Equal(now, u.Text) {
+		return nil
 	}
 	dir := r.host(r.UnitDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
