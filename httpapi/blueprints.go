@@ -13,20 +13,51 @@ import (
 	"sluice/internal/errs"
 )
 
+// BlueprintView is a Blueprint as the API shows it, its status block in the
+// shared status shape.
+type BlueprintView struct {
+	*blueprint.BlueprintView
+	Status *BlueprintStatus `json:"status"`
+}
+
+// BlueprintStatus is a Blueprint's answer / path / evidence block: the
+// first stage along source, artifact, placement, rollout and runtime that
+// needs an operator (else the runtime's), each stage, and the evidence.
+type BlueprintStatus struct {
+	Answer   StatusAnswer[BlueprintState] `json:"answer"`
+	Path     []StatusStage                `json:"path" doc:"The stages: source, artifact, placement, rollout, runtime."`
+	Evidence StatusEvidence               `json:"evidence"`
+}
+
+// BlueprintState is the state a Blueprint's answer names: a stage's, or on
+// the runtime stage a node row's.
+type BlueprintState string
+
+func blueprintViewOut(v *blueprint.BlueprintView) *BlueprintView {
+	return &BlueprintView{BlueprintView: v, Status: blueprintStatusOut(v.Status)}
+}
+
+func blueprintStatusOut(st *blueprint.BlueprintStatus) *BlueprintStatus {
+	if st == nil {
+		return nil
+	}
+	return &BlueprintStatus{Answer: statusAnswerOut[BlueprintState](st.Answer), Path: statusPathOut(st.Path), Evidence: statusEvidenceOut(st.Evidence)}
+}
+
 type blueprintOutput struct {
-	Body *blueprint.BlueprintView
+	Body *BlueprintView
 }
 
 type blueprintListOutput struct {
 	Body struct {
-		Blueprints []*blueprint.BlueprintView `json:"blueprints"`
+		Blueprints []*BlueprintView `json:"blueprints"`
 	}
 }
 
 // PlacementApproved answers approve-placement.
 type PlacementApproved struct {
-	Blueprint *blueprint.BlueprintView `json:"blueprint"`
-	JournalID uuid.UUID                `json:"journalId" format:"uuid" doc:"The approval's receipt."`
+	Blueprint *BlueprintView `json:"blueprint"`
+	JournalID uuid.UUID      `json:"journalId" format:"uuid" doc:"The approval's receipt."`
 }
 
 type placementApprovedOutput struct {
@@ -50,7 +81,10 @@ func registerBlueprints(api huma.API, d Deps) {
 				return nil, err
 			}
 			out := &blueprintListOutput{}
-			out.Body.Blueprints = vs
+			out.Body.Blueprints = make([]*BlueprintView, 0, len(vs))
+			for _, v := range vs {
+				out.Body.Blueprints = append(out.Body.Blueprints, blueprintViewOut(v))
+			}
 			return out, nil
 		})
 
@@ -66,7 +100,7 @@ func registerBlueprints(api huma.API, d Deps) {
 			if err != nil {
 				return nil, err
 			}
-			return &blueprintOutput{Body: v}, nil
+			return &blueprintOutput{Body: blueprintViewOut(v)}, nil
 		})
 
 	register(api, d, op("approve-placement", http.MethodPost, "/blueprints/{name}/placement/approve",
@@ -90,7 +124,7 @@ func registerBlueprints(api huma.API, d Deps) {
 			if err != nil {
 				return nil, err
 			}
-			return &placementApprovedOutput{Body: PlacementApproved{Blueprint: v, JournalID: a.Run.ID}}, nil
+			return &placementApprovedOutput{Body: PlacementApproved{Blueprint: blueprintViewOut(v), JournalID: a.Run.ID}}, nil
 		})
 
 	register(api, d, op("authorize-rollout", http.MethodPost, "/blueprints/{name}/rollout/authorize",
@@ -111,7 +145,7 @@ func registerBlueprints(api huma.API, d Deps) {
 				return nil, err
 			}
 			out := &rolloutAuthorizedOutput{}
-			out.Body.Blueprint, out.Body.Rollout, out.Body.Existing = v, a.Rollout.ID, a.Existing
+			out.Body.Blueprint, out.Body.Rollout, out.Body.Existing = blueprintViewOut(v), a.Rollout.ID, a.Existing
 			out.Body.JournalID = a.Rollout.RunID
 			return out, nil
 		})
@@ -142,7 +176,7 @@ func registerBlueprints(api huma.API, d Deps) {
 				return nil, err
 			}
 			out := &blueprintStatusOutput{}
-			out.Body.Blueprint, out.Body.Status, out.Body.Nodes = v.Name, v.Status, v.Nodes
+			out.Body.Blueprint, out.Body.Status, out.Body.Nodes = v.Name, blueprintStatusOut(v.Status), v.Nodes
 			return out, nil
 		})
 
@@ -195,7 +229,7 @@ func registerBlueprints(api huma.API, d Deps) {
 			return nil, err
 		}
 		out := &rolloutAuthorizedOutput{}
-		out.Body.Blueprint, out.Body.Rollout, out.Body.Existing = v, a.Rollout.ID, a.Existing
+		out.Body.Blueprint, out.Body.Rollout, out.Body.Existing = blueprintViewOut(v), a.Rollout.ID, a.Existing
 		out.Body.JournalID = a.Rollout.RunID
 		return out, nil
 	})
@@ -269,9 +303,9 @@ type blueprintEnforceOutput struct {
 
 type blueprintStatusOutput struct {
 	Body struct {
-		Blueprint string                     `json:"blueprint"`
-		Status    *blueprint.BlueprintStatus `json:"status"`
-		Nodes     []blueprint.NodeRow        `json:"nodes"`
+		Blueprint string              `json:"blueprint"`
+		Status    *BlueprintStatus    `json:"status"`
+		Nodes     []blueprint.NodeRow `json:"nodes"`
 	}
 }
 
@@ -296,9 +330,9 @@ type rolloutRunOutput struct {
 
 type rolloutAuthorizedOutput struct {
 	Body struct {
-		Blueprint *blueprint.BlueprintView `json:"blueprint"`
-		Rollout   uuid.UUID                `json:"rollout" format:"uuid" doc:"The rollout generation."`
-		Existing  bool                     `json:"existing" doc:"True when this binding was authorized already: its rollout generation answers."`
-		JournalID uuid.UUID                `json:"journalId" format:"uuid" doc:"The authorization's receipt."`
+		Blueprint *BlueprintView `json:"blueprint"`
+		Rollout   uuid.UUID      `json:"rollout" format:"uuid" doc:"The rollout generation."`
+		Existing  bool           `json:"existing" doc:"True when this binding was authorized already: its rollout generation answers."`
+		JournalID uuid.UUID      `json:"journalId" format:"uuid" doc:"The authorization's receipt."`
 	}
 }

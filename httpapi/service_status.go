@@ -15,58 +15,17 @@ import (
 // ServiceStatusReport is a service's status answer: the first thing that needs an
 // operator, the path from Git to what runs, and the evidence.
 type ServiceStatusReport struct {
-	Service  string                `json:"service" example:"web"`
-	Answer   ServiceStatusAnswer   `json:"answer"`
-	Path     []ServicePathStage    `json:"path" doc:"The stages from Git to what runs: source, artifact, runtime."`
-	Evidence ServiceStatusEvidence `json:"evidence"`
+	Service  string                     `json:"service" example:"web"`
+	Answer   StatusAnswer[ServiceState] `json:"answer"`
+	Path     []StatusStage              `json:"path" doc:"The stages from Git to what runs: source, artifact, runtime."`
+	Evidence ServiceStatusEvidence      `json:"evidence"`
 }
 
-// ServiceStatusAnswer is the first thing on the path that needs an operator,
-// or the runtime's state when nothing does.
-type ServiceStatusAnswer struct {
-	Stage   string `json:"stage" enum:"source,artifact,runtime" doc:"The stage the answer comes from."`
-	State   string `json:"state" doc:"The state of that stage (see the README's tables)." example:"Runtime drift"`
-	Tone    string `json:"tone" enum:"ok,info,warn,error"`
-	Reason  string `json:"reason" doc:"Why, in a sentence."`
-	Action  string `json:"action" doc:"The command that moves the service on; empty when none is needed, or when drift mode observe only reports." example:"sluice converge web"`
-	Others  int    `json:"others" doc:"How many other issues hold besides this one."`
-	Partial bool   `json:"partial" doc:"Some evidence could not be proven; evidence.unproven says what."`
-}
-
-// ServicePathStage is one stage of a service's path.
-type ServicePathStage struct {
-	Stage  string `json:"stage" enum:"source,artifact,runtime"`
-	State  string `json:"state" example:"Verified"`
-	Tone   string `json:"tone" enum:"ok,info,warn,error"`
-	Reason string `json:"reason,omitempty" doc:"Why it blocks; absent when it does not."`
-}
-
-// ServiceStatusEvidence is what the receipts grant, the settled stages and
-// their proof, and what could not be proven.
+// ServiceStatusEvidence is the shared evidence, and the service's newest
+// drift check.
 type ServiceStatusEvidence struct {
-	Grants     []StatusGrant      `json:"grants" doc:"The receipts that let what runs happen: the source's acceptance and the apply."`
-	Settled    []SettledStage     `json:"settled" doc:"The stages whose state is proven, with the proof."`
-	Unproven   []string           `json:"unproven" doc:"Everything that could not be proven. Unverified is never shown as converged."`
-	InProgress []string           `json:"inProgress" doc:"The open actions; while one waits, differences are work in progress, not drift."`
-	LastCheck  *DriftCheckSummary `json:"lastCheck,omitempty" doc:"The newest drift check since the last action."`
-}
-
-// StatusGrant is a receipt that let something happen.
-type StatusGrant struct {
-	What      string    `json:"what" enum:"Source accepted,Applied"`
-	JournalID uuid.UUID `json:"journalId" format:"uuid"`
-	By        string    `json:"by" example:"alice"`
-	Decision  string    `json:"decision" doc:"The policy line of an acceptance, or the health policy an apply ran under." example:"Applies without an operator"`
-	At        time.Time `json:"at"`
-	Commit    string    `json:"commit,omitempty"`
-	Digest    string    `json:"digest,omitempty"`
-}
-
-// SettledStage is a stage whose state is proven.
-type SettledStage struct {
-	Stage string `json:"stage"`
-	State string `json:"state"`
-	Proof string `json:"proof"`
+	StatusEvidence
+	LastCheck *DriftCheckSummary `json:"lastCheck,omitempty" doc:"The newest drift check since the last action."`
 }
 
 // DriftCheckSummary is a drift check's finding, as the status shows it.
@@ -95,23 +54,11 @@ type EnforceDecision struct {
 type serviceStatusOutput struct{ Body ServiceStatusReport }
 
 func serviceStatusOut(st *services.Status) ServiceStatusReport {
-	a := st.Answer
 	out := ServiceStatusReport{
-		Service: st.Service,
-		Answer: ServiceStatusAnswer{Stage: a.Stage, State: a.State, Tone: string(a.Tone), Reason: a.Reason, Action: a.Action,
-			Others: a.Others, Partial: a.Partial},
-		Path: []ServicePathStage{},
-		Evidence: ServiceStatusEvidence{Grants: []StatusGrant{}, Settled: []SettledStage{},
-			Unproven: nonNil(st.Evidence.Unproven), InProgress: nonNil(st.Evidence.InProgress)},
-	}
-	for _, s := range st.Path {
-		out.Path = append(out.Path, ServicePathStage{Stage: s.Name, State: s.State, Tone: string(s.Tone), Reason: s.Reason})
-	}
-	for _, g := range st.Evidence.Grants {
-		out.Evidence.Grants = append(out.Evidence.Grants, StatusGrant{What: g.What, JournalID: g.RunID, By: g.By, Decision: g.Decision, At: g.At, Commit: g.Commit, Digest: g.Digest})
-	}
-	for _, s := range st.Evidence.Settled {
-		out.Evidence.Settled = append(out.Evidence.Settled, SettledStage{Stage: s.Stage, State: s.State, Proof: s.Proof})
+		Service:  st.Service,
+		Answer:   statusAnswerOut[ServiceState](st.Answer),
+		Path:     statusPathOut(st.Path),
+		Evidence: ServiceStatusEvidence{StatusEvidence: statusEvidenceOut(st.Evidence.Evidence)},
 	}
 	if c := st.Evidence.LastCheck; c != nil {
 		sum := &DriftCheckSummary{JournalID: c.RunID, At: c.At, Status: c.Status, Drift: []DriftClassFound{}}

@@ -127,36 +127,18 @@ type candidateOutput struct{ Body Candidate }
 // SourceStatus is a source's status answer: the first thing that needs an
 // operator, the path from Git to the inventory, and the evidence.
 type SourceStatus struct {
-	Source     string       `json:"source" example:"apps"`
-	Answer     StatusAnswer `json:"answer"`
-	Path       []PathStage  `json:"path" doc:"The stages from Git to the inventory; for now one, source."`
-	Evidence   Evidence     `json:"evidence"`
-	NextSyncAt *time.Time   `json:"nextSyncAt,omitempty" doc:"The next interval sync; absent when syncs are manual only or the source is suspended."`
+	Source     string                    `json:"source" example:"apps"`
+	Answer     StatusAnswer[SourceState] `json:"answer"`
+	Path       []StatusStage             `json:"path" doc:"The stages from Git to the inventory; for now one, source."`
+	Evidence   SourceStatusEvidence      `json:"evidence"`
+	NextSyncAt *time.Time                `json:"nextSyncAt,omitempty" doc:"The next interval sync; absent when syncs are manual only or the source is suspended."`
 }
 
-// StatusAnswer is the first thing that needs an operator, or the state when
-// nothing does.
-type StatusAnswer struct {
-	State   string `json:"state" enum:"Recovering,Fetching,Applying,Outcome unknown,Suspended,Source failed,Retry scheduled,Reconcile required,Pending update blocked,Review required,Pending update,Accepted,Never reconciled" doc:"The first of the source states that holds (see the README's table)." example:"Pending update"`
-	Tone    string `json:"tone" enum:"ok,info,warn,error"`
-	Reason  string `json:"reason" doc:"Why, in a sentence."`
-	Action  string `json:"action" doc:"The command that moves the source on; empty when none is needed." example:"sluice accept apps"`
-	Others  int    `json:"others" doc:"How many other issues hold besides this one."`
-	Partial bool   `json:"partial" doc:"Some evidence could not be proven; evidence.unproven says what."`
-}
-
-// PathStage is one stage of the path and its state.
-type PathStage struct {
-	Stage  string `json:"stage" example:"source"`
-	State  string `json:"state" example:"Accepted"`
-	Reason string `json:"reason,omitempty" doc:"Why it blocks; absent when it does not."`
-}
-
-// Evidence is what the journal's receipts grant, and what they cannot prove.
-type Evidence struct {
+// SourceStatusEvidence is the shared evidence, and the source's newest
+// acceptance in full.
+type SourceStatusEvidence struct {
+	StatusEvidence
 	LastAcceptance *AcceptanceEvidence `json:"lastAcceptance,omitempty" doc:"The newest receipt that put a commit in force."`
-	Settled        []SettledStage      `json:"settled" doc:"The stages whose state is proven, with the proof."`
-	Unproven       []string            `json:"unproven" doc:"What could not be proven."`
 }
 
 // AcceptanceEvidence is a receipt that put a commit of the source in force.
@@ -173,17 +155,11 @@ type AcceptanceEvidence struct {
 type sourceStatusOutput struct{ Body SourceStatus }
 
 func sourceStatusOut(st *source.Status) SourceStatus {
-	a := st.Answer
 	out := SourceStatus{
 		Source: st.Source, NextSyncAt: st.NextSyncAt,
-		Answer: StatusAnswer{State: string(a.State), Tone: string(a.Tone), Reason: a.Reason, Action: a.Action, Others: a.Others, Partial: a.Partial},
-		Path:   []PathStage{}, Evidence: Evidence{Settled: []SettledStage{}, Unproven: nonNil(st.Evidence.Unproven)},
-	}
-	for _, s := range st.Evidence.Settled {
-		out.Evidence.Settled = append(out.Evidence.Settled, SettledStage{Stage: s.Stage, State: string(s.State), Proof: s.Proof})
-	}
-	for _, s := range st.Path {
-		out.Path = append(out.Path, PathStage{Stage: s.Name, State: string(s.State), Reason: s.Reason})
+		Answer:   statusAnswerOut[SourceState](st.Answer),
+		Path:     statusPathOut(st.Path),
+		Evidence: SourceStatusEvidence{StatusEvidence: statusEvidenceOut(st.Evidence.Evidence)},
 	}
 	if acc := st.Evidence.LastAcceptance; acc != nil {
 		out.Evidence.LastAcceptance = &AcceptanceEvidence{

@@ -149,12 +149,8 @@ func printBlueprint(w io.Writer, b *apiclient.BlueprintView) {
 			fmt.Fprintf(w, "  %s: %s: %s\n", a.Node, a.State, a.Reason)
 		}
 	}
-	if st := b.Status; len(st.Path) > 0 {
-		fmt.Fprintf(w, "path:")
-		for _, s := range st.Path {
-			fmt.Fprintf(w, " %s %s [%s];", s.Name, s.State, s.Tone)
-		}
-		fmt.Fprintln(w)
+	if shared, err := sharedStatus(b.Status); err == nil {
+		printStatus(w, shared, true)
 	}
 	if len(b.Nodes) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

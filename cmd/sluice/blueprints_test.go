@@ -486,7 +486,7 @@ func TestBlueprintRolloutControls(t *testing.T) {
 				Stage, State, Reason string
 			} `json:"answer"`
 			Path []struct {
-				Name, State string
+				Stage, State string
 			} `json:"path"`
 			Evidence struct {
 				Grants []struct {
@@ -525,7 +525,7 @@ func TestBlueprintRolloutControls(t *testing.T) {
 	require.Equal(t, "Active", first.Status.Answer.State)
 	require.Len(t, first.Status.Path, 5)
 	for i, name := range []string{"source", "artifact", "placement", "rollout", "runtime"} {
-		require.Equal(t, name, first.Status.Path[i].Name)
+		require.Equal(t, name, first.Status.Path[i].Stage)
 	}
 	var grants []string
 	for _, g := range first.Status.Evidence.Grants {

@@ -37,38 +37,12 @@ func runServiceStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 	if *asJSON {
 		return printJSON(stdout, st)
 	}
-	a := st.Answer
-	var path []pathLine
-	if st.Path != nil {
-		for _, s := range st.Path {
-			path = append(path, pathLine{string(s.Stage), s.State, deref(s.Reason)})
-		}
+	shared, err := sharedStatus(st)
+	if err != nil {
+		return err
 	}
-	printAnswer(stdout, a.State, a.Reason, a.Action, int(a.Others), path)
-	if !*verbose {
-		return nil
-	}
-	ev := st.Evidence
-	if ev.Grants != nil {
-		for _, g := range ev.Grants {
-			what := g.Decision
-			if g.Digest != nil && *g.Digest != "" {
-				what = shortDigest(*g.Digest) + ", " + what
-			}
-			fmt.Fprintf(stdout, "grant: %s by %s %s (run %s): %s\n", g.What, g.By, fmtTime(&g.At), g.JournalId, what)
-		}
-	}
-	if ev.Settled != nil {
-		for _, s := range ev.Settled {
-			fmt.Fprintf(stdout, "settled: %s: %s: %s\n", s.Stage, s.State, s.Proof)
-		}
-	}
-	if ev.InProgress != nil {
-		for _, s := range ev.InProgress {
-			fmt.Fprintln(stdout, "in progress: "+s)
-		}
-	}
-	if c := ev.LastCheck; c != nil {
+	printStatus(stdout, shared, *verbose)
+	if c := st.Evidence.LastCheck; c != nil && *verbose {
 		fmt.Fprintf(stdout, "last drift check: %s %s (run %s)\n", c.Status, fmtTime(&c.At), c.JournalId)
 		if c.Drift != nil {
 			for _, d := range c.Drift {
@@ -78,14 +52,6 @@ func runServiceStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 		if c.Enforce != nil {
 			fmt.Fprintf(stdout, "  enforce: %s: %s\n", c.Enforce.Decision, c.Enforce.Reason)
 		}
-	}
-	if ev.Unproven != nil {
-		for _, u := range ev.Unproven {
-			fmt.Fprintln(stdout, "unproven: "+u)
-		}
-	}
-	if a.Partial {
-		fmt.Fprintln(stdout, "the evidence is partial")
 	}
 	return nil
 }
@@ -140,29 +106,5 @@ func runServiceDriftCheck(ctx context.Context, args []string, stdout, stderr io.
 			fmt.Fprintf(stdout, "  %s\n", res.Reason)
 		}
 		return exitError{1}
-	}
-}
-
-// pathLine is one stage of a status's path, as printAnswer prints it.
-type pathLine struct{ stage, state, reason string }
-
-// printAnswer prints a status answer the way `source status` and `service
-// status` both do: the answer line first (state, reason, then the action),
-// the count of other issues, then one line per stage of the path.
-func printAnswer(w io.Writer, state, reason, action string, others int, path []pathLine) {
-	line := fmt.Sprintf("%s: %s", state, reason)
-	if action != "" {
-		line += " → " + action
-	}
-	fmt.Fprintln(w, line)
-	if others > 0 {
-		fmt.Fprintf(w, "  and %d other issues\n", others)
-	}
-	for _, s := range path {
-		fmt.Fprintf(w, "path: %s: %s", s.stage, s.state)
-		if s.reason != "" {
-			fmt.Fprintf(w, " (%s)", s.reason)
-		}
-		fmt.Fprintln(w)
 	}
 }

@@ -193,34 +193,13 @@ func runSource(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *asJSON {
 		return printJSON(stdout, st)
 	}
-	a := st.Answer
-	var path []pathLine
-	if st.Path != nil {
-		for _, s := range st.Path {
-			path = append(path, pathLine{string(s.Stage), s.State, deref(s.Reason)})
-		}
+	shared, err := sharedStatus(st)
+	if err != nil {
+		return err
 	}
-	printAnswer(stdout, string(a.State), a.Reason, a.Action, int(a.Others), path)
-	if !*verbose {
-		return nil
-	}
-	if acc := st.Evidence.LastAcceptance; acc != nil {
-		fmt.Fprintf(stdout, "evidence: commit %s accepted %s by %s: %s\n", short(acc.Commit), fmtTime(&acc.At), acc.By, acc.Decision)
-	} else {
-		fmt.Fprintln(stdout, "evidence: no receipt accepted a commit")
-	}
-	if st.Evidence.Settled != nil {
-		for _, set := range st.Evidence.Settled {
-			fmt.Fprintf(stdout, "settled: %s: %s: %s\n", set.Stage, set.State, set.Proof)
-		}
-	}
-	if st.Evidence.Unproven != nil {
-		for _, u := range st.Evidence.Unproven {
-			fmt.Fprintln(stdout, "unproven: "+u)
-		}
-	}
-	if a.Partial {
-		fmt.Fprintln(stdout, "the evidence is partial")
+	printStatus(stdout, shared, *verbose)
+	if st.NextSyncAt != nil {
+		fmt.Fprintf(stdout, "next sync: %s\n", fmtTime(st.NextSyncAt))
 	}
 	return nil
 }

@@ -60,132 +60,6 @@ func (e ApplicationTone) Valid() bool {
 	}
 }
 
-// Defines values for BlueprintAnswerStage.
-const (
-	BlueprintAnswerStageArtifact  BlueprintAnswerStage = "artifact"
-	BlueprintAnswerStagePlacement BlueprintAnswerStage = "placement"
-	BlueprintAnswerStageRollout   BlueprintAnswerStage = "rollout"
-	BlueprintAnswerStageRuntime   BlueprintAnswerStage = "runtime"
-	BlueprintAnswerStageSource    BlueprintAnswerStage = "source"
-)
-
-// Valid indicates whether the value is a known member of the BlueprintAnswerStage enum.
-func (e BlueprintAnswerStage) Valid() bool {
-	switch e {
-	case BlueprintAnswerStageArtifact:
-		return true
-	case BlueprintAnswerStagePlacement:
-		return true
-	case BlueprintAnswerStageRollout:
-		return true
-	case BlueprintAnswerStageRuntime:
-		return true
-	case BlueprintAnswerStageSource:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for BlueprintAnswerTone.
-const (
-	BlueprintAnswerToneError BlueprintAnswerTone = "error"
-	BlueprintAnswerToneInfo  BlueprintAnswerTone = "info"
-	BlueprintAnswerToneOk    BlueprintAnswerTone = "ok"
-	BlueprintAnswerToneWarn  BlueprintAnswerTone = "warn"
-)
-
-// Valid indicates whether the value is a known member of the BlueprintAnswerTone enum.
-func (e BlueprintAnswerTone) Valid() bool {
-	switch e {
-	case BlueprintAnswerToneError:
-		return true
-	case BlueprintAnswerToneInfo:
-		return true
-	case BlueprintAnswerToneOk:
-		return true
-	case BlueprintAnswerToneWarn:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for BlueprintGrantWhat.
-const (
-	BlueprintGrantWhatPlacementApproved  BlueprintGrantWhat = "Placement approved"
-	BlueprintGrantWhatRollbackAuthorized BlueprintGrantWhat = "Rollback authorized"
-	BlueprintGrantWhatRolloutAuthorized  BlueprintGrantWhat = "Rollout authorized"
-	BlueprintGrantWhatSourceAccepted     BlueprintGrantWhat = "Source accepted"
-)
-
-// Valid indicates whether the value is a known member of the BlueprintGrantWhat enum.
-func (e BlueprintGrantWhat) Valid() bool {
-	switch e {
-	case BlueprintGrantWhatPlacementApproved:
-		return true
-	case BlueprintGrantWhatRollbackAuthorized:
-		return true
-	case BlueprintGrantWhatRolloutAuthorized:
-		return true
-	case BlueprintGrantWhatSourceAccepted:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for BlueprintStageName.
-const (
-	BlueprintStageNameArtifact  BlueprintStageName = "artifact"
-	BlueprintStageNamePlacement BlueprintStageName = "placement"
-	BlueprintStageNameRollout   BlueprintStageName = "rollout"
-	BlueprintStageNameRuntime   BlueprintStageName = "runtime"
-	BlueprintStageNameSource    BlueprintStageName = "source"
-)
-
-// Valid indicates whether the value is a known member of the BlueprintStageName enum.
-func (e BlueprintStageName) Valid() bool {
-	switch e {
-	case BlueprintStageNameArtifact:
-		return true
-	case BlueprintStageNamePlacement:
-		return true
-	case BlueprintStageNameRollout:
-		return true
-	case BlueprintStageNameRuntime:
-		return true
-	case BlueprintStageNameSource:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for BlueprintStageTone.
-const (
-	BlueprintStageToneError BlueprintStageTone = "error"
-	BlueprintStageToneInfo  BlueprintStageTone = "info"
-	BlueprintStageToneOk    BlueprintStageTone = "ok"
-	BlueprintStageToneWarn  BlueprintStageTone = "warn"
-)
-
-// Valid indicates whether the value is a known member of the BlueprintStageTone enum.
-func (e BlueprintStageTone) Valid() bool {
-	switch e {
-	case BlueprintStageToneError:
-		return true
-	case BlueprintStageToneInfo:
-		return true
-	case BlueprintStageToneOk:
-		return true
-	case BlueprintStageToneWarn:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for CandidateState.
 const (
 	CandidateStatePendingUpdate  CandidateState = "Pending update"
@@ -299,22 +173,22 @@ func (e DriftClassFoundClass) Valid() bool {
 
 // Defines values for EnforceDecisionDecision.
 const (
-	Held    EnforceDecisionDecision = "held"
-	Repair  EnforceDecisionDecision = "repair"
-	Stopped EnforceDecisionDecision = "stopped"
-	Wait    EnforceDecisionDecision = "wait"
+	EnforceDecisionDecisionHeld    EnforceDecisionDecision = "held"
+	EnforceDecisionDecisionRepair  EnforceDecisionDecision = "repair"
+	EnforceDecisionDecisionStopped EnforceDecisionDecision = "stopped"
+	EnforceDecisionDecisionWait    EnforceDecisionDecision = "wait"
 )
 
 // Valid indicates whether the value is a known member of the EnforceDecisionDecision enum.
 func (e EnforceDecisionDecision) Valid() bool {
 	switch e {
-	case Held:
+	case EnforceDecisionDecisionHeld:
 		return true
-	case Repair:
+	case EnforceDecisionDecisionRepair:
 		return true
-	case Stopped:
+	case EnforceDecisionDecisionStopped:
 		return true
-	case Wait:
+	case EnforceDecisionDecisionWait:
 		return true
 	default:
 		return false
@@ -822,96 +696,6 @@ func (e ServiceStatus) Valid() bool {
 	}
 }
 
-// Defines values for ServicePathStageStage.
-const (
-	ServicePathStageStageArtifact ServicePathStageStage = "artifact"
-	ServicePathStageStageRuntime  ServicePathStageStage = "runtime"
-	ServicePathStageStageSource   ServicePathStageStage = "source"
-)
-
-// Valid indicates whether the value is a known member of the ServicePathStageStage enum.
-func (e ServicePathStageStage) Valid() bool {
-	switch e {
-	case ServicePathStageStageArtifact:
-		return true
-	case ServicePathStageStageRuntime:
-		return true
-	case ServicePathStageStageSource:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ServicePathStageTone.
-const (
-	ServicePathStageToneError ServicePathStageTone = "error"
-	ServicePathStageToneInfo  ServicePathStageTone = "info"
-	ServicePathStageToneOk    ServicePathStageTone = "ok"
-	ServicePathStageToneWarn  ServicePathStageTone = "warn"
-)
-
-// Valid indicates whether the value is a known member of the ServicePathStageTone enum.
-func (e ServicePathStageTone) Valid() bool {
-	switch e {
-	case ServicePathStageToneError:
-		return true
-	case ServicePathStageToneInfo:
-		return true
-	case ServicePathStageToneOk:
-		return true
-	case ServicePathStageToneWarn:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ServiceStatusAnswerStage.
-const (
-	ServiceStatusAnswerStageArtifact ServiceStatusAnswerStage = "artifact"
-	ServiceStatusAnswerStageRuntime  ServiceStatusAnswerStage = "runtime"
-	ServiceStatusAnswerStageSource   ServiceStatusAnswerStage = "source"
-)
-
-// Valid indicates whether the value is a known member of the ServiceStatusAnswerStage enum.
-func (e ServiceStatusAnswerStage) Valid() bool {
-	switch e {
-	case ServiceStatusAnswerStageArtifact:
-		return true
-	case ServiceStatusAnswerStageRuntime:
-		return true
-	case ServiceStatusAnswerStageSource:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ServiceStatusAnswerTone.
-const (
-	ServiceStatusAnswerToneError ServiceStatusAnswerTone = "error"
-	ServiceStatusAnswerToneInfo  ServiceStatusAnswerTone = "info"
-	ServiceStatusAnswerToneOk    ServiceStatusAnswerTone = "ok"
-	ServiceStatusAnswerToneWarn  ServiceStatusAnswerTone = "warn"
-)
-
-// Valid indicates whether the value is a known member of the ServiceStatusAnswerTone enum.
-func (e ServiceStatusAnswerTone) Valid() bool {
-	switch e {
-	case ServiceStatusAnswerToneError:
-		return true
-	case ServiceStatusAnswerToneInfo:
-		return true
-	case ServiceStatusAnswerToneOk:
-		return true
-	case ServiceStatusAnswerToneWarn:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for SourcePolicy.
 const (
 	SourcePolicyAutoDeploy SourcePolicy = "auto-deploy"
@@ -960,75 +744,297 @@ func (e SourceInputPolicy) Valid() bool {
 	}
 }
 
-// Defines values for StatusAnswerState.
+// Defines values for StatusAnswerBlueprintStateStage.
 const (
-	StatusAnswerStateAccepted             StatusAnswerState = "Accepted"
-	StatusAnswerStateApplying             StatusAnswerState = "Applying"
-	StatusAnswerStateFetching             StatusAnswerState = "Fetching"
-	StatusAnswerStateNeverReconciled      StatusAnswerState = "Never reconciled"
-	StatusAnswerStateOutcomeUnknown       StatusAnswerState = "Outcome unknown"
-	StatusAnswerStatePendingUpdate        StatusAnswerState = "Pending update"
-	StatusAnswerStatePendingUpdateBlocked StatusAnswerState = "Pending update blocked"
-	StatusAnswerStateReconcileRequired    StatusAnswerState = "Reconcile required"
-	StatusAnswerStateRecovering           StatusAnswerState = "Recovering"
-	StatusAnswerStateRetryScheduled       StatusAnswerState = "Retry scheduled"
-	StatusAnswerStateReviewRequired       StatusAnswerState = "Review required"
-	StatusAnswerStateSourceFailed         StatusAnswerState = "Source failed"
-	StatusAnswerStateSuspended            StatusAnswerState = "Suspended"
+	StatusAnswerBlueprintStateStageArtifact  StatusAnswerBlueprintStateStage = "artifact"
+	StatusAnswerBlueprintStateStagePlacement StatusAnswerBlueprintStateStage = "placement"
+	StatusAnswerBlueprintStateStageRollout   StatusAnswerBlueprintStateStage = "rollout"
+	StatusAnswerBlueprintStateStageRuntime   StatusAnswerBlueprintStateStage = "runtime"
+	StatusAnswerBlueprintStateStageSource    StatusAnswerBlueprintStateStage = "source"
 )
 
-// Valid indicates whether the value is a known member of the StatusAnswerState enum.
-func (e StatusAnswerState) Valid() bool {
+// Valid indicates whether the value is a known member of the StatusAnswerBlueprintStateStage enum.
+func (e StatusAnswerBlueprintStateStage) Valid() bool {
 	switch e {
-	case StatusAnswerStateAccepted:
+	case StatusAnswerBlueprintStateStageArtifact:
 		return true
-	case StatusAnswerStateApplying:
+	case StatusAnswerBlueprintStateStagePlacement:
 		return true
-	case StatusAnswerStateFetching:
+	case StatusAnswerBlueprintStateStageRollout:
 		return true
-	case StatusAnswerStateNeverReconciled:
+	case StatusAnswerBlueprintStateStageRuntime:
 		return true
-	case StatusAnswerStateOutcomeUnknown:
-		return true
-	case StatusAnswerStatePendingUpdate:
-		return true
-	case StatusAnswerStatePendingUpdateBlocked:
-		return true
-	case StatusAnswerStateReconcileRequired:
-		return true
-	case StatusAnswerStateRecovering:
-		return true
-	case StatusAnswerStateRetryScheduled:
-		return true
-	case StatusAnswerStateReviewRequired:
-		return true
-	case StatusAnswerStateSourceFailed:
-		return true
-	case StatusAnswerStateSuspended:
+	case StatusAnswerBlueprintStateStageSource:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for StatusAnswerTone.
+// Defines values for StatusAnswerBlueprintStateTone.
 const (
-	StatusAnswerToneError StatusAnswerTone = "error"
-	StatusAnswerToneInfo  StatusAnswerTone = "info"
-	StatusAnswerToneOk    StatusAnswerTone = "ok"
-	StatusAnswerToneWarn  StatusAnswerTone = "warn"
+	StatusAnswerBlueprintStateToneError StatusAnswerBlueprintStateTone = "error"
+	StatusAnswerBlueprintStateToneInfo  StatusAnswerBlueprintStateTone = "info"
+	StatusAnswerBlueprintStateToneOk    StatusAnswerBlueprintStateTone = "ok"
+	StatusAnswerBlueprintStateToneWarn  StatusAnswerBlueprintStateTone = "warn"
 )
 
-// Valid indicates whether the value is a known member of the StatusAnswerTone enum.
-func (e StatusAnswerTone) Valid() bool {
+// Valid indicates whether the value is a known member of the StatusAnswerBlueprintStateTone enum.
+func (e StatusAnswerBlueprintStateTone) Valid() bool {
 	switch e {
-	case StatusAnswerToneError:
+	case StatusAnswerBlueprintStateToneError:
 		return true
-	case StatusAnswerToneInfo:
+	case StatusAnswerBlueprintStateToneInfo:
 		return true
-	case StatusAnswerToneOk:
+	case StatusAnswerBlueprintStateToneOk:
 		return true
-	case StatusAnswerToneWarn:
+	case StatusAnswerBlueprintStateToneWarn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusAnswerServiceStateStage.
+const (
+	StatusAnswerServiceStateStageArtifact  StatusAnswerServiceStateStage = "artifact"
+	StatusAnswerServiceStateStagePlacement StatusAnswerServiceStateStage = "placement"
+	StatusAnswerServiceStateStageRollout   StatusAnswerServiceStateStage = "rollout"
+	StatusAnswerServiceStateStageRuntime   StatusAnswerServiceStateStage = "runtime"
+	StatusAnswerServiceStateStageSource    StatusAnswerServiceStateStage = "source"
+)
+
+// Valid indicates whether the value is a known member of the StatusAnswerServiceStateStage enum.
+func (e StatusAnswerServiceStateStage) Valid() bool {
+	switch e {
+	case StatusAnswerServiceStateStageArtifact:
+		return true
+	case StatusAnswerServiceStateStagePlacement:
+		return true
+	case StatusAnswerServiceStateStageRollout:
+		return true
+	case StatusAnswerServiceStateStageRuntime:
+		return true
+	case StatusAnswerServiceStateStageSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusAnswerServiceStateState.
+const (
+	StatusAnswerServiceStateStateAccepted             StatusAnswerServiceStateState = "Accepted"
+	StatusAnswerServiceStateStateApplying             StatusAnswerServiceStateState = "Applying"
+	StatusAnswerServiceStateStateArtifactDrift        StatusAnswerServiceStateState = "Artifact drift"
+	StatusAnswerServiceStateStateArtifactMissing      StatusAnswerServiceStateState = "Artifact missing"
+	StatusAnswerServiceStateStateFailed               StatusAnswerServiceStateState = "Failed"
+	StatusAnswerServiceStateStateFetching             StatusAnswerServiceStateState = "Fetching"
+	StatusAnswerServiceStateStateNeverApplied         StatusAnswerServiceStateState = "Never applied"
+	StatusAnswerServiceStateStateNeverReconciled      StatusAnswerServiceStateState = "Never reconciled"
+	StatusAnswerServiceStateStateOutOfDate            StatusAnswerServiceStateState = "Out of date"
+	StatusAnswerServiceStateStateOutcomeUnknown       StatusAnswerServiceStateState = "Outcome unknown"
+	StatusAnswerServiceStateStatePaused               StatusAnswerServiceStateState = "Paused"
+	StatusAnswerServiceStateStatePendingUpdate        StatusAnswerServiceStateState = "Pending update"
+	StatusAnswerServiceStateStatePendingUpdateBlocked StatusAnswerServiceStateState = "Pending update blocked"
+	StatusAnswerServiceStateStateQueued               StatusAnswerServiceStateState = "Queued"
+	StatusAnswerServiceStateStateReconcileRequired    StatusAnswerServiceStateState = "Reconcile required"
+	StatusAnswerServiceStateStateRecovering           StatusAnswerServiceStateState = "Recovering"
+	StatusAnswerServiceStateStateRepairHeld           StatusAnswerServiceStateState = "Repair held"
+	StatusAnswerServiceStateStateRetryScheduled       StatusAnswerServiceStateState = "Retry scheduled"
+	StatusAnswerServiceStateStateReviewRequired       StatusAnswerServiceStateState = "Review required"
+	StatusAnswerServiceStateStateRunning              StatusAnswerServiceStateState = "Running"
+	StatusAnswerServiceStateStateRuntimeDrift         StatusAnswerServiceStateState = "Runtime drift"
+	StatusAnswerServiceStateStateSourceFailed         StatusAnswerServiceStateState = "Source failed"
+	StatusAnswerServiceStateStateStopped              StatusAnswerServiceStateState = "Stopped"
+	StatusAnswerServiceStateStateSuspended            StatusAnswerServiceStateState = "Suspended"
+	StatusAnswerServiceStateStateUnhealthy            StatusAnswerServiceStateState = "Unhealthy"
+	StatusAnswerServiceStateStateUnverified           StatusAnswerServiceStateState = "Unverified"
+	StatusAnswerServiceStateStateVerified             StatusAnswerServiceStateState = "Verified"
+)
+
+// Valid indicates whether the value is a known member of the StatusAnswerServiceStateState enum.
+func (e StatusAnswerServiceStateState) Valid() bool {
+	switch e {
+	case StatusAnswerServiceStateStateAccepted:
+		return true
+	case StatusAnswerServiceStateStateApplying:
+		return true
+	case StatusAnswerServiceStateStateArtifactDrift:
+		return true
+	case StatusAnswerServiceStateStateArtifactMissing:
+		return true
+	case StatusAnswerServiceStateStateFailed:
+		return true
+	case StatusAnswerServiceStateStateFetching:
+		return true
+	case StatusAnswerServiceStateStateNeverApplied:
+		return true
+	case StatusAnswerServiceStateStateNeverReconciled:
+		return true
+	case StatusAnswerServiceStateStateOutOfDate:
+		return true
+	case StatusAnswerServiceStateStateOutcomeUnknown:
+		return true
+	case StatusAnswerServiceStateStatePaused:
+		return true
+	case StatusAnswerServiceStateStatePendingUpdate:
+		return true
+	case StatusAnswerServiceStateStatePendingUpdateBlocked:
+		return true
+	case StatusAnswerServiceStateStateQueued:
+		return true
+	case StatusAnswerServiceStateStateReconcileRequired:
+		return true
+	case StatusAnswerServiceStateStateRecovering:
+		return true
+	case StatusAnswerServiceStateStateRepairHeld:
+		return true
+	case StatusAnswerServiceStateStateRetryScheduled:
+		return true
+	case StatusAnswerServiceStateStateReviewRequired:
+		return true
+	case StatusAnswerServiceStateStateRunning:
+		return true
+	case StatusAnswerServiceStateStateRuntimeDrift:
+		return true
+	case StatusAnswerServiceStateStateSourceFailed:
+		return true
+	case StatusAnswerServiceStateStateStopped:
+		return true
+	case StatusAnswerServiceStateStateSuspended:
+		return true
+	case StatusAnswerServiceStateStateUnhealthy:
+		return true
+	case StatusAnswerServiceStateStateUnverified:
+		return true
+	case StatusAnswerServiceStateStateVerified:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusAnswerServiceStateTone.
+const (
+	StatusAnswerServiceStateToneError StatusAnswerServiceStateTone = "error"
+	StatusAnswerServiceStateToneInfo  StatusAnswerServiceStateTone = "info"
+	StatusAnswerServiceStateToneOk    StatusAnswerServiceStateTone = "ok"
+	StatusAnswerServiceStateToneWarn  StatusAnswerServiceStateTone = "warn"
+)
+
+// Valid indicates whether the value is a known member of the StatusAnswerServiceStateTone enum.
+func (e StatusAnswerServiceStateTone) Valid() bool {
+	switch e {
+	case StatusAnswerServiceStateToneError:
+		return true
+	case StatusAnswerServiceStateToneInfo:
+		return true
+	case StatusAnswerServiceStateToneOk:
+		return true
+	case StatusAnswerServiceStateToneWarn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusAnswerSourceStateStage.
+const (
+	StatusAnswerSourceStateStageArtifact  StatusAnswerSourceStateStage = "artifact"
+	StatusAnswerSourceStateStagePlacement StatusAnswerSourceStateStage = "placement"
+	StatusAnswerSourceStateStageRollout   StatusAnswerSourceStateStage = "rollout"
+	StatusAnswerSourceStateStageRuntime   StatusAnswerSourceStateStage = "runtime"
+	StatusAnswerSourceStateStageSource    StatusAnswerSourceStateStage = "source"
+)
+
+// Valid indicates whether the value is a known member of the StatusAnswerSourceStateStage enum.
+func (e StatusAnswerSourceStateStage) Valid() bool {
+	switch e {
+	case StatusAnswerSourceStateStageArtifact:
+		return true
+	case StatusAnswerSourceStateStagePlacement:
+		return true
+	case StatusAnswerSourceStateStageRollout:
+		return true
+	case StatusAnswerSourceStateStageRuntime:
+		return true
+	case StatusAnswerSourceStateStageSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusAnswerSourceStateState.
+const (
+	StatusAnswerSourceStateStateAccepted             StatusAnswerSourceStateState = "Accepted"
+	StatusAnswerSourceStateStateApplying             StatusAnswerSourceStateState = "Applying"
+	StatusAnswerSourceStateStateFetching             StatusAnswerSourceStateState = "Fetching"
+	StatusAnswerSourceStateStateNeverReconciled      StatusAnswerSourceStateState = "Never reconciled"
+	StatusAnswerSourceStateStateOutcomeUnknown       StatusAnswerSourceStateState = "Outcome unknown"
+	StatusAnswerSourceStateStatePendingUpdate        StatusAnswerSourceStateState = "Pending update"
+	StatusAnswerSourceStateStatePendingUpdateBlocked StatusAnswerSourceStateState = "Pending update blocked"
+	StatusAnswerSourceStateStateReconcileRequired    StatusAnswerSourceStateState = "Reconcile required"
+	StatusAnswerSourceStateStateRecovering           StatusAnswerSourceStateState = "Recovering"
+	StatusAnswerSourceStateStateRetryScheduled       StatusAnswerSourceStateState = "Retry scheduled"
+	StatusAnswerSourceStateStateReviewRequired       StatusAnswerSourceStateState = "Review required"
+	StatusAnswerSourceStateStateSourceFailed         StatusAnswerSourceStateState = "Source failed"
+	StatusAnswerSourceStateStateSuspended            StatusAnswerSourceStateState = "Suspended"
+)
+
+// Valid indicates whether the value is a known member of the StatusAnswerSourceStateState enum.
+func (e StatusAnswerSourceStateState) Valid() bool {
+	switch e {
+	case StatusAnswerSourceStateStateAccepted:
+		return true
+	case StatusAnswerSourceStateStateApplying:
+		return true
+	case StatusAnswerSourceStateStateFetching:
+		return true
+	case StatusAnswerSourceStateStateNeverReconciled:
+		return true
+	case StatusAnswerSourceStateStateOutcomeUnknown:
+		return true
+	case StatusAnswerSourceStateStatePendingUpdate:
+		return true
+	case StatusAnswerSourceStateStatePendingUpdateBlocked:
+		return true
+	case StatusAnswerSourceStateStateReconcileRequired:
+		return true
+	case StatusAnswerSourceStateStateRecovering:
+		return true
+	case StatusAnswerSourceStateStateRetryScheduled:
+		return true
+	case StatusAnswerSourceStateStateReviewRequired:
+		return true
+	case StatusAnswerSourceStateStateSourceFailed:
+		return true
+	case StatusAnswerSourceStateStateSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusAnswerSourceStateTone.
+const (
+	StatusAnswerSourceStateToneError StatusAnswerSourceStateTone = "error"
+	StatusAnswerSourceStateToneInfo  StatusAnswerSourceStateTone = "info"
+	StatusAnswerSourceStateToneOk    StatusAnswerSourceStateTone = "ok"
+	StatusAnswerSourceStateToneWarn  StatusAnswerSourceStateTone = "warn"
+)
+
+// Valid indicates whether the value is a known member of the StatusAnswerSourceStateTone enum.
+func (e StatusAnswerSourceStateTone) Valid() bool {
+	switch e {
+	case StatusAnswerSourceStateToneError:
+		return true
+	case StatusAnswerSourceStateToneInfo:
+		return true
+	case StatusAnswerSourceStateToneOk:
+		return true
+	case StatusAnswerSourceStateToneWarn:
 		return true
 	default:
 		return false
@@ -1037,8 +1043,11 @@ func (e StatusAnswerTone) Valid() bool {
 
 // Defines values for StatusGrantWhat.
 const (
-	StatusGrantWhatApplied        StatusGrantWhat = "Applied"
-	StatusGrantWhatSourceAccepted StatusGrantWhat = "Source accepted"
+	StatusGrantWhatApplied            StatusGrantWhat = "Applied"
+	StatusGrantWhatPlacementApproved  StatusGrantWhat = "Placement approved"
+	StatusGrantWhatRollbackAuthorized StatusGrantWhat = "Rollback authorized"
+	StatusGrantWhatRolloutAuthorized  StatusGrantWhat = "Rollout authorized"
+	StatusGrantWhatSourceAccepted     StatusGrantWhat = "Source accepted"
 )
 
 // Valid indicates whether the value is a known member of the StatusGrantWhat enum.
@@ -1046,7 +1055,64 @@ func (e StatusGrantWhat) Valid() bool {
 	switch e {
 	case StatusGrantWhatApplied:
 		return true
+	case StatusGrantWhatPlacementApproved:
+		return true
+	case StatusGrantWhatRollbackAuthorized:
+		return true
+	case StatusGrantWhatRolloutAuthorized:
+		return true
 	case StatusGrantWhatSourceAccepted:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusStageStage.
+const (
+	StatusStageStageArtifact  StatusStageStage = "artifact"
+	StatusStageStagePlacement StatusStageStage = "placement"
+	StatusStageStageRollout   StatusStageStage = "rollout"
+	StatusStageStageRuntime   StatusStageStage = "runtime"
+	StatusStageStageSource    StatusStageStage = "source"
+)
+
+// Valid indicates whether the value is a known member of the StatusStageStage enum.
+func (e StatusStageStage) Valid() bool {
+	switch e {
+	case StatusStageStageArtifact:
+		return true
+	case StatusStageStagePlacement:
+		return true
+	case StatusStageStageRollout:
+		return true
+	case StatusStageStageRuntime:
+		return true
+	case StatusStageStageSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusStageTone.
+const (
+	StatusStageToneError StatusStageTone = "error"
+	StatusStageToneInfo  StatusStageTone = "info"
+	StatusStageToneOk    StatusStageTone = "ok"
+	StatusStageToneWarn  StatusStageTone = "warn"
+)
+
+// Valid indicates whether the value is a known member of the StatusStageTone enum.
+func (e StatusStageTone) Valid() bool {
+	switch e {
+	case StatusStageToneError:
+		return true
+	case StatusStageToneInfo:
+		return true
+	case StatusStageToneOk:
+		return true
+	case StatusStageToneWarn:
 		return true
 	default:
 		return false
@@ -1333,23 +1399,6 @@ type ArtifactInfo struct {
 	Size int64 `json:"size"`
 }
 
-// BlueprintAnswer defines model for BlueprintAnswer.
-type BlueprintAnswer struct {
-	Action  *string              `json:"action,omitempty"`
-	Others  int64                `json:"others"`
-	Partial bool                 `json:"partial"`
-	Reason  string               `json:"reason"`
-	Stage   BlueprintAnswerStage `json:"stage"`
-	State   string               `json:"state"`
-	Tone    BlueprintAnswerTone  `json:"tone"`
-}
-
-// BlueprintAnswerStage defines model for BlueprintAnswer.Stage.
-type BlueprintAnswerStage string
-
-// BlueprintAnswerTone defines model for BlueprintAnswer.Tone.
-type BlueprintAnswerTone string
-
 // BlueprintEnforceOutputBody defines model for BlueprintEnforceOutputBody.
 type BlueprintEnforceOutputBody struct {
 	// Joined True when the request joined a queued enforce run of the node.
@@ -1359,50 +1408,18 @@ type BlueprintEnforceOutputBody struct {
 	JournalId openapi_types.UUID `json:"journalId"`
 }
 
-// BlueprintEvidence defines model for BlueprintEvidence.
-type BlueprintEvidence struct {
-	Grants   []BlueprintGrant `json:"grants"`
-	Unproven []string         `json:"unproven"`
-}
-
-// BlueprintGrant defines model for BlueprintGrant.
-type BlueprintGrant struct {
-	At      time.Time          `json:"at"`
-	By      string             `json:"by"`
-	Policy  string             `json:"policy"`
-	RunId   string             `json:"runId"`
-	Subject string             `json:"subject"`
-	What    BlueprintGrantWhat `json:"what"`
-}
-
-// BlueprintGrantWhat defines model for BlueprintGrant.What.
-type BlueprintGrantWhat string
-
 // BlueprintListOutputBody defines model for BlueprintListOutputBody.
 type BlueprintListOutputBody struct {
 	Blueprints []BlueprintView `json:"blueprints"`
 }
 
-// BlueprintStage defines model for BlueprintStage.
-type BlueprintStage struct {
-	Action *string            `json:"action,omitempty"`
-	Name   BlueprintStageName `json:"name"`
-	Reason string             `json:"reason"`
-	State  string             `json:"state"`
-	Tone   BlueprintStageTone `json:"tone"`
-}
-
-// BlueprintStageName defines model for BlueprintStage.Name.
-type BlueprintStageName string
-
-// BlueprintStageTone defines model for BlueprintStage.Tone.
-type BlueprintStageTone string
-
 // BlueprintStatus defines model for BlueprintStatus.
 type BlueprintStatus struct {
-	Answer   BlueprintAnswer   `json:"answer"`
-	Evidence BlueprintEvidence `json:"evidence"`
-	Path     []BlueprintStage  `json:"path"`
+	Answer   StatusAnswerBlueprintState `json:"answer"`
+	Evidence StatusEvidence             `json:"evidence"`
+
+	// Path The stages: source, artifact, placement, rollout, runtime.
+	Path []StatusStage `json:"path"`
 }
 
 // BlueprintStatusOutputBody defines model for BlueprintStatusOutputBody.
@@ -1624,18 +1641,6 @@ type Event struct {
 
 // EventLevel defines model for Event.Level.
 type EventLevel string
-
-// Evidence defines model for Evidence.
-type Evidence struct {
-	// LastAcceptance The newest receipt that put a commit in force.
-	LastAcceptance *AcceptanceEvidence `json:"lastAcceptance,omitempty"`
-
-	// Settled The stages whose state is proven, with the proof.
-	Settled []SettledStage `json:"settled"`
-
-	// Unproven What could not be proven.
-	Unproven []string `json:"unproven"`
-}
 
 // GitOpsLastSync defines model for GitOpsLastSync.
 type GitOpsLastSync struct {
@@ -2163,18 +2168,6 @@ type NotificationTestAccepted struct {
 // NotificationTestAcceptedState The delivery's state when answered.
 type NotificationTestAcceptedState string
 
-// PathStage defines model for PathStage.
-type PathStage struct {
-	// Reason Why it blocks; absent when it does not.
-	Reason *string `json:"reason,omitempty"`
-
-	// Stage Example: source
-	Stage string `json:"stage"`
-
-	// State Example: Accepted
-	State string `json:"state"`
-}
-
 // PauseRolloutRequest defines model for Pause-rolloutRequest.
 type PauseRolloutRequest struct {
 	// Reason Why the rollout must hold.
@@ -2439,23 +2432,6 @@ type Service struct {
 // ServiceStatus What the last finished action left: pending until one succeeds.
 type ServiceStatus string
 
-// ServicePathStage defines model for ServicePathStage.
-type ServicePathStage struct {
-	// Reason Why it blocks; absent when it does not.
-	Reason *string               `json:"reason,omitempty"`
-	Stage  ServicePathStageStage `json:"stage"`
-
-	// State Example: Verified
-	State string               `json:"state"`
-	Tone  ServicePathStageTone `json:"tone"`
-}
-
-// ServicePathStageStage defines model for ServicePathStage.Stage.
-type ServicePathStageStage string
-
-// ServicePathStageTone defines model for ServicePathStage.Tone.
-type ServicePathStageTone string
-
 // ServiceProcess defines model for ServiceProcess.
 type ServiceProcess struct {
 	// LastExit Why no process runs, when none does.
@@ -2470,41 +2446,9 @@ type ServiceProcess struct {
 	UnitDigest *string `json:"unitDigest,omitempty"`
 }
 
-// ServiceStatusAnswer defines model for ServiceStatusAnswer.
-type ServiceStatusAnswer struct {
-	// Action The command that moves the service on; empty when none is needed, or when drift mode observe only reports.
-	//
-	// Example: sluice converge web
-	Action string `json:"action"`
-
-	// Others How many other issues hold besides this one.
-	Others int64 `json:"others"`
-
-	// Partial Some evidence could not be proven; evidence.unproven says what.
-	Partial bool `json:"partial"`
-
-	// Reason Why, in a sentence.
-	Reason string `json:"reason"`
-
-	// Stage The stage the answer comes from.
-	Stage ServiceStatusAnswerStage `json:"stage"`
-
-	// State The state of that stage (see the README's tables).
-	//
-	// Example: Runtime drift
-	State string                  `json:"state"`
-	Tone  ServiceStatusAnswerTone `json:"tone"`
-}
-
-// ServiceStatusAnswerStage The stage the answer comes from.
-type ServiceStatusAnswerStage string
-
-// ServiceStatusAnswerTone defines model for ServiceStatusAnswer.Tone.
-type ServiceStatusAnswerTone string
-
 // ServiceStatusEvidence defines model for ServiceStatusEvidence.
 type ServiceStatusEvidence struct {
-	// Grants The receipts that let what runs happen: the source's acceptance and the apply.
+	// Grants The receipts that let what runs happen.
 	Grants []StatusGrant `json:"grants"`
 
 	// InProgress The open actions; while one waits, differences are work in progress, not drift.
@@ -2514,7 +2458,7 @@ type ServiceStatusEvidence struct {
 	LastCheck *DriftCheckSummary `json:"lastCheck,omitempty"`
 
 	// Settled The stages whose state is proven, with the proof.
-	Settled []SettledStage `json:"settled"`
+	Settled []StatusSettled `json:"settled"`
 
 	// Unproven Everything that could not be proven. Unverified is never shown as converged.
 	Unproven []string `json:"unproven"`
@@ -2522,11 +2466,11 @@ type ServiceStatusEvidence struct {
 
 // ServiceStatusReport defines model for ServiceStatusReport.
 type ServiceStatusReport struct {
-	Answer   ServiceStatusAnswer   `json:"answer"`
-	Evidence ServiceStatusEvidence `json:"evidence"`
+	Answer   StatusAnswerServiceState `json:"answer"`
+	Evidence ServiceStatusEvidence    `json:"evidence"`
 
 	// Path The stages from Git to what runs: source, artifact, runtime.
-	Path []ServicePathStage `json:"path"`
+	Path []StatusStage `json:"path"`
 
 	// Service Example: web
 	Service string `json:"service"`
@@ -2535,13 +2479,6 @@ type ServiceStatusReport struct {
 // SetNodeLabelsRequest defines model for Set-node-labelsRequest.
 type SetNodeLabelsRequest struct {
 	Labels map[string]string `json:"labels"`
-}
-
-// SettledStage defines model for SettledStage.
-type SettledStage struct {
-	Proof string `json:"proof"`
-	Stage string `json:"stage"`
-	State string `json:"state"`
 }
 
 // SkipRolloutNodeRequest defines model for Skip-rollout-nodeRequest.
@@ -2643,24 +2580,42 @@ type SourceInputPolicy string
 
 // SourceStatus defines model for SourceStatus.
 type SourceStatus struct {
-	Answer   StatusAnswer `json:"answer"`
-	Evidence Evidence     `json:"evidence"`
+	Answer   StatusAnswerSourceState `json:"answer"`
+	Evidence SourceStatusEvidence    `json:"evidence"`
 
 	// NextSyncAt The next interval sync; absent when syncs are manual only or the source is suspended.
 	NextSyncAt *time.Time `json:"nextSyncAt,omitempty"`
 
 	// Path The stages from Git to the inventory; for now one, source.
-	Path []PathStage `json:"path"`
+	Path []StatusStage `json:"path"`
 
 	// Source Example: apps
 	Source string `json:"source"`
 }
 
-// StatusAnswer defines model for StatusAnswer.
-type StatusAnswer struct {
-	// Action The command that moves the source on; empty when none is needed.
+// SourceStatusEvidence defines model for SourceStatusEvidence.
+type SourceStatusEvidence struct {
+	// Grants The receipts that let what runs happen.
+	Grants []StatusGrant `json:"grants"`
+
+	// InProgress The open actions; while one waits, differences are work in progress, not drift.
+	InProgress []string `json:"inProgress"`
+
+	// LastAcceptance The newest receipt that put a commit in force.
+	LastAcceptance *AcceptanceEvidence `json:"lastAcceptance,omitempty"`
+
+	// Settled The stages whose state is proven, with the proof.
+	Settled []StatusSettled `json:"settled"`
+
+	// Unproven Everything that could not be proven. Unverified is never shown as converged.
+	Unproven []string `json:"unproven"`
+}
+
+// StatusAnswerBlueprintState defines model for StatusAnswerBlueprintState.
+type StatusAnswerBlueprintState struct {
+	// Action The command that moves things on; empty when none is needed, or when a service's drift mode observe only reports.
 	//
-	// Example: sluice accept apps
+	// Example: sluice converge web
 	Action string `json:"action"`
 
 	// Others How many other issues hold besides this one.
@@ -2672,40 +2627,182 @@ type StatusAnswer struct {
 	// Reason Why, in a sentence.
 	Reason string `json:"reason"`
 
-	// State The first of the source states that holds (see the README's table).
+	// Stage The stage the answer comes from.
 	//
-	// Example: Pending update
-	State StatusAnswerState `json:"state"`
-	Tone  StatusAnswerTone  `json:"tone"`
+	// Example: runtime
+	Stage StatusAnswerBlueprintStateStage `json:"stage"`
+
+	// State The state of that stage (see the README's tables).
+	//
+	// Example: Runtime drift
+	State string `json:"state"`
+
+	// Tone warn and error block and count as issues.
+	Tone StatusAnswerBlueprintStateTone `json:"tone"`
 }
 
-// StatusAnswerState The first of the source states that holds (see the README's table).
+// StatusAnswerBlueprintStateStage The stage the answer comes from.
 //
-// Example: Pending update
-type StatusAnswerState string
+// Example: runtime
+type StatusAnswerBlueprintStateStage string
 
-// StatusAnswerTone defines model for StatusAnswer.Tone.
-type StatusAnswerTone string
+// StatusAnswerBlueprintStateTone warn and error block and count as issues.
+type StatusAnswerBlueprintStateTone string
+
+// StatusAnswerServiceState defines model for StatusAnswerServiceState.
+type StatusAnswerServiceState struct {
+	// Action The command that moves things on; empty when none is needed, or when a service's drift mode observe only reports.
+	//
+	// Example: sluice converge web
+	Action string `json:"action"`
+
+	// Others How many other issues hold besides this one.
+	Others int64 `json:"others"`
+
+	// Partial Some evidence could not be proven; evidence.unproven says what.
+	Partial bool `json:"partial"`
+
+	// Reason Why, in a sentence.
+	Reason string `json:"reason"`
+
+	// Stage The stage the answer comes from.
+	//
+	// Example: runtime
+	Stage StatusAnswerServiceStateStage `json:"stage"`
+
+	// State The state of that stage (see the README's tables).
+	//
+	// Example: Runtime drift
+	State StatusAnswerServiceStateState `json:"state"`
+
+	// Tone warn and error block and count as issues.
+	Tone StatusAnswerServiceStateTone `json:"tone"`
+}
+
+// StatusAnswerServiceStateStage The stage the answer comes from.
+//
+// Example: runtime
+type StatusAnswerServiceStateStage string
+
+// StatusAnswerServiceStateState The state of that stage (see the README's tables).
+//
+// Example: Runtime drift
+type StatusAnswerServiceStateState string
+
+// StatusAnswerServiceStateTone warn and error block and count as issues.
+type StatusAnswerServiceStateTone string
+
+// StatusAnswerSourceState defines model for StatusAnswerSourceState.
+type StatusAnswerSourceState struct {
+	// Action The command that moves things on; empty when none is needed, or when a service's drift mode observe only reports.
+	//
+	// Example: sluice converge web
+	Action string `json:"action"`
+
+	// Others How many other issues hold besides this one.
+	Others int64 `json:"others"`
+
+	// Partial Some evidence could not be proven; evidence.unproven says what.
+	Partial bool `json:"partial"`
+
+	// Reason Why, in a sentence.
+	Reason string `json:"reason"`
+
+	// Stage The stage the answer comes from.
+	//
+	// Example: runtime
+	Stage StatusAnswerSourceStateStage `json:"stage"`
+
+	// State The state of that stage (see the README's tables).
+	//
+	// Example: Runtime drift
+	State StatusAnswerSourceStateState `json:"state"`
+
+	// Tone warn and error block and count as issues.
+	Tone StatusAnswerSourceStateTone `json:"tone"`
+}
+
+// StatusAnswerSourceStateStage The stage the answer comes from.
+//
+// Example: runtime
+type StatusAnswerSourceStateStage string
+
+// StatusAnswerSourceStateState The state of that stage (see the README's tables).
+//
+// Example: Runtime drift
+type StatusAnswerSourceStateState string
+
+// StatusAnswerSourceStateTone warn and error block and count as issues.
+type StatusAnswerSourceStateTone string
+
+// StatusEvidence defines model for StatusEvidence.
+type StatusEvidence struct {
+	// Grants The receipts that let what runs happen.
+	Grants []StatusGrant `json:"grants"`
+
+	// InProgress The open actions; while one waits, differences are work in progress, not drift.
+	InProgress []string `json:"inProgress"`
+
+	// Settled The stages whose state is proven, with the proof.
+	Settled []StatusSettled `json:"settled"`
+
+	// Unproven Everything that could not be proven. Unverified is never shown as converged.
+	Unproven []string `json:"unproven"`
+}
 
 // StatusGrant defines model for StatusGrant.
 type StatusGrant struct {
 	At time.Time `json:"at"`
 
 	// By Example: alice
-	By     string  `json:"by"`
-	Commit *string `json:"commit,omitempty"`
-
-	// Decision The policy line of an acceptance, or the health policy an apply ran under.
-	//
-	// Example: Applies without an operator
-	Decision  string             `json:"decision"`
+	By        string             `json:"by"`
+	Commit    *string            `json:"commit,omitempty"`
 	Digest    *string            `json:"digest,omitempty"`
 	JournalId openapi_types.UUID `json:"journalId"`
-	What      StatusGrantWhat    `json:"what"`
+
+	// Policy The policy line that decided: an acceptance's decision, the health policy an apply ran under, a placement's policy.
+	//
+	// Example: Applies without an operator
+	Policy string `json:"policy"`
+
+	// Subject What the grant covers, in words: the commit, the nodes, the generation.
+	//
+	// Example: commit 1a2b3c4d5e6f
+	Subject *string         `json:"subject,omitempty"`
+	What    StatusGrantWhat `json:"what"`
 }
 
 // StatusGrantWhat defines model for StatusGrant.What.
 type StatusGrantWhat string
+
+// StatusSettled defines model for StatusSettled.
+type StatusSettled struct {
+	Proof string `json:"proof"`
+	Stage string `json:"stage"`
+	State string `json:"state"`
+}
+
+// StatusStage defines model for StatusStage.
+type StatusStage struct {
+	// Action The command that moves the stage on; absent when none is needed.
+	Action *string `json:"action,omitempty"`
+
+	// Reason Why, in a sentence. A service and a source say it only where the stage blocks; a Blueprint on every stage.
+	Reason *string `json:"reason,omitempty"`
+
+	// Stage Example: artifact
+	Stage StatusStageStage `json:"stage"`
+
+	// State Example: Verified
+	State string          `json:"state"`
+	Tone  StatusStageTone `json:"tone"`
+}
+
+// StatusStageStage Example: artifact
+type StatusStageStage string
+
+// StatusStageTone defines model for StatusStage.Tone.
+type StatusStageTone string
 
 // StoredArtifact defines model for StoredArtifact.
 type StoredArtifact struct {

@@ -10,7 +10,7 @@ import (
 
 	"sluice/internal/blueprint"
 	"sluice/internal/services"
-	"sluice/internal/source"
+	"sluice/internal/status"
 )
 
 // Kinds of application.
@@ -27,7 +27,7 @@ type Application struct {
 	// that needs an operator, else its runtime's state.
 	Stage  string      `json:"stage"`
 	State  string      `json:"state"`
-	Tone   source.Tone `json:"tone" enum:"ok,info,warn,error"`
+	Tone   status.Tone `json:"tone" enum:"ok,info,warn,error"`
 	Reason string      `json:"reason"`
 	// Action is the command that moves it on; "" when none is needed.
 	Action  string `json:"action,omitempty"`
@@ -74,7 +74,7 @@ func (s *Service) Get(ctx context.Context) (*Portfolio, error) {
 		}
 	}
 	for _, a := range out.Applications {
-		if a.Tone == source.ToneError || a.Tone == source.ToneWarn {
+		if a.Tone == status.ToneError || a.Tone == status.ToneWarn {
 			out.Attention = append(out.Attention, a)
 		}
 	}
@@ -90,7 +90,7 @@ var stageRank = map[string]int{"runtime": 0, "rollout": 1, "artifact": 2, "place
 // then an answer with evidence missing first (nobody can tell it is fine).
 func urgency(a Application) int {
 	u := 0
-	if a.Tone != source.ToneError {
+	if a.Tone != status.ToneError {
 		u += 100
 	}
 	r, ok := stageRank[a.Stage]

@@ -18,7 +18,7 @@ import (
 	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/node"
-	"sluice/internal/source"
+	"sluice/internal/status"
 )
 
 // The stages of a Blueprint's path, from Git to what runs.
@@ -44,11 +44,11 @@ const (
 	NodeRepairHeld  = "Repair held"
 )
 
-var nodeTones = map[string]source.Tone{
-	NodePending: source.ToneInfo, NodeDeploying: source.ToneInfo, NodeActive: source.ToneOK,
-	NodeDrifted: source.ToneWarn, NodeFailed: source.ToneError, NodeUnknown: source.ToneError,
-	NodeRolledBack: source.ToneWarn, NodeWithdrawing: source.ToneWarn, NodeWithdrawn: source.ToneOK,
-	NodeRepairHeld: source.ToneError,
+var nodeTones = map[string]status.Tone{
+	NodePending: status.ToneInfo, NodeDeploying: status.ToneInfo, NodeActive: status.ToneOK,
+	NodeDrifted: status.ToneWarn, NodeFailed: status.ToneError, NodeUnknown: status.ToneError,
+	NodeRolledBack: status.ToneWarn, NodeWithdrawing: status.ToneWarn, NodeWithdrawn: status.ToneOK,
+	NodeRepairHeld: status.ToneError,
 }
 
 // nodeRuns is the newest run of action on Blueprint name per node.
@@ -68,62 +68,24 @@ func nodeRuns(ctx context.Context, q *db.Queries, name, action string) (map[stri
 	return out, nil
 }
 
-// BlueprintStatus is the answer / path / evidence block of a Blueprint:
-// the first thing along Source → Artifact → Placement → Rollout → Runtime
-// that needs an operator (else the runtime's state), each stage, and what
-// the receipts grant and could not prove.
+// BlueprintStatus is the answer / path / evidence block of a Blueprint, in
+// the shared vocabulary: the first thing along Source → Artifact →
+// Placement → Rollout → Runtime that needs an operator (else the runtime's
+// state), each stage, and what the receipts grant and could not prove.
+// Each stage is one hold, with its reason whether it blocks or not; its
+// grants are "Source accepted", "Placement approved", "Rollout authorized"
+// and "Rollback authorized".
 type BlueprintStatus struct {
-	Answer   BlueprintAnswer   `json:"answer"`
-	Path     []BlueprintStage  `json:"path"`
-	Evidence BlueprintEvidence `json:"evidence"`
-}
-
-// BlueprintAnswer is the first stage that needs an operator.
-type BlueprintAnswer struct {
-	Stage  string      `json:"stage" enum:"source,artifact,placement,rollout,runtime"`
-	State  string      `json:"state"`
-	Tone   source.Tone `json:"tone" enum:"ok,info,warn,error"`
-	Reason string      `json:"reason"`
-	// Action is the command that moves it on; "" when none is needed.
-	Action string `json:"action,omitempty"`
-	// Others counts the other stages that need an operator too.
-	Others int `json:"others"`
-	// Partial is true when some evidence could not be proven.
-	Partial bool `json:"partial"`
-}
-
-// BlueprintStage is one stage of the path.
-type BlueprintStage struct {
-	Name   string      `json:"name" enum:"source,artifact,placement,rollout,runtime"`
-	State  string      `json:"state"`
-	Tone   source.Tone `json:"tone" enum:"ok,info,warn,error"`
-	Reason string      `json:"reason"`
-	Action string      `json:"action,omitempty"`
-}
-
-// BlueprintEvidence is the grants and what could not be proven.
-type BlueprintEvidence struct {
-	Grants   []BlueprintGrant `json:"grants"`
-	Unproven []string         `json:"unproven"`
-}
-
-// BlueprintGrant is an authority step's receipt: who, under which policy
-// line, when.
-type BlueprintGrant struct {
-	What   string    `json:"what" enum:"Source accepted,Placement approved,Rollout authorized,Rollback authorized"`
-	By     string    `json:"by"`
-	Policy string    `json:"policy"`
-	At     time.Time `json:"at"`
-	RunID  uuid.UUID `json:"runId"`
-	// Subject is what was granted: the commit, the nodes, the generation.
-	Subject string `json:"subject"`
+	Answer   status.Answer
+	Path     []status.Stage
+	Evidence status.Evidence
 }
 
 // NodeRow is one node's row: what the Blueprint is there, and why.
 type NodeRow struct {
 	Node  string      `json:"node"`
 	State string      `json:"state" enum:"Pending,Deploying,Active,Drifted,Failed,Unknown,Rolled back,Withdrawing,Withdrawn,Repair held"`
-	Tone  source.Tone `json:"tone" enum:"ok,info,warn,error"`
+	Tone  status.Tone `json:"tone" enum:"ok,info,warn,error"`
 	// NodeState is the node's own state (Ready, Unreachable, Cordoned…).
 	NodeState string `json:"nodeState"`
 	Reason    string `json:"reason"`
@@ -195,10 +157,10 @@ func history(ctx context.Context, q *db.Queries, u *db.Unit) ([]RolloutSummary, 
 
 // status fills v's node rows and its answer / path / evidence block.
 func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *blueprintspec.Spec, v *BlueprintView) error {
-	st := &BlueprintStatus{Path: []BlueprintStage{}, Evidence: BlueprintEvidence{Grants: []BlueprintGrant{}, Unproven: []string{}}}
+	st := &BlueprintStatus{Path: []status.Stage{}, Evidence: status.Evidence{Grants: []status.Grant{}, Unproven: []string{}}}
 	ev := &st.Evidence
-	stage := func(name, state string, tone source.Tone, action, format string, a ...any) {
-		st.Path = append(st.Path, BlueprintStage{Name: name, State: state, Tone: tone, Reason: fmt.Sprintf(format, a...), Action: action})
+	stage := func(name, state string, tone status.Tone, action, format string, a ...any) {
+		st.Path = append(st.Path, status.Stage{Name: name, State: state, Tone: tone, Reason: fmt.Sprintf(format, a...), Action: action})
 	}
 
 	// Source.
@@ -209,25 +171,25 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 		}
 		stage(StageSource, string(src.Answer.State), src.Answer.Tone, src.Answer.Action, "%s", src.Answer.Reason)
 		if acc := src.Evidence.LastAcceptance; acc != nil {
-			ev.Grants = append(ev.Grants, BlueprintGrant{What: "Source accepted", By: acc.By, Policy: acc.Decision, At: acc.At, RunID: acc.RunID, Subject: "commit " + acc.Commit})
+			ev.Grants = append(ev.Grants, status.Grant{What: "Source accepted", By: acc.By, Policy: acc.Decision, At: acc.At, RunID: acc.RunID, Subject: "commit " + acc.Commit, Commit: acc.Commit})
 		}
 		for _, un := range src.Evidence.Unproven {
 			ev.Unproven = append(ev.Unproven, "source "+src.Source+": "+un)
 		}
 	} else {
-		stage(StageSource, "Synced", source.ToneOK, "", "Git holds generation %s at %s.", short(u.ContentHash), u.Path)
+		stage(StageSource, "Synced", status.ToneOK, "", "Git holds generation %s at %s.", short(u.ContentHash), u.Path)
 	}
 
 	// Artifact.
 	digest := spec.Service.Digest()
 	switch _, err := q.ArtifactGet(ctx, digest); {
 	case errors.Is(err, pgx.ErrNoRows):
-		stage(StageArtifact, "Artifact missing", source.ToneError, "sluice artifact push FILE",
+		stage(StageArtifact, "Artifact missing", status.ToneError, "sluice artifact push FILE",
 			"Artifact %s, which the template pins, is not in the store: no rollout of it can be authorized.", hoststep.Short(digest))
 	case err != nil:
 		return fmt.Errorf("look up artifact %s: %w", digest, err)
 	default:
-		stage(StageArtifact, "In store", source.ToneOK, "", "Artifact %s is in the store.", hoststep.Short(digest))
+		stage(StageArtifact, "In store", status.ToneOK, "", "Artifact %s is in the store.", hoststep.Short(digest))
 	}
 
 	// Placement.
@@ -240,15 +202,15 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 		} else if v.PlacementPolicy == blueprintspec.PlacementBoundedAuto {
 			why = "bounded-auto has not decided it yet"
 		}
-		stage(StagePlacement, "Waits for approval", source.ToneWarn, "sluice placement approve "+u.Name,
+		stage(StagePlacement, "Waits for approval", status.ToneWarn, "sluice placement approve "+u.Name,
 			"The plan would %s (fingerprint %s); %s.", p.Describe(), p.Fingerprint, why)
 	case v.Placement == nil:
-		stage(StagePlacement, "Nothing selected", source.ToneWarn, "", "No node is selected (%s) and Ready.", v.Selector)
+		stage(StagePlacement, "Nothing selected", status.ToneWarn, "", "No node is selected (%s) and Ready.", v.Selector)
 	default:
-		stage(StagePlacement, "Approved", source.ToneOK, "", "Placement approved for %s by %s (%s policy).", orNone(v.Placement.Nodes), v.Placement.ApprovedBy, v.Placement.Policy)
+		stage(StagePlacement, "Approved", status.ToneOK, "", "Placement approved for %s by %s (%s policy).", orNone(v.Placement.Nodes), v.Placement.ApprovedBy, v.Placement.Policy)
 	}
 	if c := p.Current; c != nil {
-		ev.Grants = append(ev.Grants, BlueprintGrant{What: "Placement approved", By: c.ApprovedBy, Policy: c.Policy, At: c.CreatedAt, RunID: c.RunID, Subject: "nodes " + orNone(c.Nodes)})
+		ev.Grants = append(ev.Grants, status.Grant{What: "Placement approved", By: c.ApprovedBy, Policy: c.Policy, At: c.CreatedAt, RunID: c.RunID, Subject: "nodes " + orNone(c.Nodes)})
 	}
 
 	// Rollout.
@@ -256,15 +218,15 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 	authorize := "sluice rollout authorize " + u.Name
 	switch {
 	case r == nil && v.Placement == nil:
-		stage(StageRollout, "Not authorized", source.ToneInfo, "", "No rollout was authorized; a placement comes first.")
+		stage(StageRollout, "Not authorized", status.ToneInfo, "", "No rollout was authorized; a placement comes first.")
 	case r == nil:
-		stage(StageRollout, "Not authorized", source.ToneWarn, authorize, "No rollout was authorized: nothing of %s is deployed.", u.Name)
+		stage(StageRollout, "Not authorized", status.ToneWarn, authorize, "No rollout was authorized: nothing of %s is deployed.", u.Name)
 	default:
 		what := "Rollout"
 		if r.Kind == KindRollback {
 			what = "Rollback"
 		}
-		ev.Grants = append(ev.Grants, BlueprintGrant{What: what + " authorized", By: r.AuthorizedBy, Policy: r.Policy, At: r.At, RunID: r.AuthorizeRunID,
+		ev.Grants = append(ev.Grants, status.Grant{What: what + " authorized", By: r.AuthorizedBy, Policy: r.Policy, At: r.At, RunID: r.AuthorizeRunID,
 			Subject: fmt.Sprintf("generation %s, artifact %s, to %s", short(r.Generation), hoststep.Short(r.Digest), strings.Join(r.Nodes, ", "))})
 		reason := fmt.Sprintf("%s %s (generation %s) is %s", what, r.ID, short(r.Generation), r.State)
 		if r.Error != "" {
@@ -273,22 +235,22 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 		reason += "."
 		switch r.State {
 		case journal.StateQueued, journal.StateRunning:
-			stage(StageRollout, "Rolling out", source.ToneInfo, "", "%s", reason)
+			stage(StageRollout, "Rolling out", status.ToneInfo, "", "%s", reason)
 		case journal.StateSucceeded:
 			if r.Kind == KindRollout && (r.Generation != v.Generation || r.Digest != v.Digest) {
-				stage(StageRollout, "Newer generation", source.ToneWarn, authorize, "%s Git holds a newer generation (%s) that no rollout was authorized for.", reason, short(v.Generation))
+				stage(StageRollout, "Newer generation", status.ToneWarn, authorize, "%s Git holds a newer generation (%s) that no rollout was authorized for.", reason, short(v.Generation))
 			} else {
-				stage(StageRollout, "Rolled out", source.ToneOK, "", "%s", reason)
+				stage(StageRollout, "Rolled out", status.ToneOK, "", "%s", reason)
 			}
 		case "paused":
 			reason = fmt.Sprintf("%s %s (generation %s) is paused by %s: %s.", what, r.ID, short(r.Generation), r.Pause.By, r.Pause.Reason)
-			stage(StageRollout, "Paused", source.ToneWarn, "sluice rollout resume "+u.Name, "%s", reason)
+			stage(StageRollout, "Paused", status.ToneWarn, "sluice rollout resume "+u.Name, "%s", reason)
 		case journal.StateCancelled:
-			stage(StageRollout, "Stopped", source.ToneWarn, "sluice rollout resume "+u.Name, "%s", reason)
+			stage(StageRollout, "Stopped", status.ToneWarn, "sluice rollout resume "+u.Name, "%s", reason)
 		case journal.StateUnknown:
-			stage(StageRollout, "Outcome unknown", source.ToneError, "sluice rollout resume "+u.Name, "%s", reason)
+			stage(StageRollout, "Outcome unknown", status.ToneError, "sluice rollout resume "+u.Name, "%s", reason)
 		default:
-			stage(StageRollout, "Failed", source.ToneError, "sluice rollout rollback "+u.Name, "%s", reason)
+			stage(StageRollout, "Failed", status.ToneError, "sluice rollout rollback "+u.Name, "%s", reason)
 		}
 	}
 
@@ -302,23 +264,14 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 	runtime := runtimeStage(rows)
 	st.Path = append(st.Path, runtime)
 
-	first := slices.IndexFunc(st.Path, func(s BlueprintStage) bool { return s.Tone == source.ToneWarn || s.Tone == source.ToneError })
-	if first < 0 {
-		first = len(st.Path) - 1
-	}
-	a := st.Path[first]
-	st.Answer = BlueprintAnswer{Stage: a.Name, State: a.State, Tone: a.Tone, Reason: a.Reason, Action: a.Action, Partial: len(ev.Unproven) > 0}
-	for i, s := range st.Path {
-		if i != first && (s.Tone == source.ToneWarn || s.Tone == source.ToneError) {
-			st.Answer.Others++
-		}
-	}
+	st.Answer = status.Pick(st.Path, status.Rule{})
+	st.Answer.Partial = len(ev.Unproven) > 0
 	v.Status = st
 	return nil
 }
 
 // runtimeStage sums the node rows up: the worst row first.
-func runtimeStage(rows []NodeRow) BlueprintStage {
+func runtimeStage(rows []NodeRow) status.Stage {
 	order := []string{NodeFailed, NodeUnknown, NodeRepairHeld, NodeDrifted, NodeRolledBack, NodeWithdrawing, NodeDeploying, NodePending}
 	for _, state := range order {
 		var names []string
@@ -334,7 +287,7 @@ func runtimeStage(rows []NodeRow) BlueprintStage {
 		if first == nil {
 			continue
 		}
-		return BlueprintStage{Name: StageRuntime, State: state, Tone: nodeTones[state], Action: first.Action,
+		return status.Stage{Name: StageRuntime, State: state, Tone: nodeTones[state], Action: first.Action,
 			Reason: fmt.Sprintf("%s on %s: node %s: %s", state, strings.Join(names, ", "), first.Node, first.Reason)}
 	}
 	var active []string
@@ -344,9 +297,9 @@ func runtimeStage(rows []NodeRow) BlueprintStage {
 		}
 	}
 	if len(active) == 0 {
-		return BlueprintStage{Name: StageRuntime, State: "Not running", Tone: source.ToneInfo, Reason: "No node runs it."}
+		return status.Stage{Name: StageRuntime, State: "Not running", Tone: status.ToneInfo, Reason: "No node runs it."}
 	}
-	return BlueprintStage{Name: StageRuntime, State: NodeActive, Tone: source.ToneOK,
+	return status.Stage{Name: StageRuntime, State: NodeActive, Tone: status.ToneOK,
 		Reason: fmt.Sprintf("Active on %s: each acknowledged its generation, its probe passed, and its agent reports it running.", strings.Join(active, ", "))}
 }
 

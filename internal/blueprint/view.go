@@ -41,8 +41,9 @@ type BlueprintView struct {
 	// Nodes is a row per node it is placed on, holds a copy on, or was
 	// withdrawn from.
 	Nodes []NodeRow `json:"nodes"`
-	// Status is the answer / path / evidence block.
-	Status *BlueprintStatus `json:"status"`
+	// Status is the answer / path / evidence block; the API renders it in
+	// the shared status shape.
+	Status *BlueprintStatus `json:"-"`
 	// Answer says in sentences what is true and what waits.
 	Answer string `json:"answer"`
 }

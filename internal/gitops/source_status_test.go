@@ -9,6 +9,7 @@ import (
 
 	"sluice/internal/journal"
 	"sluice/internal/source"
+	"sluice/internal/status"
 )
 
 // status answers the status of the source key names.
@@ -19,7 +20,7 @@ func (b *testBundle) status(t *testing.T, key string) *source.Status {
 	require.Len(t, st.Path, 1)
 	require.Equal(t, "source", st.Path[0].Name)
 	require.Equal(t, st.Answer.State, st.Path[0].State)
-	require.Equal(t, source.StateTones[st.Answer.State], st.Answer.Tone)
+	require.Equal(t, source.StateTones[source.State(st.Answer.State)], st.Answer.Tone)
 	return st
 }
 
@@ -42,7 +43,7 @@ func TestSourceStatus(t *testing.T) {
 		t.Parallel()
 		b := setupSources(t, setupOpts{})
 		st := b.status(t, "apps")
-		require.Equal(t, source.NeverReconciled, st.Answer.State)
+		require.Equal(t, string(source.NeverReconciled), st.Answer.State)
 		require.Equal(t, "sluice sync --source apps", st.Answer.Action)
 		require.Nil(t, st.Evidence.LastAcceptance)
 		require.Contains(t, st.Evidence.Unproven, "no sync of the source has applied a commit")
@@ -55,8 +56,8 @@ func TestSourceStatus(t *testing.T) {
 		b.Commit(t, "first", map[string]string{"a.json": svcUnit("a", "x:1")})
 		res := b.sync(t, false)
 		st := b.status(t, source.DefaultName)
-		require.Equal(t, source.Accepted, st.Answer.State)
-		require.Equal(t, source.ToneOK, st.Answer.Tone)
+		require.Equal(t, string(source.Accepted), st.Answer.State)
+		require.Equal(t, status.ToneOK, st.Answer.Tone)
 		require.Empty(t, st.Answer.Action)
 		require.Zero(t, st.Answer.Others)
 		require.False(t, st.Answer.Partial, "unproven: %v", st.Evidence.Unproven)
@@ -67,7 +68,7 @@ func TestSourceStatus(t *testing.T) {
 		require.Equal(t, res.Commit, acc.Commit)
 		require.False(t, acc.At.IsZero())
 		require.Len(t, st.Evidence.Settled, 1)
-		require.Equal(t, source.Accepted, st.Evidence.Settled[0].State)
+		require.Equal(t, string(source.Accepted), st.Evidence.Settled[0].State)
 		require.Contains(t, st.Evidence.Settled[0].Proof, "Commit "+res.Commit[:12]+" is in force; sync_source run "+acc.RunID.String())
 	})
 
@@ -80,7 +81,7 @@ func TestSourceStatus(t *testing.T) {
 		require.NoError(t, err)
 		b.exec(t, `UPDATE journal_run SET state = 'running', started_at = now() WHERE id = $1`, res.Run.ID)
 		st := b.status(t, source.DefaultName)
-		require.Equal(t, source.Fetching, st.Answer.State)
+		require.Equal(t, string(source.Fetching), st.Answer.State)
 		require.Contains(t, st.Answer.Action, res.Run.ID.String())
 
 		// Its worker is gone (no liveness lock): Recover makes it unknown.
@@ -88,8 +89,8 @@ func TestSourceStatus(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		st = b.status(t, source.DefaultName)
-		require.Equal(t, source.OutcomeUnknown, st.Answer.State)
-		require.Equal(t, source.ToneError, st.Answer.Tone)
+		require.Equal(t, string(source.OutcomeUnknown), st.Answer.State)
+		require.Equal(t, status.ToneError, st.Answer.Tone)
 		require.Equal(t, "sluice sync --source default", st.Answer.Action)
 		require.True(t, st.Answer.Partial)
 		require.Contains(t, st.Evidence.Unproven, "run "+res.Run.ID.String()+" did not record its outcome")
@@ -111,19 +112,19 @@ func TestSourceStatus(t *testing.T) {
 		n, err := b.journal.Recover(b.ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		require.Equal(t, source.OutcomeUnknown, b.status(t, source.DefaultName).Answer.State)
+		require.Equal(t, string(source.OutcomeUnknown), b.status(t, source.DefaultName).Answer.State)
 
 		// The next sync is accepted (the dead one holds nothing) and, once
 		// it runs, repairs what the dead one left.
 		next, err := b.svc.RequestSync(b.ctx, "alice", false)
 		require.NoError(t, err)
 		require.NotEqual(t, dead.Run.ID, next.Run.ID)
-		require.Equal(t, source.OutcomeUnknown, b.status(t, source.DefaultName).Answer.State,
+		require.Equal(t, string(source.OutcomeUnknown), b.status(t, source.DefaultName).Answer.State,
 			"a queued sync repairs nothing yet")
 		start(next.Run.ID)
 		st := b.status(t, source.DefaultName)
-		require.Equal(t, source.Recovering, st.Answer.State)
-		require.Equal(t, source.ToneInfo, st.Answer.Tone)
+		require.Equal(t, string(source.Recovering), st.Answer.State)
+		require.Equal(t, status.ToneInfo, st.Answer.Tone)
 		require.Equal(t, "sluice journal "+next.Run.ID.String()+" --follow", st.Answer.Action)
 		require.Equal(t, "Sync run "+next.Run.ID.String()+" is recovering default from sync_source run "+dead.Run.ID.String()+", whose outcome is unknown.", st.Answer.Reason)
 		require.Equal(t, 1, st.Answer.Others, "the unknown outcome holds until the recovery finishes")
@@ -132,7 +133,7 @@ func TestSourceStatus(t *testing.T) {
 
 		// Once it finishes, its own outcome decides.
 		b.exec(t, `UPDATE journal_run SET state = 'failed', error = 'no route', finished_at = now() WHERE id = $1`, next.Run.ID)
-		require.Equal(t, source.Failed, b.status(t, source.DefaultName).Answer.State)
+		require.Equal(t, string(source.Failed), b.status(t, source.DefaultName).Answer.State)
 	})
 
 	t.Run("FailureWithoutIntervalIsSourceFailed", func(t *testing.T) {
@@ -140,7 +141,7 @@ func TestSourceStatus(t *testing.T) {
 		b := setup(t, setupOpts{})
 		b.breakRemote(t, 0)
 		st := b.status(t, source.DefaultName)
-		require.Equal(t, source.Failed, st.Answer.State)
+		require.Equal(t, string(source.Failed), st.Answer.State)
 		require.Nil(t, st.NextSyncAt)
 		require.Equal(t, "sluice sync --source default", st.Answer.Action)
 	})
@@ -150,7 +151,7 @@ func TestSourceStatus(t *testing.T) {
 		b := setup(t, setupOpts{})
 		b.breakRemote(t, 600)
 		st := b.status(t, source.DefaultName)
-		require.Equal(t, source.RetryScheduled, st.Answer.State)
+		require.Equal(t, string(source.RetryScheduled), st.Answer.State)
 		require.NotNil(t, st.NextSyncAt)
 		require.Contains(t, st.Answer.Reason, "the next interval sync is at "+st.NextSyncAt.UTC().Format("2006-01-02T15:04:05Z"))
 	})
@@ -163,7 +164,7 @@ func TestSourceStatus(t *testing.T) {
 		_, err := b.svc.Sources.SetSuspended(b.ctx, source.DefaultName, true)
 		require.NoError(t, err)
 		st := b.status(t, source.DefaultName)
-		require.Equal(t, source.Suspended, st.Answer.State)
+		require.Equal(t, string(source.Suspended), st.Answer.State)
 		require.Equal(t, "sluice resume default", st.Answer.Action)
 		require.Equal(t, 1, st.Answer.Others, "the pending update is the other issue")
 		require.Equal(t, st.Answer.Reason, st.Path[0].Reason)
@@ -175,7 +176,7 @@ func TestSourceStatus(t *testing.T) {
 		b.Commit(t, "second", map[string]string{"a.json": svcUnit("a", "x:2")})
 		b.sync(t, false)
 		st := b.status(t, source.DefaultName)
-		require.Equal(t, source.PendingUpdate, st.Answer.State)
+		require.Equal(t, string(source.PendingUpdate), st.Answer.State)
 		require.Equal(t, "sluice accept default", st.Answer.Action)
 		require.Zero(t, st.Answer.Others)
 		c, err := b.svc.Sources.GetCandidate(b.ctx, source.DefaultName)
@@ -184,13 +185,13 @@ func TestSourceStatus(t *testing.T) {
 
 		_, err = b.svc.Sources.SetPolicy(b.ctx, source.DefaultName, source.PolicyReview)
 		require.NoError(t, err)
-		require.Equal(t, source.ReviewRequired, b.status(t, source.DefaultName).Answer.State)
+		require.Equal(t, string(source.ReviewRequired), b.status(t, source.DefaultName).Answer.State)
 
 		b.Commit(t, "third", map[string]string{"bad.json": "{"})
 		b.sync(t, false)
 		st = b.status(t, source.DefaultName)
-		require.Equal(t, source.PendingBlocked, st.Answer.State)
-		require.Equal(t, source.ToneError, st.Answer.Tone)
+		require.Equal(t, string(source.PendingBlocked), st.Answer.State)
+		require.Equal(t, status.ToneError, st.Answer.Tone)
 		require.Contains(t, st.Answer.Reason, "bad.json")
 
 		// The accepted commit is still the evidence: the first one, applied
@@ -214,7 +215,7 @@ func TestSourceStatus(t *testing.T) {
 		_, err = b.svc.Sources.Update(b.ctx, source.DefaultName, source.Input{SettingsInput: source.SettingsInput{RepoURL: b.Bare, Branch: "next"}})
 		require.NoError(t, err)
 		st := b.status(t, source.DefaultName)
-		require.Equal(t, source.ReconcileRequired, st.Answer.State)
+		require.Equal(t, string(source.ReconcileRequired), st.Answer.State)
 		require.Equal(t, "sluice sync --source default", st.Answer.Action)
 		require.Contains(t, st.Evidence.Unproven, "no sync has finished since the settings changed")
 		require.True(t, st.Answer.Partial)

@@ -378,12 +378,12 @@ func (s *Service) targetUnproven(ctx context.Context, q *db.Queries, u *db.Unit,
 	if err != nil {
 		return "", err
 	}
-	if src.Answer.State == source.Suspended {
+	if source.State(src.Answer.State) == source.Suspended {
 		return fmt.Sprintf("source %s is suspended, and a suspended source gets no automatic deploy", src.Source), nil
 	}
 	// A routine fetch or accept does not hold it: the converge syncs first,
 	// under the source's lock, and applies what is accepted at its turn.
-	switch src.Answer.State {
+	switch source.State(src.Answer.State) {
 	case source.Recovering, source.OutcomeUnknown, source.ReconcileRequired, source.NeverReconciled:
 		return fmt.Sprintf("what source %s accepted is not proven (%s: %s)", src.Source, src.Answer.State, src.Answer.Reason), nil
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,6 +16,7 @@ import (
 	"sluice/internal/journal"
 	"sluice/internal/servicespec"
 	"sluice/internal/source"
+	"sluice/internal/status"
 )
 
 // State is a stage's state in a service's status, as the API and the CLI
@@ -71,91 +71,44 @@ const (
 
 // StateTones is the one table of service states and their tones; warn and
 // error block and count as issues.
-var StateTones = map[State]source.Tone{
-	Recovering:      source.ToneInfo,
-	Applying:        source.ToneInfo,
-	OutcomeUnknown:  source.ToneError,
-	Paused:          source.ToneWarn,
-	Queued:          source.ToneInfo,
-	Failed:          source.ToneError,
-	RepairHeld:      source.ToneError,
-	RuntimeDrift:    source.ToneWarn,
-	Stopped:         source.ToneWarn,
-	Unhealthy:       source.ToneError,
-	OutOfDate:       source.ToneWarn,
-	NeverApplied:    source.ToneInfo,
-	Running:         source.ToneOK,
-	ArtifactMissing: source.ToneError,
-	ArtifactDrift:   source.ToneError,
-	Unverified:      source.ToneInfo,
-	Verified:        source.ToneOK,
+var StateTones = map[State]status.Tone{
+	Recovering:      status.ToneInfo,
+	Applying:        status.ToneInfo,
+	OutcomeUnknown:  status.ToneError,
+	Paused:          status.ToneWarn,
+	Queued:          status.ToneInfo,
+	Failed:          status.ToneError,
+	RepairHeld:      status.ToneError,
+	RuntimeDrift:    status.ToneWarn,
+	Stopped:         status.ToneWarn,
+	Unhealthy:       status.ToneError,
+	OutOfDate:       status.ToneWarn,
+	NeverApplied:    status.ToneInfo,
+	Running:         status.ToneOK,
+	ArtifactMissing: status.ToneError,
+	ArtifactDrift:   status.ToneError,
+	Unverified:      status.ToneInfo,
+	Verified:        status.ToneOK,
 }
 
-// Status is a service's status answer: the first thing that needs an
-// operator, the path from Git to what runs, and the evidence.
+// Status is a service's status answer, in the shared vocabulary: the first
+// thing that needs an operator, the path from Git to what runs (source,
+// artifact, runtime), and the evidence. Its state names are State's, and on
+// the source stage the source's.
 type Status struct {
 	Service  string
-	Answer   StatusAnswer
-	Path     []StatusStage
+	Answer   status.Answer
+	Path     []status.Stage
 	Evidence StatusEvidence
 }
 
-// StatusAnswer is the first thing on the path that needs an operator, or
-// the runtime's state when nothing does.
-type StatusAnswer struct {
-	// Stage is the stage the answer comes from.
-	Stage  string
-	State  string
-	Tone   source.Tone
-	Reason string
-	// Action is the command that moves the service on; "" when none is
-	// needed, or when drift mode observe only reports.
-	Action  string
-	Others  int
-	Partial bool
-}
-
-// StatusStage is one stage of the path: source, artifact, runtime.
-type StatusStage struct {
-	Name   string
-	State  string
-	Tone   source.Tone
-	Reason string
-}
-
-// StatusEvidence is what the receipts grant, the stages that are settled
-// with their proof, and what could not be proven.
+// StatusEvidence is the shared evidence and a service's own: its newest
+// drift check since the last action.
 type StatusEvidence struct {
-	Grants   []Grant
-	Settled  []Settled
-	Unproven []string
-	// InProgress names the open actions; while one waits, differences are
-	// not reported as drift.
-	InProgress []string
+	status.Evidence
 	// LastCheck is the newest drift check since the last action; nil when
 	// none.
 	LastCheck *CheckEvidence
-}
-
-// Grant is a receipt that let something happen.
-type Grant struct {
-	// What is "Source accepted" or "Applied".
-	What  string
-	RunID uuid.UUID
-	By    string
-	// Decision is the policy line of an acceptance, or the health policy an
-	// apply ran under.
-	Decision string
-	At       time.Time
-	Commit   string
-	Digest   string
-}
-
-// Settled is a stage whose state is proven, and the proof.
-type Settled struct {
-	Stage string
-	State string
-	Proof string
 }
 
 // CheckEvidence is a drift check's result, as the status shows it.
@@ -226,7 +179,7 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 		holds = append(holds, hold{stage: stage, state: state, reason: fmt.Sprintf(format, a...), action: "sluice converge " + name, drift: true})
 	}
 	settle := func(stage string, state State, format string, a ...any) {
-		ev.Settled = append(ev.Settled, Settled{Stage: stage, State: string(state), Proof: fmt.Sprintf(format, a...)})
+		ev.Settled = append(ev.Settled, status.Settled{Stage: stage, State: string(state), Proof: fmt.Sprintf(format, a...)})
 	}
 
 	// Source: the state of the unit's source.
@@ -236,16 +189,11 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 			return nil, err
 		}
 	}
-	srcStage := StatusStage{Name: "source", State: string(src.Answer.State), Tone: src.Answer.Tone}
-	if src.Answer.State.Blocks() {
-		srcStage.Reason = src.Answer.Reason
-	}
+	srcHold := status.Stage{Name: "source", State: src.Answer.State, Tone: src.Answer.Tone, Reason: src.Answer.Reason, Action: src.Answer.Action}
 	for _, set := range src.Evidence.Settled {
 		settle(set.Stage, State(set.State), "Source %s: %s", src.Source, set.Proof)
 	}
-	if acc := src.Evidence.LastAcceptance; acc != nil {
-		ev.Grants = append(ev.Grants, Grant{What: "Source accepted", RunID: acc.RunID, By: acc.By, Decision: acc.Decision, At: acc.At, Commit: acc.Commit})
-	}
+	ev.Grants = append(ev.Grants, src.Evidence.Grants...)
 	for _, u := range src.Evidence.Unproven {
 		ev.Unproven = append(ev.Unproven, "source "+src.Source+": "+u)
 	}
@@ -264,8 +212,8 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 			if res.Retry != nil {
 				applied = res.Retry
 			}
-			g := Grant{What: "Applied", RunID: run.ID, By: run.RequestedBy, Digest: applied.Digest, Commit: res.SyncedCommit,
-				Decision: "onProbeFailure " + res.OnProbeFailure}
+			g := status.Grant{What: "Applied", RunID: run.ID, By: run.RequestedBy, Digest: applied.Digest, Commit: res.SyncedCommit,
+				Policy: "onProbeFailure " + res.OnProbeFailure}
 			if run.FinishedAt != nil {
 				g.At = *run.FinishedAt
 			}
@@ -461,7 +409,7 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 		mode = v.Spec.Mode()
 	}
 	holds = driftUnderMode(holds, mode, len(open) > 0)
-	st.Path, st.Answer = summarize(srcStage, src, holds)
+	st.Path, st.Answer = summarize(srcHold, holds)
 	st.Answer.Partial = len(ev.Unproven) > 0
 	return st, nil
 }
@@ -491,52 +439,16 @@ func driftUnderMode(holds []hold, mode string, workInProgress bool) []hold {
 	return kept
 }
 
-// summarize gives the path (each stage's first hold) and the answer: the
-// first blocking state along the path, else the runtime's, with the count of
-// the other blocking states.
-func summarize(srcStage StatusStage, src *source.Status, holds []hold) ([]StatusStage, StatusAnswer) {
-	path := []StatusStage{srcStage}
-	for _, stage := range []string{"artifact", "runtime"} {
-		for _, h := range holds {
-			if h.stage == stage {
-				ss := StatusStage{Name: stage, State: string(h.state), Tone: tone(h.state)}
-				if blocks(h.state) {
-					ss.Reason = h.reason
-				}
-				path = append(path, ss)
-				break
-			}
-		}
+// summarize gives the path (each stage's first hold; a reason only where it
+// blocks) and the answer: the first blocking state along the path, else
+// the runtime's, with the count of the other blocking states, once per
+// state.
+func summarize(src status.Stage, holds []hold) ([]status.Stage, status.Answer) {
+	all := []status.Stage{src}
+	for _, h := range holds {
+		all = append(all, status.Stage{Name: h.stage, State: string(h.state), Tone: StateTones[h.state], Reason: h.reason, Action: h.action})
 	}
-	all := append([]hold{{stage: "source", state: State(src.Answer.State), reason: src.Answer.Reason, action: src.Answer.Action}}, holds...)
-	first := slices.IndexFunc(all, func(h hold) bool { return blocks(h.state) })
-	if first < 0 {
-		first = max(slices.IndexFunc(all, func(h hold) bool { return h.stage == "runtime" }), 0)
-	}
-	a := all[first]
-	answer := StatusAnswer{Stage: a.stage, State: string(a.state), Tone: tone(a.state), Reason: a.reason, Action: a.action}
-	seen := map[State]bool{a.state: true}
-	for i, h := range all {
-		if i != first && !seen[h.state] && blocks(h.state) {
-			seen[h.state] = true
-			answer.Others++
-		}
-	}
-	return path, answer
-}
-
-// tone is the tone of a service state or, for the source stage, of a
-// source state.
-func tone(s State) source.Tone {
-	if t, ok := StateTones[s]; ok {
-		return t
-	}
-	return source.StateTones[source.State(s)]
-}
-
-func blocks(s State) bool {
-	t := tone(s)
-	return t == source.ToneWarn || t == source.ToneError
+	return status.Path(all, false), status.Pick(all, status.Rule{OncePerState: true})
 }
 
 // latestFinished returns the newest finished run of actions on service

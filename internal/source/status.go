@@ -12,6 +12,7 @@ import (
 
 	"sluice/db"
 	"sluice/internal/journal"
+	"sluice/internal/status"
 )
 
 // State is the one state a source is in, as the API and the CLI say it.
@@ -55,92 +56,49 @@ const (
 	NeverReconciled State = "Never reconciled"
 )
 
-// Tone says how much a state asks of an operator.
-type Tone string
-
-// The tones.
-const (
-	ToneOK    Tone = "ok"    // nothing to do
-	ToneInfo  Tone = "info"  // under way, or not started: nothing is wrong
-	ToneWarn  Tone = "warn"  // an operator decides or waits on something
-	ToneError Tone = "error" // something failed and needs an operator
-)
-
 // StateTones is the one table of source states and their tones; a
 // state whose tone is warn or error blocks and counts as an issue.
-var StateTones = map[State]Tone{
-	Recovering:        ToneInfo,
-	Fetching:          ToneInfo,
-	Applying:          ToneInfo,
-	OutcomeUnknown:    ToneError,
-	Suspended:         ToneWarn,
-	Failed:            ToneError,
-	RetryScheduled:    ToneWarn,
-	ReconcileRequired: ToneWarn,
-	PendingBlocked:    ToneError,
-	ReviewRequired:    ToneWarn,
-	PendingUpdate:     ToneWarn,
-	Accepted:          ToneOK,
-	NeverReconciled:   ToneInfo,
+var StateTones = map[State]status.Tone{
+	Recovering:        status.ToneInfo,
+	Fetching:          status.ToneInfo,
+	Applying:          status.ToneInfo,
+	OutcomeUnknown:    status.ToneError,
+	Suspended:         status.ToneWarn,
+	Failed:            status.ToneError,
+	RetryScheduled:    status.ToneWarn,
+	ReconcileRequired: status.ToneWarn,
+	PendingBlocked:    status.ToneError,
+	ReviewRequired:    status.ToneWarn,
+	PendingUpdate:     status.ToneWarn,
+	Accepted:          status.ToneOK,
+	NeverReconciled:   status.ToneInfo,
 }
 
 // Blocks reports whether the state needs an operator.
-func (s State) Blocks() bool {
-	t := StateTones[s]
-	return t == ToneWarn || t == ToneError
-}
+func (s State) Blocks() bool { return StateTones[s].Blocks() }
 
-// Status is the status answer of one source.
+// Status is the status answer of one source, in the shared vocabulary;
+// its state names are State's.
 type Status struct {
 	Source string
-	Answer Answer
+	Answer status.Answer
 	// Path is the stages between Git and the inventory; for now one,
 	// "source".
-	Path     []Stage
+	Path     []status.Stage
 	Evidence Evidence
 	// NextSyncAt is when the next interval tick comes; nil when syncs are
 	// manual only or the source is suspended.
 	NextSyncAt *time.Time
 }
 
-// Answer is the first thing that needs an operator, or the state when
-// nothing does.
-type Answer struct {
-	State  State
-	Tone   Tone
-	Reason string
-	// Action is the command that moves the source on; "" when none is needed.
-	Action string
-	// Others counts the other issues (blocking states that hold too).
-	Others int
-	// Partial is true when some of the evidence could not be proven
-	// (Evidence.Unproven says what).
-	Partial bool
-}
-
-// Stage is one stage of the path and its state; Reason is set when it blocks.
-type Stage struct {
-	Name   string
-	State  State
-	Reason string
-}
-
-// Evidence is the grants the journal records, and what it cannot prove.
+// Evidence is the grants the journal records (the newest acceptance), the
+// settled stage, what could not be proven, and the source's newest
+// acceptance in full.
 type Evidence struct {
+	status.Evidence
 	// LastAcceptance is the newest receipt that put a commit in force; nil
 	// when none exists.
 	LastAcceptance *Acceptance
-	// Settled lists the stages whose state is proven, with the proof.
-	Settled []SettledStage
-	// Unproven lists, in sentences, what could not be proven.
-	Unproven []string
-}
-
-// SettledStage is a stage whose state is proven, and the proof.
-type SettledStage struct {
-	Stage string
-	State State
-	Proof string
 }
 
 // Acceptance is a receipt that put a commit of the source in force.
@@ -239,13 +197,9 @@ func DeriveStatus(in Facts) (*Status, error) {
 		st.NextSyncAt = &next
 	}
 	var unproven []string
-	type hold struct {
-		state          State
-		reason, action string
-	}
-	var holds []hold
+	var holds []status.Stage
 	add := func(state State, action, format string, a ...any) {
-		holds = append(holds, hold{state, fmt.Sprintf(format, a...), action})
+		holds = append(holds, status.Stage{Name: "source", State: string(state), Tone: StateTones[state], Reason: fmt.Sprintf(format, a...), Action: action})
 	}
 	follow := func(r *db.JournalRun) string { return "sluice journal " + r.ID.String() + " --follow" }
 	syncCmd := "sluice sync --source " + name
@@ -268,6 +222,9 @@ func DeriveStatus(in Facts) (*Status, error) {
 				add(Applying, follow(r), "Accept run %s is applying commit %s.", r.ID, short(deref(r.GitCommit)))
 			}
 		}
+	}
+	for _, r := range in.Running {
+		st.Evidence.InProgress = append(st.Evidence.InProgress, fmt.Sprintf("%s run %s (requested by %s) is %s.", runWord(r.Action), r.ID, r.RequestedBy, r.State))
 	}
 	if len(in.Running) > 0 {
 		unproven = append(unproven, "a run of the source is still running, so its outcome is not known yet")
@@ -338,23 +295,17 @@ func DeriveStatus(in Facts) (*Status, error) {
 		unproven = append(unproven, "no sync of the source has applied a commit")
 	}
 
-	first := holds[0]
-	st.Answer = Answer{State: first.state, Tone: StateTones[first.state], Reason: first.reason, Action: first.action}
-	for _, h := range holds[1:] {
-		if h.state.Blocks() && h.state != first.state {
-			st.Answer.Others++
-		}
-	}
-	stage := Stage{Name: "source", State: first.state}
-	if first.state.Blocks() {
-		stage.Reason = first.reason
-	}
-	st.Path = []Stage{stage}
+	// The order of the holds is the answer's: the first hold is the
+	// source's state even when it does not block.
+	st.Answer = status.Pick(holds, status.Rule{FirstHold: true})
+	st.Path = status.Path(holds, false)
+	first := State(st.Answer.State)
 	if r := in.LastAcceptance; r != nil {
-		st.Evidence.LastAcceptance = acceptanceOf(r)
-		if first.state == Accepted && src.SyncedCommit != nil {
-			a := st.Evidence.LastAcceptance
-			st.Evidence.Settled = append(st.Evidence.Settled, SettledStage{Stage: "source", State: Accepted,
+		a := acceptanceOf(r)
+		st.Evidence.LastAcceptance = a
+		st.Evidence.Grants = append(st.Evidence.Grants, status.Grant{What: "Source accepted", By: a.By, Policy: a.Decision, At: a.At, RunID: a.RunID, Commit: a.Commit})
+		if first == Accepted && src.SyncedCommit != nil {
+			st.Evidence.Settled = append(st.Evidence.Settled, status.Settled{Stage: "source", State: string(Accepted),
 				Proof: fmt.Sprintf("Commit %s is in force; %s run %s accepted commit %s (%s).", short(*src.SyncedCommit), a.Action, a.RunID, short(a.Commit), a.Decision)})
 		}
 	} else if src.SyncedCommit != nil {

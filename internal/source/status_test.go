@@ -10,6 +10,7 @@ import (
 	"sluice/db"
 	"sluice/internal/journal"
 	"sluice/internal/source"
+	"sluice/internal/status"
 )
 
 func TestDeriveStatus(t *testing.T) {
@@ -37,8 +38,8 @@ func TestDeriveStatus(t *testing.T) {
 		dead := run(acceptKind, journal.StateUnknown)
 		accept, sync := run(acceptKind, journal.StateRunning), run(syncKind, journal.StateRunning)
 		st := derive(t, dead, accept, sync)
-		require.Equal(t, source.Recovering, st.Answer.State)
-		require.Equal(t, source.ToneInfo, st.Answer.Tone)
+		require.Equal(t, string(source.Recovering), st.Answer.State)
+		require.Equal(t, status.ToneInfo, st.Answer.Tone)
 		require.Equal(t, "sluice journal "+accept.ID.String()+" --follow", st.Answer.Action)
 		require.Contains(t, st.Answer.Reason, "Accept run "+accept.ID.String())
 		require.Contains(t, st.Answer.Reason, "accept_source run "+dead.ID.String())
@@ -49,15 +50,15 @@ func TestDeriveStatus(t *testing.T) {
 	t.Run("RunningAfterAKnownOutcomeIsNotRecovering", func(t *testing.T) {
 		t.Parallel()
 		for _, last := range []*db.JournalRun{nil, run(syncKind, journal.StateSucceeded), run(syncKind, journal.StateFailed)} {
-			require.Equal(t, source.Fetching, derive(t, last, run(syncKind, journal.StateRunning)).Answer.State)
-			require.Equal(t, source.Applying, derive(t, last, run(acceptKind, journal.StateRunning)).Answer.State)
+			require.Equal(t, string(source.Fetching), derive(t, last, run(syncKind, journal.StateRunning)).Answer.State)
+			require.Equal(t, string(source.Applying), derive(t, last, run(acceptKind, journal.StateRunning)).Answer.State)
 		}
 	})
 
 	t.Run("UnknownWithNothingRunningIsOutcomeUnknown", func(t *testing.T) {
 		t.Parallel()
 		st := derive(t, run(syncKind, journal.StateUnknown))
-		require.Equal(t, source.OutcomeUnknown, st.Answer.State)
-		require.Equal(t, source.ToneError, st.Answer.Tone)
+		require.Equal(t, string(source.OutcomeUnknown), st.Answer.State)
+		require.Equal(t, status.ToneError, st.Answer.Tone)
 	})
 }

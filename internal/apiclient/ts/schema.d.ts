@@ -1458,18 +1458,6 @@ export interface components {
              */
             size: number;
         };
-        BlueprintAnswer: {
-            action?: string;
-            /** Format: int64 */
-            others: number;
-            partial: boolean;
-            reason: string;
-            /** @enum {string} */
-            stage: "source" | "artifact" | "placement" | "rollout" | "runtime";
-            state: string;
-            /** @enum {string} */
-            tone: "ok" | "info" | "warn" | "error";
-        };
         BlueprintEnforceOutputBody: {
             /** @description True when the request joined a queued enforce run of the node. */
             joined: boolean;
@@ -1479,36 +1467,14 @@ export interface components {
              */
             journalId: string;
         };
-        BlueprintEvidence: {
-            grants: components["schemas"]["BlueprintGrant"][];
-            unproven: string[];
-        };
-        BlueprintGrant: {
-            /** Format: date-time */
-            at: string;
-            by: string;
-            policy: string;
-            runId: string;
-            subject: string;
-            /** @enum {string} */
-            what: "Source accepted" | "Placement approved" | "Rollout authorized" | "Rollback authorized";
-        };
         BlueprintListOutputBody: {
             blueprints: components["schemas"]["BlueprintView"][];
         };
-        BlueprintStage: {
-            action?: string;
-            /** @enum {string} */
-            name: "source" | "artifact" | "placement" | "rollout" | "runtime";
-            reason: string;
-            state: string;
-            /** @enum {string} */
-            tone: "ok" | "info" | "warn" | "error";
-        };
         BlueprintStatus: {
-            answer: components["schemas"]["BlueprintAnswer"];
-            evidence: components["schemas"]["BlueprintEvidence"];
-            path: components["schemas"]["BlueprintStage"][];
+            answer: components["schemas"]["StatusAnswerBlueprintState"];
+            evidence: components["schemas"]["StatusEvidence"];
+            /** @description The stages: source, artifact, placement, rollout, runtime. */
+            path: components["schemas"]["StatusStage"][];
         };
         BlueprintStatusOutputBody: {
             blueprint: string;
@@ -1699,14 +1665,6 @@ export interface components {
              * @description 1, 2, 3… with no gaps.
              */
             seq: number;
-        };
-        Evidence: {
-            /** @description The newest receipt that put a commit in force. */
-            lastAcceptance?: components["schemas"]["AcceptanceEvidence"];
-            /** @description The stages whose state is proven, with the proof. */
-            settled: components["schemas"]["SettledStage"][];
-            /** @description What could not be proven. */
-            unproven: string[];
         };
         GitOpsLastSync: {
             commit?: string;
@@ -2170,14 +2128,6 @@ export interface components {
              */
             state: "pending" | "delivered" | "gave_up" | "deduplicated";
         };
-        PathStage: {
-            /** @description Why it blocks; absent when it does not. */
-            reason?: string;
-            /** @example source */
-            stage: string;
-            /** @example Accepted */
-            state: string;
-        };
         "Pause-rolloutRequest": {
             /** @description Why the rollout must hold. */
             reason: string;
@@ -2422,16 +2372,6 @@ export interface components {
             /** Format: uuid */
             unitId: string;
         };
-        ServicePathStage: {
-            /** @description Why it blocks; absent when it does not. */
-            reason?: string;
-            /** @enum {string} */
-            stage: "source" | "artifact" | "runtime";
-            /** @example Verified */
-            state: string;
-            /** @enum {string} */
-            tone: "ok" | "info" | "warn" | "error";
-        };
         ServiceProcess: {
             /** @description Why no process runs, when none does. */
             lastExit?: string;
@@ -2443,51 +2383,23 @@ export interface components {
             /** @description The artifact the rendered unit on disk names. */
             unitDigest?: string;
         };
-        ServiceStatusAnswer: {
-            /**
-             * @description The command that moves the service on; empty when none is needed, or when drift mode observe only reports.
-             * @example sluice converge web
-             */
-            action: string;
-            /**
-             * Format: int64
-             * @description How many other issues hold besides this one.
-             */
-            others: number;
-            /** @description Some evidence could not be proven; evidence.unproven says what. */
-            partial: boolean;
-            /** @description Why, in a sentence. */
-            reason: string;
-            /**
-             * @description The stage the answer comes from.
-             * @enum {string}
-             */
-            stage: "source" | "artifact" | "runtime";
-            /**
-             * @description The state of that stage (see the README's tables).
-             * @example Runtime drift
-             */
-            state: string;
-            /** @enum {string} */
-            tone: "ok" | "info" | "warn" | "error";
-        };
         ServiceStatusEvidence: {
-            /** @description The receipts that let what runs happen: the source's acceptance and the apply. */
+            /** @description The receipts that let what runs happen. */
             grants: components["schemas"]["StatusGrant"][];
             /** @description The open actions; while one waits, differences are work in progress, not drift. */
             inProgress: string[];
             /** @description The newest drift check since the last action. */
             lastCheck?: components["schemas"]["DriftCheckSummary"];
             /** @description The stages whose state is proven, with the proof. */
-            settled: components["schemas"]["SettledStage"][];
+            settled: components["schemas"]["StatusSettled"][];
             /** @description Everything that could not be proven. Unverified is never shown as converged. */
             unproven: string[];
         };
         ServiceStatusReport: {
-            answer: components["schemas"]["ServiceStatusAnswer"];
+            answer: components["schemas"]["StatusAnswerServiceState"];
             evidence: components["schemas"]["ServiceStatusEvidence"];
             /** @description The stages from Git to what runs: source, artifact, runtime. */
-            path: components["schemas"]["ServicePathStage"][];
+            path: components["schemas"]["StatusStage"][];
             /** @example web */
             service: string;
         };
@@ -2495,11 +2407,6 @@ export interface components {
             labels: {
                 [key: string]: string;
             };
-        };
-        SettledStage: {
-            proof: string;
-            stage: string;
-            state: string;
         };
         "Skip-rollout-nodeRequest": {
             /** @description The node to leave out. */
@@ -2588,22 +2495,34 @@ export interface components {
             webhookSecret?: string;
         };
         SourceStatus: {
-            answer: components["schemas"]["StatusAnswer"];
-            evidence: components["schemas"]["Evidence"];
+            answer: components["schemas"]["StatusAnswerSourceState"];
+            evidence: components["schemas"]["SourceStatusEvidence"];
             /**
              * Format: date-time
              * @description The next interval sync; absent when syncs are manual only or the source is suspended.
              */
             nextSyncAt?: string;
             /** @description The stages from Git to the inventory; for now one, source. */
-            path: components["schemas"]["PathStage"][];
+            path: components["schemas"]["StatusStage"][];
             /** @example apps */
             source: string;
         };
-        StatusAnswer: {
+        SourceStatusEvidence: {
+            /** @description The receipts that let what runs happen. */
+            grants: components["schemas"]["StatusGrant"][];
+            /** @description The open actions; while one waits, differences are work in progress, not drift. */
+            inProgress: string[];
+            /** @description The newest receipt that put a commit in force. */
+            lastAcceptance?: components["schemas"]["AcceptanceEvidence"];
+            /** @description The stages whose state is proven, with the proof. */
+            settled: components["schemas"]["StatusSettled"][];
+            /** @description Everything that could not be proven. Unverified is never shown as converged. */
+            unproven: string[];
+        };
+        StatusAnswerBlueprintState: {
             /**
-             * @description The command that moves the source on; empty when none is needed.
-             * @example sluice accept apps
+             * @description The command that moves things on; empty when none is needed, or when a service's drift mode observe only reports.
+             * @example sluice converge web
              */
             action: string;
             /**
@@ -2616,13 +2535,97 @@ export interface components {
             /** @description Why, in a sentence. */
             reason: string;
             /**
-             * @description The first of the source states that holds (see the README's table).
-             * @example Pending update
+             * @description The stage the answer comes from.
+             * @example runtime
              * @enum {string}
              */
-            state: "Recovering" | "Fetching" | "Applying" | "Outcome unknown" | "Suspended" | "Source failed" | "Retry scheduled" | "Reconcile required" | "Pending update blocked" | "Review required" | "Pending update" | "Accepted" | "Never reconciled";
-            /** @enum {string} */
+            stage: "source" | "artifact" | "placement" | "rollout" | "runtime";
+            /**
+             * @description The state of that stage (see the README's tables).
+             * @example Runtime drift
+             */
+            state: string;
+            /**
+             * @description warn and error block and count as issues.
+             * @enum {string}
+             */
             tone: "ok" | "info" | "warn" | "error";
+        };
+        StatusAnswerServiceState: {
+            /**
+             * @description The command that moves things on; empty when none is needed, or when a service's drift mode observe only reports.
+             * @example sluice converge web
+             */
+            action: string;
+            /**
+             * Format: int64
+             * @description How many other issues hold besides this one.
+             */
+            others: number;
+            /** @description Some evidence could not be proven; evidence.unproven says what. */
+            partial: boolean;
+            /** @description Why, in a sentence. */
+            reason: string;
+            /**
+             * @description The stage the answer comes from.
+             * @example runtime
+             * @enum {string}
+             */
+            stage: "source" | "artifact" | "placement" | "rollout" | "runtime";
+            /**
+             * @description The state of that stage (see the README's tables).
+             * @example Runtime drift
+             * @enum {string}
+             */
+            state: "Accepted" | "Applying" | "Artifact drift" | "Artifact missing" | "Failed" | "Fetching" | "Never applied" | "Never reconciled" | "Out of date" | "Outcome unknown" | "Paused" | "Pending update" | "Pending update blocked" | "Queued" | "Reconcile required" | "Recovering" | "Repair held" | "Retry scheduled" | "Review required" | "Running" | "Runtime drift" | "Source failed" | "Stopped" | "Suspended" | "Unhealthy" | "Unverified" | "Verified";
+            /**
+             * @description warn and error block and count as issues.
+             * @enum {string}
+             */
+            tone: "ok" | "info" | "warn" | "error";
+        };
+        StatusAnswerSourceState: {
+            /**
+             * @description The command that moves things on; empty when none is needed, or when a service's drift mode observe only reports.
+             * @example sluice converge web
+             */
+            action: string;
+            /**
+             * Format: int64
+             * @description How many other issues hold besides this one.
+             */
+            others: number;
+            /** @description Some evidence could not be proven; evidence.unproven says what. */
+            partial: boolean;
+            /** @description Why, in a sentence. */
+            reason: string;
+            /**
+             * @description The stage the answer comes from.
+             * @example runtime
+             * @enum {string}
+             */
+            stage: "source" | "artifact" | "placement" | "rollout" | "runtime";
+            /**
+             * @description The state of that stage (see the README's tables).
+             * @example Runtime drift
+             * @enum {string}
+             */
+            state: "Accepted" | "Applying" | "Fetching" | "Never reconciled" | "Outcome unknown" | "Pending update" | "Pending update blocked" | "Reconcile required" | "Recovering" | "Retry scheduled" | "Review required" | "Source failed" | "Suspended";
+            /**
+             * @description warn and error block and count as issues.
+             * @enum {string}
+             */
+            tone: "ok" | "info" | "warn" | "error";
+        };
+        StatusEvidence: {
+            /** @description The receipts that let what runs happen. */
+            grants: components["schemas"]["StatusGrant"][];
+            /** @description The open actions; while one waits, differences are work in progress, not drift. */
+            inProgress: string[];
+            /** @description The stages whose state is proven, with the proof. */
+            settled: components["schemas"]["StatusSettled"][];
+            /** @description Everything that could not be proven. Unverified is never shown as converged. */
+            unproven: string[];
         };
         StatusGrant: {
             /** Format: date-time */
@@ -2630,16 +2633,41 @@ export interface components {
             /** @example alice */
             by: string;
             commit?: string;
-            /**
-             * @description The policy line of an acceptance, or the health policy an apply ran under.
-             * @example Applies without an operator
-             */
-            decision: string;
             digest?: string;
             /** Format: uuid */
             journalId: string;
+            /**
+             * @description The policy line that decided: an acceptance's decision, the health policy an apply ran under, a placement's policy.
+             * @example Applies without an operator
+             */
+            policy: string;
+            /**
+             * @description What the grant covers, in words: the commit, the nodes, the generation.
+             * @example commit 1a2b3c4d5e6f
+             */
+            subject?: string;
             /** @enum {string} */
-            what: "Source accepted" | "Applied";
+            what: "Source accepted" | "Applied" | "Placement approved" | "Rollout authorized" | "Rollback authorized";
+        };
+        StatusSettled: {
+            proof: string;
+            stage: string;
+            state: string;
+        };
+        StatusStage: {
+            /** @description The command that moves the stage on; absent when none is needed. */
+            action?: string;
+            /** @description Why, in a sentence. A service and a source say it only where the stage blocks; a Blueprint on every stage. */
+            reason?: string;
+            /**
+             * @example artifact
+             * @enum {string}
+             */
+            stage: "source" | "artifact" | "placement" | "rollout" | "runtime";
+            /** @example Verified */
+            state: string;
+            /** @enum {string} */
+            tone: "ok" | "info" | "warn" | "error";
         };
         StoredArtifact: {
             /**

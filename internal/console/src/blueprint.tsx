@@ -1,5 +1,5 @@
 import { api } from "./api.ts";
-import { Action, Answer, Digest, List, Loading, NotProven, Page, PathRow, ReasonAction, ToneBadge, useLoad, When } from "./ui.tsx";
+import { Action, Digest, List, Loading, Page, ReasonAction, StatusBlock, ToneBadge, useLoad, When } from "./ui.tsx";
 
 export function Blueprint(props: { name: string }) {
   const name = props.name;
@@ -10,24 +10,7 @@ export function Blueprint(props: { name: string }) {
       <Loading l={l}>
         {(b) => (
           <>
-            <Answer a={b.status.answer} />
-            <PathRow stages={b.status.path} />
-            <details class="evidence">
-              <summary>Evidence</summary>
-              <h3>Grants</h3>
-              {b.status.evidence.grants.length ? (
-                <ul>
-                  {b.status.evidence.grants.map((g) => (
-                    <li key={g.runId + g.what}>
-                      {g.what} ({g.subject}) by {g.by} under {g.policy} <When at={g.at} /> <a href={`/journal/${g.runId}`}>run</a>
-                    </li>
-                  ))}
-                </ul>
-              ) : (
-                <p class="muted">none</p>
-              )}
-              <NotProven items={b.status.evidence.unproven} />
-            </details>
+            <StatusBlock s={b.status} />
 
             <h2>Nodes</h2>
             {b.nodes.length ? (

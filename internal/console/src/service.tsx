@@ -1,6 +1,6 @@
 import { useState } from "preact/hooks";
 import { api } from "./api.ts";
-import { Action, Answer, Digest, Loading, NotProven, Page, PathRow, RunState, Settled, useLoad, When } from "./ui.tsx";
+import { Action, Digest, Loading, Page, RunState, StatusBlock, useLoad, When } from "./ui.tsx";
 import { allows } from "./session.ts";
 
 // bytes is a size for people: 1.2 MB.
@@ -32,31 +32,7 @@ export function Service(props: { name: string }) {
       <Loading l={st}>
         {(s) => (
           <>
-            <Answer a={s.answer} />
-            <PathRow stages={s.path.map((p) => ({ name: p.stage, state: p.state, tone: p.tone, reason: p.reason }))} />
-            <details class="evidence">
-              <summary>Evidence</summary>
-              <h3>Grants</h3>
-              {s.evidence.grants.length ? (
-                <ul>
-                  {s.evidence.grants.map((g) => (
-                    <li key={g.journalId + g.what}>
-                      {g.what} by {g.by} ({g.decision}) <When at={g.at} /> {g.commit ? <code>{g.commit.slice(0, 12)}</code> : null}{" "}
-                      {g.digest ? <Digest d={g.digest} /> : null} <a href={`/journal/${g.journalId}`}>run</a>
-                    </li>
-                  ))}
-                </ul>
-              ) : (
-                <p class="muted">none</p>
-              )}
-              <Settled settled={s.evidence.settled} />
-              {s.evidence.inProgress.length ? (
-                <>
-                  <h3>In progress</h3>
-                  <ul>{s.evidence.inProgress.map((x) => <li key={x}>{x}</li>)}</ul>
-                </>
-              ) : null}
-              <NotProven items={s.evidence.unproven} />
+            <StatusBlock s={s}>
               {s.evidence.lastCheck ? (
                 <>
                   <h3>Last drift check</h3>
@@ -75,7 +51,7 @@ export function Service(props: { name: string }) {
                   ) : null}
                 </>
               ) : null}
-            </details>
+            </StatusBlock>
           </>
         )}
       </Loading>

@@ -1,5 +1,5 @@
 import { api } from "./api.ts";
-import { Action, Answer, List, Loading, NotProven, Page, PathRow, Settled, ToneBadge, useLoad, When } from "./ui.tsx";
+import { Action, List, Loading, Page, StatusBlock, ToneBadge, useLoad, When } from "./ui.tsx";
 
 export function Sources() {
   const l = useLoad(() => api.GET("/api/v1/sources"), []);
@@ -54,24 +54,7 @@ export function Source(props: { id: string }) {
       <Loading l={st}>
         {(s) => (
           <>
-            <Answer a={s.answer} />
-            <PathRow stages={s.path.map((p) => ({ name: p.stage, state: p.state, reason: p.reason }))} />
-            <details class="evidence">
-              <summary>Evidence</summary>
-              <h3>Last acceptance</h3>
-              {s.evidence.lastAcceptance ? (
-                <p>
-                  {s.evidence.lastAcceptance.decision} of <code>{s.evidence.lastAcceptance.commit.slice(0, 12)}</code> by{" "}
-                  {s.evidence.lastAcceptance.by}
-                  {s.evidence.lastAcceptance.policy ? ` under ${s.evidence.lastAcceptance.policy}` : ""}{" "}
-                  <When at={s.evidence.lastAcceptance.at} /> <a href={`/journal/${s.evidence.lastAcceptance.journalId}`}>run</a>
-                </p>
-              ) : (
-                <p class="muted">none</p>
-              )}
-              <Settled settled={s.evidence.settled} />
-              <NotProven items={s.evidence.unproven} />
-            </details>
+            <StatusBlock s={s} />
           </>
         )}
       </Loading>

@@ -3,7 +3,7 @@
 // with their run.
 import type { ComponentChildren } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import { problem, type Run, type Tone } from "./api.ts";
+import { problem, type Run, type Schemas, type Tone } from "./api.ts";
 import { navigate } from "./router.ts";
 import { allows, type Role } from "./session.ts";
 
@@ -140,46 +140,89 @@ export function Loading<T>(props: { l: Loaded<T>; children: (d: T) => ComponentC
   );
 }
 
-// Answer is the answer block: one toned state, the reason that needs an
+// StatusAnswer is the answer of any kind: they differ only in the states
+// their schemas list.
+type StatusAnswer = Schemas["StatusAnswerServiceState"] | Schemas["StatusAnswerSourceState"] | Schemas["StatusAnswerBlueprintState"];
+
+// StatusBlock is a status in the shared shape, the one way every kind's
+// status shows: the answer block (one toned state, the reason that needs an
 // operator first, a count of the others and "partial" when evidence is
-// missing.
-export function Answer(props: {
-  a: { state: string; tone: Tone; reason: string; action?: string | undefined; others: number; partial: boolean; stage?: string | undefined };
+// missing), the path stage by stage, and the evidence folded: the grants,
+// the settled stages, what is in progress and what is not proven. children
+// are what the kind adds to its evidence (a service's last drift check).
+export function StatusBlock(props: {
+  s: { answer: StatusAnswer; path: Schemas["StatusStage"][]; evidence: Schemas["StatusEvidence"] };
+  children?: ComponentChildren;
 }) {
-  const a = props.a;
+  const a = props.s.answer;
+  const ev = props.s.evidence;
   return (
-    <div class={`answer answer-${a.tone}`}>
-      <div class="answer-head">
-        <ToneBadge tone={a.tone} text={a.state} />
-        {a.stage ? <span class="muted"> at {a.stage}</span> : null}
-        {a.others > 0 ? <span class="pill">+{a.others} other{a.others === 1 ? "" : "s"}</span> : null}
-        {a.partial ? (
-          <span class="pill" title="Some evidence is missing: the answer may be incomplete.">partial</span>
+    <>
+      <div class={`answer answer-${a.tone}`}>
+        <div class="answer-head">
+          <ToneBadge tone={a.tone} text={a.state} />
+          <span class="muted"> at {a.stage}</span>
+          {a.others > 0 ? <span class="pill">+{a.others} other{a.others === 1 ? "" : "s"}</span> : null}
+          {a.partial ? (
+            <span class="pill" title="Some evidence is missing: the answer may be incomplete.">partial</span>
+          ) : null}
+        </div>
+        <p>{a.reason}</p>
+        {a.action ? (
+          <p class="next">
+            <strong>Next:</strong> {a.action}
+          </p>
         ) : null}
       </div>
-      <p>{a.reason}</p>
-      {a.action ? (
-        <p class="next">
-          <strong>Next:</strong> {a.action}
-        </p>
-      ) : null}
-    </div>
-  );
-}
-
-// PathRow shows each stage of a path in order.
-// A stage without a tone (a source's) shows its state as plain text.
-export function PathRow(props: { stages: Array<{ name: string; state: string; tone?: Tone | undefined; reason?: string | undefined }> }) {
-  return (
-    <ol class="path" aria-label="Path">
-      {props.stages.map((s) => (
-        <li class={`stage stage-${s.tone ?? "none"}`} key={s.name}>
-          <span class="stage-name">{s.name}</span>
-          {s.tone ? <ToneBadge tone={s.tone} text={s.state} /> : <strong>{s.state}</strong>}
-          {s.reason ? <span class="stage-reason">{s.reason}</span> : null}
-        </li>
-      ))}
-    </ol>
+      <ol class="path" aria-label="Path">
+        {props.s.path.map((st) => (
+          <li class={`stage stage-${st.tone}`} key={st.stage}>
+            <span class="stage-name">{st.stage}</span>
+            <ToneBadge tone={st.tone} text={st.state} />
+            {st.reason ? <span class="stage-reason">{st.reason}</span> : null}
+          </li>
+        ))}
+      </ol>
+      <details class="evidence">
+        <summary>Evidence</summary>
+        <h3>Grants</h3>
+        {ev.grants.length ? (
+          <ul>
+            {ev.grants.map((g) => (
+              <li key={g.journalId + g.what}>
+                {g.what}
+                {g.subject ? ` (${g.subject})` : ""} by {g.by} under {g.policy} <When at={g.at} />{" "}
+                {g.commit && !g.subject ? <code>{g.commit.slice(0, 12)}</code> : null} {g.digest ? <Digest d={g.digest} /> : null}{" "}
+                <a href={`/journal/${g.journalId}`}>run</a>
+              </li>
+            ))}
+          </ul>
+        ) : (
+          <p class="muted">none</p>
+        )}
+        <h3>Settled</h3>
+        {ev.settled.length ? (
+          <ul>
+            {ev.settled.map((x) => (
+              <li key={x.stage}>
+                {x.stage}: {x.state} — {x.proof}
+              </li>
+            ))}
+          </ul>
+        ) : (
+          <p class="muted">none</p>
+        )}
+        {ev.inProgress.length ? (
+          <>
+            <h3>In progress</h3>
+            <ul>{ev.inProgress.map((x) => <li key={x}>{x}</li>)}</ul>
+          </>
+        ) : null}
+        <h3>Not proven</h3>
+        {ev.unproven.length ? <ul>{ev.unproven.map((x) => <li key={x}>{x}</li>)}</ul> : <p class="muted">nothing</p>}
+        {props.children}
+      </details>
+    </>
   );
 }
 
@@ -302,34 +345,4 @@ export function Labels(props: { labels: Record<string, string> | undefined }) {
 export function List(props: { items: string[]; empty?: string }) {
   if (!props.items.length) return <span class="muted">{props.empty ?? "none"}</span>;
   return <span>{props.items.join(", ")}</span>;
-}
-
-// Settled lists the stages an answer proved settled, with each one's proof.
-export function Settled(props: { settled: Array<{ stage: string; state: string; proof: string }> }) {
-  return (
-    <>
-      <h3>Settled</h3>
-      {props.settled.length ? (
-        <ul>
-          {props.settled.map((x) => (
-            <li key={x.stage}>
-              {x.stage}: {x.state} — {x.proof}
-            </li>
-          ))}
-        </ul>
-      ) : (
-        <p class="muted">none</p>
-      )}
-    </>
-  );
-}
-
-// NotProven lists what an answer could not prove: "partial" evidence.
-export function NotProven(props: { items: string[] }) {
-  return (
-    <>
-      <h3>Not proven</h3>
-      {props.items.length ? <ul>{props.items.map((x) => <li key={x}>{x}</li>)}</ul> : <p class="muted">nothing</p>}
-    </>
-  );
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"sluice/internal/apiclient"
+)
+
+// statusBlock is a status in the shared shape that every status route
+// answers with, whatever its kind: the answer, the path and the evidence.
+// What a kind adds (a service's last drift check, a source's acceptance, a
+// Blueprint's node rows) its command prints itself.
+type statusBlock struct {
+	Answer struct {
+		Stage, State, Tone, Reason, Action string
+		Others                             int
+		Partial                            bool
+	} `json:"answer"`
+	Path     []apiclient.StatusStage  `json:"path"`
+	Evidence apiclient.StatusEvidence `json:"evidence"`
+}
+
+// sharedStatus reads the shared shape out of a kind's status.
+func sharedStatus(v any) (statusBlock, error) {
+	var s statusBlock
+	b, err := json.Marshal(v)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("read the status: %w", err)
+	}
+	return s, nil
+}
+
+// printStatus prints a status the one way every status command does: the
+// answer line first (state, reason, then the action), the count of other
+// issues, one line per stage of the path, then with verbose the evidence:
+// the grants, the settled stages, what is in progress and what is unproven.
+func printStatus(w io.Writer, s statusBlock, verbose bool) {
+	a := s.Answer
+	line := fmt.Sprintf("%s: %s", a.State, a.Reason)
+	if a.Action != "" {
+		line += " → " + a.Action
+	}
+	fmt.Fprintln(w, line)
+	if a.Others > 0 {
+		fmt.Fprintf(w, "  and %d other issues\n", a.Others)
+	}
+	for _, p := range s.Path {
+		fmt.Fprintf(w, "path: %s: %s", p.Stage, p.State)
+		if r := deref(p.Reason); r != "" {
+			fmt.Fprintf(w, " (%s)", r)
+		}
+		fmt.Fprintln(w)
+	}
+	if !verbose {
+		return
+	}
+	ev := s.Evidence
+	for _, g := range ev.Grants {
+		var what []string
+		if d := deref(g.Digest); d != "" {
+			what = append(what, shortDigest(d))
+		}
+		if sub := deref(g.Subject); sub != "" {
+			what = append(what, sub)
+		}
+		what = append(what, g.Policy)
+		fmt.Fprintf(w, "grant: %s by %s %s (run %s): %s\n", g.What, g.By, fmtTime(&g.At), g.JournalId, strings.Join(what, ", "))
+	}
+	for _, set := range ev.Settled {
+		fmt.Fprintf(w, "settled: %s: %s: %s\n", set.Stage, set.State, set.Proof)
+	}
+	for _, p := range ev.InProgress {
+		fmt.Fprintln(w, "in progress: "+p)
+	}
+	for _, u := range ev.Unproven {
+		fmt.Fprintln(w, "unproven: "+u)
+	}
+	if a.Partial {
+		fmt.Fprintln(w, "the evidence is partial")
+	}
+}
