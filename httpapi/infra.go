@@ -9,6 +9,7 @@ import (
 
 	"sluice/internal/auth"
 	"sluice/internal/infra"
+	"sluice/internal/source"
 )
 
 // Infrastructure is one infrastructure unit with its last operations.
@@ -55,6 +56,27 @@ type infraIDInput struct {
 
 type getInfraOutput struct{ Body Infrastructure }
 
+// InfrastructureStatusReport is an infrastructure unit's status answer: the first
+// stage along source, plan, apply and drift that needs an operator (else
+// the drift stage's state), each stage, and the evidence.
+type InfrastructureStatusReport struct {
+	Unit     string                   `json:"unit" example:"network"`
+	Answer   StatusAnswer[InfraState] `json:"answer"`
+	Path     []StatusStage            `json:"path" doc:"The stages from Git to the live state: source, plan, apply, drift."`
+	Evidence StatusEvidence           `json:"evidence"`
+}
+
+// InfraState is the state an infrastructure unit's answer names: one of
+// infra.StateTones, or of a source's on the source stage.
+type InfraState string
+
+// Schema lists the infrastructure states and the source states.
+func (InfraState) Schema(huma.Registry) *huma.Schema {
+	return stateSchema(append(statesOf(infra.StateTones), statesOf(source.StateTones)...))
+}
+
+type infraStatusOutput struct{ Body InfrastructureStatusReport }
+
 func registerInfra(api huma.API, d Deps) {
 	register(api, d, op("list-infrastructures", http.MethodGet, "/infrastructures",
 		"List the infrastructure units (stale and destroyed ones too) with their last plan, apply, destroy and drift check.", auth.RoleViewer),
@@ -79,6 +101,20 @@ func registerInfra(api huma.API, d Deps) {
 				return nil, err
 			}
 			return &getInfraOutput{Body: infraOut(v)}, nil
+		})
+
+	register(api, d, op("get-infrastructure-status", http.MethodGet, "/infrastructures/{id}/status",
+		"The unit's status in one answer: the first stage along source, plan, apply and drift that needs an operator and the "+
+			"action to take, each stage's state from the newest plan, apply and drift check, and the evidence: the grants, "+
+			"the settled stages with their proof, and what could not be proven.",
+		auth.RoleViewer, http.StatusNotFound, http.StatusConflict),
+		func(ctx context.Context, in *infraIDInput) (*infraStatusOutput, error) {
+			st, err := d.Infra.GetStatus(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &infraStatusOutput{Body: InfrastructureStatusReport{Unit: st.Unit, Answer: statusAnswerOut[InfraState](st.Answer),
+				Path: statusPathOut(st.Path), Evidence: statusEvidenceOut(st.Evidence)}}, nil
 		})
 
 	for _, a := range []struct {

@@ -16,7 +16,7 @@ import (
 // state at the path's end when nothing does. S is the kind's state type,
 // whose schema lists its states where they are known.
 type StatusAnswer[S ~string] struct {
-	Stage   string `json:"stage" enum:"source,artifact,placement,rollout,runtime" doc:"The stage the answer comes from." example:"runtime"`
+	Stage   string `json:"stage" enum:"source,artifact,placement,rollout,runtime,plan,apply,drift" doc:"The stage the answer comes from." example:"runtime"`
 	State   S      `json:"state" doc:"The state of that stage (see the README's tables)." example:"Runtime drift"`
 	Tone    string `json:"tone" enum:"ok,info,warn,error" doc:"warn and error block and count as issues."`
 	Reason  string `json:"reason" doc:"Why, in a sentence."`
@@ -27,7 +27,7 @@ type StatusAnswer[S ~string] struct {
 
 // StatusStage is one stage of a path and its state.
 type StatusStage struct {
-	Stage  string `json:"stage" enum:"source,artifact,placement,rollout,runtime" example:"artifact"`
+	Stage  string `json:"stage" enum:"source,artifact,placement,rollout,runtime,plan,apply,drift" example:"artifact"`
 	State  string `json:"state" example:"Verified"`
 	Tone   string `json:"tone" enum:"ok,info,warn,error"`
 	Reason string `json:"reason,omitempty" doc:"Why, in a sentence. A service and a source say it only where the stage blocks; a Blueprint on every stage."`

@@ -38,6 +38,7 @@ var commands = []command{
 	{[]string{"deploy", "rollback", "converge"}, "a service action, followed to its end", named(runAction)},
 	{[]string{"resume-service"}, "run a queue paused by onProbeFailure pause again", plain(runResumeService)},
 	{[]string{"infrastructures"}, "list infrastructure units and their last operations", plain(runInfrastructures)},
+	{[]string{"infra"}, "an infrastructure unit's state, why and what to do (infra status UNIT)", plain(runInfra)},
 	{[]string{"plan", "apply", "destroy", "drift-check"}, "a Terraform action on an infrastructure unit", named(runInfraAction)},
 	{[]string{"nodes"}, "list the nodes: state, labels, last heartbeat", plain(runNodes)},
 	{[]string{"node"}, "add, show, label, revoke or delete a node", plain(runNode)},

@@ -50,6 +50,7 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice resume-service SERVICE    run a queue paused by onProbeFailure pause again (operator)
                                    (these three follow the run; exit 0 only on success)
   sluice infrastructures           list infrastructure units and their last operations
+  sluice infra status [-v] UNIT    a unit's answer: source, plan, apply, drift, and with -v the evidence
   sluice plan|apply UNIT           Terraform plan, or plan and apply, of a unit (id or name)
   sluice destroy UNIT              terraform destroy (admin); the unit becomes destroyed
   sluice drift-check UNIT          exit 0 in sync, 2 drift, 1 unknown (like plan -detailed-exitcode)

@@ -69,8 +69,14 @@ func printStatus(w io.Writer, s statusBlock, verbose bool) {
 		if sub := deref(g.Subject); sub != "" {
 			what = append(what, sub)
 		}
-		what = append(what, g.Policy)
-		fmt.Fprintf(w, "grant: %s by %s %s (run %s): %s\n", g.What, g.By, fmtTime(&g.At), g.JournalId, strings.Join(what, ", "))
+		if g.Policy != "" {
+			what = append(what, g.Policy)
+		}
+		line := fmt.Sprintf("grant: %s by %s %s (run %s)", g.What, g.By, fmtTime(&g.At), g.JournalId)
+		if len(what) > 0 {
+			line += ": " + strings.Join(what, ", ")
+		}
+		fmt.Fprintln(w, line)
 	}
 	for _, set := range ev.Settled {
 		fmt.Fprintf(w, "settled: %s: %s: %s\n", set.Stage, set.State, set.Proof)

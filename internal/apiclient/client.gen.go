@@ -746,8 +746,11 @@ func (e SourceInputPolicy) Valid() bool {
 
 // Defines values for StatusAnswerBlueprintStateStage.
 const (
+	StatusAnswerBlueprintStateStageApply     StatusAnswerBlueprintStateStage = "apply"
 	StatusAnswerBlueprintStateStageArtifact  StatusAnswerBlueprintStateStage = "artifact"
+	StatusAnswerBlueprintStateStageDrift     StatusAnswerBlueprintStateStage = "drift"
 	StatusAnswerBlueprintStateStagePlacement StatusAnswerBlueprintStateStage = "placement"
+	StatusAnswerBlueprintStateStagePlan      StatusAnswerBlueprintStateStage = "plan"
 	StatusAnswerBlueprintStateStageRollout   StatusAnswerBlueprintStateStage = "rollout"
 	StatusAnswerBlueprintStateStageRuntime   StatusAnswerBlueprintStateStage = "runtime"
 	StatusAnswerBlueprintStateStageSource    StatusAnswerBlueprintStateStage = "source"
@@ -756,9 +759,15 @@ const (
 // Valid indicates whether the value is a known member of the StatusAnswerBlueprintStateStage enum.
 func (e StatusAnswerBlueprintStateStage) Valid() bool {
 	switch e {
+	case StatusAnswerBlueprintStateStageApply:
+		return true
 	case StatusAnswerBlueprintStateStageArtifact:
 		return true
+	case StatusAnswerBlueprintStateStageDrift:
+		return true
 	case StatusAnswerBlueprintStateStagePlacement:
+		return true
+	case StatusAnswerBlueprintStateStagePlan:
 		return true
 	case StatusAnswerBlueprintStateStageRollout:
 		return true
@@ -795,10 +804,172 @@ func (e StatusAnswerBlueprintStateTone) Valid() bool {
 	}
 }
 
+// Defines values for StatusAnswerInfraStateStage.
+const (
+	StatusAnswerInfraStateStageApply     StatusAnswerInfraStateStage = "apply"
+	StatusAnswerInfraStateStageArtifact  StatusAnswerInfraStateStage = "artifact"
+	StatusAnswerInfraStateStageDrift     StatusAnswerInfraStateStage = "drift"
+	StatusAnswerInfraStateStagePlacement StatusAnswerInfraStateStage = "placement"
+	StatusAnswerInfraStateStagePlan      StatusAnswerInfraStateStage = "plan"
+	StatusAnswerInfraStateStageRollout   StatusAnswerInfraStateStage = "rollout"
+	StatusAnswerInfraStateStageRuntime   StatusAnswerInfraStateStage = "runtime"
+	StatusAnswerInfraStateStageSource    StatusAnswerInfraStateStage = "source"
+)
+
+// Valid indicates whether the value is a known member of the StatusAnswerInfraStateStage enum.
+func (e StatusAnswerInfraStateStage) Valid() bool {
+	switch e {
+	case StatusAnswerInfraStateStageApply:
+		return true
+	case StatusAnswerInfraStateStageArtifact:
+		return true
+	case StatusAnswerInfraStateStageDrift:
+		return true
+	case StatusAnswerInfraStateStagePlacement:
+		return true
+	case StatusAnswerInfraStateStagePlan:
+		return true
+	case StatusAnswerInfraStateStageRollout:
+		return true
+	case StatusAnswerInfraStateStageRuntime:
+		return true
+	case StatusAnswerInfraStateStageSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusAnswerInfraStateState.
+const (
+	StatusAnswerInfraStateStateAccepted             StatusAnswerInfraStateState = "Accepted"
+	StatusAnswerInfraStateStateApplied              StatusAnswerInfraStateState = "Applied"
+	StatusAnswerInfraStateStateApplying             StatusAnswerInfraStateState = "Applying"
+	StatusAnswerInfraStateStateChangesPlanned       StatusAnswerInfraStateState = "Changes planned"
+	StatusAnswerInfraStateStateDestroyed            StatusAnswerInfraStateState = "Destroyed"
+	StatusAnswerInfraStateStateDriftUnknown         StatusAnswerInfraStateState = "Drift unknown"
+	StatusAnswerInfraStateStateFailed               StatusAnswerInfraStateState = "Failed"
+	StatusAnswerInfraStateStateFetching             StatusAnswerInfraStateState = "Fetching"
+	StatusAnswerInfraStateStateInSync               StatusAnswerInfraStateState = "In sync"
+	StatusAnswerInfraStateStateLiveDrift            StatusAnswerInfraStateState = "Live drift"
+	StatusAnswerInfraStateStateNeverApplied         StatusAnswerInfraStateState = "Never applied"
+	StatusAnswerInfraStateStateNeverReconciled      StatusAnswerInfraStateState = "Never reconciled"
+	StatusAnswerInfraStateStateNoChanges            StatusAnswerInfraStateState = "No changes"
+	StatusAnswerInfraStateStateNotChecked           StatusAnswerInfraStateState = "Not checked"
+	StatusAnswerInfraStateStateNotPlanned           StatusAnswerInfraStateState = "Not planned"
+	StatusAnswerInfraStateStateOutOfDate            StatusAnswerInfraStateState = "Out of date"
+	StatusAnswerInfraStateStateOutcomeUnknown       StatusAnswerInfraStateState = "Outcome unknown"
+	StatusAnswerInfraStateStatePendingUpdate        StatusAnswerInfraStateState = "Pending update"
+	StatusAnswerInfraStateStatePendingUpdateBlocked StatusAnswerInfraStateState = "Pending update blocked"
+	StatusAnswerInfraStateStatePlanApplied          StatusAnswerInfraStateState = "Plan applied"
+	StatusAnswerInfraStateStatePlanStale            StatusAnswerInfraStateState = "Plan stale"
+	StatusAnswerInfraStateStateReconcileRequired    StatusAnswerInfraStateState = "Reconcile required"
+	StatusAnswerInfraStateStateRecovering           StatusAnswerInfraStateState = "Recovering"
+	StatusAnswerInfraStateStateRetryScheduled       StatusAnswerInfraStateState = "Retry scheduled"
+	StatusAnswerInfraStateStateReviewRequired       StatusAnswerInfraStateState = "Review required"
+	StatusAnswerInfraStateStateRunning              StatusAnswerInfraStateState = "Running"
+	StatusAnswerInfraStateStateSourceFailed         StatusAnswerInfraStateState = "Source failed"
+	StatusAnswerInfraStateStateStale                StatusAnswerInfraStateState = "Stale"
+	StatusAnswerInfraStateStateSuspended            StatusAnswerInfraStateState = "Suspended"
+)
+
+// Valid indicates whether the value is a known member of the StatusAnswerInfraStateState enum.
+func (e StatusAnswerInfraStateState) Valid() bool {
+	switch e {
+	case StatusAnswerInfraStateStateAccepted:
+		return true
+	case StatusAnswerInfraStateStateApplied:
+		return true
+	case StatusAnswerInfraStateStateApplying:
+		return true
+	case StatusAnswerInfraStateStateChangesPlanned:
+		return true
+	case StatusAnswerInfraStateStateDestroyed:
+		return true
+	case StatusAnswerInfraStateStateDriftUnknown:
+		return true
+	case StatusAnswerInfraStateStateFailed:
+		return true
+	case StatusAnswerInfraStateStateFetching:
+		return true
+	case StatusAnswerInfraStateStateInSync:
+		return true
+	case StatusAnswerInfraStateStateLiveDrift:
+		return true
+	case StatusAnswerInfraStateStateNeverApplied:
+		return true
+	case StatusAnswerInfraStateStateNeverReconciled:
+		return true
+	case StatusAnswerInfraStateStateNoChanges:
+		return true
+	case StatusAnswerInfraStateStateNotChecked:
+		return true
+	case StatusAnswerInfraStateStateNotPlanned:
+		return true
+	case StatusAnswerInfraStateStateOutOfDate:
+		return true
+	case StatusAnswerInfraStateStateOutcomeUnknown:
+		return true
+	case StatusAnswerInfraStateStatePendingUpdate:
+		return true
+	case StatusAnswerInfraStateStatePendingUpdateBlocked:
+		return true
+	case StatusAnswerInfraStateStatePlanApplied:
+		return true
+	case StatusAnswerInfraStateStatePlanStale:
+		return true
+	case StatusAnswerInfraStateStateReconcileRequired:
+		return true
+	case StatusAnswerInfraStateStateRecovering:
+		return true
+	case StatusAnswerInfraStateStateRetryScheduled:
+		return true
+	case StatusAnswerInfraStateStateReviewRequired:
+		return true
+	case StatusAnswerInfraStateStateRunning:
+		return true
+	case StatusAnswerInfraStateStateSourceFailed:
+		return true
+	case StatusAnswerInfraStateStateStale:
+		return true
+	case StatusAnswerInfraStateStateSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusAnswerInfraStateTone.
+const (
+	StatusAnswerInfraStateToneError StatusAnswerInfraStateTone = "error"
+	StatusAnswerInfraStateToneInfo  StatusAnswerInfraStateTone = "info"
+	StatusAnswerInfraStateToneOk    StatusAnswerInfraStateTone = "ok"
+	StatusAnswerInfraStateToneWarn  StatusAnswerInfraStateTone = "warn"
+)
+
+// Valid indicates whether the value is a known member of the StatusAnswerInfraStateTone enum.
+func (e StatusAnswerInfraStateTone) Valid() bool {
+	switch e {
+	case StatusAnswerInfraStateToneError:
+		return true
+	case StatusAnswerInfraStateToneInfo:
+		return true
+	case StatusAnswerInfraStateToneOk:
+		return true
+	case StatusAnswerInfraStateToneWarn:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StatusAnswerServiceStateStage.
 const (
+	StatusAnswerServiceStateStageApply     StatusAnswerServiceStateStage = "apply"
 	StatusAnswerServiceStateStageArtifact  StatusAnswerServiceStateStage = "artifact"
+	StatusAnswerServiceStateStageDrift     StatusAnswerServiceStateStage = "drift"
 	StatusAnswerServiceStateStagePlacement StatusAnswerServiceStateStage = "placement"
+	StatusAnswerServiceStateStagePlan      StatusAnswerServiceStateStage = "plan"
 	StatusAnswerServiceStateStageRollout   StatusAnswerServiceStateStage = "rollout"
 	StatusAnswerServiceStateStageRuntime   StatusAnswerServiceStateStage = "runtime"
 	StatusAnswerServiceStateStageSource    StatusAnswerServiceStateStage = "source"
@@ -807,9 +978,15 @@ const (
 // Valid indicates whether the value is a known member of the StatusAnswerServiceStateStage enum.
 func (e StatusAnswerServiceStateStage) Valid() bool {
 	switch e {
+	case StatusAnswerServiceStateStageApply:
+		return true
 	case StatusAnswerServiceStateStageArtifact:
 		return true
+	case StatusAnswerServiceStateStageDrift:
+		return true
 	case StatusAnswerServiceStateStagePlacement:
+		return true
+	case StatusAnswerServiceStateStagePlan:
 		return true
 	case StatusAnswerServiceStateStageRollout:
 		return true
@@ -941,8 +1118,11 @@ func (e StatusAnswerServiceStateTone) Valid() bool {
 
 // Defines values for StatusAnswerSourceStateStage.
 const (
+	StatusAnswerSourceStateStageApply     StatusAnswerSourceStateStage = "apply"
 	StatusAnswerSourceStateStageArtifact  StatusAnswerSourceStateStage = "artifact"
+	StatusAnswerSourceStateStageDrift     StatusAnswerSourceStateStage = "drift"
 	StatusAnswerSourceStateStagePlacement StatusAnswerSourceStateStage = "placement"
+	StatusAnswerSourceStateStagePlan      StatusAnswerSourceStateStage = "plan"
 	StatusAnswerSourceStateStageRollout   StatusAnswerSourceStateStage = "rollout"
 	StatusAnswerSourceStateStageRuntime   StatusAnswerSourceStateStage = "runtime"
 	StatusAnswerSourceStateStageSource    StatusAnswerSourceStateStage = "source"
@@ -951,9 +1131,15 @@ const (
 // Valid indicates whether the value is a known member of the StatusAnswerSourceStateStage enum.
 func (e StatusAnswerSourceStateStage) Valid() bool {
 	switch e {
+	case StatusAnswerSourceStateStageApply:
+		return true
 	case StatusAnswerSourceStateStageArtifact:
 		return true
+	case StatusAnswerSourceStateStageDrift:
+		return true
 	case StatusAnswerSourceStateStagePlacement:
+		return true
+	case StatusAnswerSourceStateStagePlan:
 		return true
 	case StatusAnswerSourceStateStageRollout:
 		return true
@@ -1070,8 +1256,11 @@ func (e StatusGrantWhat) Valid() bool {
 
 // Defines values for StatusStageStage.
 const (
+	StatusStageStageApply     StatusStageStage = "apply"
 	StatusStageStageArtifact  StatusStageStage = "artifact"
+	StatusStageStageDrift     StatusStageStage = "drift"
 	StatusStageStagePlacement StatusStageStage = "placement"
+	StatusStageStagePlan      StatusStageStage = "plan"
 	StatusStageStageRollout   StatusStageStage = "rollout"
 	StatusStageStageRuntime   StatusStageStage = "runtime"
 	StatusStageStageSource    StatusStageStage = "source"
@@ -1080,9 +1269,15 @@ const (
 // Valid indicates whether the value is a known member of the StatusStageStage enum.
 func (e StatusStageStage) Valid() bool {
 	switch e {
+	case StatusStageStageApply:
+		return true
 	case StatusStageStageArtifact:
 		return true
+	case StatusStageStageDrift:
+		return true
 	case StatusStageStagePlacement:
+		return true
+	case StatusStageStagePlan:
 		return true
 	case StatusStageStageRollout:
 		return true
@@ -1763,6 +1958,18 @@ type Infrastructure struct {
 
 // InfrastructureStatus defines model for Infrastructure.Status.
 type InfrastructureStatus string
+
+// InfrastructureStatusReport defines model for InfrastructureStatusReport.
+type InfrastructureStatusReport struct {
+	Answer   StatusAnswerInfraState `json:"answer"`
+	Evidence StatusEvidence         `json:"evidence"`
+
+	// Path The stages from Git to the live state: source, plan, apply, drift.
+	Path []StatusStage `json:"path"`
+
+	// Unit Example: network
+	Unit string `json:"unit"`
+}
 
 // InvalidUnit defines model for InvalidUnit.
 type InvalidUnit struct {
@@ -2649,6 +2856,49 @@ type StatusAnswerBlueprintStateStage string
 // StatusAnswerBlueprintStateTone warn and error block and count as issues.
 type StatusAnswerBlueprintStateTone string
 
+// StatusAnswerInfraState defines model for StatusAnswerInfraState.
+type StatusAnswerInfraState struct {
+	// Action The command that moves things on; empty when none is needed, or when a service's drift mode observe only reports.
+	//
+	// Example: sluice converge web
+	Action string `json:"action"`
+
+	// Others How many other issues hold besides this one.
+	Others int64 `json:"others"`
+
+	// Partial Some evidence could not be proven; evidence.unproven says what.
+	Partial bool `json:"partial"`
+
+	// Reason Why, in a sentence.
+	Reason string `json:"reason"`
+
+	// Stage The stage the answer comes from.
+	//
+	// Example: runtime
+	Stage StatusAnswerInfraStateStage `json:"stage"`
+
+	// State The state of that stage (see the README's tables).
+	//
+	// Example: Runtime drift
+	State StatusAnswerInfraStateState `json:"state"`
+
+	// Tone warn and error block and count as issues.
+	Tone StatusAnswerInfraStateTone `json:"tone"`
+}
+
+// StatusAnswerInfraStateStage The stage the answer comes from.
+//
+// Example: runtime
+type StatusAnswerInfraStateStage string
+
+// StatusAnswerInfraStateState The state of that stage (see the README's tables).
+//
+// Example: Runtime drift
+type StatusAnswerInfraStateState string
+
+// StatusAnswerInfraStateTone warn and error block and count as issues.
+type StatusAnswerInfraStateTone string
+
 // StatusAnswerServiceState defines model for StatusAnswerServiceState.
 type StatusAnswerServiceState struct {
 	// Action The command that moves things on; empty when none is needed, or when a service's drift mode observe only reports.
@@ -3438,6 +3688,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/infrastructures/{id}/plan (the `PlanInfrastructure` operationId).
 	PlanInfrastructure(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetInfrastructureStatus The unit's status in one answer: the first stage along source, plan, apply and drift that needs an operator and the action to take, each stage's state from the newest plan, apply and drift check, and the evidence: the grants, the settled stages with their proof, and what could not be proven.
+	//
+	// The unit's status in one answer: the first stage along source, plan, apply and drift that needs an operator and the action to take, each stage's state from the newest plan, apply and drift check, and the evidence: the grants, the settled stages with their proof, and what could not be proven. Needs the viewer role.
+	//
+	// Corresponds with GET /api/v1/infrastructures/{id}/status (the `GetInfrastructureStatus` operationId).
+	GetInfrastructureStatus(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJournal List journal runs, newest first.
 	//
@@ -4514,6 +4771,23 @@ func (c *Client) DriftCheckInfrastructure(ctx context.Context, id string, reqEdi
 // Corresponds with POST /api/v1/infrastructures/{id}/plan (the `PlanInfrastructure` operationId).
 func (c *Client) PlanInfrastructure(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPlanInfrastructureRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetInfrastructureStatus The unit's status in one answer: the first stage along source, plan, apply and drift that needs an operator and the action to take, each stage's state from the newest plan, apply and drift check, and the evidence: the grants, the settled stages with their proof, and what could not be proven.
+//
+// The unit's status in one answer: the first stage along source, plan, apply and drift that needs an operator and the action to take, each stage's state from the newest plan, apply and drift check, and the evidence: the grants, the settled stages with their proof, and what could not be proven. Needs the viewer role.
+//
+// Corresponds with GET /api/v1/infrastructures/{id}/status (the `GetInfrastructureStatus` operationId).
+func (c *Client) GetInfrastructureStatus(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetInfrastructureStatusRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -6658,6 +6932,40 @@ func NewPlanInfrastructureRequest(server string, id string) (*http.Request, erro
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetInfrastructureStatusRequest constructs an http.Request for the GetInfrastructureStatus method
+func NewGetInfrastructureStatusRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/infrastructures/%s/status", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -9281,6 +9589,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/infrastructures/{id}/plan (the `PlanInfrastructure` operationId).
 	PlanInfrastructureWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*PlanInfrastructureResponse, error)
+
+	// GetInfrastructureStatusWithResponse The unit's status in one answer: the first stage along source, plan, apply and drift that needs an operator and the action to take, each stage's state from the newest plan, apply and drift check, and the evidence: the grants, the settled stages with their proof, and what could not be proven.
+	//
+	// The unit's status in one answer: the first stage along source, plan, apply and drift that needs an operator and the action to take, each stage's state from the newest plan, apply and drift check, and the evidence: the grants, the settled stages with their proof, and what could not be proven. Needs the viewer role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/infrastructures/{id}/status (the `GetInfrastructureStatus` operationId).
+	GetInfrastructureStatusWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetInfrastructureStatusResponse, error)
 
 	// ListJournalWithResponse List journal runs, newest first.
 	//
@@ -11934,6 +12251,89 @@ func (r PlanInfrastructureResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PlanInfrastructureResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetInfrastructureStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InfrastructureStatusReport
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetInfrastructureStatusResponse) GetJSON200() *InfrastructureStatusReport {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetInfrastructureStatusResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetInfrastructureStatusResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetInfrastructureStatusResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r GetInfrastructureStatusResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetInfrastructureStatusResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetInfrastructureStatusResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetInfrastructureStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetInfrastructureStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetInfrastructureStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetInfrastructureStatusResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -16680,6 +17080,21 @@ func (c *ClientWithResponses) PlanInfrastructureWithResponse(ctx context.Context
 	return ParsePlanInfrastructureResponse(rsp)
 }
 
+// GetInfrastructureStatusWithResponse The unit's status in one answer: the first stage along source, plan, apply and drift that needs an operator and the action to take, each stage's state from the newest plan, apply and drift check, and the evidence: the grants, the settled stages with their proof, and what could not be proven.
+//
+// The unit's status in one answer: the first stage along source, plan, apply and drift that needs an operator and the action to take, each stage's state from the newest plan, apply and drift check, and the evidence: the grants, the settled stages with their proof, and what could not be proven. Needs the viewer role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/infrastructures/{id}/status (the `GetInfrastructureStatus` operationId).
+func (c *ClientWithResponses) GetInfrastructureStatusWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetInfrastructureStatusResponse, error) {
+	rsp, err := c.GetInfrastructureStatus(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetInfrastructureStatusResponse(rsp)
+}
+
 // ListJournalWithResponse List journal runs, newest first.
 //
 // List journal runs, newest first. Needs the viewer role.
@@ -19395,6 +19810,74 @@ func ParsePlanInfrastructureResponse(rsp *http.Response) (*PlanInfrastructureRes
 			headers.Location = &value
 		}
 		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetInfrastructureStatusResponse parses an HTTP response from a GetInfrastructureStatusWithResponse call
+func ParseGetInfrastructureStatusResponse(rsp *http.Response) (*GetInfrastructureStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetInfrastructureStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InfrastructureStatusReport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
 	}
 
 	return response, nil

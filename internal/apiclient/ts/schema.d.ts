@@ -472,6 +472,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/infrastructures/{id}/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The unit's status in one answer: the first stage along source, plan, apply and drift that needs an operator and the action to take, each stage's state from the newest plan, apply and drift check, and the evidence: the grants, the settled stages with their proof, and what could not be proven.
+         * @description The unit's status in one answer: the first stage along source, plan, apply and drift that needs an operator and the action to take, each stage's state from the newest plan, apply and drift check, and the evidence: the grants, the settled stages with their proof, and what could not be proven. Needs the viewer role.
+         */
+        get: operations["get-infrastructure-status"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/journal": {
         parameters: {
             query?: never;
@@ -1790,6 +1810,14 @@ export interface components {
             /** @enum {string} */
             status: "pending" | "applied" | "failed" | "stale" | "destroyed";
         };
+        InfrastructureStatusReport: {
+            answer: components["schemas"]["StatusAnswerInfraState"];
+            evidence: components["schemas"]["StatusEvidence"];
+            /** @description The stages from Git to the live state: source, plan, apply, drift. */
+            path: components["schemas"]["StatusStage"][];
+            /** @example network */
+            unit: string;
+        };
         InvalidUnit: {
             path: string;
             reason: string;
@@ -2539,12 +2567,45 @@ export interface components {
              * @example runtime
              * @enum {string}
              */
-            stage: "source" | "artifact" | "placement" | "rollout" | "runtime";
+            stage: "source" | "artifact" | "placement" | "rollout" | "runtime" | "plan" | "apply" | "drift";
             /**
              * @description The state of that stage (see the README's tables).
              * @example Runtime drift
              */
             state: string;
+            /**
+             * @description warn and error block and count as issues.
+             * @enum {string}
+             */
+            tone: "ok" | "info" | "warn" | "error";
+        };
+        StatusAnswerInfraState: {
+            /**
+             * @description The command that moves things on; empty when none is needed, or when a service's drift mode observe only reports.
+             * @example sluice converge web
+             */
+            action: string;
+            /**
+             * Format: int64
+             * @description How many other issues hold besides this one.
+             */
+            others: number;
+            /** @description Some evidence could not be proven; evidence.unproven says what. */
+            partial: boolean;
+            /** @description Why, in a sentence. */
+            reason: string;
+            /**
+             * @description The stage the answer comes from.
+             * @example runtime
+             * @enum {string}
+             */
+            stage: "source" | "artifact" | "placement" | "rollout" | "runtime" | "plan" | "apply" | "drift";
+            /**
+             * @description The state of that stage (see the README's tables).
+             * @example Runtime drift
+             * @enum {string}
+             */
+            state: "Accepted" | "Applied" | "Applying" | "Changes planned" | "Destroyed" | "Drift unknown" | "Failed" | "Fetching" | "In sync" | "Live drift" | "Never applied" | "Never reconciled" | "No changes" | "Not checked" | "Not planned" | "Out of date" | "Outcome unknown" | "Pending update" | "Pending update blocked" | "Plan applied" | "Plan stale" | "Reconcile required" | "Recovering" | "Retry scheduled" | "Review required" | "Running" | "Source failed" | "Stale" | "Suspended";
             /**
              * @description warn and error block and count as issues.
              * @enum {string}
@@ -2571,7 +2632,7 @@ export interface components {
              * @example runtime
              * @enum {string}
              */
-            stage: "source" | "artifact" | "placement" | "rollout" | "runtime";
+            stage: "source" | "artifact" | "placement" | "rollout" | "runtime" | "plan" | "apply" | "drift";
             /**
              * @description The state of that stage (see the README's tables).
              * @example Runtime drift
@@ -2604,7 +2665,7 @@ export interface components {
              * @example runtime
              * @enum {string}
              */
-            stage: "source" | "artifact" | "placement" | "rollout" | "runtime";
+            stage: "source" | "artifact" | "placement" | "rollout" | "runtime" | "plan" | "apply" | "drift";
             /**
              * @description The state of that stage (see the README's tables).
              * @example Runtime drift
@@ -2663,7 +2724,7 @@ export interface components {
              * @example artifact
              * @enum {string}
              */
-            stage: "source" | "artifact" | "placement" | "rollout" | "runtime";
+            stage: "source" | "artifact" | "placement" | "rollout" | "runtime" | "plan" | "apply" | "drift";
             /** @example Verified */
             state: string;
             /** @enum {string} */
@@ -4595,6 +4656,83 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ActionAcceptedBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "get-infrastructure-status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit's id, or its metadata.name when one unit has it. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InfrastructureStatusReport"];
                 };
             };
             /** @description Unauthorized */
