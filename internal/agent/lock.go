@@ -40,5 +40,10 @@ func lockDataDir(dataDir string) (func(), error) {
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	return func() { f.Close() }, nil
+	return func() {
+		// Unlocked before the close: a child forked at this moment holds
+		// a copy of the descriptor until it execs, and the lock with it.
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }
