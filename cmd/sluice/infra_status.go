@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 )
@@ -14,35 +13,28 @@ func runInfra(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "usage: sluice infra status [-v] UNIT (its id or name)")
 		return exitError{2}
 	}
-	fs := flag.NewFlagSet("infra status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	verbose := fs.Bool("v", false, "print the evidence too")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args[1:]); err != nil {
+	unit, verbose, asJSON, err := parseStatusArgs(args[1:], "infra status", "usage: sluice infra status [-v] UNIT (its id or name)", stderr)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: sluice infra status [-v] UNIT (its id or name)")
-		return exitError{2}
 	}
 	client, err := newClient()
 	if err != nil {
 		return err
 	}
-	resp, err := client.GetInfrastructureStatusWithResponse(ctx, fs.Arg(0))
+	resp, err := client.GetInfrastructureStatusWithResponse(ctx, unit)
 	if err != nil {
 		return err
 	}
 	if resp.JSON200 == nil {
 		return apiError(resp.HTTPResponse, resp.Body)
 	}
-	if *asJSON {
+	if asJSON {
 		return printJSON(stdout, resp.JSON200)
 	}
 	shared, err := sharedStatus(resp.JSON200)
 	if err != nil {
 		return err
 	}
-	printStatus(stdout, shared, *verbose)
+	printStatus(stdout, shared, verbose)
 	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 )
@@ -11,22 +10,15 @@ import (
 // runServiceStatus is `sluice service status [-v] NAME`: the answer line
 // first, then the path, then (with -v) the evidence.
 func runServiceStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("service status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	verbose := fs.Bool("v", false, "print the evidence too")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	name, verbose, asJSON, err := parseStatusArgs(args, "service status", "usage: sluice service status [-v] SERVICE", stderr)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: sluice service status [-v] SERVICE")
-		return exitError{2}
 	}
 	client, err := newClient()
 	if err != nil {
 		return err
 	}
-	resp, err := client.GetServiceStatusWithResponse(ctx, fs.Arg(0))
+	resp, err := client.GetServiceStatusWithResponse(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -34,15 +26,15 @@ func runServiceStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 		return apiError(resp.HTTPResponse, resp.Body)
 	}
 	st := resp.JSON200
-	if *asJSON {
+	if asJSON {
 		return printJSON(stdout, st)
 	}
 	shared, err := sharedStatus(st)
 	if err != nil {
 		return err
 	}
-	printStatus(stdout, shared, *verbose)
-	if c := st.Evidence.LastCheck; c != nil && *verbose {
+	printStatus(stdout, shared, verbose)
+	if c := st.Evidence.LastCheck; c != nil && verbose {
 		fmt.Fprintf(stdout, "last drift check: %s %s (run %s)\n", c.Status, fmtTime(&c.At), c.JournalId)
 		if c.Drift != nil {
 			for _, d := range c.Drift {

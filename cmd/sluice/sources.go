@@ -167,22 +167,15 @@ func runSource(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "usage: sluice source status [-v] SOURCE (its name or id)")
 		return exitError{2}
 	}
-	fs := flag.NewFlagSet("source status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	verbose := fs.Bool("v", false, "print the evidence too")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args[1:]); err != nil {
+	key, verbose, asJSON, err := parseStatusArgs(args[1:], "source status", "usage: sluice source status [-v] SOURCE (its name or id)", stderr)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: sluice source status [-v] SOURCE (its name or id)")
-		return exitError{2}
 	}
 	client, err := newClient()
 	if err != nil {
 		return err
 	}
-	resp, err := client.GetSourceStatusWithResponse(ctx, fs.Arg(0))
+	resp, err := client.GetSourceStatusWithResponse(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -190,14 +183,14 @@ func runSource(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return apiError(resp.HTTPResponse, resp.Body)
 	}
 	st := resp.JSON200
-	if *asJSON {
+	if asJSON {
 		return printJSON(stdout, st)
 	}
 	shared, err := sharedStatus(st)
 	if err != nil {
 		return err
 	}
-	printStatus(stdout, shared, *verbose)
+	printStatus(stdout, shared, verbose)
 	if st.NextSyncAt != nil {
 		fmt.Fprintf(stdout, "next sync: %s\n", fmtTime(st.NextSyncAt))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -90,4 +91,21 @@ func printStatus(w io.Writer, s statusBlock, verbose bool) {
 	if a.Partial {
 		fmt.Fprintln(w, "the evidence is partial")
 	}
+}
+
+// parseStatusArgs parses a status command's `[-v] [--json] OPERAND`; a
+// wrong count of operands prints usage and exits 2.
+func parseStatusArgs(args []string, name, usage string, stderr io.Writer) (operand string, verbose, asJSON bool, err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	v := fs.Bool("v", false, "print the evidence too")
+	j := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return "", false, false, err
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, usage)
+		return "", false, false, exitError{2}
+	}
+	return fs.Arg(0), *v, *j, nil
 }
