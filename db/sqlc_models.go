@@ -379,6 +379,19 @@ type RolloutSkip struct {
 	At        time.Time
 }
 
+type Secret struct {
+	ID          uuid.UUID
+	Name        string
+	SourceID    *uuid.UUID
+	Version     int32
+	ValueSealed []byte
+	SetBy       string
+	SetAt       time.Time
+	CreatedAt   time.Time
+	DeletedBy   *string
+	DeletedAt   *time.Time
+}
+
 type ServicePause struct {
 	Service  string
 	RunID    uuid.UUID
