@@ -351,33 +351,72 @@ const maxEchoed = 64
 // messages can quote a header.
 const maxMessage = 300
 
-// quietErrors is a transformer that keeps a request out of the error that
-// refuses it: Huma sets each error's value to what was sent, the whole body
-// for a body it cannot parse. A short scalar stays, as a hint; a body, an
-// object, an array or a long string does not.
-func quietErrors(_ huma.Context, _ string, v any) (any, error) {
-	m, ok := v.(*huma.ErrorModel)
-	if !ok {
-		return v, nil
-	}
-	for _, d := range m.Errors {
-		if d == nil {
-			continue
+// quietErrors returns a transformer that keeps a request out of the error
+// that refuses it: Huma sets each error's value to what was sent, the whole
+// body for a body it cannot parse. A short scalar stays, as a hint; a body,
+// an object, an array, a long string, or anything sent for a write-only
+// property (a credential or a secret's value, declared so in reg's schemas)
+// does not.
+func quietErrors(reg huma.Registry) huma.Transformer {
+	return func(ctx huma.Context, _ string, v any) (any, error) {
+		m, ok := v.(*huma.ErrorModel)
+		if !ok {
+			return v, nil
 		}
-		if len(d.Message) > maxMessage {
-			d.Message = truncate(d.Message, maxMessage) + "…"
-		}
-		switch val := d.Value.(type) {
-		case nil, bool, int, int64, float64, json.Number:
-		case string:
-			if d.Location == "body" || len(val) > maxEchoed {
+		for _, d := range m.Errors {
+			if d == nil {
+				continue
+			}
+			if len(d.Message) > maxMessage {
+				d.Message = truncate(d.Message, maxMessage) + "…"
+			}
+			switch val := d.Value.(type) {
+			case nil, bool, int, int64, float64, json.Number:
+			case string:
+				if d.Location == "body" || len(val) > maxEchoed || writeOnlyAt(reg, ctx, d.Location) {
+					d.Value = nil
+				}
+			default:
 				d.Value = nil
 			}
-		default:
-			d.Value = nil
+		}
+		return v, nil
+	}
+}
+
+// writeOnlyAt reports whether the request body property at loc (such as
+// body.value or body.items[2].secret) is declared write-only.
+func writeOnlyAt(reg huma.Registry, ctx huma.Context, loc string) bool {
+	rest, ok := strings.CutPrefix(loc, "body.")
+	if !ok || ctx == nil || ctx.Operation() == nil || ctx.Operation().RequestBody == nil {
+		return false
+	}
+	mt := ctx.Operation().RequestBody.Content["application/json"]
+	if mt == nil {
+		return false
+	}
+	s := mt.Schema
+	deref := func(s *huma.Schema) *huma.Schema {
+		if s != nil && s.Ref != "" {
+			return reg.SchemaFromRef(s.Ref)
+		}
+		return s
+	}
+	for part := range strings.SplitSeq(rest, ".") {
+		name, index, _ := strings.Cut(part, "[")
+		if s = deref(s); s == nil {
+			return false
+		}
+		s = s.Properties[name]
+		for ; index != ""; _, index, _ = strings.Cut(index, "[") {
+			if s = deref(s); s == nil {
+				return false
+			}
+			s = s.Items
 		}
 	}
-	return v, nil
+	s = deref(s)
+	return s != nil && s.WriteOnly
 }
 
 // truncate cuts s to at most n bytes without splitting a character.

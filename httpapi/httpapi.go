@@ -165,7 +165,7 @@ func newHiddenAPI(mux *http.ServeMux, d Deps) huma.API {
 	config.SchemasPath = ""
 	config.DocsPath = ""
 	config.OpenAPIPath = ""
-	config.Transformers = []huma.Transformer{quietErrors}
+	config.Transformers = []huma.Transformer{quietErrors(config.Components.Schemas)}
 	api := humago.New(mux, config)
 	api.UseMiddleware(liftableDeadline, authMiddleware(api, d), boundInput(api))
 	return api
@@ -181,7 +181,7 @@ func newAPI(mux *http.ServeMux, d Deps) huma.API {
 	// Huma's docs page loads its JavaScript from a CDN, so it is blank
 	// offline: serveDocs serves a reference that loads nothing from outside.
 	config.DocsPath = ""
-	config.Transformers = []huma.Transformer{quietErrors}
+	config.Transformers = []huma.Transformer{quietErrors(config.Components.Schemas)}
 	// Served by serveSpec instead, with a 3.0 document 3.0 validators accept.
 	config.OpenAPIPath = ""
 	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
