@@ -398,7 +398,9 @@ func TestSpecBounds(t *testing.T) {
 			}
 		}
 		deep := strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000)
-		huge := `{"x":"` + strings.Repeat("x", 1<<20) + `"}`
+		// Past every operation's limit: 1 MiB, and a secret's value in
+		// base64 (set-secret's, about 1.34 MiB).
+		huge := `{"x":"` + strings.Repeat("x", 2<<20) + `"}`
 		probes = append(probes,
 			boundsProbe{name: "malformed JSON", want: 400, req: with(op, func(r *boundsRequest) { r.rawBody = []byte(`{"`) })},
 			boundsProbe{name: "null body", want: 400, req: with(op, func(r *boundsRequest) { r.rawBody = []byte(`null`) })},

@@ -32,6 +32,7 @@ import (
 	"sluice/internal/nodetask"
 	"sluice/internal/notify"
 	"sluice/internal/redact"
+	"sluice/internal/secrets"
 	"sluice/internal/services"
 	"sluice/internal/source"
 )
@@ -84,6 +85,8 @@ type Deps struct {
 	// Notify keeps notification targets and deliveries; nil answers 503 on
 	// their routes.
 	Notify *notify.Service
+	// Secrets keeps the secrets; nil answers 503 on their routes.
+	Secrets *secrets.Service
 	// Metrics, when set, is served at GET /metrics, behind a viewer token
 	// unless MetricsPublic (SLUICE_METRICS_PUBLIC).
 	Metrics       http.Handler
@@ -115,6 +118,7 @@ func New(d Deps) http.Handler {
 	registerNodeTasks(api, d)
 	registerBlueprints(api, d)
 	registerNotifications(api, d)
+	registerSecrets(api, d)
 	registerApplications(api, d)
 	finishSpec(api.OpenAPI())
 	serveSpec(mux, api)
@@ -152,6 +156,7 @@ func Spec() *huma.OpenAPI {
 	registerNodeTasks(api, Deps{})
 	registerBlueprints(api, Deps{})
 	registerNotifications(api, Deps{})
+	registerSecrets(api, Deps{})
 	registerApplications(api, Deps{})
 	finishSpec(api.OpenAPI())
 	return api.OpenAPI()

@@ -37,6 +37,7 @@ import (
 	"sluice/internal/redact"
 	"sluice/internal/runtime/exec"
 	"sluice/internal/secretbox"
+	"sluice/internal/secrets"
 	"sluice/internal/services"
 	"sluice/jobs"
 )
@@ -69,6 +70,7 @@ type testServer struct {
 	pool    *pgxpool.Pool
 	journal *journal.Journal
 	gitops  *gitops.Service
+	secrets *secrets.Service
 	client  *river.Client[pgx.Tx]
 	logs    *logBuffer
 
@@ -107,6 +109,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 		BackoffFunc: func(int) time.Duration { return 10 * time.Millisecond },
 	}
 	j.FinishedTxFunc = ntf.RunFinishedTx
+	sec := &secrets.Service{DB: pool, Journal: j, Box: gops.Sources.Secrets, Redactor: &redact.Redactor{}, Logger: logger}
 	workers := river.NewWorkers()
 	nodes := &node.Registry{Pool: pool, Journal: j}
 	bps := &blueprint.Service{Pool: pool, Journal: j, Nodes: nodes}
@@ -144,7 +147,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	deps := httpapi.Deps{
 		Pool: pool, Journal: j, GitOps: gops, Sources: gops.Sources, Artifacts: store, Services: svcs, Infra: inf,
 		Nodes: nodes, Blueprints: bps, Tasks: &nodetask.Tasks{Pool: pool, Journal: j, Nodes: nodes, Logger: logger},
-		Notify: ntf, Logger: logger, TestActions: true, ShuttingDown: bg.Done(),
+		Notify: ntf, Secrets: sec, Logger: logger, TestActions: true, ShuttingDown: bg.Done(),
 	}
 	if opts.riverUI {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
@@ -159,7 +162,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	srv := httptest.NewServer(httpapi.New(deps))
 	t.Cleanup(srv.Close)
 
-	s := &testServer{URL: srv.URL, pool: pool, journal: j, gitops: gops, client: client, logs: logs}
+	s := &testServer{URL: srv.URL, pool: pool, journal: j, gitops: gops, secrets: sec, client: client, logs: logs}
 	s.admin = createToken(t, pool, adminName, auth.RoleAdmin)
 	s.operator = createToken(t, pool, operatorName, auth.RoleOperator)
 	s.viewer = createToken(t, pool, viewerName, auth.RoleViewer)

@@ -101,14 +101,14 @@ func TestOpenAPISpec(t *testing.T) {
 		slices.Sort(ids)
 		require.Equal(t, []string{
 			"accept-source", "add-node", "apply-infrastructure", "approve-placement", "authorize-rollout", "cancel-journal-run", "claim-node-task", "converge-service", "cordon-node", "create-notification-target", "create-source", "create-token",
-			"delete-node", "delete-notification-target", "delete-source",
+			"delete-node", "delete-notification-target", "delete-secret", "delete-source",
 			"deploy-service", "destroy-infrastructure", "drift-check-infrastructure", "drift-check-service", "enforce-blueprint-node",
 			"get-artifact", "get-blueprint", "get-blueprint-status", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-infrastructure-status", "get-journal-run", "get-node", "get-node-artifact",
 			"get-service", "get-service-status", "get-session", "get-source", "get-source-candidate", "get-source-status", "get-unit",
-			"heartbeat-node", "join-node", "list-applications", "list-artifacts", "list-blueprints", "list-infrastructures", "list-journal", "list-journal-run-paths", "list-nodes", "list-notification-targets", "list-run-notifications", "list-services",
+			"heartbeat-node", "join-node", "list-applications", "list-artifacts", "list-blueprints", "list-infrastructures", "list-journal", "list-journal-run-paths", "list-nodes", "list-notification-targets", "list-run-notifications", "list-secrets", "list-services",
 			"list-sources", "list-tokens", "list-units", "pause-rollout", "plan-infrastructure", "post-node-task-events", "post-node-task-result", "put-artifact",
 			"put-gitops-settings", "put-source", "receive-source-webhook", "resume-rollout", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-rollout", "rollback-service",
-			"set-node-labels", "skip-rollout-node", "stop-service", "stream-journal-events", "suspend-source", "sync-gitops", "sync-source", "test-notification-target", "uncordon-node", "withdraw-blueprint",
+			"set-node-labels", "set-secret", "skip-rollout-node", "stop-service", "stream-journal-events", "suspend-source", "sync-gitops", "sync-source", "test-notification-target", "uncordon-node", "withdraw-blueprint",
 		}, ids)
 	})
 

@@ -27,6 +27,7 @@ var areaTags = []*huma.Tag{
 	{Name: "infrastructures", Description: "Terraform plan, apply, destroy and drift checks."},
 	{Name: "tokens", Description: "API tokens."},
 	{Name: "nodes", Description: "Nodes, the hosts services run on: enrolment, heartbeats, cordon, labels."},
+	{Name: "secrets", Description: "Secrets, global or for one source's units: set, rotate, list, delete. Values are write-only."},
 }
 
 // finishSpec tags each operation by its area and names the server. It runs
@@ -68,7 +69,9 @@ func finishSpec(o *huma.OpenAPI) {
 // 3.0 does not allow, which every 3.0 validator rejects: contentMediaType
 // (of binary bodies) and keywords beside a $ref (a property's description);
 // a binary body becomes format binary, and a $ref with siblings is wrapped
-// in allOf.
+// in allOf. Huma writes base64 content (a []byte field) as format base64,
+// which 3.0 names byte: generated clients then take bytes, not a string
+// they must encode themselves.
 func Downgrade(o *huma.OpenAPI) ([]byte, error) {
 	b, err := o.Downgrade()
 	if err != nil {
@@ -90,6 +93,9 @@ func fix30(v any, inSchema bool) {
 			if _, ok := x["contentMediaType"]; ok && x["type"] == "string" {
 				delete(x, "contentMediaType")
 				x["format"] = "binary"
+			}
+			if x["format"] == "base64" && x["type"] == "string" {
+				x["format"] = "byte"
 			}
 			if ref, ok := x["$ref"]; ok && len(x) > 1 {
 				delete(x, "$ref")

@@ -924,6 +924,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the secrets: name, scope, version, who set it and when. Never a value.
+         * @description List the secrets: name, scope, version, who set it and when. Never a value. Needs the admin role.
+         */
+        get: operations["list-secrets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/secrets/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set a secret, global or for one source's units: its first version, or the next one (a rotation). The value is write-only: sealed at rest, and never in an answer, a receipt or a log.
+         * @description Set a secret, global or for one source's units: its first version, or the next one (a rotation). The value is write-only: sealed at rest, and never in an answer, a receipt or a log. Needs the admin role.
+         */
+        put: operations["set-secret"];
+        post?: never;
+        /**
+         * Delete a secret: its value goes, its receipts stay, and setting the name again continues its versions.
+         * @description Delete a secret: its value goes, its receipts stay, and setting the name again continues its versions. Needs the admin role.
+         */
+        delete: operations["delete-secret"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/services": {
         parameters: {
             query?: never;
@@ -1849,6 +1893,10 @@ export interface components {
             /** @description Oldest first. */
             deliveries: components["schemas"]["NotificationDelivery"][];
         };
+        ListSecretsOutputBody: {
+            /** @description By name, the global one of a name first. */
+            secrets: components["schemas"]["Secret"][];
+        };
         ListServicesOutputBody: {
             services: components["schemas"]["Service"][];
         };
@@ -2362,6 +2410,89 @@ export interface components {
             state: "queued" | "running" | "succeeded" | "failed" | "unknown" | "cancelled";
             /** @description What the action works on: a service, a unit, a source. */
             target: string;
+        };
+        Secret: {
+            /**
+             * Format: date-time
+             * @description When the name was first set in this scope.
+             */
+            createdAt: string;
+            /** Format: uuid */
+            id: string;
+            /** @example db-password */
+            name: string;
+            /**
+             * Format: date-time
+             * @description When this version was set.
+             */
+            setAt: string;
+            /** @description Who set this version. */
+            setBy: string;
+            /**
+             * @description The source whose units see it, before a global secret of the same name; absent when global.
+             * @example apps
+             */
+            source?: string;
+            /** @description The source was deleted: no unit sees the secret, which can still be deleted with ?source= and the source's id. */
+            sourceDeleted?: boolean;
+            /** Format: uuid */
+            sourceId?: string;
+            /**
+             * Format: int32
+             * @description 1 when first set, one more at each rotation; never reused, even after a delete.
+             * @example 3
+             */
+            version: number;
+        };
+        SecretInput: {
+            /**
+             * @description A source's name or id: only that source's units see the secret, before a global one of the same name. Omitted: a global secret.
+             * @example apps
+             */
+            source?: string;
+            /**
+             * @description The value, 1 byte to 1 MiB (1,048,576 bytes) of anything (line breaks, NUL, invalid UTF-8), as standard base64. Stored sealed, byte for byte, and never shown back.
+             * @example aHVudGVyMg==
+             */
+            value: string;
+        };
+        SecretReceipt: {
+            /**
+             * Format: date-time
+             * @description When the name was first set in this scope.
+             */
+            createdAt: string;
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The receipt: set_secret or delete_secret, naming the secret, its scope and its version, never the value.
+             */
+            journalId: string;
+            /** @example db-password */
+            name: string;
+            /**
+             * Format: date-time
+             * @description When this version was set.
+             */
+            setAt: string;
+            /** @description Who set this version. */
+            setBy: string;
+            /**
+             * @description The source whose units see it, before a global secret of the same name; absent when global.
+             * @example apps
+             */
+            source?: string;
+            /** @description The source was deleted: no unit sees the secret, which can still be deleted with ?source= and the source's id. */
+            sourceDeleted?: boolean;
+            /** Format: uuid */
+            sourceId?: string;
+            /**
+             * Format: int32
+             * @description 1 when first set, one more at each rotation; never reused, even after a delete.
+             * @example 3
+             */
+            version: number;
         };
         Service: {
             /** @description Git holds content (pin, env, args…) that no action applied yet: converge applies it. */
@@ -6743,6 +6874,250 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotificationTestAccepted"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "list-secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListSecretsOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "set-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1 to 63 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SecretInput"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretReceipt"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "delete-secret": {
+        parameters: {
+            query?: {
+                /** @description The source whose secret it is, by name or id (a deleted source by its id); omitted: the global one. */
+                source?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The secret's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretReceipt"];
                 };
             };
             /** @description Unauthorized */
