@@ -112,9 +112,10 @@ type Config struct {
 // SecretKeyFile is where the key lives when SLUICE_SECRET_KEY is unset.
 func (c *Config) SecretKeyFile() string { return filepath.Join(c.DataDir, "secret.key") }
 
-// SecretBox returns what seals Git credentials at rest: SLUICE_SECRET_KEY,
-// else the key file in the data dir (created with a new key at first start),
-// with SLUICE_SECRET_KEY_PREVIOUS to open what the key before sealed.
+// SecretBox returns what seals Git credentials, webhook and notification
+// secrets and the secret store's values at rest: SLUICE_SECRET_KEY, else the
+// key file in the data dir (created with a new key at first start), with
+// SLUICE_SECRET_KEY_PREVIOUS to open what the key before sealed.
 func (c *Config) SecretBox() (*secretbox.Box, error) {
 	opts := secretbox.Opts{Origin: "SLUICE_SECRET_KEY"}
 	if c.SecretKey != nil {

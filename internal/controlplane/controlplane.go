@@ -34,6 +34,7 @@ import (
 	"sluice/internal/notify"
 	"sluice/internal/pglisten"
 	"sluice/internal/redact"
+	"sluice/internal/secrets"
 	"sluice/internal/services"
 	"sluice/jobs"
 )
@@ -51,6 +52,7 @@ type ControlPlane struct {
 	Tasks      *nodetask.Tasks
 	Blueprints *blueprint.Service
 	Notify     *notify.Service
+	Secrets    *secrets.Service
 	River      *river.Client[pgx.Tx]
 
 	pool   *pgxpool.Pool
@@ -145,6 +147,12 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 		logger.Info("notification targets sealed again with the current key", "count", n)
 	}
 	j.FinishedTxFunc = ntf.RunFinishedTx
+	// Secrets are sealed with the same key. A value the key does not open
+	// stops the start here, before anything could need it.
+	sec := &secrets.Service{DB: pool, Journal: j, Box: box, Redactor: redact.Default, Logger: logger.With("component", "secrets")}
+	if _, err := sec.SealAll(ctx); err != nil {
+		return nil, redact.Error(err)
+	}
 	workers := river.NewWorkers()
 	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, Blueprints: bps, Notify: ntf, TestActions: cfg.TestActions})
 	// Service actions have a queue of their own: services waiting for their
@@ -201,7 +209,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 	}
 	return &ControlPlane{
 		Journal: j, GitOps: gops, Services: svcs, Infra: inf, Artifacts: store, Nodes: nodes, Tasks: tasks,
-		Blueprints: bps, Notify: ntf, River: client, pool: pool, cfg: cfg, node: opts.Node, logger: logger,
+		Blueprints: bps, Notify: ntf, Secrets: sec, River: client, pool: pool, cfg: cfg, node: opts.Node, logger: logger,
 	}, nil
 }
 

@@ -69,6 +69,7 @@ func Serve(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.
 		Tasks:         cp.Tasks,
 		Blueprints:    cp.Blueprints,
 		Notify:        cp.Notify,
+		Secrets:       cp.Secrets,
 		Logger:        logger,
 		RiverUI:       ui,
 		TestActions:   cfg.TestActions,
