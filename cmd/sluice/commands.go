@@ -51,6 +51,7 @@ var commands = []command{
 	{[]string{"artifact"}, "push, get or list the stored artifacts", plain(runArtifact)},
 	{[]string{"token"}, "create, list or revoke API tokens", plain(runToken)},
 	{[]string{"notifications"}, "list, add, delete or test notification targets; a run's deliveries", plain(runNotifications)},
+	{[]string{"secret"}, "set (from a file or stdin), list or delete secrets; never shown back", plain(runSecret)},
 }
 
 func plain(f func(context.Context, []string, io.Writer, io.Writer) error) func(context.Context, string, []string, io.Writer, io.Writer) error {

@@ -69,6 +69,9 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice artifact get DIGEST       write an artifact to stdout
   sluice notifications list | add NAME --kind http|slack --url-file FILE | delete NAME | test NAME
   sluice notifications deliveries RUN   where a run's notifications went
+  sluice secret set NAME [--source S] --from-file FILE   set or rotate a secret (admin); FILE - is stdin,
+                                   and a value is never an argument
+  sluice secret list | rm NAME [--source S]   the secrets, never a value / delete one (admin)
   sluice token create --role R --name N
   sluice token list
   sluice token revoke NAME|ID
