@@ -1,4 +1,3 @@
-// Package sops reads files that SOPS encrypted to age recipients.
 package sops
 
 import (
