@@ -106,6 +106,13 @@ func FuzzRenderSpec(f *testing.F) {
 		{"web", `null`}, {"web", `[]`}, {"web", `{}`}, {"web", `{"runtime":"exec","image":"nginx:1"}`},
 		{"web", `{"runtime":"exec","image":"` + digest + `","unknown":1}`},
 		{"web", `{"runtime":"exec","image":"` + digest + `","env":{"1A":"x"}}`},
+		// Secret references, good and bad.
+		{"web", `{"runtime":"exec","image":"` + digest + `","env":{"A":"x","DB":{"secretRef":"db-password"}}}`},
+		{"web", `{"runtime":"exec","image":"` + digest + `","env":{"1DB":{"secretRef":"db"}}}`},
+		{"web", `{"runtime":"exec","image":"` + digest + `","env":{"DB":{"secretRef":"Bad Name"}}}`},
+		{"web", `{"runtime":"exec","image":"` + digest + `","env":{"DB":{"secretRef":"db","x":1}}}`},
+		{"web", `{"runtime":"exec","image":"` + digest + `","env":{"DB":{}}}`},
+		{"web", `{"runtime":"exec","image":"` + digest + `","env":{"DB":1}}`},
 		{"Web", `{"runtime":"exec","image":"` + digest + `"}`},
 		{"web\n", `{"runtime":"exec","image":"` + digest + `"}`},
 		{strings.Repeat("a", 64), `{"runtime":"exec","image":"` + digest + `"}`},
@@ -139,8 +146,11 @@ func FuzzRenderSpec(f *testing.F) {
 		if len(s.Args) > 0 || len(got.Args) > 0 {
 			require.Equal(t, s.Args, got.Args)
 		}
-		if len(s.Env) > 0 || len(got.Env) > 0 {
-			require.Equal(t, s.Env, got.Env)
+		if len(s.PlainEnv()) > 0 || len(got.Env) > 0 {
+			require.Equal(t, s.PlainEnv(), got.Env)
+		}
+		for k := range s.SecretEnv() {
+			require.NotContains(t, got.Env, k, "a secret's variable rendered as a plain value")
 		}
 		require.Equal(t, s.WorkDir, got.WorkDir)
 		require.True(t, s.WorkDir == "" || strings.HasPrefix(s.WorkDir, "/"), "a relative working directory %q", s.WorkDir)

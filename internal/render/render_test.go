@@ -48,6 +48,9 @@ func normalize(m render.Manifest) render.Manifest {
 	if len(m.Env) == 0 {
 		m.Env = nil
 	}
+	if len(m.Secrets) == 0 {
+		m.Secrets = nil
+	}
 	return m
 }
 
@@ -398,5 +401,66 @@ func TestWriteAtomic(t *testing.T) {
 		t.Parallel()
 		err := render.WriteAtomic(filepath.Join(t.TempDir(), "nope", "web.unit"), []byte("x"))
 		require.Error(t, err)
+	})
+}
+
+func TestSecrets(t *testing.T) {
+	t.Parallel()
+
+	withSecrets := func(secrets map[string]render.SecretRef) render.Manifest {
+		m := sample()
+		m.Secrets = secrets
+		return m
+	}
+
+	t.Run("RoundTripNamesNoValue", func(t *testing.T) {
+		t.Parallel()
+		m := withSecrets(map[string]render.SecretRef{
+			"DB_PASSWORD": {Name: "db-password", Version: 3},
+			"API_TOKEN":   {Scope: "payments", Name: "api.token_v2", Version: 12},
+		})
+		requireRoundTrip(t, m)
+		text, _, err := render.Render(m)
+		require.NoError(t, err)
+		require.Contains(t, string(text), "Secret=API_TOKEN=\"payments/api.token_v2@12\"\nSecret=DB_PASSWORD=\"db-password@3\"\n")
+	})
+
+	t.Run("AnotherVersionIsAnotherUnit", func(t *testing.T) {
+		t.Parallel()
+		_, h3, err := render.Render(withSecrets(map[string]render.SecretRef{"DB": {Name: "db", Version: 3}}))
+		require.NoError(t, err)
+		_, h4, err := render.Render(withSecrets(map[string]render.SecretRef{"DB": {Name: "db", Version: 4}}))
+		require.NoError(t, err)
+		_, hs, err := render.Render(withSecrets(map[string]render.SecretRef{"DB": {Scope: "a", Name: "db", Version: 3}}))
+		require.NoError(t, err)
+		require.NotEqual(t, h3, h4)
+		require.NotEqual(t, h3, hs)
+	})
+
+	t.Run("Refused", func(t *testing.T) {
+		t.Parallel()
+		for what, refs := range map[string]map[string]render.SecretRef{
+			"both a value and a secret": {"PORT": {Name: "port", Version: 1}},
+			"environment variable name": {"1DB": {Name: "db", Version: 1}},
+			"version from 1":            {"DB": {Name: "db", Version: 0}},
+			"not a secret's name":       {"DB": {Name: "Bad Name", Version: 1}},
+			"no name":                   {"DB": {Scope: "a", Version: 1}},
+			"bad scope":                 {"DB": {Scope: "A/B", Name: "db", Version: 1}},
+		} {
+			_, _, err := render.Render(withSecrets(refs))
+			require.Error(t, err, what)
+			require.True(t, errs.Is(err, errs.Invalid), "%s: %v", what, err)
+		}
+		for _, line := range []string{
+			`Secret=DB="db"`, `Secret=DB="db@0"`, `Secret=DB="db@x"`, `Secret=DB="db@01"`, `Secret=DB="@1"`,
+			`Secret=DB="a/b/c@1"`, `Secret=DB=db@1`, `Secret=1DB="db@1"`,
+		} {
+			text := "[Service]\nName=\"a\"\nArtifact=\"" + digest + "\"\nStopTimeoutSec=1\n" + line + "\n"
+			_, err := render.Parse([]byte(text))
+			require.Error(t, err, line)
+		}
+		dup := "[Service]\nName=\"a\"\nArtifact=\"" + digest + "\"\nStopTimeoutSec=1\nSecret=DB=\"db@1\"\nSecret=DB=\"db@2\"\n"
+		_, err := render.Parse([]byte(dup))
+		require.ErrorContains(t, err, "repeats secret variable DB")
 	})
 }

@@ -68,12 +68,14 @@ var OnProbeFailurePolicies = []string{
 type Spec struct {
 	Runtime string `json:"runtime"`
 	// Image is the pin as written: "sha256:<hex>" or "name@sha256:<hex>".
-	Image          string            `json:"image"`
-	Args           []string          `json:"args,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	WorkDir        string            `json:"workDir,omitempty"`
-	Probe          *Probe            `json:"probe,omitempty"`
-	StopTimeoutSec int               `json:"stopTimeoutSec,omitempty"`
+	Image string   `json:"image"`
+	Args  []string `json:"args,omitempty"`
+	// Env is the process environment: each value a string, or a secret
+	// reference (see EnvValue).
+	Env            map[string]EnvValue `json:"env,omitempty"`
+	WorkDir        string              `json:"workDir,omitempty"`
+	Probe          *Probe              `json:"probe,omitempty"`
+	StopTimeoutSec int                 `json:"stopTimeoutSec,omitempty"`
 	// OnProbeFailure is the health rollout policy, one of
 	// OnProbeFailurePolicies; "" leaves it to the action's default.
 	OnProbeFailure string `json:"onProbeFailure,omitempty"`
@@ -135,7 +137,7 @@ func (s *Spec) ProbeTimeoutSec() int {
 // Manifest is what render needs to write the unit of service name.
 func (s *Spec) Manifest(name string) render.Manifest {
 	return render.Manifest{
-		Service: name, ArtifactDigest: s.Digest(), Args: s.Args, Env: s.Env,
+		Service: name, ArtifactDigest: s.Digest(), Args: s.Args, Env: s.PlainEnv(),
 		WorkDir: s.WorkDir, StopTimeoutSec: s.StopTimeoutSec,
 	}
 }
@@ -214,7 +216,16 @@ func (s *Spec) check(name string) error {
 	}
 	// The rest (name, environment names, NUL bytes, stop timeout) is what
 	// the renderer refuses; ask it, so the two never disagree.
-	if _, _, err := render.Render(s.Manifest(name)); err != nil {
+	// Secret references render with the version an action resolves;
+	// version 1 stands for it here.
+	m := s.Manifest(name)
+	for k, ref := range s.SecretEnv() {
+		if m.Secrets == nil {
+			m.Secrets = map[string]render.SecretRef{}
+		}
+		m.Secrets[k] = render.SecretRef{Name: ref, Version: 1}
+	}
+	if _, _, err := render.Render(m); err != nil {
 		return fmt.Errorf("is refused: %s", strings.TrimSuffix(err.Error(), "."))
 	}
 	return nil
