@@ -1,10 +1,12 @@
 package hoststep
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -123,6 +125,54 @@ type ApplyRequest struct {
 	// from Manifest, whose Service and ArtifactDigest must be the ones it
 	// names (the control plane names the artifact a node may fetch).
 	Restore []byte `json:"restore,omitempty"`
+	// Secrets are the values of the manifest's secret references, by
+	// environment variable, each with the reference it is the value of.
+	// They are never encoded: a request at rest (a node task's payload)
+	// holds the references only, and the node is handed the values when
+	// its step runs.
+	Secrets map[string]SecretValue `json:"-"`
+}
+
+// SecretValue is the value of one secret reference.
+type SecretValue struct {
+	Ref   render.SecretRef
+	Value []byte
+}
+
+// GoString keeps a value out of %#v.
+func (v SecretValue) GoString() string { return "hoststep.SecretValue{" + v.Ref.String() + ", ***}" }
+
+// String keeps a value out of %v.
+func (v SecretValue) String() string { return v.Ref.String() + "=***" }
+
+// secretValues matches the unit's secret references with the values the
+// request carries: each reference needs its value, at the version the unit
+// names (a unit restored from before a rotation names a retired version,
+// which is not brought back).
+func secretValues(u *Unit, given map[string]SecretValue) (map[string][]byte, error) {
+	if len(u.Manifest.Secrets) == 0 {
+		return nil, nil
+	}
+	out := make(map[string][]byte, len(u.Manifest.Secrets))
+	for _, k := range slices.Sorted(maps.Keys(u.Manifest.Secrets)) {
+		ref := u.Manifest.Secrets[k]
+		v, ok := given[k]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("no value was handed over for secret %s of variable %s", ref, k)
+		case v.Ref.Scope != ref.Scope || v.Ref.Name != ref.Name:
+			return nil, fmt.Errorf("variable %s takes secret %s, but the value handed over is %s's", k, ref, v.Ref)
+		case v.Ref.Version != ref.Version:
+			return nil, fmt.Errorf("the unit of %s names secret %s, which is now at version %d: a rotated secret is not brought back; converge to run with the current one", u.Manifest.Service, ref, v.Ref.Version)
+		}
+		// Every runtime hands the value over as an environment variable,
+		// a NUL-terminated string.
+		if bytes.IndexByte(v.Value, 0) >= 0 {
+			return nil, fmt.Errorf("secret %s of variable %s holds a NUL byte, which no environment variable can carry; set it without one", ref, k)
+		}
+		out[k] = v.Value
+	}
+	return out, nil
 }
 
 // UnitText reads the unit of service name that runs now; nil when there is
@@ -163,6 +213,9 @@ func (h *Host) Apply(ctx context.Context, ev Events, t *phase.Phases, req ApplyR
 		}
 		if err == nil && req.Restore != nil && (u.Manifest.Service != req.Manifest.Service || u.Manifest.ArtifactDigest != req.Manifest.ArtifactDigest) {
 			err = fmt.Errorf("the unit to restore is %s's at %s, not %s's at %s as asked", u.Manifest.Service, Short(u.Manifest.ArtifactDigest), req.Manifest.Service, Short(req.Manifest.ArtifactDigest))
+		}
+		if err == nil {
+			u.Secrets, err = secretValues(u, req.Secrets)
 		}
 		return err
 	}); err != nil {

@@ -4,11 +4,17 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -65,6 +71,8 @@ type testBundle struct {
 	host    *hoststep.Host
 	exec    *execrt.Runtime
 	digests map[string]string // name → digest of the artifacts below
+	// dataDir is the exec runtime's: its units and its services' state.
+	dataDir string
 }
 
 // setup returns a host with the exec runtime and three artifacts: "sleep"
@@ -86,6 +94,8 @@ func setup(t *testing.T) *testBundle {
 		add(name, b)
 	}
 	add("script", []byte("#!/bin/sh\necho starting\nexec sleep 60\n"))
+	// envdump writes $SECRET to the file $OUT, then runs until stopped.
+	add("envdump", []byte("#!/bin/sh\nprintf '%s' \"$SECRET\" > \"$OUT.tmp\" && mv \"$OUT.tmp\" \"$OUT\"\nexec sleep 60\n"))
 	cache := &artifact.Cache{Dir: t.TempDir(), Fetch: func(_ context.Context, d string) (io.ReadCloser, error) {
 		b, ok := blobs[d]
 		if !ok {
@@ -93,7 +103,8 @@ func setup(t *testing.T) *testBundle {
 		}
 		return io.NopCloser(bytes.NewReader(b)), nil
 	}}
-	rt := execrt.New(t.TempDir(), cache)
+	dataDir := t.TempDir()
+	rt := execrt.New(dataDir, cache)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -102,7 +113,7 @@ func setup(t *testing.T) *testBundle {
 			_ = rt.Supervisor.Stop(ctx, n, time.Second)
 		}
 	})
-	return &testBundle{ctx: t.Context(), host: hoststep.New(cache, rt), exec: rt, digests: digests}
+	return &testBundle{ctx: t.Context(), host: hoststep.New(cache, rt), exec: rt, digests: digests, dataDir: dataDir}
 }
 
 func (b *testBundle) request(name, art string, args ...string) hoststep.ApplyRequest {
@@ -283,4 +294,95 @@ func TestStopRemoveInspect(t *testing.T) {
 		require.Equal(t, a.Pid, in.Pid, "the running process is adopted, not started again")
 		require.True(t, in.Artifact.Matches)
 	})
+}
+
+func TestSecrets(t *testing.T) {
+	t.Parallel()
+
+	// A value unique to this test, with what a naive file format or shell
+	// would break on.
+	value := []byte("s3cr3t-" + strings.Repeat("x", 8) + "\n$HOME %s 'q' \"dq\" \\ \xff\xfe end")
+	ref := render.SecretRef{Name: "db-password", Version: 2}
+	request := func(b *testBundle, t *testing.T, out string) hoststep.ApplyRequest {
+		req := b.request("web", "envdump")
+		req.Manifest.Env = map[string]string{"OUT": out}
+		req.Manifest.Secrets = map[string]render.SecretRef{"SECRET": ref}
+		return req
+	}
+
+	t.Run("TheProcessGetsTheValueByteForByte", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		out := t.TempDir() + "/secret"
+		req := request(b, t, out)
+		req.Secrets = map[string]hoststep.SecretValue{"SECRET": {Ref: ref, Value: value}}
+		ev := &events{}
+		a, err := b.host.Apply(b.ctx, ev, &phase.Phases{}, req)
+		require.NoError(t, err)
+		require.True(t, a.Probe.OK, a.Probe.Sentence)
+		var got []byte
+		require.Eventually(t, func() bool {
+			got, err = os.ReadFile(out)
+			return err == nil && len(got) > 0
+		}, 10*time.Second, 10*time.Millisecond)
+		require.Equal(t, value, got)
+
+		// The unit names the secret and its version, never the value; nor
+		// does anything else the step reports.
+		require.Contains(t, a.Rendered, `Secret=SECRET="db-password@2"`)
+		report, err := json.Marshal(a)
+		require.NoError(t, err)
+		reqJSON, err := json.Marshal(req)
+		require.NoError(t, err)
+		// The value as it is, and as JSON writes bytes that are not UTF-8.
+		forms := [][]byte{[]byte("s3cr3t"), []byte(base64.StdEncoding.EncodeToString(value))}
+		holds := func(b []byte) bool {
+			return slices.ContainsFunc(forms, func(f []byte) bool { return bytes.Contains(b, f) })
+		}
+		for what, text := range map[string]string{"applied": string(report), "request": string(reqJSON), "events": ev.text(), "request %v": fmt.Sprintf("%v %+v %#v", req, req, req)} {
+			require.False(t, holds([]byte(text)), "the value is in the %s: %s", what, text)
+		}
+		// On the host, the one file that holds it is the spec the
+		// service's shim reads, readable by its owner only.
+		var holders []string
+		require.NoError(t, filepath.WalkDir(b.dataDir, func(path string, d fs.DirEntry, err error) error {
+			require.NoError(t, err)
+			if d.IsDir() {
+				return nil
+			}
+			content, err := os.ReadFile(path)
+			require.NoError(t, err)
+			if holds(content) {
+				holders = append(holders, filepath.Base(path))
+				fi, err := d.Info()
+				require.NoError(t, err)
+				require.Equal(t, fs.FileMode(0o600), fi.Mode().Perm(), path)
+			}
+			return nil
+		}))
+		require.Equal(t, []string{"spec.json"}, holders)
+	})
+
+	for name, tt := range map[string]struct {
+		given   map[string]hoststep.SecretValue
+		wantErr string
+	}{
+		"NoValue":       {nil, "no value was handed over for secret db-password@2 of variable SECRET"},
+		"AnotherSecret": {map[string]hoststep.SecretValue{"SECRET": {Ref: render.SecretRef{Name: "other", Version: 2}, Value: value}}, "variable SECRET takes secret db-password@2, but the value handed over is other@2's"},
+		"AnotherScope":  {map[string]hoststep.SecretValue{"SECRET": {Ref: render.SecretRef{Scope: "a", Name: "db-password", Version: 2}, Value: value}}, "the value handed over is a/db-password@2's"},
+		"RotatedSince":  {map[string]hoststep.SecretValue{"SECRET": {Ref: render.SecretRef{Name: "db-password", Version: 3}, Value: value}}, "names secret db-password@2, which is now at version 3: a rotated secret is not brought back"},
+		"ValueWithANul": {map[string]hoststep.SecretValue{"SECRET": {Ref: ref, Value: []byte("a\x00b")}}, "secret db-password@2 of variable SECRET holds a NUL byte"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			req := request(b, t, t.TempDir()+"/secret")
+			req.Secrets = tt.given
+			_, err := b.host.Apply(b.ctx, &events{}, &phase.Phases{}, req)
+			require.ErrorContains(t, err, tt.wantErr)
+			names, err := b.exec.Names(b.ctx)
+			require.NoError(t, err)
+			require.Empty(t, names, "a refused step started something")
+		})
+	}
 }

@@ -67,6 +67,10 @@ type Unit struct {
 	Hash string
 	// Path is where Write puts it.
 	Path string
+	// Secrets are the values of Manifest.Secrets, by environment variable,
+	// for Activate to hand the service; nil when it names none. Never
+	// written into the unit, a receipt or a log.
+	Secrets map[string][]byte
 }
 
 // Instance is one start of a service, as its runtime answers for it.

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -114,13 +115,32 @@ func (r *Runtime) Write(_ context.Context, u *hoststep.Unit) error {
 func (r *Runtime) Activate(ctx context.Context, u *hoststep.Unit, exe string) (hoststep.Instance, error) {
 	m := u.Manifest
 	proc, err := r.Supervisor.Restart(ctx, m.Service, supervise.Spec{
-		Exec: exe, Args: m.Args, Env: m.Env, WorkDir: m.WorkDir,
+		Exec: exe, Args: m.Args, Env: environment(u), WorkDir: m.WorkDir,
 		StopTimeout: time.Duration(hoststep.StopTimeout(m)) * time.Second,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &instance{r: r, proc: proc}, nil
+}
+
+// environment is the service's environment: the manifest's values and its
+// secrets' values. The supervisor keeps it in the service's spec file, in
+// the service's own state directory (mode 0700, the file 0600): the one
+// place on the host a secret's value is written, which its shim reads to
+// start the process again.
+func environment(u *hoststep.Unit) map[string]string {
+	if len(u.Secrets) == 0 {
+		return u.Manifest.Env
+	}
+	env := maps.Clone(u.Manifest.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	for k, v := range u.Secrets {
+		env[k] = string(v) // hoststep refused a NUL byte
+	}
+	return env
 }
 
 // Adopt implements hoststep.Runtime: the process the supervisor's shim

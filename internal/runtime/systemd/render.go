@@ -38,6 +38,9 @@ func (r *Runtime) Render(req *hoststep.ApplyRequest) (*hoststep.Unit, error) {
 	if _, _, err := render.Render(m); err != nil {
 		return nil, err
 	}
+	if len(m.Secrets) > 0 {
+		return nil, errs.Errorf(errs.Invalid, "Service %s takes secrets in its environment, which runtime systemd does not deliver yet; run it under runtime exec, or give the values another way.", m.Service)
+	}
 	for _, v := range append(append([]string{m.WorkDir}, m.Args...), envValues(m.Env)...) {
 		if !utf8.ValidString(v) {
 			return nil, errs.Errorf(errs.Invalid, "Service %s has a value that is not UTF-8, which a systemd unit cannot hold.", m.Service)
