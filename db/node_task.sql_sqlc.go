@@ -57,9 +57,9 @@ func (q *Queries) NodeServicesRunning(ctx context.Context, node *string) ([]*Uni
 }
 
 const nodeTaskAbandon = `-- name: NodeTaskAbandon :one
-UPDATE node_task SET state = 'abandoned', finished_at = now(), abandon_reason = $1
+UPDATE node_task SET state = 'abandoned', finished_at = now(), abandon_reason = $1, secrets_sealed = NULL
 WHERE id = $2 AND state IN ('queued', 'claimed')
-RETURNING id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at
+RETURNING id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at, secrets_sealed
 `
 
 type NodeTaskAbandonParams struct {
@@ -89,12 +89,13 @@ func (q *Queries) NodeTaskAbandon(ctx context.Context, arg *NodeTaskAbandonParam
 		&i.LateResult,
 		&i.LateError,
 		&i.LateAt,
+		&i.SecretsSealed,
 	)
 	return &i, err
 }
 
 const nodeTaskAbandonRun = `-- name: NodeTaskAbandonRun :exec
-UPDATE node_task SET state = 'abandoned', finished_at = now(), abandon_reason = $1
+UPDATE node_task SET state = 'abandoned', finished_at = now(), abandon_reason = $1, secrets_sealed = NULL
 WHERE run_id = $2 AND state IN ('queued', 'claimed')
 `
 
@@ -118,7 +119,7 @@ WHERE id = (
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at
+RETURNING id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at, secrets_sealed
 `
 
 type NodeTaskClaimParams struct {
@@ -149,14 +150,16 @@ func (q *Queries) NodeTaskClaim(ctx context.Context, arg *NodeTaskClaimParams) (
 		&i.LateResult,
 		&i.LateError,
 		&i.LateAt,
+		&i.SecretsSealed,
 	)
 	return &i, err
 }
 
 const nodeTaskFinish = `-- name: NodeTaskFinish :one
-UPDATE node_task SET state = 'done', finished_at = now(), result = $1, error = $2
+UPDATE node_task SET state = 'done', finished_at = now(), result = $1, error = $2,
+    secrets_sealed = NULL
 WHERE id = $3 AND node = $4 AND state = 'claimed' AND claimed_by = $5
-RETURNING id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at
+RETURNING id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at, secrets_sealed
 `
 
 type NodeTaskFinishParams struct {
@@ -196,12 +199,13 @@ func (q *Queries) NodeTaskFinish(ctx context.Context, arg *NodeTaskFinishParams)
 		&i.LateResult,
 		&i.LateError,
 		&i.LateAt,
+		&i.SecretsSealed,
 	)
 	return &i, err
 }
 
 const nodeTaskGet = `-- name: NodeTaskGet :one
-SELECT id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at FROM node_task WHERE id = $1
+SELECT id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at, secrets_sealed FROM node_task WHERE id = $1
 `
 
 func (q *Queries) NodeTaskGet(ctx context.Context, id uuid.UUID) (*NodeTask, error) {
@@ -225,12 +229,13 @@ func (q *Queries) NodeTaskGet(ctx context.Context, id uuid.UUID) (*NodeTask, err
 		&i.LateResult,
 		&i.LateError,
 		&i.LateAt,
+		&i.SecretsSealed,
 	)
 	return &i, err
 }
 
 const nodeTaskGetForUpdate = `-- name: NodeTaskGetForUpdate :one
-SELECT id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at FROM node_task WHERE id = $1 FOR UPDATE
+SELECT id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at, secrets_sealed FROM node_task WHERE id = $1 FOR UPDATE
 `
 
 // NodeTaskGetForUpdate locks a task while its result is recorded: two posts
@@ -256,23 +261,25 @@ func (q *Queries) NodeTaskGetForUpdate(ctx context.Context, id uuid.UUID) (*Node
 		&i.LateResult,
 		&i.LateError,
 		&i.LateAt,
+		&i.SecretsSealed,
 	)
 	return &i, err
 }
 
 const nodeTaskInsert = `-- name: NodeTaskInsert :one
-INSERT INTO node_task (id, node, run_id, kind, payload, digests)
-VALUES ($1, $2, $3, $4, $5, $6)
-RETURNING id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at
+INSERT INTO node_task (id, node, run_id, kind, payload, digests, secrets_sealed)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+RETURNING id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at, secrets_sealed
 `
 
 type NodeTaskInsertParams struct {
-	ID      uuid.UUID
-	Node    string
-	RunID   uuid.UUID
-	Kind    string
-	Payload json.RawMessage
-	Digests []string
+	ID            uuid.UUID
+	Node          string
+	RunID         uuid.UUID
+	Kind          string
+	Payload       json.RawMessage
+	Digests       []string
+	SecretsSealed []byte
 }
 
 func (q *Queries) NodeTaskInsert(ctx context.Context, arg *NodeTaskInsertParams) (*NodeTask, error) {
@@ -283,6 +290,7 @@ func (q *Queries) NodeTaskInsert(ctx context.Context, arg *NodeTaskInsertParams)
 		arg.Kind,
 		arg.Payload,
 		arg.Digests,
+		arg.SecretsSealed,
 	)
 	var i NodeTask
 	err := row.Scan(
@@ -303,6 +311,7 @@ func (q *Queries) NodeTaskInsert(ctx context.Context, arg *NodeTaskInsertParams)
 		&i.LateResult,
 		&i.LateError,
 		&i.LateAt,
+		&i.SecretsSealed,
 	)
 	return &i, err
 }
@@ -310,7 +319,7 @@ func (q *Queries) NodeTaskInsert(ctx context.Context, arg *NodeTaskInsertParams)
 const nodeTaskLate = `-- name: NodeTaskLate :one
 UPDATE node_task SET late_result = $1, late_error = $2, late_at = now()
 WHERE id = $3 AND node = $4 AND state = 'abandoned' AND late_at IS NULL
-RETURNING id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at
+RETURNING id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at, secrets_sealed
 `
 
 type NodeTaskLateParams struct {
@@ -347,12 +356,13 @@ func (q *Queries) NodeTaskLate(ctx context.Context, arg *NodeTaskLateParams) (*N
 		&i.LateResult,
 		&i.LateError,
 		&i.LateAt,
+		&i.SecretsSealed,
 	)
 	return &i, err
 }
 
 const nodeTaskListByRun = `-- name: NodeTaskListByRun :many
-SELECT id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at FROM node_task WHERE run_id = $1 ORDER BY created_at
+SELECT id, node, run_id, kind, payload, digests, state, created_at, claimed_at, claimed_by, finished_at, result, error, abandon_reason, late_result, late_error, late_at, secrets_sealed FROM node_task WHERE run_id = $1 ORDER BY created_at
 `
 
 func (q *Queries) NodeTaskListByRun(ctx context.Context, runID uuid.UUID) ([]*NodeTask, error) {
@@ -382,6 +392,7 @@ func (q *Queries) NodeTaskListByRun(ctx context.Context, runID uuid.UUID) ([]*No
 			&i.LateResult,
 			&i.LateError,
 			&i.LateAt,
+			&i.SecretsSealed,
 		); err != nil {
 			return nil, err
 		}

@@ -184,6 +184,7 @@ type NodeTask struct {
 	LateResult    json.RawMessage
 	LateError     *string
 	LateAt        *time.Time
+	SecretsSealed []byte
 }
 
 type NotificationDelivery struct {

@@ -24,6 +24,13 @@ type NodeTask struct {
 	RunID   uuid.UUID       `json:"runId" doc:"The run whose job waits on the step; the step's events go there."`
 	Kind    string          `json:"kind" enum:"apply,reprobe,stop,inspect,unit_text"`
 	Payload json.RawMessage `json:"payload" doc:"The step's input: the rendered manifest and digest, the probe, or the service's name."`
+	Secrets map[string]NodeTaskSecret `json:"secrets,omitempty" doc:"The values of the secrets an apply step hands its service, by environment variable. Given once, with the claim; never part of the payload, and never kept once the step is over."`
+}
+
+// NodeTaskSecret is the value of one secret reference of a step.
+type NodeTaskSecret struct {
+	Ref   string `json:"ref" doc:"The reference as the unit writes it: name@version, or source/name@version for a secret of one source."`
+	Value []byte `json:"value" doc:"The value's bytes."`
 }
 
 // NodeTaskEvent is one progress event of a step.
@@ -104,14 +111,21 @@ func registerNodeTasks(api huma.API, d Deps) {
 		if in.Body.Session != "" {
 			claimer += "/" + in.Body.Session
 		}
-		t, err := d.Tasks.Claim(ctx, row.Name, claimer, time.Duration(in.Body.WaitSec)*time.Second)
+		t, err := d.Tasks.ClaimStep(ctx, row.Name, claimer, time.Duration(in.Body.WaitSec)*time.Second)
 		if err != nil {
 			return nil, err
 		}
 		if t == nil {
 			return &nodeTaskClaimOutput{Status: http.StatusNoContent}, nil
 		}
-		return &nodeTaskClaimOutput{Status: http.StatusOK, Body: &NodeTask{ID: t.ID, RunID: t.RunID, Kind: t.Kind, Payload: t.Payload}}, nil
+		body := &NodeTask{ID: t.ID, RunID: t.Run, Kind: t.Kind, Payload: t.Payload}
+		for k, v := range t.Secrets {
+			if body.Secrets == nil {
+				body.Secrets = map[string]NodeTaskSecret{}
+			}
+			body.Secrets[k] = NodeTaskSecret{Ref: v.Ref, Value: v.Value}
+		}
+		return &nodeTaskClaimOutput{Status: http.StatusOK, Body: body}, nil
 	})
 
 	eo := op("post-node-task-events", http.MethodPost, "/nodes/{name}/tasks/{id}/events",

@@ -1,6 +1,6 @@
 -- name: NodeTaskInsert :one
-INSERT INTO node_task (id, node, run_id, kind, payload, digests)
-VALUES (@id, @node, @run_id, @kind, @payload, @digests)
+INSERT INTO node_task (id, node, run_id, kind, payload, digests, secrets_sealed)
+VALUES (@id, @node, @run_id, @kind, @payload, @digests, sqlc.narg('secrets_sealed'))
 RETURNING *;
 
 -- name: NodeTaskGet :one
@@ -22,7 +22,8 @@ RETURNING *;
 -- name: NodeTaskFinish :one
 -- NodeTaskFinish records the result of a claimed task, from the instance
 -- that claimed it.
-UPDATE node_task SET state = 'done', finished_at = now(), result = sqlc.narg('result'), error = sqlc.narg('error')
+UPDATE node_task SET state = 'done', finished_at = now(), result = sqlc.narg('result'), error = sqlc.narg('error'),
+    secrets_sealed = NULL
 WHERE id = @id AND node = @node AND state = 'claimed' AND claimed_by = @claimed_by
 RETURNING *;
 
@@ -34,13 +35,13 @@ RETURNING *;
 
 -- name: NodeTaskAbandon :one
 -- NodeTaskAbandon ends the wait on a task that is not done.
-UPDATE node_task SET state = 'abandoned', finished_at = now(), abandon_reason = @reason
+UPDATE node_task SET state = 'abandoned', finished_at = now(), abandon_reason = @reason, secrets_sealed = NULL
 WHERE id = @id AND state IN ('queued', 'claimed')
 RETURNING *;
 
 -- name: NodeTaskAbandonRun :exec
 -- NodeTaskAbandonRun abandons the open tasks of a finished run.
-UPDATE node_task SET state = 'abandoned', finished_at = now(), abandon_reason = @reason
+UPDATE node_task SET state = 'abandoned', finished_at = now(), abandon_reason = @reason, secrets_sealed = NULL
 WHERE run_id = @run_id AND state IN ('queued', 'claimed');
 
 -- name: NodeTaskNamesDigest :one

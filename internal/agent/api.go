@@ -61,7 +61,14 @@ func (a *apiTasks) Claim(ctx context.Context, wait time.Duration) (*nodeproto.Cl
 	if err != nil {
 		return nil, err
 	}
-	return &nodeproto.Claimed{ID: id, Run: run, Kind: string(t.Kind), Payload: payload}, nil
+	c := &nodeproto.Claimed{ID: id, Run: run, Kind: string(t.Kind), Payload: payload}
+	if t.Secrets != nil {
+		c.Secrets = make(map[string]nodeproto.Secret, len(*t.Secrets))
+		for k, v := range *t.Secrets {
+			c.Secrets[k] = nodeproto.Secret{Ref: v.Ref, Value: v.Value}
+		}
+	}
+	return c, nil
 }
 
 // Events implements Source.

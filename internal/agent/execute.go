@@ -9,11 +9,13 @@ import (
 
 	"sluice/internal/hoststep"
 	"sluice/internal/nodeproto"
+	"sluice/internal/render"
 )
 
 // Execute takes one task's step on h, sending its events to ev, and says
-// what it did as the task's result.
-func Execute(ctx context.Context, h *hoststep.Host, kind string, payload json.RawMessage, ev hoststep.Events) *nodeproto.Result {
+// what it did as the task's result. secrets are the values the task's claim
+// handed over, for an apply step's service.
+func Execute(ctx context.Context, h *hoststep.Host, kind string, payload json.RawMessage, secrets map[string]nodeproto.Secret, ev hoststep.Events) *nodeproto.Result {
 	res := &nodeproto.Result{}
 	var (
 		val any
@@ -23,7 +25,9 @@ func Execute(ctx context.Context, h *hoststep.Host, kind string, payload json.Ra
 	case nodeproto.KindApply:
 		var req hoststep.ApplyRequest
 		if err = json.Unmarshal(payload, &req); err == nil {
-			val, err = h.Apply(ctx, ev, &res.Phases, req)
+			if req.Secrets, err = secretValues(secrets); err == nil {
+				val, err = h.Apply(ctx, ev, &res.Phases, req)
+			}
 		}
 	case nodeproto.KindReprobe:
 		var req hoststep.ApplyRequest
@@ -62,6 +66,23 @@ func Execute(ctx context.Context, h *hoststep.Host, kind string, payload json.Ra
 		res.Value = scrubNUL(b)
 	}
 	return res
+}
+
+// secretValues turns the secrets a claim handed over into the values the
+// host step matches with its unit's references.
+func secretValues(secrets map[string]nodeproto.Secret) (map[string]hoststep.SecretValue, error) {
+	if len(secrets) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]hoststep.SecretValue, len(secrets))
+	for k, v := range secrets {
+		ref, err := render.ParseSecretRef(v.Ref)
+		if err != nil {
+			return nil, fmt.Errorf("the control plane handed over variable %s's secret under a reference this agent does not read (%v); is it of another version?", k, err)
+		}
+		out[k] = hoststep.SecretValue{Ref: ref, Value: v.Value}
+	}
+	return out, nil
 }
 
 // scrubNUL replaces NULs in encoded JSON, which PostgreSQL cannot store,

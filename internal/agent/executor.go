@@ -95,7 +95,7 @@ func asPermanent(err error, p **Permanent) bool {
 func runTask(ctx context.Context, src Source, h *hoststep.Host, task *nodeproto.Claimed, logger *slog.Logger) {
 	ev := &sourceEvents{src: src, id: task.ID, logger: logger}
 	logger.Info("task", "task", task.ID, "run", task.Run, "kind", task.Kind)
-	res := Execute(ctx, h, task.Kind, task.Payload, ev)
+	res := Execute(ctx, h, task.Kind, task.Payload, task.Secrets, ev)
 	backoff := 200 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		f, err := src.Finish(ctx, task.ID, res)

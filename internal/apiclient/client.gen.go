@@ -2211,6 +2211,9 @@ type NodeTask struct {
 
 	// RunId The run whose job waits on the step; the step's events go there.
 	RunId string `json:"runId"`
+
+	// Secrets The values of the secrets an apply step hands its service, by environment variable. Given once, with the claim; never part of the payload, and never kept once the step is over.
+	Secrets *map[string]NodeTaskSecret `json:"secrets,omitempty"`
 }
 
 // NodeTaskKind defines model for NodeTask.Kind.
@@ -2247,6 +2250,15 @@ type NodeTaskResult struct {
 
 	// Value The step's answer; absent when it failed.
 	Value interface{} `json:"value,omitempty"`
+}
+
+// NodeTaskSecret defines model for NodeTaskSecret.
+type NodeTaskSecret struct {
+	// Ref The reference as the unit writes it: name@version, or source/name@version for a secret of one source.
+	Ref string `json:"ref"`
+
+	// Value The value's bytes.
+	Value []byte `json:"value"`
 }
 
 // NotificationDelivery defines model for NotificationDelivery.

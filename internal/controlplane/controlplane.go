@@ -184,7 +184,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 	}
 	j.River = client
 	nodes := &node.Registry{Pool: pool, Journal: j, Silence: cfg.NodeSilence, Started: time.Now()}
-	tasks := &nodetask.Tasks{Pool: pool, Journal: j, Nodes: nodes, Logger: logger.With("component", "node_tasks")}
+	tasks := &nodetask.Tasks{Pool: pool, Journal: j, Nodes: nodes, Box: box, Logger: logger.With("component", "node_tasks")}
 	svcs.LocalNode, svcs.DefaultNode, svcs.NodeSilence = opts.Node, cfg.DefaultNode, cfg.NodeSilence
 	svcs.Remote = func(n string, run uuid.UUID) services.Host { return &nodetask.Remote{Tasks: tasks, Node: n, Run: run} }
 	bps.Nodes, bps.Host = nodes, svcs.HostOf

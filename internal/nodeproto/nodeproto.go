@@ -68,7 +68,24 @@ type Claimed struct {
 	Run     uuid.UUID       `json:"runId"`
 	Kind    string          `json:"kind"`
 	Payload json.RawMessage `json:"payload"`
+	// Secrets are the values of the secrets the step hands its service,
+	// by environment variable: given once, with the claim, and never part
+	// of the payload (see Secret).
+	Secrets map[string]Secret `json:"-"`
 }
+
+// Secret is the value of one secret reference of an apply step: Ref is the
+// reference as a unit writes it ("name@3", "source/name@3").
+type Secret struct {
+	Ref   string `json:"ref"`
+	Value []byte `json:"value"`
+}
+
+// GoString keeps the value out of %#v.
+func (s Secret) GoString() string { return "nodeproto.Secret{" + s.Ref + ", ***}" }
+
+// String keeps the value out of %v.
+func (s Secret) String() string { return s.Ref + "=***" }
 
 // Event is one line a step streams into its run.
 type Event struct {

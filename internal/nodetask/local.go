@@ -19,11 +19,7 @@ type Local struct {
 
 // Claim implements agent.Source.
 func (l *Local) Claim(ctx context.Context, wait time.Duration) (*nodeproto.Claimed, error) {
-	row, err := l.Tasks.Claim(ctx, l.Node, l.Instance, wait)
-	if err != nil || row == nil {
-		return nil, err
-	}
-	return &nodeproto.Claimed{ID: row.ID, Run: row.RunID, Kind: row.Kind, Payload: row.Payload}, nil
+	return l.Tasks.ClaimStep(ctx, l.Node, l.Instance, wait)
 }
 
 // Events implements agent.Source.

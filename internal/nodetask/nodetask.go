@@ -43,6 +43,7 @@ import (
 	"sluice/internal/node"
 	"sluice/internal/nodeproto"
 	"sluice/internal/pglisten"
+	"sluice/internal/secretbox"
 )
 
 // Channel is the PostgreSQL channel task changes notify on.
@@ -66,6 +67,9 @@ type Tasks struct {
 	// Poll is how often a waiting job looks at its task without a
 	// notification: it sees a silent agent. Default 1 s.
 	Poll time.Duration
+	// Box seals the secrets a task hands its node, and opens them for the
+	// claim. Nil: a task with secrets is refused.
+	Box *secretbox.Box
 
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
@@ -173,6 +177,13 @@ func (t *Tasks) Run(ctx context.Context) {
 
 // Dispatch queues a host step for node, on behalf of run.
 func (t *Tasks) Dispatch(ctx context.Context, nodeName string, run uuid.UUID, kind string, payload any, digests []string) (*db.NodeTask, error) {
+	return t.DispatchSecrets(ctx, nodeName, run, kind, payload, digests, nil)
+}
+
+// DispatchSecrets is Dispatch for a step that hands its service secrets:
+// their values are sealed to the task (bound to its id), apart from its
+// payload, and given to the node with its claim.
+func (t *Tasks) DispatchSecrets(ctx context.Context, nodeName string, run uuid.UUID, kind string, payload any, digests []string, secrets map[string]nodeproto.Secret) (*db.NodeTask, error) {
 	b, err := json.Marshal(payload)
 	if err != nil {
 		return nil, fmt.Errorf("encode the %s task: %w", kind, err)
@@ -180,8 +191,24 @@ func (t *Tasks) Dispatch(ctx context.Context, nodeName string, run uuid.UUID, ki
 	if digests == nil {
 		digests = []string{}
 	}
+	id := uuid.New()
+	var sealed []byte
+	if len(secrets) > 0 {
+		if t.Box == nil {
+			return nil, errs.Errorf(errs.Unavailable, "This process holds no secret key, so it cannot hand node %s the secrets of the step.", nodeName)
+		}
+		plain, err := json.Marshal(secrets)
+		if err != nil {
+			return nil, fmt.Errorf("encode the secrets of the %s task", kind)
+		}
+		sealed, err = t.Box.Seal(plain, id[:])
+		clear(plain)
+		if err != nil {
+			return nil, fmt.Errorf("seal the secrets of the %s task: %w", kind, err)
+		}
+	}
 	row, err := db.New(t.Pool).NodeTaskInsert(ctx, &db.NodeTaskInsertParams{
-		ID: uuid.New(), Node: nodeName, RunID: run, Kind: kind, Payload: b, Digests: digests,
+		ID: id, Node: nodeName, RunID: run, Kind: kind, Payload: b, Digests: digests, SecretsSealed: sealed,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("queue the %s step for node %s: %w", kind, nodeName, err)
@@ -319,6 +346,47 @@ func (t *Tasks) Claim(ctx context.Context, nodeName, instance string, wait time.
 		case <-ch:
 		}
 	}
+}
+
+// ClaimStep is Claim as node's executor takes a task: with the values of
+// its secrets opened. A task whose secrets do not open (this process holds
+// another key) is finished at once with that sentence as its error, rather
+// than left claimed with nobody to take it, and none is returned.
+func (t *Tasks) ClaimStep(ctx context.Context, nodeName, instance string, wait time.Duration) (*nodeproto.Claimed, error) {
+	row, err := t.Claim(ctx, nodeName, instance, wait)
+	if err != nil || row == nil {
+		return nil, err
+	}
+	c, err := t.claimed(row)
+	if err != nil {
+		t.logger().Error("a claimed task's secrets do not open; it fails", "task", row.ID, "err", err)
+		if _, ferr := t.Finish(ctx, nodeName, instance, row.ID, &nodeproto.Result{Error: err.Error()}); ferr != nil {
+			t.logger().Error("fail the task", "task", row.ID, "err", ferr)
+		}
+		return nil, nil
+	}
+	return c, nil
+}
+
+// claimed is a claimed task as its node's executor gets it, with the
+// values of its secrets opened.
+func (t *Tasks) claimed(row *db.NodeTask) (*nodeproto.Claimed, error) {
+	c := &nodeproto.Claimed{ID: row.ID, Run: row.RunID, Kind: row.Kind, Payload: row.Payload}
+	if len(row.SecretsSealed) == 0 {
+		return c, nil
+	}
+	if t.Box == nil {
+		return nil, errs.Errorf(errs.Unavailable, "Task %s hands its node secrets, and this process holds no secret key to open them.", row.ID)
+	}
+	plain, err := t.Box.Open(row.SecretsSealed, row.ID[:])
+	if err != nil {
+		return nil, errs.Errorf(errs.Unavailable, "The secrets of task %s do not open with %s (%s); the step is not taken.", row.ID, t.Box.Origin(), err)
+	}
+	defer clear(plain)
+	if err := json.Unmarshal(plain, &c.Secrets); err != nil {
+		return nil, fmt.Errorf("the secrets of task %s do not decode", row.ID)
+	}
+	return c, nil
 }
 
 // own returns task id when it is node's, else Forbidden (or NotFound).

@@ -3,6 +3,7 @@ package nodetask_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"sluice/internal/node"
 	"sluice/internal/nodeproto"
 	"sluice/internal/nodetask"
+	"sluice/internal/secretbox"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -171,4 +173,94 @@ func TestConcurrentPostsOfOneResultRecordIt(t *testing.T) {
 	for range 20 {
 		require.NoError(t, <-errsCh, "a retried post never fails for racing the first")
 	}
+}
+
+func TestSecrets(t *testing.T) {
+	t.Parallel()
+
+	const value = "s3cr3t-nodetask-\n$%'\"\x01"
+	secrets := map[string]nodeproto.Secret{"DB": {Ref: "db-password@2", Value: []byte(value)}}
+	newBox := func(t *testing.T) *secretbox.Box {
+		k, err := secretbox.NewKey()
+		require.NoError(t, err)
+		box, err := secretbox.New(secretbox.Opts{Key: k})
+		require.NoError(t, err)
+		return box
+	}
+	// atRest is everything the task's row holds, as text.
+	atRest := func(t *testing.T, b *testBundle, id uuid.UUID) (string, []byte) {
+		var row string
+		var sealed []byte
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT to_jsonb(t)::text, secrets_sealed FROM node_task t WHERE id = $1`, id).Scan(&row, &sealed))
+		return row, sealed
+	}
+
+	t.Run("SealedToTheTaskGivenWithTheClaimClearedWhenDone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.tasks.Box = newBox(t)
+		sent, err := b.tasks.DispatchSecrets(b.ctx, "n1", b.run, nodeproto.KindApply, map[string]string{"service": "web"}, nil, secrets)
+		require.NoError(t, err)
+		row, sealed := atRest(t, b, sent.ID)
+		require.NotContains(t, row, "s3cr3t")
+		require.NotContains(t, string(sealed), "s3cr3t")
+		require.NotEmpty(t, sealed)
+
+		c, err := b.tasks.ClaimStep(b.ctx, "n1", "agent-1", time.Second)
+		require.NoError(t, err)
+		require.Equal(t, sent.ID, c.ID)
+		require.Equal(t, secrets, c.Secrets)
+		require.NotContains(t, fmt.Sprintf("%v %+v %#v", c, c, c.Secrets), "s3cr3t")
+		claimed, err := json.Marshal(c)
+		require.NoError(t, err)
+		require.NotContains(t, string(claimed), "s3cr3t", "a claim encodes its secrets")
+
+		_, err = b.tasks.Finish(b.ctx, "n1", "agent-1", sent.ID, &nodeproto.Result{})
+		require.NoError(t, err)
+		_, sealed = atRest(t, b, sent.ID)
+		require.Nil(t, sealed, "the secrets stayed at rest after the step")
+	})
+
+	t.Run("ClearedWhenAbandoned", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.tasks.Box = newBox(t)
+		sent, err := b.tasks.DispatchSecrets(b.ctx, "n1", b.run, nodeproto.KindApply, map[string]string{}, nil, secrets)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(b.ctx)
+		cancel() // the job stops waiting at once
+		_, err = b.tasks.Await(ctx, sent)
+		require.Error(t, err)
+		require.Eventually(t, func() bool {
+			_, sealed := atRest(t, b, sent.ID)
+			return sealed == nil
+		}, 5*time.Second, 10*time.Millisecond)
+	})
+
+	t.Run("AnotherKeyFailsTheTask", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.tasks.Box = newBox(t)
+		sent, err := b.tasks.DispatchSecrets(b.ctx, "n1", b.run, nodeproto.KindApply, map[string]string{}, nil, secrets)
+		require.NoError(t, err)
+		other := &nodetask.Tasks{Pool: b.pool, Journal: b.tasks.Journal, Nodes: b.tasks.Nodes, Box: newBox(t)}
+		c, err := other.ClaimStep(b.ctx, "n1", "agent-1", time.Second)
+		require.NoError(t, err)
+		require.Nil(t, c, "a task whose secrets do not open was handed out")
+		got, err := db.New(b.pool).NodeTaskGet(b.ctx, sent.ID)
+		require.NoError(t, err)
+		require.Equal(t, nodetask.StateDone, got.State)
+		var res nodeproto.Result
+		require.NoError(t, json.Unmarshal(got.Result, &res))
+		require.Contains(t, res.Error, "do not open")
+		require.NotContains(t, string(got.Result), "s3cr3t")
+		require.Nil(t, got.SecretsSealed)
+	})
+
+	t.Run("NoKeyNoTask", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.tasks.DispatchSecrets(b.ctx, "n1", b.run, nodeproto.KindApply, map[string]string{}, nil, secrets)
+		require.ErrorContains(t, err, "holds no secret key")
+	})
 }

@@ -27,7 +27,12 @@ type Remote struct {
 // answer of another shape than the step's fails the step with a sentence
 // rather than pass as an empty one.
 func (r *Remote) call(ctx context.Context, t *phase.Phases, kind string, payload any, digests []string, out any) error {
-	task, err := r.Tasks.Dispatch(ctx, r.Node, r.Run, kind, payload, digests)
+	return r.callSecrets(ctx, t, kind, payload, digests, nil, out)
+}
+
+// callSecrets is call for a step that hands its service secrets.
+func (r *Remote) callSecrets(ctx context.Context, t *phase.Phases, kind string, payload any, digests []string, secrets map[string]nodeproto.Secret, out any) error {
+	task, err := r.Tasks.DispatchSecrets(ctx, r.Node, r.Run, kind, payload, digests, secrets)
 	if err != nil {
 		return err
 	}
@@ -58,7 +63,14 @@ func (r *Remote) call(ctx context.Context, t *phase.Phases, kind string, payload
 // Apply implements services.Host.
 func (r *Remote) Apply(ctx context.Context, _ hoststep.Events, t *phase.Phases, req hoststep.ApplyRequest) (*hoststep.Applied, error) {
 	var a hoststep.Applied
-	if err := r.call(ctx, t, nodeproto.KindApply, req, []string{req.Manifest.ArtifactDigest}, &a); err != nil {
+	var secrets map[string]nodeproto.Secret
+	for k, v := range req.Secrets {
+		if secrets == nil {
+			secrets = make(map[string]nodeproto.Secret, len(req.Secrets))
+		}
+		secrets[k] = nodeproto.Secret{Ref: v.Ref.String(), Value: v.Value}
+	}
+	if err := r.callSecrets(ctx, t, nodeproto.KindApply, req, []string{req.Manifest.ArtifactDigest}, secrets, &a); err != nil {
 		return nil, err
 	}
 	if a.Probe == nil || a.Digest != req.Manifest.ArtifactDigest {

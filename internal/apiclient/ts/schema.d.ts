@@ -2050,6 +2050,10 @@ export interface components {
             payload: unknown;
             /** @description The run whose job waits on the step; the step's events go there. */
             runId: string;
+            /** @description The values of the secrets an apply step hands its service, by environment variable. Given once, with the claim; never part of the payload, and never kept once the step is over. */
+            secrets?: {
+                [key: string]: components["schemas"]["NodeTaskSecret"];
+            };
         };
         NodeTaskEvent: {
             data?: unknown;
@@ -2075,6 +2079,12 @@ export interface components {
             phases?: components["schemas"]["Phase"][];
             /** @description The step's answer; absent when it failed. */
             value?: unknown;
+        };
+        NodeTaskSecret: {
+            /** @description The reference as the unit writes it: name@version, or source/name@version for a secret of one source. */
+            ref: string;
+            /** @description The value's bytes. */
+            value: string;
         };
         NotificationDelivery: {
             /** Format: int32 */
