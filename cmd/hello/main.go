@@ -14,11 +14,16 @@
 //	HELLO_START_DELAY=5s   wait before listening (a slow start)
 //	HELLO_HEALTH=fail      /healthz answers 503
 //
+// HELLO_HASH_ENV=A,B names variables that hold secrets: GET / shows each
+// as "sha256:" and the hex SHA-256 of its value, never the value.
+//
 // A build with -ldflags "-X main.exitCode=3" exits like HELLO_EXIT_CODE=3.
 package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -79,6 +84,12 @@ func main() {
 		for _, kv := range os.Environ() {
 			k, v, _ := strings.Cut(kv, "=")
 			env[k] = v
+		}
+		for _, k := range strings.Split(os.Getenv("HELLO_HASH_ENV"), ",") {
+			if v, ok := env[k]; ok && k != "" {
+				sum := sha256.Sum256([]byte(v))
+				env[k] = "sha256:" + hex.EncodeToString(sum[:])
+			}
 		}
 		keys := make([]string, 0, len(env))
 		for k := range env {

@@ -14,7 +14,8 @@ import (
 
 // Execute takes one task's step on h, sending its events to ev, and says
 // what it did as the task's result. secrets are the values the task's claim
-// handed over, for an apply step's service.
+// handed over, for the service an apply (or a reprobe that starts it
+// again) runs.
 func Execute(ctx context.Context, h *hoststep.Host, kind string, payload json.RawMessage, secrets map[string]nodeproto.Secret, ev hoststep.Events) *nodeproto.Result {
 	res := &nodeproto.Result{}
 	var (
@@ -32,7 +33,9 @@ func Execute(ctx context.Context, h *hoststep.Host, kind string, payload json.Ra
 	case nodeproto.KindReprobe:
 		var req hoststep.ApplyRequest
 		if err = json.Unmarshal(payload, &req); err == nil {
-			val, err = h.Reprobe(ctx, ev, &res.Phases, req)
+			if req.Secrets, err = secretValues(secrets); err == nil {
+				val, err = h.Reprobe(ctx, ev, &res.Phases, req)
+			}
 		}
 	case nodeproto.KindStop:
 		var req nodeproto.StopRequest

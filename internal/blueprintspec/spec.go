@@ -101,6 +101,9 @@ func Parse(name string, content []byte) (*Spec, error) {
 	if svc.Node != "" {
 		return nil, fmt.Errorf(`has "spec.template.node" %q; a Blueprint's nodes come from its selector`, svc.Node)
 	}
+	if names := svc.SecretNames(); len(names) > 0 {
+		return nil, fmt.Errorf(`has a spec.template whose env names secret %s; a Blueprint's template does not take secrets yet, only a service does`, names[0])
+	}
 	s.Service = svc
 	if err := s.Selector.check(); err != nil {
 		return nil, err

@@ -55,14 +55,15 @@ func TestParse(t *testing.T) {
 		for spec, want := range map[string]string{
 			`{"selector": {"nodes": ["n1"]}}`: `no "spec.template"`,
 			`{` + tmpl + `}`:                  "0 ways to choose nodes",
-			`{` + tmpl + `, "selector": {"nodes": ["n1"], "matchLabels": {"a": "b"}}}`:                                  "2 ways to choose nodes",
-			`{` + tmpl + `, "selector": {"nodes": ["N 1"]}}`:                                                            "not a node name",
-			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "placementPolicy": "yolo"}`:                                  `"spec.placementPolicy" "yolo"`,
-			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "rolloutPolicy": "now"}`:                                     `"spec.rolloutPolicy" "now"`,
-			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "onProbeFailure": "x"}`:                                      `"spec.onProbeFailure" "x"`,
-			`{"template": {"runtime": "exec", "image": "latest"}, "selector": {"nodes": ["n1"]}}`:                       "not a digest pin",
-			`{"template": {"runtime": "exec", "image": "` + digest + `", "node": "n1"}, "selector": {"nodes": ["n1"]}}`: "come from its selector",
-			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "replicas": 3}`:                                              "unknown field",
+			`{` + tmpl + `, "selector": {"nodes": ["n1"], "matchLabels": {"a": "b"}}}`:                                                        "2 ways to choose nodes",
+			`{` + tmpl + `, "selector": {"nodes": ["N 1"]}}`:                                                                                  "not a node name",
+			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "placementPolicy": "yolo"}`:                                                        `"spec.placementPolicy" "yolo"`,
+			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "rolloutPolicy": "now"}`:                                                           `"spec.rolloutPolicy" "now"`,
+			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "onProbeFailure": "x"}`:                                                            `"spec.onProbeFailure" "x"`,
+			`{"template": {"runtime": "exec", "image": "latest"}, "selector": {"nodes": ["n1"]}}`:                                             "not a digest pin",
+			`{"template": {"runtime": "exec", "image": "` + digest + `", "node": "n1"}, "selector": {"nodes": ["n1"]}}`:                       "come from its selector",
+			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "replicas": 3}`:                                                                    "unknown field",
+			`{"template": {"runtime": "exec", "image": "` + digest + `", "env": {"DB": {"secretRef": "db"}}}, "selector": {"nodes": ["n1"]}}`: "does not take secrets yet",
 		} {
 			_, err := Parse("edge", unit(spec))
 			require.Error(t, err, spec)

@@ -153,6 +153,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 	if _, err := sec.SealAll(ctx); err != nil {
 		return nil, redact.Error(err)
 	}
+	svcs.Secrets = sec
 	workers := river.NewWorkers()
 	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, Blueprints: bps, Notify: ntf, TestActions: cfg.TestActions})
 	// Service actions have a queue of their own: services waiting for their

@@ -60,17 +60,22 @@ func (r *Remote) callSecrets(ctx context.Context, t *phase.Phases, kind string, 
 	return nil
 }
 
+// wireSecrets are the values of req's secrets as a task hands them over.
+func wireSecrets(req hoststep.ApplyRequest) map[string]nodeproto.Secret {
+	var out map[string]nodeproto.Secret
+	for k, v := range req.Secrets {
+		if out == nil {
+			out = make(map[string]nodeproto.Secret, len(req.Secrets))
+		}
+		out[k] = nodeproto.Secret{Ref: v.Ref.String(), Value: v.Value}
+	}
+	return out
+}
+
 // Apply implements services.Host.
 func (r *Remote) Apply(ctx context.Context, _ hoststep.Events, t *phase.Phases, req hoststep.ApplyRequest) (*hoststep.Applied, error) {
 	var a hoststep.Applied
-	var secrets map[string]nodeproto.Secret
-	for k, v := range req.Secrets {
-		if secrets == nil {
-			secrets = make(map[string]nodeproto.Secret, len(req.Secrets))
-		}
-		secrets[k] = nodeproto.Secret{Ref: v.Ref.String(), Value: v.Value}
-	}
-	if err := r.callSecrets(ctx, t, nodeproto.KindApply, req, []string{req.Manifest.ArtifactDigest}, secrets, &a); err != nil {
+	if err := r.callSecrets(ctx, t, nodeproto.KindApply, req, []string{req.Manifest.ArtifactDigest}, wireSecrets(req), &a); err != nil {
 		return nil, err
 	}
 	if a.Probe == nil || a.Digest != req.Manifest.ArtifactDigest {
@@ -82,7 +87,7 @@ func (r *Remote) Apply(ctx context.Context, _ hoststep.Events, t *phase.Phases, 
 // Reprobe implements services.Host.
 func (r *Remote) Reprobe(ctx context.Context, _ hoststep.Events, t *phase.Phases, req hoststep.ApplyRequest) (*hoststep.Reprobed, error) {
 	var a hoststep.Reprobed
-	if err := r.call(ctx, t, nodeproto.KindReprobe, req, []string{req.Manifest.ArtifactDigest}, &a); err != nil {
+	if err := r.callSecrets(ctx, t, nodeproto.KindReprobe, req, []string{req.Manifest.ArtifactDigest}, wireSecrets(req), &a); err != nil {
 		return nil, err
 	}
 	if a.Applied == nil || a.Applied.Probe == nil {

@@ -182,7 +182,7 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	if err != nil {
 		return out, err
 	}
-	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, h, p, t, res, spec, name, "a deploy", servicespec.OnProbeFailureRollback)
+	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, h, p, t, res, u, spec, name, "a deploy", servicespec.OnProbeFailureRollback)
 	if err := unknownStep(applyErr, action, name, res.Node); err != nil {
 		return out, err
 	}
@@ -238,8 +238,8 @@ func lastProbe(res *Result) *ProbeReport {
 // that still runs is probed again as it is, not restarted: a slow start
 // gets the time it needs. One that exited is started again first. It
 // reports whether the second probe passed.
-func (s *Service) retryOnce(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, res *Result, spec *servicespec.Spec, name string) bool {
-	r, err := h.Reprobe(ctx, p, t, applyRequest(spec, name, ""))
+func (s *Service) retryOnce(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, res *Result, req hoststep.ApplyRequest) bool {
+	r, err := h.Reprobe(ctx, p, t, req)
 	switch {
 	case err != nil:
 		p.Error(ctx, "retry-once: "+err.Error(), nil)
@@ -360,13 +360,20 @@ func (s *Service) restore(ctx context.Context, h Host, p *journal.Progress, t *j
 		// The probe is the one Git holds now, after the revert.
 		var pr *servicespec.Probe
 		timeout := servicespec.DefaultProbeTimeoutSec
-		if _, spec, err := getTx(ctx, db.New(s.Pool), name); err == nil {
+		var values map[string]hoststep.SecretValue
+		var secretErr error
+		if u, spec, err := getTx(ctx, db.New(s.Pool), name); err == nil {
 			pr, timeout = spec.Probe, spec.ProbeTimeoutSec()
+			values, secretErr = s.restoreSecrets(ctx, u, prev)
 		}
-		restored, err := h.Apply(ctx, p, t, hoststep.ApplyRequest{
-			Manifest: render.Manifest{Service: name, ArtifactDigest: digest}, Restore: prev,
-			Probe: pr, ProbeTimeoutSec: timeout, Label: "restore-",
-		})
+		var restored *hoststep.Applied
+		err := secretErr
+		if err == nil {
+			restored, err = h.Apply(ctx, p, t, hoststep.ApplyRequest{
+				Manifest: render.Manifest{Service: name, ArtifactDigest: digest}, Restore: prev,
+				Probe: pr, ProbeTimeoutSec: timeout, Label: "restore-", Secrets: values,
+			})
+		}
 		res.Restored = restored
 		switch {
 		case err != nil:
@@ -423,7 +430,7 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 	if err != nil {
 		return out, err
 	}
-	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, h, p, t, res, spec, name, "a converge", servicespec.OnProbeFailureStop)
+	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, h, p, t, res, u, spec, name, "a converge", servicespec.OnProbeFailureStop)
 	if err := unknownStep(applyErr, ActionConverge, name, res.Node); err != nil {
 		return out, err
 	}
@@ -510,14 +517,18 @@ func ApplyRequest(spec *servicespec.Spec, name, label string) hoststep.ApplyRequ
 // probes once more when the probe failed. It returns what runs, the policy
 // that now decides a failure (the action's fallback when the retry failed
 // too) and whether a retry was made.
-func (s *Service) applyUnderPolicy(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, res *Result, spec *servicespec.Spec, name, what, fallback string) (*Applied, string, bool, error) {
-	applied, applyErr := h.Apply(ctx, p, t, applyRequest(spec, name, ""))
+func (s *Service) applyUnderPolicy(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, res *Result, u *db.Unit, spec *servicespec.Spec, name, what, fallback string) (*Applied, string, bool, error) {
+	req, err := s.withSecrets(ctx, p, u, spec, applyRequest(spec, name, ""))
+	if err != nil {
+		return nil, res.OnProbeFailure, false, err
+	}
+	applied, applyErr := h.Apply(ctx, p, t, req)
 	res.Applied = applied
 	policy := res.OnProbeFailure
 	if applyErr != nil || applied.Probe.OK || policy != servicespec.OnProbeFailureRetryOnce || ctx.Err() != nil {
 		return applied, policy, false, applyErr
 	}
-	if s.retryOnce(ctx, h, p, t, res, spec, name) {
+	if s.retryOnce(ctx, h, p, t, res, req) {
 		return res.Retry, policy, true, nil
 	}
 	p.Warn(ctx, fmt.Sprintf("the retry failed too; under retry-once, %s falls back to its default, %s", what, fallback), nil)

@@ -34,6 +34,7 @@ import (
 	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	"sluice/internal/secrets"
 	"sluice/internal/servicespec"
 	"sluice/internal/source"
 )
@@ -118,6 +119,9 @@ type Service struct {
 	NodeSilence time.Duration
 	Redactor    *redact.Redactor
 	Logger      *slog.Logger
+	// Secrets opens the secrets a service's environment names; nil: a
+	// service that names one fails its actions with a sentence.
+	Secrets *secrets.Service
 	// Wait is how long an action waits before it looks again for its turn
 	// in its service's queue. Default 250 ms.
 	Wait time.Duration

@@ -1,0 +1,94 @@
+package services
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"sluice/db"
+	"sluice/internal/errs"
+	"sluice/internal/hoststep"
+	"sluice/internal/journal"
+	"sluice/internal/render"
+	"sluice/internal/servicespec"
+)
+
+// withSecrets puts the secrets spec's environment names into req, as a unit
+// of u's source sees them (its own, else the global one): each reference,
+// at the version that is current, in the manifest (and so in the unit a
+// receipt keeps), and its value beside it, for the host step alone. The
+// run's event names each variable's secret and version, never a value.
+func (s *Service) withSecrets(ctx context.Context, p *journal.Progress, u *db.Unit, spec *servicespec.Spec, req hoststep.ApplyRequest) (hoststep.ApplyRequest, error) {
+	env := spec.SecretEnv()
+	if len(env) == 0 {
+		return req, nil
+	}
+	values, err := s.resolveSecrets(ctx, u, env)
+	if err != nil {
+		return req, err
+	}
+	req.Manifest.Secrets = make(map[string]render.SecretRef, len(values))
+	for k, v := range values {
+		req.Manifest.Secrets[k] = v.Ref
+	}
+	req.Secrets = values
+	p.Info(ctx, "secrets for the environment: "+secretsLine(values), map[string]any{"secrets": secretsData(values)})
+	return req, nil
+}
+
+// restoreSecrets hands a restored unit the values of the secrets it names,
+// as they are now: the host step refuses a unit that names a version that
+// is no longer current, rather than bring a rotated value back.
+func (s *Service) restoreSecrets(ctx context.Context, u *db.Unit, prev []byte) (map[string]hoststep.SecretValue, error) {
+	m, err := render.Parse(prev)
+	if err != nil || len(m.Secrets) == 0 {
+		return nil, nil // not an exec unit, or one without secrets
+	}
+	env := make(map[string]string, len(m.Secrets))
+	for k, ref := range m.Secrets {
+		env[k] = ref.Name
+	}
+	return s.resolveSecrets(ctx, u, env)
+}
+
+// resolveSecrets opens the secrets env names (variable → secret), each once.
+func (s *Service) resolveSecrets(ctx context.Context, u *db.Unit, env map[string]string) (map[string]hoststep.SecretValue, error) {
+	if s.Secrets == nil {
+		return nil, errs.Errorf(errs.Unavailable, "Service %s takes secrets in its environment, and this process keeps no secrets; run it under serve or worker.", u.Name)
+	}
+	byName := map[string]hoststep.SecretValue{}
+	out := make(map[string]hoststep.SecretValue, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		name := env[k]
+		v, ok := byName[name]
+		if !ok {
+			ref, value, err := s.Secrets.Resolve(ctx, s.Pool, u.SourceID, name)
+			if err != nil {
+				return nil, errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Unavailable), "Variable %s of service %s takes secret %s, which does not resolve: %s", k, u.Name, name, err)
+			}
+			v = hoststep.SecretValue{Ref: render.SecretRef{Scope: ref.Scope, Name: ref.Name, Version: int(ref.Version)}, Value: value}
+			byName[name] = v
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func secretsLine(values map[string]hoststep.SecretValue) string {
+	parts := make([]string, 0, len(values))
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		parts = append(parts, fmt.Sprintf("%s from %s", k, values[k].Ref))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func secretsData(values map[string]hoststep.SecretValue) map[string]string {
+	out := make(map[string]string, len(values))
+	for k, v := range values {
+		out[k] = v.Ref.String()
+	}
+	return out
+}

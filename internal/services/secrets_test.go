@@ -1,0 +1,114 @@
+package services_test
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/journal"
+	"sluice/internal/secretbox"
+	"sluice/internal/secrets"
+)
+
+func TestSecrets(t *testing.T) {
+	t.Parallel()
+
+	b := setup(t, setupOpts{})
+	key, err := secretbox.NewKey()
+	require.NoError(t, err)
+	box, err := secretbox.New(secretbox.Opts{Key: key})
+	require.NoError(t, err)
+	sec := &secrets.Service{DB: b.pool, Journal: b.journal, Box: box, Redactor: b.redactor}
+	b.svc.Secrets = sec
+
+	// Values unique to this test, with what a naive format breaks on.
+	first := []byte("s3cr3t-one-\n$HOME %s 'q' \"dq\" \\ end")
+	second := []byte("s3cr3t-two-\xff\xfe rotated")
+	hash := func(v []byte) string {
+		sum := sha256.Sum256(v)
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+	set := func(v []byte) {
+		t.Helper()
+		_, _, err := sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: v, By: "alice"})
+		require.NoError(t, err)
+	}
+	converge := func() (string, string, error) {
+		t.Helper()
+		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		run := b.wait(t, res.Run.ID)
+		var runErr error
+		if run.State != journal.StateSucceeded {
+			runErr = errorOf(run.Error)
+		}
+		return run.State, b.events(t, run.ID), runErr
+	}
+	content := strings.Replace(b.unitJSON(b.digest("v1"), nil, 20), `"env": null`,
+		`"env": {"HELLO_HASH_ENV": "DB_PASSWORD", "DB_PASSWORD": {"secretRef": "db-password"}}`, 1)
+
+	set(first)
+	b.Commit(t, "add hello, with its password a secret", map[string]string{"services/hello.json": content})
+	b.sync(t)
+	state, events, err := converge()
+	require.Equal(t, journal.StateSucceeded, state, "%v\n%s", err, events)
+	require.Equal(t, hash(first), b.hello(t).Env["DB_PASSWORD"], "the process runs without the secret's value")
+	require.Contains(t, events, "secrets for the environment: DB_PASSWORD from db-password@1")
+	require.Contains(t, b.unitText(t), `Secret=DB_PASSWORD="db-password@1"`)
+
+	// Rotated: the next converge hands the process the new value.
+	set(second)
+	state, events, err = converge()
+	require.Equal(t, journal.StateSucceeded, state, "%v\n%s", err, events)
+	require.Equal(t, hash(second), b.hello(t).Env["DB_PASSWORD"])
+	require.Contains(t, b.unitText(t), `Secret=DB_PASSWORD="db-password@2"`)
+
+	// Deleted: a converge refuses with a sentence, and what runs stays.
+	_, _, err = sec.Delete(b.ctx, "db-password", "", "alice")
+	require.NoError(t, err)
+	state, events, err = converge()
+	require.Equal(t, journal.StateFailed, state, events)
+	require.ErrorContains(t, err, "Variable DB_PASSWORD of service hello takes secret db-password, which does not resolve: No secret db-password is set")
+	require.Equal(t, hash(second), b.hello(t).Env["DB_PASSWORD"], "a refused converge touched what runs")
+
+	// No value, in any form, in the journal, River or the node tasks.
+	var dump strings.Builder
+	for _, q := range []string{
+		`SELECT coalesce(string_agg(to_jsonb(r)::text, E'\n'), '') FROM journal_run r`,
+		`SELECT coalesce(string_agg(to_jsonb(e)::text, E'\n'), '') FROM journal_event e`,
+		`SELECT coalesce(string_agg(to_jsonb(j)::text, E'\n'), '') FROM river_job j`,
+		`SELECT coalesce(string_agg(to_jsonb(n)::text, E'\n'), '') FROM node_task n`,
+		`SELECT coalesce(string_agg(to_jsonb(u)::text, E'\n'), '') FROM unit u`,
+	} {
+		var text string
+		require.NoError(t, b.pool.QueryRow(b.ctx, q).Scan(&text))
+		dump.WriteString(text)
+	}
+	require.Contains(t, dump.String(), "db-password@2", "the scan reads nothing")
+	for _, v := range [][]byte{first, second} {
+		for _, form := range []string{string(v[:11]), base64.StdEncoding.EncodeToString(v), hex.EncodeToString(v)} {
+			require.NotContains(t, dump.String(), form)
+		}
+	}
+}
+
+// errorOf is a run's error as an error.
+func errorOf(msg *string) error {
+	if msg == nil {
+		return errors.New("(no error)")
+	}
+	return errors.New(*msg)
+}
+
+// unitText is hello's unit as it is on the host.
+func (b *testBundle) unitText(t *testing.T) string {
+	t.Helper()
+	text, err := b.exec.UnitText(b.ctx, "hello")
+	require.NoError(t, err)
+	return string(text)
+}
