@@ -219,6 +219,13 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, args Drif
 	if d.PinnedDigest != d.AppliedDigest {
 		found(ClassSource, fmt.Sprintf("Git pins %s; what was applied is %s.", d.PinnedDigest, d.AppliedDigest), fmt.Sprintf("Run %s applied %s.", run.ID, d.AppliedDigest))
 	}
+	rotated, err := s.rotatedSecrets(ctx, u, last.Rendered)
+	if err != nil {
+		return out, err
+	}
+	for _, f := range rotated {
+		found(ClassSource, f.Fact, fmt.Sprintf("Run %s %s", run.ID, f.Proof))
+	}
 
 	nodeName := deref(u.RunningNode)
 	if nodeName == "" {

@@ -92,3 +92,45 @@ func secretsData(values map[string]hoststep.SecretValue) map[string]string {
 	}
 	return out
 }
+
+// rotatedSecrets compares the secrets a unit that ran names (its text, as
+// a receipt keeps it) with the secrets as they are now: each one rotated,
+// deleted, or shadowed by a source's own since is a finding, worded for a
+// drift check ("Secret db-password was rotated." and "applied version 1;
+// version 2 is current.").
+func (s *Service) rotatedSecrets(ctx context.Context, u *db.Unit, rendered string) ([]DriftFinding, error) {
+	m, err := render.Parse([]byte(rendered))
+	if err != nil || len(m.Secrets) == 0 || s.Secrets == nil {
+		return nil, nil // not an exec unit, or one without secrets
+	}
+	names := make([]string, 0, len(m.Secrets))
+	for _, ref := range m.Secrets {
+		names = append(names, ref.Name)
+	}
+	now, err := s.Secrets.LookupAll(ctx, s.Pool, u.SourceID, names)
+	if err != nil {
+		return nil, err
+	}
+	var out []DriftFinding
+	seen := map[render.SecretRef]bool{}
+	for _, k := range slices.Sorted(maps.Keys(m.Secrets)) {
+		ran := m.Secrets[k]
+		if seen[ran] {
+			continue
+		}
+		seen[ran] = true
+		cur, ok := now[ran.Name]
+		switch {
+		case !ok:
+			out = append(out, DriftFinding{Fact: fmt.Sprintf("Secret %s was deleted.", ran.Name),
+				Proof: fmt.Sprintf("applied %s; the next action fails until the secret is set again.", ran)})
+		case cur.Scope != ran.Scope:
+			out = append(out, DriftFinding{Fact: fmt.Sprintf("Secret %s now resolves to another scope's.", ran.Name),
+				Proof: fmt.Sprintf("applied %s; a unit of this source now sees %s.", ran, render.SecretRef{Scope: cur.Scope, Name: cur.Name, Version: int(cur.Version)})})
+		case int(cur.Version) != ran.Version:
+			out = append(out, DriftFinding{Fact: fmt.Sprintf("Secret %s was rotated.", ran.Name),
+				Proof: fmt.Sprintf("applied version %d; version %d is current.", ran.Version, cur.Version)})
+		}
+	}
+	return out, nil
+}

@@ -13,6 +13,7 @@ import (
 	"sluice/internal/journal"
 	"sluice/internal/secretbox"
 	"sluice/internal/secrets"
+	"sluice/internal/services"
 )
 
 func TestSecrets(t *testing.T) {
@@ -61,8 +62,17 @@ func TestSecrets(t *testing.T) {
 	require.Contains(t, events, "secrets for the environment: DB_PASSWORD from db-password@1")
 	require.Contains(t, b.unitText(t), `Secret=DB_PASSWORD="db-password@1"`)
 
-	// Rotated: the next converge hands the process the new value.
+	_, d := b.driftCheck(t)
+	require.Empty(t, d.Drift, "%+v", d.Findings)
+
+	// Rotated: a drift check says so, and the next converge hands the
+	// process the new value.
 	set(second)
+	_, d = b.driftCheck(t)
+	require.Len(t, d.Drift, 1, "%+v", d.Findings)
+	require.Equal(t, services.ClassSource, d.Drift[0].Class)
+	require.Equal(t, "Secret db-password was rotated.", d.Drift[0].Fact)
+	require.Contains(t, d.Drift[0].Proof, "applied version 1; version 2 is current.")
 	state, events, err = converge()
 	require.Equal(t, journal.StateSucceeded, state, "%v\n%s", err, events)
 	require.Equal(t, hash(second), b.hello(t).Env["DB_PASSWORD"])
@@ -75,6 +85,9 @@ func TestSecrets(t *testing.T) {
 	require.Equal(t, journal.StateFailed, state, events)
 	require.ErrorContains(t, err, "Variable DB_PASSWORD of service hello takes secret db-password, which does not resolve: No secret db-password is set")
 	require.Equal(t, hash(second), b.hello(t).Env["DB_PASSWORD"], "a refused converge touched what runs")
+	_, d = b.driftCheck(t)
+	require.Len(t, d.Drift, 1, "%+v", d.Findings)
+	require.Equal(t, "Secret db-password was deleted.", d.Drift[0].Fact)
 
 	// No value, in any form, in the journal, River or the node tasks.
 	var dump strings.Builder
