@@ -3,17 +3,16 @@
 # prints the phase's wall and CPU time when it ends (and logs them to
 # $SLUICE_PHASE_LOG, from which .ci/run prints a table).
 #
-# In line: tools, fmt, build, tests (go test vets each package before it
-# runs its tests: see GOTEST_FLAGS in the Makefile). Two strands run beside
-# them, because the tests mostly wait (on processes starting, probes, timeouts) and leave
+# In line: tools, vet, build, tests. Two strands run beside them, because
+# the tests mostly wait (on processes starting, probes, timeouts) and leave
 # a CPU idle for minutes:
 # - browser: Chromium for the console's browser test, mostly a download.
 #   The tests wait for it.
 # - generated: the generators' build (sqlc's is the largest single build of
 #   the run), the generated-code check and the contract check, at a lower
 #   priority (nice 10: about a tenth of the CPU while the line wants both),
-#   so that they mostly take the CPU the line leaves and slow neither the
-#   build nor timing-sensitive tests much.
+#   so that they mostly take the CPU the line leaves and slow neither vet,
+#   nor the build, nor timing-sensitive tests much.
 # A strand's output is printed when it is waited for. Every strand is
 # waited for, also after a failure, so that none outlives make test and
 # every failure is reported; the first failure's status is make test's.
@@ -50,7 +49,7 @@ browser=$!
 strand generated nice -n 10 $make test-generated
 generated=$!
 
-scripts/phase.sh fmt $make fmt || fail $?
+scripts/phase.sh vet $make vet || fail $?
 [ "$status" -ne 0 ] || scripts/phase.sh build $make build || fail $?
 join browser "$browser" || fail $?
 [ "$status" -ne 0 ] || scripts/phase.sh tests $make test-go || fail $?
