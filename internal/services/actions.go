@@ -122,6 +122,11 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	if err := s.requireArtifact(ctx, target); err != nil {
 		return out, err
 	}
+	// A secret the service cannot get would fail the apply after the pin
+	// was pushed (and then reverted): find it first.
+	if err := s.checkSecrets(ctx, u, spec); err != nil {
+		return out, err
+	}
 	if err := pinAllowedTx(ctx, db.New(s.Pool), u, name); err != nil {
 		return out, err
 	}

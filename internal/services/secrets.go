@@ -54,10 +54,36 @@ func (s *Service) restoreSecrets(ctx context.Context, u *db.Unit, prev []byte) (
 	return s.resolveSecrets(ctx, u, env)
 }
 
+// checkSecrets says, without opening a value, whether every secret spec's
+// environment names resolves for a unit of u's source.
+func (s *Service) checkSecrets(ctx context.Context, u *db.Unit, spec *servicespec.Spec) error {
+	env := spec.SecretEnv()
+	if len(env) == 0 {
+		return nil
+	}
+	if s.Secrets == nil {
+		return noSecrets(u.Name)
+	}
+	found, err := s.Secrets.LookupAll(ctx, s.Pool, u.SourceID, spec.SecretNames())
+	if err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if _, ok := found[env[k]]; !ok {
+			_, err := s.Secrets.Lookup(ctx, s.Pool, u.SourceID, env[k])
+			if err == nil {
+				continue // set since
+			}
+			return errs.Errorf(cmp.Or(errs.CodeOf(err), errs.NotFound), "Variable %s of service %s takes secret %s, which does not resolve: %s Nothing was committed or restarted.", k, u.Name, env[k], err)
+		}
+	}
+	return nil
+}
+
 // resolveSecrets opens the secrets env names (variable → secret), each once.
 func (s *Service) resolveSecrets(ctx context.Context, u *db.Unit, env map[string]string) (map[string]hoststep.SecretValue, error) {
 	if s.Secrets == nil {
-		return nil, errs.Errorf(errs.Unavailable, "Service %s takes secrets in its environment, and this process keeps no secrets; run it under serve or worker.", u.Name)
+		return nil, noSecrets(u.Name)
 	}
 	byName := map[string]hoststep.SecretValue{}
 	out := make(map[string]hoststep.SecretValue, len(env))
@@ -133,4 +159,8 @@ func (s *Service) rotatedSecrets(ctx context.Context, u *db.Unit, rendered strin
 		}
 	}
 	return out, nil
+}
+
+func noSecrets(service string) error {
+	return errs.Errorf(errs.Unavailable, "Service %s takes secrets in its environment, and this process keeps no secrets; run it under serve or worker.", service)
 }

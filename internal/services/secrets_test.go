@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"sluice/internal/gittest"
 	"sluice/internal/journal"
 	"sluice/internal/secretbox"
 	"sluice/internal/secrets"
@@ -88,6 +89,16 @@ func TestSecrets(t *testing.T) {
 	_, d = b.driftCheck(t)
 	require.Len(t, d.Drift, 1, "%+v", d.Findings)
 	require.Equal(t, "Secret db-password was deleted.", d.Drift[0].Fact)
+
+	// A deploy finds it before it pushes a pin.
+	head := gittest.Git(t, b.Bare, "rev-parse", "main")
+	dep, err := b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice")
+	require.NoError(t, err)
+	run := b.wait(t, dep.Run.ID)
+	require.Equal(t, journal.StateFailed, run.State)
+	require.Contains(t, *run.Error, "takes secret db-password, which does not resolve: No secret db-password is set")
+	require.Contains(t, *run.Error, "Nothing was committed or restarted.")
+	require.Equal(t, head, gittest.Git(t, b.Bare, "rev-parse", "main"), "a deploy that cannot run pushed a pin")
 
 	// No value, in any form, in the journal, River or the node tasks.
 	var dump strings.Builder
