@@ -76,10 +76,11 @@ func notificationsBadInput(stderr io.Writer, sub, usage, msg string) error {
 	return exitError{2}
 }
 
-// notificationsFlags is a subcommand's flag set; its usage is the line
-// that names the subcommand's arguments, then its flags.
-func notificationsFlags(sub, usage string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("notifications "+sub, flag.ContinueOnError)
+// subcommandFlags is the flag set of subcommand sub of command cmd (such
+// as notifications add); its usage is the line that names the
+// subcommand's arguments, then its flags.
+func subcommandFlags(cmd, sub, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(cmd+" "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: sluice %s\n", usage)
@@ -88,10 +89,12 @@ func notificationsFlags(sub, usage string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseNotificationsArgs is parseArgs with bad input exiting 2: the flag
+// parseSubcommandArgs is parseArgs with bad input exiting 2: the flag
 // package has printed its error and the usage already; a wrong count of
-// arguments prints the usage here. -h stays flag.ErrHelp (exit 0).
-func parseNotificationsArgs(fs *flag.FlagSet, args []string, n int, usage string, stderr io.Writer) ([]string, error) {
+// arguments prints the usage here. -h stays flag.ErrHelp (exit 0). No
+// message repeats an argument: one given where none is expected may be a
+// secret typed on the command line by mistake.
+func parseSubcommandArgs(fs *flag.FlagSet, args []string, n int, usage string, stderr io.Writer) ([]string, error) {
 	got, err := parseArgs(fs, args, n, usage)
 	switch {
 	case err == nil:
@@ -151,9 +154,9 @@ func (l *listFlag) Set(v string) error {
 
 func notificationsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "notifications list [--json]"
-	fs := notificationsFlags("list", usage, stderr)
+	fs := subcommandFlags("notifications", "list", usage, stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parseNotificationsArgs(fs, args, 0, usage, stderr); err != nil {
+	if _, err := parseSubcommandArgs(fs, args, 0, usage, stderr); err != nil {
 		return err
 	}
 	client, err := newClient()
@@ -195,7 +198,7 @@ func notificationsAdd(ctx context.Context, args []string, stdout, stderr io.Writ
 		return notificationsBadInput(stderr, "add", usage, "a secret is never taken as a flag's value: shell history and ps would keep it. "+
 			"Put it in a file and give --secret-file FILE, or pipe it to --secret-stdin.")
 	}
-	fs := notificationsFlags("add", usage, stderr)
+	fs := subcommandFlags("notifications", "add", usage, stderr)
 	kind := fs.String("kind", "", "http (a JSON POST signed with the secret) or slack (a Slack-compatible incoming webhook)")
 	targetURL := fs.String("url", "", "where to send: an http or https URL; shown back as its scheme and host only. "+
 		"Shell history and ps keep it: for a Slack webhook URL, a credential, use --url-file or --url-stdin")
@@ -206,7 +209,7 @@ func notificationsAdd(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.Var(&events, "event", "an event to take; repeat it, or give a comma list (default all)")
 	secretFile := fs.String("secret-file", "", "read an http target's secret (16 to 256 bytes) from this file; one trailing newline is dropped")
 	secretStdin := fs.Bool("secret-stdin", false, "read an http target's secret from stdin; one trailing newline is dropped")
-	got, err := parseNotificationsArgs(fs, args, 1, usage, stderr)
+	got, err := parseSubcommandArgs(fs, args, 1, usage, stderr)
 	if err != nil {
 		return err
 	}
@@ -371,8 +374,8 @@ func printTarget(w io.Writer, t *apiclient.NotificationTarget) {
 
 func notificationsDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "notifications delete NAME"
-	fs := notificationsFlags("delete", usage, stderr)
-	got, err := parseNotificationsArgs(fs, args, 1, usage, stderr)
+	fs := subcommandFlags("notifications", "delete", usage, stderr)
+	got, err := parseSubcommandArgs(fs, args, 1, usage, stderr)
 	if err != nil {
 		return err
 	}
@@ -393,9 +396,9 @@ func notificationsDelete(ctx context.Context, args []string, stdout, stderr io.W
 
 func notificationsTest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "notifications test NAME [--detach]"
-	fs := notificationsFlags("test", usage, stderr)
+	fs := subcommandFlags("notifications", "test", usage, stderr)
 	detach := fs.Bool("detach", false, "print the receipt and the delivery and return, instead of following the delivery to its end")
-	got, err := parseNotificationsArgs(fs, args, 1, usage, stderr)
+	got, err := parseSubcommandArgs(fs, args, 1, usage, stderr)
 	if err != nil {
 		return err
 	}
@@ -470,9 +473,9 @@ func deliveryOutcome(state string, d *apiclient.NotificationDelivery) error {
 
 func notificationsDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "notifications deliveries RUN_ID [--json]"
-	fs := notificationsFlags("deliveries", usage, stderr)
+	fs := subcommandFlags("notifications", "deliveries", usage, stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	got, err := parseNotificationsArgs(fs, args, 1, usage, stderr)
+	got, err := parseSubcommandArgs(fs, args, 1, usage, stderr)
 	if err != nil {
 		return err
 	}

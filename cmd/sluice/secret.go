@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -50,41 +48,12 @@ func runSecret(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return exitError{2}
 }
 
-// secretFlags is a subcommand's flag set; its usage is the line that names
-// the subcommand's arguments, then its flags.
-func secretFlags(sub, usage string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("secret "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: sluice %s\n", usage)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseSecretArgs is parseArgs with bad input exiting 2. No message repeats
-// an argument: one given where none is expected may be a value typed on
-// the command line by mistake.
-func parseSecretArgs(fs *flag.FlagSet, args []string, n int, usage string, stderr io.Writer) ([]string, error) {
-	got, err := parseArgs(fs, args, n, usage)
-	switch {
-	case err == nil:
-		return got, nil
-	case errors.Is(err, flag.ErrHelp):
-		return nil, err
-	case countError(err):
-		fmt.Fprintf(stderr, "sluice %s: %s\n", fs.Name(), argCountText(n))
-		fs.Usage()
-	}
-	return nil, exitError{2}
-}
-
 func secretSet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "secret set NAME [--source SOURCE] --from-file FILE"
-	fs := secretFlags("set", usage, stderr)
+	fs := subcommandFlags("secret", "set", usage, stderr)
 	source := fs.String("source", "", "the source (name or id) whose units alone see it; default global")
 	file := fs.String("from-file", "", "read the value from this file, its bytes exactly; - reads stdin")
-	got, err := parseSecretArgs(fs, args, 1, usage, stderr)
+	got, err := parseSubcommandArgs(fs, args, 1, usage, stderr)
 	if err != nil {
 		return err
 	}
@@ -163,9 +132,9 @@ func secretScope(source *string) string {
 
 func secretList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "secret list [--json]"
-	fs := secretFlags("list", usage, stderr)
+	fs := subcommandFlags("secret", "list", usage, stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parseSecretArgs(fs, args, 0, usage, stderr); err != nil {
+	if _, err := parseSubcommandArgs(fs, args, 0, usage, stderr); err != nil {
 		return err
 	}
 	client, err := newClient()
@@ -203,9 +172,9 @@ func secretList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 func secretRm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "secret rm NAME [--source SOURCE]"
-	fs := secretFlags("rm", usage, stderr)
+	fs := subcommandFlags("secret", "rm", usage, stderr)
 	source := fs.String("source", "", "the source (name, or id for a deleted one) whose secret it is; default the global one")
-	got, err := parseSecretArgs(fs, args, 1, usage, stderr)
+	got, err := parseSubcommandArgs(fs, args, 1, usage, stderr)
 	if err != nil {
 		return err
 	}
