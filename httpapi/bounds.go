@@ -179,6 +179,10 @@ func readBody(ctx huma.Context, op *huma.Operation) (body []byte, replay io.Read
 	if err != nil {
 		return nil, io.MultiReader(bytes.NewReader(buf), errReader{err})
 	}
+	// The body is read: the deadline's work is done. Left on the
+	// connection, it would cancel the request when the checks and the
+	// decoding of a large body outlast it (see liftableDeadline).
+	_ = ctx.SetReadDeadline(time.Time{})
 	if op.MaxBodyBytes > 0 && int64(len(buf)) >= op.MaxBodyBytes {
 		return nil, bytes.NewReader(buf)
 	}
@@ -203,6 +207,11 @@ type bodyContext struct {
 }
 
 func (c *bodyContext) BodyReader() io.Reader { return c.body }
+
+// SetReadDeadline is a no-op: the body was read from the connection
+// already, and Huma's deadline for reading it again from memory would only
+// stay on the connection and cut the request short.
+func (c *bodyContext) SetReadDeadline(time.Time) error { return nil }
 
 // Unwrap lets humago.Unwrap reach the request.
 func (c *bodyContext) Unwrap() huma.Context { return c.humaContext }
