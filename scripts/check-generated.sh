@@ -64,9 +64,18 @@ else
   fi
 fi
 # The console: type-checked against the committed API types, then rebuilt
-# with the locked packages and compared with internal/console/dist.
+# with the locked packages and compared with internal/console/dist. It is
+# built in a copy of its sources (beside the API types it imports), since
+# npm ci first deletes node_modules: in internal/console itself it would
+# pull playwright-core from under the browser test that make test runs at
+# the same time.
 if command -v npm >/dev/null 2>&1; then
-  (cd internal/console && npm ci --no-audit --no-fund --loglevel=error >/dev/null &&
+  tree=$tmp/tree
+  mkdir -p "$tree/internal/console" "$tree/internal/apiclient/ts"
+  cp -R internal/console/package.json internal/console/package-lock.json internal/console/tsconfig.json \
+    internal/console/build.mjs internal/console/src "$tree/internal/console/"
+  cp internal/apiclient/ts/schema.d.ts "$tree/internal/apiclient/ts/"
+  (cd "$tree/internal/console" && npm ci --no-audit --no-fund --loglevel=error >/dev/null &&
     npx --no-install tsc --noEmit -p . && node build.mjs "$tmp/console")
   if ! diff -rq internal/console/dist "$tmp/console" >&2; then
     echo "internal/console/dist is stale; run 'make console'" >&2
