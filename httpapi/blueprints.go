@@ -120,11 +120,7 @@ func registerBlueprints(api huma.API, d Deps) {
 			if err != nil {
 				return nil, err
 			}
-			v, err := d.Blueprints.Get(ctx, in.Name)
-			if err != nil {
-				return nil, err
-			}
-			return &placementApprovedOutput{Body: PlacementApproved{Blueprint: blueprintViewOut(v), JournalID: a.Run.ID}}, nil
+			return &placementApprovedOutput{Body: PlacementApproved{Blueprint: blueprintViewOut(a.View), JournalID: a.Run.ID}}, nil
 		})
 
 	register(api, d, op("authorize-rollout", http.MethodPost, "/blueprints/{name}/rollout/authorize",
@@ -140,12 +136,8 @@ func registerBlueprints(api huma.API, d Deps) {
 			if err != nil {
 				return nil, err
 			}
-			v, err := d.Blueprints.Get(ctx, in.Name)
-			if err != nil {
-				return nil, err
-			}
 			out := &rolloutAuthorizedOutput{}
-			out.Body.Blueprint, out.Body.Rollout, out.Body.Existing = blueprintViewOut(v), a.Rollout.ID, a.Existing
+			out.Body.Blueprint, out.Body.Rollout, out.Body.Existing = blueprintViewOut(a.View), a.Rollout.ID, a.Existing
 			out.Body.JournalID = a.Rollout.RunID
 			return out, nil
 		})

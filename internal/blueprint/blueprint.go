@@ -215,17 +215,27 @@ func lock(ctx context.Context, q *db.Queries, u *db.Unit) error {
 type Approved struct {
 	Placement *db.BlueprintPlacement
 	Run       *db.JournalRun
+	// View is the Blueprint as it reads after the approval committed.
+	View *BlueprintView
 }
 
 // Approve approves name's plan as an operator, by its fingerprint: the plan
 // must still be the one the operator saw.
 //
 // Identical approvals that reach this process together share one attempt,
-// and its answer: a storm of clicks on one plan makes one approval, and no
-// click waits behind more than the one in flight.
+// and its answer, the Blueprint's view after it included: a storm of clicks
+// on one plan makes one approval and one read, and no click waits behind
+// more than the one in flight.
 func (s *Service) Approve(ctx context.Context, name, fingerprint, by string) (*Approved, error) {
 	return shared(ctx, &s.approvals, name+"\x00"+fingerprint+"\x00"+by, func(ctx context.Context) (*Approved, error) {
-		return s.approve(ctx, name, fingerprint, by)
+		a, err := s.approve(ctx, name, fingerprint, by)
+		if err != nil {
+			return nil, err
+		}
+		if a.View, err = s.Get(ctx, name); err != nil {
+			return nil, err
+		}
+		return a, nil
 	})
 }
 

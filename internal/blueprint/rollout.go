@@ -65,6 +65,8 @@ type Authorized struct {
 	// Existing is true when the binding was authorized already: the same
 	// rollout generation answers.
 	Existing bool
+	// View is the Blueprint as it reads after the authorization committed.
+	View *BlueprintView
 }
 
 // Authorize binds name's accepted generation, its artifact digest and its
@@ -73,7 +75,14 @@ type Authorized struct {
 // one: any number of clicks make one.
 func (s *Service) Authorize(ctx context.Context, name, by string) (*Authorized, error) {
 	return shared(ctx, &s.authorizations, name+"\x00"+by, func(ctx context.Context) (*Authorized, error) {
-		return s.authorize(ctx, name, by, blueprintspec.RolloutManual)
+		a, err := s.authorize(ctx, name, by, blueprintspec.RolloutManual)
+		if err != nil {
+			return nil, err
+		}
+		if a.View, err = s.Get(ctx, name); err != nil {
+			return nil, err
+		}
+		return a, nil
 	})
 }
 
