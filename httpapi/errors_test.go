@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"testing"
@@ -56,6 +57,21 @@ func TestInternalErrors(t *testing.T) {
 		logs := b.logs.String()
 		require.Contains(t, logs, `"msg":"internal error"`)
 		require.Contains(t, logs, `relation \"journal_run\" does not exist`)
+	})
+
+	t.Run("ATokenLookupTheDatabaseDoesNotAnswerIs503", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		tx, err := b.pool.Begin(t.Context())
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(context.Background()) }()
+		_, err = tx.Exec(t.Context(), "LOCK TABLE api_token IN ACCESS EXCLUSIVE MODE")
+		require.NoError(t, err)
+
+		p := b.get(t, "/api/v1/journal", b.viewer).problem(t, http.StatusServiceUnavailable)
+		require.Contains(t, p.Detail, "did not answer the token lookup")
+		require.NoError(t, tx.Rollback(t.Context()))
+		require.Equal(t, http.StatusOK, b.get(t, "/api/v1/journal", b.viewer).Status)
 	})
 
 	t.Run("LostDatabaseIsGeneric500ForAPIAndRiverUI", func(t *testing.T) {

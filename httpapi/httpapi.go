@@ -249,7 +249,9 @@ func op(id, method, path, summary string, role auth.Role, errStatuses ...int) hu
 		Description: summary + " Needs the " + string(role) + " role.",
 		Security:    []map[string][]string{{"bearer": {}}},
 		Metadata:    map[string]any{roleKey: role},
-		Errors:      append([]int{http.StatusUnauthorized, http.StatusForbidden}, errStatuses...),
+		// Any operation answers 503 when the database does not answer in
+		// time, or the request is cancelled.
+		Errors: append([]int{http.StatusUnauthorized, http.StatusForbidden, http.StatusServiceUnavailable}, errStatuses...),
 	}
 }
 
@@ -326,6 +328,12 @@ func mapError(ctx context.Context, logger *slog.Logger, err error) huma.StatusEr
 	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return huma.NewError(http.StatusServiceUnavailable, "The request was cancelled.")
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// A bound of the server's own (the database's, most often) ran
+		// out under load: worth a retry, unlike a fault.
+		logger.ErrorContext(ctx, "timed out", "err", redact.Error(err))
+		return huma.NewError(http.StatusServiceUnavailable, "A step of this request ran out of time; the server log has which. Try again in a moment.")
 	}
 	logger.ErrorContext(ctx, "internal error", "err", redact.Error(err))
 	return huma.NewError(http.StatusInternalServerError, "Internal error; the server log has the details.")

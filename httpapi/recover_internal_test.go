@@ -2,10 +2,13 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -31,4 +34,27 @@ func TestPanicAnswers500(t *testing.T) {
 	require.PanicsWithValue(t, http.ErrAbortHandler, func() {
 		abort.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
 	})
+}
+
+func TestTimeoutsAnswer503(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+
+	// A bound of the server's own that ran out is worth a retry: 503.
+	inner, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-inner.Done()
+	err := fmt.Errorf("list units: %w", inner.Err())
+	se := mapError(context.Background(), logger, err)
+	require.Equal(t, http.StatusServiceUnavailable, se.GetStatus())
+	require.Contains(t, se.Error(), "ran out of time")
+	require.NotContains(t, se.Error(), "list units")
+	require.Contains(t, logs.String(), "list units")
+
+	// The request's own deadline is not the server's: that stays a fault.
+	mine, cancelMine := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancelMine()
+	<-mine.Done()
+	require.Equal(t, http.StatusInternalServerError, mapError(mine, logger, err).GetStatus())
 }

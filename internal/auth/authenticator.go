@@ -2,12 +2,14 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
 
 	"sluice/db"
+	"sluice/internal/errs"
 )
 
 // Authenticator authenticates requests against one database, sharing work
@@ -28,6 +30,10 @@ func NewAuthenticator(e db.DBTX) *Authenticator {
 	return &Authenticator{db: e, touched: map[[32]byte]time.Time{}}
 }
 
+// lookupTimeout bounds one shared lookup: past it, every request waiting on
+// it answers 503, which a client may retry.
+const lookupTimeout = 10 * time.Second
+
 // touchEvery is how often a token's last use is recorded (APITokenTouch
 // records it at most once a minute anyway; this saves the statement).
 const touchEvery = time.Minute
@@ -42,9 +48,12 @@ func (a *Authenticator) Authenticate(ctx context.Context, secret string) (*Token
 	v, err, _ := a.flights.Do(string(hash), func() (any, error) {
 		// One lookup answers every request waiting on it, so no single
 		// request's cancellation may end it.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
 		defer cancel()
 		tok, err := lookup(ctx, a.db, hash)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, errs.Errorf(errs.Unavailable, "The database did not answer the token lookup within %s; try again in a moment.", lookupTimeout)
+		}
 		if err != nil {
 			return nil, err
 		}
