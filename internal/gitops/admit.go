@@ -14,6 +14,7 @@ import (
 	"sluice/db"
 	"sluice/internal/blueprintspec"
 	"sluice/internal/infraspec"
+	"sluice/internal/secrets"
 	"sluice/internal/servicespec"
 	"sluice/internal/unit"
 )
@@ -26,14 +27,24 @@ import (
 
 // checkSpecs moves the Service, Infrastructure and Blueprint units whose
 // spec does not read as one to invalid, with the reason: the inventory holds
-// only units an action can act on.
-func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid) {
+// only units an action can act on. It returns the secrets each kept unit
+// names, by path, for checkSecretRefs.
+func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid, map[string][]secretUse) {
 	kept := units[:0:0]
+	var uses map[string][]secretUse
 	for _, u := range units {
 		var err error
 		switch u.Kind {
 		case servicespec.Kind:
-			_, err = servicespec.Parse(u.Name, u.Content)
+			var spec *servicespec.Spec
+			if spec, err = servicespec.Parse(u.Name, u.Content); err == nil {
+				for _, v := range slices.Sorted(maps.Keys(spec.SecretEnv())) {
+					if uses == nil {
+						uses = map[string][]secretUse{}
+					}
+					uses[u.Path] = append(uses[u.Path], secretUse{where: "env " + v, name: spec.SecretEnv()[v]})
+				}
+			}
 		case infraspec.Kind:
 			_, err = infraspec.Parse(u.Content)
 		case blueprintspec.Kind:
@@ -45,7 +56,49 @@ func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []uni
 		}
 		kept = append(kept, u)
 	}
-	return kept, invalid
+	return kept, invalid, uses
+}
+
+// secretUse is one reference of a unit to a secret: where in the spec, and
+// the secret's name.
+type secretUse struct{ where, name string }
+
+// checkSecretRefs moves the units that name a secret their source does not
+// see (set neither for it nor globally) to invalid, with a sentence per
+// missing secret: a unit is admitted only when what it needs to run
+// exists. The row of such a unit stays as it was, and the path is read
+// again by the next sync, so setting the secret and syncing admits it. It
+// reads the secrets' names and versions only, never a value.
+func checkSecretRefs(ctx context.Context, q db.DBTX, src *db.Source, units []*unit.Unit, invalid []unit.Invalid, uses map[string][]secretUse) ([]*unit.Unit, []unit.Invalid, error) {
+	if len(uses) == 0 {
+		return units, invalid, nil
+	}
+	seen := map[string]bool{}
+	for _, us := range uses {
+		for _, u := range us {
+			seen[u.name] = true
+		}
+	}
+	found, err := secrets.LookupAll(ctx, q, src.ID, slices.Sorted(maps.Keys(seen)))
+	if err != nil {
+		return nil, nil, err
+	}
+	kept := units[:0:0]
+	for _, u := range units {
+		var missing []string
+		for _, use := range uses[u.Path] {
+			if _, ok := found[use.name]; !ok {
+				missing = append(missing, fmt.Sprintf("%s names secret %s, which is set neither for source %s nor globally (`sluice secret set %s --source %s --from-file FILE` sets it)",
+					use.where, use.name, src.Name, use.name, src.Name))
+			}
+		}
+		if len(missing) > 0 {
+			invalid = append(invalid, unit.Invalid{Path: u.Path, Reason: strings.Join(missing, "; ")})
+			continue
+		}
+		kept = append(kept, u)
+	}
+	return kept, invalid, nil
 }
 
 // serviceNamesLockKey is the advisory lock a transaction that gives service

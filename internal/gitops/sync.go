@@ -239,7 +239,12 @@ func (r *syncRun) diff(context.Context) error {
 func (r *syncRun) walk(ctx context.Context) error {
 	p, plan := r.p, r.plan
 	plan.units, plan.invalid = unit.ParseFiles(identitySpace(r.src), unitFiles(r.got.Files))
-	plan.units, plan.invalid = checkSpecs(plan.units, plan.invalid)
+	var uses map[string][]secretUse
+	plan.units, plan.invalid, uses = checkSpecs(plan.units, plan.invalid)
+	var err error
+	if plan.units, plan.invalid, err = checkSecretRefs(ctx, r.s.Pool, r.src, plan.units, plan.invalid, uses); err != nil {
+		return err
+	}
 	if !r.got.Unmoved {
 		p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(r.fetched).Round(time.Millisecond)), nil)
 	}

@@ -83,6 +83,12 @@ func (s *Service) Lookup(ctx context.Context, q db.DBTX, sourceID uuid.UUID, nam
 // source only, or not a valid name) is absent from the map; NotSet words
 // it for the unit that named it.
 func (s *Service) LookupAll(ctx context.Context, q db.DBTX, sourceID uuid.UUID, names []string) (map[string]Ref, error) {
+	return LookupAll(ctx, q, sourceID, names)
+}
+
+// LookupAll is the method's work, which needs no key: a sync checks its
+// units' references with it.
+func LookupAll(ctx context.Context, q db.DBTX, sourceID uuid.UUID, names []string) (map[string]Ref, error) {
 	valid := make([]string, 0, len(names))
 	for _, n := range names {
 		// An invalid name is never set, and might not be text PostgreSQL
