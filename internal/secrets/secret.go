@@ -55,6 +55,13 @@ type Service struct {
 	Redactor *redact.Redactor
 	// Logger default: discard.
 	Logger *slog.Logger
+	// SetTx, when set, is called in each set's transaction with the new
+	// version and its receipt: serve sets it to queue the converges a
+	// rotation asks for (services.Service.SecretSetTx), so that the set and
+	// what it asks for commit together. It lives here as a func so that
+	// secrets need not import services, which imports secrets. An error
+	// undoes the set.
+	SetTx func(ctx context.Context, tx pgx.Tx, ref Ref, run *db.JournalRun) error
 }
 
 func (s *Service) redactor() *redact.Redactor { return cmp.Or(s.Redactor, redact.Default) }
@@ -244,7 +251,10 @@ func (s *Service) Set(ctx context.Context, p SetParams) (*Secret, *db.JournalRun
 			Result:  map[string]any{"secretId": row.ID, "version": row.Version},
 			Message: setMessage(row, prev, sc),
 		})
-		return err
+		if err != nil || s.SetTx == nil {
+			return err
+		}
+		return s.SetTx(ctx, tx, Ref{ID: row.ID, Name: row.Name, Scope: sc.name, Version: row.Version}, run)
 	})
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,106 @@
+package services_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/journal"
+	"sluice/internal/secretbox"
+	"sluice/internal/secrets"
+	"sluice/internal/services"
+)
+
+func TestSecretRotation(t *testing.T) {
+	t.Parallel()
+
+	type rotationBundle struct {
+		*testBundle
+		sec *secrets.Service
+	}
+
+	hash := func(v string) string {
+		sum := sha256.Sum256([]byte(v))
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+
+	// setup runs hello, with driftMode mode, on the secret's first value.
+	setupRotation := func(t *testing.T, mode string) *rotationBundle {
+		t.Helper()
+		b := setup(t, setupOpts{})
+		key, err := secretbox.NewKey()
+		require.NoError(t, err)
+		box, err := secretbox.New(secretbox.Opts{Key: key})
+		require.NoError(t, err)
+		sec := &secrets.Service{DB: b.pool, Journal: b.journal, Box: box, Redactor: b.redactor}
+		sec.SetTx = b.svc.SecretSetTx
+		b.svc.Secrets = sec
+		_, _, err = sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: []byte("first-value-of-the-secret"), By: "alice"})
+		require.NoError(t, err)
+		content := strings.Replace(b.unitJSON(b.digest("v1"), nil, 20), `"env": null`,
+			`"env": {"HELLO_HASH_ENV": "DB_PASSWORD", "DB_PASSWORD": {"secretRef": "db-password"}}, "driftMode": "`+mode+`"`, 1)
+		b.Commit(t, "add hello", map[string]string{"services/hello.json": content})
+		b.sync(t)
+		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+		return &rotationBundle{testBundle: b, sec: sec}
+	}
+
+	// rotationRuns are the converges a rotation asked for.
+	rotationRuns := func(t *testing.T, b *rotationBundle) []uuid.UUID {
+		t.Helper()
+		rows, err := b.pool.Query(b.ctx, `SELECT id FROM journal_run WHERE action = 'converge' AND requested_by = $1 ORDER BY requested_at`, services.Rotator)
+		require.NoError(t, err)
+		defer rows.Close()
+		var ids []uuid.UUID
+		for rows.Next() {
+			var id uuid.UUID
+			require.NoError(t, rows.Scan(&id))
+			ids = append(ids, id)
+		}
+		require.NoError(t, rows.Err())
+		return ids
+	}
+
+	t.Run("UnderEnforceARotationConvergesWithTheNewVersion", func(t *testing.T) {
+		t.Parallel()
+		b := setupRotation(t, "enforce")
+		require.Equal(t, hash("first-value-of-the-secret"), b.hello(t).Env["DB_PASSWORD"])
+
+		_, setRun, err := b.sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: []byte("second-value-of-the-secret"), By: "alice"})
+		require.NoError(t, err)
+		runs := rotationRuns(t, b)
+		require.Len(t, runs, 1, "the set queued one converge, in its transaction")
+		run := b.wait(t, runs[0])
+		require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+		require.Contains(t, string(run.Params), setRun.ID.String(), "the converge names the set that asked for it")
+		require.Contains(t, string(run.Params), `"version": 2`)
+		require.Equal(t, hash("second-value-of-the-secret"), b.hello(t).Env["DB_PASSWORD"])
+		require.Contains(t, b.unitText(t), `Secret=DB_PASSWORD="db-password@2"`)
+
+		// Setting a secret that runs at its version asks for nothing more;
+		// a set of another secret neither.
+		_, _, err = b.sec.Set(b.ctx, secrets.SetParams{Name: "unrelated", Value: []byte("another-value"), By: "alice"})
+		require.NoError(t, err)
+		require.Len(t, rotationRuns(t, b), 1)
+	})
+
+	t.Run("UnderObserveARotationIsDriftOnly", func(t *testing.T) {
+		t.Parallel()
+		b := setupRotation(t, "observe")
+		_, _, err := b.sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: []byte("second-value-of-the-secret"), By: "alice"})
+		require.NoError(t, err)
+		require.Empty(t, rotationRuns(t, b))
+		_, d := b.driftCheck(t)
+		require.Len(t, d.Drift, 1, "%+v", d.Findings)
+		require.Equal(t, "Secret db-password was rotated.", d.Drift[0].Fact)
+		time.Sleep(200 * time.Millisecond)
+		require.Equal(t, hash("first-value-of-the-secret"), b.hello(t).Env["DB_PASSWORD"], "nothing converged it")
+	})
+}
