@@ -14,7 +14,9 @@ import (
 // PlanOpts configures Plan.
 type PlanOpts struct {
 	// Out is the file to save the plan to, for Apply: a name in dir (or an
-	// absolute path). Default "": the plan is not kept.
+	// absolute path). Default "": the plan is not kept. A saved plan holds
+	// the values of the root's variables in plaintext; Apply removes it,
+	// and a caller that does not apply it must.
 	Out string
 	// Destroy plans to destroy every resource of the unit.
 	Destroy bool
@@ -54,6 +56,9 @@ func (r *Runner) Plan(ctx context.Context, dir string, opts PlanOpts) (*PlanResu
 		_, _ = rand.Read(b[:])
 		out = ".sluice-plan-" + hex.EncodeToString(b[:]) + ".tfplan"
 		defer os.Remove(filepath.Join(dir, out))
+	}
+	if err := r.beforePlan(ctx, dir); err != nil {
+		return nil, err
 	}
 	args := []string{"plan", "-input=false", "-no-color", "-detailed-exitcode", r.lockTimeout(), "-out=" + out}
 	if opts.Destroy {

@@ -34,9 +34,30 @@ type Root struct {
 	// taken literally: "${" and "%{" in them (object keys included) are
 	// escaped, so an input never becomes a Terraform template.
 	Inputs map[string]json.RawMessage
+	// Variables are module arguments whose values the root takes as its
+	// own variables, of type string, and passes on as var.<name>: their
+	// values reach terraform only in its environment (see VarEnv), never in
+	// RootFile. A name is not also in Inputs.
+	Variables map[string]Variable
 	// Schema is the pg backend's schema_name; see SchemaFor.
 	Schema string
 }
+
+// Variable is one of a root's variables.
+type Variable struct {
+	// Sensitive marks the variable sensitive, so that terraform shows
+	// "(sensitive value)" instead of it in a plan, and in the module that
+	// takes it. Set it for a secret.
+	Sensitive bool
+}
+
+// VarEnvPrefix starts the name of the environment variable that gives a
+// root's variable its value.
+const VarEnvPrefix = "TF_VAR_"
+
+// VarEnv is the KEY=VALUE of terraform's environment that gives the root's
+// variable name the string value, for Runner.Env.
+func VarEnv(name, value string) string { return VarEnvPrefix + name + "=" + value }
 
 // SchemaFor returns the PostgreSQL schema holding the state of unit
 // unitID: "sluice_tf_" and the UUID's 32 hex digits. It is a valid unquoted
@@ -57,10 +78,12 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 var reserved = []string{"source", "version", "providers", "count", "for_each", "depends_on", "lifecycle", "locals"}
 
 // WriteRoot writes r.Dir/main.tf.json, which configures the pg backend with
-// r.Schema and calls r.ModuleSource as module "main" with r.Inputs:
+// r.Schema and calls r.ModuleSource as module "main" with r.Inputs and
+// r.Variables:
 //
-//	{"module":{"main":{"source":"../module","cidr":"10.0.0.0/16"}},
-//	 "terraform":{"backend":{"pg":{"schema_name":"sluice_tf_…"}}}}
+//	{"module":{"main":{"source":"../module","cidr":"10.0.0.0/16","password":"${var.password}"}},
+//	 "terraform":{"backend":{"pg":{"schema_name":"sluice_tf_…"}}},
+//	 "variable":{"password":{"sensitive":true,"type":"string"}}}
 //
 // The file is deterministic (keys sorted, so equal roots give equal bytes)
 // and replaced atomically. It holds no connection string: the Runner passes
@@ -105,9 +128,32 @@ func rootJSON(r Root) ([]byte, error) {
 		}
 		module[name] = v
 	}
+	variables := map[string]any{}
+	for _, name := range slices.Sorted(maps.Keys(r.Variables)) {
+		switch {
+		case slices.Contains(reserved, name):
+			return nil, errs.Errorf(errs.Invalid,
+				"The variable %q is a reserved name in Terraform; rename the module's variable and the var.", name)
+		case !identRE.MatchString(name):
+			return nil, errs.Errorf(errs.Invalid,
+				"The variable %q is not a valid Terraform identifier; use letters, digits, underscores and dashes, starting with a letter or underscore.", name)
+		}
+		if _, ok := r.Inputs[name]; ok {
+			return nil, errs.Errorf(errs.Invalid, "The module argument %q is both an input and a variable; give it one value.", name)
+		}
+		decl := map[string]any{"type": "string"}
+		if r.Variables[name].Sensitive {
+			decl["sensitive"] = true
+		}
+		variables[name] = decl
+		module[name] = "${var." + name + "}"
+	}
 	doc := map[string]any{
 		"terraform": map[string]any{"backend": map[string]any{"pg": map[string]any{"schema_name": r.Schema}}},
 		"module":    map[string]any{"main": module},
+	}
+	if len(variables) > 0 {
+		doc["variable"] = variables
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

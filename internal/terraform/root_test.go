@@ -142,6 +142,59 @@ func TestWriteRoot(t *testing.T) {
 		}
 	})
 
+	t.Run("DeclaresVariablesAndPassesThemWithoutTheirValues", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		r := Root{
+			Dir: dir, ModuleSource: "../module", Schema: schema,
+			Inputs:    map[string]json.RawMessage{"cidr": json.RawMessage(`"10.0.0.0/16"`)},
+			Variables: map[string]Variable{"password": {Sensitive: true}, "region": {}},
+		}
+		require.NoError(t, WriteRoot(r))
+		data, err := os.ReadFile(filepath.Join(dir, RootFile))
+		require.NoError(t, err)
+		require.Equal(t, `{
+  "module": {
+    "main": {
+      "cidr": "10.0.0.0/16",
+      "password": "${var.password}",
+      "region": "${var.region}",
+      "source": "../module"
+    }
+  },
+  "terraform": {
+    "backend": {
+      "pg": {
+        "schema_name": "sluice_tf_0b9c6a1e5f2d4c119a3e77d0c1e2f3a4"
+      }
+    }
+  },
+  "variable": {
+    "password": {
+      "sensitive": true,
+      "type": "string"
+    },
+    "region": {
+      "type": "string"
+    }
+  }
+}
+`, string(data))
+		require.Equal(t, "TF_VAR_password=a=b\nc", VarEnv("password", "a=b\nc"))
+
+		for name, want := range map[string]string{
+			"locals": `The variable "locals" is a reserved name`,
+			"count":  `The variable "count" is a reserved name`,
+			"a.b":    `The variable "a.b" is not a valid Terraform identifier`,
+			"cidr":   `The module argument "cidr" is both an input and a variable`,
+		} {
+			r.Variables = map[string]Variable{name: {Sensitive: true}}
+			err := WriteRoot(r)
+			require.True(t, errs.Is(err, errs.Invalid), "%v", err)
+			require.ErrorContains(t, err, want)
+		}
+	})
+
 	t.Run("AcceptsDashesAndNull", func(t *testing.T) {
 		t.Parallel()
 		r := valid(t.TempDir())

@@ -114,10 +114,16 @@ type Runner struct {
 	// for example a provider_installation block with a filesystem mirror.
 	// Default /dev/null: nothing from the host's ~/.terraformrc applies.
 	CLIConfigFile string
+	// RedactState makes Plan, Destroy and an Apply without a plan file
+	// first register with Redactor the strings the unit's state holds at
+	// paths terraform marked sensitive (see redactSensitiveState). It costs
+	// a state pull; set it for a root that takes secrets. Default false.
+	RedactState bool
 	// Env holds extra KEY=VALUE variables for terraform's process, such as
-	// provider credentials; their secrets must be added to the Redactor by
-	// the caller. The Runner's own variables win over them. Default none:
-	// terraform gets only PATH, HOME, TMPDIR and what the Runner sets.
+	// provider credentials and the values of the root's variables (see
+	// VarEnv); their secrets must be added to the Redactor by the caller.
+	// The Runner's own variables win over them. Default none: terraform
+	// gets only PATH, HOME, TMPDIR and what the Runner sets.
 	Env []string
 }
 
@@ -234,11 +240,23 @@ func (r *Runner) ensureState(ctx context.Context, dir string) error {
 // to dir or absolute) it applies exactly that plan, and fails when the
 // state moved since ("Saved plan is stale"); with "" it plans and applies in
 // one go (-auto-approve). It returns the output's excerpt, also on failure.
+//
+// The plan file is removed once apply has run, whatever the outcome: a
+// saved plan holds the values of the root's variables in plaintext,
+// sensitive ones included, and it applies once at most anyway.
 func (r *Runner) Apply(ctx context.Context, dir, planFile string) (excerpt string, err error) {
 	args := []string{"apply", "-input=false", "-no-color", r.lockTimeout()}
 	if planFile == "" {
+		if err := r.beforePlan(ctx, dir); err != nil {
+			return "", err
+		}
 		args = append(args, "-auto-approve")
 	} else {
+		p := planFile
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		defer os.Remove(p)
 		args = append(args, planFile)
 	}
 	res, err := r.run(ctx, call{op: "apply", dir: dir, args: args})
@@ -249,9 +267,20 @@ func (r *Runner) Apply(ctx context.Context, dir, planFile string) (excerpt strin
 // unit's state is destroyed, and the state is left empty. It returns the
 // output's excerpt, also on failure.
 func (r *Runner) Destroy(ctx context.Context, dir string) (excerpt string, err error) {
+	if err := r.beforePlan(ctx, dir); err != nil {
+		return "", err
+	}
 	res, err := r.run(ctx, call{op: "destroy", dir: dir,
 		args: []string{"destroy", "-auto-approve", "-input=false", "-no-color", r.lockTimeout()}})
 	return excerptOf(res, err), err
+}
+
+// beforePlan runs before a command that prints a plan.
+func (r *Runner) beforePlan(ctx context.Context, dir string) error {
+	if !r.RedactState {
+		return nil
+	}
+	return r.redactSensitiveState(ctx, dir)
 }
 
 // StateRm removes addr (a resource, instance or module address) from the

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -509,6 +512,113 @@ func TestRunner(t *testing.T) {
 		require.Contains(t, res.Excerpt, "secret is "+redact.Mask)
 	})
 
+	t.Run("ASensitiveVariableIsHiddenInThePlanAndItsPlanFileRemoved", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Not registered with the redactor: terraform itself must hide it.
+		secret := "tf-var-" + rand.Text()
+		u := &unit{dir: filepath.Join(b.work, "roots", uuid.NewString()), module: "login", schema: SchemaFor(uuid.New())}
+		require.NoError(t, WriteRoot(Root{Dir: u.dir, ModuleSource: "../../modules/login", Schema: u.schema,
+			Variables: map[string]Variable{"password": {Sensitive: true}, "user": {}}}))
+		r := *b.runner
+		r.Env = []string{VarEnv("password", secret), VarEnv("user", "alice")}
+		require.NoError(t, r.Init(b.ctx, u.dir))
+
+		res, err := r.Plan(b.ctx, u.dir, PlanOpts{Out: "tfplan"})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Add)
+		require.Contains(t, res.Excerpt, "+ input  = (sensitive value)")
+		require.NotContains(t, res.Excerpt, secret)
+		// What Apply's removal is for: terraform saves the variables' values
+		// in the plan, sensitive or not.
+		require.True(t, inZip(t, res.PlanFile, secret), "the saved plan holds the value")
+
+		excerpt, err := r.Apply(b.ctx, u.dir, res.PlanFile)
+		require.NoError(t, err)
+		require.NotContains(t, excerpt, secret)
+		require.NoFileExists(t, res.PlanFile, "a plan that was applied is removed")
+		requireNotInFiles(t, u.dir, secret)
+		// The state, in PostgreSQL, holds it: terraform keeps every value
+		// there.
+		attrs := b.stateJSON(t, u)["resources"].([]any)[0].(map[string]any)["instances"].([]any)[0].(map[string]any)["attributes"].(map[string]any)
+		require.Equal(t, "alice:"+secret, attrs["input"].(map[string]any)["value"])
+
+		res, err = r.Plan(b.ctx, u.dir, PlanOpts{})
+		require.NoError(t, err)
+		require.False(t, res.Changes, res.Excerpt)
+
+		// Another value (a rotation) is a change. terraform hides the input,
+		// but prints terraform_data's output, a copy of the old value that
+		// no schema marks sensitive...
+		rotated := "tf-var-" + rand.Text()
+		r.Env = []string{VarEnv("password", rotated), VarEnv("user", "alice")}
+		res, err = r.Plan(b.ctx, u.dir, PlanOpts{})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Change, res.Excerpt)
+		require.Contains(t, res.Excerpt, "~ input  = (sensitive value)")
+		require.Contains(t, res.Excerpt, `~ output = "alice:`+secret+`" -> (known after apply)`)
+		require.NotContains(t, res.Excerpt, rotated)
+		// ...which RedactState masks, having read the state's sensitive
+		// values first.
+		r.RedactState = true
+		res, err = r.Plan(b.ctx, u.dir, PlanOpts{Out: "again.tfplan"})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Change, res.Excerpt)
+		require.Contains(t, res.Excerpt, `~ output = "`+redact.Mask+`" -> (known after apply)`)
+		require.NotContains(t, res.Excerpt, secret)
+		require.NotContains(t, res.Excerpt, rotated)
+
+		// A failed apply removes its plan too.
+		excerpt, err = r.Apply(b.ctx, u.dir, "")
+		require.NoError(t, err)
+		require.NotContains(t, excerpt, secret)
+		_, err = r.Apply(b.ctx, u.dir, res.PlanFile)
+		require.ErrorContains(t, err, "Saved plan is stale")
+		require.NoFileExists(t, res.PlanFile)
+		requireNotInFiles(t, u.dir, rotated)
+
+		excerpt, err = r.Destroy(b.ctx, u.dir)
+		require.NoError(t, err)
+		require.NotContains(t, excerpt, rotated)
+	})
+
+	t.Run("EnvReachesTerraformsProcessAndNothingElseOfOurs", func(t *testing.T) {
+		t.Parallel()
+		// A stand-in for terraform that records the hash of two variables
+		// and the names of its whole environment, never a value.
+		dir := t.TempDir()
+		dump := filepath.Join(dir, "dump")
+		fake := filepath.Join(dir, "terraform")
+		require.NoError(t, os.WriteFile(fake, []byte(`#!/bin/sh
+{
+  printf '%s' "$PROVIDER_TOKEN" | sha256sum
+  printf '%s' "$TF_VAR_password" | sha256sum
+  env -0 | sed -z 's/=.*//' | tr '\0' '\n' | grep -v -x -e _ -e PWD -e SHLVL | sort
+} > `+dump+`
+echo '{"terraform_version":"0.0.0"}'
+`), 0o755))
+		token, password := "token-"+rand.Text()+"\n$HOME %s 'q'", "pw-"+rand.Text()
+		r := &Runner{Bin: fake, Redactor: &redact.Redactor{}, ConnStr: "postgres://u@localhost/db",
+			Env: []string{"PROVIDER_TOKEN=" + token, VarEnv("password", password), "TF_IN_AUTOMATION=0"}}
+		_, err := r.Version(t.Context())
+		require.NoError(t, err)
+		data, err := os.ReadFile(dump)
+		require.NoError(t, err)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		require.Equal(t, sha256Line(token), lines[0], "the value reaches terraform byte for byte")
+		require.Equal(t, sha256Line(password), lines[1])
+		var want []string
+		for _, k := range []string{"HOME", "PATH", "TMPDIR"} {
+			if _, ok := os.LookupEnv(k); ok {
+				want = append(want, k)
+			}
+		}
+		want = append(want, "CHECKPOINT_DISABLE", "PG_CONN_STR", "PROVIDER_TOKEN", "TF_CLI_CONFIG_FILE", "TF_INPUT", "TF_IN_AUTOMATION", "TF_VAR_password")
+		slices.Sort(want)
+		require.Equal(t, want, lines[2:], "terraform gets these variables and no other of this process's")
+		require.NotContains(t, string(data), password)
+	})
+
 	t.Run("VersionIsTheBinarys", func(t *testing.T) {
 		t.Parallel()
 		r := &Runner{Bin: requireTerraform(t), Redactor: &redact.Redactor{}}
@@ -577,6 +687,32 @@ func requireGone(t *testing.T, pid int) {
 		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 		return len(fields) > 0 && fields[0] == "Z"
 	}, 2*time.Second, 20*time.Millisecond, "process %d outlived terraform", pid)
+}
+
+// sha256Line is sha256sum's line for s read from stdin.
+func sha256Line(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:]) + "  -"
+}
+
+// inZip reports whether a member of the zip file path (a saved plan)
+// contains s.
+func inZip(t *testing.T, path, s string) bool {
+	t.Helper()
+	zr, err := zip.OpenReader(path)
+	require.NoError(t, err)
+	defer zr.Close()
+	for _, f := range zr.File {
+		rc, err := f.Open()
+		require.NoError(t, err)
+		member, err := io.ReadAll(rc)
+		rc.Close()
+		require.NoError(t, err)
+		if bytes.Contains(member, []byte(s)) {
+			return true
+		}
+	}
+	return false
 }
 
 // requireNotInFiles asserts that no file under dir, nor any member of a zip
