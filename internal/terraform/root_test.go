@@ -218,3 +218,15 @@ func TestEscapeTemplate(t *testing.T) {
 		require.Equal(t, want, escapeTemplate(in), "escapeTemplate(%q)", in)
 	}
 }
+
+func TestRedactForms(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{"plain-value"}, RedactForms("plain-value"))
+	require.Equal(t, []string{
+		"pw-one\n  $HOME \"q\" ${x}",
+		"pw-one", "pw-one",
+		`  $HOME "q" ${x}`, `$HOME "q" ${x}`,
+		`pw-one\n  $HOME \"q\" $${x}`,
+		`pw-one\n  $HOME \"q\" ${x}`,
+	}, RedactForms("pw-one\n  $HOME \"q\" ${x}"))
+}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // stateSensitive is the part of a state (format 4) that says which values
@@ -53,7 +55,9 @@ func (r *Runner) redactSensitiveState(ctx context.Context, dir string) error {
 	red := r.redactor()
 	for _, o := range st.Outputs {
 		if o.Sensitive {
-			red.Add(stringsIn(o.Value)...)
+			for _, v := range stringsIn(o.Value) {
+				red.Add(RedactForms(v)...)
+			}
 		}
 	}
 	for _, rs := range st.Resources {
@@ -63,7 +67,9 @@ func (r *Runner) redactSensitiveState(ctx context.Context, dir string) error {
 				if json.Unmarshal(raw, &path) != nil {
 					continue
 				}
-				red.Add(stringsIn(valueAt(in.Attributes, path))...)
+				for _, v := range stringsIn(valueAt(in.Attributes, path)) {
+					red.Add(RedactForms(v)...)
+				}
 			}
 		}
 	}
@@ -145,4 +151,54 @@ func stringsIn(raw json.RawMessage) []string {
 	}
 	walk(v)
 	return out
+}
+
+// RedactForms returns the forms in which terraform may print the string v,
+// for a redactor to learn: v itself; its lines, since terraform prints a
+// string of many lines as an indented heredoc; and v escaped as in a
+// quoted string (backslash, quotes, control characters, "${" and "%{").
+// Forms shorter than four bytes are left to the redactor to ignore.
+func RedactForms(v string) []string {
+	out := []string{v}
+	if strings.ContainsAny(v, "\n\r") {
+		for line := range strings.Lines(v) {
+			if line = strings.TrimRight(line, "\r\n"); strings.TrimSpace(line) != "" {
+				out = append(out, line, strings.TrimSpace(line))
+			}
+		}
+	}
+	if q := hclEscape(v); q != v {
+		out = append(out, q)
+	}
+	if q := strconv.Quote(v); q[1:len(q)-1] != v {
+		out = append(out, q[1:len(q)-1])
+	}
+	return out
+}
+
+// hclEscape escapes s as terraform writes a quoted string.
+func hclEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\':
+			b.WriteString(`\\`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '$', '%':
+			b.WriteByte(c)
+			if i+1 < len(s) && s[i+1] == '{' {
+				b.WriteByte(c)
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
