@@ -155,6 +155,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 	}
 	svcs.Secrets = sec
 	sec.SetTx = svcs.SecretSetTx
+	inf.Secrets = sec
 	workers := river.NewWorkers()
 	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, Blueprints: bps, Notify: ntf, TestActions: cfg.TestActions})
 	// Service actions have a queue of their own: services waiting for their

@@ -36,6 +36,7 @@ import (
 	"sluice/internal/gitsync"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	"sluice/internal/secrets"
 	"sluice/internal/terraform"
 )
 
@@ -119,8 +120,11 @@ type Service struct {
 	// (SLUICE_MODULE_BANK_URL); otherwise they come from the intent
 	// repository.
 	ModuleBank *gitsync.Mirror
-	Redactor   *redact.Redactor
-	Logger     *slog.Logger
+	// Secrets opens the secrets a unit's vars and env name, as each
+	// operation starts. Nil: a unit that names a secret fails saying so.
+	Secrets  *secrets.Service
+	Redactor *redact.Redactor
+	Logger   *slog.Logger
 	// Wait is how long an operation waits before it looks again for its
 	// turn. Default journal.DefaultLaneWait.
 	Wait time.Duration

@@ -1,6 +1,7 @@
 package infra_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -74,6 +75,26 @@ type testBundle struct {
 	svc        *infra.Service
 	configRoot string
 	dbURL      string
+	// logs holds what the journal and the service log, at debug level.
+	logs *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer that loggers on many goroutines can share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
 }
 
 func setup(t *testing.T) *testBundle {
@@ -81,14 +102,15 @@ func setup(t *testing.T) *testBundle {
 	pool := dbtest.NewPool(t)
 	dbURL := pool.Config().ConnString()
 	red := &redact.Redactor{}
-	j := journal.New(pool, nil, red)
+	logs := &syncBuffer{}
+	j := journal.New(pool, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), red)
 	j.PollInterval = 20 * time.Millisecond
 	dataDir := t.TempDir()
 	configRoot := filepath.Join(dataDir, "config")
 	gops := gitops.New(pool, j, configRoot, red, nil)
-	svc := infra.New(pool, j, gops, configRoot, dataDir, terraformBin(t), dbURL, red, nil)
+	svc := infra.New(pool, j, gops, configRoot, dataDir, terraformBin(t), dbURL, red, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	svc.Wait = 20 * time.Millisecond
-	b := &testBundle{Repo: gittest.New(t), ctx: t.Context(), pool: pool, journal: j, gitops: gops, svc: svc, configRoot: configRoot, dbURL: dbURL}
+	b := &testBundle{Repo: gittest.New(t), ctx: t.Context(), pool: pool, journal: j, gitops: gops, svc: svc, configRoot: configRoot, dbURL: dbURL, logs: logs}
 	b.client = b.startClient(t)
 	_, err := gops.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main"})
 	require.NoError(t, err)
@@ -118,7 +140,7 @@ func (b *testBundle) startClientOn(t *testing.T, queues ...string) *river.Client
 		Workers:           workers,
 		FetchCooldown:     10 * time.Millisecond,
 		FetchPollInterval: 20 * time.Millisecond,
-		Logger:            slog.New(slog.DiscardHandler),
+		Logger:            slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		TestOnly:          true,
 	})
 	require.NoError(t, err)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -45,7 +47,11 @@ type Receipt struct {
 	ApplyExcerpt string `json:"applyExcerpt,omitempty"`
 	// AppliedContent is the unit content an apply applied.
 	AppliedContent json.RawMessage `json:"appliedContent,omitempty"`
-	Phases         journal.Phases  `json:"phases"`
+	// Secrets are the secrets the operation handed terraform, by name,
+	// scope and version; an apply's are what a drift check compares with
+	// the secrets as they are now.
+	Secrets []SecretUse    `json:"secrets,omitempty"`
+	Phases  journal.Phases `json:"phases"`
 }
 
 // Drift is a drift check's result.
@@ -56,16 +62,23 @@ type Drift struct {
 	DesiredAhead bool   `json:"desiredAhead"`
 	LiveDrift    bool   `json:"liveDrift"`
 	// Reason says why the status is unknown.
-	Reason      string         `json:"reason,omitempty"`
-	ContentHash string         `json:"contentHash"`
-	AppliedHash string         `json:"appliedHash,omitempty"`
-	Commit      string         `json:"appliedCommit,omitempty"`
-	BankCommit  string         `json:"appliedModuleBankCommit,omitempty"`
-	Summary     *Summary       `json:"summary,omitempty"`
-	Addresses   []string       `json:"addresses,omitempty"`
-	Excerpt     string         `json:"excerpt,omitempty"`
-	CheckedAt   time.Time      `json:"checkedAt"`
-	Phases      journal.Phases `json:"phases"`
+	Reason      string   `json:"reason,omitempty"`
+	ContentHash string   `json:"contentHash"`
+	AppliedHash string   `json:"appliedHash,omitempty"`
+	Commit      string   `json:"appliedCommit,omitempty"`
+	BankCommit  string   `json:"appliedModuleBankCommit,omitempty"`
+	Summary     *Summary `json:"summary,omitempty"`
+	Addresses   []string `json:"addresses,omitempty"`
+	Excerpt     string   `json:"excerpt,omitempty"`
+	// Secrets are the secrets the check's plan ran with; Findings say which
+	// of those the last apply used were rotated, deleted or shadowed since.
+	// With a finding, the plan runs with a value that was never applied, so
+	// it cannot tell live drift from the change: the status is unknown, and
+	// DesiredAhead is true.
+	Secrets   []SecretUse    `json:"secrets,omitempty"`
+	Findings  []Finding      `json:"findings,omitempty"`
+	CheckedAt time.Time      `json:"checkedAt"`
+	Phases    journal.Phases `json:"phases"`
 }
 
 // Drift statuses.
@@ -76,15 +89,23 @@ const (
 	Unknown      = "unknown"
 )
 
-// prepare generates the unit's root in dir for content and initializes it.
+// parse reads content, u's or what an apply applied, as infrastructure.
+func parse(u *db.Unit, content []byte) (*infraspec.Spec, error) {
+	spec, err := infraspec.Parse(content)
+	if err != nil {
+		return nil, errs.Errorf(errs.Invalid, "Infrastructure %s %s.", u.Path, err)
+	}
+	return spec, nil
+}
+
+// prepare generates the unit's root in dir for spec and initializes it.
 // The module comes from the module bank when one is configured, at
 // bankCommit (the bank is synced first when bankCommit is ""), else from the
 // intent repository at commit. It returns the bank commit it used.
-func (s *Service) prepare(ctx context.Context, r *terraform.Runner, u *db.Unit, content []byte, commit, bankCommit, dir string, ph *journal.Phases) (string, error) {
-	spec, err := infraspec.Parse(content)
-	if err != nil {
-		return "", errs.Errorf(errs.Invalid, "Infrastructure %s %s.", u.Path, err)
-	}
+func (s *Service) prepare(ctx context.Context, r *terraform.Runner, u *db.Unit, spec *infraspec.Spec, commit, bankCommit, dir string, ph *journal.Phases) (string, error) {
+	// A plan saved by an operation that never got to apply it (the process
+	// died) holds the variables' values: none outlives its operation.
+	removePlans(dir)
 	dest := filepath.Join(dir, "module")
 	if s.ModuleBank != nil && bankCommit == "" {
 		if err := ph.Do("module-bank", func() error {
@@ -105,7 +126,7 @@ func (s *Service) prepare(ctx context.Context, r *terraform.Runner, u *db.Unit, 
 		} else if err := s.GitOps.ExportModule(ctx, u.SourceID, commit, spec.Module, dest); err != nil {
 			return fmt.Errorf("export module %s at commit %s: %w", spec.Module, short(commit), err)
 		}
-		return terraform.WriteRoot(terraform.Root{Dir: dir, ModuleSource: "./module", Inputs: spec.Inputs, Schema: terraform.SchemaFor(u.ID)})
+		return terraform.WriteRoot(terraform.Root{Dir: dir, ModuleSource: "./module", Inputs: spec.Inputs, Variables: variables(spec), Schema: terraform.SchemaFor(u.ID)})
 	}); err != nil {
 		return "", err
 	}
@@ -168,15 +189,22 @@ func (s *Service) planApply(ctx context.Context, p *journal.Progress, id uuid.UU
 		return out, err
 	}
 	res.Commit, out.Commit = commit, commit
+	spec, err := parse(u, u.Content)
+	if err != nil {
+		return out, s.failed(out, u, apply, err)
+	}
+	if res.Secrets, err = s.withEnvironment(ctx, p, r, u, spec); err != nil {
+		return out, s.failed(out, u, apply, err)
+	}
 	dir := s.rootDir(u)
 	p.Info(ctx, fmt.Sprintf("generating the root of %s in %s, module at commit %s", u.Path, dir, short(commit)), nil)
-	if res.ModuleBankCommit, err = s.prepare(ctx, r, u, u.Content, commit, "", dir, &res.Phases); err != nil {
+	if res.ModuleBankCommit, err = s.prepare(ctx, r, u, spec, commit, "", dir, &res.Phases); err != nil {
 		return out, s.failed(out, u, apply, err)
 	}
 	var pr *terraform.PlanResult
 	planOpts := terraform.PlanOpts{}
 	if apply {
-		planOpts.Out = "sluice.tfplan"
+		planOpts.Out = applyPlan
 	}
 	if err := res.Phases.Do("plan", func() error {
 		pr, err = r.Plan(ctx, dir, planOpts)
@@ -191,6 +219,9 @@ func (s *Service) planApply(ctx context.Context, p *journal.Progress, id uuid.UU
 		out.Message = fmt.Sprintf("planned %s: %d to add, %d to change, %d to destroy", u.Path, pr.Add, pr.Change, pr.Destroy)
 		return out, nil
 	}
+	// Apply removes the plan file it applies; this is for an apply that
+	// never starts.
+	defer removePlans(dir)
 	if err := res.Phases.Do("apply", func() error {
 		res.ApplyExcerpt, err = r.Apply(ctx, dir, pr.PlanFile)
 		return err
@@ -267,8 +298,15 @@ func (s *Service) Destroy(ctx context.Context, p *journal.Progress, id uuid.UUID
 		return out, err
 	}
 	res.Commit, out.Commit = commit, commit
+	spec, err := parse(u, content)
+	if err != nil {
+		return out, err
+	}
+	if res.Secrets, err = s.withEnvironment(ctx, p, r, u, spec); err != nil {
+		return out, err
+	}
 	dir := s.rootDir(u)
-	if res.ModuleBankCommit, err = s.prepare(ctx, r, u, content, commit, bank, dir, &res.Phases); err != nil {
+	if res.ModuleBankCommit, err = s.prepare(ctx, r, u, spec, commit, bank, dir, &res.Phases); err != nil {
 		return out, err
 	}
 	if err := res.Phases.Do("destroy", func() error {
@@ -317,12 +355,35 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, id uuid.U
 		return unknown("no receipt of its last apply was found")
 	}
 	d.Commit, d.BankCommit = last.Commit, last.ModuleBankCommit
+	if d.Findings, err = s.secretFindings(ctx, u, last.Secrets); err != nil {
+		return unknown(errText(err))
+	}
+	// A secret changed since the apply: desired, like a Git change, and
+	// the plan below cannot tell live drift from it.
+	var changed []string
+	for _, f := range d.Findings {
+		changed = append(changed, f.Fact+" ("+strings.TrimSuffix(f.Proof, ".")+")")
+		d.DesiredAhead = true
+	}
+	secretsChanged := func(then string) string {
+		return strings.Join(changed, " ") + " " + then
+	}
 	r, err := s.Runner()
 	if err != nil {
 		return unknown(errText(err))
 	}
+	spec, err := parse(u, last.AppliedContent)
+	if err != nil {
+		return unknown(errText(err))
+	}
+	if d.Secrets, err = s.withEnvironment(ctx, p, r, u, spec); err != nil {
+		if len(changed) > 0 {
+			return unknown(secretsChanged(errText(err)))
+		}
+		return unknown(errText(err))
+	}
 	dir := s.driftDir(u)
-	if _, err := s.prepare(ctx, r, u, last.AppliedContent, last.Commit, last.ModuleBankCommit, dir, &d.Phases); err != nil {
+	if _, err := s.prepare(ctx, r, u, spec, last.Commit, last.ModuleBankCommit, dir, &d.Phases); err != nil {
 		if ctx.Err() != nil {
 			return out, err
 		}
@@ -347,6 +408,13 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, id uuid.U
 		d.Addresses = d.Addresses[:MaxAddresses]
 	}
 	d.Excerpt = pr.Excerpt
+	if len(changed) > 0 {
+		d.LiveDrift = false
+		if pr.Changes {
+			return unknown(secretsChanged(fmt.Sprintf("The plan of the applied content with the current values wants %d to add, %d to change, %d to destroy, which a value that was never applied explains as well as live drift; apply to use the current version.", pr.Add, pr.Change, pr.Destroy)))
+		}
+		return unknown(secretsChanged("The plan of the applied content with the current values wants no change, so the live state holds nothing of the old value terraform can see; apply to record the current version."))
+	}
 	switch {
 	case d.LiveDrift:
 		d.Status = LiveDrift
@@ -379,4 +447,31 @@ func short(commit string) string {
 		return commit[:12]
 	}
 	return commit
+}
+
+// variables are the root variables of spec's vars: sensitive when a secret
+// gives the value.
+func variables(spec *infraspec.Spec) map[string]terraform.Variable {
+	if len(spec.Vars) == 0 {
+		return nil
+	}
+	out := make(map[string]terraform.Variable, len(spec.Vars))
+	for name, v := range spec.Vars {
+		out[name] = terraform.Variable{Sensitive: v.SecretRef != ""}
+	}
+	return out
+}
+
+// applyPlan is the plan file an apply saves in its root, for Apply.
+const applyPlan = "sluice.tfplan"
+
+// removePlans removes the plans an operation saves in dir: applyPlan, and
+// the temporary plans terraform.Plan saves to read their changes, which an
+// operation stopped mid-plan may leave behind.
+func removePlans(dir string) {
+	_ = os.Remove(filepath.Join(dir, applyPlan))
+	tmp, _ := filepath.Glob(filepath.Join(dir, ".sluice-plan-*.tfplan"))
+	for _, f := range tmp {
+		_ = os.Remove(f)
+	}
 }
