@@ -46,7 +46,22 @@ func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []uni
 				}
 			}
 		case infraspec.Kind:
-			_, err = infraspec.Parse(u.Content)
+			var spec *infraspec.Spec
+			if spec, err = infraspec.Parse(u.Content); err == nil {
+				for _, group := range []struct {
+					word string
+					vals map[string]infraspec.Value
+				}{{"vars", spec.Vars}, {"env", spec.Env}} {
+					for _, k := range slices.Sorted(maps.Keys(group.vals)) {
+						if ref := group.vals[k].SecretRef; ref != "" {
+							if uses == nil {
+								uses = map[string][]secretUse{}
+							}
+							uses[u.Path] = append(uses[u.Path], secretUse{where: group.word + " " + k, name: ref})
+						}
+					}
+				}
+			}
 		case blueprintspec.Kind:
 			_, err = blueprintspec.Parse(u.Name, u.Content)
 		}

@@ -59,6 +59,23 @@ func TestSyncSecretRefs(t *testing.T) {
 		require.Equal(t, []string{"services/db.json"}, res.Created)
 	})
 
+	t.Run("AnInfrastructureUnitsVarsAndEnvAreCheckedToo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		set(t, b, "tf-token", "")
+		b.repos[source.DefaultName].Commit(t, "roots", map[string]string{
+			"infra/ok.json": `{"kind":"Infrastructure","metadata":{"name":"ok"},"spec":{"module":"modules/a","vars":{"token":{"secretRef":"tf-token"}}}}`,
+			"infra/bad.json": `{"kind":"Infrastructure","metadata":{"name":"bad"},"spec":{"module":"modules/a",` +
+				`"vars":{"token":{"secretRef":"tf-token"},"other":{"secretRef":"missing-var"}},"env":{"CLOUD_KEY":{"secretRef":"missing-env"}}}}`,
+		})
+		res := b.syncOK(t, source.DefaultName)
+		reason := invalidPaths(res)["infra/bad.json"]
+		require.Contains(t, reason, "vars other names secret missing-var, which is set neither")
+		require.Contains(t, reason, "env CLOUD_KEY names secret missing-env, which is set neither")
+		require.NotContains(t, reason, "tf-token")
+		require.Equal(t, []string{"infra/ok.json"}, res.Created)
+	})
+
 	t.Run("AnotherSourcesSecretIsNotSeen", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
