@@ -40,6 +40,7 @@ import (
 	"strings"
 
 	"sluice/internal/errs"
+	"sluice/internal/secretref"
 )
 
 // DefaultStopTimeoutSec is the stop timeout of a manifest that gives none.
@@ -117,9 +118,8 @@ var (
 	serviceRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 	digestRE  = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	envKeyRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// secretNameRE is servicespec.SecretNameRE; scopeRE is a source's name,
-	// as package source checks it.
-	secretNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`)
+	// scopeRE is a source's name, as package source checks it.
+	secretNameRE = secretref.NameRE
 	scopeRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 )
 

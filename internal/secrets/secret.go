@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,6 +16,7 @@ import (
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
+	"sluice/internal/secretref"
 )
 
 // Actions recorded on the journal. They are snake_case verb and noun, as
@@ -34,10 +34,9 @@ const MaxValue = 1 << 20
 // MaxName is the longest name, in bytes.
 const MaxName = 63
 
-// nameRE is a secret's name: 1 to 63 lowercase letters, digits, '.', '_'
-// or '-', starting and ending with a letter or digit, so that it reads the
-// same in a unit's JSON, a path and a shell (the table's CHECK says so too).
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`)
+// nameRE is a secret's name, as a unit names it (the table's CHECK says
+// so too).
+var nameRE = secretref.NameRE
 
 // Service keeps the secrets. Set its fields, then call SealAll once at
 // start, before anything opens a value.

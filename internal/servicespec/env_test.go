@@ -47,10 +47,10 @@ func TestParseEnv(t *testing.T) {
 	for _, tt := range []struct{ env, wantErr string }{
 		{`{"DB": {"secretRef": "Bad Name"}}`, `"secretRef" "Bad Name" is not a secret's name`},
 		{`{"DB": {"secretRef": ""}}`, `"secretRef" "" is not a secret's name`},
-		{`{"DB": {"secretRef": "db", "version": 2}}`, `an environment value is a string or {"secretRef": "<secret name>"}`},
-		{`{"DB": {}}`, `an environment value is a string or {"secretRef": "<secret name>"}`},
-		{`{"DB": 5}`, `an environment value is a string or {"secretRef": "<secret name>"}, not 5`},
-		{`{"DB": null}`, `an environment value is a string or {"secretRef": "<secret name>"}, not null`},
+		{`{"DB": {"secretRef": "db", "version": 2}}`, `a value is a string or {"secretRef": "<secret name>"}`},
+		{`{"DB": {}}`, `a value is a string or {"secretRef": "<secret name>"}`},
+		{`{"DB": 5}`, `a value is a string or {"secretRef": "<secret name>"}, not 5`},
+		{`{"DB": null}`, `a value is a string or {"secretRef": "<secret name>"}, not null`},
 		{`{"1DB": {"secretRef": "db"}}`, `environment variable name "1DB"`},
 	} {
 		t.Run(tt.env, func(t *testing.T) {
