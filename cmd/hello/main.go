@@ -12,6 +12,7 @@
 //
 //	HELLO_EXIT_CODE=N      print a line to stdout and stderr and exit N at once
 //	HELLO_START_DELAY=5s   wait before listening (a slow start)
+//	HELLO_START_GATE=FILE  wait before listening until FILE exists (at most 2 min)
 //	HELLO_HEALTH=fail      /healthz answers 503
 //
 // HELLO_HASH_ENV=A,B names variables that hold secrets: GET / shows each
@@ -69,6 +70,14 @@ func main() {
 	if d, err := time.ParseDuration(os.Getenv("HELLO_START_DELAY")); err == nil {
 		fmt.Printf("hello %s: starting in %s\n", version, d)
 		time.Sleep(d)
+	}
+	if gate := os.Getenv("HELLO_START_GATE"); gate != "" {
+		fmt.Printf("hello %s: starting when %s exists\n", version, gate)
+		for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(gate); err == nil {
+				break
+			}
+		}
 	}
 
 	mux := http.NewServeMux()

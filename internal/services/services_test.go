@@ -306,7 +306,26 @@ func TestConverge(t *testing.T) {
 // and has pushed its pin.
 func slowDeploy(t *testing.T, b *testBundle, delay string) uuid.UUID {
 	t.Helper()
-	b.converged(t, map[string]string{"GREETING": "hi", "HELLO_START_DELAY": delay})
+	return heldDeploy(t, b, map[string]string{"GREETING": "hi", "HELLO_START_DELAY": delay})
+}
+
+// gatedDeploy is slowDeploy whose v2 starts only once the test opens the
+// gate (creates the file it returns), or after two minutes.
+func gatedDeploy(t *testing.T, b *testBundle) (uuid.UUID, string) {
+	t.Helper()
+	gate := filepath.Join(t.TempDir(), "gate")
+	require.NoError(t, os.WriteFile(gate, nil, 0o600)) // open for v1
+	return heldDeploy(t, b, map[string]string{"GREETING": "hi", "HELLO_START_GATE": gate}, func() {
+		require.NoError(t, os.Remove(gate)) // closed for v2
+	}), gate
+}
+
+func heldDeploy(t *testing.T, b *testBundle, env map[string]string, beforeDeploy ...func()) uuid.UUID {
+	t.Helper()
+	b.converged(t, env)
+	for _, fn := range beforeDeploy {
+		fn()
+	}
 	res, err := b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -322,8 +341,9 @@ func TestQueue(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		// The edit must land while the deploy's v2 is still starting: a
-		// pull, a commit and a push, which took over 3 s on a loaded machine.
-		depID := slowDeploy(t, b, "8s")
+		// pull, a commit and a push, which took over 8 s on a loaded
+		// machine. v2 starts when the test opens its gate, after the push.
+		depID, gate := gatedDeploy(t, b)
 		conv, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
 		require.NoError(t, err)
 		require.Equal(t, journal.StateQueued, conv.Run.State)
@@ -331,6 +351,7 @@ func TestQueue(t *testing.T) {
 		// and the pin moved back to v1 by hand.
 		b.commitUnit(t, "greet differently on v1", b.unitJSON(b.digest("v1"), map[string]string{"GREETING": "edited"}, 20))
 		require.Equal(t, journal.StateRunning, mustGet(t, b, depID).State, "the edit landed after the deploy finished")
+		require.NoError(t, os.WriteFile(gate, nil, 0o600))
 
 		dep := b.wait(t, depID)
 		require.Equal(t, journal.StateSucceeded, dep.State, "%v", dep.Error)
