@@ -85,6 +85,29 @@ func (s *Service) ExportModule(ctx context.Context, sourceID uuid.UUID, commit, 
 	return mirror.Export(ctx, commit, dir, dest)
 }
 
+// ReadFileAt returns the file name of the source's repository as commit
+// holds it, and its blob's hash (see gitsync.Mirror.ReadFile): a SOPS file a
+// service names, as the commit in force has it. A commit this process's
+// tree lacks (another process synced it) is fetched first.
+func (s *Service) ReadFileAt(ctx context.Context, sourceID uuid.UUID, commit, name string) ([]byte, string, error) {
+	src, err := db.New(s.Pool).SourceGet(ctx, sourceID)
+	if err != nil {
+		return nil, "", fmt.Errorf("load source %s: %w", sourceID, err)
+	}
+	mirror, err := s.mirror(src)
+	if err != nil {
+		return nil, "", err
+	}
+	data, hash, err := mirror.ReadFile(ctx, commit, name)
+	if !errs.Is(err, errs.NotFound) {
+		return data, hash, err
+	}
+	if _, serr := mirror.Sync(ctx, ""); serr != nil {
+		return nil, "", errors.Join(err, serr)
+	}
+	return mirror.ReadFile(ctx, commit, name)
+}
+
 // The author and committer of the commits sluice pushes.
 const (
 	CommitAuthor = "sluice"
