@@ -1,6 +1,8 @@
 package unit
 
 import (
+	"bytes"
+	"encoding/json"
 	"io/fs"
 	"runtime"
 	"strings"
@@ -53,6 +55,9 @@ func ParseFiles(ns uuid.UUID, files []File) (units []*Unit, invalid []Invalid) {
 			out[i].reason = "is " + fileKind(f.Mode) + ", not a regular file; units must be regular files"
 		case f.Size > MaxSize:
 			out[i].reason = tooLarge(f.Size)
+		case IsSOPSDocument(f.Data):
+			// A SOPS-encrypted file a unit names, not a unit.
+			out[i].skip = true
 		default:
 			out[i].u, out[i].reason = parse(f.Path, ns, f.Data)
 		}
@@ -80,3 +85,26 @@ func ParseFiles(ns uuid.UUID, files []File) (units []*Unit, invalid []Invalid) {
 }
 
 func hasJSONSuffix(p string) bool { return len(p) >= 5 && p[len(p)-5:] == ".json" }
+
+// IsSOPSDocument reports whether data is a JSON file sops encrypted: an
+// object with no "kind" and a "sops" object holding its "mac". Such a file
+// beside the units holds secrets a unit names ({"sopsFile": …}), so a sync
+// passes it by rather than list it as an invalid unit.
+func IsSOPSDocument(data []byte) bool {
+	if !bytes.Contains(data, []byte(`"sops"`)) {
+		return false // the common case, without a decode
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(data, &doc) != nil {
+		return false
+	}
+	if _, ok := doc["kind"]; ok {
+		return false
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(doc["sops"], &meta) != nil {
+		return false
+	}
+	_, ok := meta["mac"]
+	return ok
+}

@@ -17,6 +17,8 @@ func TestParseFiles(t *testing.T) {
 	t.Run("GivesWhatReadFilesGivesForTheSameTree", func(t *testing.T) {
 		t.Parallel()
 		web := `{"kind":"Service","metadata":{"name":"web"}}`
+		// A SOPS file beside the units: passed by, neither unit nor invalid.
+		sopsJSON := `{"PASSWORD": "ENC[AES256_GCM,data:AA==,iv:AA==,tag:AA==,type:str]", "sops": {"mac": "ENC[…]", "version": "3.13.3"}}`
 		dup := `{"kind":"Service","metadata":{"name":"a","id":"0b4c3a0e-7d0c-4a5e-9d3c-5a8f1f0e2b11"}}`
 		files := []File{
 			{Path: "apps/web.json", Mode: 0o644, Size: int64(len(web)), Data: []byte(web)},
@@ -29,6 +31,7 @@ func TestParseFiles(t *testing.T) {
 			{Path: "dup/two.json", Mode: 0o644, Size: int64(len(dup)), Data: []byte(dup)},
 			{Path: "archive/old.json", Mode: 0o644, Size: int64(len(web)), Data: []byte(web)},
 			{Path: "README.md", Mode: 0o644, Size: 2, Data: []byte("hi")},
+			{Path: "apps/secrets.json", Mode: 0o644, Size: int64(len(sopsJSON)), Data: []byte(sopsJSON)},
 		}
 
 		// The same tree in a working tree, read by ReadFilesIn.
@@ -91,4 +94,19 @@ func BenchmarkParseFiles10k(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10_000, "ns/file")
+}
+
+func TestIsSOPSDocument(t *testing.T) {
+	t.Parallel()
+	for doc, want := range map[string]bool{
+		`{"A": "ENC[…]", "sops": {"mac": "ENC[…]"}}`:        true,
+		`{"kind": "Service", "sops": {"mac": "x"}}`:         false, // a unit, whatever else it holds
+		`{"A": "x", "sops": {"version": "3"}}`:              false, // no MAC: not what sops writes
+		`{"A": "x", "sops": "yes"}`:                         false,
+		`{"kind": "Service", "metadata": {"name": "sops"}}`: false,
+		`{"sops": {"mac": "x"`:                              false,
+		`["sops"]`:                                          false,
+	} {
+		require.Equal(t, want, IsSOPSDocument([]byte(doc)), doc)
+	}
 }

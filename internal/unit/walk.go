@@ -142,7 +142,9 @@ func ReadFilesIn(root string, ns uuid.UUID, paths []string) (units []*Unit, inva
 			invalid = append(invalid, Invalid{Path: p, Reason: reason})
 			continue
 		}
-		units = append(units, u)
+		if u != nil { // nil: a SOPS file, not a unit
+			units = append(units, u)
+		}
 	}
 	units, invalid = finish(units, invalid)
 	return units, invalid, nil
@@ -169,7 +171,8 @@ func checkPrefixDir(r *os.Root, p string) error {
 	return nil
 }
 
-// readUnit reads and parses the file p, checking with Lstat first that it is
+// readUnit reads and parses the file p (nil and no reason for a SOPS
+// file, which is not a unit), checking with Lstat first that it is
 // a regular file of at most MaxSize, so that neither a link, a pipe nor a huge
 // file is ever opened or read whole.
 func readUnit(r *os.Root, p string, ns uuid.UUID) (*Unit, string) {
@@ -203,6 +206,9 @@ func readUnit(r *os.Root, p string, ns uuid.UUID) (*Unit, string) {
 	}
 	if buf.Len() > MaxSize {
 		return nil, tooLarge(int64(buf.Len()))
+	}
+	if IsSOPSDocument(buf.Bytes()) {
+		return nil, ""
 	}
 	return parse(p, ns, buf.Bytes())
 }
