@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -103,6 +104,9 @@ func Parse(name string, content []byte) (*Spec, error) {
 	}
 	if names := svc.SecretNames(); len(names) > 0 {
 		return nil, fmt.Errorf(`has a spec.template whose env names secret %s; a Blueprint's template does not take secrets yet, only a service does`, names[0])
+	}
+	for _, k := range slices.Sorted(maps.Keys(svc.SOPSEnv())) {
+		return nil, fmt.Errorf(`has a spec.template whose env %s takes a SOPS file's value; a Blueprint's template does not take secrets yet, only a service does`, k)
 	}
 	s.Service = svc
 	if err := s.Selector.check(); err != nil {

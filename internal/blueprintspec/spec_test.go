@@ -64,6 +64,7 @@ func TestParse(t *testing.T) {
 			`{"template": {"runtime": "exec", "image": "` + digest + `", "node": "n1"}, "selector": {"nodes": ["n1"]}}`:                       "come from its selector",
 			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "replicas": 3}`:                                                                    "unknown field",
 			`{"template": {"runtime": "exec", "image": "` + digest + `", "env": {"DB": {"secretRef": "db"}}}, "selector": {"nodes": ["n1"]}}`: "does not take secrets yet",
+			`{"template": {"runtime": "exec", "image": "` + digest + `", "env": {"DB": {"sopsFile": "s/db.env"}}}, "selector": {"nodes": ["n1"]}}`: "env DB takes a SOPS file's value; a Blueprint's template does not take secrets yet",
 		} {
 			_, err := Parse("edge", unit(spec))
 			require.Error(t, err, spec)

@@ -160,8 +160,10 @@ func secretValues(u *Unit, given map[string]SecretValue) (map[string][]byte, err
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("no value was handed over for secret %s of variable %s", ref, k)
-		case v.Ref.Scope != ref.Scope || v.Ref.Name != ref.Name:
+		case v.Ref.Scope != ref.Scope || v.Ref.Name != ref.Name || v.Ref.File != ref.File || v.Ref.Key != ref.Key:
 			return nil, fmt.Errorf("variable %s takes secret %s, but the value handed over is %s's", k, ref, v.Ref)
+		case v.Ref.Blob != ref.Blob:
+			return nil, fmt.Errorf("the unit of %s names SOPS file %s as blob %s, and the commit in force holds blob %s: a changed file is not brought back; converge to run with the current one", u.Manifest.Service, ref.File, ref.Blob, v.Ref.Blob)
 		case v.Ref.Version != ref.Version:
 			return nil, fmt.Errorf("the unit of %s names secret %s, which is now at version %d: a rotated secret is not brought back; converge to run with the current one", u.Manifest.Service, ref, v.Ref.Version)
 		}

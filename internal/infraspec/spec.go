@@ -87,6 +87,9 @@ func Parse(content []byte) (*Spec, error) {
 		if strings.ContainsRune(s.Vars[name].Value, 0) {
 			return nil, fmt.Errorf(`has var %s with a NUL character, which terraform's environment cannot carry`, name)
 		}
+		if s.Vars[name].SOPSFile != "" {
+			return nil, fmt.Errorf(`has var %s from a SOPS file, which an infrastructure unit does not read yet; set the value as a secret (sluice secret set) and name it with {"secretRef": …}`, name)
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.Env)) {
 		if err := checkEnvName(name); err != nil {
@@ -94,6 +97,9 @@ func Parse(content []byte) (*Spec, error) {
 		}
 		if strings.ContainsRune(s.Env[name].Value, 0) {
 			return nil, fmt.Errorf(`has env %s with a NUL character, which an environment cannot carry`, name)
+		}
+		if s.Env[name].SOPSFile != "" {
+			return nil, fmt.Errorf(`has env %s from a SOPS file, which an infrastructure unit does not read yet; set the value as a secret (sluice secret set) and name it with {"secretRef": …}`, name)
 		}
 	}
 	return &s, nil

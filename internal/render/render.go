@@ -25,7 +25,10 @@
 // version of it that runs ("name@version", or "source/name@version" for a
 // secret of one source's scope), never its value: the value reaches the
 // runtime beside the unit, so that the unit and its hash, which receipts
-// keep, hold no secret, and a rotated secret renders another unit.
+// keep, hold no secret, and a rotated secret renders another unit. A value
+// of a SOPS file in Git is named by the file, its key and the Git blob of
+// the file that was decrypted ("sops:secrets/db.env#PASSWORD@<40 hex>"), so
+// that a changed file renders another unit too.
 package render
 
 import (
@@ -71,7 +74,8 @@ type Manifest struct {
 	StopTimeoutSec int
 }
 
-// SecretRef names one version of a secret sluice holds.
+// SecretRef names one version of a secret sluice holds, or (File set) one
+// value of a SOPS file in Git, as one blob of it holds it.
 type SecretRef struct {
 	// Scope is the source whose secret it is; "" for a global secret.
 	Scope string
@@ -79,10 +83,24 @@ type SecretRef struct {
 	Name string
 	// Version is the version that runs, from 1.
 	Version int
+
+	// File is the SOPS file's path in the repository; Key its top-level
+	// key; Blob the Git blob (40 hex) whose decrypted value runs.
+	File, Key, Blob string
 }
 
-// String is the reference as a unit writes it: "name@3", "source/name@3".
+// sopsPrefix starts a reference to a SOPS file's value.
+const sopsPrefix = "sops:"
+
+// SOPS reports whether r names a SOPS file's value.
+func (r SecretRef) SOPS() bool { return r.File != "" }
+
+// String is the reference as a unit writes it: "name@3", "source/name@3",
+// or "sops:FILE#KEY@BLOB".
 func (r SecretRef) String() string {
+	if r.SOPS() {
+		return sopsPrefix + r.File + "#" + r.Key + "@" + r.Blob
+	}
 	s := r.Name + "@" + strconv.Itoa(r.Version)
 	if r.Scope != "" {
 		s = r.Scope + "/" + s
@@ -92,6 +110,18 @@ func (r SecretRef) String() string {
 
 // ParseSecretRef reads a reference String wrote.
 func ParseSecretRef(s string) (SecretRef, error) {
+	if rest, ok := strings.CutPrefix(s, sopsPrefix); ok {
+		at := strings.LastIndexByte(rest, '@')
+		file, key, found := strings.Cut(rest[:max(at, 0)], "#")
+		r := SecretRef{File: file, Key: key}
+		if at >= 0 {
+			r.Blob = rest[at+1:]
+		}
+		if at < 0 || !found || !blobRE.MatchString(r.Blob) || secretref.CheckSOPSFile(file) != "" || !secretref.ValidSOPSKey(key) {
+			return SecretRef{}, fmt.Errorf("SOPS reference %q is not sops:FILE#KEY@BLOB", s)
+		}
+		return r, nil
+	}
 	at := strings.LastIndexByte(s, '@')
 	if at < 0 {
 		return SecretRef{}, fmt.Errorf("secret reference %q has no @version", s)
@@ -118,6 +148,8 @@ var (
 	serviceRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 	digestRE  = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	envKeyRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// blobRE is a Git blob's hash.
+	blobRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 	// scopeRE is a source's name, as package source checks it.
 	secretNameRE = secretref.NameRE
 	scopeRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -215,7 +247,7 @@ func validate(m Manifest) error {
 			return errs.Errorf(errs.Invalid, "Service %s gives environment variable %s both a value and a secret; keep one.", m.Service, k)
 		}
 		if r, err := ParseSecretRef(m.Secrets[k].String()); err != nil || r != m.Secrets[k] {
-			return errs.Errorf(errs.Invalid, "Service %s has environment variable %s with a secret reference that is not a secret's name and version from 1.", m.Service, k)
+			return errs.Errorf(errs.Invalid, "Service %s has environment variable %s with a secret reference that is not a secret's name and version from 1, nor a SOPS file's key and blob.", m.Service, k)
 		}
 	}
 	return nil

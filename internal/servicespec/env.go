@@ -13,11 +13,11 @@ type EnvValue = secretref.Value
 // SecretNameRE is a secret's name.
 var SecretNameRE = secretref.NameRE
 
-// PlainEnv is the spec's environment without its secret references.
+// PlainEnv is the spec's environment without its references.
 func (s *Spec) PlainEnv() map[string]string {
 	var out map[string]string
 	for k, v := range s.Env {
-		if v.SecretRef != "" {
+		if !v.Plain() {
 			continue
 		}
 		if out == nil {
@@ -51,4 +51,24 @@ func (s *Spec) SecretNames() []string {
 		seen[name] = true
 	}
 	return slices.Sorted(maps.Keys(seen))
+}
+
+// SOPSRef is a value of a SOPS file in the synced commit: the file's path
+// in the repository and its top-level key.
+type SOPSRef struct{ File, Key string }
+
+// SOPSEnv maps each environment variable that takes a value of a SOPS file
+// to the file and key; nil when there is none.
+func (s *Spec) SOPSEnv() map[string]SOPSRef {
+	var out map[string]SOPSRef
+	for k, v := range s.Env {
+		if v.SOPSFile == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]SOPSRef{}
+		}
+		out[k] = SOPSRef{File: v.SOPSFile, Key: v.KeyFor(k)}
+	}
+	return out
 }

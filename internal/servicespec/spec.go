@@ -217,13 +217,19 @@ func (s *Spec) check(name string) error {
 	// The rest (name, environment names, NUL bytes, stop timeout) is what
 	// the renderer refuses; ask it, so the two never disagree.
 	// Secret references render with the version an action resolves;
-	// version 1 stands for it here.
+	// version 1 stands for it here, and a zero blob for a SOPS file's.
 	m := s.Manifest(name)
 	for k, ref := range s.SecretEnv() {
 		if m.Secrets == nil {
 			m.Secrets = map[string]render.SecretRef{}
 		}
 		m.Secrets[k] = render.SecretRef{Name: ref, Version: 1}
+	}
+	for k, ref := range s.SOPSEnv() {
+		if m.Secrets == nil {
+			m.Secrets = map[string]render.SecretRef{}
+		}
+		m.Secrets[k] = render.SecretRef{File: ref.File, Key: ref.Key, Blob: strings.Repeat("0", 40)}
 	}
 	if _, _, err := render.Render(m); err != nil {
 		return fmt.Errorf("is refused: %s", strings.TrimSuffix(err.Error(), "."))
