@@ -154,6 +154,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 		return nil, redact.Error(err)
 	}
 	svcs.Secrets = sec
+	gops.Secrets = sec
 	sec.SetTx = svcs.SecretSetTx
 	inf.Secrets = sec
 	workers := river.NewWorkers()

@@ -7,12 +7,15 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"sluice/db"
 	"sluice/internal/blueprintspec"
+	"sluice/internal/errs"
 	"sluice/internal/infraspec"
 	"sluice/internal/secrets"
 	"sluice/internal/servicespec"
@@ -43,6 +46,13 @@ func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []uni
 						uses = map[string][]secretUse{}
 					}
 					uses[u.Path] = append(uses[u.Path], secretUse{where: "env " + v, name: spec.SecretEnv()[v]})
+				}
+				for _, v := range slices.Sorted(maps.Keys(spec.SOPSEnv())) {
+					if uses == nil {
+						uses = map[string][]secretUse{}
+					}
+					ref := spec.SOPSEnv()[v]
+					uses[u.Path] = append(uses[u.Path], secretUse{where: "env " + v, file: ref.File, key: ref.Key})
 				}
 			}
 		case infraspec.Kind:
@@ -75,8 +85,8 @@ func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []uni
 }
 
 // secretUse is one reference of a unit to a secret: where in the spec, and
-// the secret's name.
-type secretUse struct{ where, name string }
+// the secret's name, or the SOPS file and key.
+type secretUse struct{ where, name, file, key string }
 
 // checkSecretRefs moves the units that name a secret their source does not
 // see (set neither for it nor globally) to invalid, with a sentence per
@@ -91,7 +101,9 @@ func checkSecretRefs(ctx context.Context, q db.DBTX, src *db.Source, units []*un
 	seen := map[string]bool{}
 	for _, us := range uses {
 		for _, u := range us {
-			seen[u.name] = true
+			if u.name != "" {
+				seen[u.name] = true
+			}
 		}
 	}
 	found, err := secrets.LookupAll(ctx, q, src.ID, slices.Sorted(maps.Keys(seen)))
@@ -102,6 +114,9 @@ func checkSecretRefs(ctx context.Context, q db.DBTX, src *db.Source, units []*un
 	for _, u := range units {
 		var missing []string
 		for _, use := range uses[u.Path] {
+			if use.file != "" {
+				continue // checkSOPSRefs'
+			}
 			if _, ok := found[use.name]; !ok {
 				missing = append(missing, fmt.Sprintf("%s names secret %s, which is set neither for source %s nor globally (`sluice secret set %s --source %s --from-file FILE` sets it)",
 					use.where, use.name, src.Name, use.name, src.Name))
@@ -292,4 +307,93 @@ func (p *plan) decideNames(ctx context.Context, q *db.Queries, kind, word string
 		kept = append(kept, u)
 	}
 	return kept, nil
+}
+
+// sopsFiles decrypts the SOPS files a sync's units name, each once, at
+// the synced commit.
+type sopsFiles struct {
+	s      *Service
+	src    *db.Source
+	commit string
+	got    map[string]sopsFile
+}
+
+type sopsFile struct {
+	values map[string]string
+	err    error
+}
+
+// checkSOPSRefs moves the units that take a value of a SOPS file that does
+// not give it to invalid, with a sentence: the file is not in the commit,
+// does not decrypt with the age identity sluice holds (SOPSIdentity), fails
+// its MAC, or has no such key. What was decrypted is kept nowhere.
+func (s *Service) checkSOPSRefs(ctx context.Context, src *db.Source, commit string, units []*unit.Unit, invalid []unit.Invalid, uses map[string][]secretUse) ([]*unit.Unit, []unit.Invalid) {
+	files := &sopsFiles{s: s, src: src, commit: commit, got: map[string]sopsFile{}}
+	kept := units[:0:0]
+	for _, u := range units {
+		var bad []string
+		for _, use := range uses[u.Path] {
+			if use.file == "" {
+				continue
+			}
+			if why := files.check(ctx, use.file, use.key); why != "" {
+				bad = append(bad, fmt.Sprintf("%s takes key %s of SOPS file %s, which %s", use.where, use.key, use.file, why))
+			}
+		}
+		if len(bad) > 0 {
+			invalid = append(invalid, unit.Invalid{Path: u.Path, Reason: strings.Join(bad, "; ")})
+			continue
+		}
+		kept = append(kept, u)
+	}
+	return kept, invalid
+}
+
+// check says why file does not give key, or "".
+func (f *sopsFiles) check(ctx context.Context, file, key string) string {
+	got, ok := f.got[file]
+	if !ok {
+		got.values, got.err = f.decrypt(ctx, file)
+		f.got[file] = got
+	}
+	if got.err != nil {
+		return lowerFirst(strings.TrimSuffix(f.s.Redactor.String(errText(got.err)), "."))
+	}
+	if _, ok := got.values[key]; !ok {
+		return "has no such top-level key"
+	}
+	return ""
+}
+
+func (f *sopsFiles) decrypt(ctx context.Context, file string) (map[string]string, error) {
+	if f.s.Secrets == nil {
+		return nil, errors.New("this process cannot decrypt: it keeps no secrets (run the sync under serve or worker)")
+	}
+	data, _, err := f.s.ReadFileAt(ctx, f.src.ID, f.commit, file)
+	if err != nil {
+		return nil, err
+	}
+	values, _, err := f.s.Secrets.DecryptSOPS(ctx, f.s.Pool, f.src.ID, file, data)
+	return values, err
+}
+
+// lowerFirst continues a sentence with another: "Commit …" becomes "commit …".
+func lowerFirst(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 || !unicode.IsUpper(r) {
+		return s
+	}
+	if r2, _ := utf8.DecodeRuneInString(s[n:]); unicode.IsUpper(r2) {
+		return s // an initialism, such as "MAC"
+	}
+	return string(unicode.ToLower(r)) + s[n:]
+}
+
+// errText is err's message, or its sentence when it is an *errs.Error.
+func errText(err error) string {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
 }

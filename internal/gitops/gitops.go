@@ -10,6 +10,7 @@ import (
 	"sluice/db"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
+	"sluice/internal/secrets"
 	"sluice/internal/source"
 )
 
@@ -30,6 +31,9 @@ type Service struct {
 	SourcesDir string
 	Redactor   *redact.Redactor
 	Logger     *slog.Logger
+	// Secrets opens the age identity a sync decrypts the SOPS files its
+	// units name with, to check them. Nil: such a unit is invalid.
+	Secrets *secrets.Service
 	// AfterAcceptFunc, when set, is called by FollowUp with the units that a
 	// sync or an accept of an auto-deploy source created or updated, after
 	// its run committed: serve sets it to converge the services and plan

@@ -2,6 +2,8 @@ package gitops_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -28,14 +30,82 @@ func TestSyncSecretRefs(t *testing.T) {
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
 		b := setupNames(t)
-		return &testBundle{namesBundle: b, secrets: &secrets.Service{DB: b.pool, Journal: b.journal, Box: b.box, Redactor: b.redactor}}
+		sec := &secrets.Service{DB: b.pool, Journal: b.journal, Box: b.box, Redactor: b.redactor}
+		b.svc.Secrets = sec
+		return &testBundle{namesBundle: b, secrets: sec}
 	}
 
-	set := func(t *testing.T, b *testBundle, name, src string) {
+	setValue := func(t *testing.T, b *testBundle, name, src string, value []byte) {
 		t.Helper()
-		_, _, err := b.secrets.Set(b.ctx, secrets.SetParams{Name: name, Source: src, Value: []byte("v"), By: "test"})
+		_, _, err := b.secrets.Set(b.ctx, secrets.SetParams{Name: name, Source: src, Value: value, By: "test"})
 		require.NoError(t, err)
 	}
+	set := func(t *testing.T, b *testBundle, name, src string) {
+		t.Helper()
+		setValue(t, b, name, src, []byte("v"))
+	}
+
+	// SOPS files written by sops itself, and the age identity they are
+	// encrypted to (internal/sops/testdata says how they were made).
+	fixture := func(t *testing.T, name string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join("..", "sops", "testdata", name))
+		require.NoError(t, err)
+		return string(b)
+	}
+	sopsUnit := func(name, file, key string) string {
+		return fmt.Sprintf(`{"kind":"Service","metadata":{"name":%q},"spec":{"runtime":"exec","image":"sha256:%s","env":{"DB_PASSWORD":{"sopsFile":%q,"key":%q}}}}`,
+			name, strings.Repeat("a", 64), file, key)
+	}
+
+	t.Run("ASOPSFileIsDecryptedAtSyncAndAFileThatDoesNotGiveItsValueIsInvalid", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		good := fixture(t, "regex.json")
+		// One ciphertext character changed: the value's tag fails.
+		at := strings.Index(good, "ENC[AES256_GCM,data:") + len("ENC[AES256_GCM,data:")
+		swap := byte('A')
+		if good[at] == 'A' {
+			swap = 'B'
+		}
+		tampered := good[:at] + string(swap) + good[at+1:]
+		require.NotEqual(t, good, tampered)
+		b.repos[source.DefaultName].Commit(t, "sops", map[string]string{
+			"secrets/db.json":        good,
+			"secrets/tampered.json":  tampered,
+			"services/ok.json":       sopsUnit("ok", "secrets/db.json", "PASSWORD"),
+			"services/tampered.json": sopsUnit("tampered", "secrets/tampered.json", "PASSWORD"),
+			"services/nokey.json":    sopsUnit("nokey", "secrets/db.json", "NOPE"),
+			"services/nofile.json":   sopsUnit("nofile", "secrets/gone.json", "PASSWORD"),
+		})
+
+		// No identity yet: every unit that names a SOPS file waits for one.
+		res := b.syncOK(t, source.DefaultName)
+		reasons := invalidPaths(res)
+		require.Len(t, reasons, 4, "%v", reasons)
+		require.Contains(t, reasons["services/ok.json"], "env DB_PASSWORD takes key PASSWORD of SOPS file secrets/db.json, which no age identity is set to decrypt SOPS files")
+
+		setValue(t, b, secrets.SOPSIdentity, "", []byte(fixture(t, "keys/test.agekey")))
+		res = b.syncOK(t, source.DefaultName)
+		reasons = invalidPaths(res)
+		require.Equal(t, []string{"services/ok.json"}, res.Created)
+		require.Len(t, reasons, 3, "%v", reasons)
+		require.Contains(t, reasons["services/tampered.json"], "secrets/tampered.json")
+		require.Contains(t, reasons["services/tampered.json"], "does not decrypt")
+		require.Equal(t, "env DB_PASSWORD takes key NOPE of SOPS file secrets/db.json, which has no such top-level key", reasons["services/nokey.json"])
+		require.Contains(t, reasons["services/nofile.json"], "holds no file secrets/gone.json")
+		for p, r := range reasons {
+			require.NotContains(t, r, "regex-secret", p)
+			require.NotContains(t, r, "AGE-SECRET-KEY", p)
+		}
+
+		// An identity that is not the file's recipient decrypts nothing.
+		setValue(t, b, secrets.SOPSIdentity, "", []byte(fixture(t, "keys/stranger.agekey")))
+		b.repos[source.DefaultName].Commit(t, "another", map[string]string{"services/other.json": sopsUnit("other", "secrets/db.json", "PASSWORD")})
+		res = b.syncOK(t, source.DefaultName)
+		require.Contains(t, invalidPaths(res)["services/other.json"], "secrets/db.json")
+		require.Empty(t, res.Created)
+	})
 
 	t.Run("AMissingSecretIsAnInvalidUnitUntilItIsSet", func(t *testing.T) {
 		t.Parallel()

@@ -245,6 +245,7 @@ func (r *syncRun) walk(ctx context.Context) error {
 	if plan.units, plan.invalid, err = checkSecretRefs(ctx, r.s.Pool, r.src, plan.units, plan.invalid, uses); err != nil {
 		return err
 	}
+	plan.units, plan.invalid = r.s.checkSOPSRefs(ctx, r.src, r.got.Commit, plan.units, plan.invalid, uses)
 	if !r.got.Unmoved {
 		p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(r.fetched).Round(time.Millisecond)), nil)
 	}

@@ -3,6 +3,7 @@ package services
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,15 +22,23 @@ import (
 // at the version that is current, in the manifest (and so in the unit a
 // receipt keeps), and its value beside it, for the host step alone. The
 // run's event names each variable's secret and version, never a value.
+//
+// A value of a SOPS file is decrypted from the file as the source's commit
+// in force holds it, and named by the file's blob.
 func (s *Service) withSecrets(ctx context.Context, p *journal.Progress, u *db.Unit, spec *servicespec.Spec, req hoststep.ApplyRequest) (hoststep.ApplyRequest, error) {
-	env := spec.SecretEnv()
-	if len(env) == 0 {
+	env, sopsEnv := spec.SecretEnv(), spec.SOPSEnv()
+	if len(env) == 0 && len(sopsEnv) == 0 {
 		return req, nil
 	}
 	values, err := s.resolveSecrets(ctx, u, env)
 	if err != nil {
 		return req, err
 	}
+	fromSOPS, err := s.resolveSOPS(ctx, u, sopsEnv)
+	if err != nil {
+		return req, err
+	}
+	maps.Copy(values, fromSOPS)
 	req.Manifest.Secrets = make(map[string]render.SecretRef, len(values))
 	for k, v := range values {
 		req.Manifest.Secrets[k] = v.Ref
@@ -47,11 +56,90 @@ func (s *Service) restoreSecrets(ctx context.Context, u *db.Unit, prev []byte) (
 	if err != nil || len(m.Secrets) == 0 {
 		return nil, nil // not an exec unit, or one without secrets
 	}
-	env := make(map[string]string, len(m.Secrets))
+	env := map[string]string{}
+	sopsEnv := map[string]servicespec.SOPSRef{}
 	for k, ref := range m.Secrets {
+		if ref.SOPS() {
+			sopsEnv[k] = servicespec.SOPSRef{File: ref.File, Key: ref.Key}
+			continue
+		}
 		env[k] = ref.Name
 	}
-	return s.resolveSecrets(ctx, u, env)
+	values, err := s.resolveSecrets(ctx, u, env)
+	if err != nil {
+		return nil, err
+	}
+	fromSOPS, err := s.resolveSOPS(ctx, u, sopsEnv)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(values, fromSOPS)
+	return values, nil
+}
+
+// resolveSOPS decrypts the values env names (variable → SOPS file and
+// key), each file once, as the commit in force of u's source holds it.
+func (s *Service) resolveSOPS(ctx context.Context, u *db.Unit, env map[string]servicespec.SOPSRef) (map[string]hoststep.SecretValue, error) {
+	out := make(map[string]hoststep.SecretValue, len(env))
+	if len(env) == 0 {
+		return out, nil
+	}
+	if s.Secrets == nil {
+		return nil, noSecrets(u.Name)
+	}
+	commit, err := s.commitInForce(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	type file struct {
+		values map[string]string
+		blob   string
+	}
+	files := map[string]file{}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		ref := env[k]
+		f, ok := files[ref.File]
+		if !ok {
+			data, blob, err := s.GitOps.ReadFileAt(ctx, u.SourceID, commit, ref.File)
+			if err == nil {
+				f.values, _, err = s.Secrets.DecryptSOPS(ctx, s.Pool, u.SourceID, ref.File, data)
+			}
+			if err != nil {
+				return nil, errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Unavailable), "Variable %s of service %s takes key %s of SOPS file %s, which does not decrypt at commit %s: %s.",
+					k, u.Name, ref.Key, ref.File, shortCommit(commit), strings.TrimSuffix(errText(err), "."))
+			}
+			f.blob = blob
+			files[ref.File] = f
+		}
+		v, ok := f.values[ref.Key]
+		if !ok {
+			return nil, errs.Errorf(errs.NotFound, "Variable %s of service %s takes key %s of SOPS file %s, which has no such top-level key at commit %s.", k, u.Name, ref.Key, ref.File, shortCommit(commit))
+		}
+		out[k] = hoststep.SecretValue{Ref: render.SecretRef{File: ref.File, Key: ref.Key, Blob: f.blob}, Value: []byte(v)}
+	}
+	return out, nil
+}
+
+// commitInForce is the commit of u's source that is in force: the one its
+// SOPS files are read at.
+func (s *Service) commitInForce(ctx context.Context, u *db.Unit) (string, error) {
+	src, err := db.New(s.Pool).SourceGet(ctx, u.SourceID)
+	if err != nil {
+		return "", fmt.Errorf("load the source of %s: %w", u.Name, err)
+	}
+	if src.SyncedCommit == nil {
+		return "", errs.Errorf(errs.Unavailable, "Source %s has no commit in force, so service %s's SOPS files cannot be read; sync it.", src.Name, u.Name)
+	}
+	return *src.SyncedCommit, nil
+}
+
+// errText is err's message, or its sentence when it is an *errs.Error.
+func errText(err error) string {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
 }
 
 // checkSecrets says, without opening a value, whether every secret spec's
@@ -82,6 +170,9 @@ func (s *Service) checkSecrets(ctx context.Context, u *db.Unit, spec *servicespe
 
 // resolveSecrets opens the secrets env names (variable → secret), each once.
 func (s *Service) resolveSecrets(ctx context.Context, u *db.Unit, env map[string]string) (map[string]hoststep.SecretValue, error) {
+	if len(env) == 0 {
+		return map[string]hoststep.SecretValue{}, nil
+	}
 	if s.Secrets == nil {
 		return nil, noSecrets(u.Name)
 	}
@@ -131,7 +222,9 @@ func (s *Service) rotatedSecrets(ctx context.Context, u *db.Unit, rendered strin
 	}
 	names := make([]string, 0, len(m.Secrets))
 	for _, ref := range m.Secrets {
-		names = append(names, ref.Name)
+		if !ref.SOPS() {
+			names = append(names, ref.Name)
+		}
 	}
 	now, err := s.Secrets.LookupAll(ctx, s.Pool, u.SourceID, names)
 	if err != nil {
@@ -145,6 +238,16 @@ func (s *Service) rotatedSecrets(ctx context.Context, u *db.Unit, rendered strin
 			continue
 		}
 		seen[ran] = true
+		if ran.SOPS() {
+			f, err := s.changedSOPS(ctx, u, ran)
+			if err != nil {
+				return nil, err
+			}
+			if f != nil {
+				out = append(out, *f)
+			}
+			continue
+		}
 		cur, ok := now[ran.Name]
 		switch {
 		case !ok:
@@ -159,6 +262,27 @@ func (s *Service) rotatedSecrets(ctx context.Context, u *db.Unit, rendered strin
 		}
 	}
 	return out, nil
+}
+
+// changedSOPS is a finding when the SOPS file ran names is another blob,
+// or gone, at the commit in force; nil when it is the same.
+func (s *Service) changedSOPS(ctx context.Context, u *db.Unit, ran render.SecretRef) (*DriftFinding, error) {
+	commit, err := s.commitInForce(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	_, blob, err := s.GitOps.ReadFileAt(ctx, u.SourceID, commit, ran.File)
+	switch {
+	case errs.Is(err, errs.NotFound):
+		return &DriftFinding{Fact: fmt.Sprintf("SOPS file %s is gone.", ran.File),
+			Proof: fmt.Sprintf("applied blob %s; commit %s holds no such file.", shortCommit(ran.Blob), shortCommit(commit))}, nil
+	case err != nil:
+		return nil, err
+	case blob != ran.Blob:
+		return &DriftFinding{Fact: fmt.Sprintf("SOPS file %s changed.", ran.File),
+			Proof: fmt.Sprintf("applied blob %s; commit %s holds blob %s.", shortCommit(ran.Blob), shortCommit(commit), shortCommit(blob))}, nil
+	}
+	return nil, nil
 }
 
 func noSecrets(service string) error {
