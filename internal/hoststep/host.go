@@ -172,10 +172,17 @@ func secretValues(u *Unit, given map[string]SecretValue) (map[string][]byte, err
 		if bytes.IndexByte(v.Value, 0) >= 0 {
 			return nil, fmt.Errorf("secret %s of variable %s holds a NUL byte, which no environment variable can carry; set it without one", ref, k)
 		}
+		if n := len(k) + 1 + len(v.Value) + 1; n > MaxEnvString {
+			return nil, fmt.Errorf("secret %s of variable %s is %d bytes, and Linux starts no process with an environment variable over %d bytes (name, =, value and its end): keep the value under %d KiB", ref, k, len(v.Value), MaxEnvString, MaxEnvString>>10)
+		}
 		out[k] = v.Value
 	}
 	return out, nil
 }
+
+// MaxEnvString is render.MaxEnvString: a secret's value past it is refused
+// before the step stops anything.
+const MaxEnvString = render.MaxEnvString
 
 // UnitText reads the unit of service name that runs now; nil when there is
 // none.

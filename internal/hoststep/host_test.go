@@ -363,6 +363,22 @@ func TestSecrets(t *testing.T) {
 		require.Equal(t, []string{"spec.json"}, holders)
 	})
 
+	t.Run("AValueUpToWhatExecveTakesIsDelivered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		out := t.TempDir() + "/secret"
+		req := request(b, t, out)
+		large := bytes.Repeat([]byte("L"), hoststep.MaxEnvString-len("SECRET=")-1)
+		req.Secrets = map[string]hoststep.SecretValue{"SECRET": {Ref: ref, Value: large}}
+		a, err := b.host.Apply(b.ctx, &events{}, &phase.Phases{}, req)
+		require.NoError(t, err)
+		require.True(t, a.Probe.OK, a.Probe.Sentence)
+		require.Eventually(t, func() bool {
+			got, err := os.ReadFile(out)
+			return err == nil && bytes.Equal(got, large)
+		}, 10*time.Second, 10*time.Millisecond)
+	})
+
 	for name, tt := range map[string]struct {
 		given   map[string]hoststep.SecretValue
 		wantErr string
@@ -372,6 +388,8 @@ func TestSecrets(t *testing.T) {
 		"AnotherScope":  {map[string]hoststep.SecretValue{"SECRET": {Ref: render.SecretRef{Scope: "a", Name: "db-password", Version: 2}, Value: value}}, "the value handed over is a/db-password@2's"},
 		"RotatedSince":  {map[string]hoststep.SecretValue{"SECRET": {Ref: render.SecretRef{Name: "db-password", Version: 3}, Value: value}}, "names secret db-password@2, which is now at version 3: a rotated secret is not brought back"},
 		"ValueWithANul": {map[string]hoststep.SecretValue{"SECRET": {Ref: ref, Value: []byte("a\x00b")}}, "secret db-password@2 of variable SECRET holds a NUL byte"},
+		"ValuePastWhatExecveTakes": {map[string]hoststep.SecretValue{"SECRET": {Ref: ref, Value: bytes.Repeat([]byte("x"), hoststep.MaxEnvString)}},
+			"secret db-password@2 of variable SECRET is 131072 bytes, and Linux starts no process with an environment variable over 131072 bytes"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -210,6 +210,11 @@ func effectiveTimeout(sec int) int {
 	return sec
 }
 
+// MaxEnvString is the longest NAME=value string, with its NUL, that
+// execve(2) takes (MAX_ARG_STRLEN: 32 pages of 4 KiB): past it the kernel
+// starts nothing (E2BIG).
+const MaxEnvString = 32 * 4096
+
 // validate checks m with one sentence per problem, the first found.
 func validate(m Manifest) error {
 	if !serviceRE.MatchString(m.Service) {
@@ -237,6 +242,9 @@ func validate(m Manifest) error {
 		}
 		if strings.IndexByte(m.Env[k], 0) >= 0 {
 			return errs.Errorf(errs.Invalid, "Service %s has environment variable %s with a NUL byte; remove it.", m.Service, k)
+		}
+		if len(k)+1+len(m.Env[k])+1 > MaxEnvString {
+			return errs.Errorf(errs.Invalid, "Service %s has environment variable %s of %d bytes; Linux starts no process with one over %d bytes (name, =, value and its end).", m.Service, k, len(m.Env[k]), MaxEnvString)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.Secrets)) {

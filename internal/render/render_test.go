@@ -276,6 +276,7 @@ func TestRenderValidation(t *testing.T) {
 		{"EnvKeyWithSpace", func(m *render.Manifest) { m.Env["A B"] = "x" }, "environment variable name"},
 		{"NULInArg", func(m *render.Manifest) { m.Args = []string{"a\x00b"} }, "argument 1 with a NUL byte"},
 		{"NULInEnvValue", func(m *render.Manifest) { m.Env["A"] = "\x00" }, "A with a NUL byte"},
+		{"EnvValuePastWhatExecveTakes", func(m *render.Manifest) { m.Env["A"] = strings.Repeat("x", render.MaxEnvString-len("A=")) }, "environment variable A of 131070 bytes; Linux starts no process with one over 131072 bytes"},
 		{"NULInWorkDir", func(m *render.Manifest) { m.WorkDir = "/srv\x00" }, "working directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
