@@ -411,3 +411,52 @@ func Hash(text []byte) string {
 	sum := sha256.Sum256(text)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// MarkerSecret is the key under which a runtime whose unit files are not
+// this package's (systemd's) names a secret: X-Sluice-Secret=NAME="ref".
+const MarkerSecret = "X-Sluice-Secret"
+
+// UnitSecrets is the secrets a unit of any runtime names: its Secret= lines
+// (this package's units) or its MarkerSecret= lines (systemd's); nil for
+// a unit that names none, or whose lines do not read.
+func UnitSecrets(text []byte) map[string]SecretRef {
+	out, err := SecretLines(text, "Secret")
+	if err != nil || len(out) > 0 {
+		return out
+	}
+	out, _ = SecretLines(text, MarkerSecret)
+	return out
+}
+
+// SecretLines reads the secret references of a unit of any runtime: each
+// line key=NAME="reference" (Secret= in this package's units, a runtime's
+// own marker in others), as Render writes them. Other lines are not read.
+func SecretLines(text []byte, key string) (map[string]SecretRef, error) {
+	var out map[string]SecretRef
+	for n, line := range strings.Split(string(text), "\n") {
+		rest, ok := strings.CutPrefix(line, key+"=")
+		if !ok {
+			continue
+		}
+		name, value, ok := strings.Cut(rest, "=")
+		if !ok || !envKeyRE.MatchString(name) {
+			return nil, invalidLine(n+1, "is not "+key+"=NAME=\"reference\"")
+		}
+		if _, dup := out[name]; dup {
+			return nil, invalidLine(n+1, "repeats secret variable "+name)
+		}
+		v, err := unquote(value)
+		if err != nil {
+			return nil, invalidLine(n+1, err.Error())
+		}
+		ref, err := ParseSecretRef(v)
+		if err != nil {
+			return nil, invalidLine(n+1, err.Error())
+		}
+		if out == nil {
+			out = map[string]SecretRef{}
+		}
+		out[name] = ref
+	}
+	return out, nil
+}

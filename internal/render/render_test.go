@@ -465,3 +465,16 @@ func TestSecrets(t *testing.T) {
 		require.ErrorContains(t, err, "repeats secret variable DB")
 	})
 }
+
+func TestUnitSecrets(t *testing.T) {
+	t.Parallel()
+
+	blob := strings.Repeat("a", 40)
+	want := map[string]render.SecretRef{"DB": {Name: "db", Version: 3}, "KEY": {File: "s/app.env", Key: "KEY", Blob: blob}}
+	exec := "[Service]\nName=\"web\"\nSecret=DB=\"db@3\"\nSecret=KEY=\"sops:s/app.env#KEY@" + blob + "\"\n"
+	systemd := "[Unit]\nX-Sluice-Service=web\nX-Sluice-Secret=DB=\"db@3\"\nX-Sluice-Secret=KEY=\"sops:s/app.env#KEY@" + blob + "\"\n[Service]\nEnvironmentFile=/etc/sluice/secrets/web.env\n"
+	require.Equal(t, want, render.UnitSecrets([]byte(exec)))
+	require.Equal(t, want, render.UnitSecrets([]byte(systemd)))
+	require.Nil(t, render.UnitSecrets([]byte("[Service]\nName=\"web\"\n")))
+	require.Nil(t, render.UnitSecrets([]byte("Secret=DB=\"not a ref\"\n")), "a line that does not read names nothing")
+}

@@ -100,9 +100,5 @@ func appliedSecrets(ctx context.Context, q *db.Queries, name string) (map[string
 	if applied.Retry != nil {
 		last = applied.Retry
 	}
-	m, err := render.Parse([]byte(last.Rendered))
-	if err != nil {
-		return nil, nil // not an exec unit
-	}
-	return m.Secrets, nil
+	return render.UnitSecrets([]byte(last.Rendered)), nil
 }

@@ -52,9 +52,9 @@ func (s *Service) withSecrets(ctx context.Context, p *journal.Progress, u *db.Un
 // as they are now: the host step refuses a unit that names a version that
 // is no longer current, rather than bring a rotated value back.
 func (s *Service) restoreSecrets(ctx context.Context, u *db.Unit, prev []byte) (map[string]hoststep.SecretValue, error) {
-	m, err := render.Parse(prev)
-	if err != nil || len(m.Secrets) == 0 {
-		return nil, nil // not an exec unit, or one without secrets
+	m := render.Manifest{Secrets: render.UnitSecrets(prev)}
+	if len(m.Secrets) == 0 {
+		return nil, nil // a unit without secrets
 	}
 	env := map[string]string{}
 	sopsEnv := map[string]servicespec.SOPSRef{}
@@ -216,9 +216,9 @@ func secretsData(values map[string]hoststep.SecretValue) map[string]string {
 // drift check ("Secret db-password was rotated." and "applied version 1;
 // version 2 is current.").
 func (s *Service) rotatedSecrets(ctx context.Context, u *db.Unit, rendered string) ([]DriftFinding, error) {
-	m, err := render.Parse([]byte(rendered))
-	if err != nil || len(m.Secrets) == 0 || s.Secrets == nil {
-		return nil, nil // not an exec unit, or one without secrets
+	m := render.Manifest{Secrets: render.UnitSecrets([]byte(rendered))}
+	if len(m.Secrets) == 0 || s.Secrets == nil {
+		return nil, nil // a unit without secrets
 	}
 	names := make([]string, 0, len(m.Secrets))
 	for _, ref := range m.Secrets {

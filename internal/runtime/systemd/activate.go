@@ -230,6 +230,9 @@ func (r *Runtime) Remove(ctx context.Context, name string) error {
 	if err := os.Remove(r.unitFile(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove the unit of %s: %w", name, err)
 	}
+	if err := os.Remove(r.host(r.secretsPath(name))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove the secrets of %s: %w", name, err)
+	}
 	conn, err := r.bus(ctx)
 	if err != nil {
 		return err

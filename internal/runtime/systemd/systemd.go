@@ -58,6 +58,10 @@ type Runtime struct {
 	// StagingDir is where a candidate unit is verified before it replaces
 	// anything: /run/sluice/staging by default.
 	StagingDir string
+	// SecretsDir holds each unit's EnvironmentFile= of secrets' values, one
+	// file per service, readable by its owner only: /etc/sluice/secrets by
+	// default, ~/.config/sluice/secrets in user mode.
+	SecretsDir string
 	// Bus is the D-Bus socket of the manager, as this process sees it: the
 	// system bus under Root by default; $XDG_RUNTIME_DIR/bus in user mode.
 	Bus string
@@ -79,7 +83,7 @@ var _ hoststep.Runtime = (*Runtime)(nil)
 func New(root string, arts hoststep.Artifacts) *Runtime {
 	return &Runtime{
 		Root: root, UnitDir: "/etc/systemd/system", ExeDir: "/var/lib/sluice/bin",
-		StagingDir: "/run/sluice/staging", Artifacts: arts,
+		StagingDir: "/run/sluice/staging", SecretsDir: "/etc/sluice/secrets", Artifacts: arts,
 	}
 }
 
@@ -90,7 +94,8 @@ func New(root string, arts hoststep.Artifacts) *Runtime {
 func NewUser(home, runDir string, arts hoststep.Artifacts) *Runtime {
 	return &Runtime{
 		User: true, UnitDir: filepath.Join(home, ".config/systemd/user"), ExeDir: filepath.Join(home, ".local/share/sluice/bin"),
-		StagingDir: filepath.Join(runDir, "sluice-staging"), Bus: filepath.Join(runDir, "bus"), Artifacts: arts,
+		StagingDir: filepath.Join(runDir, "sluice-staging"), SecretsDir: filepath.Join(home, ".config/sluice/secrets"),
+		Bus: filepath.Join(runDir, "bus"), Artifacts: arts,
 	}
 }
 
@@ -114,6 +119,11 @@ func (r *Runtime) host(p string) string {
 
 func (r *Runtime) unitFile(name string) string {
 	return r.host(filepath.Join(r.UnitDir, UnitName(name)))
+}
+
+// secretsPath is the EnvironmentFile= of service name, as systemd sees it.
+func (r *Runtime) secretsPath(name string) string {
+	return filepath.Join(r.SecretsDir, name+".env")
 }
 
 // exePath is where the artifact digest is installed, as systemd sees it.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -223,6 +224,63 @@ func TestApply(t *testing.T) {
 		require.Equal(t, 1, starts("[Service]"), "no value adds a section:\n%s", text)
 		require.Zero(t, starts("ExecStartPre"), "no value adds a directive:\n%s", text)
 		require.Equal(t, 1, starts("ExecStart="))
+	})
+
+	t.Run("DeliversSecretsByteForByteThroughAFileOnlyItsOwnerReads", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		values := []string{
+			"s3cr3t-new\nline", "s3cr3t-tab\tand\rreturn", `s3cr3t-back\slash\`, `s3cr3t-"quoted" and 'single'`, "s3cr3t-%n %% %h",
+			"s3cr3t-$HOME ${PATH} $$ `cmd`", "s3cr3t-# not a comment", "  s3cr3t-spaces  ", "s3cr3t-ünïcödé", "s3cr3t-ctl\x01\x1f\x7f",
+			"s3cr3t-[Service]\nExecStartPre=/bin/false", "s3cr3t-\\n not a newline", "s3cr3t-end\\",
+		}
+		req := b.request("v1", nil)
+		req.Manifest.Secrets = map[string]render.SecretRef{}
+		req.Secrets = map[string]hoststep.SecretValue{}
+		for i, v := range values {
+			k := fmt.Sprintf("SECRET_%d", i)
+			ref := render.SecretRef{Name: fmt.Sprintf("s%d", i), Version: i + 1}
+			req.Manifest.Secrets[k] = ref
+			req.Secrets[k] = hoststep.SecretValue{Ref: ref, Value: []byte(v)}
+		}
+		a, err := b.host.Apply(b.ctx, &events{}, &phase.Phases{}, req)
+		require.NoError(t, err)
+		require.True(t, a.Probe.OK, a.Probe.Sentence)
+		got := b.get(t)
+		for i, v := range values {
+			require.Equal(t, v, got.Env[fmt.Sprintf("SECRET_%d", i)], "value %d", i)
+		}
+		require.NotContains(t, got.Env, "ExecStartPre")
+
+		// The unit names each secret and version; its values are in one
+		// file, which only its owner reads, and systemd shows none of them.
+		text, err := os.ReadFile(filepath.Join(b.box.Units, "sluice-web.service"))
+		require.NoError(t, err)
+		require.Contains(t, string(text), "X-Sluice-Secret=SECRET_0=\"s0@1\"\n")
+		require.Contains(t, string(text), "EnvironmentFile=/etc/sluice/secrets/web.env\n")
+		shown := b.box.Run(t, "systemctl", "show", "sluice-web.service")
+		for _, form := range []string{string(text), shown, a.Rendered} {
+			require.NotContains(t, form, "s3cr3t")
+		}
+		file := filepath.Join(b.box.Root(), "etc/sluice/secrets/web.env")
+		fi, err := os.Stat(file)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+		di, err := os.Stat(filepath.Dir(file))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o700), di.Mode().Perm())
+
+		// A value systemd cannot pass is refused before anything changes.
+		req.Secrets["SECRET_0"] = hoststep.SecretValue{Ref: req.Manifest.Secrets["SECRET_0"], Value: []byte("s3cr3t-\xff\xfe")}
+		req.Manifest.Secrets["SECRET_0"] = render.SecretRef{Name: "s0", Version: 1}
+		_, err = b.host.Apply(b.ctx, &events{}, &phase.Phases{}, req)
+		require.ErrorContains(t, err, "is not UTF-8, which systemd does not pass in an environment")
+		require.Equal(t, fmt.Sprint(a.Pid), b.show(t, "MainPID")["MainPID"], "a refused step touched what runs")
+
+		// Removed, the unit takes its values with it.
+		require.NoError(t, b.rt.Remove(b.ctx, "web"))
+		_, err = os.Stat(file)
+		require.ErrorIs(t, err, fs.ErrNotExist)
 	})
 
 	t.Run("ReportsAFailedStartWithItsExitAndJournal", func(t *testing.T) {

@@ -9,12 +9,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"sluice/internal/errs"
 	"sluice/internal/hoststep"
@@ -82,6 +85,11 @@ func (r *Runtime) Validate(ctx context.Context, u *hoststep.Unit, exe string) er
 		return err
 	} else if whose != "" {
 		return conflict(whose, name)
+	}
+	for _, k := range slices.Sorted(maps.Keys(u.Secrets)) {
+		if !utf8.Valid(u.Secrets[k]) {
+			return errs.Errorf(errs.Invalid, "Secret %s of variable %s of service %s is not UTF-8, which systemd does not pass in an environment; nothing on the host changed.", u.Manifest.Secrets[k], k, name)
+		}
 	}
 	if err := r.install(exe, u.Manifest.ArtifactDigest); err != nil {
 		return err
@@ -188,6 +196,11 @@ func (r *Runtime) Write(ctx context.Context, u *hoststep.Unit) error {
 	} else if whose != "" {
 		return conflict(whose, name)
 	}
+	// The values first: the unit that names them may be in place already
+	// (the same versions), and its file is what a restart reads.
+	if err := r.writeSecrets(u); err != nil {
+		return err
+	}
 	if now, err := os.ReadFile(u.Path); err == nil && bytes.Equal(now, u.Text) {
 		return nil
 	}
@@ -214,6 +227,57 @@ func (r *Runtime) Write(ctx context.Context, u *hoststep.Unit) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), u.Path)
+}
+
+// writeSecrets writes u's EnvironmentFile= (SecretsDir/NAME.env, the
+// directory 0700 and the file 0600), or removes it when u takes no secret.
+// Each value is double-quoted as systemd's environment file parser reads
+// it: a backslash before ", \, ` and $, everything else (a line break
+// too) as it is.
+func (r *Runtime) writeSecrets(u *hoststep.Unit) error {
+	path := r.host(r.secretsPath(u.Manifest.Service))
+	if len(u.Secrets) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the secrets of %s: %w", u.Manifest.Service, err)
+		}
+		return nil
+	}
+	var b bytes.Buffer
+	b.WriteString("# Written by sluice for " + UnitName(u.Manifest.Service) + ": its secrets' values.\n")
+	for _, k := range slices.Sorted(maps.Keys(u.Secrets)) {
+		b.WriteString(k + `="`)
+		for _, c := range u.Secrets[k] {
+			if c == '"' || c == '\\' || c == '`' || c == '$' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(c)
+		}
+		b.WriteString("\"\n")
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".secrets-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(b.Bytes())
+	clear(b.Bytes())
+	if err == nil {
+		err = tmp.Chmod(0o600)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write the secrets of %s: %w", u.Manifest.Service, err)
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // UnitText implements hoststep.Runtime.
