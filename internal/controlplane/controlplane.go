@@ -146,7 +146,8 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 	} else if n > 0 {
 		logger.Info("notification targets sealed again with the current key", "count", n)
 	}
-	j.FinishedTxFunc = ntf.RunFinishedTx
+	// Notifications, and the next converge of a secret's rotation.
+	j.FinishedTxFunc = journal.FinishedTxFuncs(ntf.RunFinishedTx, svcs.RunFinishedTx)
 	// Secrets are sealed with the same key. A value the key does not open
 	// stops the start here, before anything could need it.
 	sec := &secrets.Service{DB: pool, Journal: j, Box: box, Redactor: redact.Default, Logger: logger.With("component", "secrets")}

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -34,5 +35,28 @@ func (j *Journal) finishedTx(ctx context.Context, tx pgx.Tx, run *db.JournalRun)
 	}()
 	if err != nil {
 		j.logger.Error("after the run finished", "run_id", run.ID, "action", run.Action, "err", j.redactor.Error(err))
+	}
+}
+
+// FinishedTxFuncs runs each of fns in a savepoint of its own, in order: one
+// that fails is undone and reported, and the others still run.
+func FinishedTxFuncs(fns ...FinishedTxFunc) FinishedTxFunc {
+	return func(ctx context.Context, tx pgx.Tx, run *db.JournalRun) error {
+		var errs []error
+		for _, fn := range fns {
+			sp, err := tx.Begin(ctx)
+			if err != nil {
+				return fmt.Errorf("savepoint: %w", err)
+			}
+			if err := fn(ctx, sp, run); err != nil {
+				_ = sp.Rollback(context.WithoutCancel(ctx))
+				errs = append(errs, err)
+				continue
+			}
+			if err := sp.Commit(ctx); err != nil {
+				return err
+			}
+		}
+		return errors.Join(errs...)
 	}
 }

@@ -52,6 +52,30 @@ func TestFinishedTxFunc(t *testing.T) {
 		require.Equal(t, journal.StateCancelled, <-seen)
 	})
 
+	t.Run("SeveralFuncsEachInASavepointOfItsOwn", func(t *testing.T) {
+		t.Parallel()
+		seen := make(chan string, 10)
+		failing := func(ctx context.Context, tx pgx.Tx, run *db.JournalRun) error {
+			_, err := tx.Exec(ctx, "SELECT 1/0") // aborts only its savepoint
+			return err
+		}
+		after := func(ctx context.Context, tx pgx.Tx, run *db.JournalRun) error {
+			var one int
+			if err := tx.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+				return err
+			}
+			seen <- "after " + run.State
+			return nil
+		}
+		b := setup(t, setupOpts{start: true, finished: journal.FinishedTxFuncs(failing, after)})
+		s := b.worker.script("web")
+		res := enqueue(t, b, "web", false)
+		s.next(t, b)
+		s.release <- nil
+		waitState(t, b, res.Run.ID, journal.StateSucceeded)
+		require.Equal(t, "after succeeded", <-seen, "a failing func does not stop the next")
+	})
+
 	t.Run("AnErrorIsUndoneAndTheReceiptStillCommits", func(t *testing.T) {
 		t.Parallel()
 		calls := make(chan uuid.UUID, 10)

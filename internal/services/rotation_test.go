@@ -3,6 +3,9 @@ package services_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +42,7 @@ func TestSecretRotation(t *testing.T) {
 		require.NoError(t, err)
 		sec := &secrets.Service{DB: b.pool, Journal: b.journal, Box: box, Redactor: b.redactor}
 		sec.SetTx = b.svc.SecretSetTx
+		b.journal.FinishedTxFunc = b.svc.RunFinishedTx // as serve wires them
 		b.svc.Secrets = sec
 		_, _, err = sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: []byte("first-value-of-the-secret"), By: "alice"})
 		require.NoError(t, err)
@@ -91,6 +95,69 @@ func TestSecretRotation(t *testing.T) {
 		require.Len(t, rotationRuns(t, b), 1)
 	})
 
+	t.Run("TwoServicesConvergeOneAfterTheOther", func(t *testing.T) {
+		t.Parallel()
+		b := setupRotation(t, "enforce")
+		// A second service on the secret, which sorts after hello.
+		port := freePort(t)
+		other := strings.NewReplacer(`"name": "hello"`, `"name": "hello2"`, fmt.Sprint(b.port), fmt.Sprint(port)).Replace(
+			strings.Replace(b.unitJSON(b.digest("v1"), nil, 20), `"env": null`,
+				`"env": {"HELLO_HASH_ENV": "DB_PASSWORD", "DB_PASSWORD": {"secretRef": "db-password"}}, "driftMode": "enforce"`, 1))
+		b.Pull(t)
+		b.Commit(t, "add hello2", map[string]string{"services/hello2.json": other})
+		b.sync(t)
+		res, err := b.svc.RequestConverge(b.ctx, "hello2", "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+
+		_, _, err = b.sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: []byte("second-value-of-the-secret"), By: "alice"})
+		require.NoError(t, err)
+		runs := rotationRuns(t, b)
+		require.Len(t, runs, 1, "the set queues the first converge only")
+		first := b.wait(t, runs[0])
+		require.Equal(t, journal.StateSucceeded, first.State, "%v", first.Error)
+		require.Equal(t, "hello", first.Target, "by name")
+
+		require.Eventually(t, func() bool { return len(rotationRuns(t, b)) == 2 }, 10*time.Second, 20*time.Millisecond,
+			"the first converge's finish queues the next")
+		second := b.wait(t, rotationRuns(t, b)[1])
+		require.Equal(t, journal.StateSucceeded, second.State, "%v", second.Error)
+		require.Equal(t, "hello2", second.Target)
+		require.False(t, second.StartedAt.Before(*first.FinishedAt), "one after the other")
+		require.Equal(t, hash("second-value-of-the-secret"), b.hello(t).Env["DB_PASSWORD"])
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Contains(t, readAll(t, resp.Body), hash("second-value-of-the-secret"))
+		require.Len(t, rotationRuns(t, b), 2, "and no more")
+	})
+
+	t.Run("AFailedConvergeEndsTheRotation", func(t *testing.T) {
+		t.Parallel()
+		b := setupRotation(t, "enforce")
+		port := freePort(t)
+		other := strings.NewReplacer(`"name": "hello"`, `"name": "hello2"`, fmt.Sprint(b.port), fmt.Sprint(port)).Replace(
+			strings.Replace(b.unitJSON(b.digest("v1"), nil, 20), `"env": null`,
+				`"env": {"HELLO_HASH_ENV": "DB_PASSWORD", "DB_PASSWORD": {"secretRef": "db-password"}}, "driftMode": "enforce"`, 1))
+		b.Pull(t)
+		b.Commit(t, "add hello2", map[string]string{"services/hello2.json": other})
+		b.sync(t)
+		res, err := b.svc.RequestConverge(b.ctx, "hello2", "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+
+		// A value with a NUL byte: the host step refuses it, so hello's
+		// converge fails and hello2 is never asked.
+		_, _, err = b.sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: []byte("bad\x00value-of-the-secret"), By: "alice"})
+		require.NoError(t, err)
+		runs := rotationRuns(t, b)
+		require.Len(t, runs, 1)
+		require.Equal(t, journal.StateFailed, b.wait(t, runs[0]).State)
+		time.Sleep(500 * time.Millisecond)
+		require.Len(t, rotationRuns(t, b), 1, "a failed converge ends the rotation")
+		require.Equal(t, hash("first-value-of-the-secret"), b.hello(t).Env["DB_PASSWORD"], "what ran stays")
+	})
+
 	t.Run("UnderObserveARotationIsDriftOnly", func(t *testing.T) {
 		t.Parallel()
 		b := setupRotation(t, "observe")
@@ -103,4 +170,11 @@ func TestSecretRotation(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		require.Equal(t, hash("first-value-of-the-secret"), b.hello(t).Env["DB_PASSWORD"], "nothing converged it")
 	})
+}
+
+func readAll(t *testing.T, r io.Reader) string {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	require.NoError(t, err)
+	return string(b)
 }
