@@ -5,8 +5,9 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"sluice/internal/secretref"
 	"strings"
+
+	"sluice/internal/secretref"
 )
 
 // Value is one value of an Infrastructure spec's vars or env: a plain

@@ -3,6 +3,7 @@ package servicespec
 import (
 	"maps"
 	"slices"
+
 	"sluice/internal/secretref"
 )
 
