@@ -49,14 +49,25 @@ func TestSecretOnAnAgentsNode(t *testing.T) {
 		"s3cr3t-" + strings.Repeat("b2", 8) + " rotated",
 	}
 	var answers []string // every API answer and CLI output of the test
-	setSecret := func(v string) {
+	setNamed := func(name, v string) {
 		t.Helper()
 		file := filepath.Join(t.TempDir(), "value")
 		require.NoError(t, os.WriteFile(file, []byte(v), 0o600))
-		stdout, stderr, code := p.cli(nil, testToken, "secret", "set", "db-password", "--from-file", file)
+		stdout, stderr, code := p.cli(nil, testToken, "secret", "set", name, "--from-file", file)
 		answers = append(answers, stdout, stderr)
 		require.Equal(t, 0, code, stderr)
 	}
+	setSecret := func(v string) { t.Helper(); setNamed("db-password", v) }
+	// A SOPS file beside the unit, written by sops 3.13.3 to a test age
+	// key (internal/sops/testdata): its PASSWORD is "regex-secret".
+	fixture := func(name string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join("..", "..", "internal", "sops", "testdata", name))
+		require.NoError(t, err)
+		return string(b)
+	}
+	identity := fixture("keys/test.agekey")
+	setNamed("sops-age-key", identity)
 	get := func(path string) []byte {
 		t.Helper()
 		status, body := p.do("GET", path, testToken, nil)
@@ -65,6 +76,7 @@ func TestSecretOnAnAgentsNode(t *testing.T) {
 		return body
 	}
 	port := proctest.FreePort(t)
+	var sopsHash string // what running saw last of the SOPS value
 	hashOf := func(v string) string {
 		sum := sha256.Sum256([]byte(v))
 		return "sha256:" + hex.EncodeToString(sum[:])
@@ -82,6 +94,7 @@ func TestSecretOnAnAgentsNode(t *testing.T) {
 			Env map[string]string `json:"env"`
 		}
 		require.NoError(t, json.Unmarshal(body, &info), "%s", body)
+		sopsHash = info.Env["SOPS_PASSWORD"]
 		return info.Env["DB_PASSWORD"]
 	}
 	converge := func() string {
@@ -94,11 +107,12 @@ func TestSecretOnAnAgentsNode(t *testing.T) {
 	setSecret(values[0])
 	digest := p.pushArtifact(helloBuild(t, "v1"))
 	unit := strings.Replace(fleetUnit("vault-user", "n1", digest, port, nil), `"env": null`,
-		`"env": {"HELLO_HASH_ENV": "DB_PASSWORD", "DB_PASSWORD": {"secretRef": "db-password"}}`, 1)
-	repo.Commit(t, "a service whose password is a secret", map[string]string{"services/vault-user.json": unit})
+		`"env": {"HELLO_HASH_ENV": "DB_PASSWORD,SOPS_PASSWORD", "DB_PASSWORD": {"secretRef": "db-password"}, "SOPS_PASSWORD": {"sopsFile": "secrets/db.json", "key": "PASSWORD"}}`, 1)
+	repo.Commit(t, "a service whose password is a secret", map[string]string{"services/vault-user.json": unit, "secrets/db.json": fixture("regex.json")})
 	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 	first := converge()
 	require.Equal(t, hashOf(values[0]), running(), "the process on n1 does not hold the secret's value")
+	require.Equal(t, hashOf("regex-secret"), sopsHash, "the process on n1 does not hold the SOPS file's value")
 	require.Contains(t, string(get("/api/v1/journal/"+first)), `Secret=DB_PASSWORD=\"db-password@1\"`)
 
 	// Rotated: the drift check sees it; a converge puts it in use.
@@ -117,7 +131,9 @@ func TestSecretOnAnAgentsNode(t *testing.T) {
 
 	// The scan: both values, as they are and encoded, nowhere but in the
 	// service's spec file on n1.
-	secrets := []secret{{"the first value", values[0]}, {"the rotated value", values[1]}}
+	idLine := strings.TrimSpace(identity[strings.Index(identity, "AGE-SECRET-KEY-"):])
+	secrets := []secret{{"the first value", values[0]}, {"the rotated value", values[1]},
+		{"the SOPS file's value", "regex-secret"}, {"the age identity", idLine}}
 	var hits []secretHit
 	for i, a := range answers {
 		hits = append(hits, scanBytes(fmt.Sprintf("API answer %d", i), []byte(a), secrets)...)
