@@ -206,6 +206,12 @@ func (s *Service) Set(ctx context.Context, p SetParams) (*Secret, *db.JournalRun
 	if err := validateValue(p.Value); err != nil {
 		return nil, nil, err
 	}
+	if p.Name == SOPSIdentity {
+		// A wrong identity would be found only by the next sync; say it now.
+		if _, err := parseIdentities(string(p.Value)); err != nil {
+			return nil, nil, errs.Errorf(errs.Invalid, "Secret %s holds the age identities SOPS files are decrypted with, and this value %s; give age-keygen's output.", SOPSIdentity, err)
+		}
+	}
 	box, err := s.box()
 	if err != nil {
 		return nil, nil, err

@@ -21,6 +21,7 @@ import (
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
 	"sluice/internal/secrets"
+	"sluice/internal/sops"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -302,6 +303,26 @@ func TestSecrets(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, list, 1)
 		require.Equal(t, int32(1), list[0].Version, "the refused value made no version")
+	})
+
+	t.Run("TheSOPSIdentityMustReadAsAgeIdentities", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := t.Context()
+		for value, want := range map[string]string{
+			"AGE-SECRET-KEY-1NOTAKEY":         "line 1: the age identity does not parse",
+			"# only a comment\n\n":            "holds no age identity",
+			"# a comment\nnot-a-key-at-all\n": "line 2: the age identity does not parse",
+		} {
+			_, _, err := b.svc.Set(ctx, secrets.SetParams{Name: secrets.SOPSIdentity, Value: []byte(value), By: "alice"})
+			require.Equal(t, errs.Invalid, errs.CodeOf(err), value)
+			require.ErrorContains(t, err, want)
+			require.NotContains(t, err.Error(), "NOTAKEY", "the error never quotes the value")
+			require.NotContains(t, err.Error(), "not-a-key-at-all")
+		}
+		id, err := sops.NewIdentity()
+		require.NoError(t, err)
+		b.set(t, secrets.SOPSIdentity, "", []byte("# created by age-keygen\n"+id.Secret()+"\n"))
 	})
 
 	t.Run("AnyBytesRoundTripExactly", func(t *testing.T) {
