@@ -301,3 +301,20 @@ func Dump(t testing.TB, dbURL string) string {
 	}
 	return string(out)
 }
+
+// Rows returns every row of each table as JSON, one row a line: what a
+// test scans for a value that must not be stored (a secret's, say).
+func Rows(t testing.TB, pool *pgxpool.Pool, tables ...string) string {
+	t.Helper()
+	var out strings.Builder
+	for _, table := range tables {
+		var text string
+		q := "SELECT coalesce(string_agg(to_jsonb(r)::text, E'\\n'), '') FROM " + pgx.Identifier{table}.Sanitize() + " r"
+		if err := pool.QueryRow(t.Context(), q).Scan(&text); err != nil {
+			t.Fatalf("read table %s: %v", table, err)
+		}
+		out.WriteString(text)
+		out.WriteByte('\n')
+	}
+	return out.String()
+}

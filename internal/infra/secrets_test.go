@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/db"
+	"sluice/internal/dbtest"
 	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/secretbox"
@@ -209,16 +210,7 @@ func TestSecrets(t *testing.T) {
 	// No value, in any form, in the journal, River, the units, the logs,
 	// or any file under the working trees and the data dir.
 	var dump bytes.Buffer
-	for _, q := range []string{
-		`SELECT coalesce(string_agg(to_jsonb(r)::text, E'\n'), '') FROM journal_run r`,
-		`SELECT coalesce(string_agg(to_jsonb(e)::text, E'\n'), '') FROM journal_event e`,
-		`SELECT coalesce(string_agg(to_jsonb(j)::text, E'\n'), '') FROM river_job j`,
-		`SELECT coalesce(string_agg(to_jsonb(u)::text, E'\n'), '') FROM unit u`,
-	} {
-		var text string
-		require.NoError(t, b.pool.QueryRow(b.ctx, q).Scan(&text))
-		dump.WriteString(text)
-	}
+	dump.WriteString(dbtest.Rows(t, b.pool, "journal_run", "journal_event", "river_job", "unit"))
 	require.Contains(t, dump.String(), "db-password", "the scan reads nothing")
 	require.Contains(t, dump.String(), "(sensitive value)", "the scan reads nothing")
 	logs := b.logs.String()

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/journal"
-	"sluice/internal/secretbox"
 	"sluice/internal/secrets"
 	"sluice/internal/services"
 )
@@ -36,15 +35,8 @@ func TestSecretRotation(t *testing.T) {
 	setupRotation := func(t *testing.T, mode string) *rotationBundle {
 		t.Helper()
 		b := setup(t, setupOpts{})
-		key, err := secretbox.NewKey()
-		require.NoError(t, err)
-		box, err := secretbox.New(secretbox.Opts{Key: key})
-		require.NoError(t, err)
-		sec := &secrets.Service{DB: b.pool, Journal: b.journal, Box: box, Redactor: b.redactor}
-		sec.SetTx = b.svc.SecretSetTx
-		b.journal.FinishedTxFunc = b.svc.RunFinishedTx // as serve wires them
-		b.svc.Secrets = sec
-		_, _, err = sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: []byte("first-value-of-the-secret"), By: "alice"})
+		sec := b.withSecrets(t)
+		_, _, err := sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: []byte("first-value-of-the-secret"), By: "alice"})
 		require.NoError(t, err)
 		content := strings.Replace(b.unitJSON(b.digest("v1"), nil, 20), `"env": null`,
 			`"env": {"HELLO_HASH_ENV": "DB_PASSWORD", "DB_PASSWORD": {"secretRef": "db-password"}}, "driftMode": "`+mode+`"`, 1)
@@ -54,6 +46,23 @@ func TestSecretRotation(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
 		return &rotationBundle{testBundle: b, sec: sec}
+	}
+
+	// addHello2 runs a second service on the secret, under enforce, which
+	// sorts after hello, and returns its port.
+	addHello2 := func(t *testing.T, b *rotationBundle) int {
+		t.Helper()
+		port := freePort(t)
+		other := strings.NewReplacer(`"name": "hello"`, `"name": "hello2"`, fmt.Sprint(b.port), fmt.Sprint(port)).Replace(
+			strings.Replace(b.unitJSON(b.digest("v1"), nil, 20), `"env": null`,
+				`"env": {"HELLO_HASH_ENV": "DB_PASSWORD", "DB_PASSWORD": {"secretRef": "db-password"}}, "driftMode": "enforce"`, 1))
+		b.Pull(t)
+		b.Commit(t, "add hello2", map[string]string{"services/hello2.json": other})
+		b.sync(t)
+		res, err := b.svc.RequestConverge(b.ctx, "hello2", "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+		return port
 	}
 
 	// rotationRuns are the converges a rotation asked for.
@@ -98,19 +107,9 @@ func TestSecretRotation(t *testing.T) {
 	t.Run("TwoServicesConvergeOneAfterTheOther", func(t *testing.T) {
 		t.Parallel()
 		b := setupRotation(t, "enforce")
-		// A second service on the secret, which sorts after hello.
-		port := freePort(t)
-		other := strings.NewReplacer(`"name": "hello"`, `"name": "hello2"`, fmt.Sprint(b.port), fmt.Sprint(port)).Replace(
-			strings.Replace(b.unitJSON(b.digest("v1"), nil, 20), `"env": null`,
-				`"env": {"HELLO_HASH_ENV": "DB_PASSWORD", "DB_PASSWORD": {"secretRef": "db-password"}}, "driftMode": "enforce"`, 1))
-		b.Pull(t)
-		b.Commit(t, "add hello2", map[string]string{"services/hello2.json": other})
-		b.sync(t)
-		res, err := b.svc.RequestConverge(b.ctx, "hello2", "alice")
-		require.NoError(t, err)
-		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+		port := addHello2(t, b)
 
-		_, _, err = b.sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: []byte("second-value-of-the-secret"), By: "alice"})
+		_, _, err := b.sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: []byte("second-value-of-the-secret"), By: "alice"})
 		require.NoError(t, err)
 		runs := rotationRuns(t, b)
 		require.Len(t, runs, 1, "the set queues the first converge only")
@@ -135,20 +134,11 @@ func TestSecretRotation(t *testing.T) {
 	t.Run("AFailedConvergeEndsTheRotation", func(t *testing.T) {
 		t.Parallel()
 		b := setupRotation(t, "enforce")
-		port := freePort(t)
-		other := strings.NewReplacer(`"name": "hello"`, `"name": "hello2"`, fmt.Sprint(b.port), fmt.Sprint(port)).Replace(
-			strings.Replace(b.unitJSON(b.digest("v1"), nil, 20), `"env": null`,
-				`"env": {"HELLO_HASH_ENV": "DB_PASSWORD", "DB_PASSWORD": {"secretRef": "db-password"}}, "driftMode": "enforce"`, 1))
-		b.Pull(t)
-		b.Commit(t, "add hello2", map[string]string{"services/hello2.json": other})
-		b.sync(t)
-		res, err := b.svc.RequestConverge(b.ctx, "hello2", "alice")
-		require.NoError(t, err)
-		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+		addHello2(t, b)
 
 		// A value with a NUL byte: the host step refuses it, so hello's
 		// converge fails and hello2 is never asked.
-		_, _, err = b.sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: []byte("bad\x00value-of-the-secret"), By: "alice"})
+		_, _, err := b.sec.Set(b.ctx, secrets.SetParams{Name: "db-password", Value: []byte("bad\x00value-of-the-secret"), By: "alice"})
 		require.NoError(t, err)
 		runs := rotationRuns(t, b)
 		require.Len(t, runs, 1)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
 	"sluice/internal/journal"
 	"sluice/internal/secretbox"
@@ -21,12 +22,7 @@ func TestSecrets(t *testing.T) {
 	t.Parallel()
 
 	b := setup(t, setupOpts{})
-	key, err := secretbox.NewKey()
-	require.NoError(t, err)
-	box, err := secretbox.New(secretbox.Opts{Key: key})
-	require.NoError(t, err)
-	sec := &secrets.Service{DB: b.pool, Journal: b.journal, Box: box, Redactor: b.redactor}
-	b.svc.Secrets = sec
+	sec := b.withSecrets(t)
 
 	// Values unique to this test, with what a naive format breaks on.
 	first := []byte("s3cr3t-one-\n$HOME %s 'q' \"dq\" \\ end")
@@ -101,22 +97,11 @@ func TestSecrets(t *testing.T) {
 	require.Equal(t, head, gittest.Git(t, b.Bare, "rev-parse", "main"), "a deploy that cannot run pushed a pin")
 
 	// No value, in any form, in the journal, River or the node tasks.
-	var dump strings.Builder
-	for _, q := range []string{
-		`SELECT coalesce(string_agg(to_jsonb(r)::text, E'\n'), '') FROM journal_run r`,
-		`SELECT coalesce(string_agg(to_jsonb(e)::text, E'\n'), '') FROM journal_event e`,
-		`SELECT coalesce(string_agg(to_jsonb(j)::text, E'\n'), '') FROM river_job j`,
-		`SELECT coalesce(string_agg(to_jsonb(n)::text, E'\n'), '') FROM node_task n`,
-		`SELECT coalesce(string_agg(to_jsonb(u)::text, E'\n'), '') FROM unit u`,
-	} {
-		var text string
-		require.NoError(t, b.pool.QueryRow(b.ctx, q).Scan(&text))
-		dump.WriteString(text)
-	}
-	require.Contains(t, dump.String(), "db-password@2", "the scan reads nothing")
+	dump := dbtest.Rows(t, b.pool, "journal_run", "journal_event", "river_job", "node_task", "unit")
+	require.Contains(t, dump, "db-password@2", "the scan reads nothing")
 	for _, v := range [][]byte{first, second} {
 		for _, form := range []string{string(v[:11]), base64.StdEncoding.EncodeToString(v), hex.EncodeToString(v)} {
-			require.NotContains(t, dump.String(), form)
+			require.NotContains(t, dump, form)
 		}
 	}
 }
@@ -135,4 +120,20 @@ func (b *testBundle) unitText(t *testing.T) string {
 	text, err := b.exec.UnitText(b.ctx, "hello")
 	require.NoError(t, err)
 	return string(text)
+}
+
+// withSecrets gives the bundle's services and sync a secret store under a
+// key of their own, as serve wires them (a set's rotation and the journal's
+// finish hook included), and returns it.
+func (b *testBundle) withSecrets(t *testing.T) *secrets.Service {
+	t.Helper()
+	key, err := secretbox.NewKey()
+	require.NoError(t, err)
+	box, err := secretbox.New(secretbox.Opts{Key: key})
+	require.NoError(t, err)
+	sec := &secrets.Service{DB: b.pool, Journal: b.journal, Box: box, Redactor: b.redactor}
+	b.svc.Secrets, b.gitops.Secrets = sec, sec
+	sec.SetTx = b.svc.SecretSetTx
+	b.journal.FinishedTxFunc = b.svc.RunFinishedTx
+	return sec
 }

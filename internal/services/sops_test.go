@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"sluice/internal/dbtest"
 	"sluice/internal/journal"
-	"sluice/internal/secretbox"
 	"sluice/internal/secrets"
 	"sluice/internal/services"
 )
@@ -24,13 +24,7 @@ func TestSOPSSecrets(t *testing.T) {
 	t.Parallel()
 
 	b := setup(t, setupOpts{})
-	key, err := secretbox.NewKey()
-	require.NoError(t, err)
-	box, err := secretbox.New(secretbox.Opts{Key: key})
-	require.NoError(t, err)
-	sec := &secrets.Service{DB: b.pool, Journal: b.journal, Box: box, Redactor: b.redactor}
-	b.svc.Secrets = sec
-	b.gitops.Secrets = sec
+	sec := b.withSecrets(t)
 
 	fixture := func(name string) string {
 		t.Helper()
@@ -52,7 +46,7 @@ func TestSOPSSecrets(t *testing.T) {
 	}
 
 	identity := fixture("keys/test.agekey")
-	_, _, err = sec.Set(b.ctx, secrets.SetParams{Name: secrets.SOPSIdentity, Value: []byte(identity), By: "alice"})
+	_, _, err := sec.Set(b.ctx, secrets.SetParams{Name: secrets.SOPSIdentity, Value: []byte(identity), By: "alice"})
 	require.NoError(t, err)
 	content := strings.Replace(b.unitJSON(b.digest("v1"), nil, 20), `"env": null`,
 		`"env": {"HELLO_HASH_ENV": "DB_PASSWORD", "DB_PASSWORD": {"sopsFile": "secrets/db.json", "key": "PASSWORD"}}`, 1)
@@ -84,23 +78,13 @@ func TestSOPSSecrets(t *testing.T) {
 
 	// No value and no identity, in any form, in the journal, River or the
 	// inventory.
-	var dump strings.Builder
-	for _, q := range []string{
-		`SELECT coalesce(string_agg(to_jsonb(r)::text, E'\n'), '') FROM journal_run r`,
-		`SELECT coalesce(string_agg(to_jsonb(e)::text, E'\n'), '') FROM journal_event e`,
-		`SELECT coalesce(string_agg(to_jsonb(j)::text, E'\n'), '') FROM river_job j`,
-		`SELECT coalesce(string_agg(to_jsonb(u)::text, E'\n'), '') FROM unit u`,
-	} {
-		var text string
-		require.NoError(t, b.pool.QueryRow(b.ctx, q).Scan(&text))
-		dump.WriteString(text)
-	}
-	require.Contains(t, dump.String(), "sops:secrets/db.json#PASSWORD@", "the scan reads nothing")
+	dump := dbtest.Rows(t, b.pool, "journal_run", "journal_event", "river_job", "node_task", "unit")
+	require.Contains(t, dump, "sops:secrets/db.json#PASSWORD@", "the scan reads nothing")
 	idLine := identity[strings.Index(identity, "AGE-SECRET-KEY-"):]
 	idLine = strings.TrimSpace(idLine)
 	for _, v := range []string{"regex-secret", "two-recipients-secret", idLine} {
 		for _, form := range []string{v, base64.StdEncoding.EncodeToString([]byte(v)), hex.EncodeToString([]byte(v))} {
-			require.NotContains(t, dump.String(), form)
+			require.NotContains(t, dump, form)
 		}
 	}
 }
