@@ -331,7 +331,11 @@ func (r *Runtime) lastLines(ctx context.Context, invocation string, n int) ([]st
 		return nil, nil
 	}
 	var lines []string
-	for attempt := 0; attempt < 5; attempt++ {
+	// journald may not have written what the process printed yet, on a
+	// loaded host well past a second: ask it to (--sync, which a user's
+	// manager may not be allowed; then the looks alone), and look again
+	// for up to about five seconds.
+	for attempt := 0; attempt < 25; attempt++ {
 		out, err := r.tool(ctx, "journalctl", "--no-pager", "-q", "-o", "cat", "-n", fmt.Sprint(n), "_SYSTEMD_INVOCATION_ID="+invocation)
 		if err != nil {
 			return nil, fmt.Errorf("read the journal of invocation %s: %s", invocation, strings.TrimSpace(verifyText(out, err)))
@@ -340,6 +344,9 @@ func (r *Runtime) lastLines(ctx context.Context, invocation string, n int) ([]st
 		if len(out) > 0 {
 			lines = strings.Split(string(out), "\n")
 			break
+		}
+		if attempt == 0 {
+			_, _ = r.tool(ctx, "journalctl", "--sync")
 		}
 		select {
 		case <-ctx.Done():
