@@ -369,7 +369,13 @@ func (f *sopsFiles) decrypt(ctx context.Context, file string) (map[string]string
 	if f.s.Secrets == nil {
 		return nil, errors.New("this process cannot decrypt: it keeps no secrets (run the sync under serve or worker)")
 	}
-	data, _, err := f.s.ReadFileAt(ctx, f.src.ID, f.commit, file)
+	// The sync fetched the commit: read it as it is, never fetching again
+	// in the middle of the sync (ReadFileAt would, for a file it lacks).
+	mirror, err := f.s.mirror(f.src)
+	if err != nil {
+		return nil, err
+	}
+	data, _, err := mirror.ReadFile(ctx, f.commit, file)
 	if err != nil {
 		return nil, err
 	}

@@ -87,8 +87,10 @@ func (s *Service) ExportModule(ctx context.Context, sourceID uuid.UUID, commit, 
 
 // ReadFileAt returns the file name of the source's repository as commit
 // holds it, and its blob's hash (see gitsync.Mirror.ReadFile): a SOPS file a
-// service names, as the commit in force has it. A commit this process's
-// tree lacks (another process synced it) is fetched first.
+// service names, as the commit in force has it. When this process's tree
+// lacks the commit (another process synced it), or the file, it fetches
+// once and reads again; an action calls it, never a sync, which reads the
+// commit it fetched.
 func (s *Service) ReadFileAt(ctx context.Context, sourceID uuid.UUID, commit, name string) ([]byte, string, error) {
 	src, err := db.New(s.Pool).SourceGet(ctx, sourceID)
 	if err != nil {
