@@ -47,3 +47,13 @@ func CodeOf(err error) Code {
 
 // Is reports whether err carries code.
 func Is(err error, code Code) bool { return CodeOf(err) == code }
+
+// MessageOf is the sentence of the *Error err carries, without what wraps
+// it; err's own text when it carries none.
+func MessageOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
+}

@@ -357,7 +357,7 @@ func (f *sopsFiles) check(ctx context.Context, file, key string) string {
 		f.got[file] = got
 	}
 	if got.err != nil {
-		return lowerFirst(strings.TrimSuffix(f.s.Redactor.String(errText(got.err)), "."))
+		return lowerFirst(strings.TrimSuffix(f.s.Redactor.String(errs.MessageOf(got.err)), "."))
 	}
 	if _, ok := got.values[key]; !ok {
 		return "has no such top-level key"
@@ -393,13 +393,4 @@ func lowerFirst(s string) string {
 		return s // an initialism, such as "MAC"
 	}
 	return string(unicode.ToLower(r)) + s[n:]
-}
-
-// errText is err's message, or its sentence when it is an *errs.Error.
-func errText(err error) string {
-	var e *errs.Error
-	if errors.As(err, &e) {
-		return e.Message
-	}
-	return err.Error()
 }

@@ -356,7 +356,7 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, id uuid.U
 	}
 	d.Commit, d.BankCommit = last.Commit, last.ModuleBankCommit
 	if d.Findings, err = s.secretFindings(ctx, u, last.Secrets); err != nil {
-		return unknown(errText(err))
+		return unknown(errs.MessageOf(err))
 	}
 	// A secret changed since the apply: desired, like a Git change, and
 	// the plan below cannot tell live drift from it.
@@ -370,24 +370,24 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, id uuid.U
 	}
 	r, err := s.Runner()
 	if err != nil {
-		return unknown(errText(err))
+		return unknown(errs.MessageOf(err))
 	}
 	spec, err := parse(u, last.AppliedContent)
 	if err != nil {
-		return unknown(errText(err))
+		return unknown(errs.MessageOf(err))
 	}
 	if d.Secrets, err = s.withEnvironment(ctx, p, r, u, spec); err != nil {
 		if len(changed) > 0 {
-			return unknown(secretsChanged(errText(err)))
+			return unknown(secretsChanged(errs.MessageOf(err)))
 		}
-		return unknown(errText(err))
+		return unknown(errs.MessageOf(err))
 	}
 	dir := s.driftDir(u)
 	if _, err := s.prepare(ctx, r, u, spec, last.Commit, last.ModuleBankCommit, dir, &d.Phases); err != nil {
 		if ctx.Err() != nil {
 			return out, err
 		}
-		return unknown(errText(err))
+		return unknown(errs.MessageOf(err))
 	}
 	var pr *terraform.PlanResult
 	err = d.Phases.Do("plan", func() error {
@@ -399,7 +399,7 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, id uuid.U
 		if ctx.Err() != nil {
 			return out, err
 		}
-		return unknown("the plan of the applied content failed: " + errText(err))
+		return unknown("the plan of the applied content failed: " + errs.MessageOf(err))
 	}
 	d.LiveDrift = pr.Changes
 	d.Summary = &Summary{pr.Add, pr.Change, pr.Destroy}
@@ -425,14 +425,6 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, id uuid.U
 	}
 	out.Message = fmt.Sprintf("drift check of %s: %s (desiredAhead %v, liveDrift %v)", u.Path, d.Status, d.DesiredAhead, d.LiveDrift)
 	return out, nil
-}
-
-func errText(err error) string {
-	var e *errs.Error
-	if errors.As(err, &e) {
-		return e.Message
-	}
-	return err.Error()
 }
 
 func nonNil(s []string) []string {

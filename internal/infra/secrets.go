@@ -69,7 +69,7 @@ func (s *Service) environment(ctx context.Context, u *db.Unit, spec *infraspec.S
 		if !ok {
 			ref, value, err := s.Secrets.Resolve(ctx, s.Pool, u.SourceID, v.SecretRef)
 			if err != nil {
-				return errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Unavailable), "%s of infrastructure %s takes secret %s, which does not resolve: %s Nothing was run.", what, u.Name, v.SecretRef, errText(err))
+				return errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Unavailable), "%s of infrastructure %s takes secret %s, which does not resolve: %s Nothing was run.", what, u.Name, v.SecretRef, errs.MessageOf(err))
 			}
 			// Resolve registered the value with the secrets' redactor; the
 			// forms terraform prints it in go to this one as well.

@@ -3,7 +3,6 @@ package services
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -106,7 +105,7 @@ func (s *Service) resolveSOPS(ctx context.Context, u *db.Unit, env map[string]se
 			}
 			if err != nil {
 				return nil, errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Unavailable), "Variable %s of service %s takes key %s of SOPS file %s, which does not decrypt at commit %s: %s.",
-					k, u.Name, ref.Key, ref.File, shortCommit(commit), strings.TrimSuffix(errText(err), "."))
+					k, u.Name, ref.Key, ref.File, shortCommit(commit), strings.TrimSuffix(errs.MessageOf(err), "."))
 			}
 			f.blob = blob
 			files[ref.File] = f
@@ -131,15 +130,6 @@ func (s *Service) commitInForce(ctx context.Context, u *db.Unit) (string, error)
 		return "", errs.Errorf(errs.Unavailable, "Source %s has no commit in force, so service %s's SOPS files cannot be read; sync it.", src.Name, u.Name)
 	}
 	return *src.SyncedCommit, nil
-}
-
-// errText is err's message, or its sentence when it is an *errs.Error.
-func errText(err error) string {
-	var e *errs.Error
-	if errors.As(err, &e) {
-		return e.Message
-	}
-	return err.Error()
 }
 
 // checkSecrets says, without opening a value, whether every secret spec's
