@@ -2,6 +2,8 @@ package services_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,17 +89,27 @@ func TestOnProbeFailure(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.convergedUnder(t, "retry-once")
-		// It starts listening after 1.5 s: the first 1 s probe fails, and the
-		// retry, probing the same process, passes.
-		res, r := b.convergeUnhealthy(t, "retry-once", map[string]string{"HELLO_START_DELAY": "1500ms"}, 1)
-		run := mustGet(t, b, res.Run.ID)
+		// It starts listening once the test opens its gate, which it does
+		// when the first probe has failed: the retry, probing the same
+		// process, passes. No timing is assumed.
+		gate := filepath.Join(t.TempDir(), "gate")
+		b.commitUnit(t, "gate hello", b.policyJSON(b.digest("v1"), map[string]string{"HELLO_START_GATE": gate}, 2, "retry-once"))
+		res, err := b.svc.RequestConverge(b.ctx, "hello", "alice")
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			return strings.Contains(b.events(t, res.Run.ID), "retry-once: probing pid")
+		}, 2*time.Minute, 10*time.Millisecond)
+		require.NoError(t, os.WriteFile(gate, nil, 0o600))
+		run := b.wait(t, res.Run.ID)
+		r := b.result(t, run)
 		require.Equal(t, journal.StateSucceeded, run.State, "%v\n%s", run.Error, b.events(t, run.ID))
+		require.Equal(t, "retry-once", r.OnProbeFailure)
 		require.False(t, r.Applied.Probe.OK)
 		require.NotNil(t, r.Retry)
 		require.True(t, r.Retry.Probe.OK)
 		require.Equal(t, r.Applied.Pid, r.Retry.Pid, "a process still starting is not restarted")
 		require.Contains(t, b.events(t, run.ID), "the first probe failed and the retry passed")
-		require.Equal(t, "1500ms", b.hello(t).Env["HELLO_START_DELAY"])
+		require.Equal(t, gate, b.hello(t).Env["HELLO_START_GATE"])
 		u := b.unit(t)
 		require.Equal(t, "applied", u.Status)
 		require.Equal(t, u.ContentHash, *u.LastAppliedHash)
