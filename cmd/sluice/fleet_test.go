@@ -95,6 +95,22 @@ func (f *fleet) result(id string) map[string]any {
 	return r.Result
 }
 
+// statusAnswer is the answer of a status route.
+func (p *proc) statusAnswer(path string) statusAnswer {
+	p.t.Helper()
+	code, body := p.do("GET", path, testToken, nil)
+	require.Equal(p.t, http.StatusOK, code, string(body))
+	var st struct {
+		Answer statusAnswer `json:"answer"`
+	}
+	require.NoError(p.t, json.Unmarshal(body, &st))
+	return st.Answer
+}
+
+type statusAnswer struct {
+	State, Tone, Reason, Action string
+}
+
 func TestFleet(t *testing.T) {
 	t.Parallel()
 	top := t // agents that outlive a subtest belong to the test
@@ -281,6 +297,12 @@ func TestFleet(t *testing.T) {
 		require.Contains(t, *r.Error, "went silent")
 		p.waitNode("n2", "Unreachable")
 		require.Len(t, f.runsOn("n2", v1), 1, "the service keeps running while its node is cut off")
+		// Its status says the node is silent, and since when: the receipts
+		// are no proof that it still runs.
+		a2 := p.statusAnswer("/api/v1/services/web2/status")
+		require.Equal(t, "Unreachable", a2.State, "%+v", a2)
+		require.Equal(t, "error", a2.Tone)
+		require.Regexp(t, `Node n2's agent has not reported since \S+ \(\d+ s ago\), past the 3s bound`, a2.Reason)
 		require.NoError(t, a.cmd.Process.Signal(syscall.SIGCONT))
 		// Back, it finishes the step and reports: kept beside the receipt.
 		require.Eventually(t, func() bool {

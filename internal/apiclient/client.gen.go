@@ -245,28 +245,28 @@ func (e InfrastructureStatus) Valid() bool {
 
 // Defines values for NodeState.
 const (
-	Cordoned      NodeState = "Cordoned"
-	NeedsUpgrade  NodeState = "Needs upgrade"
-	NeverReported NodeState = "Never reported"
-	Ready         NodeState = "Ready"
-	Revoked       NodeState = "Revoked"
-	Unreachable   NodeState = "Unreachable"
+	NodeStateCordoned      NodeState = "Cordoned"
+	NodeStateNeedsUpgrade  NodeState = "Needs upgrade"
+	NodeStateNeverReported NodeState = "Never reported"
+	NodeStateReady         NodeState = "Ready"
+	NodeStateRevoked       NodeState = "Revoked"
+	NodeStateUnreachable   NodeState = "Unreachable"
 )
 
 // Valid indicates whether the value is a known member of the NodeState enum.
 func (e NodeState) Valid() bool {
 	switch e {
-	case Cordoned:
+	case NodeStateCordoned:
 		return true
-	case NeedsUpgrade:
+	case NodeStateNeedsUpgrade:
 		return true
-	case NeverReported:
+	case NodeStateNeverReported:
 		return true
-	case Ready:
+	case NodeStateReady:
 		return true
-	case Revoked:
+	case NodeStateRevoked:
 		return true
-	case Unreachable:
+	case NodeStateUnreachable:
 		return true
 	default:
 		return false
@@ -1026,6 +1026,7 @@ const (
 	StatusAnswerServiceStateStateStopped              StatusAnswerServiceStateState = "Stopped"
 	StatusAnswerServiceStateStateSuspended            StatusAnswerServiceStateState = "Suspended"
 	StatusAnswerServiceStateStateUnhealthy            StatusAnswerServiceStateState = "Unhealthy"
+	StatusAnswerServiceStateStateUnreachable          StatusAnswerServiceStateState = "Unreachable"
 	StatusAnswerServiceStateStateUnverified           StatusAnswerServiceStateState = "Unverified"
 	StatusAnswerServiceStateStateVerified             StatusAnswerServiceStateState = "Verified"
 )
@@ -1082,6 +1083,8 @@ func (e StatusAnswerServiceStateState) Valid() bool {
 	case StatusAnswerServiceStateStateSuspended:
 		return true
 	case StatusAnswerServiceStateStateUnhealthy:
+		return true
+	case StatusAnswerServiceStateStateUnreachable:
 		return true
 	case StatusAnswerServiceStateStateUnverified:
 		return true

@@ -264,6 +264,11 @@ func (r *Registry) view(n *db.Node) *Node {
 		v.State, v.Reason = StateRevoked, "Its credential was revoked; add the node again to enrol a new agent."
 	case n.CordonedAt != nil:
 		v.State, v.Reason = StateCordoned, fmt.Sprintf("Cordoned by %s: nothing new is placed here; what runs keeps running.", v.CordonedBy)
+		if silent && n.LastHeartbeatAt != nil {
+			// Cordoned says what an operator decided, not that the agent
+			// answers: its silence is said too.
+			v.Reason += fmt.Sprintf(" No heartbeat for %s (since %s).", now.Sub(*n.LastHeartbeatAt).Round(time.Second), n.LastHeartbeatAt.UTC().Format(time.RFC3339))
+		}
 	case n.LastHeartbeatAt == nil && !v.Enrolled:
 		v.State, v.Reason = StateNeverReported, "No agent has joined yet: start `sluice agent` on the host with its join token."
 	case n.LastHeartbeatAt == nil:
@@ -279,6 +284,25 @@ func (r *Registry) view(n *db.Node) *Node {
 		v.State, v.Reason = StateReady, "Heartbeats arrive."
 	}
 	return v
+}
+
+// ReportAge is how old n's last report (its newest heartbeat) is, and
+// whether it is fresh: within the silence bound. A status read from a
+// report that is not fresh says so, whatever n's state: a node reads Ready
+// through the grace after a control-plane restart, and Cordoned however
+// long its agent is silent, but neither proves what runs there.
+func (r *Registry) ReportAge(n *Node) (age time.Duration, fresh bool) {
+	if n.LastHeartbeatAt == nil {
+		return 0, false
+	}
+	return r.Fresh(*n.LastHeartbeatAt)
+}
+
+// Fresh is the age of evidence taken at at, and whether it is within the
+// silence bound.
+func (r *Registry) Fresh(at time.Time) (age time.Duration, fresh bool) {
+	age = r.now().Sub(at)
+	return age, age <= r.silence()
 }
 
 // ValidateLabels refuses labels placement could not match reliably.

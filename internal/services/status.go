@@ -55,6 +55,9 @@ const (
 	NeverApplied State = "Never applied"
 	// Running: what was applied runs and its probe passed.
 	Running State = "Running"
+	// Unreachable: the service's node has not reported within the silence
+	// bound, so what runs there cannot be told.
+	Unreachable State = "Unreachable"
 )
 
 // The states of the artifact stage.
@@ -85,6 +88,7 @@ var StateTones = map[State]status.Tone{
 	OutOfDate:       status.ToneWarn,
 	NeverApplied:    status.ToneInfo,
 	Running:         status.ToneOK,
+	Unreachable:     status.ToneError,
 	ArtifactMissing: status.ToneError,
 	ArtifactDrift:   status.ToneError,
 	Unverified:      status.ToneInfo,
@@ -262,24 +266,50 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 		pid     int
 		proof   *ArtifactProof
 	)
-	remote := v.Process.Remote
-	reported := remote && v.Process.ReportedAt != nil
+	stop, err := stoppedRun(ctx, q, name)
+	if err != nil {
+		return nil, err
+	}
+	proc := v.Process
+	var newerRun *db.JournalRun // an action newer than the node's report
+	remote := proc.Remote
+	reported := remote && proc.ReportedAt != nil
+	silent := remote && proc.SilentSince != nil
+	if reported {
+		// An action that finished after the report is newer word on what
+		// runs than the report, which was taken before it: the receipts
+		// say what runs until the next report.
+		for _, r := range []*db.JournalRun{lastAction, stop} {
+			if r != nil && r.FinishedAt != nil && r.FinishedAt.After(*proc.ReportedAt) {
+				reported, newerRun = false, r
+			}
+		}
+		if !reported {
+			proc = receiptsProcess(proc, v.Unit)
+			proc.ReportedAt = nil
+		}
+	}
 	switch {
+	case silent:
+		age := time.Since(*proc.SilentSince)
+		procErr = fmt.Errorf("node %s's agent has not reported since %s (%s), past the %s bound: whether %s runs there cannot be told",
+			proc.Node, proc.SilentSince.UTC().Format(time.RFC3339), status.Ago(age), s.reportFresh(), name)
+		ev.Unproven = append(ev.Unproven, "runtime: "+procErr.Error())
 	case reported:
 		// Another node's process, as its agent's last heartbeat saw it.
-		if !v.Process.Running {
-			procErr = fmt.Errorf("node %s reports %s", v.Process.Node, cmp.Or(v.Process.LastExit, "no process"))
+		if !proc.Running {
+			procErr = fmt.Errorf("node %s reports %s", proc.Node, cmp.Or(proc.LastExit, "no process"))
 		}
-		pid = v.Process.Pid
-		if applied != nil && v.Process.Running {
-			proof = reportedProof(v.Process, applied.Digest)
+		pid = proc.Pid
+		if applied != nil && proc.Running {
+			proof = reportedProof(proc, applied.Digest)
 		}
 	case remote:
 		// Another node's process is seen through receipts: the last drift
 		// check when it is newer than the last action, else what the last
 		// action proved.
-		if !v.Process.Running {
-			procErr = errors.New(v.Process.LastExit)
+		if !proc.Running {
+			procErr = errors.New(proc.LastExit)
 		}
 		if applied != nil {
 			pid, proof = applied.Pid, applied.Artifact
@@ -287,7 +317,11 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 		if check != nil && check.Artifact != nil {
 			proof, pid = check.Artifact, check.Artifact.Pid
 		}
-		ev.Unproven = append(ev.Unproven, fmt.Sprintf("runtime: %s runs on node %s, whose agent reported nothing lately, so it is seen through its receipts; a drift check proves it (`sluice service drift-check %s`)", name, v.Process.Node, name))
+		if newerRun != nil {
+			ev.Unproven = append(ev.Unproven, fmt.Sprintf("runtime: %s run %s finished after node %s's last report, so what runs is read from its receipt until the next report", newerRun.Action, newerRun.ID, proc.Node))
+		} else {
+			ev.Unproven = append(ev.Unproven, fmt.Sprintf("runtime: %s runs on node %s, whose agent never reported, so it is seen through its receipts; a drift check proves it (`sluice service drift-check %s`)", name, proc.Node, name))
+		}
 	default:
 		req := hoststep.InspectRequest{Name: name}
 		if applied != nil {
@@ -305,11 +339,13 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 	switch {
 	case applied == nil:
 		add("artifact", Unverified, "", "Nothing was applied, so no running artifact can be proven.")
+	case silent:
+		add("artifact", Unverified, "", "Node %s has not reported lately, so which artifact runs there cannot be proven.", proc.Node)
 	case procErr != nil:
 		add("artifact", Unverified, "", "No process runs, so which artifact runs cannot be proven.")
 		ev.Unproven = append(ev.Unproven, "artifact: no process runs, so which artifact runs cannot be proven")
 	case proof == nil:
-		add("artifact", Unverified, "", "Which artifact runs on node %s was not proven.", v.Process.Node)
+		add("artifact", Unverified, "", "Which artifact runs on node %s was not proven.", proc.Node)
 		ev.Unproven = append(ev.Unproven, "artifact: which artifact runs was not proven")
 	default:
 		switch {
@@ -324,7 +360,11 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 		}
 	}
 
-	// Runtime.
+	// Runtime. A node that does not report comes first: it is why nothing
+	// else there can be told.
+	if silent && applied != nil {
+		add("runtime", Unreachable, "sluice nodes", "%s.", upperFirst(procErr.Error()))
+	}
 	var open, queued []*db.JournalRun
 	for _, r := range v.Queue {
 		if r.Action == ActionDriftCheck {
@@ -362,10 +402,6 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 	if held && !check.Has(ClassArtifact) {
 		add("runtime", RepairHeld, "sluice converge "+name, "%s (drift check %s).", trimDot(check.Enforce.Reason), lastCheck.ID)
 	}
-	stop, err := stoppedRun(ctx, q, name)
-	if err != nil {
-		return nil, err
-	}
 	if stop != nil && applied != nil {
 		add("runtime", Stopped, "sluice converge "+name, "Stopped by %s at %s (run %s); sluice starts it again only on a converge, deploy or rollback.", stop.RequestedBy, fmtAt(stop.FinishedAt), stop.ID)
 		if procErr == nil {
@@ -373,11 +409,12 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 		}
 	} else if applied != nil {
 		switch {
+		case silent:
 		case procErr != nil:
 			addDrift("runtime", RuntimeDrift, "No process runs: %s; run %s started pid %d.", procErr, appliedRun.ID, applied.Pid)
 		case remote && !reported && check != nil && check.Has(ClassRuntime):
-			addDrift("runtime", RuntimeDrift, "Drift check %s found runtime drift on node %s: %s", lastCheck.ID, v.Process.Node, check.Drift[0].Fact)
-		case (!remote || reported) && v.Process.RenderedHash != applied.RenderedHash:
+			addDrift("runtime", RuntimeDrift, "Drift check %s found runtime drift on node %s: %s", lastCheck.ID, proc.Node, check.Drift[0].Fact)
+		case (!remote || reported) && proc.RenderedHash != applied.RenderedHash:
 			addDrift("runtime", RuntimeDrift, "The unit file on disk is not the one run %s wrote (%s).", appliedRun.ID, short(applied.RenderedHash))
 		}
 		probe, probeAt, probeBy := applied.Probe, appliedRun.FinishedAt, appliedRun.ID
@@ -399,7 +436,7 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 	if procErr == nil && applied != nil && stop == nil {
 		where := ""
 		if remote {
-			where = " on node " + v.Process.Node
+			where = " on node " + proc.Node
 		}
 		add("runtime", Running, "", "pid %d%s runs %s, as run %s applied it.", pid, where, short(applied.Digest), appliedRun.ID)
 	}

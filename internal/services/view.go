@@ -55,6 +55,10 @@ type Process struct {
 	Node       string
 	Remote     bool
 	ReportedAt *time.Time
+	// SilentSince is set, on another node, when its agent's last report is
+	// older than the node silence bound: what runs there cannot be told,
+	// and the fields above say what the receipts left.
+	SilentSince *time.Time
 	// ExeDigest and Proof are the node's proof of the bytes that run.
 	ExeDigest, Proof string
 }
@@ -141,24 +145,41 @@ func (s *Service) process(ctx context.Context, u *db.Unit, spec *servicespec.Spe
 	}
 	if !s.single() && (p.Node != s.LocalNode || s.Local == nil) {
 		p.Remote = true
-		if r, at := reports.of(ctx, p.Node, u.Name); r != nil {
+		r, at, fresh := reports.of(ctx, p.Node, u.Name)
+		switch {
+		case at != nil && !fresh:
+			p.SilentSince = at
+		case r != nil:
 			// The agent's last heartbeat says what runs there.
 			p.ReportedAt = at
 			p.Running, p.Pid, p.LastExit = r.Running, r.Pid, r.NotRunning
 			p.UnitDigest, p.RenderedHash = r.UnitDigest, r.UnitHash
 			p.ExeDigest, p.Proof = r.ExeDigest, r.Proof
 			return p
+		case at != nil:
+			// A fresh report names every service the host has a unit or a
+			// process of: this one has neither there.
+			p.ReportedAt = at
+			p.LastExit = "its agent reports no unit or process of " + u.Name
+			return p
 		}
-		p.Running = u.RunningDigest != nil
-		p.UnitDigest = deref(u.RunningDigest)
-		if !p.Running {
-			p.LastExit = "the last action on node " + p.Node + " left nothing running"
-		}
-		return p
+		return receiptsProcess(p, u)
 	}
 	in, _ := s.Local.Inspect(ctx, hoststep.InspectRequest{Name: u.Name})
 	p.Running, p.Pid, p.LastExit = in.Running, in.Pid, in.NotRunning
 	p.UnitDigest, p.RenderedHash = in.UnitDigest, in.UnitHash
+	return p
+}
+
+// receiptsProcess is p, on another node, as the receipts left it: what the
+// last action started, not seen live.
+func receiptsProcess(p Process, u *db.Unit) Process {
+	p.Running = u.RunningDigest != nil
+	p.UnitDigest = deref(u.RunningDigest)
+	p.Pid, p.RenderedHash, p.ExeDigest, p.Proof, p.LastExit = 0, "", "", "", ""
+	if !p.Running {
+		p.LastExit = "the last action on node " + p.Node + " left nothing running"
+	}
 	return p
 }
 
@@ -170,15 +191,16 @@ type nodeReports struct {
 	at     map[string]*time.Time
 }
 
-// of returns what node's agent last reported of service name, and when;
-// nil when it reported nothing of it, or not within the silence.
-func (r *nodeReports) of(ctx context.Context, nodeName, name string) (*node.Process, *time.Time) {
+// of returns what node's agent last reported of service name (nil when
+// nothing), when it last reported (nil when never), and whether that is
+// within the silence bound.
+func (r *nodeReports) of(ctx context.Context, nodeName, name string) (*node.Process, *time.Time, bool) {
 	if !r.loaded {
 		r.loaded = true
 		r.by, r.at = map[string]map[string]*node.Process{}, map[string]*time.Time{}
 		rows, err := db.New(r.s.Pool).NodeList(ctx)
 		if err != nil {
-			return nil, nil
+			return nil, nil, false
 		}
 		for _, n := range rows {
 			var rep node.Reported
@@ -193,10 +215,10 @@ func (r *nodeReports) of(ctx context.Context, nodeName, name string) (*node.Proc
 		}
 	}
 	at := r.at[nodeName]
-	if at == nil || time.Since(*at) > r.s.reportFresh() {
-		return nil, nil
+	if at == nil {
+		return nil, nil, false
 	}
-	return r.by[nodeName][name], at
+	return r.by[nodeName][name], at, time.Since(*at) <= r.s.reportFresh()
 }
 
 // reportFresh is how old a node's report may be to tell what runs there:

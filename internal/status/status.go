@@ -11,6 +11,7 @@
 package status
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -182,4 +183,19 @@ func Path(holds []Stage, keepReason bool) []Stage {
 		path = append(path, h)
 	}
 	return path
+}
+
+// Ago says an age the way a status reason does: "45 s ago", "4 min ago",
+// "3 h ago", "2 days ago".
+func Ago(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s ago", int(d.Round(time.Second)/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h ago", int(d/time.Hour))
+	default:
+		return fmt.Sprintf("%d days ago", int(d/(24*time.Hour)))
+	}
 }

@@ -1,6 +1,8 @@
 package status_test
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -86,5 +88,20 @@ func TestToneBlocks(t *testing.T) {
 	t.Parallel()
 	for tone, blocks := range map[status.Tone]bool{status.ToneOK: false, status.ToneInfo: false, status.ToneWarn: true, status.ToneError: true} {
 		require.Equal(t, blocks, tone.Blocks(), tone)
+	}
+}
+
+func TestAgo(t *testing.T) {
+	t.Parallel()
+
+	for d, want := range map[time.Duration]string{
+		0:                                     "0 s ago",
+		44*time.Second + 600*time.Millisecond: "45 s ago",
+		4*time.Minute + 59*time.Second:        "4 min ago",
+		3*time.Hour + 10*time.Minute:          "3 h ago",
+		47 * time.Hour:                        "47 h ago",
+		72 * time.Hour:                        "3 days ago",
+	} {
+		require.Equal(t, want, status.Ago(d), "%s", d)
 	}
 }

@@ -2779,7 +2779,7 @@ export interface components {
              * @example Runtime drift
              * @enum {string}
              */
-            state: "Accepted" | "Applying" | "Artifact drift" | "Artifact missing" | "Failed" | "Fetching" | "Never applied" | "Never reconciled" | "Out of date" | "Outcome unknown" | "Paused" | "Pending update" | "Pending update blocked" | "Queued" | "Reconcile required" | "Recovering" | "Repair held" | "Retry scheduled" | "Review required" | "Running" | "Runtime drift" | "Source failed" | "Stopped" | "Suspended" | "Unhealthy" | "Unverified" | "Verified";
+            state: "Accepted" | "Applying" | "Artifact drift" | "Artifact missing" | "Failed" | "Fetching" | "Never applied" | "Never reconciled" | "Out of date" | "Outcome unknown" | "Paused" | "Pending update" | "Pending update blocked" | "Queued" | "Reconcile required" | "Recovering" | "Repair held" | "Retry scheduled" | "Review required" | "Running" | "Runtime drift" | "Source failed" | "Stopped" | "Suspended" | "Unhealthy" | "Unreachable" | "Unverified" | "Verified";
             /**
              * @description warn and error block and count as issues.
              * @enum {string}
