@@ -534,7 +534,12 @@ func TestBlueprintRolloutControls(t *testing.T) {
 	require.Contains(t, grants, "Placement approved by bootstrap")
 	require.Contains(t, grants, "Rollout authorized by bootstrap")
 	require.Equal(t, "Active", rowOf(first, "c1").State, "%+v", first.Nodes)
-	require.Contains(t, rowOf(first, "c1").Reason, "Its agent reports pid")
+	// The rollout's own proof first; the agent's next report, asked for
+	// as soon as it posted its result, within about a second.
+	require.Eventually(t, func() bool {
+		r := rowOf(read(), "c1")
+		return r.State == "Active" && strings.Contains(r.Reason, "Its agent reports pid")
+	}, 10*time.Second, 100*time.Millisecond)
 	v1Rollout := first.History[0].ID
 
 	t.Run("AFailedProbeRollsTheNodeBackUnderOnProbeFailureRollback", func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -100,14 +101,15 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	logger.Info("agent started", "url", redact.String(cfg.URL), "instance", instance, "session", session, "runtimes", runtimeNames(host))
 	execDone := make(chan error, 1)
+	order := newReportOrder()
 	go func() {
-		err := RunExecutor(ctx, &apiTasks{client: client, node: cfg.NodeName, instance: instance, session: session}, host, logger)
+		err := RunExecutor(ctx, &apiTasks{client: client, node: cfg.NodeName, instance: instance, session: session, order: order}, host, logger)
 		if err != nil {
 			stop(err)
 		}
 		execDone <- err
 	}()
-	err = heartbeats(ctx, &cfg, client, instance, session, host, logger)
+	err = heartbeats(ctx, &cfg, client, instance, session, host, order, logger)
 	if err != nil {
 		stop(err)
 	}
@@ -153,16 +155,18 @@ func newClient(url, cred string, timeout time.Duration) (*apiclient.ClientWithRe
 
 // heartbeats heartbeats until ctx ends, or the control plane refuses the
 // node's credential or gives the node to another agent.
-func heartbeats(ctx context.Context, cfg *Config, client *apiclient.ClientWithResponses, instance, session string, host *hoststep.Host, logger *slog.Logger) error {
+func heartbeats(ctx context.Context, cfg *Config, client *apiclient.ClientWithResponses, instance, session string, host *hoststep.Host, order *reportOrder, logger *slog.Logger) error {
 	every := cfg.Heartbeat
 	if every <= 0 {
 		every = nodeproto.HeartbeatEvery
 	}
 	for {
+		order.mu.Lock()
 		rep := report(cfg, session)
 		procs := processes(ctx, host)
 		rep.Processes = &procs
 		resp, err := client.HeartbeatNodeWithResponse(ctx, cfg.NodeName, apiclient.HeartbeatNodeJSONRequestBody{Instance: instance, Reported: rep})
+		order.mu.Unlock()
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -179,12 +183,42 @@ func heartbeats(ctx context.Context, cfg *Config, client *apiclient.ClientWithRe
 		default:
 			logger.Debug("heartbeat", "state", resp.JSON200.Node.State)
 		}
-		// ±20% jitter, so that many agents do not beat in step.
+		// ±20% jitter, so that many agents do not beat in step; sooner
+		// after a step's result, so that the report catches up with it,
+		// but not more than once a second.
 		wait := time.Duration(float64(every) * (0.8 + 0.4*rand.Float64()))
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
+		case <-order.nudge:
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
 		}
+	}
+}
+
+// reportOrder orders the node's reports with its steps' results. The
+// control plane takes a step's own result as the newest word on what runs
+// until it receives a heartbeat after it, so that heartbeat must have seen
+// the host after the step: a heartbeat takes its snapshot and posts it
+// holding mu, a result's post holds it shared, and so each heartbeat the
+// control plane receives after a result was taken after that result.
+type reportOrder struct {
+	mu    sync.RWMutex
+	nudge chan struct{}
+}
+
+func newReportOrder() *reportOrder { return &reportOrder{nudge: make(chan struct{}, 1)} }
+
+// posted ends a result's post and asks for a heartbeat soon.
+func (o *reportOrder) posted() {
+	o.mu.RUnlock()
+	select {
+	case o.nudge <- struct{}{}:
+	default:
 	}
 }

@@ -22,6 +22,8 @@ type apiTasks struct {
 	node     string
 	instance string
 	session  string
+	// order puts each result's post wholly before or after a heartbeat.
+	order *reportOrder
 }
 
 // claimer is how the claims of this session are named.
@@ -105,6 +107,10 @@ func (a *apiTasks) Finish(ctx context.Context, id uuid.UUID, res *nodeproto.Resu
 			ph[i] = apiclient.Phase{Name: p.Name, Ms: p.Ms}
 		}
 		r.Phases = &ph
+	}
+	if a.order != nil {
+		a.order.mu.RLock()
+		defer a.order.posted()
 	}
 	resp, err := a.client.PostNodeTaskResultWithResponse(ctx, a.node, id.String(), apiclient.PostNodeTaskResultJSONRequestBody{Instance: a.claimer(), Result: r})
 	if err != nil {

@@ -300,7 +300,7 @@ func runtimeStage(rows []NodeRow) status.Stage {
 		return status.Stage{Name: StageRuntime, State: "Not running", Tone: status.ToneInfo, Reason: "No node runs it."}
 	}
 	return status.Stage{Name: StageRuntime, State: NodeActive, Tone: status.ToneOK,
-		Reason: fmt.Sprintf("Active on %s: each acknowledged its generation, its probe passed, and its agent reports it running.", strings.Join(active, ", "))}
+		Reason: fmt.Sprintf("Active on %s: each acknowledged its generation and its probe passed, and its agent's report within the silence bound, or the proof itself when newer, shows it running.", strings.Join(active, ", "))}
 }
 
 // nodeRows is a row for every node the Blueprint is placed on, holds a copy
@@ -404,14 +404,15 @@ func (s *Service) nodeRows(ctx context.Context, q *db.Queries, u *db.Unit, spec 
 			continue
 		default:
 			row.State, row.Reason, row.Action = s.placedRow(n, r, answers, deploying, have[n], u.Name)
+			proven := provenAt(have[n], lastEnforce[n])
 			switch {
 			case row.State == NodeActive && nd != nil:
-				row.State, row.Reason, row.Action = reportedRow(nd, instance, row.Digest, row.Reason, u.Name, &unproven)
+				row.State, row.Reason, row.Action = s.reportedRow(nd, instance, row.Digest, row.Reason, proven, &unproven)
 			case row.State == NodePending && nd != nil && have[n] != nil && have[n].State == "active":
 				// Not reached by the newest rollout: what it acknowledged
 				// before must still run.
-				if st, why, _ := reportedRow(nd, instance, row.Digest, "", u.Name, &unproven); st == NodeDrifted {
-					row.State, row.Reason = NodeDrifted, why+" "+row.Reason
+				if st, why, act := s.reportedRow(nd, instance, row.Digest, "", proven, &unproven); st == NodeDrifted || st == NodeUnknown {
+					row.State, row.Reason, row.Action = st, why+" "+row.Reason, act
 				}
 			}
 			if row.State == NodeDrifted {
@@ -460,31 +461,60 @@ func (s *Service) placedRow(n string, r *RolloutView, answers map[string]NodeAns
 	}
 }
 
-// reportedRow checks an active node's row against what its agent reports:
-// the copy must run, and run the acknowledged bytes.
-func reportedRow(nd *node.Node, instance, digest, reason, name string, unproven *[]string) (string, string, string) {
-	if nd.State != node.StateReady && nd.State != node.StateCordoned {
+// reportedRow checks an active node's row against the newest evidence of
+// what runs there: its agent's report, or sluice's own proof when that is
+// newer (proven: a rollout's acknowledgement with its probe, or an
+// enforce's repair, which the report taken before it cannot contradict).
+// Evidence older than the node silence bound proves nothing: the row reads
+// Unknown with its age, never a stale Active.
+func (s *Service) reportedRow(nd *node.Node, instance, digest, reason string, proven *time.Time, unproven *[]string) (string, string, string) {
+	reason = strings.TrimSuffix(reason, ".")
+	if proven != nil && (nd.LastHeartbeatAt == nil || proven.After(*nd.LastHeartbeatAt)) {
+		if age, fresh := s.Nodes.Fresh(*proven); fresh {
+			return NodeActive, fmt.Sprintf("%s (proven %s; its agent has not reported since).", reason, status.Ago(age)), ""
+		}
+	}
+	age, fresh := s.Nodes.ReportAge(nd)
+	switch {
+	case nd.LastHeartbeatAt == nil:
+		*unproven = append(*unproven, "node "+nd.Name+" has not reported what runs there")
+		return NodeUnknown, fmt.Sprintf("Its node has never reported what runs there, so whether %s runs cannot be told.", instance), "sluice nodes"
+	case !fresh:
+		*unproven = append(*unproven, fmt.Sprintf("node %s last reported %s: whether %s still runs there cannot be told", nd.Name, status.Ago(age), instance))
+		return NodeUnknown, fmt.Sprintf("Its node's last report is from %s (%s), past the %s bound: whether %s still runs there cannot be told. Node %s is %s.",
+			status.Ago(age), nd.LastHeartbeatAt.UTC().Format(time.RFC3339), s.Nodes.SilenceBound(), instance, nd.Name, strings.ToLower(nd.State)), "sluice nodes"
+	case nd.State != node.StateReady && nd.State != node.StateCordoned:
 		*unproven = append(*unproven, fmt.Sprintf("node %s is %s: whether %s still runs there cannot be told", nd.Name, strings.ToLower(nd.State), instance))
-		return NodeActive, reason + " (Its node is " + strings.ToLower(nd.State) + ": not proven since.)", ""
+		return NodeUnknown, fmt.Sprintf("Its node is %s: %s", strings.ToLower(nd.State), nd.Reason), "sluice nodes"
 	}
 	i := slices.IndexFunc(nd.Reported.Processes, func(p node.Process) bool { return p.Service == instance })
 	if i < 0 {
-		if nd.LastHeartbeatAt == nil {
-			*unproven = append(*unproven, "node "+nd.Name+" has not reported what runs there")
-			return NodeActive, reason, ""
-		}
-		return NodeDrifted, "Its agent reports no unit or process of " + instance + ".", ""
+		return NodeDrifted, fmt.Sprintf("Its agent reports no unit or process of %s (report %s).", instance, status.Ago(age)), ""
 	}
 	p := nd.Reported.Processes[i]
 	switch {
 	case !p.Running:
-		return NodeDrifted, fmt.Sprintf("Its agent reports %s not running: %s", instance, p.NotRunning), ""
+		return NodeDrifted, fmt.Sprintf("Its agent reports %s not running (report %s): %s", instance, status.Ago(age), p.NotRunning), ""
 	case p.ExeDigest != "" && p.ExeDigest != digest:
-		return NodeDrifted, fmt.Sprintf("Its agent reports pid %d running %s, not the acknowledged %s.", p.Pid, hoststep.Short(p.ExeDigest), hoststep.Short(digest)), ""
+		return NodeDrifted, fmt.Sprintf("Its agent reports pid %d running %s, not the acknowledged %s (report %s).", p.Pid, hoststep.Short(p.ExeDigest), hoststep.Short(digest), status.Ago(age)), ""
 	case p.ExeDigest == "":
 		*unproven = append(*unproven, fmt.Sprintf("node %s: which bytes pid %d of %s runs was not proven (%s)", nd.Name, p.Pid, instance, p.Proof))
 	}
-	return NodeActive, fmt.Sprintf("%s Its agent reports pid %d running it.", strings.TrimSuffix(reason, "."), p.Pid), ""
+	return NodeActive, fmt.Sprintf("%s. Its agent reports pid %d running it (report %s).", reason, p.Pid, status.Ago(age)), ""
+}
+
+// provenAt is when an action of sluice last proved a node's copy: c, its
+// newest answer, when active, or e, its newest enforce, when that repaired
+// it since; nil when neither did.
+func provenAt(c *db.RolloutNodeLatestRow, e *db.JournalRun) *time.Time {
+	var at *time.Time
+	if c != nil && c.State == "active" {
+		at = &c.At
+	}
+	if e != nil && e.State == journal.StateSucceeded && e.FinishedAt != nil && (at == nil || e.FinishedAt.After(*at)) {
+		at = e.FinishedAt
+	}
+	return at
 }
 
 func deref(s *string) string {

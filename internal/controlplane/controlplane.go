@@ -208,7 +208,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 		return false, fmt.Sprintf("Node %s is %s: %s", n, strings.ToLower(nd.State), nd.Reason), nil
 	}
 	if opts.Node != "" {
-		if err := nodes.Beat(ctx, opts.Node, localReport()); err != nil {
+		if err := nodes.Beat(ctx, opts.Node, localReport(ctx, local)); err != nil {
 			return nil, redact.Error(fmt.Errorf("SLUICE_NODE_NAME: %w", err))
 		}
 	}
@@ -295,7 +295,7 @@ func (cp *ControlPlane) heartbeat(ctx context.Context) {
 			return
 		case <-time.After(nodeproto.HeartbeatEvery):
 		}
-		if err := cp.Nodes.Beat(ctx, cp.node, localReport()); err != nil && ctx.Err() == nil {
+		if err := cp.Nodes.Beat(ctx, cp.node, localReport(ctx, cp.Services.Local)); err != nil && ctx.Err() == nil {
 			cp.logger.Warn("heartbeat of this node", "node", cp.node, "err", redact.Error(err))
 		}
 	}
@@ -323,8 +323,24 @@ func (cp *ControlPlane) Stop(grace time.Duration) {
 // RiverStarted reports whether River works jobs now.
 func (cp *ControlPlane) RiverStarted() bool { return cp.riverStarted.Load() }
 
-// localReport is what serve reports of its own host, as an agent would.
-func localReport() node.Reported {
+// localReport is what serve reports of its own host, as an agent would:
+// the host, and what runs there for each service it has a unit or a
+// process of (nothing when it runs no host steps).
+func localReport(ctx context.Context, h *hoststep.Host) node.Reported {
 	host, _ := os.Hostname()
-	return node.Reported{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, AgentVersion: httpapi.Version, Protocol: node.MinAgentVersion}
+	rep := node.Reported{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, AgentVersion: httpapi.Version, Protocol: node.MinAgentVersion}
+	if h == nil {
+		return rep
+	}
+	for _, in := range h.Snapshot(ctx) {
+		p := node.Process{Service: in.Name, Running: in.Running, Pid: in.Pid, NotRunning: in.NotRunning, UnitDigest: in.UnitDigest, UnitHash: in.UnitHash}
+		if a := in.Artifact; a != nil {
+			p.Matches, p.Proof = a.Matches, a.Sentence
+			if a.Proven {
+				p.ExeDigest = a.Digest
+			}
+		}
+		rep.Processes = append(rep.Processes, p)
+	}
+	return rep
 }
