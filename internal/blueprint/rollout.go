@@ -193,7 +193,10 @@ type RolloutResult struct {
 // it is still the rollout authorized and not paused: a newer authorization
 // supersedes it and a pause holds it there, the nodes before keeping what
 // they got.
-func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArgs) (*journal.Outcome, error) {
+//
+// Its finish records the Blueprint's unit as a service's action records
+// its own (see unitOutcome).
+func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArgs) (_ *journal.Outcome, err error) {
 	q := db.New(s.Pool)
 	r, err := q.RolloutGet(ctx, args.Rollout)
 	if err != nil {
@@ -202,6 +205,7 @@ func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArg
 	res := &RolloutResult{Rollout: r.ID, Kind: r.Kind, Blueprint: r.Blueprint, Generation: r.Generation, Digest: r.Digest, OnProbeFailure: r.OnProbeFailure,
 		Nodes: []NodeResult{}, Applied: []*hoststep.Applied{}, Phases: journal.Phases{}}
 	out := &journal.Outcome{Result: res, DigestTo: r.Digest}
+	defer func() { out.ApplyTx = unitOutcome(ctx, r, res, err) }()
 	var req hoststep.ApplyRequest
 	if err := json.Unmarshal(r.Manifest, &req); err != nil {
 		return out, fmt.Errorf("read the manifest of rollout %s: %w", r.ID, err)
@@ -283,6 +287,58 @@ func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArg
 			r.Blueprint, short(r.Generation), hoststep.Short(r.Digest), strings.Join(skipped, ", "))
 	}
 	return out, nil
+}
+
+// unitOutcome is what a rollout's (or a rollback's) finish, which ended
+// with err, writes on its Blueprint's unit, in the transaction of its
+// receipt; nil when it leaves the unit as it was.
+//
+//   - Succeeded: applied, with the rollout's generation as the last
+//     applied one (after a rollback, the earlier generation it went back
+//     to, so the unit reads desired-ahead while Git holds a newer one).
+//     A node an operator left out keeps what it ran, and the node rows say
+//     so; the skip is that operator's decision that the rollout is done
+//     without it, so it still counts as applied. A rollout that left every
+//     node out put its generation nowhere: the unit stays as it was.
+//   - Failed (a node's step or probe failed, the rollout held at a node
+//     that cannot take it, or it timed out): failed; the last applied
+//     generation stays the one before.
+//   - Stopped (superseded by a newer rollout, paused), cancelled, or its
+//     outcome unknown: as it was. The nodes before keep what they got, but
+//     the rollout neither finished nor failed, and what runs on a node it
+//     lost track of is not known; the rollout that goes on, or the next
+//     one, records the unit.
+//
+// The cases follow how the journal classifies err (journal.RunJob), so
+// the unit and the receipt's state always agree.
+func unitOutcome(ctx context.Context, r *db.Rollout, res *RolloutResult, err error) func(context.Context, pgx.Tx) error {
+	var status string
+	var applied *string
+	switch {
+	case err == nil && len(res.Skipped) >= len(r.Nodes):
+		return nil
+	case err == nil:
+		status, applied = "applied", &r.Generation
+	case !endsFailed(ctx, err):
+		return nil
+	default:
+		status = "failed"
+	}
+	return func(ctx context.Context, tx pgx.Tx) error {
+		return db.New(tx).UnitRecordOutcome(ctx, &db.UnitRecordOutcomeParams{ID: r.UnitID, Status: status, AppliedHash: applied})
+	}
+}
+
+// endsFailed says whether the journal records a run that returned err as
+// failed, rather than cancelled (stopped, or by an operator) or unknown
+// (interrupted, or lost track of a node).
+func endsFailed(ctx context.Context, err error) bool {
+	var unknown *journal.UnknownError
+	var stopped *journal.StoppedError
+	if ctx.Err() != nil {
+		return errors.Is(context.Cause(ctx), context.DeadlineExceeded)
+	}
+	return !errors.As(err, &unknown) && !errors.As(err, &stopped)
 }
 
 // mayGoOn says whether rollout r may take its next node, name (index i):
