@@ -108,7 +108,7 @@ func (q *Queries) SourceCandidateUpsert(ctx context.Context, arg *SourceCandidat
 }
 
 const sourceFind = `-- name: SourceFind :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source
 WHERE deleted_at IS NULL AND (id::text = $1::text OR name = $1::text)
 `
 
@@ -134,12 +134,13 @@ func (q *Queries) SourceFind(ctx context.Context, key string) (*Source, error) {
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
 
 const sourceFindForUpdate = `-- name: SourceFindForUpdate :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source
 WHERE deleted_at IS NULL AND (id::text = $1::text OR name = $1::text)
 FOR UPDATE
 `
@@ -167,12 +168,13 @@ func (q *Queries) SourceFindForUpdate(ctx context.Context, key string) (*Source,
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
 
 const sourceGet = `-- name: SourceGet :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source WHERE id = $1
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source WHERE id = $1
 `
 
 // SourceGet returns a source by id, deleted or not.
@@ -197,12 +199,13 @@ func (q *Queries) SourceGet(ctx context.Context, id uuid.UUID) (*Source, error) 
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
 
 const sourceGetByName = `-- name: SourceGetByName :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source WHERE name = $1 AND deleted_at IS NULL
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source WHERE name = $1 AND deleted_at IS NULL
 `
 
 // SourceGetByName finds a source that is not deleted by its name.
@@ -227,12 +230,13 @@ func (q *Queries) SourceGetByName(ctx context.Context, name string) (*Source, er
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
 
 const sourceGetByNameForUpdate = `-- name: SourceGetByNameForUpdate :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source WHERE name = $1 AND deleted_at IS NULL FOR UPDATE
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source WHERE name = $1 AND deleted_at IS NULL FOR UPDATE
 `
 
 func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*Source, error) {
@@ -256,12 +260,13 @@ func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*S
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
 
 const sourceGetForUpdate = `-- name: SourceGetForUpdate :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source WHERE id = $1 FOR UPDATE
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SourceGetForUpdate(ctx context.Context, id uuid.UUID) (*Source, error) {
@@ -285,6 +290,7 @@ func (q *Queries) SourceGetForUpdate(ctx context.Context, id uuid.UUID) (*Source
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
@@ -293,7 +299,7 @@ const sourceInsert = `-- name: SourceInsert :one
 INSERT INTO source (id, name, repo_url, repo_username, repo_password_sealed, branch, path, sync_interval_sec)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
 `
 
 type SourceInsertParams struct {
@@ -337,12 +343,13 @@ func (q *Queries) SourceInsert(ctx context.Context, arg *SourceInsertParams) (*S
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
 
 const sourceList = `-- name: SourceList :many
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source WHERE deleted_at IS NULL ORDER BY name
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source WHERE deleted_at IS NULL ORDER BY name
 `
 
 // SourceList lists the sources that are not deleted, by name.
@@ -373,6 +380,7 @@ func (q *Queries) SourceList(ctx context.Context) ([]*Source, error) {
 			&i.Policy,
 			&i.RepoPasswordSealed,
 			&i.WebhookSecretSealed,
+			&i.SyncedRunID,
 		); err != nil {
 			return nil, err
 		}
@@ -385,7 +393,7 @@ func (q *Queries) SourceList(ctx context.Context) ([]*Source, error) {
 }
 
 const sourceListDue = `-- name: SourceListDue :many
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed FROM source
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source
 WHERE sync_interval_sec > 0
   AND suspended_at IS NULL
   AND deleted_at IS NULL
@@ -423,6 +431,7 @@ func (q *Queries) SourceListDue(ctx context.Context) ([]*Source, error) {
 			&i.Policy,
 			&i.RepoPasswordSealed,
 			&i.WebhookSecretSealed,
+			&i.SyncedRunID,
 		); err != nil {
 			return nil, err
 		}
@@ -518,7 +527,7 @@ func (q *Queries) SourceListWebhookSealedForUpdate(ctx context.Context) ([]*Sour
 
 const sourceMarkDeleted = `-- name: SourceMarkDeleted :one
 UPDATE source SET deleted_at = now(), updated_at = now() WHERE id = $1 AND deleted_at IS NULL
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
 `
 
 func (q *Queries) SourceMarkDeleted(ctx context.Context, id uuid.UUID) (*Source, error) {
@@ -542,12 +551,13 @@ func (q *Queries) SourceMarkDeleted(ctx context.Context, id uuid.UUID) (*Source,
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
 
 const sourceRename = `-- name: SourceRename :one
-UPDATE source SET name = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
+UPDATE source SET name = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
 `
 
 type SourceRenameParams struct {
@@ -576,12 +586,13 @@ func (q *Queries) SourceRename(ctx context.Context, arg *SourceRenameParams) (*S
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
 
 const sourceSetPolicy = `-- name: SourceSetPolicy :one
-UPDATE source SET policy = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
+UPDATE source SET policy = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
 `
 
 type SourceSetPolicyParams struct {
@@ -610,6 +621,7 @@ func (q *Queries) SourceSetPolicy(ctx context.Context, arg *SourceSetPolicyParam
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
@@ -635,7 +647,7 @@ UPDATE source
 SET suspended_at = CASE WHEN $1::boolean THEN coalesce(suspended_at, now()) ELSE NULL END,
     updated_at = now()
 WHERE id = $2
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
 `
 
 type SourceSetSuspendedParams struct {
@@ -666,26 +678,28 @@ func (q *Queries) SourceSetSuspended(ctx context.Context, arg *SourceSetSuspende
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
 
 const sourceSetSyncedCommit = `-- name: SourceSetSyncedCommit :exec
-UPDATE source SET synced_commit = $1 WHERE id = $2
+UPDATE source SET synced_commit = $1, synced_run_id = $2 WHERE id = $3
 `
 
 type SourceSetSyncedCommitParams struct {
 	SyncedCommit *string
+	SyncedRunID  *uuid.UUID
 	ID           uuid.UUID
 }
 
 func (q *Queries) SourceSetSyncedCommit(ctx context.Context, arg *SourceSetSyncedCommitParams) error {
-	_, err := q.db.Exec(ctx, sourceSetSyncedCommit, arg.SyncedCommit, arg.ID)
+	_, err := q.db.Exec(ctx, sourceSetSyncedCommit, arg.SyncedCommit, arg.SyncedRunID, arg.ID)
 	return err
 }
 
 const sourceSetWebhookSecret = `-- name: SourceSetWebhookSecret :one
-UPDATE source SET webhook_secret_sealed = $1 WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
+UPDATE source SET webhook_secret_sealed = $1 WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
 `
 
 type SourceSetWebhookSecretParams struct {
@@ -716,6 +730,7 @@ func (q *Queries) SourceSetWebhookSecret(ctx context.Context, arg *SourceSetWebh
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
@@ -756,7 +771,7 @@ UPDATE source
 SET last_tick_at = now(),
     skipped_ticks = skipped_ticks + CASE WHEN $1::boolean THEN 1 ELSE 0 END
 WHERE id = $2
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
 `
 
 type SourceTickParams struct {
@@ -786,6 +801,7 @@ func (q *Queries) SourceTick(ctx context.Context, arg *SourceTickParams) (*Sourc
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }
@@ -800,9 +816,11 @@ SET repo_url = $1,
     sync_interval_sec = $6,
     synced_commit = CASE WHEN repo_url = $1 AND branch = $4 AND path = $5
                          THEN synced_commit ELSE NULL END,
+    synced_run_id = CASE WHEN repo_url = $1 AND branch = $4 AND path = $5
+                         THEN synced_run_id ELSE NULL END,
     updated_at = now()
 WHERE id = $7
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
 `
 
 type SourceUpdateSettingsParams struct {
@@ -846,6 +864,7 @@ func (q *Queries) SourceUpdateSettings(ctx context.Context, arg *SourceUpdateSet
 		&i.Policy,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
 	)
 	return &i, err
 }

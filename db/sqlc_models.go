@@ -418,6 +418,7 @@ type Source struct {
 	Policy              string
 	RepoPasswordSealed  []byte
 	WebhookSecretSealed []byte
+	SyncedRunID         *uuid.UUID
 }
 
 type SourceCandidate struct {

@@ -62,6 +62,8 @@ SET repo_url = @repo_url,
     sync_interval_sec = @sync_interval_sec,
     synced_commit = CASE WHEN repo_url = @repo_url AND branch = @branch AND path = @path
                          THEN synced_commit ELSE NULL END,
+    synced_run_id = CASE WHEN repo_url = @repo_url AND branch = @branch AND path = @path
+                         THEN synced_run_id ELSE NULL END,
     updated_at = now()
 WHERE id = @id
 RETURNING *;
@@ -80,7 +82,7 @@ FOR UPDATE;
 UPDATE source SET repo_password_sealed = @repo_password_sealed WHERE id = @id;
 
 -- name: SourceSetSyncedCommit :exec
-UPDATE source SET synced_commit = @synced_commit WHERE id = @id;
+UPDATE source SET synced_commit = @synced_commit, synced_run_id = @synced_run_id WHERE id = @id;
 
 -- name: SourceTick :one
 -- SourceTick records an interval tick; skipped counts one more skipped tick.

@@ -229,7 +229,7 @@ func (p *plan) recordSyncedTx(ctx context.Context, q *db.Queries, cur *db.Source
 	// the synced commit) are not overwritten: the next sync walks everything
 	// as they say.
 	if cur.RepoUrl == p.source.RepoUrl && cur.Branch == p.source.Branch && cur.Path == p.source.Path {
-		if err := q.SourceSetSyncedCommit(ctx, &db.SourceSetSyncedCommitParams{ID: p.source.ID, SyncedCommit: &p.commit}); err != nil {
+		if err := q.SourceSetSyncedCommit(ctx, &db.SourceSetSyncedCommitParams{ID: p.source.ID, SyncedCommit: &p.commit, SyncedRunID: &p.runID}); err != nil {
 			return fmt.Errorf("record synced commit: %w", err)
 		}
 	}

@@ -96,14 +96,16 @@ type Status struct {
 // acceptance in full.
 type Evidence struct {
 	status.Evidence
-	// LastAcceptance is the newest receipt that put a commit in force; nil
-	// when none exists.
+	// LastAcceptance is the receipt that put the commit in force (see
+	// acceptanceRun); nil when none exists.
 	LastAcceptance *Acceptance
 }
 
 // Acceptance is a receipt that put a commit of the source in force.
 type Acceptance struct {
-	RunID  uuid.UUID
+	RunID uuid.UUID
+	// Action is a sync's or an accept's, or that of an action on one of
+	// the source's services that synced it first (a deploy, a converge).
 	Action string
 	// By is the token name that asked, or "system" for a tick.
 	By string
@@ -145,12 +147,8 @@ func (s *Service) GetStatus(ctx context.Context, key string) (*Status, error) {
 	if len(last) > 0 {
 		in.LastFinished = last[0]
 	}
-	acc, err := q.JournalRunLastAcceptanceOf(ctx, &db.JournalRunLastAcceptanceOfParams{Target: t, Actions: a})
-	if err != nil {
-		return nil, fmt.Errorf("find the last acceptance of %s: %w", src.Name, err)
-	}
-	if len(acc) > 0 {
-		in.LastAcceptance = acc[0]
+	if in.LastAcceptance, err = acceptanceRun(ctx, q, src); err != nil {
+		return nil, err
 	}
 	row, err := q.SourceCandidateGet(ctx, src.ID)
 	switch {
@@ -162,6 +160,31 @@ func (s *Service) GetStatus(ctx context.Context, key string) (*Status, error) {
 	return DeriveStatus(in)
 }
 
+// acceptanceRun is the receipt that put src's synced commit in force: the
+// run the source row names (a sync or an accept of src, or an action on one
+// of its services that synced it before acting). Without one (the settings
+// changed since, or a commit synced before the row named its run) it is
+// the newest sync or accept that applied any. Nil when none is found.
+func acceptanceRun(ctx context.Context, q *db.Queries, src *db.Source) (*db.JournalRun, error) {
+	if src.SyncedCommit != nil && src.SyncedRunID != nil {
+		r, err := q.JournalRunGet(ctx, *src.SyncedRunID)
+		if err == nil {
+			return r, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("find the acceptance of %s: %w", src.Name, err)
+		}
+	}
+	runs, err := q.JournalRunLastAcceptanceOf(ctx, &db.JournalRunLastAcceptanceOfParams{Target: src.Name, Actions: actions})
+	if err != nil {
+		return nil, fmt.Errorf("find the acceptance of %s: %w", src.Name, err)
+	}
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	return runs[0], nil
+}
+
 // Facts is what DeriveStatus decides from.
 type Facts struct {
 	Source *db.Source
@@ -169,7 +192,9 @@ type Facts struct {
 	Running []*db.JournalRun
 	// LastFinished is the newest finished sync or accept; nil when none.
 	LastFinished *db.JournalRun
-	// LastAcceptance is the newest succeeded run that applied; nil when none.
+	// LastAcceptance is the receipt that put the synced commit in force
+	// (see acceptanceRun); without a synced commit, the newest sync or
+	// accept that applied. Nil when none.
 	LastAcceptance *db.JournalRun
 	// Candidate is the candidate that waits; nil when none.
 	Candidate *db.SourceCandidate
@@ -301,12 +326,15 @@ func DeriveStatus(in Facts) (*Status, error) {
 	st.Path = status.Path(holds, false)
 	first := State(st.Answer.State)
 	if r := in.LastAcceptance; r != nil {
-		a := acceptanceOf(r)
+		a := acceptanceOf(r, src)
 		st.Evidence.LastAcceptance = a
 		st.Evidence.Grants = append(st.Evidence.Grants, status.Grant{What: "Source accepted", By: a.By, Policy: a.Decision, At: a.At, RunID: a.RunID, Commit: a.Commit})
 		if first == Accepted && src.SyncedCommit != nil {
-			st.Evidence.Settled = append(st.Evidence.Settled, status.Settled{Stage: "source", State: string(Accepted),
-				Proof: fmt.Sprintf("Commit %s is in force; %s run %s accepted commit %s (%s).", short(*src.SyncedCommit), a.Action, a.RunID, short(a.Commit), a.Decision)})
+			proof := fmt.Sprintf("Commit %s is in force; %s run %s accepted commit %s (%s).", short(*src.SyncedCommit), a.Action, a.RunID, short(a.Commit), a.Decision)
+			if a.Action != SyncAction && a.Action != AcceptAction {
+				proof = fmt.Sprintf("Commit %s is in force; %s run %s synced commit %s before it acted (%s).", short(*src.SyncedCommit), a.Action, a.RunID, short(a.Commit), a.Decision)
+			}
+			st.Evidence.Settled = append(st.Evidence.Settled, status.Settled{Stage: "source", State: string(Accepted), Proof: proof})
 		}
 	} else if src.SyncedCommit != nil {
 		unproven = append(unproven, fmt.Sprintf("no receipt records who accepted commit %s", short(*src.SyncedCommit)))
@@ -324,12 +352,23 @@ func runWord(action string) string {
 	return "Sync"
 }
 
-func acceptanceOf(r *db.JournalRun) *Acceptance {
+func acceptanceOf(r *db.JournalRun, src *db.Source) *Acceptance {
 	a := &Acceptance{RunID: r.ID, Action: r.Action, By: r.RequestedBy, Commit: deref(r.GitCommit), Decision: DecisionAuto}
-	if r.FinishedAt != nil {
-		a.At = *r.FinishedAt
+	if src.SyncedRunID != nil && *src.SyncedRunID == r.ID && src.SyncedCommit != nil {
+		// The run the source row names put its synced commit in force: a
+		// deploy's own commit is its pin's, not the one its sync took.
+		a.Commit = *src.SyncedCommit
 	}
-	// The receipt's policy line, as gitops.Result records it.
+	a.At = r.RequestedAt
+	switch {
+	case r.FinishedAt != nil:
+		a.At = *r.FinishedAt
+	case r.StartedAt != nil:
+		a.At = *r.StartedAt
+	}
+	// The receipt's policy line, as gitops.Result records it. An action on
+	// a service that synced first records none: only a policy that applies
+	// without an operator lets its sync put a commit in force.
 	var res struct {
 		Policy   string `json:"policy"`
 		Decision string `json:"decision"`
