@@ -138,7 +138,7 @@ type SourceStatus struct {
 // acceptance in full.
 type SourceStatusEvidence struct {
 	StatusEvidence
-	LastAcceptance *AcceptanceEvidence `json:"lastAcceptance,omitempty" doc:"The newest receipt that put a commit in force."`
+	LastAcceptance *AcceptanceEvidence `json:"lastAcceptance,omitempty" doc:"The receipt that put the commit in force: a sync or an accept of the source, or the sync an action on one of its services made before it acted."`
 }
 
 // AcceptanceEvidence is a receipt that put a commit of the source in force.

@@ -2905,7 +2905,7 @@ type SourceStatusEvidence struct {
 	// InProgress The open actions; while one waits, differences are work in progress, not drift.
 	InProgress []string `json:"inProgress"`
 
-	// LastAcceptance The newest receipt that put a commit in force.
+	// LastAcceptance The receipt that put the commit in force: a sync or an accept of the source, or the sync an action on one of its services made before it acted.
 	LastAcceptance *AcceptanceEvidence `json:"lastAcceptance,omitempty"`
 
 	// Settled The stages whose state is proven, with the proof.

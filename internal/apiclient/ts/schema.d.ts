@@ -2681,7 +2681,7 @@ export interface components {
             grants: components["schemas"]["StatusGrant"][];
             /** @description The open actions; while one waits, differences are work in progress, not drift. */
             inProgress: string[];
-            /** @description The newest receipt that put a commit in force. */
+            /** @description The receipt that put the commit in force: a sync or an accept of the source, or the sync an action on one of its services made before it acted. */
             lastAcceptance?: components["schemas"]["AcceptanceEvidence"];
             /** @description The stages whose state is proven, with the proof. */
             settled: components["schemas"]["StatusSettled"][];
