@@ -306,6 +306,7 @@ const (
 	NodeRowStatePending     NodeRowState = "Pending"
 	NodeRowStateRepairHeld  NodeRowState = "Repair held"
 	NodeRowStateRolledBack  NodeRowState = "Rolled back"
+	NodeRowStateUnhealthy   NodeRowState = "Unhealthy"
 	NodeRowStateUnknown     NodeRowState = "Unknown"
 	NodeRowStateWithdrawing NodeRowState = "Withdrawing"
 	NodeRowStateWithdrawn   NodeRowState = "Withdrawn"
@@ -327,6 +328,8 @@ func (e NodeRowState) Valid() bool {
 	case NodeRowStateRepairHeld:
 		return true
 	case NodeRowStateRolledBack:
+		return true
+	case NodeRowStateUnhealthy:
 		return true
 	case NodeRowStateUnknown:
 		return true
@@ -608,15 +611,21 @@ func (e RolloutViewKind) Valid() bool {
 
 // Defines values for RolloutViewOnProbeFailure.
 const (
-	RolloutViewOnProbeFailurePause    RolloutViewOnProbeFailure = "pause"
-	RolloutViewOnProbeFailureRollback RolloutViewOnProbeFailure = "rollback"
-	RolloutViewOnProbeFailureStop     RolloutViewOnProbeFailure = "stop"
+	RolloutViewOnProbeFailureObserve   RolloutViewOnProbeFailure = "observe"
+	RolloutViewOnProbeFailurePause     RolloutViewOnProbeFailure = "pause"
+	RolloutViewOnProbeFailureRetryOnce RolloutViewOnProbeFailure = "retry-once"
+	RolloutViewOnProbeFailureRollback  RolloutViewOnProbeFailure = "rollback"
+	RolloutViewOnProbeFailureStop      RolloutViewOnProbeFailure = "stop"
 )
 
 // Valid indicates whether the value is a known member of the RolloutViewOnProbeFailure enum.
 func (e RolloutViewOnProbeFailure) Valid() bool {
 	switch e {
+	case RolloutViewOnProbeFailureObserve:
+		return true
 	case RolloutViewOnProbeFailurePause:
+		return true
+	case RolloutViewOnProbeFailureRetryOnce:
 		return true
 	case RolloutViewOnProbeFailureRollback:
 		return true

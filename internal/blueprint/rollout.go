@@ -233,7 +233,7 @@ func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArg
 	if r.Kind == KindRollback {
 		what = "Rollback"
 	}
-	var skipped []string
+	var skipped, observed []string
 	for i, name := range r.Nodes {
 		if active[name] {
 			p.Info(ctx, fmt.Sprintf("node %s already runs rollout %s; skipped", name, r.ID), nil)
@@ -265,12 +265,38 @@ func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArg
 		switch {
 		case errors.As(err, &unknown):
 			record(NodeResult{Node: name, State: "unknown", Reason: err.Error()})
-			return out, journal.Unknown(fmt.Errorf("%s %s holds at node %s: %w; it never counts as done there", what, r.ID, name, unknown.Err))
+			s.pauseUnknown(ctx, p, q, r, name, err)
+			return out, journal.Unknown(fmt.Errorf("%s %s holds at node %s: %w; it never counts as done there, and the rollout is paused until an operator resumes it (`sluice rollout resume %s`)", what, r.ID, name, unknown.Err, r.Blueprint))
 		case err != nil:
 			record(NodeResult{Node: name, State: "failed", Reason: err.Error()})
 			return out, fmt.Errorf("%s %s of %s stopped at node %s (%d of %d): %w. Nodes before it run the new generation; the rest keep what they run", what, r.ID, r.Blueprint, name, i+1, len(r.Nodes), err)
 		}
 		res.Applied = append(res.Applied, a)
+		if !a.Probe.OK && r.OnProbeFailure == "retry-once" {
+			b, err := h.Reprobe(ctx, p, &res.Phases, req)
+			switch {
+			case errors.As(err, &unknown):
+				record(NodeResult{Node: name, State: "unknown", Reason: a.Probe.Sentence + " Its retry: " + err.Error()})
+				s.pauseUnknown(ctx, p, q, r, name, err)
+				return out, journal.Unknown(fmt.Errorf("%s %s holds at node %s: its probe failed and its retry's outcome is unknown (%w); the rollout is paused until an operator resumes it (`sluice rollout resume %s`)", what, r.ID, name, unknown.Err, r.Blueprint))
+			case err != nil:
+				p.Warn(ctx, fmt.Sprintf("node %s: retry-once could not probe again: %v; as under stop", name, err), nil)
+			case b.Applied.Probe.OK:
+				res.Applied = append(res.Applied, b.Applied)
+				record(NodeResult{Node: name, State: "active", Pid: b.Applied.Pid, Reason: "acknowledged generation " + short(r.Generation) + "; its first probe failed and the retry passed (retry-once): " + b.Applied.Probe.Sentence})
+				continue
+			default:
+				res.Applied = append(res.Applied, b.Applied)
+				a = b.Applied
+				p.Warn(ctx, fmt.Sprintf("node %s: the retry's probe failed too; under retry-once the rollout does what stop does", name), nil)
+			}
+		}
+		if !a.Probe.OK && r.OnProbeFailure == "observe" {
+			p.Warn(ctx, fmt.Sprintf("node %s: its probe failed; under onProbeFailure observe its copy is left running and the rollout goes on: %s", name, a.Probe.Sentence), nil)
+			record(NodeResult{Node: name, State: "unhealthy", Pid: a.Pid, Reason: "acknowledged generation " + short(r.Generation) + ", but its probe failed (onProbeFailure observe: reported only, the rollout went on): " + a.Probe.Sentence})
+			observed = append(observed, name)
+			continue
+		}
 		if !a.Probe.OK {
 			return out, s.probeFailed(ctx, p, q, r, res, h, record, name, i, a)
 		}
@@ -285,6 +311,10 @@ func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArg
 	if len(skipped) > 0 {
 		out.Message = fmt.Sprintf("rolled out %s generation %s (%s), leaving out %s: every other node acknowledged it and its probe passed",
 			r.Blueprint, short(r.Generation), hoststep.Short(r.Digest), strings.Join(skipped, ", "))
+	}
+	if len(observed) > 0 {
+		out.Message = strings.Replace(out.Message, "and its probe passed", "", 1) +
+			fmt.Sprintf("; the probe failed on %s, observed only (onProbeFailure observe)", strings.Join(observed, ", "))
 	}
 	return out, nil
 }
@@ -402,7 +432,8 @@ func (s *Service) probeFailed(ctx context.Context, p *journal.Progress, q *db.Qu
 		switch {
 		case errors.As(err, &unknown):
 			record(NodeResult{Node: name, State: "unknown", Reason: a.Probe.Sentence + " Rolling back: " + err.Error()})
-			return journal.Unknown(fmt.Errorf("%s. Rolling it back to generation %s: %w; what it runs now is unknown", where, short(prev.Generation), unknown.Err))
+			s.pauseUnknown(ctx, p, q, r, name, err)
+			return journal.Unknown(fmt.Errorf("%s. Rolling it back to generation %s: %w; what it runs now is unknown, and the rollout is paused until an operator resumes it", where, short(prev.Generation), unknown.Err))
 		case err != nil:
 			record(NodeResult{Node: name, State: "failed", Pid: a.Pid, Reason: a.Probe.Sentence + " Rolling back failed too: " + err.Error()})
 			return fmt.Errorf("%s. Rolling it back to generation %s failed too: %w; %s", where, short(prev.Generation), err, rest)
@@ -415,9 +446,22 @@ func (s *Service) probeFailed(ctx context.Context, p *journal.Progress, q *db.Qu
 		record(NodeResult{Node: name, State: "rolled_back", Pid: b.Pid, Reason: a.Probe.Sentence + " Rolled back to generation " + short(prev.Generation) + " (" + hoststep.Short(prev.Digest) + "), whose probe passed."})
 		return fmt.Errorf("%s. Under onProbeFailure rollback, it went back to generation %s (%s), what it ran before, whose probe passed; %s", where, short(prev.Generation), hoststep.Short(prev.Digest), rest)
 	default:
+		policy := "onProbeFailure stop"
+		if r.OnProbeFailure == "retry-once" {
+			policy = "onProbeFailure retry-once, its retry having failed too"
+		}
 		serr := h.Stop(ctx, p, &res.Phases, instance)
 		record(NodeResult{Node: name, State: "failed", Pid: a.Pid, Reason: a.Probe.Sentence + errSuffix(serr)})
-		return fmt.Errorf("%s. Under onProbeFailure stop, its copy was stopped%s; %s", where, errSuffix(serr), rest)
+		return fmt.Errorf("%s. Under %s, its copy was stopped%s; %s", where, policy, errSuffix(serr), rest)
+	}
+}
+
+// pauseUnknown pauses rollout r because node name's health is unknown
+// (err): a rollout never goes on, nor ends, past a node it lost track of.
+func (s *Service) pauseUnknown(ctx context.Context, p *journal.Progress, q *db.Queries, r *db.Rollout, name string, err error) {
+	reason := fmt.Sprintf("node %s's health is unknown: %s", name, strings.TrimSuffix(err.Error(), "."))
+	if _, err := q.RolloutPauseInsert(context.WithoutCancel(ctx), &db.RolloutPauseInsertParams{RolloutID: r.ID, Reason: reason, PausedBy: "health unknown", RunID: p.RunID()}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		p.Error(ctx, fmt.Sprintf("record the pause: %v", err), nil)
 	}
 }
 

@@ -32,11 +32,14 @@ const (
 
 // Node row states.
 const (
-	NodePending     = "Pending"
-	NodeDeploying   = "Deploying"
-	NodeActive      = "Active"
-	NodeDrifted     = "Drifted"
-	NodeFailed      = "Failed"
+	NodePending   = "Pending"
+	NodeDeploying = "Deploying"
+	NodeActive    = "Active"
+	NodeDrifted   = "Drifted"
+	NodeFailed    = "Failed"
+	// NodeUnhealthy: the copy runs the generation but its probe failed,
+	// under onProbeFailure observe, which only reports it.
+	NodeUnhealthy   = "Unhealthy"
 	NodeUnknown     = "Unknown"
 	NodeRolledBack  = "Rolled back"
 	NodeWithdrawing = "Withdrawing"
@@ -46,7 +49,7 @@ const (
 
 var nodeTones = map[string]status.Tone{
 	NodePending: status.ToneInfo, NodeDeploying: status.ToneInfo, NodeActive: status.ToneOK,
-	NodeDrifted: status.ToneWarn, NodeFailed: status.ToneError, NodeUnknown: status.ToneError,
+	NodeDrifted: status.ToneWarn, NodeFailed: status.ToneError, NodeUnhealthy: status.ToneError, NodeUnknown: status.ToneError,
 	NodeRolledBack: status.ToneWarn, NodeWithdrawing: status.ToneWarn, NodeWithdrawn: status.ToneOK,
 	NodeRepairHeld: status.ToneError,
 }
@@ -84,7 +87,7 @@ type BlueprintStatus struct {
 // NodeRow is one node's row: what the Blueprint is there, and why.
 type NodeRow struct {
 	Node  string      `json:"node"`
-	State string      `json:"state" enum:"Pending,Deploying,Active,Drifted,Failed,Unknown,Rolled back,Withdrawing,Withdrawn,Repair held"`
+	State string      `json:"state" enum:"Pending,Deploying,Active,Drifted,Failed,Unhealthy,Unknown,Rolled back,Withdrawing,Withdrawn,Repair held"`
 	Tone  status.Tone `json:"tone" enum:"ok,info,warn,error"`
 	// NodeState is the node's own state (Ready, Unreachable, Cordoned…).
 	NodeState string `json:"nodeState"`
@@ -272,7 +275,7 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 
 // runtimeStage sums the node rows up: the worst row first.
 func runtimeStage(rows []NodeRow) status.Stage {
-	order := []string{NodeFailed, NodeUnknown, NodeRepairHeld, NodeDrifted, NodeRolledBack, NodeWithdrawing, NodeDeploying, NodePending}
+	order := []string{NodeFailed, NodeUnhealthy, NodeUnknown, NodeRepairHeld, NodeDrifted, NodeRolledBack, NodeWithdrawing, NodeDeploying, NodePending}
 	for _, state := range order {
 		var names []string
 		var first *NodeRow
@@ -456,6 +459,8 @@ func (s *Service) placedRow(n string, r *RolloutView, answers map[string]NodeAns
 		return NodeRolledBack, a.Reason, ""
 	case a.State == "unknown":
 		return NodeUnknown, a.Reason, "sluice rollout resume " + name
+	case a.State == "unhealthy":
+		return NodeUnhealthy, a.Reason, "sluice rollout rollback " + name
 	default:
 		return NodeFailed, a.Reason, "sluice rollout rollback " + name
 	}

@@ -2,6 +2,7 @@ package blueprint_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -33,24 +34,33 @@ import (
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // fakeHost answers every host step at once, as a node whose agent
-// acknowledged it; failOn names the nodes whose probe fails.
+// acknowledged it. The bundle's maps say how each node answers: failOn,
+// its probe fails; retryPasses, a second probe (retry-once) passes;
+// unknownOn, its agent is lost mid-step, so the outcome is unknown.
 type fakeHost struct {
-	mu     sync.Mutex
-	failOn map[string]bool
-	node   string
+	b    *testBundle
+	node string
 }
 
 func (h *fakeHost) Apply(_ context.Context, _ hoststep.Events, _ *journal.Phases, req hoststep.ApplyRequest) (*services.Applied, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.failOn[h.node] {
-		return &services.Applied{Pid: 42, Probe: &hoststep.ProbeReport{OK: false, Sentence: "The probe got connection refused."}}, nil
+	h.b.hostMu.Lock()
+	defer h.b.hostMu.Unlock()
+	if h.b.unknownOn[h.node] {
+		return nil, journal.Unknown(errors.New("node " + h.node + "'s agent went silent during the apply step"))
+	}
+	if h.b.failOn[h.node] {
+		return &services.Applied{Pid: 42, Alive: true, Probe: &hoststep.ProbeReport{OK: false, Sentence: "The probe got connection refused."}}, nil
 	}
 	return &services.Applied{Pid: 42, Alive: true, Probe: &hoststep.ProbeReport{OK: true, Sentence: "The probe answered 200."}}, nil
 }
 
 func (h *fakeHost) Reprobe(context.Context, hoststep.Events, *journal.Phases, hoststep.ApplyRequest) (*hoststep.Reprobed, error) {
-	return &hoststep.Reprobed{}, nil
+	h.b.hostMu.Lock()
+	defer h.b.hostMu.Unlock()
+	if h.b.retryPasses[h.node] {
+		return &hoststep.Reprobed{Applied: &hoststep.Applied{Pid: 42, Alive: true, Probe: &hoststep.ProbeReport{OK: true, Sentence: "The probe answered 200."}}}, nil
+	}
+	return &hoststep.Reprobed{Applied: &hoststep.Applied{Pid: 42, Alive: true, Probe: &hoststep.ProbeReport{OK: false, Sentence: "The probe got connection refused again."}}}, nil
 }
 func (h *fakeHost) Stop(context.Context, hoststep.Events, *journal.Phases, string) error { return nil }
 func (h *fakeHost) Remove(context.Context, hoststep.Events, *journal.Phases, string) error {
@@ -69,8 +79,9 @@ type testBundle struct {
 	gitops  *gitops.Service
 	bps     *blueprint.Service
 	svcs    *services.Service
-	failOn  map[string]bool
 	hostMu  *sync.Mutex
+	// How each node's host answers (see fakeHost), under hostMu.
+	failOn, retryPasses, unknownOn map[string]bool
 }
 
 // setup wires a control plane with its job workers on a fresh database,
@@ -88,12 +99,9 @@ func setup(t *testing.T) *testBundle {
 	for _, n := range []string{"n1", "n2"} {
 		require.NoError(t, reg.Beat(ctx, n, node.Reported{}))
 	}
-	b := &testBundle{Repo: gittest.New(t), ctx: ctx, pool: pool, journal: j, gitops: gops, failOn: map[string]bool{}, hostMu: &sync.Mutex{}}
-	host := func(n string, _ uuid.UUID) services.Host {
-		b.hostMu.Lock()
-		defer b.hostMu.Unlock()
-		return &fakeHost{failOn: b.failOn, node: n}
-	}
+	b := &testBundle{Repo: gittest.New(t), ctx: ctx, pool: pool, journal: j, gitops: gops, hostMu: &sync.Mutex{},
+		failOn: map[string]bool{}, retryPasses: map[string]bool{}, unknownOn: map[string]bool{}}
+	host := func(n string, _ uuid.UUID) services.Host { return &fakeHost{b: b, node: n} }
 	b.bps = &blueprint.Service{Pool: pool, Journal: j, Nodes: reg, GitOps: gops, Logger: slog.New(slog.DiscardHandler), Host: host}
 	b.svcs = services.New(pool, j, gops, nil, nil, red, nil)
 	b.svcs.Remote, b.svcs.DefaultNode = host, "n1"
@@ -125,10 +133,13 @@ func setup(t *testing.T) *testBundle {
 }
 
 // failProbeOn makes the probe of node n fail from now on, or pass again.
-func (b *testBundle) failProbeOn(n string, fail bool) {
+func (b *testBundle) failProbeOn(n string, fail bool) { b.set(b.failOn, n, fail) }
+
+// set sets how node n's host answers, in one of the bundle's maps.
+func (b *testBundle) set(m map[string]bool, n string, v bool) {
 	b.hostMu.Lock()
 	defer b.hostMu.Unlock()
-	b.failOn[n] = fail
+	m[n] = v
 }
 
 func (b *testBundle) wait(t *testing.T, id uuid.UUID) *db.JournalRun {

@@ -70,7 +70,7 @@ type RolloutView struct {
 	Kind           string     `json:"kind" enum:"rollout,rollback"`
 	RollsBack      *uuid.UUID `json:"rollsBack,omitempty"`
 	Scope          string     `json:"scope" enum:"all,failed"`
-	OnProbeFailure string     `json:"onProbeFailure" enum:"stop,rollback,pause"`
+	OnProbeFailure string     `json:"onProbeFailure" enum:"stop,rollback,pause,retry-once,observe"`
 	Generation     string     `json:"generation"`
 	Digest         string     `json:"digest"`
 	Nodes          []string   `json:"nodes"`

@@ -43,8 +43,14 @@ const (
 // RolloutPolicies are the rollout authorization policies, the default first.
 var RolloutPolicies = []string{RolloutManual, RolloutAutomatic}
 
-// OnProbeFailure values of a rollout.
-var OnProbeFailurePolicies = []string{"stop", "rollback", "pause"}
+// OnProbeFailure values of a rollout: stop (the default) stops the node's
+// copy and the rollout; rollback puts back what the node ran before and
+// stops the rollout; pause leaves the copy for an operator and pauses the
+// rollout; retry-once probes the same copy once more and, if that fails
+// too, does what stop does; observe records the failure and goes on to
+// the next node. Whatever the policy, a node whose outcome is unknown (its
+// agent lost mid-step) pauses the rollout.
+var OnProbeFailurePolicies = []string{"stop", "rollback", "pause", "retry-once", "observe"}
 
 // Selector chooses nodes: exactly one of its ways.
 type Selector struct {

@@ -2034,7 +2034,7 @@ export interface components {
             reason: string;
             rollout?: string;
             /** @enum {string} */
-            state: "Pending" | "Deploying" | "Active" | "Drifted" | "Failed" | "Unknown" | "Rolled back" | "Withdrawing" | "Withdrawn" | "Repair held";
+            state: "Pending" | "Deploying" | "Active" | "Drifted" | "Failed" | "Unhealthy" | "Unknown" | "Rolled back" | "Withdrawing" | "Withdrawn" | "Repair held";
             /** @enum {string} */
             tone: "ok" | "info" | "warn" | "error";
         };
@@ -2345,7 +2345,7 @@ export interface components {
             kind: "rollout" | "rollback";
             nodes: string[];
             /** @enum {string} */
-            onProbeFailure: "stop" | "rollback" | "pause";
+            onProbeFailure: "stop" | "rollback" | "pause" | "retry-once" | "observe";
             pause?: components["schemas"]["RolloutPause"];
             policy: string;
             rollsBack?: string;
