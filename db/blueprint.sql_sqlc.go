@@ -73,6 +73,59 @@ func (q *Queries) BlueprintGetForUpdate(ctx context.Context, id uuid.UUID) (*Uni
 	return &i, err
 }
 
+const blueprintInFlight = `-- name: BlueprintInFlight :many
+(SELECT 'run'::text AS kind, r.id AS run_id, r.action AS what, ''::text AS node
+ FROM journal_run AS r
+ WHERE r.target = $1 AND r.action = ANY($2::text[]) AND r.state IN ('queued', 'running')
+ LIMIT 3)
+UNION ALL
+(SELECT 'task'::text, t.run_id, t.kind, t.node
+ FROM node_task AS t
+ WHERE t.node = ANY($3::text[]) AND t.state IN ('queued', 'claimed')
+ LIMIT 3)
+`
+
+type BlueprintInFlightParams struct {
+	Target  string
+	Actions []string
+	Nodes   []string
+}
+
+type BlueprintInFlightRow struct {
+	Kind  string
+	RunID uuid.UUID
+	What  string
+	Node  string
+}
+
+// BlueprintInFlight is what is in flight that a placement decision of a
+// Blueprint must wait for: its own open runs of actions, and the open host
+// steps on nodes (at most a few of either).
+func (q *Queries) BlueprintInFlight(ctx context.Context, arg *BlueprintInFlightParams) ([]*BlueprintInFlightRow, error) {
+	rows, err := q.db.Query(ctx, blueprintInFlight, arg.Target, arg.Actions, arg.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*BlueprintInFlightRow
+	for rows.Next() {
+		var i BlueprintInFlightRow
+		if err := rows.Scan(
+			&i.Kind,
+			&i.RunID,
+			&i.What,
+			&i.Node,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const blueprintList = `-- name: BlueprintList :many
 SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit
 WHERE kind = 'Blueprint' AND status NOT IN ('stale', 'destroyed')

@@ -133,3 +133,17 @@ RETURNING *;
 
 -- name: RolloutSkips :many
 SELECT * FROM rollout_skip WHERE rollout_id = @rollout_id ORDER BY at;
+
+-- name: BlueprintInFlight :many
+-- BlueprintInFlight is what is in flight that a placement decision of a
+-- Blueprint must wait for: its own open runs of actions, and the open host
+-- steps on nodes (at most a few of either).
+(SELECT 'run'::text AS kind, r.id AS run_id, r.action AS what, ''::text AS node
+ FROM journal_run AS r
+ WHERE r.target = @target AND r.action = ANY(@actions::text[]) AND r.state IN ('queued', 'running')
+ LIMIT 3)
+UNION ALL
+(SELECT 'task'::text, t.run_id, t.kind, t.node
+ FROM node_task AS t
+ WHERE t.node = ANY(@nodes::text[]) AND t.state IN ('queued', 'claimed')
+ LIMIT 3);

@@ -326,6 +326,11 @@ func (s *Service) Decide(ctx context.Context, name string) error {
 		}
 		reason := declineReason(spec, p)
 		if reason == "" {
+			if reason, err = inFlight(ctx, q, u.Name, p); err != nil {
+				return err
+			}
+		}
+		if reason == "" {
 			_, err := s.approveTx(ctx, q, tx, u, spec, p, AutoApprover, blueprintspec.PlacementBoundedAuto, "one stateless change, approved by the bounded-auto policy")
 			return err
 		}
@@ -366,6 +371,26 @@ func declineReason(spec *blueprintspec.Spec, p *PlacementPlan) string {
 		}
 	}
 	return ""
+}
+
+// inFlight is why bounded-auto waits on p: an operation of the Blueprint
+// still in flight (a rollout, a withdrawal, a repair), or a host step in
+// flight on a node the change would add or remove; "" when none is.
+func inFlight(ctx context.Context, q *db.Queries, name string, p *PlacementPlan) (string, error) {
+	rows, err := q.BlueprintInFlight(ctx, &db.BlueprintInFlightParams{
+		Target: name, Actions: []string{ActionRollout, ActionWithdraw, ActionEnforce}, Nodes: append(slices.Clone(p.Add), p.Remove...),
+	})
+	if err != nil {
+		return "", fmt.Errorf("what is in flight for %s: %w", name, err)
+	}
+	if len(rows) == 0 {
+		return "", nil
+	}
+	r := rows[0]
+	if r.Kind == "run" {
+		return fmt.Sprintf("%s run %s of %s is still in flight; bounded-auto decides one change at a time, once it has ended", r.What, r.RunID, name), nil
+	}
+	return fmt.Sprintf("node %s has a host step (%s) of run %s in flight; bounded-auto changes no node while an operation is under way there", r.Node, r.What, r.RunID), nil
 }
 
 // DecideAll applies Decide to every bounded-auto Blueprint, then

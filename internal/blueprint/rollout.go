@@ -123,6 +123,9 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 		} else if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
+		if stateful, why := spec.IsStateful(); stateful && policy == blueprintspec.RolloutAutomatic {
+			return errs.Errorf(errs.Conflict, "Blueprint %s is stateful (%s): rolloutPolicy automatic never authorizes a stateful workload; an operator does (`sluice rollout authorize %s`).", name, why, name)
+		}
 		req := services.ApplyRequest(spec.Service, InstancePrefix+name, "")
 		manifest, err := json.Marshal(req)
 		if err != nil {

@@ -219,11 +219,15 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 	// Rollout.
 	r := v.Rollout
 	authorize := "sluice rollout authorize " + u.Name
+	byHand := ""
+	if stateful, _ := spec.IsStateful(); stateful && spec.Rollout() == blueprintspec.RolloutAutomatic {
+		byHand = " The workload is stateful, so rolloutPolicy automatic does not authorize it: an operator does."
+	}
 	switch {
 	case r == nil && v.Placement == nil:
 		stage(StageRollout, "Not authorized", status.ToneInfo, "", "No rollout was authorized; a placement comes first.")
 	case r == nil:
-		stage(StageRollout, "Not authorized", status.ToneWarn, authorize, "No rollout was authorized: nothing of %s is deployed.", u.Name)
+		stage(StageRollout, "Not authorized", status.ToneWarn, authorize, "No rollout was authorized: nothing of %s is deployed.%s", u.Name, byHand)
 	default:
 		what := "Rollout"
 		if r.Kind == KindRollback {
@@ -241,7 +245,7 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 			stage(StageRollout, "Rolling out", status.ToneInfo, "", "%s", reason)
 		case journal.StateSucceeded:
 			if r.Kind == KindRollout && (r.Generation != v.Generation || r.Digest != v.Digest) {
-				stage(StageRollout, "Newer generation", status.ToneWarn, authorize, "%s Git holds a newer generation (%s) that no rollout was authorized for.", reason, short(v.Generation))
+				stage(StageRollout, "Newer generation", status.ToneWarn, authorize, "%s Git holds a newer generation (%s) that no rollout was authorized for.%s", reason, short(v.Generation), byHand)
 			} else {
 				stage(StageRollout, "Rolled out", status.ToneOK, "", "%s", reason)
 			}
