@@ -42,9 +42,17 @@ func TestAStatefulBlueprintNeverRollsOutWithoutAnOperator(t *testing.T) {
 	}
 	require.Contains(t, reason, "The workload is stateful, so rolloutPolicy automatic does not authorize it: an operator does.")
 
-	// An operator may.
+	// An operator may; the evidence names each policy line in words.
 	run := b.rollout(t, "web")
 	require.Equal(t, "succeeded", run.State, "%v", run.Error)
+	v, err = b.bps.Get(b.ctx, "web")
+	require.NoError(t, err)
+	lines := map[string]string{}
+	for _, g := range v.Status.Evidence.Grants {
+		lines[g.What] = g.Policy
+	}
+	require.Equal(t, "Operator approves each change", lines["Placement approved"])
+	require.Equal(t, "Operator authorizes each rollout", lines["Rollout authorized"])
 }
 
 func TestBoundedAutoWaitsWhileAnOperationIsInFlight(t *testing.T) {

@@ -210,10 +210,10 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 	case v.Placement == nil:
 		stage(StagePlacement, "Nothing selected", status.ToneWarn, "", "No node is selected (%s) and Ready.", v.Selector)
 	default:
-		stage(StagePlacement, "Approved", status.ToneOK, "", "Placement approved for %s by %s (%s policy).", orNone(v.Placement.Nodes), v.Placement.ApprovedBy, v.Placement.Policy)
+		stage(StagePlacement, "Approved", status.ToneOK, "", "Placement approved for %s by %s (%s).", orNone(v.Placement.Nodes), v.Placement.ApprovedBy, blueprintspec.PolicyLine(v.Placement.Policy))
 	}
 	if c := p.Current; c != nil {
-		ev.Grants = append(ev.Grants, status.Grant{What: "Placement approved", By: c.ApprovedBy, Policy: c.Policy, At: c.CreatedAt, RunID: c.RunID, Subject: "nodes " + orNone(c.Nodes)})
+		ev.Grants = append(ev.Grants, status.Grant{What: "Placement approved", By: c.ApprovedBy, Policy: blueprintspec.PolicyLine(c.Policy), At: c.CreatedAt, RunID: c.RunID, Subject: "nodes " + orNone(c.Nodes)})
 	}
 
 	// Rollout.
@@ -233,7 +233,7 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 		if r.Kind == KindRollback {
 			what = "Rollback"
 		}
-		ev.Grants = append(ev.Grants, status.Grant{What: what + " authorized", By: r.AuthorizedBy, Policy: r.Policy, At: r.At, RunID: r.AuthorizeRunID,
+		ev.Grants = append(ev.Grants, status.Grant{What: what + " authorized", By: r.AuthorizedBy, Policy: blueprintspec.PolicyLine(r.Policy), At: r.At, RunID: r.AuthorizeRunID,
 			Subject: fmt.Sprintf("generation %s, artifact %s, to %s", short(r.Generation), hoststep.Short(r.Digest), strings.Join(r.Nodes, ", "))})
 		reason := fmt.Sprintf("%s %s (generation %s) is %s", what, r.ID, short(r.Generation), r.State)
 		if r.Error != "" {

@@ -43,6 +43,22 @@ const (
 // RolloutPolicies are the rollout authorization policies, the default first.
 var RolloutPolicies = []string{RolloutManual, RolloutAutomatic}
 
+// PolicyLine is a placement or rollout policy's line in the words an
+// operator reads in a status's evidence; the value itself when it has none.
+func PolicyLine(policy string) string {
+	switch policy {
+	case PlacementOperator:
+		return "Operator approves each change"
+	case PlacementBoundedAuto:
+		return "One stateless change at a time"
+	case RolloutManual:
+		return "Operator authorizes each rollout"
+	case RolloutAutomatic:
+		return "Authorizes without an operator"
+	}
+	return policy
+}
+
 // OnProbeFailure values of a rollout: stop (the default) stops the node's
 // copy and the rollout; rollback puts back what the node ran before and
 // stops the rollout; pause leaves the copy for an operator and pauses the
