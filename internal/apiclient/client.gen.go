@@ -299,17 +299,18 @@ func (e NodeAnswerState) Valid() bool {
 
 // Defines values for NodeRowState.
 const (
-	NodeRowStateActive      NodeRowState = "Active"
-	NodeRowStateDeploying   NodeRowState = "Deploying"
-	NodeRowStateDrifted     NodeRowState = "Drifted"
-	NodeRowStateFailed      NodeRowState = "Failed"
-	NodeRowStatePending     NodeRowState = "Pending"
-	NodeRowStateRepairHeld  NodeRowState = "Repair held"
-	NodeRowStateRolledBack  NodeRowState = "Rolled back"
-	NodeRowStateUnhealthy   NodeRowState = "Unhealthy"
-	NodeRowStateUnknown     NodeRowState = "Unknown"
-	NodeRowStateWithdrawing NodeRowState = "Withdrawing"
-	NodeRowStateWithdrawn   NodeRowState = "Withdrawn"
+	NodeRowStateActive           NodeRowState = "Active"
+	NodeRowStateDeploying        NodeRowState = "Deploying"
+	NodeRowStateDrifted          NodeRowState = "Drifted"
+	NodeRowStateFailed           NodeRowState = "Failed"
+	NodeRowStateOutsidePlacement NodeRowState = "Outside placement"
+	NodeRowStatePending          NodeRowState = "Pending"
+	NodeRowStateRepairHeld       NodeRowState = "Repair held"
+	NodeRowStateRolledBack       NodeRowState = "Rolled back"
+	NodeRowStateUnhealthy        NodeRowState = "Unhealthy"
+	NodeRowStateUnknown          NodeRowState = "Unknown"
+	NodeRowStateWithdrawing      NodeRowState = "Withdrawing"
+	NodeRowStateWithdrawn        NodeRowState = "Withdrawn"
 )
 
 // Valid indicates whether the value is a known member of the NodeRowState enum.
@@ -322,6 +323,8 @@ func (e NodeRowState) Valid() bool {
 	case NodeRowStateDrifted:
 		return true
 	case NodeRowStateFailed:
+		return true
+	case NodeRowStateOutsidePlacement:
 		return true
 	case NodeRowStatePending:
 		return true

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/blueprint"
+	"sluice/internal/node"
 )
 
 // bpUnit is Blueprint web on nodes, with the spec fields extra gives.
@@ -102,4 +103,35 @@ func TestBoundedAutoWaitsWhileAnOperationIsInFlight(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"n1", "n2"}, v.Placement.Nodes)
 	require.Contains(t, v.Decline.Reason, "rollout run "+own.String()+" of web is still in flight")
+}
+
+func TestPlacementDriftIsReportedNeverTouched(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	b.artifact(t, digest)
+	b.Commit(t, "web on n1", map[string]string{"blueprints/web.json": bpUnit(digest, `["n1"]`, `, "stateful": false`)})
+	b.sync(t)
+	run := b.rollout(t, "web")
+	require.Equal(t, "succeeded", run.State, "%v", run.Error)
+
+	// n2 reports a copy of web running, which no rollout put there.
+	reg := &node.Registry{Pool: b.pool, Journal: b.journal}
+	require.NoError(t, reg.Beat(b.ctx, "n2", node.Reported{Processes: []node.Process{{Service: "bp-web", Running: true, Pid: 4242}}}))
+	row := b.row(t, "n2")
+	require.Equal(t, blueprint.NodeOutside, row.State, "%+v", row)
+	require.Equal(t, 4242, row.Pid)
+	require.Contains(t, row.Reason, "Placement drift: its agent reports pid 4242 running bp-web, but the node is outside the approved placement")
+	require.Empty(t, row.Action, "reported, never touched")
+	v, err := b.bps.Get(b.ctx, "web")
+	require.NoError(t, err)
+	require.Equal(t, blueprint.NodeOutside, v.Status.Answer.State, "%+v", v.Status.Answer)
+
+	// Stopped by hand: the row goes.
+	require.NoError(t, reg.Beat(b.ctx, "n2", node.Reported{}))
+	v, err = b.bps.Get(b.ctx, "web")
+	require.NoError(t, err)
+	for _, r := range v.Nodes {
+		require.NotEqual(t, "n2", r.Node, "%+v", v.Nodes)
+	}
 }

@@ -45,13 +45,17 @@ const (
 	NodeWithdrawing = "Withdrawing"
 	NodeWithdrawn   = "Withdrawn"
 	NodeRepairHeld  = "Repair held"
+	// NodeOutside: placement drift, a copy running on a node outside the
+	// approved placement that no rollout of sluice's left there (or that
+	// runs again after its withdrawal). It is reported, never touched.
+	NodeOutside = "Outside placement"
 )
 
 var nodeTones = map[string]status.Tone{
 	NodePending: status.ToneInfo, NodeDeploying: status.ToneInfo, NodeActive: status.ToneOK,
 	NodeDrifted: status.ToneWarn, NodeFailed: status.ToneError, NodeUnhealthy: status.ToneError, NodeUnknown: status.ToneError,
 	NodeRolledBack: status.ToneWarn, NodeWithdrawing: status.ToneWarn, NodeWithdrawn: status.ToneOK,
-	NodeRepairHeld: status.ToneError,
+	NodeRepairHeld: status.ToneError, NodeOutside: status.ToneWarn,
 }
 
 // nodeRuns is the newest run of action on Blueprint name per node.
@@ -87,7 +91,7 @@ type BlueprintStatus struct {
 // NodeRow is one node's row: what the Blueprint is there, and why.
 type NodeRow struct {
 	Node  string      `json:"node"`
-	State string      `json:"state" enum:"Pending,Deploying,Active,Drifted,Failed,Unhealthy,Unknown,Rolled back,Withdrawing,Withdrawn,Repair held"`
+	State string      `json:"state" enum:"Pending,Deploying,Active,Drifted,Failed,Unhealthy,Unknown,Rolled back,Withdrawing,Withdrawn,Repair held,Outside placement"`
 	Tone  status.Tone `json:"tone" enum:"ok,info,warn,error"`
 	// NodeState is the node's own state (Ready, Unreachable, Cordoned…).
 	NodeState string `json:"nodeState"`
@@ -279,7 +283,7 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 
 // runtimeStage sums the node rows up: the worst row first.
 func runtimeStage(rows []NodeRow) status.Stage {
-	order := []string{NodeFailed, NodeUnhealthy, NodeUnknown, NodeRepairHeld, NodeDrifted, NodeRolledBack, NodeWithdrawing, NodeDeploying, NodePending}
+	order := []string{NodeFailed, NodeUnhealthy, NodeUnknown, NodeRepairHeld, NodeDrifted, NodeOutside, NodeRolledBack, NodeWithdrawing, NodeDeploying, NodePending}
 	for _, state := range order {
 		var names []string
 		var first *NodeRow
@@ -350,6 +354,22 @@ func (s *Service) nodeRows(ctx context.Context, q *db.Queries, u *db.Unit, spec 
 	for n := range withdrawn {
 		names[n] = true
 	}
+	instance := InstancePrefix + u.Name
+	// Placement drift: a node outside the placement whose fresh report
+	// shows the copy running.
+	stray := map[string]*node.Process{}
+	for _, nd := range nodes {
+		if placed[nd.Name] || have[nd.Name] != nil {
+			continue
+		}
+		if _, fresh := s.Nodes.ReportAge(nd); !fresh {
+			continue
+		}
+		if i := slices.IndexFunc(nd.Reported.Processes, func(p node.Process) bool { return p.Service == instance && p.Running }); i >= 0 {
+			stray[nd.Name] = &nd.Reported.Processes[i]
+			names[nd.Name] = true
+		}
+	}
 	r := v.Rollout
 	answers := map[string]NodeAnswer{}
 	if r != nil {
@@ -358,7 +378,6 @@ func (s *Service) nodeRows(ctx context.Context, q *db.Queries, u *db.Unit, spec 
 		}
 	}
 	stateful, _ := spec.IsStateful()
-	instance := InstancePrefix + u.Name
 	sorted := make([]string, 0, len(names))
 	for n := range names {
 		sorted = append(sorted, n)
@@ -404,6 +423,13 @@ func (s *Service) nodeRows(ctx context.Context, q *db.Queries, u *db.Unit, spec 
 				row.Reason = fmt.Sprintf("It left the approved placement; withdrawal run %s ended %s: %s", w.ID, w.State, deref(w.Error))
 				row.Action = "sluice blueprint withdraw " + u.Name + " " + n
 			}
+		case !placed[n] && stray[n] != nil:
+			row.State, row.Pid = NodeOutside, stray[n].Pid
+			row.Reason = fmt.Sprintf("Placement drift: its agent reports pid %d running %s, but the node is outside the approved placement and no rollout left a copy here", stray[n].Pid, instance)
+			if w := withdrawn[n]; w != nil {
+				row.Reason = fmt.Sprintf("Placement drift: its agent reports pid %d running %s, though its copy was stopped and removed (run %s, %s)", stray[n].Pid, instance, w.RunID, w.At.UTC().Format(time.RFC3339))
+			}
+			row.Reason += ". It is reported, never touched: stop it on the host, or place the node."
 		case !placed[n] && withdrawn[n] != nil:
 			row.State = NodeWithdrawn
 			row.Reason = fmt.Sprintf("Its copy was stopped and removed (run %s, %s).", withdrawn[n].RunID, withdrawn[n].At.UTC().Format(time.RFC3339))

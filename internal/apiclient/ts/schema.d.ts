@@ -2034,7 +2034,7 @@ export interface components {
             reason: string;
             rollout?: string;
             /** @enum {string} */
-            state: "Pending" | "Deploying" | "Active" | "Drifted" | "Failed" | "Unhealthy" | "Unknown" | "Rolled back" | "Withdrawing" | "Withdrawn" | "Repair held";
+            state: "Pending" | "Deploying" | "Active" | "Drifted" | "Failed" | "Unhealthy" | "Unknown" | "Rolled back" | "Withdrawing" | "Withdrawn" | "Repair held" | "Outside placement";
             /** @enum {string} */
             tone: "ok" | "info" | "warn" | "error";
         };
