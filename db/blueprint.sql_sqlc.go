@@ -332,6 +332,25 @@ func (q *Queries) DeclineUpsert(ctx context.Context, arg *DeclineUpsertParams) (
 	return &i, err
 }
 
+const placementActedOn = `-- name: PlacementActedOn :one
+SELECT EXISTS (SELECT 1 FROM rollout WHERE placement_id = $1)
+    OR EXISTS (SELECT 1 FROM journal_run WHERE target = $2 AND action = 'withdraw' AND params->>'placement' = $1::text)
+`
+
+type PlacementActedOnParams struct {
+	PlacementID uuid.UUID
+	Blueprint   string
+}
+
+// PlacementActedOn says whether anything acted on an approval: a rollout
+// authorized for it, or a withdrawal it queued.
+func (q *Queries) PlacementActedOn(ctx context.Context, arg *PlacementActedOnParams) (*bool, error) {
+	row := q.db.QueryRow(ctx, placementActedOn, arg.PlacementID, arg.Blueprint)
+	var column_1 *bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const placementInsert = `-- name: PlacementInsert :one
 INSERT INTO blueprint_placement (id, unit_id, blueprint, generation, nodes, fingerprint, approved_by, policy, run_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -380,9 +399,14 @@ func (q *Queries) PlacementInsert(ctx context.Context, arg *PlacementInsertParam
 }
 
 const placementLatest = `-- name: PlacementLatest :one
-SELECT id, unit_id, blueprint, generation, nodes, fingerprint, approved_by, policy, run_id, created_at FROM blueprint_placement WHERE unit_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT p.id, p.unit_id, p.blueprint, p.generation, p.nodes, p.fingerprint, p.approved_by, p.policy, p.run_id, p.created_at FROM blueprint_placement AS p
+WHERE p.unit_id = $1
+  AND NOT EXISTS (SELECT 1 FROM blueprint_placement_withdrawn AS w WHERE w.placement_id = p.id)
+ORDER BY p.created_at DESC LIMIT 1
 `
 
+// PlacementLatest is the approval of unit_id's placement that stands: the
+// newest not withdrawn.
 func (q *Queries) PlacementLatest(ctx context.Context, unitID uuid.UUID) (*BlueprintPlacement, error) {
 	row := q.db.QueryRow(ctx, placementLatest, unitID)
 	var i BlueprintPlacement
@@ -399,6 +423,69 @@ func (q *Queries) PlacementLatest(ctx context.Context, unitID uuid.UUID) (*Bluep
 		&i.CreatedAt,
 	)
 	return &i, err
+}
+
+const placementStandingAuto = `-- name: PlacementStandingAuto :many
+SELECT DISTINCT ON (p.unit_id) p.unit_id, p.policy FROM blueprint_placement AS p
+WHERE NOT EXISTS (SELECT 1 FROM blueprint_placement_withdrawn AS w WHERE w.placement_id = p.id)
+ORDER BY p.unit_id, p.created_at DESC
+`
+
+type PlacementStandingAutoRow struct {
+	UnitID uuid.UUID
+	Policy string
+}
+
+// PlacementStandingAuto lists the Blueprint units whose standing approval
+// bounded-auto made.
+func (q *Queries) PlacementStandingAuto(ctx context.Context) ([]*PlacementStandingAutoRow, error) {
+	rows, err := q.db.Query(ctx, placementStandingAuto)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*PlacementStandingAutoRow
+	for rows.Next() {
+		var i PlacementStandingAutoRow
+		if err := rows.Scan(&i.UnitID, &i.Policy); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const placementWithdraw = `-- name: PlacementWithdraw :exec
+INSERT INTO blueprint_placement_withdrawn (placement_id, reason, run_id) VALUES ($1, $2, $3)
+`
+
+type PlacementWithdrawParams struct {
+	PlacementID uuid.UUID
+	Reason      string
+	RunID       uuid.UUID
+}
+
+func (q *Queries) PlacementWithdraw(ctx context.Context, arg *PlacementWithdrawParams) error {
+	_, err := q.db.Exec(ctx, placementWithdraw, arg.PlacementID, arg.Reason, arg.RunID)
+	return err
+}
+
+const placementWithdrawnLatest = `-- name: PlacementWithdrawnLatest :one
+SELECT w.placement_id FROM blueprint_placement_withdrawn AS w
+JOIN blueprint_placement AS p ON p.id = w.placement_id
+WHERE p.unit_id = $1
+ORDER BY w.at DESC LIMIT 1
+`
+
+// PlacementWithdrawnLatest is the newest withdrawn approval of unit_id.
+func (q *Queries) PlacementWithdrawnLatest(ctx context.Context, unitID uuid.UUID) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, placementWithdrawnLatest, unitID)
+	var placement_id uuid.UUID
+	err := row.Scan(&placement_id)
+	return placement_id, err
 }
 
 const rollbackFind = `-- name: RollbackFind :one

@@ -105,6 +105,13 @@ type BlueprintPlacement struct {
 	CreatedAt   time.Time
 }
 
+type BlueprintPlacementWithdrawn struct {
+	PlacementID uuid.UUID
+	Reason      string
+	RunID       uuid.UUID
+	At          time.Time
+}
+
 type BlueprintWithdrawal struct {
 	UnitID      uuid.UUID
 	Node        string

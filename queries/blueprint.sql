@@ -14,7 +14,28 @@ WHERE kind = 'Blueprint' AND status NOT IN ('stale', 'destroyed')
 ORDER BY name, path;
 
 -- name: PlacementLatest :one
-SELECT * FROM blueprint_placement WHERE unit_id = @unit_id ORDER BY created_at DESC LIMIT 1;
+-- PlacementLatest is the approval of unit_id's placement that stands: the
+-- newest not withdrawn.
+SELECT p.* FROM blueprint_placement AS p
+WHERE p.unit_id = @unit_id
+  AND NOT EXISTS (SELECT 1 FROM blueprint_placement_withdrawn AS w WHERE w.placement_id = p.id)
+ORDER BY p.created_at DESC LIMIT 1;
+
+-- name: PlacementWithdrawnLatest :one
+-- PlacementWithdrawnLatest is the newest withdrawn approval of unit_id.
+SELECT w.placement_id FROM blueprint_placement_withdrawn AS w
+JOIN blueprint_placement AS p ON p.id = w.placement_id
+WHERE p.unit_id = @unit_id
+ORDER BY w.at DESC LIMIT 1;
+
+-- name: PlacementWithdraw :exec
+INSERT INTO blueprint_placement_withdrawn (placement_id, reason, run_id) VALUES (@placement_id, @reason, @run_id);
+
+-- name: PlacementActedOn :one
+-- PlacementActedOn says whether anything acted on an approval: a rollout
+-- authorized for it, or a withdrawal it queued.
+SELECT EXISTS (SELECT 1 FROM rollout WHERE placement_id = @placement_id)
+    OR EXISTS (SELECT 1 FROM journal_run WHERE target = @blueprint AND action = 'withdraw' AND params->>'placement' = @placement_id::text);
 
 -- name: PlacementInsert :one
 INSERT INTO blueprint_placement (id, unit_id, blueprint, generation, nodes, fingerprint, approved_by, policy, run_id)
@@ -147,3 +168,10 @@ UNION ALL
  FROM node_task AS t
  WHERE t.node = ANY(@nodes::text[]) AND t.state IN ('queued', 'claimed')
  LIMIT 3);
+
+-- name: PlacementStandingAuto :many
+-- PlacementStandingAuto lists the Blueprint units whose standing approval
+-- bounded-auto made.
+SELECT DISTINCT ON (p.unit_id) p.unit_id, p.policy FROM blueprint_placement AS p
+WHERE NOT EXISTS (SELECT 1 FROM blueprint_placement_withdrawn AS w WHERE w.placement_id = p.id)
+ORDER BY p.unit_id, p.created_at DESC;

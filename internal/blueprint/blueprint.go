@@ -49,6 +49,9 @@ import (
 const (
 	ActionApprovePlacement = "approve_placement"
 	ActionDeclinePlacement = "decline_placement"
+	// ActionWithdrawApproval withdraws an approval bounded-auto made, once
+	// the placement policy is operator again.
+	ActionWithdrawApproval = "withdraw_placement_approval"
 )
 
 // AutoApprover is who a bounded-auto approval or decline is recorded as.
@@ -181,6 +184,14 @@ func (s *Service) plan(ctx context.Context, q *db.Queries, u *db.Unit, spec *blu
 		fmt.Fprintln(h, cur.ID)
 	} else {
 		fmt.Fprintln(h, "none")
+	}
+	// An approval withdrawn since keeps its fingerprint: the same plan,
+	// approved again, is a new approval.
+	switch w, err := q.PlacementWithdrawnLatest(ctx, u.ID); {
+	case err == nil:
+		fmt.Fprintln(h, "withdrawn", w)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("withdrawn placements of %s: %w", u.Name, err)
 	}
 	fmt.Fprintln(h, strings.Join(p.Target, ","))
 	p.Fingerprint = "sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
@@ -393,17 +404,76 @@ func inFlight(ctx context.Context, q *db.Queries, name string, p *PlacementPlan)
 	return fmt.Sprintf("node %s has a host step (%s) of run %s in flight; bounded-auto changes no node while an operation is under way there", r.Node, r.What, r.RunID), nil
 }
 
-// DecideAll applies Decide to every bounded-auto Blueprint, then
+// WithdrawAutoApproval withdraws the approval bounded-auto made of name's
+// placement, now that its policy is operator again, so that the change it
+// decided waits for an operator; only while nothing acted on it (no rollout
+// authorized for it, no withdrawal queued by it). It does nothing under
+// bounded-auto, or when the standing approval is an operator's.
+func (s *Service) WithdrawAutoApproval(ctx context.Context, name string) error {
+	return db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		u, spec, err := blueprintOf(ctx, q, name)
+		if err != nil || spec.Placement() != blueprintspec.PlacementOperator {
+			return err
+		}
+		if err := lock(ctx, q, u); err != nil {
+			return err
+		}
+		cur, err := q.PlacementLatest(ctx, u.ID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil || cur.Policy != blueprintspec.PlacementBoundedAuto {
+			return err
+		}
+		acted, err := q.PlacementActedOn(ctx, &db.PlacementActedOnParams{PlacementID: cur.ID, Blueprint: u.Name})
+		if err != nil {
+			return fmt.Errorf("what acted on the placement of %s: %w", name, err)
+		}
+		if acted != nil && *acted {
+			return nil
+		}
+		reason := fmt.Sprintf("placementPolicy is operator again: the approval bounded-auto made (run %s, %s) is withdrawn, and the change it decided waits for an operator", cur.RunID, orNone(cur.Nodes))
+		run, err := s.Journal.RecordTx(ctx, tx, journal.RecordParams{
+			Action: ActionWithdrawApproval, Target: name, RequestedBy: AutoApprover,
+			Params:  map[string]any{"placement": cur.ID, "approvedIn": cur.RunID, "nodes": cur.Nodes},
+			Message: reason,
+		})
+		if err != nil {
+			return err
+		}
+		return q.PlacementWithdraw(ctx, &db.PlacementWithdrawParams{PlacementID: cur.ID, Reason: reason, RunID: run.ID})
+	})
+}
+
+// DecideAll applies Decide to every bounded-auto Blueprint (and withdraws
+// the approvals bounded-auto made of those back under operator), then
 // authorizes a rollout of every automatic one whose binding has none.
 func (s *Service) DecideAll(ctx context.Context) error {
 	units, err := db.New(s.Pool).BlueprintList(ctx)
 	if err != nil {
 		return fmt.Errorf("list blueprints: %w", err)
 	}
+	standing, err := db.New(s.Pool).PlacementStandingAuto(ctx)
+	if err != nil {
+		return fmt.Errorf("list standing placements: %w", err)
+	}
+	auto := map[uuid.UUID]bool{}
+	for _, p := range standing {
+		auto[p.UnitID] = p.Policy == blueprintspec.PlacementBoundedAuto
+	}
 	var errList []error
 	for _, u := range units {
 		spec, err := blueprintspec.Parse(u.Name, u.Content)
-		if err != nil || spec.Placement() != blueprintspec.PlacementBoundedAuto {
+		if err != nil {
+			continue
+		}
+		if spec.Placement() == blueprintspec.PlacementOperator {
+			if auto[u.ID] {
+				if err := s.WithdrawAutoApproval(ctx, u.Name); err != nil {
+					errList = append(errList, fmt.Errorf("%s: %w", u.Name, err))
+				}
+			}
 			continue
 		}
 		if err := s.Decide(ctx, u.Name); err != nil {

@@ -135,3 +135,65 @@ func TestPlacementDriftIsReportedNeverTouched(t *testing.T) {
 		require.NotEqual(t, "n2", r.Node, "%+v", v.Nodes)
 	}
 }
+
+func TestPlacementPolicyOnAgainWithdrawsWhatBoundedAutoApproved(t *testing.T) {
+	t.Parallel()
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	auto := `, "stateful": false, "placementPolicy": "bounded-auto"`
+	operator := `, "stateful": false, "placementPolicy": "operator"`
+	start := func(t *testing.T) *testBundle {
+		b := setup(t)
+		b.artifact(t, digest)
+		b.Commit(t, "web on n1", map[string]string{"blueprints/web.json": bpUnit(digest, `["n1"]`, auto)})
+		b.sync(t)
+		require.NoError(t, b.bps.DecideAll(b.ctx))
+		v, err := b.bps.Get(b.ctx, "web")
+		require.NoError(t, err)
+		require.NotNil(t, v.Placement)
+		require.Equal(t, blueprint.AutoApprover, v.Placement.ApprovedBy)
+		return b
+	}
+
+	t.Run("AnApprovalNothingActedOnWaitsForAnOperatorAgain", func(t *testing.T) {
+		t.Parallel()
+		b := start(t)
+		b.Commit(t, "operator decides", map[string]string{"blueprints/web.json": bpUnit(digest, `["n1"]`, operator)})
+		b.sync(t)
+		require.NoError(t, b.bps.DecideAll(b.ctx))
+		v, err := b.bps.Get(b.ctx, "web")
+		require.NoError(t, err)
+		require.Nil(t, v.Placement, "the approval bounded-auto made no longer stands")
+		require.True(t, v.Plan.Change)
+		require.Equal(t, []string{"n1"}, v.Plan.Add)
+		var msg string
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT r.error IS NULL, e.message FROM journal_run r JOIN journal_event e ON e.run_id = r.id
+			WHERE r.action = 'withdraw_placement_approval' AND r.target = 'web' ORDER BY e.at DESC LIMIT 1`).Scan(new(bool), &msg))
+		require.Contains(t, msg, "placementPolicy is operator again: the approval bounded-auto made")
+		require.NoError(t, b.bps.DecideAll(b.ctx), "once")
+
+		// The operator approves the same change: a new approval.
+		run := b.rollout(t, "web")
+		require.Equal(t, "succeeded", run.State, "%v", run.Error)
+		v, err = b.bps.Get(b.ctx, "web")
+		require.NoError(t, err)
+		require.Equal(t, "alice", v.Placement.ApprovedBy)
+		var n int
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM journal_run WHERE action = 'withdraw_placement_approval'`).Scan(&n))
+		require.Equal(t, 1, n)
+	})
+
+	t.Run("AnApprovalARolloutActedOnStands", func(t *testing.T) {
+		t.Parallel()
+		b := start(t)
+		a, err := b.bps.Authorize(b.ctx, "web", "alice")
+		require.NoError(t, err)
+		require.Equal(t, "succeeded", b.waitRollout(t, a.Rollout.ID).State)
+		b.Commit(t, "operator decides", map[string]string{"blueprints/web.json": bpUnit(digest, `["n1"]`, operator)})
+		b.sync(t)
+		require.NoError(t, b.bps.DecideAll(b.ctx))
+		v, err := b.bps.Get(b.ctx, "web")
+		require.NoError(t, err)
+		require.NotNil(t, v.Placement, "what was rolled out is not taken back")
+		require.Equal(t, blueprint.AutoApprover, v.Placement.ApprovedBy)
+	})
+}
