@@ -60,6 +60,27 @@ func (e ApplicationTone) Valid() bool {
 	}
 }
 
+// Defines values for BlueprintViewDriftMode.
+const (
+	BlueprintViewDriftModeEnforce BlueprintViewDriftMode = "enforce"
+	BlueprintViewDriftModeObserve BlueprintViewDriftMode = "observe"
+	BlueprintViewDriftModeSuggest BlueprintViewDriftMode = "suggest"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintViewDriftMode enum.
+func (e BlueprintViewDriftMode) Valid() bool {
+	switch e {
+	case BlueprintViewDriftModeEnforce:
+		return true
+	case BlueprintViewDriftModeObserve:
+		return true
+	case BlueprintViewDriftModeSuggest:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CandidateState.
 const (
 	CandidateStatePendingUpdate  CandidateState = "Pending update"
@@ -1641,24 +1662,28 @@ type BlueprintStatusOutputBody struct {
 
 // BlueprintView defines model for BlueprintView.
 type BlueprintView struct {
-	Answer          string            `json:"answer"`
-	Decline         *PlacementDecline `json:"decline,omitempty"`
-	Digest          string            `json:"digest"`
-	Generation      string            `json:"generation"`
-	History         []RolloutSummary  `json:"history"`
-	Name            string            `json:"name"`
-	Nodes           []NodeRow         `json:"nodes"`
-	Path            string            `json:"path"`
-	Placement       *PlacementGrant   `json:"placement,omitempty"`
-	PlacementPolicy string            `json:"placementPolicy"`
-	Plan            PlacementPlan     `json:"plan"`
-	Rollout         *RolloutView      `json:"rollout,omitempty"`
-	RolloutPolicy   string            `json:"rolloutPolicy"`
-	Selector        string            `json:"selector"`
-	Stateful        bool              `json:"stateful"`
-	StatefulWhy     string            `json:"statefulWhy"`
-	Status          BlueprintStatus   `json:"status"`
+	Answer          string                 `json:"answer"`
+	Decline         *PlacementDecline      `json:"decline,omitempty"`
+	Digest          string                 `json:"digest"`
+	DriftMode       BlueprintViewDriftMode `json:"driftMode"`
+	Generation      string                 `json:"generation"`
+	History         []RolloutSummary       `json:"history"`
+	Name            string                 `json:"name"`
+	Nodes           []NodeRow              `json:"nodes"`
+	Path            string                 `json:"path"`
+	Placement       *PlacementGrant        `json:"placement,omitempty"`
+	PlacementPolicy string                 `json:"placementPolicy"`
+	Plan            PlacementPlan          `json:"plan"`
+	Rollout         *RolloutView           `json:"rollout,omitempty"`
+	RolloutPolicy   string                 `json:"rolloutPolicy"`
+	Selector        string                 `json:"selector"`
+	Stateful        bool                   `json:"stateful"`
+	StatefulWhy     string                 `json:"statefulWhy"`
+	Status          BlueprintStatus        `json:"status"`
 }
+
+// BlueprintViewDriftMode defines model for BlueprintView.DriftMode.
+type BlueprintViewDriftMode string
 
 // CancelRunInputBody defines model for CancelRunInputBody.
 type CancelRunInputBody struct {

@@ -29,6 +29,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,6 +44,7 @@ import (
 	"sluice/internal/journal"
 	"sluice/internal/node"
 	"sluice/internal/services"
+	"sluice/internal/servicespec"
 )
 
 // Journal actions.
@@ -70,8 +72,16 @@ type Service struct {
 	// Host reaches node's host for the steps of run (as services does).
 	Host func(node string, run uuid.UUID) services.Host
 
+	// EnforceAfter is how long drift mode enforce watches a drifted copy
+	// before it asks for the repair: a heartbeat's worth, so that two
+	// reports, not one, saw it. Default nodeproto.HeartbeatEvery.
+	EnforceAfter time.Duration
+
 	approvals      singleflight.Group
 	authorizations singleflight.Group
+
+	driftMu   sync.Mutex
+	driftSeen map[string]time.Time // Blueprint and node → when this process first saw it drifted
 }
 
 // laneActions are the actions that take turns on one Blueprint, across
@@ -477,6 +487,18 @@ func (s *Service) DecideAll(ctx context.Context) error {
 			continue
 		}
 		if err := s.Decide(ctx, u.Name); err != nil {
+			errList = append(errList, fmt.Errorf("%s: %w", u.Name, err))
+		}
+	}
+	for _, u := range units {
+		spec, err := blueprintspec.Parse(u.Name, u.Content)
+		if err != nil || spec.Drift() != servicespec.DriftModeEnforce {
+			continue
+		}
+		if stateful, _ := spec.IsStateful(); stateful {
+			continue
+		}
+		if err := s.enforceDrifted(ctx, u.Name); err != nil {
 			errList = append(errList, fmt.Errorf("%s: %w", u.Name, err))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -27,6 +28,76 @@ const ActionEnforce = "enforce"
 // repairHeld starts the error of an enforce run that held: the node row
 // reads Repair held with it.
 const repairHeld = "Repair held"
+
+// Enforcer is who the repairs drift mode enforce asks for are requested by.
+const Enforcer = "drift mode enforce"
+
+// enforceDrifted asks, under drift mode enforce, for the repair of each
+// copy of Blueprint name that has read Drifted for EnforceAfter: once per
+// acknowledged copy (a repair that did not succeed is not asked again; the
+// row says so), and never one that the enforce run's own rules hold (they
+// decide when it runs). Requests join an open repair of the same node.
+func (s *Service) enforceDrifted(ctx context.Context, name string) error {
+	q := db.New(s.Pool)
+	u, spec, err := blueprintOf(ctx, q, name)
+	if err != nil {
+		return err
+	}
+	v, err := s.view(ctx, q, u, spec)
+	if err != nil {
+		return err
+	}
+	after := s.EnforceAfter
+	if after <= 0 {
+		after = nodeproto.HeartbeatEvery
+	}
+	now := time.Now()
+	var due []string
+	s.driftMu.Lock()
+	if s.driftSeen == nil {
+		s.driftSeen = map[string]time.Time{}
+	}
+	drifted := map[string]bool{}
+	for _, r := range v.Nodes {
+		if r.State != NodeDrifted {
+			continue
+		}
+		key := name + "\x00" + r.Node
+		drifted[key] = true
+		first, ok := s.driftSeen[key]
+		if !ok {
+			s.driftSeen[key] = now
+		} else if now.Sub(first) >= after {
+			due = append(due, r.Node)
+		}
+	}
+	for key := range s.driftSeen {
+		if strings.HasPrefix(key, name+"\x00") && !drifted[key] {
+			delete(s.driftSeen, key)
+		}
+	}
+	s.driftMu.Unlock()
+	if len(due) == 0 {
+		return nil
+	}
+	have, _, err := copies(ctx, q, u)
+	if err != nil {
+		return err
+	}
+	last, err := nodeRuns(ctx, q, name, ActionEnforce)
+	if err != nil {
+		return err
+	}
+	for _, n := range due {
+		if e := last[n]; e != nil && (e.State == journal.StateQueued || e.State == journal.StateRunning || autoRepairTried(e, have[n])) {
+			continue
+		}
+		if _, err := s.RequestEnforce(ctx, name, n, Enforcer); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // EnforceArgs asks to repair Blueprint's copy on Node to what it last
 // acknowledged.

@@ -18,6 +18,7 @@ import (
 	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/node"
+	"sluice/internal/servicespec"
 	"sluice/internal/status"
 )
 
@@ -453,6 +454,8 @@ func (s *Service) nodeRows(ctx context.Context, q *db.Queries, u *db.Unit, spec 
 				if e := lastEnforce[n]; e != nil && e.State == journal.StateFailed && strings.HasPrefix(deref(e.Error), repairHeld) &&
 					(have[n] == nil || e.RequestedAt.After(have[n].At)) {
 					row.State, row.Reason, row.Action = NodeRepairHeld, deref(e.Error), ""
+				} else {
+					row.Reason, row.Action = driftWords(spec, stateful, row.Reason, row.Action, lastEnforce[n], have[n])
 				}
 			}
 		}
@@ -536,6 +539,34 @@ func (s *Service) reportedRow(nd *node.Node, instance, digest, reason string, pr
 		*unproven = append(*unproven, fmt.Sprintf("node %s: which bytes pid %d of %s runs was not proven (%s)", nd.Name, p.Pid, instance, p.Proof))
 	}
 	return NodeActive, fmt.Sprintf("%s. Its agent reports pid %d running it (report %s).", reason, p.Pid, status.Ago(age)), ""
+}
+
+// driftWords words a drifted row as the Blueprint's drift mode says:
+// observe reports only, suggest gives the repair's command, enforce says
+// it repairs (or why it does not: a stateful copy, or its one automatic
+// repair since the copy was acknowledged already failed).
+func driftWords(spec *blueprintspec.Spec, stateful bool, reason, action string, last *db.JournalRun, c *db.RolloutNodeLatestRow) (string, string) {
+	reason = strings.TrimSuffix(reason, ".") + "."
+	switch spec.Drift() {
+	case servicespec.DriftModeObserve:
+		return reason + " (drift mode observe: reported only)", ""
+	case servicespec.DriftModeEnforce:
+		switch {
+		case stateful:
+			return reason + " The workload is stateful: drift mode enforce never repairs it on its own.", action
+		case autoRepairTried(last, c):
+			return fmt.Sprintf("%s Drift mode enforce's repair, run %s, ended %s: it repairs only once on its own.", reason, last.ID, last.State), action
+		}
+		return reason + " Drift mode enforce repairs it when the next look still sees it.", action
+	}
+	return reason, action
+}
+
+// autoRepairTried says whether last, the node's newest enforce, was the
+// automatic one since c, the copy's acknowledgement, and did not repair.
+func autoRepairTried(last *db.JournalRun, c *db.RolloutNodeLatestRow) bool {
+	return last != nil && last.RequestedBy == Enforcer && last.State != journal.StateSucceeded &&
+		last.State != journal.StateQueued && last.State != journal.StateRunning && (c == nil || last.RequestedAt.After(c.At))
 }
 
 // provenAt is when an action of sluice last proved a node's copy: c, its

@@ -26,6 +26,7 @@ type BlueprintView struct {
 	Selector        string `json:"selector"`
 	PlacementPolicy string `json:"placementPolicy"`
 	RolloutPolicy   string `json:"rolloutPolicy"`
+	DriftMode       string `json:"driftMode" enum:"observe,suggest,enforce"`
 	Stateful        bool   `json:"stateful"`
 	StatefulWhy     string `json:"statefulWhy"`
 	// Placement is the approval now in force; nil when none was made.
@@ -158,7 +159,7 @@ func (s *Service) view(ctx context.Context, q *db.Queries, u *db.Unit, spec *blu
 	stateful, why := spec.IsStateful()
 	v := &BlueprintView{
 		Name: u.Name, Path: u.Path, Generation: u.ContentHash, Digest: spec.Service.Digest(),
-		Selector: spec.Selector.String(), PlacementPolicy: spec.Placement(), RolloutPolicy: spec.Rollout(),
+		Selector: spec.Selector.String(), PlacementPolicy: spec.Placement(), RolloutPolicy: spec.Rollout(), DriftMode: spec.Drift(),
 		Stateful: stateful, StatefulWhy: why, Plan: p,
 	}
 	if c := p.Current; c != nil {

@@ -88,6 +88,11 @@ type Spec struct {
 	// stateful.
 	Stateful       *bool  `json:"stateful,omitempty"`
 	OnProbeFailure string `json:"onProbeFailure,omitempty"`
+	// DriftMode is what is done about a node's copy that drifted from what
+	// it acknowledged: observe (the default) reports it, suggest reports
+	// it with the repair's command, enforce repairs it when the next look
+	// still sees it, never a stateful copy.
+	DriftMode string `json:"driftMode,omitempty"`
 
 	// Service is the template read as a service spec.
 	Service *servicespec.Spec `json:"-"`
@@ -143,6 +148,9 @@ func Parse(name string, content []byte) (*Spec, error) {
 	if s.OnProbeFailure != "" && !slices.Contains(OnProbeFailurePolicies, s.OnProbeFailure) {
 		return nil, fmt.Errorf(`has "spec.onProbeFailure" %q; give %s`, s.OnProbeFailure, strings.Join(OnProbeFailurePolicies, ", "))
 	}
+	if s.DriftMode != "" && !slices.Contains(servicespec.DriftModes, s.DriftMode) {
+		return nil, fmt.Errorf(`has "spec.driftMode" %q; give one of %s, or leave it out for observe`, s.DriftMode, strings.Join(servicespec.DriftModes, ", "))
+	}
 	return &s, nil
 }
 
@@ -166,6 +174,14 @@ func (sel Selector) check() error {
 		}
 	}
 	return nil
+}
+
+// Drift is the drift mode in force: the spec's, else observe.
+func (s *Spec) Drift() string {
+	if s.DriftMode == "" {
+		return servicespec.DriftModeObserve
+	}
+	return s.DriftMode
 }
 
 // Placement is the placement policy, the default when unset.

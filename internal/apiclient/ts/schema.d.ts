@@ -1549,6 +1549,8 @@ export interface components {
             answer: string;
             decline?: components["schemas"]["PlacementDecline"];
             digest: string;
+            /** @enum {string} */
+            driftMode: "observe" | "suggest" | "enforce";
             generation: string;
             history: components["schemas"]["RolloutSummary"][];
             name: string;
