@@ -97,3 +97,28 @@ func TestDriftMode(t *testing.T) {
 		require.Contains(t, b.row(t, "n1").Reason, "The workload is stateful: drift mode enforce never repairs it on its own.")
 	})
 }
+
+func TestEnforceLeavesACopyThatRunsWhatItAcknowledged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	b.artifact(t, digest)
+	b.Commit(t, "web", map[string]string{"blueprints/web.json": bpUnit(digest, `["n1"]`, `, "stateful": false`)})
+	b.sync(t)
+	require.Equal(t, journal.StateSucceeded, b.rollout(t, "web").State)
+	b.set(b.runs, "n1", true)
+	b.hostMu.Lock()
+	before := b.applies["n1"]
+	b.hostMu.Unlock()
+
+	res, err := b.bps.RequestEnforce(b.ctx, "web", "n1", "alice")
+	require.NoError(t, err)
+	run := b.wait(t, res.Run.ID)
+	require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)
+	var msg string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT message FROM journal_event WHERE run_id = $1 ORDER BY at DESC LIMIT 1`, run.ID).Scan(&msg))
+	require.Contains(t, msg, "nothing to repair: web on node n1 runs generation")
+	b.hostMu.Lock()
+	defer b.hostMu.Unlock()
+	require.Equal(t, before, b.applies["n1"], "a healthy copy is not restarted")
+}

@@ -202,8 +202,17 @@ func (s *Service) Enforce(ctx context.Context, p *journal.Progress, args Enforce
 	}
 	res.Rollout, res.Generation, res.Digest = r.ID, r.Generation, r.Digest
 	out.DigestTo = r.Digest
+	h := s.Host(args.Node, p.RunID())
+	// A copy that runs what it acknowledged is not restarted: a repair
+	// asked on a row that read Drifted from an old report changes nothing.
+	if in, err := h.Inspect(ctx, hoststep.InspectRequest{Name: req.Manifest.Service, Want: r.Digest}); err == nil &&
+		in.Running && in.UnitDigest == r.Digest && len(in.Drift) == 0 && (in.Artifact == nil || in.Artifact.Matches || !in.Artifact.Proven) {
+		res.Applied = &hoststep.Applied{Pid: in.Pid, Alive: true}
+		out.Message = fmt.Sprintf("nothing to repair: %s on node %s runs generation %s (%s), which it acknowledged, as pid %d", args.Blueprint, args.Node, short(r.Generation), hoststep.Short(r.Digest), in.Pid)
+		return out, nil
+	}
 	p.Info(ctx, fmt.Sprintf("node %s: repairing %s to generation %s (%s) of rollout %s, which it acknowledged", args.Node, args.Blueprint, short(r.Generation), hoststep.Short(r.Digest), r.ID), nil)
-	a, err := s.Host(args.Node, p.RunID()).Apply(ctx, p, &res.Phases, req)
+	a, err := h.Apply(ctx, p, &res.Phases, req)
 	if err != nil {
 		return out, fmt.Errorf("repair %s on node %s: %w", args.Blueprint, args.Node, err)
 	}

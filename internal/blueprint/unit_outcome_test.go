@@ -45,6 +45,7 @@ type fakeHost struct {
 func (h *fakeHost) Apply(_ context.Context, _ hoststep.Events, _ *journal.Phases, req hoststep.ApplyRequest) (*services.Applied, error) {
 	h.b.hostMu.Lock()
 	defer h.b.hostMu.Unlock()
+	h.b.applies[h.node]++
 	if h.b.unknownOn[h.node] {
 		return nil, journal.Unknown(errors.New("node " + h.node + "'s agent went silent during the apply step"))
 	}
@@ -66,7 +67,12 @@ func (h *fakeHost) Stop(context.Context, hoststep.Events, *journal.Phases, strin
 func (h *fakeHost) Remove(context.Context, hoststep.Events, *journal.Phases, string) error {
 	return nil
 }
-func (h *fakeHost) Inspect(context.Context, hoststep.InspectRequest) (*hoststep.Inspection, error) {
+func (h *fakeHost) Inspect(_ context.Context, req hoststep.InspectRequest) (*hoststep.Inspection, error) {
+	h.b.hostMu.Lock()
+	defer h.b.hostMu.Unlock()
+	if h.b.runs[h.node] {
+		return &hoststep.Inspection{Name: req.Name, Running: true, Pid: 42, UnitDigest: req.Want}, nil
+	}
 	return &hoststep.Inspection{}, nil
 }
 func (h *fakeHost) UnitText(context.Context, string) ([]byte, error) { return nil, nil }
@@ -82,6 +88,10 @@ type testBundle struct {
 	hostMu  *sync.Mutex
 	// How each node's host answers (see fakeHost), under hostMu.
 	failOn, retryPasses, unknownOn map[string]bool
+	// runs: Inspect finds the acknowledged copy running; applies counts
+	// the applies each node took.
+	runs    map[string]bool
+	applies map[string]int
 }
 
 // setup wires a control plane with its job workers on a fresh database,
@@ -100,7 +110,7 @@ func setup(t *testing.T) *testBundle {
 		require.NoError(t, reg.Beat(ctx, n, node.Reported{}))
 	}
 	b := &testBundle{Repo: gittest.New(t), ctx: ctx, pool: pool, journal: j, gitops: gops, hostMu: &sync.Mutex{},
-		failOn: map[string]bool{}, retryPasses: map[string]bool{}, unknownOn: map[string]bool{}}
+		failOn: map[string]bool{}, retryPasses: map[string]bool{}, unknownOn: map[string]bool{}, runs: map[string]bool{}, applies: map[string]int{}}
 	host := func(n string, _ uuid.UUID) services.Host { return &fakeHost{b: b, node: n} }
 	b.bps = &blueprint.Service{Pool: pool, Journal: j, Nodes: reg, GitOps: gops, Logger: slog.New(slog.DiscardHandler), Host: host}
 	b.svcs = services.New(pool, j, gops, nil, nil, red, nil)
