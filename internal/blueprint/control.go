@@ -447,11 +447,14 @@ func (s *Service) RequestWithdraw(ctx context.Context, name, nodeName, by string
 
 // WithdrawResult is a withdrawal's receipt.
 type WithdrawResult struct {
-	Blueprint string         `json:"blueprint"`
-	Node      string         `json:"node"`
-	Instance  string         `json:"instance"`
-	Placement uuid.UUID      `json:"placement"`
-	Phases    journal.Phases `json:"phases"`
+	Blueprint string    `json:"blueprint"`
+	Node      string    `json:"node"`
+	Instance  string    `json:"instance"`
+	Placement uuid.UUID `json:"placement"`
+	// Found is what the node's own inspection reported before the
+	// withdrawal: the unit and process of the copy, or that none was there.
+	Found  string         `json:"found"`
+	Phases journal.Phases `json:"phases"`
 }
 
 // Withdraw is the withdrawal job's body: it stops and removes the copy of
@@ -481,11 +484,34 @@ func (s *Service) Withdraw(ctx context.Context, p *journal.Progress, args Withdr
 		return out, errs.Errorf(errs.Conflict, "Node %s is %s: %s Its copy of %s stays until it can be withdrawn: `sluice blueprint withdraw %s %s` once the node is back.",
 			args.Node, strings.ToLower(nd.State), nd.Reason, args.Blueprint, args.Blueprint, args.Node)
 	}
-	p.Info(ctx, fmt.Sprintf("node %s left the placement of %s: withdrawing its copy %s", args.Node, args.Blueprint, res.Instance), nil)
-	if err := s.Host(args.Node, p.RunID()).Remove(ctx, p, &res.Phases, res.Instance); err != nil {
-		return out, fmt.Errorf("withdraw %s from node %s: %w", args.Blueprint, args.Node, err)
+	// Decided from the node's own word: it answers now, and says what of
+	// the copy is there.
+	if age, fresh := s.Nodes.ReportAge(nd); !fresh {
+		return out, errs.Errorf(errs.Conflict, "Node %s has not reported for %s: a withdrawal is decided from the node's own report, so its copy of %s stays until it answers; then `sluice blueprint withdraw %s %s`.",
+			args.Node, age.Round(time.Second), args.Blueprint, args.Blueprint, args.Node)
 	}
-	out.Message = fmt.Sprintf("withdrew %s from node %s: its copy was stopped and removed", args.Blueprint, args.Node)
+	h := s.Host(args.Node, p.RunID())
+	in, err := h.Inspect(ctx, hoststep.InspectRequest{Name: res.Instance})
+	if err != nil {
+		return out, fmt.Errorf("node %s could not say what of %s it holds, so nothing was withdrawn: %w", args.Node, args.Blueprint, err)
+	}
+	switch {
+	case in.Running:
+		res.Found = fmt.Sprintf("pid %d runs %s (unit digest %s)", in.Pid, res.Instance, hoststep.Short(in.UnitDigest))
+	case in.UnitHash != "":
+		res.Found = fmt.Sprintf("its unit of %s is there, and no process runs: %s", res.Instance, in.NotRunning)
+	default:
+		res.Found = "no unit and no process of " + res.Instance
+	}
+	p.Info(ctx, fmt.Sprintf("node %s left the placement of %s; it reports %s", args.Node, args.Blueprint, res.Found), nil)
+	if !in.Running && in.UnitHash == "" {
+		out.Message = fmt.Sprintf("withdrew %s from node %s: it reports no copy there, so nothing was stopped", args.Blueprint, args.Node)
+	} else {
+		if err := h.Remove(ctx, p, &res.Phases, res.Instance); err != nil {
+			return out, fmt.Errorf("withdraw %s from node %s: %w", args.Blueprint, args.Node, err)
+		}
+		out.Message = fmt.Sprintf("withdrew %s from node %s: its copy (%s) was stopped and removed", args.Blueprint, args.Node, res.Found)
+	}
 	out.ApplyTx = func(ctx context.Context, tx pgx.Tx) error {
 		return db.New(tx).WithdrawalInsert(ctx, &db.WithdrawalInsertParams{UnitID: u.ID, Node: args.Node, PlacementID: args.Placement, RunID: p.RunID()})
 	}

@@ -71,7 +71,8 @@ func (h *fakeHost) Inspect(_ context.Context, req hoststep.InspectRequest) (*hos
 	h.b.hostMu.Lock()
 	defer h.b.hostMu.Unlock()
 	if h.b.runs[h.node] {
-		return &hoststep.Inspection{Name: req.Name, Running: true, Pid: 42, UnitDigest: req.Want}, nil
+		// Every test's template pins one digest.
+		return &hoststep.Inspection{Name: req.Name, Running: true, Pid: 42, UnitDigest: "sha256:" + strings.Repeat("ab", 32), UnitHash: "sha256:unit"}, nil
 	}
 	return &hoststep.Inspection{}, nil
 }
