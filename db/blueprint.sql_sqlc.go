@@ -474,18 +474,23 @@ func (q *Queries) PlacementWithdraw(ctx context.Context, arg *PlacementWithdrawP
 }
 
 const placementWithdrawnLatest = `-- name: PlacementWithdrawnLatest :one
-SELECT w.placement_id FROM blueprint_placement_withdrawn AS w
+SELECT w.placement_id, w.reason, w.run_id, w.at FROM blueprint_placement_withdrawn AS w
 JOIN blueprint_placement AS p ON p.id = w.placement_id
 WHERE p.unit_id = $1
 ORDER BY w.at DESC LIMIT 1
 `
 
 // PlacementWithdrawnLatest is the newest withdrawn approval of unit_id.
-func (q *Queries) PlacementWithdrawnLatest(ctx context.Context, unitID uuid.UUID) (uuid.UUID, error) {
+func (q *Queries) PlacementWithdrawnLatest(ctx context.Context, unitID uuid.UUID) (*BlueprintPlacementWithdrawn, error) {
 	row := q.db.QueryRow(ctx, placementWithdrawnLatest, unitID)
-	var placement_id uuid.UUID
-	err := row.Scan(&placement_id)
-	return placement_id, err
+	var i BlueprintPlacementWithdrawn
+	err := row.Scan(
+		&i.PlacementID,
+		&i.Reason,
+		&i.RunID,
+		&i.At,
+	)
+	return &i, err
 }
 
 const rollbackFind = `-- name: RollbackFind :one

@@ -54,6 +54,7 @@ type NodeProcess struct {
 	ExeDigest  string `json:"exeDigest,omitempty" maxLength:"100" doc:"The digest of the bytes the process runs; empty when not proven."`
 	Matches    bool   `json:"matches" doc:"True when the process runs the unit's artifact, proven by its executable's digest."`
 	Proof      string `json:"proof,omitempty" maxLength:"1000"`
+	Foreign    string `json:"foreign,omitempty" maxLength:"1000" doc:"Set when what holds the service's name on the host is not sluice's (its ownership marker is gone): reported, never touched."`
 }
 
 func nodeOut(n *node.Node) Node {

@@ -23,6 +23,8 @@ type StatusAnswer[S ~string] struct {
 	Action  string `json:"action" doc:"The command that moves things on; empty when none is needed, or when a service's drift mode observe only reports." example:"sluice converge web"`
 	Others  int    `json:"others" doc:"How many other issues hold besides this one."`
 	Partial bool   `json:"partial" doc:"Some evidence could not be proven; evidence.unproven says what."`
+	// Qualifications are lines at the top of the status.
+	Qualifications []string `json:"qualifications" doc:"Lines at the top of the status that are not failures but say which part of it to trust less: a unit that no longer carries sluice's ownership marker (reported, never touched), an approval that was withdrawn."`
 }
 
 // StatusStage is one stage of a path and its state.
@@ -101,7 +103,11 @@ func stateSchema(states []string) *huma.Schema {
 }
 
 func statusAnswerOut[S ~string](a status.Answer) StatusAnswer[S] {
-	return StatusAnswer[S]{Stage: a.Stage, State: S(a.State), Tone: string(a.Tone), Reason: a.Reason, Action: a.Action, Others: a.Others, Partial: a.Partial}
+	q := a.Qualifications
+	if q == nil {
+		q = []string{}
+	}
+	return StatusAnswer[S]{Stage: a.Stage, State: S(a.State), Tone: string(a.Tone), Reason: a.Reason, Action: a.Action, Others: a.Others, Partial: a.Partial, Qualifications: q}
 }
 
 func statusPathOut(path []status.Stage) []StatusStage {

@@ -23,7 +23,7 @@ ORDER BY p.created_at DESC LIMIT 1;
 
 -- name: PlacementWithdrawnLatest :one
 -- PlacementWithdrawnLatest is the newest withdrawn approval of unit_id.
-SELECT w.placement_id FROM blueprint_placement_withdrawn AS w
+SELECT w.* FROM blueprint_placement_withdrawn AS w
 JOIN blueprint_placement AS p ON p.id = w.placement_id
 WHERE p.unit_id = @unit_id
 ORDER BY w.at DESC LIMIT 1;

@@ -19,6 +19,7 @@ type statusBlock struct {
 		Stage, State, Tone, Reason, Action string
 		Others                             int
 		Partial                            bool
+		Qualifications                     []string
 	} `json:"answer"`
 	Path     []apiclient.StatusStage  `json:"path"`
 	Evidence apiclient.StatusEvidence `json:"evidence"`
@@ -37,12 +38,15 @@ func sharedStatus(v any) (statusBlock, error) {
 	return s, nil
 }
 
-// printStatus prints a status the one way every status command does: the
-// answer line first (state, reason, then the action), the count of other
+// printStatus prints a status the one way every status command does: its
+// qualifications first, one line each, then the answer line (state, reason, then the action), the count of other
 // issues, one line per stage of the path, then with verbose the evidence:
 // the grants, the settled stages, what is in progress and what is unproven.
 func printStatus(w io.Writer, s statusBlock, verbose bool) {
 	a := s.Answer
+	for _, q := range a.Qualifications {
+		fmt.Fprintln(w, "qualified: "+q)
+	}
 	line := fmt.Sprintf("%s: %s", a.State, a.Reason)
 	if a.Action != "" {
 		line += " → " + a.Action

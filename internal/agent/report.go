@@ -49,6 +49,9 @@ func processes(ctx context.Context, host *hoststep.Host) []apiclient.NodeProcess
 		if in.UnitHash != "" {
 			p.UnitHash = &in.UnitHash
 		}
+		if f := hoststep.ForeignOf(in); f != "" {
+			p.Foreign = ptr(truncateText(f, 1000))
+		}
 		if a := in.Artifact; a != nil {
 			p.Matches = a.Matches
 			p.Proof = ptr(truncateText(a.Sentence, 1000))

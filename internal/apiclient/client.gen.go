@@ -2187,6 +2187,9 @@ type NodeProcess struct {
 	// ExeDigest The digest of the bytes the process runs; empty when not proven.
 	ExeDigest *string `json:"exeDigest,omitempty"`
 
+	// Foreign Set when what holds the service's name on the host is not sluice's (its ownership marker is gone): reported, never touched.
+	Foreign *string `json:"foreign,omitempty"`
+
 	// Matches True when the process runs the unit's artifact, proven by its executable's digest.
 	Matches    bool    `json:"matches"`
 	NotRunning *string `json:"notRunning,omitempty"`
@@ -2965,6 +2968,9 @@ type StatusAnswerBlueprintState struct {
 	// Partial Some evidence could not be proven; evidence.unproven says what.
 	Partial bool `json:"partial"`
 
+	// Qualifications Lines at the top of the status that are not failures but say which part of it to trust less: a unit that no longer carries sluice's ownership marker (reported, never touched), an approval that was withdrawn.
+	Qualifications []string `json:"qualifications"`
+
 	// Reason Why, in a sentence.
 	Reason string `json:"reason"`
 
@@ -3002,6 +3008,9 @@ type StatusAnswerInfraState struct {
 
 	// Partial Some evidence could not be proven; evidence.unproven says what.
 	Partial bool `json:"partial"`
+
+	// Qualifications Lines at the top of the status that are not failures but say which part of it to trust less: a unit that no longer carries sluice's ownership marker (reported, never touched), an approval that was withdrawn.
+	Qualifications []string `json:"qualifications"`
 
 	// Reason Why, in a sentence.
 	Reason string `json:"reason"`
@@ -3046,6 +3055,9 @@ type StatusAnswerServiceState struct {
 	// Partial Some evidence could not be proven; evidence.unproven says what.
 	Partial bool `json:"partial"`
 
+	// Qualifications Lines at the top of the status that are not failures but say which part of it to trust less: a unit that no longer carries sluice's ownership marker (reported, never touched), an approval that was withdrawn.
+	Qualifications []string `json:"qualifications"`
+
 	// Reason Why, in a sentence.
 	Reason string `json:"reason"`
 
@@ -3088,6 +3100,9 @@ type StatusAnswerSourceState struct {
 
 	// Partial Some evidence could not be proven; evidence.unproven says what.
 	Partial bool `json:"partial"`
+
+	// Qualifications Lines at the top of the status that are not failures but say which part of it to trust less: a unit that no longer carries sluice's ownership marker (reported, never touched), an approval that was withdrawn.
+	Qualifications []string `json:"qualifications"`
 
 	// Reason Why, in a sentence.
 	Reason string `json:"reason"`

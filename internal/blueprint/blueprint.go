@@ -199,7 +199,7 @@ func (s *Service) plan(ctx context.Context, q *db.Queries, u *db.Unit, spec *blu
 	// approved again, is a new approval.
 	switch w, err := q.PlacementWithdrawnLatest(ctx, u.ID); {
 	case err == nil:
-		fmt.Fprintln(h, "withdrawn", w)
+		fmt.Fprintln(h, "withdrawn", w.PlacementID)
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, fmt.Errorf("withdrawn placements of %s: %w", u.Name, err)
 	}

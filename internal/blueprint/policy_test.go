@@ -169,6 +169,8 @@ func TestPlacementPolicyOnAgainWithdrawsWhatBoundedAutoApproved(t *testing.T) {
 		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT r.error IS NULL, e.message FROM journal_run r JOIN journal_event e ON e.run_id = r.id
 			WHERE r.action = 'withdraw_placement_approval' AND r.target = 'web' ORDER BY e.at DESC LIMIT 1`).Scan(new(bool), &msg))
 		require.Contains(t, msg, "placementPolicy is operator again: the approval bounded-auto made")
+		require.Len(t, v.Status.Answer.Qualifications, 1)
+		require.Contains(t, v.Status.Answer.Qualifications[0], "An approval was withdrawn (run ")
 		require.NoError(t, b.bps.DecideAll(b.ctx), "once")
 
 		// The operator approves the same change: a new approval.
@@ -177,6 +179,7 @@ func TestPlacementPolicyOnAgainWithdrawsWhatBoundedAutoApproved(t *testing.T) {
 		v, err = b.bps.Get(b.ctx, "web")
 		require.NoError(t, err)
 		require.Equal(t, "alice", v.Placement.ApprovedBy)
+		require.Empty(t, v.Status.Answer.Qualifications, "an approval stands again")
 		var n int
 		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM journal_run WHERE action = 'withdraw_placement_approval'`).Scan(&n))
 		require.Equal(t, 1, n)
@@ -196,4 +199,26 @@ func TestPlacementPolicyOnAgainWithdrawsWhatBoundedAutoApproved(t *testing.T) {
 		require.NotNil(t, v.Placement, "what was rolled out is not taken back")
 		require.Equal(t, blueprint.AutoApprover, v.Placement.ApprovedBy)
 	})
+}
+
+func TestQualificationsAreLinesAtTheTopOfTheStatus(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	b.artifact(t, digest)
+	b.Commit(t, "web on n1", map[string]string{"blueprints/web.json": bpUnit(digest, `["n1"]`, `, "stateful": false`)})
+	b.sync(t)
+	require.Equal(t, "succeeded", b.rollout(t, "web").State)
+	v, err := b.bps.Get(b.ctx, "web")
+	require.NoError(t, err)
+	require.Empty(t, v.Status.Answer.Qualifications)
+
+	// n1's unit of the copy lost sluice's marker: not a failure, but a
+	// line that says which part of the status to trust less.
+	foreign := "The unit sluice-bp-web.service no longer carries sluice's marker: it is someone else's now, and sluice will not touch it."
+	reg := &node.Registry{Pool: b.pool, Journal: b.journal}
+	require.NoError(t, reg.Beat(b.ctx, "n1", node.Reported{Processes: []node.Process{{Service: "bp-web", Running: true, Pid: 7, Foreign: foreign}}}))
+	v, err = b.bps.Get(b.ctx, "web")
+	require.NoError(t, err)
+	require.Equal(t, []string{"On node n1: " + foreign}, v.Status.Answer.Qualifications)
 }

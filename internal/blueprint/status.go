@@ -267,9 +267,15 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 	}
 
 	// Runtime: the node rows.
-	rows, unproven, err := s.nodeRows(ctx, q, u, spec, v)
+	rows, unproven, quals, err := s.nodeRows(ctx, q, u, spec, v)
 	if err != nil {
 		return err
+	}
+	switch w, err := q.PlacementWithdrawnLatest(ctx, u.ID); {
+	case err == nil && (p.Current == nil || w.At.After(p.Current.CreatedAt)):
+		quals = append(quals, fmt.Sprintf("An approval was withdrawn (run %s, %s): %s.", w.RunID, w.At.UTC().Format(time.RFC3339), strings.TrimSuffix(w.Reason, ".")))
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("withdrawn approvals of %s: %w", u.Name, err)
 	}
 	v.Nodes = rows
 	ev.Unproven = append(ev.Unproven, unproven...)
@@ -278,6 +284,7 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 
 	st.Answer = status.Pick(st.Path, status.Rule{})
 	st.Answer.Partial = len(ev.Unproven) > 0
+	st.Answer.Qualifications = quals
 	v.Status = st
 	return nil
 }
@@ -317,23 +324,23 @@ func runtimeStage(rows []NodeRow) status.Stage {
 
 // nodeRows is a row for every node the Blueprint is placed on, holds a copy
 // on, or was withdrawn from; and what could not be proven of them.
-func (s *Service) nodeRows(ctx context.Context, q *db.Queries, u *db.Unit, spec *blueprintspec.Spec, v *BlueprintView) ([]NodeRow, []string, error) {
+func (s *Service) nodeRows(ctx context.Context, q *db.Queries, u *db.Unit, spec *blueprintspec.Spec, v *BlueprintView) ([]NodeRow, []string, []string, error) {
 	unproven := []string{}
 	have, withdrawn, err := copies(ctx, q, u)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	lastWithdraw, err := nodeRuns(ctx, q, u.Name, ActionWithdraw)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	lastEnforce, err := nodeRuns(ctx, q, u.Name, ActionEnforce)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	nodes, err := s.Nodes.ListTx(ctx, q)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	byName := map[string]*node.Node{}
 	for _, n := range nodes {
@@ -356,6 +363,16 @@ func (s *Service) nodeRows(ctx context.Context, q *db.Queries, u *db.Unit, spec 
 		names[n] = true
 	}
 	instance := InstancePrefix + u.Name
+	// What holds the copy's name on a node and is not sluice's is a
+	// qualification of the whole status: reported, never touched.
+	var quals []string
+	for _, nd := range nodes {
+		for _, p := range nd.Reported.Processes {
+			if p.Service == instance && p.Foreign != "" {
+				quals = append(quals, "On node "+nd.Name+": "+p.Foreign)
+			}
+		}
+	}
 	// Placement drift: a node outside the placement whose fresh report
 	// shows the copy running.
 	stray := map[string]*node.Process{}
@@ -462,7 +479,7 @@ func (s *Service) nodeRows(ctx context.Context, q *db.Queries, u *db.Unit, spec 
 		row.Tone = nodeTones[row.State]
 		rows = append(rows, row)
 	}
-	return rows, unproven, nil
+	return rows, unproven, quals, nil
 }
 
 // placedRow is the state of a node in the approved placement, from the

@@ -333,7 +333,8 @@ func localReport(ctx context.Context, h *hoststep.Host) node.Reported {
 		return rep
 	}
 	for _, in := range h.Snapshot(ctx) {
-		p := node.Process{Service: in.Name, Running: in.Running, Pid: in.Pid, NotRunning: in.NotRunning, UnitDigest: in.UnitDigest, UnitHash: in.UnitHash}
+		p := node.Process{Service: in.Name, Running: in.Running, Pid: in.Pid, NotRunning: in.NotRunning, UnitDigest: in.UnitDigest, UnitHash: in.UnitHash,
+			Foreign: hoststep.ForeignOf(in)}
 		if a := in.Artifact; a != nil {
 			p.Matches, p.Proof = a.Matches, a.Sentence
 			if a.Proven {

@@ -427,6 +427,20 @@ type Inspection struct {
 type Finding struct {
 	Fact  string `json:"fact"`
 	Proof string `json:"proof"`
+	// Foreign is true when the finding is that what holds the service's
+	// name is not sluice's (its ownership marker is gone): it is reported,
+	// never touched.
+	Foreign bool `json:"foreign,omitempty"`
+}
+
+// ForeignOf is the first foreign finding's sentence in in; "" when none.
+func ForeignOf(in *Inspection) string {
+	for _, f := range in.Drift {
+		if f.Foreign {
+			return strings.TrimSuffix(f.Fact, ".") + ": " + f.Proof
+		}
+	}
+	return ""
 }
 
 // Inspect says what runs for req.Name: the unit on disk, the process, the

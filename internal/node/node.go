@@ -209,6 +209,9 @@ type Process struct {
 	ExeDigest string `json:"exeDigest,omitempty"`
 	Matches   bool   `json:"matches"`
 	Proof     string `json:"proof,omitempty"`
+	// Foreign says, when set, that what holds the service's name on the
+	// host is not sluice's (its marker is gone).
+	Foreign string `json:"foreign,omitempty"`
 }
 
 // Node is a node as the API shows it.

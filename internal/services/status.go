@@ -271,6 +271,7 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 		return nil, err
 	}
 	proc := v.Process
+	var quals []string          // the status's qualifications
 	var newerRun *db.JournalRun // an action newer than the node's report
 	remote := proc.Remote
 	reported := remote && proc.ReportedAt != nil
@@ -297,6 +298,9 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 		ev.Unproven = append(ev.Unproven, "runtime: "+procErr.Error())
 	case reported:
 		// Another node's process, as its agent's last heartbeat saw it.
+		if proc.Foreign != "" {
+			quals = append(quals, "On node "+proc.Node+": "+proc.Foreign)
+		}
 		if !proc.Running {
 			procErr = fmt.Errorf("node %s reports %s", proc.Node, cmp.Or(proc.LastExit, "no process"))
 		}
@@ -327,7 +331,13 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 		if applied != nil {
 			req.Want = applied.Digest
 		}
-		switch in, err := s.Local.Inspect(ctx, req); {
+		in, err := s.Local.Inspect(ctx, req)
+		if err == nil {
+			if f := hoststep.ForeignOf(in); f != "" {
+				quals = append(quals, f)
+			}
+		}
+		switch {
 		case err != nil:
 			procErr = err
 		case !in.Running:
@@ -448,6 +458,7 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 	holds = driftUnderMode(holds, mode, len(open) > 0)
 	st.Path, st.Answer = summarize(srcHold, holds)
 	st.Answer.Partial = len(ev.Unproven) > 0
+	st.Answer.Qualifications = quals
 	return st, nil
 }
 

@@ -61,6 +61,9 @@ type Process struct {
 	SilentSince *time.Time
 	// ExeDigest and Proof are the node's proof of the bytes that run.
 	ExeDigest, Proof string
+	// Foreign says, when set, that what holds the name on the node is not
+	// sluice's (its agent's report).
+	Foreign string
 }
 
 // List returns every active service.
@@ -154,7 +157,7 @@ func (s *Service) process(ctx context.Context, u *db.Unit, spec *servicespec.Spe
 			p.ReportedAt = at
 			p.Running, p.Pid, p.LastExit = r.Running, r.Pid, r.NotRunning
 			p.UnitDigest, p.RenderedHash = r.UnitDigest, r.UnitHash
-			p.ExeDigest, p.Proof = r.ExeDigest, r.Proof
+			p.ExeDigest, p.Proof, p.Foreign = r.ExeDigest, r.Proof, r.Foreign
 			return p
 		case at != nil:
 			// A fresh report names every service the host has a unit or a

@@ -65,6 +65,11 @@ type Answer struct {
 	// Partial is true when some evidence could not be proven
 	// (Evidence.Unproven says what).
 	Partial bool
+	// Qualifications are lines at the top of a status that are not
+	// failures but say which part of it to trust less: a unit on a host
+	// that no longer carries sluice's marker (reported, never touched), an
+	// approval that was withdrawn.
+	Qualifications []string
 }
 
 // Grant is a receipt that let something happen: who, under which policy

@@ -1999,6 +1999,8 @@ export interface components {
         NodeProcess: {
             /** @description The digest of the bytes the process runs; empty when not proven. */
             exeDigest?: string;
+            /** @description Set when what holds the service's name on the host is not sluice's (its ownership marker is gone): reported, never touched. */
+            foreign?: string;
             /** @description True when the process runs the unit's artifact, proven by its executable's digest. */
             matches: boolean;
             notRunning?: string;
@@ -2703,6 +2705,8 @@ export interface components {
             others: number;
             /** @description Some evidence could not be proven; evidence.unproven says what. */
             partial: boolean;
+            /** @description Lines at the top of the status that are not failures but say which part of it to trust less: a unit that no longer carries sluice's ownership marker (reported, never touched), an approval that was withdrawn. */
+            qualifications: string[];
             /** @description Why, in a sentence. */
             reason: string;
             /**
@@ -2735,6 +2739,8 @@ export interface components {
             others: number;
             /** @description Some evidence could not be proven; evidence.unproven says what. */
             partial: boolean;
+            /** @description Lines at the top of the status that are not failures but say which part of it to trust less: a unit that no longer carries sluice's ownership marker (reported, never touched), an approval that was withdrawn. */
+            qualifications: string[];
             /** @description Why, in a sentence. */
             reason: string;
             /**
@@ -2768,6 +2774,8 @@ export interface components {
             others: number;
             /** @description Some evidence could not be proven; evidence.unproven says what. */
             partial: boolean;
+            /** @description Lines at the top of the status that are not failures but say which part of it to trust less: a unit that no longer carries sluice's ownership marker (reported, never touched), an approval that was withdrawn. */
+            qualifications: string[];
             /** @description Why, in a sentence. */
             reason: string;
             /**
@@ -2801,6 +2809,8 @@ export interface components {
             others: number;
             /** @description Some evidence could not be proven; evidence.unproven says what. */
             partial: boolean;
+            /** @description Lines at the top of the status that are not failures but say which part of it to trust less: a unit that no longer carries sluice's ownership marker (reported, never touched), an approval that was withdrawn. */
+            qualifications: string[];
             /** @description Why, in a sentence. */
             reason: string;
             /**

@@ -145,7 +145,8 @@ export function Loading<T>(props: { l: Loaded<T>; children: (d: T) => ComponentC
 type StatusAnswer = Schemas["StatusAnswerServiceState"] | Schemas["StatusAnswerSourceState"] | Schemas["StatusAnswerBlueprintState"];
 
 // StatusBlock is a status in the shared shape, the one way every kind's
-// status shows: the answer block (one toned state, the reason that needs an
+// status shows: its qualifications on top (lines that say which part to
+// trust less), the answer block (one toned state, the reason that needs an
 // operator first, a count of the others and "partial" when evidence is
 // missing), the path stage by stage, and the evidence folded: the grants,
 // the settled stages, what is in progress and what is not proven. children
@@ -158,6 +159,13 @@ export function StatusBlock(props: {
   const ev = props.s.evidence;
   return (
     <>
+      {a.qualifications.length ? (
+        <ul class="qualifications" aria-label="Qualifications">
+          {a.qualifications.map((q) => (
+            <li key={q}>{q}</li>
+          ))}
+        </ul>
+      ) : null}
       <div class={`answer answer-${a.tone}`}>
         <div class="answer-head">
           <ToneBadge tone={a.tone} text={a.state} />

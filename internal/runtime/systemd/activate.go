@@ -347,8 +347,9 @@ func (r *Runtime) Inspect(ctx context.Context, req hoststep.InspectRequest) (*ho
 			in.UnitDigest = digest
 		} else {
 			in.Drift = append(in.Drift, hoststep.Finding{
-				Fact:  fmt.Sprintf("The unit %s no longer carries sluice's marker.", UnitName(name)),
-				Proof: fmt.Sprintf("%s has no %s=%s line: it is someone else's now, and sluice will not touch it.", in.UnitPath, markerService, name),
+				Fact:    fmt.Sprintf("The unit %s no longer carries sluice's marker.", UnitName(name)),
+				Proof:   fmt.Sprintf("%s has no %s=%s line: it is someone else's now, and sluice will not touch it.", in.UnitPath, markerService, name),
+				Foreign: true,
 			})
 		}
 	}

@@ -329,6 +329,10 @@ func TestApply(t *testing.T) {
 		names, err := b.rt.Names(b.ctx)
 		require.NoError(t, err)
 		require.Empty(t, names, "it is not listed as sluice's")
+		in, err := b.rt.Inspect(b.ctx, hoststep.InspectRequest{Name: "web"})
+		require.NoError(t, err)
+		require.Equal(t, "The unit sluice-web.service no longer carries sluice's marker: "+in.UnitPath+" has no X-Sluice-Service=web line: it is someone else's now, and sluice will not touch it.",
+			hoststep.ForeignOf(in), "its inspection says so, for the status's qualifications")
 	})
 }
 
