@@ -299,6 +299,7 @@ const (
 	NodeAnswerStateActive     NodeAnswerState = "active"
 	NodeAnswerStateFailed     NodeAnswerState = "failed"
 	NodeAnswerStateRolledBack NodeAnswerState = "rolled_back"
+	NodeAnswerStateUnhealthy  NodeAnswerState = "unhealthy"
 	NodeAnswerStateUnknown    NodeAnswerState = "unknown"
 )
 
@@ -310,6 +311,8 @@ func (e NodeAnswerState) Valid() bool {
 	case NodeAnswerStateFailed:
 		return true
 	case NodeAnswerStateRolledBack:
+		return true
+	case NodeAnswerStateUnhealthy:
 		return true
 	case NodeAnswerStateUnknown:
 		return true
@@ -1588,6 +1591,20 @@ type ActionAcceptedBody struct {
 	State string `json:"state"`
 }
 
+// ActionState defines model for ActionState.
+type ActionState struct {
+	Enabled bool    `json:"enabled"`
+	Why     *string `json:"why,omitempty"`
+}
+
+// Actions defines model for Actions.
+type Actions struct {
+	Authorize ActionState `json:"authorize"`
+	Pause     ActionState `json:"pause"`
+	Resume    ActionState `json:"resume"`
+	Rollback  ActionState `json:"rollback"`
+}
+
 // AddNodeRequest defines model for Add-nodeRequest.
 type AddNodeRequest struct {
 	Labels *map[string]string `json:"labels,omitempty"`
@@ -1662,6 +1679,7 @@ type BlueprintStatusOutputBody struct {
 
 // BlueprintView defines model for BlueprintView.
 type BlueprintView struct {
+	Actions         Actions                `json:"actions"`
 	Answer          string                 `json:"answer"`
 	Decline         *PlacementDecline      `json:"decline,omitempty"`
 	Digest          string                 `json:"digest"`

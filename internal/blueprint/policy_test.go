@@ -222,3 +222,46 @@ func TestQualificationsAreLinesAtTheTopOfTheStatus(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"On node n1: " + foreign}, v.Status.Answer.Qualifications)
 }
+
+func TestActionsAreEnabledOnlyWhenTheyCanDoSomething(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	b.artifact(t, digest)
+	b.Commit(t, "web", map[string]string{"blueprints/web.json": webUnit(digest)})
+	b.sync(t)
+	actions := func() *blueprint.Actions {
+		v, err := b.bps.Get(b.ctx, "web")
+		require.NoError(t, err)
+		return v.Actions
+	}
+	a := actions()
+	require.Equal(t, blueprint.ActionState{Why: "No placement is approved: approve one first."}, a.Authorize)
+	require.Equal(t, blueprint.ActionState{Why: "No rollout was authorized yet."}, a.Resume)
+	require.False(t, a.Rollback.Enabled)
+	require.False(t, a.Pause.Enabled)
+
+	first := b.rollout(t, "web")
+	require.Equal(t, "succeeded", first.State)
+	a = actions()
+	require.False(t, a.Authorize.Enabled)
+	require.Contains(t, a.Authorize.Why, "binds this generation and placement already")
+	require.Contains(t, a.Resume.Why, "succeeded: every node acknowledged it")
+	require.Contains(t, a.Pause.Why, "succeeded: there is nothing to pause")
+	require.Equal(t, "No earlier generation of web ran on any node, so there is nothing to roll back to.", a.Rollback.Why)
+	again, err := b.bps.Authorize(b.ctx, "web", "alice")
+	require.NoError(t, err)
+	require.True(t, again.Existing, "nor does the action itself do anything new")
+
+	// A second generation that fails on n2: resume and roll back can act.
+	b.Commit(t, "web v2", map[string]string{"blueprints/web.json": webUnit(digest, "--v2")})
+	b.sync(t)
+	a = actions()
+	require.True(t, a.Authorize.Enabled, "%+v", a.Authorize)
+	b.failProbeOn("n2", true)
+	require.Equal(t, "failed", b.rollout(t, "web").State)
+	a = actions()
+	require.True(t, a.Resume.Enabled, "%+v", a.Resume)
+	require.True(t, a.Rollback.Enabled, "%+v", a.Rollback)
+	require.True(t, a.Pause.Enabled, "%+v", a.Pause)
+}

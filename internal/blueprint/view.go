@@ -47,6 +47,9 @@ type BlueprintView struct {
 	Status *BlueprintStatus `json:"-"`
 	// Answer says in sentences what is true and what waits.
 	Answer string `json:"answer"`
+	// Actions says which rollout actions can do something now, and why
+	// not the others.
+	Actions *Actions `json:"actions"`
 }
 
 // RolloutSkipped is a node an operator left out of a rollout.
@@ -94,7 +97,7 @@ type RolloutView struct {
 // NodeAnswer is one node's answer to a rollout.
 type NodeAnswer struct {
 	Node   string    `json:"node"`
-	State  string    `json:"state" enum:"active,failed,unknown,rolled_back"`
+	State  string    `json:"state" enum:"active,failed,unknown,rolled_back,unhealthy"`
 	Pid    int       `json:"pid,omitempty"`
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
@@ -179,6 +182,9 @@ func (s *Service) view(ctx context.Context, q *db.Queries, u *db.Unit, spec *blu
 		return nil, err
 	}
 	if err := s.status(ctx, q, u, spec, v); err != nil {
+		return nil, err
+	}
+	if v.Actions, err = s.actions(ctx, q, u, spec); err != nil {
 		return nil, err
 	}
 	v.Answer = answer(v)

@@ -102,10 +102,16 @@ try {
   await page.getByRole("heading", { name: "Placement plan" }).waitFor();
   const fingerprint = (await page.locator(".facts dd code").filter({ hasText: /^[0-9a-z:]{8,}$/ }).last().innerText()).trim();
   assert.ok(fingerprint.length >= 8, "the plan shows its fingerprint");
-  // Authorizing with no approved placement is refused: the API's sentence shows.
-  await page.getByRole("button", { name: "Authorize rollout" }).click();
-  await page.locator(".action .problem").first().waitFor();
-  step(`refused as the API says: ${await page.locator(".action .problem").first().innerText()}`);
+  // With no approved placement, Authorize can do nothing: it is disabled and
+  // says why, in the sentence the API would answer; so are Resume, Roll back
+  // and Pause with no rollout.
+  const authorize = page.getByRole("button", { name: "Authorize rollout" });
+  assert.ok(await authorize.isDisabled(), "Authorize is enabled with no placement approved");
+  await page.getByText("No placement is approved: approve one first.").waitFor();
+  for (const label of ["Resume", "Roll back"]) {
+    assert.ok(await page.getByRole("button", { name: label, exact: true }).isDisabled(), `${label} is enabled with no rollout`);
+  }
+  step(`disabled, saying why: ${await authorize.getAttribute("title")}`);
   await shot("blueprint");
 
   const events = page.locator("ol.events li.event");

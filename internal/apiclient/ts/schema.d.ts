@@ -1486,6 +1486,16 @@ export interface components {
             /** @description The run's state when answered. */
             state: string;
         };
+        ActionState: {
+            enabled: boolean;
+            why?: string;
+        };
+        Actions: {
+            authorize: components["schemas"]["ActionState"];
+            pause: components["schemas"]["ActionState"];
+            resume: components["schemas"]["ActionState"];
+            rollback: components["schemas"]["ActionState"];
+        };
         "Add-nodeRequest": {
             labels?: {
                 [key: string]: string;
@@ -1546,6 +1556,7 @@ export interface components {
             status: components["schemas"]["BlueprintStatus"];
         };
         BlueprintView: {
+            actions: components["schemas"]["Actions"];
             answer: string;
             decline?: components["schemas"]["PlacementDecline"];
             digest: string;
@@ -1969,7 +1980,7 @@ export interface components {
             pid?: number;
             reason: string;
             /** @enum {string} */
-            state: "active" | "failed" | "unknown" | "rolled_back";
+            state: "active" | "failed" | "unknown" | "rolled_back" | "unhealthy";
         };
         NodeDeleted: {
             /**

@@ -145,11 +145,24 @@ export function Blueprint(props: { name: string }) {
               <p class="muted">No rollout yet. Artifact <Digest d={b.digest} />.</p>
             )}
             <div class="actions">
-              <Action label="Authorize rollout" call={() => api.POST("/api/v1/blueprints/{name}/rollout/authorize", path)} />
-              <Action label="Resume" call={() => api.POST("/api/v1/blueprints/{name}/rollout/resume", path)} />
+              <Action
+                label="Authorize rollout"
+                disabled={!b.actions.authorize.enabled}
+                why={b.actions.authorize.why}
+                call={() => api.POST("/api/v1/blueprints/{name}/rollout/authorize", path)}
+                onDone={l.reload}
+              />
+              <Action
+                label="Resume"
+                disabled={!b.actions.resume.enabled}
+                why={b.actions.resume.why}
+                call={() => api.POST("/api/v1/blueprints/{name}/rollout/resume", path)}
+              />
               <Action
                 label="Roll back"
                 danger
+                disabled={!b.actions.rollback.enabled}
+                why={b.actions.rollback.why}
                 confirm={`Roll ${name} back on every node of its rollout?`}
                 call={() => api.POST("/api/v1/blueprints/{name}/rollout/rollback", { ...path, body: { scope: "all" } })}
               />
@@ -157,6 +170,8 @@ export function Blueprint(props: { name: string }) {
             <ReasonAction
               label="Pause rollout"
               placeholder="why the rollout should stop"
+              disabled={!b.actions.pause.enabled}
+              why={b.actions.pause.why}
               call={(reason) => api.POST("/api/v1/blueprints/{name}/rollout/pause", { ...path, body: { reason } })}
             />
 

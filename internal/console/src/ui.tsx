@@ -259,6 +259,8 @@ export function Action(props: {
   danger?: boolean;
   confirm?: string;
   disabled?: boolean;
+  // why says why the action is disabled, beside it.
+  why?: string | undefined;
   onDone?: () => void;
 }) {
   const [busy, setBusy] = useState(false);
@@ -291,9 +293,10 @@ export function Action(props: {
   if (!allows(props.need ?? "operator")) return null;
   return (
     <span class="action">
-      <button type="button" class={props.danger ? "danger" : ""} disabled={busy || props.disabled} onClick={click}>
+      <button type="button" class={props.danger ? "danger" : ""} disabled={busy || props.disabled} title={props.disabled ? props.why : undefined} onClick={click}>
         {busy ? `${props.label}…` : props.label}
       </button>
+      {props.disabled && props.why ? <span class="muted inline">{props.why}</span> : null}
       {err ? (
         <span class="problem inline" role="alert">
           {err}
@@ -309,7 +312,14 @@ export function Action(props: {
 }
 
 // ReasonAction is an action that needs a reason first (Pause).
-export function ReasonAction(props: { label: string; call: (reason: string) => Promise<ActionResult>; placeholder: string }) {
+export function ReasonAction(props: {
+  label: string;
+  call: (reason: string) => Promise<ActionResult>;
+  placeholder: string;
+  // disabled, with why, when the action can do nothing now.
+  disabled?: boolean;
+  why?: string | undefined;
+}) {
   const [reason, setReason] = useState("");
   const id = `reason-${props.label.replace(/\W+/g, "-").toLowerCase()}`;
   if (!allows("operator")) return null;
@@ -329,7 +339,12 @@ export function ReasonAction(props: { label: string; call: (reason: string) => P
         placeholder={props.placeholder}
         onInput={(e) => setReason((e.target as HTMLInputElement).value)}
       />
-      <Action label={props.label} disabled={reason.trim() === ""} call={() => props.call(reason.trim())} />
+      <Action
+        label={props.label}
+        disabled={props.disabled || reason.trim() === ""}
+        why={props.disabled ? props.why : undefined}
+        call={() => props.call(reason.trim())}
+      />
     </form>
   );
 }
