@@ -43,6 +43,12 @@ type blueprintView struct {
 		Reason     string    `json:"reason"`
 		RecordedAt time.Time `json:"recordedAt"`
 	} `json:"decline"`
+	Rollout *struct {
+		State string `json:"state"`
+		Pause *struct {
+			By, Reason string
+		} `json:"pause"`
+	} `json:"rollout"`
 }
 
 func (p *proc) blueprint(name string) blueprintView {
@@ -341,6 +347,11 @@ func TestBlueprintRollout(t *testing.T) {
 		require.Contains(t, msg, "holds at node r1")
 		v := p.blueprint("web")
 		require.Contains(t, v.Answer, "r1 unknown", v.Answer)
+		// Health unknown pauses the rollout: its receipt ends unknown, the
+		// rollout waits for an operator.
+		require.Equal(t, "paused", v.Rollout.State)
+		require.Equal(t, "health unknown", v.Rollout.Pause.By)
+		require.Contains(t, v.Rollout.Pause.Reason, "node r1's health is unknown")
 		require.NotContains(t, v.Answer, "r2 active", "the rollout never went past the node it lost")
 
 		// The agent comes back: resume runs the rollout again from the
