@@ -103,6 +103,7 @@ func TestNodes(t *testing.T) {
 	t.Parallel()
 	top := t // agents that outlive a subtest belong to the test
 	dbURL := dbtest.NewDB(t)
+	started := time.Now()
 	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbURL, "SLUICE_DATA_DIR="+t.TempDir(), "SLUICE_NODE_NAME=cp",
 		"SLUICE_NODE_UNREACHABLE_SEC=3")
 
@@ -127,6 +128,16 @@ func TestNodes(t *testing.T) {
 	credBytes, err := os.ReadFile(filepath.Join(dirA, "node-credential"))
 	require.NoError(t, err)
 	cred := strings.TrimSpace(string(credBytes))
+
+	t.Run("ServesOwnNodeBeatsWithinAShortSilenceBound", func(t *testing.T) {
+		// Past the 3 s grace after the start, for 7 s: with a beat every
+		// 10 s, 7 s of every 10 would read Unreachable.
+		time.Sleep(time.Until(started.Add(3500 * time.Millisecond)))
+		for end := time.Now().Add(7 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			n := p.node("cp")
+			require.Equal(t, "Ready", n.State, "%s", n.Reason)
+		}
+	})
 
 	t.Run("AJoinTokenIsGoodOnce", func(t *testing.T) {
 		again := startAgent(t, p, "edge-1", t.TempDir(), "SLUICE_JOIN_TOKEN="+token)

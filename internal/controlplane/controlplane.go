@@ -287,18 +287,29 @@ func (cp *ControlPlane) Start(ctx context.Context) error {
 	return nil
 }
 
-// heartbeat beats for this process's own node until ctx ends.
+// heartbeat beats for this process's own node until ctx ends, at least
+// three times within the silence bound: with a bound shorter than an
+// agent's usual period, serve's own node would otherwise read Unreachable
+// between two beats.
 func (cp *ControlPlane) heartbeat(ctx context.Context) {
+	every := localBeatEvery(cp.Nodes.SilenceBound())
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(nodeproto.HeartbeatEvery):
+		case <-time.After(every):
 		}
 		if err := cp.Nodes.Beat(ctx, cp.node, localReport(ctx, cp.Services.Local)); err != nil && ctx.Err() == nil {
 			cp.logger.Warn("heartbeat of this node", "node", cp.node, "err", redact.Error(err))
 		}
 	}
+}
+
+// localBeatEvery is how often serve beats for its own node given the
+// silence bound: nodeproto.HeartbeatEvery, or a third of the bound when
+// that is shorter (three beats a bound, as the default bound counts).
+func localBeatEvery(silence time.Duration) time.Duration {
+	return min(nodeproto.HeartbeatEvery, silence/3)
 }
 
 // Stop gives running jobs grace, then cancels what is left (their runs are
