@@ -153,6 +153,9 @@ func newClient(url, cred string, timeout time.Duration) (*apiclient.ClientWithRe
 		}))
 }
 
+// beatTimeoutFloor is the shortest time a heartbeat is given.
+const beatTimeoutFloor = 5 * time.Second
+
 // heartbeats heartbeats until ctx ends, or the control plane refuses the
 // node's credential or gives the node to another agent.
 func heartbeats(ctx context.Context, cfg *Config, client *apiclient.ClientWithResponses, instance, session string, host *hoststep.Host, order *reportOrder, logger *slog.Logger) error {
@@ -165,7 +168,14 @@ func heartbeats(ctx context.Context, cfg *Config, client *apiclient.ClientWithRe
 		rep := report(cfg, session)
 		procs := processes(ctx, host)
 		rep.Processes = &procs
-		resp, err := client.HeartbeatNodeWithResponse(ctx, cfg.NodeName, apiclient.HeartbeatNodeJSONRequestBody{Instance: instance, Reported: rep})
+		// A beat not answered when the next is due (5 s at least, so that
+		// a slow control plane is not cut off) is given up, and the next
+		// goes out on a new connection: one that a cut network left dead
+		// would otherwise hold every beat (and every step's result, which
+		// waits on order) for the client's 30 s, past the network's return.
+		beatCtx, cancel := context.WithTimeout(ctx, max(every, beatTimeoutFloor))
+		resp, err := client.HeartbeatNodeWithResponse(beatCtx, cfg.NodeName, apiclient.HeartbeatNodeJSONRequestBody{Instance: instance, Reported: rep})
+		cancel()
 		order.mu.Unlock()
 		switch {
 		case ctx.Err() != nil:
