@@ -240,7 +240,8 @@ bench-sync: ensure-tools
 	@scripts/bench-doc.sh bin/bench-sync.txt bin/bench-sync-table.txt
 
 ## faults: fault injection on real processes (kill -9 of serve, PostgreSQL restarts, Git
-## failures, a secret scan), FAULT_TRIALS trials each, then one summary line per scenario
+## failures, a secret scan, the status routes sampled under faults), FAULT_TRIALS trials
+## each, then one summary line per scenario
 # `make test` runs the same tests with 3 trials. The whole log is kept in
 # bin/faults.log; the summary is printed whether the tests pass or fail, and
 # the target fails when they do. SLUICE_FAULT_SEED, when set, replays the

@@ -11,10 +11,12 @@ package main
 // `make test` runs a short version); SLUICE_FAULT_SEED replays a schedule of
 // kill moments that a failing run logged.
 //
-// TestFaults runs the four scenarios at once. This file holds scenario 1,
-// kill -9 of serve during an action, and the requests it kills;
+// TestFaults runs the five scenario groups at once. This file holds group
+// 1, kill -9 of serve during an action, and the requests it kills;
 // faults_postgres_test.go (PostgreSQL restarted), faults_git_test.go (Git
-// failures) and faults_secrets_test.go (the secret scan) hold the others,
+// failures), faults_secrets_test.go (the secret scan) and
+// faults_truth_test.go (what the status routes say while a fault is in
+// force, with fault_sampler_test.go's sampler) hold the others,
 // fault_report_test.go the trials and their report, and
 // fault_journal_test.go what the checks read of the journal.
 
@@ -237,6 +239,7 @@ func TestFaults(t *testing.T) {
 		"PostgresRestart": func(t *testing.T) { faultsPostgresRestart(t, trials) },
 		"Git":             func(t *testing.T) { faultsGit(t, trials) },
 		"SecretScan":      func(t *testing.T) { faultsSecretScan(t) },
+		"StatusTruth":     func(t *testing.T) { faultsStatusTruth(t, trials) },
 	})
 }
 

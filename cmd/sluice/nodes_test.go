@@ -30,7 +30,18 @@ type agentProc struct {
 
 func startAgent(t *testing.T, p *proc, name, dataDir string, env ...string) *agentProc {
 	t.Helper()
+	return startAgentIn(t, "", p, name, dataDir, env...)
+}
+
+// startAgentIn is startAgent in the network namespace netns (a path such as
+// /proc/PID/ns/net), entered by nsenter, which execs the agent: the pid is
+// the agent's. netns "" is the test's own namespace.
+func startAgentIn(t *testing.T, netns string, p *proc, name, dataDir string, env ...string) *agentProc {
+	t.Helper()
 	cmd := exec.Command(sluiceBin, "agent")
+	if netns != "" {
+		cmd = exec.Command("nsenter", "--net="+netns, "--", sluiceBin, "agent")
+	}
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.URL, "SLUICE_NODE_NAME=" + name,
 		"SLUICE_DATA_DIR=" + dataDir, "SLUICE_AGENT_HEARTBEAT_SEC=1", "SLUICE_LOG_FORMAT=json"}, env...)
 	a := &agentProc{cmd: cmd, logs: &proctest.SyncBuffer{}, done: make(chan error, 1), over: make(chan struct{})}
