@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,8 +37,9 @@ func TestBlueprintRulesOnRealAgents(t *testing.T) {
 		dirs[n] = t.TempDir()
 		startAgent(t, p, n, dirs[n], "SLUICE_JOIN_TOKEN="+token)
 		t.Cleanup(func() {
-			proctest.KillService(dirs[n], "bp-obs")
-			proctest.KillService(dirs[n], "bp-fix")
+			for _, bp := range []string{"bp-obs", "bp-fix", "bp-retry"} {
+				proctest.KillService(dirs[n], bp)
+			}
 		})
 	}
 	for n := range dirs {
@@ -52,10 +55,19 @@ func TestBlueprintRulesOnRealAgents(t *testing.T) {
           "selector": {"nodes": ["b1", "b2"]}, "stateful": false` + extra + `}}
 `
 	}
-	repo.Commit(t, "two blueprints", map[string]string{
+	// retry listens once the test opens its gate, on b2 alone.
+	port, gate := proctest.FreePort(t), filepath.Join(t.TempDir(), "gate")
+	retry := `{"kind": "Blueprint", "metadata": {"name": "retry"},
+ "spec": {"template": {"runtime": "exec", "image": "` + v1 + `", "args": ["--port", "` + strconv.Itoa(port) + `"], "stopTimeoutSec": 2,
+                       "env": {"HELLO_START_GATE": "` + gate + `"},
+                       "probe": {"http": "http://127.0.0.1:` + strconv.Itoa(port) + `/healthz", "timeoutSec": 2}},
+          "selector": {"nodes": ["b2"]}, "stateful": false, "onProbeFailure": "retry-once"}}
+`
+	repo.Commit(t, "three blueprints", map[string]string{
 		// Nothing listens on port 1: the probe fails on every node.
-		"blueprints/obs.json": unit("obs", `, "probe": {"http": "http://127.0.0.1:1/", "timeoutSec": 1}`, `, "onProbeFailure": "observe"`),
-		"blueprints/fix.json": unit("fix", "", `, "driftMode": "enforce"`),
+		"blueprints/obs.json":   unit("obs", `, "probe": {"http": "http://127.0.0.1:1/", "timeoutSec": 1}`, `, "onProbeFailure": "observe"`),
+		"blueprints/fix.json":   unit("fix", "", `, "driftMode": "enforce"`),
+		"blueprints/retry.json": retry,
 	})
 	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 	conn, err := pgx.Connect(context.Background(), dbURL)
@@ -93,6 +105,31 @@ func TestBlueprintRulesOnRealAgents(t *testing.T) {
 			require.Equal(t, "Unhealthy", r[n].State, "never Active while its probe fails: %+v", r)
 			require.Contains(t, r[n].Reason, "onProbeFailure observe")
 		}
+	})
+
+	t.Run("RetryOnceProbesTheSameCopyAgain", func(t *testing.T) {
+		out, code := p.cliOut("placement", "approve", "retry")
+		require.Equal(t, 0, code, out)
+		status, body := p.do("POST", "/api/v1/blueprints/retry/rollout/authorize", testToken, nil)
+		require.Equal(t, http.StatusOK, status, string(body))
+		// The first probe fails with the gate closed; the test opens it
+		// when the retry begins, and the retry passes. No timing assumed.
+		require.Eventually(t, func() bool {
+			var n int
+			_ = conn.QueryRow(context.Background(), `SELECT count(*) FROM journal_event e JOIN journal_run r ON r.id = e.run_id
+				WHERE r.action = 'rollout' AND r.target = 'retry' AND e.message LIKE 'retry-once: probing pid %'`).Scan(&n)
+			return n == 1
+		}, 60*time.Second, 20*time.Millisecond, "%s", runsText(t, conn))
+		require.NoError(t, os.WriteFile(gate, nil, 0o600))
+		var state string
+		require.Eventually(t, func() bool {
+			err := conn.QueryRow(context.Background(), `SELECT state FROM journal_run WHERE action = 'rollout' AND target = 'retry'`).Scan(&state)
+			return err == nil && state != "queued" && state != "running"
+		}, 60*time.Second, 100*time.Millisecond)
+		require.Equal(t, "succeeded", state, "%s", runsText(t, conn))
+		r := rows("retry")["b2"]
+		require.Equal(t, "Active", r.State, "%+v", r)
+		require.Contains(t, r.Reason, "its first probe failed and the retry passed (retry-once)")
 	})
 
 	t.Run("EnforceRepairsAKilledCopyOnItsOwn", func(t *testing.T) {
