@@ -14,15 +14,12 @@ import (
 
 func TestDriftMode(t *testing.T) {
 	t.Parallel()
-	digest := "sha256:" + strings.Repeat("ab", 32)
+	digest := testDigest
 	// start rolls web out to n1 and n2 under extra, then n1 reports no
 	// copy: drift, seen in a report newer than the rollout's proof.
 	start := func(t *testing.T, extra string) *testBundle {
-		b := setup(t)
+		b := withWeb(t, bpUnit(digest, `["n1", "n2"]`, extra))
 		b.bps.EnforceAfter = time.Millisecond
-		b.artifact(t, digest)
-		b.Commit(t, "web", map[string]string{"blueprints/web.json": bpUnit(digest, `["n1", "n2"]`, extra)})
-		b.sync(t)
 		require.Equal(t, journal.StateSucceeded, b.rollout(t, "web").State)
 		time.Sleep(10 * time.Millisecond)
 		reg := &node.Registry{Pool: b.pool, Journal: b.journal}
@@ -100,11 +97,8 @@ func TestDriftMode(t *testing.T) {
 
 func TestEnforceLeavesACopyThatRunsWhatItAcknowledged(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	digest := "sha256:" + strings.Repeat("ab", 32)
-	b.artifact(t, digest)
-	b.Commit(t, "web", map[string]string{"blueprints/web.json": bpUnit(digest, `["n1"]`, `, "stateful": false`)})
-	b.sync(t)
+	digest := testDigest
+	b := withWeb(t, bpUnit(digest, `["n1"]`, `, "stateful": false`))
 	require.Equal(t, journal.StateSucceeded, b.rollout(t, "web").State)
 	b.set(b.runs, "n1", true)
 	b.hostMu.Lock()

@@ -54,14 +54,8 @@ func (b *testBundle) newestRollout(t *testing.T) uuid.UUID {
 
 func TestRolloutHealthPolicies(t *testing.T) {
 	t.Parallel()
-	digest := "sha256:" + strings.Repeat("ab", 32)
-	start := func(t *testing.T, policy string) *testBundle {
-		b := setup(t)
-		b.artifact(t, digest)
-		b.Commit(t, "web", map[string]string{"blueprints/web.json": policyUnit(digest, policy)})
-		b.sync(t)
-		return b
-	}
+	digest := testDigest
+	start := func(t *testing.T, policy string) *testBundle { return withWeb(t, policyUnit(digest, policy)) }
 
 	t.Run("RetryOnceGoesOnWhenTheSecondProbePasses", func(t *testing.T) {
 		t.Parallel()

@@ -1,7 +1,6 @@
 package blueprint_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -21,11 +20,8 @@ func bpUnit(digest, nodes, extra string) string {
 
 func TestAStatefulBlueprintNeverRollsOutWithoutAnOperator(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	digest := "sha256:" + strings.Repeat("ab", 32)
-	b.artifact(t, digest)
-	b.Commit(t, "web", map[string]string{"blueprints/web.json": bpUnit(digest, `["n1"]`, `, "stateful": true, "rolloutPolicy": "automatic"`)})
-	b.sync(t)
+	digest := testDigest
+	b := withWeb(t, bpUnit(digest, `["n1"]`, `, "stateful": true, "rolloutPolicy": "automatic"`))
 	v, err := b.bps.Get(b.ctx, "web")
 	require.NoError(t, err)
 	_, err = b.bps.Approve(b.ctx, "web", v.Plan.Fingerprint, "alice")
@@ -58,11 +54,8 @@ func TestAStatefulBlueprintNeverRollsOutWithoutAnOperator(t *testing.T) {
 
 func TestBoundedAutoWaitsWhileAnOperationIsInFlight(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	digest := "sha256:" + strings.Repeat("ab", 32)
-	b.artifact(t, digest)
-	b.Commit(t, "web on n1", map[string]string{"blueprints/web.json": bpUnit(digest, `["n1"]`, `, "stateful": false, "placementPolicy": "bounded-auto"`)})
-	b.sync(t)
+	digest := testDigest
+	b := withWeb(t, bpUnit(digest, `["n1"]`, `, "stateful": false, "placementPolicy": "bounded-auto"`))
 	require.NoError(t, b.bps.Decide(b.ctx, "web"))
 	v, err := b.bps.Get(b.ctx, "web")
 	require.NoError(t, err)
@@ -107,11 +100,8 @@ func TestBoundedAutoWaitsWhileAnOperationIsInFlight(t *testing.T) {
 
 func TestPlacementDriftIsReportedNeverTouched(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	digest := "sha256:" + strings.Repeat("ab", 32)
-	b.artifact(t, digest)
-	b.Commit(t, "web on n1", map[string]string{"blueprints/web.json": bpUnit(digest, `["n1"]`, `, "stateful": false`)})
-	b.sync(t)
+	digest := testDigest
+	b := withWeb(t, bpUnit(digest, `["n1"]`, `, "stateful": false`))
 	run := b.rollout(t, "web")
 	require.Equal(t, "succeeded", run.State, "%v", run.Error)
 
@@ -138,7 +128,7 @@ func TestPlacementDriftIsReportedNeverTouched(t *testing.T) {
 
 func TestPlacementPolicyOnAgainWithdrawsWhatBoundedAutoApproved(t *testing.T) {
 	t.Parallel()
-	digest := "sha256:" + strings.Repeat("ab", 32)
+	digest := testDigest
 	auto := `, "stateful": false, "placementPolicy": "bounded-auto"`
 	operator := `, "stateful": false, "placementPolicy": "operator"`
 	start := func(t *testing.T) *testBundle {
@@ -203,11 +193,8 @@ func TestPlacementPolicyOnAgainWithdrawsWhatBoundedAutoApproved(t *testing.T) {
 
 func TestQualificationsAreLinesAtTheTopOfTheStatus(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	digest := "sha256:" + strings.Repeat("ab", 32)
-	b.artifact(t, digest)
-	b.Commit(t, "web on n1", map[string]string{"blueprints/web.json": bpUnit(digest, `["n1"]`, `, "stateful": false`)})
-	b.sync(t)
+	digest := testDigest
+	b := withWeb(t, bpUnit(digest, `["n1"]`, `, "stateful": false`))
 	require.Equal(t, "succeeded", b.rollout(t, "web").State)
 	v, err := b.bps.Get(b.ctx, "web")
 	require.NoError(t, err)
@@ -225,11 +212,8 @@ func TestQualificationsAreLinesAtTheTopOfTheStatus(t *testing.T) {
 
 func TestActionsAreEnabledOnlyWhenTheyCanDoSomething(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	digest := "sha256:" + strings.Repeat("ab", 32)
-	b.artifact(t, digest)
-	b.Commit(t, "web", map[string]string{"blueprints/web.json": webUnit(digest)})
-	b.sync(t)
+	digest := testDigest
+	b := withWeb(t, webUnit(digest))
 	actions := func() *blueprint.Actions {
 		v, err := b.bps.Get(b.ctx, "web")
 		require.NoError(t, err)

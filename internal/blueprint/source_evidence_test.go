@@ -25,7 +25,7 @@ func serviceUnit(name, digest string) string {
 func TestSourceEvidenceNamesTheCommitInForce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	digest := "sha256:" + strings.Repeat("ab", 32)
+	digest := testDigest
 	b.artifact(t, digest)
 	b.Commit(t, "web and api", map[string]string{
 		"blueprints/web.json": webUnit(digest),

@@ -72,7 +72,7 @@ func (h *fakeHost) Inspect(_ context.Context, req hoststep.InspectRequest) (*hos
 	defer h.b.hostMu.Unlock()
 	if h.b.runs[h.node] {
 		// Every test's template pins one digest.
-		return &hoststep.Inspection{Name: req.Name, Running: true, Pid: 42, UnitDigest: "sha256:" + strings.Repeat("ab", 32), UnitHash: "sha256:unit"}, nil
+		return &hoststep.Inspection{Name: req.Name, Running: true, Pid: 42, UnitDigest: testDigest, UnitHash: "sha256:unit"}, nil
 	}
 	return &hoststep.Inspection{}, nil
 }
@@ -172,6 +172,21 @@ func (b *testBundle) sync(t *testing.T) *db.JournalRun {
 	return run
 }
 
+// testDigest is the artifact every test's template pins: the store holds
+// a row for it, and the fake host runs none.
+var testDigest = "sha256:" + strings.Repeat("ab", 32)
+
+// withWeb is a bundle whose source holds Blueprint web as content, synced,
+// with testDigest in the store.
+func withWeb(t *testing.T, content string) *testBundle {
+	t.Helper()
+	b := setup(t)
+	b.artifact(t, testDigest)
+	b.Commit(t, "web", map[string]string{"blueprints/web.json": content})
+	b.sync(t)
+	return b
+}
+
 // artifact puts a row for digest in the store: a rollout authorizes only
 // an artifact the store holds, and the fake host runs none.
 func (b *testBundle) artifact(t *testing.T, digest string) {
@@ -229,11 +244,8 @@ func webUnit(digest string, args ...string) string {
 
 func TestRolloutRecordsTheUnit(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	digest := "sha256:" + strings.Repeat("ab", 32)
-	b.artifact(t, digest)
-	b.Commit(t, "web", map[string]string{"blueprints/web.json": webUnit(digest)})
-	b.sync(t)
+	digest := testDigest
+	b := withWeb(t, webUnit(digest))
 	require.Equal(t, "pending", b.unit(t, "Blueprint", "web").Status)
 
 	first := b.unit(t, "Blueprint", "web").ContentHash

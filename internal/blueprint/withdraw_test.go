@@ -1,7 +1,6 @@
 package blueprint_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 
 func TestWithdrawalIsDecidedFromTheNodesOwnReport(t *testing.T) {
 	t.Parallel()
-	digest := "sha256:" + strings.Repeat("ab", 32)
+	digest := testDigest
 	// leave rolls web out to n1 and n2, then approves a placement without
 	// n2, which queues its withdrawal, and returns that run's message.
 	leave := func(t *testing.T, b *testBundle, before ...func()) (string, *string) {
