@@ -89,8 +89,8 @@ func (s *Store) maxSize() int64 {
 // is known only at the end and a transaction must not stay open while a slow
 // client uploads. It then writes the artifact row and its chunks in one short
 // transaction, reading the file back a chunk at a time, so memory stays at
-// about one chunk whatever the size. A body larger than MaxSize is refused
-// with errs.Invalid.
+// about one chunk whatever the size. A body larger than MaxSize, or an
+// empty one, is refused with errs.Invalid.
 func (s *Store) Put(ctx context.Context, r io.Reader) (Info, error) {
 	if s.CacheDir != "" {
 		if err := os.MkdirAll(s.CacheDir, 0o755); err != nil {
@@ -114,6 +114,9 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (Info, error) {
 	}
 	if n > limit {
 		return Info{}, errs.Errorf(errs.Invalid, "The artifact is larger than the limit of %d bytes; build a smaller executable or raise the limit.", limit)
+	}
+	if n == 0 {
+		return Info{}, errs.Errorf(errs.Invalid, "The artifact is empty: send the executable's bytes as the request body; nothing was stored.")
 	}
 	info := Info{Digest: "sha256:" + hex.EncodeToString(h.Sum(nil)), Size: n}
 

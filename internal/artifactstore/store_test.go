@@ -135,11 +135,11 @@ func TestPut(t *testing.T) {
 		b.requireContent(t, info.Digest, content)
 	})
 
-	t.Run("ExactChunkMultipleAndEmptyFileRoundTrip", func(t *testing.T) {
+	t.Run("ExactChunkMultipleAndOneByteFileRoundTrip", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
-		for _, content := range [][]byte{randomBytes(t, 2*artifactstore.ChunkSize), {}, []byte("x")} {
+		for _, content := range [][]byte{randomBytes(t, 2*artifactstore.ChunkSize), []byte("x")} {
 			info, err := b.store.Put(ctx, iotest.HalfReader(bytes.NewReader(content)))
 			require.NoError(t, err)
 			require.Equal(t, digestOf(content), info.Digest)
@@ -182,6 +182,18 @@ func TestPut(t *testing.T) {
 		}
 		require.Equal(t, 1, countRows(t, b.pool, "artifact", digestOf(content)))
 		require.Equal(t, 3, countRows(t, b.pool, "artifact_chunk", digestOf(content)))
+	})
+
+	t.Run("AnEmptyBodyIsInvalidAndStoresNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		_, err := b.store.Put(ctx, bytes.NewReader(nil))
+		require.True(t, errs.Is(err, errs.Invalid), "%v", err)
+		require.EqualError(t, err, "The artifact is empty: send the executable's bytes as the request body; nothing was stored.")
+		var n int
+		require.NoError(t, b.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM artifact) + (SELECT count(*) FROM artifact_chunk)").Scan(&n))
+		require.Zero(t, n)
 	})
 
 	t.Run("LargerThanMaxSizeIsInvalidAndStoresNothing", func(t *testing.T) {
