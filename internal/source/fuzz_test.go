@@ -32,13 +32,13 @@ import (
 // A path may hold other control characters by design: Git allows them in
 // file names, and a prefix names any directory a unit can be in.
 //
-// Not checked, because they do not hold today: a URL without "://" (a
-// local path, or git@host:repo) passes unchecked, so a NUL, a newline or
-// bytes that are not UTF-8 in it are accepted (and PostgreSQL then refuses
-// the NUL and the bytes with an internal error), and a relative local path
-// with an "@" in it is taken for git@host:repo and kept relative; a "://"
-// URL keeps bytes that are not UTF-8 in its query ("http://host/x?\xae");
-// and a branch may hold such bytes too.
+// A URL without "://" is git@host:repo or an absolute, clean local path,
+// with no control character and valid UTF-8; Git's transport::address form
+// (ext::, fd::) and a relative path are refused.
+//
+// Not checked, because it does not hold today: a "://" URL keeps bytes
+// that are not UTF-8 in its query ("http://host/x?\xae"); and a branch may
+// hold such bytes too.
 func FuzzSettingsInput(f *testing.F) {
 	for _, seed := range []SettingsInput{
 		{RepoURL: "https://example.com/org/intent.git", Branch: "main", Path: "apps", SyncIntervalSec: 600},
@@ -59,6 +59,12 @@ func FuzzSettingsInput(f *testing.F) {
 		{RepoURL: "../intent.git", Path: "../apps"},
 		{RepoURL: "  https://example.com/x  \n"},
 		{RepoURL: ""},
+		{RepoURL: "ext::sh -c touch% /tmp/pwned"},
+		{RepoURL: "fd::17"},
+		{RepoURL: "intent.git"},
+		{RepoURL: "/srv/git/../intent.git"},
+		{RepoURL: "/srv/git/intent\n.git"},
+		{RepoURL: "me@host:intent.git"},
 		// Newlines, NULs and control characters where they could inject.
 		{RepoURL: "https://example.com/x\n[core]\n\tsshCommand = evil"},
 		{RepoURL: "https://example.com/x\x00y"},
@@ -114,6 +120,12 @@ func FuzzSettingsInput(f *testing.F) {
 		require.Equal(t, interval, out.SyncIntervalSec)
 		require.GreaterOrEqual(t, out.SyncIntervalSec, 0)
 
+		if !strings.Contains(out.RepoURL, "://") && creds.username != keepMarker {
+			require.False(t, hasControl(out.RepoURL), "%q", out.RepoURL)
+			require.True(t, utf8.ValidString(out.RepoURL), "%q", out.RepoURL)
+			require.True(t, scpLike.MatchString(out.RepoURL) || (filepath.IsAbs(out.RepoURL) && filepath.Clean(out.RepoURL) == out.RepoURL), "%q", out.RepoURL)
+			require.False(t, !scpLike.MatchString(out.RepoURL) && strings.Contains(out.RepoURL, "::"), "%q", out.RepoURL)
+		}
 		if creds.username == keepMarker {
 			// The masked URL sent back: whether it stands for the stored
 			// credentials is for storeSettingsTx, which requires the stored

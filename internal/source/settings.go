@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/uuid"
@@ -62,7 +64,7 @@ func splitURL(raw string) (string, credentials, error) {
 		return "", credentials{}, errs.Errorf(errs.Invalid, "The repository URL is empty.")
 	}
 	if !strings.Contains(raw, "://") {
-		return raw, credentials{}, nil // a local path or git@host:repo
+		return localURL(raw)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -185,15 +187,35 @@ func normalizeInput(in SettingsInput) (SettingsInput, credentials, error) {
 		}
 	}
 	in.RepoURL = cleanURL
-	if !strings.Contains(cleanURL, "://") && !strings.Contains(cleanURL, "@") {
-		// A local path: make it absolute so the worker finds it from any cwd.
-		abs, err := filepath.Abs(cleanURL)
-		if err != nil {
-			return in, credentials{}, errs.Errorf(errs.Invalid, "The repository path %q cannot be resolved.", cleanURL)
-		}
-		in.RepoURL = abs
-	}
 	return in, creds, nil
+}
+
+// scpLike is Git's user@host:path form of an SSH URL.
+var scpLike = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^:]`)
+
+// localURL checks a repository given without "://": git@host:repo, or an
+// absolute local path. Git's transport::address form (ext::, fd::) runs
+// programs or reads descriptors and is refused; so is a relative path,
+// which would be resolved against serve's working directory, and a
+// control character anywhere.
+func localURL(raw string) (string, credentials, error) {
+	for _, r := range raw {
+		if r < 0x20 || r == 0x7f {
+			return "", credentials{}, errs.Errorf(errs.Invalid, "The repository %q holds a control character.", redact.String(raw))
+		}
+	}
+	if !utf8.ValidString(raw) {
+		return "", credentials{}, errs.Errorf(errs.Invalid, "The repository path is not valid UTF-8.")
+	}
+	switch {
+	case scpLike.MatchString(raw):
+		return raw, credentials{}, nil
+	case strings.Contains(raw, "::"):
+		return "", credentials{}, errs.Errorf(errs.Invalid, "The repository %q uses Git's transport::address form, which sluice does not take: give an https, ssh, git or file URL, or an absolute path.", redact.String(raw))
+	case !filepath.IsAbs(raw):
+		return "", credentials{}, errs.Errorf(errs.Invalid, "The repository path %q is relative, and would be resolved against serve's working directory: give an absolute path (or a file:// URL).", redact.String(raw))
+	}
+	return filepath.Clean(raw), credentials{}, nil
 }
 
 // keepMarker in credentials.username means "keep what is stored".

@@ -161,3 +161,26 @@ func TestPutSettingsRefusesAPathPostgreSQLCannotStore(t *testing.T) {
 	require.True(t, errs.Is(err, errs.Invalid), "%v", err)
 	require.EqualError(t, err, `The path "apps\x00" is not allowed: a prefix is UTF-8 text without NUL characters; give the directory's name as Git shows it`)
 }
+
+// A repository given without "://" is git@host:repo or an absolute path:
+// a relative path would be resolved against serve's working directory,
+// and Git's transport::address form runs programs.
+func TestPutSettingsRefusesRelativeAndTransportRepositories(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+
+	for raw, want := range map[string]string{
+		"intent.git":                   `The repository path "intent.git" is relative, and would be resolved against serve's working directory: give an absolute path (or a file:// URL).`,
+		"../intent.git":                `The repository path "../intent.git" is relative, and would be resolved against serve's working directory: give an absolute path (or a file:// URL).`,
+		"ext::sh -c touch% /tmp/hit":   `The repository "ext::sh -c touch% /tmp/hit" uses Git's transport::address form, which sluice does not take: give an https, ssh, git or file URL, or an absolute path.`,
+		"fd::17":                       `The repository "fd::17" uses Git's transport::address form, which sluice does not take: give an https, ssh, git or file URL, or an absolute path.`,
+		"/srv/git/intent\n[core]x.git": `The repository "/srv/git/intent\n[core]x.git" holds a control character.`,
+	} {
+		_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: raw, Branch: "main"})
+		require.True(t, errs.Is(err, errs.Invalid), "%q: %v", raw, err)
+		require.EqualError(t, err, want)
+	}
+	s, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare + "/.", Branch: "main"})
+	require.NoError(t, err)
+	require.Equal(t, b.Bare, s.RepoURL, "an absolute path is kept, cleaned")
+}
