@@ -885,3 +885,55 @@ func (q *Queries) SourceWebhookLock(ctx context.Context, arg *SourceWebhookLockP
 	_, err := q.db.Exec(ctx, sourceWebhookLock, arg.Class, arg.SourceID)
 	return err
 }
+
+const webhookDeliveryRecord = `-- name: WebhookDeliveryRecord :exec
+WITH pruned AS (
+    DELETE FROM webhook_delivery
+    WHERE source_id = $1 AND received_at < now() - interval '7 days'
+)
+INSERT INTO webhook_delivery (source_id, delivery, git_commit, run_id)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (source_id, delivery) DO NOTHING
+`
+
+type WebhookDeliveryRecordParams struct {
+	SourceID  uuid.UUID
+	Delivery  string
+	GitCommit string
+	RunID     *uuid.UUID
+}
+
+// WebhookDeliveryRecord records a delivery, and drops the source's
+// deliveries older than a week.
+func (q *Queries) WebhookDeliveryRecord(ctx context.Context, arg *WebhookDeliveryRecordParams) error {
+	_, err := q.db.Exec(ctx, webhookDeliveryRecord,
+		arg.SourceID,
+		arg.Delivery,
+		arg.GitCommit,
+		arg.RunID,
+	)
+	return err
+}
+
+const webhookDeliverySeen = `-- name: WebhookDeliverySeen :one
+SELECT source_id, delivery, git_commit, run_id, received_at FROM webhook_delivery WHERE source_id = $1 AND delivery = $2
+`
+
+type WebhookDeliverySeenParams struct {
+	SourceID uuid.UUID
+	Delivery string
+}
+
+// WebhookDeliverySeen is the delivery received before with this id, if any.
+func (q *Queries) WebhookDeliverySeen(ctx context.Context, arg *WebhookDeliverySeenParams) (*WebhookDelivery, error) {
+	row := q.db.QueryRow(ctx, webhookDeliverySeen, arg.SourceID, arg.Delivery)
+	var i WebhookDelivery
+	err := row.Scan(
+		&i.SourceID,
+		&i.Delivery,
+		&i.GitCommit,
+		&i.RunID,
+		&i.ReceivedAt,
+	)
+	return &i, err
+}

@@ -464,3 +464,11 @@ type Unit struct {
 	RunningDigest     *string
 	RunningNode       *string
 }
+
+type WebhookDelivery struct {
+	SourceID   uuid.UUID
+	Delivery   string
+	GitCommit  string
+	RunID      *uuid.UUID
+	ReceivedAt time.Time
+}

@@ -71,8 +71,8 @@ func registerWebhooks(api huma.API, d Deps) {
 	summary := "Receive a Git host's push webhook for a source: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token) " +
 		"or Gitea/Forgejo (X-Gitea-Signature), checked in constant time against the source's webhook secret. " +
 		"A push to the tracked branch answers 202 with the sync that answers for it: duplicate deliveries of a commit " +
-		"make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event " +
-		"or a suspended source answers 200, ignored."
+		"make one sync, and a push during a running sync queues exactly one behind it. Another branch, another event, " +
+		"a suspended source, a delivery id received before (a replay) or the commit the source holds already answers 200, ignored."
 	o := huma.Operation{
 		OperationID:   webhookOpID,
 		Method:        http.MethodPost,

@@ -155,3 +155,18 @@ FOR UPDATE;
 -- for the rest of their transaction, so that each one sees the sync the one
 -- before queued.
 SELECT pg_advisory_xact_lock(@class::int4, hashtext(@source_id::text));
+
+-- name: WebhookDeliverySeen :one
+-- WebhookDeliverySeen is the delivery received before with this id, if any.
+SELECT * FROM webhook_delivery WHERE source_id = @source_id AND delivery = @delivery;
+
+-- name: WebhookDeliveryRecord :exec
+-- WebhookDeliveryRecord records a delivery, and drops the source's
+-- deliveries older than a week.
+WITH pruned AS (
+    DELETE FROM webhook_delivery
+    WHERE source_id = @source_id AND received_at < now() - interval '7 days'
+)
+INSERT INTO webhook_delivery (source_id, delivery, git_commit, run_id)
+VALUES (@source_id, @delivery, @git_commit, sqlc.narg('run_id'))
+ON CONFLICT (source_id, delivery) DO NOTHING;

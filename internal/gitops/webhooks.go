@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -85,13 +86,15 @@ func (s *Service) ReceiveWebhook(ctx context.Context, key string, d webhook.Deli
 	src, host, ev := dl.Source, dl.Host, dl.Event
 	res := &WebhookResult{Outcome: WebhookIgnored, Reason: dl.Ignored, Host: host, Event: ev.Name, Delivery: ev.Delivery, Commit: ev.Commit}
 	if dl.Ignored == "" {
-		jr, err := s.Journal.Coalesce(ctx, fmt.Sprintf("webhook %s %s", src.ID, ev.Commit), func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
+		jr, err := s.Journal.Coalesce(ctx, fmt.Sprintf("webhook %s %s %s", src.ID, ev.Commit, ev.Delivery), func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
 			return s.enqueueWebhook(ctx, src.ID, ev, requests)
 		})
-		if err != nil {
-			return nil, err
-		}
+		var ign *ignoredDelivery
 		switch {
+		case errors.As(err, &ign):
+			res.Reason = ign.why
+		case err != nil:
+			return nil, err
 		case jr == nil:
 			// Suspended or deleted in between.
 			res.Reason = fmt.Sprintf("Source %s was suspended or deleted as the push arrived; nothing to sync.", src.Name)
@@ -117,9 +120,13 @@ func (s *Service) ReceiveWebhook(ctx context.Context, key string, d webhook.Deli
 const webhookLockClass = 0x736c7768
 
 // enqueueWebhook finds or queues the sync that answers for push ev, in a
-// transaction of its own. nil: the source is no longer there to sync.
+// transaction of its own. nil: the source is no longer there to sync, or
+// ignored says why the delivery needs none: its delivery id was received
+// before (a replay, or a host's retry of an answered one), or its commit is
+// the one the source holds already.
 func (s *Service) enqueueWebhook(ctx context.Context, sourceID uuid.UUID, ev *webhook.Event, requests int) (*journal.EnqueueResult, error) {
 	var res *journal.EnqueueResult
+	ignored := ""
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
 		if err := q.SourceWebhookLock(ctx, &db.SourceWebhookLockParams{Class: webhookLockClass, SourceID: sourceID.String()}); err != nil {
@@ -132,11 +139,30 @@ func (s *Service) enqueueWebhook(ctx context.Context, sourceID uuid.UUID, ev *we
 		if src.DeletedAt != nil || src.SuspendedAt != nil {
 			return nil
 		}
+		if ev.Delivery != "" {
+			switch seen, err := q.WebhookDeliverySeen(ctx, &db.WebhookDeliverySeenParams{SourceID: src.ID, Delivery: ev.Delivery}); {
+			case err == nil:
+				ignored = fmt.Sprintf("Delivery %s was received at %s (commit %s); a delivery seen before does nothing.", ev.Delivery, seen.ReceivedAt.UTC().Format(time.RFC3339), short(seen.GitCommit))
+				return nil
+			case !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("look up delivery %s: %w", ev.Delivery, err)
+			}
+		}
+		record := func(run *uuid.UUID) error {
+			if ev.Delivery == "" {
+				return nil
+			}
+			return q.WebhookDeliveryRecord(ctx, &db.WebhookDeliveryRecordParams{SourceID: src.ID, Delivery: ev.Delivery, GitCommit: ev.Commit, RunID: run})
+		}
+		if src.SyncedCommit != nil && *src.SyncedCommit == ev.Commit {
+			ignored = fmt.Sprintf("Commit %s is the one source %s holds already; nothing to sync.", short(ev.Commit), src.Name)
+			return record(nil)
+		}
 		action := SyncArgs{}.Kind()
 		run, err := q.JournalRunJoinQueuedOfTarget(ctx, &db.JournalRunJoinQueuedOfTargetParams{Requests: int32(requests), Action: action, Target: src.Name})
 		if err == nil {
 			res = &journal.EnqueueResult{Run: run, Joined: true}
-			return nil
+			return record(&run.ID)
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("join a queued sync of %s: %w", src.Name, err)
@@ -152,10 +178,22 @@ func (s *Service) enqueueWebhook(ctx context.Context, sourceID uuid.UUID, ev *we
 			Params:      params,
 			JoinRunning: true,
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		return record(&res.Run.ID)
 	})
 	if err != nil {
 		return nil, err
 	}
+	if ignored != "" {
+		return nil, &ignoredDelivery{why: ignored}
+	}
 	return res, nil
 }
+
+// ignoredDelivery is a delivery that needs no sync, and why: every
+// delivery coalesced with it shares the answer.
+type ignoredDelivery struct{ why string }
+
+func (e *ignoredDelivery) Error() string { return e.why }

@@ -229,6 +229,42 @@ func TestWebhooks(t *testing.T) {
 		require.Equal(t, 1, syncRuns(t, b))
 	})
 
+	t.Run("AReplayedDeliveryDoesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setupHook(t, setupOpts{})
+		// A second commit, so that the first sync is not of what the
+		// source holds before it.
+		first, err := deliver(t, b, webhooktest.Push{Host: webhook.GitHub, Commit: head(t, b), Delivery: "d-1"})
+		require.NoError(t, err)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, first.Run.ID).State)
+		b.Commit(t, "two", map[string]string{"apps/api.json": svcUnit("api", "nginx:1")})
+		c := head(t, b)
+		d := webhooktest.Delivery(t, webhooktest.Push{Host: webhook.GitHub, Commit: c, Delivery: "d-2"}, secret)
+		res, err := b.svc.ReceiveWebhook(b.ctx, "default", d)
+		require.NoError(t, err)
+		require.Equal(t, gitops.WebhookQueued, res.Outcome, res.Reason)
+		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
+		before := syncRuns(t, b)
+
+		// The captured delivery, replayed five times: the same bytes, the
+		// same signature, the same delivery id.
+		for range 5 {
+			again, err := b.svc.ReceiveWebhook(b.ctx, "default", d)
+			require.NoError(t, err)
+			require.Equal(t, gitops.WebhookIgnored, again.Outcome)
+			require.Regexp(t, `^Delivery d-2 was received at \S+ \(commit [0-9a-f]{12}\); a delivery seen before does nothing\.$`, again.Reason)
+			require.Nil(t, again.Run)
+		}
+		require.Equal(t, before, syncRuns(t, b), "no sync for a replay")
+
+		// A new delivery of the commit the source holds: nothing to sync.
+		other, err := deliver(t, b, webhooktest.Push{Host: webhook.GitLab, Commit: c, Delivery: "d-3"})
+		require.NoError(t, err)
+		require.Equal(t, gitops.WebhookIgnored, other.Outcome)
+		require.Equal(t, "Commit "+c[:12]+" is the one source default holds already; nothing to sync.", other.Reason)
+		require.Equal(t, before, syncRuns(t, b))
+	})
+
 	t.Run("DeliveryDuringRunningSyncMakesExactlyOneFollowUp", func(t *testing.T) {
 		t.Parallel()
 		b := setupHook(t, setupOpts{})

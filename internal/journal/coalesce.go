@@ -55,6 +55,9 @@ func (j *Journal) Coalesce(ctx context.Context, key string, fn RequestFunc) (*En
 	if b.err != nil {
 		return nil, b.err
 	}
+	if b.res == nil {
+		return nil, nil // fn asked for nothing
+	}
 	res := *b.res
 	res.Joined = res.Joined || !first
 	return &res, nil
