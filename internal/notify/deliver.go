@@ -68,6 +68,9 @@ func Sign(secret string, body []byte) string {
 type sendError struct {
 	msg    string
 	status int
+	// final is an attempt that another cannot change: the target's
+	// address is refused.
+	final bool
 }
 
 func (e *sendError) Error() string { return e.msg }
@@ -107,7 +110,7 @@ func (s *Service) Deliver(ctx context.Context, job *river.Job[DeliverArgs]) erro
 	state := StateDelivered
 	if sendErr != nil {
 		state = StatePending
-		if job.Attempt >= job.MaxAttempts {
+		if job.Attempt >= job.MaxAttempts || sendErr.final {
 			state = StateGaveUp
 		}
 	}
@@ -121,6 +124,9 @@ func (s *Service) Deliver(ctx context.Context, job *river.Job[DeliverArgs]) erro
 		return nil
 	case StateGaveUp:
 		s.logger().Warn("notification gave up", "delivery_id", d.ID, "target", t.Name, "event", d.Event, "attempts", rec.Attempts, "err", sendErr.Error())
+		if sendErr.final {
+			return river.JobCancel(sendErr)
+		}
 	}
 	return sendErr
 }
@@ -178,6 +184,13 @@ func (s *Service) send(ctx context.Context, t *db.NotificationTarget, d *db.Noti
 	if err != nil {
 		return &sendError{msg: fmt.Sprintf("The URL of target %s cannot make a request.", t.Name)}
 	}
+	// A literal address is checked before anything is dialed, in the forms
+	// the resolver might read otherwise (127.1, 2130706433); a target
+	// stored before the guard existed is refused here too. The dialer
+	// checks what a name resolves to.
+	if err := s.guard().CheckHost(req.URL.Hostname()); err != nil {
+		return refusedError(t, err)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "sluice-notify")
 	if t.Kind == KindHTTP {
@@ -187,6 +200,9 @@ func (s *Service) send(ctx context.Context, t *db.NotificationTarget, d *db.Noti
 	}
 	resp, err := s.client().Do(req)
 	if err != nil {
+		if _, ok := refused(err); ok {
+			return refusedError(t, err)
+		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
@@ -200,4 +216,12 @@ func (s *Service) send(ctx context.Context, t *db.NotificationTarget, d *db.Noti
 		return &sendError{status: resp.StatusCode, msg: fmt.Sprintf("%s (target %s) answered %d %s.", t.UrlDisplay, t.Name, resp.StatusCode, http.StatusText(resp.StatusCode))}
 	}
 	return nil
+}
+
+// refusedError is the attempt the guard refused: a sentence that names the
+// address and the setting, and never anything the address answered, since
+// nothing was sent.
+func refusedError(t *db.NotificationTarget, err error) *sendError {
+	re, _ := refused(err)
+	return &sendError{final: true, msg: fmt.Sprintf("Not sent to target %s (%s): %s.", t.Name, t.UrlDisplay, re)}
 }

@@ -33,8 +33,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -104,9 +106,14 @@ type Service struct {
 	// BackoffFunc is the wait before attempt+1. Default: 5 s doubled per
 	// attempt, at most 10 minutes (about 22 minutes over 8 attempts).
 	BackoffFunc func(attempt int) time.Duration
-	// Client sends deliveries. Default: a client with DefaultSendTimeout
-	// that follows no redirects (a redirect is answered as a failure).
-	Client *http.Client
+	// AllowNets are the networks a target may reach although they are
+	// loopback, private, link-local or another kind Guard refuses
+	// (SLUICE_NOTIFY_ALLOW_NETS). Default: none. Set it before the first
+	// send.
+	AllowNets []netip.Prefix
+
+	clientOnce sync.Once
+	httpClient *http.Client
 }
 
 func (s *Service) redactor() *redact.Redactor { return cmp.Or(s.Redactor, redact.Default) }
@@ -134,14 +141,13 @@ func (s *Service) Backoff(attempt int) time.Duration {
 	return min(d, 10*time.Minute)
 }
 
+func (s *Service) guard() *Guard { return &Guard{Allow: s.AllowNets} }
+
+// client is the one client deliveries are sent with, so that connections
+// are kept between them: see newClient.
 func (s *Service) client() *http.Client {
-	if s.Client != nil {
-		return s.Client
-	}
-	return &http.Client{
-		Timeout:       DefaultSendTimeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	s.clientOnce.Do(func() { s.httpClient = newClient(s.guard()) })
+	return s.httpClient
 }
 
 // runLink is the run's URL in the API.

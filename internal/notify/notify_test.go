@@ -10,8 +10,10 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +80,8 @@ type receiver struct {
 	// hears of each request as it arrives.
 	hold    chan struct{}
 	arrived chan struct{}
+	// location, when set, is the Location header of every answer.
+	location string
 }
 
 type received struct {
@@ -86,8 +90,13 @@ type received struct {
 }
 
 func newReceiver(t *testing.T, status int) *receiver {
+	return newReceiverAt(t, status, "127.0.0.1")
+}
+
+// newReceiverAt starts a receiver listening on ip.
+func newReceiverAt(t *testing.T, status int, ip string) *receiver {
 	r := &receiver{status: status}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
 		r.requests = append(r.requests, received{header: req.Header.Clone(), body: body})
@@ -100,11 +109,23 @@ func newReceiver(t *testing.T, status int) *receiver {
 			}
 			<-r.hold
 		}
+		if r.location != "" {
+			w.Header().Set("Location", r.location)
+		}
 		w.WriteHeader(st)
+		_, _ = io.WriteString(w, receiverAnswer)
 	}))
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	require.NoError(t, err)
+	r.Listener.Close()
+	r.Listener = ln
+	r.Start()
 	t.Cleanup(r.Close)
 	return r
 }
+
+// receiverAnswer is every receiver's body: no delivery's error may carry it.
+const receiverAnswer = "receiver-answer-7c1f: what the target said"
 
 func (r *receiver) got() []received {
 	r.mu.Lock()
@@ -123,6 +144,9 @@ type testBundle struct {
 
 type setupOpts struct {
 	maxAttempts int
+	// allowNets is the service's AllowNets. Nil: 127.0.0.1/32, where the
+	// receivers listen; an empty slice allows nothing.
+	allowNets []netip.Prefix
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -143,6 +167,10 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		Pool: pool, Journal: j, Secrets: box, Redactor: red, Logger: logger,
 		BaseURL: "https://sluice.example", MaxAttempts: max(opts.maxAttempts, 1),
 		BackoffFunc: func(int) time.Duration { return 10 * time.Millisecond },
+		AllowNets:   opts.allowNets,
+	}
+	if opts.allowNets == nil {
+		n.AllowNets = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 	}
 	j.FinishedTxFunc = n.RunFinishedTx
 

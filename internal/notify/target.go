@@ -88,7 +88,7 @@ func displayURL(u *url.URL) string {
 	return s
 }
 
-func (in *TargetInput) validate() (*url.URL, error) {
+func (in *TargetInput) validate(g *Guard) (*url.URL, error) {
 	if !nameRE.MatchString(in.Name) {
 		return nil, errs.Errorf(errs.Invalid, "A target name is 1 to 63 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit; %q is not.", in.Name)
 	}
@@ -104,6 +104,9 @@ func (in *TargetInput) validate() (*url.URL, error) {
 	}
 	if u.User != nil {
 		return nil, errs.Errorf(errs.Invalid, "A target URL takes no user name or password; an HTTP target's bodies are signed with its secret instead.")
+	}
+	if err := g.CheckHost(u.Hostname()); err != nil {
+		return nil, errs.Errorf(errs.Invalid, "A target URL's host %s is refused: %s, as such a target could reach this server's own host or network (its database, its API, a cloud's metadata service).", u.Hostname(), err)
 	}
 	u.Fragment = ""
 	switch in.Kind {
@@ -139,7 +142,7 @@ func targetOut(t *db.NotificationTarget, source string) *Target {
 // CreateTarget seals in's URL and secret and stores the target, with a
 // receipt that names it (and neither of them).
 func (s *Service) CreateTarget(ctx context.Context, in TargetInput, requestedBy string) (*Target, error) {
-	u, err := in.validate()
+	u, err := in.validate(s.guard())
 	if err != nil {
 		return nil, err
 	}
