@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -107,6 +108,9 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 		Pool: pool, Journal: j, Secrets: gops.Sources.Secrets, Redactor: &redact.Redactor{}, Logger: logger,
 		BaseURL: "https://sluice.example", MaxAttempts: 2,
 		BackoffFunc: func(int) time.Duration { return 10 * time.Millisecond },
+		// The receivers listen on loopback, which targets may not reach
+		// unless it is allowed.
+		AllowNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 	}
 	j.FinishedTxFunc = ntf.RunFinishedTx
 	sec := &secrets.Service{DB: pool, Journal: j, Box: gops.Sources.Secrets, Redactor: &redact.Redactor{}, Logger: logger}

@@ -17,6 +17,7 @@ import (
 	"sluice/internal/agent"
 	"sluice/internal/controlplane"
 	"sluice/internal/nodeproto"
+	"sluice/internal/notify"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
 	"sluice/internal/source"
@@ -76,6 +77,9 @@ func loadServeConfig(getenv func(string) string) (*controlplane.Config, error) {
 		return nil, err
 	}
 	c.NotifyDedupWindow = time.Duration(window) * time.Second
+	if c.NotifyAllowNets, err = notify.ParseAllowNets(getenv(notify.AllowNetsVar)); err != nil {
+		return nil, fmt.Errorf("%s: %w; give comma-separated networks, such as 10.0.0.0/8,127.0.0.1/32", notify.AllowNetsVar, err)
+	}
 	c.GitOps = source.SettingsInput{
 		RepoURL: getenv("SLUICE_GITOPS_REPO_URL"),
 		Branch:  cmp.Or(getenv("SLUICE_GITOPS_BRANCH"), "main"),

@@ -224,7 +224,8 @@ func faultsSecretScan(t *testing.T) {
 	t.Cleanup(notified.Close)
 	env := faultEnv("SLUICE_DATABASE_URL="+fc.URL(), "SLUICE_DATA_DIR="+dataDir,
 		"SLUICE_GITOPS_REPO_URL=http://deploy:"+password+"@"+host+"/intent.git",
-		"SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_LOG_LEVEL=debug", "SLUICE_SHUTDOWN_TIMEOUT_SEC=2")
+		"SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_LOG_LEVEL=debug", "SLUICE_SHUTDOWN_TIMEOUT_SEC=2",
+		"SLUICE_NOTIFY_ALLOW_NETS=127.0.0.1/32") // where the notification receiver listens
 
 	var (
 		procs  []*proc

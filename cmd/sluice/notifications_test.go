@@ -49,7 +49,7 @@ func TestNotificationsCLI(t *testing.T) {
 		t.Cleanup(b.recv.Close)
 		b.secretAt = filepath.Join(t.TempDir(), "secret")
 		require.NoError(t, os.WriteFile(b.secretAt, []byte(b.secret+"\n"), 0o600))
-		b.p, _ = startServe(t, "SLUICE_DATABASE_URL="+dbtest.NewDB(t))
+		b.p, _ = startServe(t, "SLUICE_DATABASE_URL="+dbtest.NewDB(t), "SLUICE_NOTIFY_ALLOW_NETS=127.0.0.1/32") // where the receiver listens
 		return b
 	}
 	b := setup(t)

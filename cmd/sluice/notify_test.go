@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -22,10 +23,15 @@ func TestServeConfigNotifications(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "http://127.0.0.1:8080", cfg.PublicURL)
 	require.Equal(t, 6*time.Hour, cfg.NotifyDedupWindow)
-	cfg, err = loadServeConfig(envOf("SLUICE_PUBLIC_URL=https://sluice.example.com", "SLUICE_NOTIFY_DEDUP_WINDOW_SEC=60"))
+	require.Empty(t, cfg.NotifyAllowNets, "no network is allowed by default")
+	cfg, err = loadServeConfig(envOf("SLUICE_PUBLIC_URL=https://sluice.example.com", "SLUICE_NOTIFY_DEDUP_WINDOW_SEC=60",
+		"SLUICE_NOTIFY_ALLOW_NETS=10.0.0.0/8,127.0.0.1/32"))
 	require.NoError(t, err)
 	require.Equal(t, "https://sluice.example.com", cfg.PublicURL)
 	require.Equal(t, time.Minute, cfg.NotifyDedupWindow)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32")}, cfg.NotifyAllowNets)
+	_, err = loadServeConfig(envOf("SLUICE_NOTIFY_ALLOW_NETS=10.0.0.0/8,localhost"))
+	require.ErrorContains(t, err, `SLUICE_NOTIFY_ALLOW_NETS: "localhost" is not a network in CIDR form`)
 	_, err = loadServeConfig(envOf("SLUICE_PUBLIC_URL=https://ops:pw@sluice.example.com"))
 	require.ErrorContains(t, err, "SLUICE_PUBLIC_URL must be")
 	_, err = loadServeConfig(envOf("SLUICE_NOTIFY_DEDUP_WINDOW_SEC=-1"))
@@ -48,7 +54,8 @@ func TestServeNotifiesAFailedRunOnceAndShowsNoSecret(t *testing.T) {
 	t.Cleanup(recv.Close)
 	secret := "notify-" + rand.Text()
 
-	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbtest.NewDB(t), "SLUICE_PUBLIC_URL=https://sluice.example", "SLUICE_LOG_LEVEL=debug")
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbtest.NewDB(t), "SLUICE_PUBLIC_URL=https://sluice.example", "SLUICE_LOG_LEVEL=debug",
+		"SLUICE_NOTIFY_ALLOW_NETS=127.0.0.1/32") // where the receiver listens
 	status, body := p.do("POST", "/api/v1/notifications/targets", testToken, map[string]any{
 		"name": "pager", "kind": "http", "url": recv.URL + "/hook", "secret": secret,
 	})

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -53,6 +54,11 @@ type Config struct {
 	// hours): how long a notification covers the same one (target, event,
 	// object, revision, error class) after it.
 	NotifyDedupWindow time.Duration
+	// NotifyAllowNets is SLUICE_NOTIFY_ALLOW_NETS, comma-separated CIDRs
+	// (10.0.0.0/8,127.0.0.1/32): networks notification targets may reach
+	// although they are loopback, private, link-local or metadata
+	// addresses, which are refused by default. Default: none.
+	NotifyAllowNets []netip.Prefix
 
 	// GitOps seeds the stored GitOps settings on first start:
 	// SLUICE_GITOPS_REPO_URL, SLUICE_GITOPS_BRANCH (default main),

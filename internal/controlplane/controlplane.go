@@ -139,7 +139,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 	// notification targets that take it.
 	ntf := &notify.Service{
 		Pool: pool, Journal: j, Secrets: box, Redactor: redact.Default, Logger: logger.With("component", "notify"),
-		BaseURL: cfg.PublicURL, DedupWindow: cfg.NotifyDedupWindow,
+		BaseURL: cfg.PublicURL, DedupWindow: cfg.NotifyDedupWindow, AllowNets: cfg.NotifyAllowNets,
 	}
 	if n, err := ntf.LoadSecrets(ctx); err != nil {
 		return nil, redact.Error(err)
