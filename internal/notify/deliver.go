@@ -78,7 +78,8 @@ func (e *sendError) Error() string { return e.msg }
 // Deliver sends job's delivery and records the attempt. A delivery already
 // delivered is done. A failed attempt returns its error, so River retries
 // it after Backoff; the last one records the delivery gave_up, and River
-// discards the job. A target deleted since gives up at once.
+// discards the job. A target deleted since gives up at once, and so does
+// one whose address the guard refuses.
 func (s *Service) Deliver(ctx context.Context, job *river.Job[DeliverArgs]) error {
 	q := db.New(s.Pool)
 	d, err := q.NotificationDeliveryGet(ctx, job.Args.DeliveryID)

@@ -19,6 +19,10 @@
 //     too, as deduplicated.
 //   - Deliver sends one delivery. River retries a failed attempt with
 //     backoff; after MaxAttempts the delivery is recorded gave_up.
+//   - A delivery reaches only public addresses: Guard checks every address
+//     a delivery is about to connect to, after resolution, and refuses
+//     loopback, private, link-local, metadata and the like unless
+//     AllowNets names their network. A literal one is refused at create.
 //
 // A payload carries the run's id, one redacted sentence and a link to the
 // run, never a secret: target secrets are registered with the redactor as
