@@ -38,36 +38,13 @@ func disabled(format string, a ...any) ActionState {
 	return ActionState{Why: fmt.Sprintf(format, a...)}
 }
 
-// actions reads which of u's rollout actions can do something now.
-func (s *Service) actions(ctx context.Context, q *db.Queries, u *db.Unit, spec *blueprintspec.Spec) (*Actions, error) {
+// actions reads which of u's rollout actions can do something now, from
+// v, the view it completes: its standing placement (the plan's current
+// one) and its newest rollout with its state and answers.
+func (s *Service) actions(ctx context.Context, q *db.Queries, u *db.Unit, spec *blueprintspec.Spec, v *BlueprintView) (*Actions, error) {
 	out := &Actions{}
-	pl, err := q.PlacementLatest(ctx, u.ID)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		pl = nil
-	case err != nil:
-		return nil, fmt.Errorf("placement of %s: %w", u.Name, err)
-	}
-	r, err := q.RolloutLatest(ctx, u.ID)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		r = nil
-	case err != nil:
-		return nil, fmt.Errorf("newest rollout of %s: %w", u.Name, err)
-	}
-	var run *db.JournalRun
-	var paused bool
-	if r != nil {
-		if run, err = runOf(ctx, q, r); err != nil {
-			return nil, err
-		}
-		switch _, err := q.RolloutPauseGet(ctx, r.ID); {
-		case err == nil:
-			paused = true
-		case !errors.Is(err, pgx.ErrNoRows):
-			return nil, err
-		}
-	}
+	pl := v.Plan.Current
+	r := v.Rollout
 
 	// Authorize: a standing placement with nodes, the artifact in the
 	// store, and no rollout binding this generation to it yet.
@@ -100,14 +77,17 @@ func (s *Service) actions(ctx context.Context, q *db.Queries, u *db.Unit, spec *
 		out.Resume, out.Rollback, out.Pause = none, none, none
 		return out, nil
 	}
+	// Its run is open while queued (a run exists) or running; "paused"
+	// and "succeeded" are rolloutState's.
+	open := r.State == journal.StateRunning || (r.State == journal.StateQueued && r.RunID != nil)
 
 	// Resume: as Resume decides.
 	switch {
-	case pl == nil || pl.ID != r.PlacementID:
+	case pl == nil || pl.ID != r.row.PlacementID:
 		out.Resume = disabled("Rollout %s was authorized for a placement that has been replaced since: authorize a rollout for the placement now approved.", r.ID)
-	case open(run) && !paused:
-		out.Resume = disabled("Rollout %s is %s: there is nothing to resume.", r.ID, run.State)
-	case run != nil && run.State == journal.StateSucceeded && !paused:
+	case open:
+		out.Resume = disabled("Rollout %s is %s: there is nothing to resume.", r.ID, r.State)
+	case r.State == journal.StateSucceeded:
 		out.Resume = disabled("Rollout %s succeeded: every node acknowledged it.", r.ID)
 	default:
 		out.Resume = enabled()
@@ -115,9 +95,9 @@ func (s *Service) actions(ctx context.Context, q *db.Queries, u *db.Unit, spec *
 
 	// Pause: as Pause decides.
 	switch {
-	case paused:
+	case r.Pause != nil:
 		out.Pause = disabled("Rollout %s is paused already.", r.ID)
-	case run != nil && run.State == journal.StateSucceeded:
+	case r.State == journal.StateSucceeded:
 		out.Pause = disabled("Rollout %s succeeded: there is nothing to pause.", r.ID)
 	default:
 		out.Pause = enabled()
@@ -125,17 +105,13 @@ func (s *Service) actions(ctx context.Context, q *db.Queries, u *db.Unit, spec *
 
 	// Rollback: as rollback decides, for every node the rollout changed.
 	out.Rollback = enabled()
-	answers, err := q.RolloutNodes(ctx, r.ID)
-	if err != nil {
-		return nil, err
-	}
 	switch {
-	case r.Kind == KindRollback && open(run):
-		out.Rollback = disabled("Rollback %s is %s: one rollback at a time.", r.ID, run.State)
-	case len(answers) == 0:
+	case r.Kind == KindRollback && open:
+		out.Rollback = disabled("Rollback %s is %s: one rollback at a time.", r.ID, r.State)
+	case len(r.Answers) == 0:
 		out.Rollback = disabled("Rollout %s changed no node, so there is nothing to roll back.", r.ID)
 	default:
-		t, err := s.rollbackTarget(ctx, q, u, r, uuid.Nil)
+		t, err := s.rollbackTarget(ctx, q, u, r.row, uuid.Nil)
 		switch {
 		case errs.CodeOf(err) != "":
 			out.Rollback = disabled("%s", err.Error())

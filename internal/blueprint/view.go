@@ -92,6 +92,8 @@ type RolloutView struct {
 	Skipped []RolloutSkipped `json:"skipped"`
 	Error   string           `json:"error,omitempty"`
 	Answers []NodeAnswer     `json:"answers"`
+
+	row *db.Rollout // the rollout's row, for what the view derives from it
 }
 
 // NodeAnswer is one node's answer to a rollout.
@@ -184,7 +186,7 @@ func (s *Service) view(ctx context.Context, q *db.Queries, u *db.Unit, spec *blu
 	if err := s.status(ctx, q, u, spec, v); err != nil {
 		return nil, err
 	}
-	if v.Actions, err = s.actions(ctx, q, u, spec); err != nil {
+	if v.Actions, err = s.actions(ctx, q, u, spec, v); err != nil {
 		return nil, err
 	}
 	v.Answer = answer(v)
@@ -254,7 +256,7 @@ func (s *Service) rolloutView(ctx context.Context, q *db.Queries, u *db.Unit) (*
 	}
 	rv := &RolloutView{ID: r.ID, Kind: r.Kind, RollsBack: r.RollsBack, Scope: r.Scope, OnProbeFailure: r.OnProbeFailure,
 		Generation: r.Generation, Digest: r.Digest, Nodes: r.Nodes, AuthorizedBy: r.AuthorizedBy,
-		Policy: r.Policy, At: r.CreatedAt, AuthorizeRunID: r.RunID, State: "queued", Answers: []NodeAnswer{}}
+		Policy: r.Policy, At: r.CreatedAt, AuthorizeRunID: r.RunID, State: "queued", Answers: []NodeAnswer{}, row: r}
 	run, err := runOf(ctx, q, r)
 	if err != nil {
 		return nil, err
