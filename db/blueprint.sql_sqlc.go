@@ -426,31 +426,32 @@ func (q *Queries) PlacementLatest(ctx context.Context, unitID uuid.UUID) (*Bluep
 }
 
 const placementStandingAuto = `-- name: PlacementStandingAuto :many
-SELECT DISTINCT ON (p.unit_id) p.unit_id, p.policy FROM blueprint_placement AS p
-WHERE NOT EXISTS (SELECT 1 FROM blueprint_placement_withdrawn AS w WHERE w.placement_id = p.id)
-ORDER BY p.unit_id, p.created_at DESC
+SELECT s.unit_id FROM (
+    SELECT DISTINCT ON (p.unit_id) p.unit_id, p.id, p.blueprint, p.policy FROM blueprint_placement AS p
+    WHERE NOT EXISTS (SELECT 1 FROM blueprint_placement_withdrawn AS w WHERE w.placement_id = p.id)
+    ORDER BY p.unit_id, p.created_at DESC
+) AS s
+WHERE s.policy = 'bounded-auto'
+  AND NOT EXISTS (SELECT 1 FROM rollout AS r WHERE r.placement_id = s.id)
+  AND NOT EXISTS (SELECT 1 FROM journal_run AS j WHERE j.target = s.blueprint AND j.action = 'withdraw' AND j.params->>'placement' = s.id::text)
 `
 
-type PlacementStandingAutoRow struct {
-	UnitID uuid.UUID
-	Policy string
-}
-
 // PlacementStandingAuto lists the Blueprint units whose standing approval
-// bounded-auto made.
-func (q *Queries) PlacementStandingAuto(ctx context.Context) ([]*PlacementStandingAutoRow, error) {
+// bounded-auto made and nothing acted on yet (see PlacementActedOn): the
+// ones a switch back to the operator policy may withdraw.
+func (q *Queries) PlacementStandingAuto(ctx context.Context) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, placementStandingAuto)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []*PlacementStandingAutoRow
+	var items []uuid.UUID
 	for rows.Next() {
-		var i PlacementStandingAutoRow
-		if err := rows.Scan(&i.UnitID, &i.Policy); err != nil {
+		var unit_id uuid.UUID
+		if err := rows.Scan(&unit_id); err != nil {
 			return nil, err
 		}
-		items = append(items, &i)
+		items = append(items, unit_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -171,7 +171,13 @@ UNION ALL
 
 -- name: PlacementStandingAuto :many
 -- PlacementStandingAuto lists the Blueprint units whose standing approval
--- bounded-auto made.
-SELECT DISTINCT ON (p.unit_id) p.unit_id, p.policy FROM blueprint_placement AS p
-WHERE NOT EXISTS (SELECT 1 FROM blueprint_placement_withdrawn AS w WHERE w.placement_id = p.id)
-ORDER BY p.unit_id, p.created_at DESC;
+-- bounded-auto made and nothing acted on yet (see PlacementActedOn): the
+-- ones a switch back to the operator policy may withdraw.
+SELECT s.unit_id FROM (
+    SELECT DISTINCT ON (p.unit_id) p.unit_id, p.id, p.blueprint, p.policy FROM blueprint_placement AS p
+    WHERE NOT EXISTS (SELECT 1 FROM blueprint_placement_withdrawn AS w WHERE w.placement_id = p.id)
+    ORDER BY p.unit_id, p.created_at DESC
+) AS s
+WHERE s.policy = 'bounded-auto'
+  AND NOT EXISTS (SELECT 1 FROM rollout AS r WHERE r.placement_id = s.id)
+  AND NOT EXISTS (SELECT 1 FROM journal_run AS j WHERE j.target = s.blueprint AND j.action = 'withdraw' AND j.params->>'placement' = s.id::text);

@@ -469,8 +469,8 @@ func (s *Service) DecideAll(ctx context.Context) error {
 		return fmt.Errorf("list standing placements: %w", err)
 	}
 	auto := map[uuid.UUID]bool{}
-	for _, p := range standing {
-		auto[p.UnitID] = p.Policy == blueprintspec.PlacementBoundedAuto
+	for _, id := range standing {
+		auto[id] = true
 	}
 	var errList []error
 	for _, u := range units {
