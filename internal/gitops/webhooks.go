@@ -86,7 +86,12 @@ func (s *Service) ReceiveWebhook(ctx context.Context, key string, d webhook.Deli
 	src, host, ev := dl.Source, dl.Host, dl.Event
 	res := &WebhookResult{Outcome: WebhookIgnored, Reason: dl.Ignored, Host: host, Event: ev.Name, Delivery: ev.Delivery, Commit: ev.Commit}
 	if dl.Ignored == "" {
-		jr, err := s.Journal.Coalesce(ctx, fmt.Sprintf("webhook %s %s %s", src.ID, ev.Commit, ev.Delivery), func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
+		// Deliveries of one commit coalesce, whatever their ids, as a storm
+		// must: one transaction for them all, not one each queued on the
+		// source's turn with a connection apiece. The batch records the
+		// first one's id; a replay of another finds the commit in force,
+		// or joins the sync that answers for it.
+		jr, err := s.Journal.Coalesce(ctx, fmt.Sprintf("webhook %s %s", src.ID, ev.Commit), func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
 			return s.enqueueWebhook(ctx, src.ID, ev, requests)
 		})
 		var ign *ignoredDelivery
