@@ -415,7 +415,12 @@ func faultsStatusTruth(t *testing.T, trials int) {
 				"web-s0": pidOf(t, filepath.Join(s.serveDir, "services", "web-s0", "pid.json")),
 				"web-a1": pidOf(t, filepath.Join(s.agentDir, "services", "web-a1", "pid.json")),
 			}
-			// The watcher sees them die (within its 100 ms).
+			// The truth changes as they are killed: a status that reads the
+			// host itself (web-s0's) sees it at once, before the watcher's
+			// next look, which on a loaded machine came later than a read.
+			now := time.Now()
+			s.book.set(factSvcS0, false, now)
+			s.book.set(factSvcA1, false, now)
 			for _, pid := range pids {
 				require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 			}
