@@ -631,7 +631,8 @@ func (q *Queries) JournalRunList(ctx context.Context, arg *JournalRunListParams)
 
 const journalRunListOpen = `-- name: JournalRunListOpen :many
 SELECT journal_run.id, journal_run.action, journal_run.target, journal_run.state, journal_run.requested_by, journal_run.requested_at, journal_run.started_at, journal_run.finished_at, journal_run.river_job_id, journal_run.attempt, journal_run.joined, journal_run.retry_of, journal_run.params, journal_run.error, journal_run.result, journal_run.git_commit, journal_run.digest_from, journal_run.digest_to, journal_run.last_seq, journal_run.join_key, journal_run.join_running, journal_run.events_lost, coalesce(river_job.state::text, 'deleted')::text AS job_state,
-       coalesce(river_job.attempted_by[array_upper(river_job.attempted_by, 1)], '')::text AS job_owner
+       coalesce(river_job.attempted_by[array_upper(river_job.attempted_by, 1)], '')::text AS job_owner,
+       EXISTS (SELECT 1 FROM journal_run_park p WHERE p.run_id = journal_run.id) AS parked
 FROM journal_run
 LEFT JOIN river_job ON river_job.id = journal_run.river_job_id
 WHERE journal_run.state IN ('queued', 'running')
@@ -663,6 +664,7 @@ type JournalRunListOpenRow struct {
 	EventsLost  int32
 	JobState    string
 	JobOwner    string
+	Parked      bool
 }
 
 // JournalRunListOpen lists the runs that are not finished, with the state of
@@ -701,6 +703,7 @@ func (q *Queries) JournalRunListOpen(ctx context.Context) ([]*JournalRunListOpen
 			&i.EventsLost,
 			&i.JobState,
 			&i.JobOwner,
+			&i.Parked,
 		); err != nil {
 			return nil, err
 		}

@@ -12,9 +12,11 @@ import (
 )
 
 const laneFront = `-- name: LaneFront :one
-SELECT id FROM journal_run
-WHERE target = $1 AND action = ANY($2::text[]) AND state = 'queued'
-ORDER BY (action = $3::text) DESC, requested_at, id
+SELECT id, state FROM journal_run r
+WHERE target = $1 AND action = ANY($2::text[])
+  AND (state = 'queued'
+       OR (state = 'running' AND EXISTS (SELECT 1 FROM journal_run_park p WHERE p.run_id = r.id)))
+ORDER BY (state = 'running') DESC, (action = $3::text) DESC, requested_at, id
 LIMIT 1
 `
 
@@ -24,13 +26,19 @@ type LaneFrontParams struct {
 	FirstAction string
 }
 
-// LaneFront is the queued run that goes next in a lane: runs of first_action
-// first, then the others in the order they were asked.
-func (q *Queries) LaneFront(ctx context.Context, arg *LaneFrontParams) (uuid.UUID, error) {
+type LaneFrontRow struct {
+	ID    uuid.UUID
+	State string
+}
+
+// LaneFront is the run that goes next in a lane: a parked run holds it
+// until it finishes (it holds no lock while it waits); else the queued runs,
+// those of first_action first, then the others in the order they were asked.
+func (q *Queries) LaneFront(ctx context.Context, arg *LaneFrontParams) (*LaneFrontRow, error) {
 	row := q.db.QueryRow(ctx, laneFront, arg.Target, arg.Actions, arg.FirstAction)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
+	var i LaneFrontRow
+	err := row.Scan(&i.ID, &i.State)
+	return &i, err
 }
 
 const laneTryLock = `-- name: LaneTryLock :one
@@ -49,4 +57,32 @@ func (q *Queries) LaneTryLock(ctx context.Context, arg *LaneTryLockParams) (bool
 	var acquired bool
 	err := row.Scan(&acquired)
 	return acquired, err
+}
+
+const laneWake = `-- name: LaneWake :one
+WITH woken AS (
+    UPDATE river_job SET state = 'available', scheduled_at = now()
+    WHERE id IN (SELECT river_job_id FROM journal_run WHERE target = $1 AND state = 'queued' AND river_job_id IS NOT NULL)
+      AND state = 'scheduled' AND metadata ? 'snoozes'
+    RETURNING queue
+), notified AS (
+    SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
+    FROM (SELECT DISTINCT queue FROM woken) q
+)
+SELECT (SELECT count(*) FROM woken)::int AS woken, (SELECT count(*) FROM notified)::int AS queues
+`
+
+type LaneWakeRow struct {
+	Woken  int32
+	Queues int32
+}
+
+// LaneWake makes the snoozed jobs of target's queued runs available now:
+// the run that held the lane finished, and the next one need not wait out
+// its snooze. Jobs scheduled on purpose (never snoozed) keep their time.
+func (q *Queries) LaneWake(ctx context.Context, target string) (*LaneWakeRow, error) {
+	row := q.db.QueryRow(ctx, laneWake, target)
+	var i LaneWakeRow
+	err := row.Scan(&i.Woken, &i.Queues)
+	return &i, err
 }

@@ -424,3 +424,16 @@ func (q *Queries) NodeTaskNamesDigest(ctx context.Context, arg *NodeTaskNamesDig
 	err := row.Scan(&column_1)
 	return column_1, err
 }
+
+const nodeTaskStateForShare = `-- name: NodeTaskStateForShare :one
+SELECT state FROM node_task WHERE id = $1 FOR SHARE
+`
+
+// NodeTaskStateForShare reads a task's state and holds its row until the
+// transaction ends: a result recorded meanwhile waits for it.
+func (q *Queries) NodeTaskStateForShare(ctx context.Context, id uuid.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, nodeTaskStateForShare, id)
+	var state string
+	err := row.Scan(&state)
+	return state, err
+}

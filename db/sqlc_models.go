@@ -154,6 +154,16 @@ type JournalRun struct {
 	EventsLost  int32
 }
 
+type JournalRunPark struct {
+	RunID      uuid.UUID
+	RiverJobID int64
+	WakeKey    *string
+	State      json.RawMessage
+	EventsLost int32
+	ParkedAt   time.Time
+	Until      time.Time
+}
+
 type Node struct {
 	Name               string
 	Labels             json.RawMessage

@@ -22,9 +22,10 @@ type LaneWorker[T river.JobArgs] struct {
 	// unit's id, a Blueprint's name. LaneFunc is that target's lane.
 	TargetFunc func(T) string
 	LaneFunc   func(target string) journal.Lane
-	// GateFunc, when set, is asked before the job looks for its turn in the
-	// lane. A nil answer lets it go on; an error is the job's answer to
-	// River, a river.JobSnooze to keep it queued.
+	// GateFunc, when set, is asked when the job's run has its turn in the
+	// lane, before it starts (journal.Lane.Gate). A nil answer lets it go
+	// on; an error is the job's answer to River, a river.JobSnooze to keep
+	// it queued.
 	GateFunc func(ctx context.Context, jobID int64, target string) error
 	// ActionFunc is the action's body, run as the job's journal run.
 	ActionFunc LaneActionFunc[T]
@@ -44,12 +45,11 @@ func (w *LaneWorker[T]) Timeout(*river.Job[T]) time.Duration { return w.JobTimeo
 // Work implements river.Worker.
 func (w *LaneWorker[T]) Work(ctx context.Context, job *river.Job[T]) error {
 	target := w.TargetFunc(job.Args)
+	lane := w.LaneFunc(target)
 	if w.GateFunc != nil {
-		if err := w.GateFunc(ctx, job.ID, target); err != nil {
-			return err
-		}
+		lane.Gate = func(ctx context.Context) error { return w.GateFunc(ctx, job.ID, target) }
 	}
-	return journal.RunJobInLane(ctx, w.Journal, job, w.LaneFunc(target), func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
+	return journal.RunJobInLane(ctx, w.Journal, job, lane, func(ctx context.Context, p *journal.Progress) (*journal.Outcome, error) {
 		return w.ActionFunc(ctx, p, job.Args)
 	})
 }

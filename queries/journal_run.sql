@@ -77,7 +77,8 @@ LIMIT @max_rows;
 -- JournalRunListOpen lists the runs that are not finished, with the state of
 -- their River job (NULL once River has deleted the job).
 SELECT journal_run.*, coalesce(river_job.state::text, 'deleted')::text AS job_state,
-       coalesce(river_job.attempted_by[array_upper(river_job.attempted_by, 1)], '')::text AS job_owner
+       coalesce(river_job.attempted_by[array_upper(river_job.attempted_by, 1)], '')::text AS job_owner,
+       EXISTS (SELECT 1 FROM journal_run_park p WHERE p.run_id = journal_run.id) AS parked
 FROM journal_run
 LEFT JOIN river_job ON river_job.id = journal_run.river_job_id
 WHERE journal_run.state IN ('queued', 'running')

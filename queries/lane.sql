@@ -4,9 +4,27 @@
 SELECT pg_try_advisory_lock(@class::int4, hashtext(@target::text)) AS acquired;
 
 -- name: LaneFront :one
--- LaneFront is the queued run that goes next in a lane: runs of first_action
--- first, then the others in the order they were asked.
-SELECT id FROM journal_run
-WHERE target = @target AND action = ANY(@actions::text[]) AND state = 'queued'
-ORDER BY (action = @first_action::text) DESC, requested_at, id
+-- LaneFront is the run that goes next in a lane: a parked run holds it
+-- until it finishes (it holds no lock while it waits); else the queued runs,
+-- those of first_action first, then the others in the order they were asked.
+SELECT id, state FROM journal_run r
+WHERE target = @target AND action = ANY(@actions::text[])
+  AND (state = 'queued'
+       OR (state = 'running' AND EXISTS (SELECT 1 FROM journal_run_park p WHERE p.run_id = r.id)))
+ORDER BY (state = 'running') DESC, (action = @first_action::text) DESC, requested_at, id
 LIMIT 1;
+
+-- name: LaneWake :one
+-- LaneWake makes the snoozed jobs of target's queued runs available now:
+-- the run that held the lane finished, and the next one need not wait out
+-- its snooze. Jobs scheduled on purpose (never snoozed) keep their time.
+WITH woken AS (
+    UPDATE river_job SET state = 'available', scheduled_at = now()
+    WHERE id IN (SELECT river_job_id FROM journal_run WHERE target = @target AND state = 'queued' AND river_job_id IS NOT NULL)
+      AND state = 'scheduled' AND metadata ? 'snoozes'
+    RETURNING queue
+), notified AS (
+    SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
+    FROM (SELECT DISTINCT queue FROM woken) q
+)
+SELECT (SELECT count(*) FROM woken)::int AS woken, (SELECT count(*) FROM notified)::int AS queues;

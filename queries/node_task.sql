@@ -6,6 +6,11 @@ RETURNING *;
 -- name: NodeTaskGet :one
 SELECT * FROM node_task WHERE id = @id;
 
+-- name: NodeTaskStateForShare :one
+-- NodeTaskStateForShare reads a task's state and holds its row until the
+-- transaction ends: a result recorded meanwhile waits for it.
+SELECT state FROM node_task WHERE id = @id FOR SHARE;
+
 -- name: NodeTaskClaim :one
 -- NodeTaskClaim gives the node's oldest queued task to agent instance
 -- claimed_by. SKIP LOCKED: two polls of one node never take one task.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -23,8 +24,9 @@ import (
 //     why, and River cancels its job, which cancels the worker's context:
 //     the worker records the run cancelled as it stops (Cancel returns the
 //     run still running; follow it);
-//   - a running run whose worker's process is gone is finished unknown at
-//     once (what it did cannot be told), and its job cancelled.
+//   - a running run whose worker's process is gone, or that is parked (see
+//     Park), is finished unknown at once (what it did cannot be told), and
+//     its job cancelled.
 //
 // A finished run is a receipt: Conflict.
 func (j *Journal) Cancel(ctx context.Context, id uuid.UUID, by, reason string) (*db.JournalRun, error) {
@@ -103,6 +105,15 @@ func (j *Journal) Cancel(ctx context.Context, id uuid.UUID, by, reason string) (
 			}
 		default:
 			msg := fmt.Sprintf("Ended by %s (%s): the process working it had stopped, so its outcome is unknown.", by, reason)
+			if park, err := q.RunParkGet(ctx, id); err == nil {
+				msg = fmt.Sprintf("Ended by %s (%s) while it waited without a worker since %s: what it had begun may have happened, so its outcome is unknown.", by, reason, park.ParkedAt.UTC().Format(time.RFC3339))
+				// Its continuation job is scheduled, not running.
+				if err := cancelJob(); err != nil {
+					return err
+				}
+			} else if !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("read the park of run %s: %w", id, err)
+			}
 			if err := j.finishTx(ctx, tx, id, StateUnknown, j.redactor.String(msg), nil); err != nil {
 				return err
 			}

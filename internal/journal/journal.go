@@ -141,6 +141,17 @@ type Ref struct {
 
 func (r *Ref) setRef(ref Ref) { *r = ref }
 
+// journalRef is the Ref of args that embed one.
+func (r Ref) journalRef() Ref { return r }
+
+// refOf is the run args were inserted with; uuid.Nil when they embed no Ref.
+func refOf(args any) uuid.UUID {
+	if r, ok := args.(interface{ journalRef() Ref }); ok {
+		return r.journalRef().RunID
+	}
+	return uuid.Nil
+}
+
 // Args is what every action's River args satisfy, by embedding Ref. The
 // action's own key fields carry `river:"unique"` tags: two requests whose
 // tagged fields are equal are the same request (see joinKey).

@@ -107,7 +107,9 @@ func (s *script) next(t *testing.T, b *testBundle) uuid.UUID {
 }
 
 // spineState lists every run and River job, for a test that gives up.
-func spineState(b *testBundle) string {
+func spineState(b *testBundle) string { return spineStateOf(b.pool) }
+
+func spineStateOf(pool *pgxpool.Pool) string {
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -116,7 +118,7 @@ func spineState(b *testBundle) string {
 		"SELECT id, state, attempt, attempted_by, scheduled_at, errors FROM river_job ORDER BY id",
 		"SELECT name, leader_id, expires_at FROM river_leader",
 	} {
-		rows, err := b.pool.Query(ctx, query)
+		rows, err := pool.Query(ctx, query)
 		if err != nil {
 			fmt.Fprintf(&out, "%s: %v\n", query, err)
 			continue

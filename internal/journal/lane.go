@@ -34,6 +34,11 @@ type Lane struct {
 	// Wait is how long a job waits before it looks again; DefaultLaneWait
 	// when zero.
 	Wait time.Duration
+	// Gate, when set, is asked once the job's run has its turn, before it
+	// starts: nil lets it start, an error is the job's answer to River (a
+	// river.JobSnooze keeps it queued, and its turn). Asked only at its
+	// turn, it costs nothing to the jobs that wait behind others.
+	Gate func(ctx context.Context) error
 }
 
 // RunJobInLane runs fn through RunJob when the job's run has its turn in lane:
@@ -65,36 +70,57 @@ func RunJobInLane[T river.JobArgs](ctx context.Context, j *Journal, job *river.J
 	// in a lane holds one connection, not two.
 	defer j.releaseConn(ctx, conn)
 
-	turn, err := lane.isTurn(ctx, q, job.ID)
+	turn, parked, err := lane.isTurn(ctx, q, job.ID)
 	if err != nil {
 		return snoozeIfTransient(err)
+	}
+	if parked {
+		// The lane waits for a run that waits without a worker, for
+		// seconds: its end wakes this job (LaneWake), so look less often.
+		return river.JobSnooze(max(cmp.Or(lane.Wait, DefaultLaneWait), ParkedLaneWait))
 	}
 	if !turn {
 		return wait
 	}
+	if lane.Gate != nil {
+		if err := lane.Gate(ctx); err != nil {
+			return err
+		}
+	}
 	return workOn(ctx, j, job, conn, fn)
 }
 
-// isTurn reports whether the job's run goes next. A run River runs again
-// after it finished (a retry from River UI) goes after the queued ones.
-func (l Lane) isTurn(ctx context.Context, q *db.Queries, jobID int64) (bool, error) {
+// ParkedLaneWait is how long a job waits before it looks again when its
+// lane is held by a parked run. The parked run's end wakes it sooner; this
+// bounds the rare wake that comes while the job is between its look and its
+// snooze.
+const ParkedLaneWait = time.Second
+
+// isTurn reports whether the job's run goes next, and whether the lane is
+// held by another run that is parked. A run River runs again after it
+// finished (a retry from River UI) goes after the queued ones.
+func (l Lane) isTurn(ctx context.Context, q *db.Queries, jobID int64) (turn, parked bool, err error) {
 	front, err := q.LaneFront(ctx, &db.LaneFrontParams{Target: l.Target, Actions: l.Actions, FirstAction: l.First})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return true, nil
+		return true, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read the lane of %s: %w", l.Target, err)
+		return false, false, fmt.Errorf("read the lane of %s: %w", l.Target, err)
 	}
 	run, err := q.JournalRunCurrentForJob(ctx, &jobID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+		return false, front.State == StateRunning, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("find the run of job %d: %w", jobID, err)
+		return false, false, fmt.Errorf("find the run of job %d: %w", jobID, err)
 	}
 	if run.State == StateRunning {
-		// Left running by a process that died; RunJob decides.
-		return true, nil
+		// Parked, and this job continues it; or left running by a process
+		// that died: RunJob decides.
+		return true, false, nil
 	}
-	return run.ID == front, nil
+	if run.ID == front.ID {
+		return true, false, nil
+	}
+	return false, front.State == StateRunning, nil
 }

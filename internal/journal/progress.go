@@ -20,6 +20,8 @@ type Progress struct {
 	j    *Journal
 	run  *db.JournalRun
 	lost atomic.Int32 // events that could not be written; the receipt counts them
+	// parked is the state of the park the run resumed from (Parked).
+	parked json.RawMessage
 }
 
 // RunID is the id of the run being worked.

@@ -22,6 +22,9 @@ const msgGoneBeforeStart = "The process that took this run's job stopped before 
 //     never succeeded: sluice cannot tell how far it got. Its River job, which
 //     River would hold as running until its rescuer, is cancelled so that new
 //     requests are not joined to a dead job; River UI can still retry it.
+//   - a parked run (see Park) whose continuation job can no longer resume
+//     it: deleted, cancelled or finalized, or taken by a process that died.
+//     It becomes unknown.
 //   - a queued run whose River job a process took (River marked it
 //     running) and then died before the run started: it becomes unknown,
 //     and its job is cancelled, so that new requests make a new run.
@@ -53,6 +56,18 @@ func (j *Journal) Recover(ctx context.Context) (int, error) {
 				continue
 			}
 			state, msg = StateUnknown, msgOwnerGone
+			if r.Parked {
+				// It waits without a worker: its continuation job resumes it,
+				// unless that job can no longer run.
+				switch {
+				case r.JobState == "running" && j.processGone(ctx, lc, r.JobOwner):
+					msg = "The process that took this run's continuation job stopped before it resumed the run, so its outcome is unknown."
+				case r.JobState == "deleted" || r.JobState == "cancelled" || r.JobState == "discarded" || r.JobState == "completed":
+					msg = fmt.Sprintf("Its continuation job was %s while the run waited, so its outcome is unknown.", r.JobState)
+				default:
+					continue
+				}
+			}
 		case StateQueued:
 			switch {
 			case r.JobState == "running" && j.processGone(ctx, lc, r.JobOwner):

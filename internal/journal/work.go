@@ -35,6 +35,10 @@ type Outcome struct {
 	// failure too, for actions that record what a failure left behind. It
 	// may complete Result (a pointer): Result is encoded after it runs.
 	ApplyTx func(ctx context.Context, tx pgx.Tx) error
+	// Park, when set (and the action returned no error), does not finish
+	// the run: it waits without a worker and a continuation job resumes it
+	// (see Park). The rest of the Outcome is then ignored.
+	Park *Park
 }
 
 // ActionFunc does an action's work. It runs outside any transaction: slow
@@ -92,7 +96,7 @@ func snoozeIfTransient(err error) error {
 // releases with releaseConn: a job then needs one long-lived connection,
 // whatever other session locks (a lane's) it holds on it.
 func workOn[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T], lc *pgxpool.Conn, fn ActionFunc) error {
-	run, err := j.start(ctx, lc, job.JobRow, job.Args)
+	run, park, err := j.start(ctx, lc, job.JobRow, job.Args)
 	if err != nil {
 		return snoozeIfTransient(err)
 	}
@@ -101,8 +105,15 @@ func workOn[T river.JobArgs](ctx context.Context, j *Journal, job *river.Job[T],
 	j.markLive(run.ID, true)
 	defer j.markLive(run.ID, false)
 	p := &Progress{j: j, run: run}
+	if park != nil {
+		p.parked = park.State
+		p.lost.Store(park.EventsLost)
+	}
 	outcome, actErr := safeRun(ctx, fn, p)
 	complete := func(ctx context.Context, tx pgx.Tx) error { return completeTx(ctx, tx, job) }
+	if actErr == nil && outcome != nil && outcome.Park != nil {
+		return j.park(ctx, job.ID, complete, run, outcome.Park, p.lost.Load())
+	}
 	return j.finish(ctx, job.ID, complete, run, outcome, actErr, p.lost.Load())
 }
 
@@ -115,10 +126,13 @@ func safeRun(ctx context.Context, fn ActionFunc, p *Progress) (out *Outcome, err
 	return fn(ctx, p)
 }
 
-// start records the run as running and takes its liveness lock on lc.
-func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.JobRow, args any) (*db.JournalRun, error) {
+// start records the run as running and takes its liveness lock on lc. When
+// job is the continuation of a parked run, it resumes that run instead and
+// returns its park.
+func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.JobRow, args any) (*db.JournalRun, *db.JournalRunPark, error) {
 	var (
 		run    *db.JournalRun
+		park   *db.JournalRunPark
 		locked *uuid.UUID
 	)
 	err := db.WithTx(ctx, j.pool, func(ctx context.Context, tx pgx.Tx) error {
@@ -160,6 +174,9 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			latest = nil
+			if latest, err = parkedOrigin(ctx, q, job, args); err != nil {
+				return err
+			}
 		}
 
 		var insert *db.JournalRunInsertParams
@@ -180,9 +197,30 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 			if j.isLive(latest.ID) {
 				return river.JobSnooze(snoozeWhenBusy)
 			}
-			if free, err := tryLockErr(ctx, lc, latest.ID, true); !free {
+			if free, err := tryLockErr(ctx, lc, latest.ID, false); !free {
 				return busyOrBroken(err)
 			}
+			locked = &latest.ID
+			if park, err = resume(ctx, q, latest, job.ID); err != nil {
+				return err
+			}
+			if park != nil {
+				// This job continues the parked run: it holds the run's
+				// liveness lock from here on, as the job that parked did.
+				run = latest
+				msg := fmt.Sprintf("resumed by job %d, attempt %d of %d, after %s without a worker", job.ID, job.Attempt, job.MaxAttempts, time.Since(park.ParkedAt).Round(time.Millisecond))
+				_, err = q.JournalEventAppend(ctx, &db.JournalEventAppendParams{RunID: run.ID, Level: LevelInfo, Message: msg})
+				return err
+			}
+			if latest.RiverJobID != nil && *latest.RiverJobID != job.ID {
+				// parkedOrigin: the run parked, and its continuation job
+				// resumes it, not this one.
+				unlockLiveness(ctx, lc, latest.ID)
+				locked = nil
+				return river.JobSnooze(snoozeWhenBusy)
+			}
+			unlockLiveness(ctx, lc, latest.ID)
+			locked = nil
 			if err := j.finishTx(ctx, tx, latest.ID, StateUnknown, msgOwnerGone, nil); err != nil {
 				return err
 			}
@@ -222,7 +260,28 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 		if locked != nil {
 			unlockLiveness(ctx, lc, *locked)
 		}
-		return nil, err
+		return nil, nil, err
+	}
+	return run, park, nil
+}
+
+// parkedOrigin is the run a job was inserted for when that run answers to
+// another job now: it parked, and its continuation job took it over (River
+// UI's retry of the job that parked). nil when there is none.
+func parkedOrigin(ctx context.Context, q *db.Queries, job *rivertype.JobRow, args any) (*db.JournalRun, error) {
+	id := refOf(args)
+	if id == uuid.Nil {
+		return nil, nil
+	}
+	run, err := q.JournalRunGetForUpdate(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find run %s: %w", id, err)
+	}
+	if run.RiverJobID == nil || *run.RiverJobID == job.ID {
+		return nil, nil
 	}
 	return run, nil
 }
@@ -354,6 +413,9 @@ func (j *Journal) finish(ctx context.Context, jobID int64, complete func(context
 			if err != nil {
 				return fmt.Errorf("finish run %s: %w", run.ID, err)
 			}
+			if _, err := q.LaneWake(ctx, run.Target); err != nil {
+				return fmt.Errorf("wake the lane of %s: %w", run.Target, err)
+			}
 			j.finishedTx(ctx, tx, finished)
 			if state == StateSucceeded {
 				return complete(ctx, tx)
@@ -442,6 +504,13 @@ func (j *Journal) finishTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, state, 
 	run, err := q.JournalRunFinish(ctx, &db.JournalRunFinishParams{ID: id, State: state, Error: &msg, Result: result})
 	if err != nil {
 		return fmt.Errorf("finish run %s: %w", id, err)
+	}
+	// A run that ends while parked (Recover, Cancel) is resumed by nobody.
+	if err := q.RunParkDelete(ctx, id); err != nil {
+		return fmt.Errorf("remove the park of run %s: %w", id, err)
+	}
+	if _, err := q.LaneWake(ctx, run.Target); err != nil {
+		return fmt.Errorf("wake the lane of %s: %w", run.Target, err)
 	}
 	j.finishedTx(ctx, tx, run)
 	return nil
