@@ -37,6 +37,13 @@ func addServiceWorkers(r *registry, j *journal.Journal, s *services.Service) {
 	// A stop waits up to the service's stop timeout.
 	add(r, serviceAction(s, s.Stop, serviceTimeout, func(a services.StopArgs) string { return a.Service }))
 	add(r, serviceAction(s, s.DriftCheck, serviceDriftCheckTimeout, func(a services.DriftCheckArgs) string { return a.Service }))
+	// A continuation of a parked action is neither held by the pause nor
+	// by its node: its run holds the lane already, and its node's silence
+	// is what it looks for.
+	add(r, &LaneWorker[services.ContinueArgs]{
+		Journal: s.Journal, TargetFunc: func(a services.ContinueArgs) string { return a.Service }, LaneFunc: s.Lane,
+		ActionFunc: s.Continue, JobTimeout: serviceTimeout,
+	})
 	add(r, &ServiceSweepWorker{Journal: j, Services: s})
 	add(r, &ResumeServiceWorker{Journal: j, Services: s})
 }

@@ -317,7 +317,9 @@ func measureStart(b *testing.B, p *proc, conn *pgx.Conn, path string, body any) 
 
 	var attempted time.Time
 	require.NoError(b, conn.QueryRow(context.Background(),
-		`SELECT attempted_at, coalesce((metadata->>'snoozes')::int, 0) FROM river_job WHERE id = $1`, end.RiverJobID).
+		// The job the run was asked with: a run that waited without a
+		// worker answers to its continuation job by its end.
+		`SELECT attempted_at, coalesce((metadata->>'snoozes')::int, 0) FROM river_job WHERE args->>'run_id' = $1 ORDER BY id LIMIT 1`, acc.JournalID).
 		Scan(&attempted, &s.snoozes))
 	s.pickup, s.gate = attempted.Sub(end.RequestedAt), end.StartedAt.Sub(attempted)
 	return s

@@ -286,11 +286,20 @@ func TestFleet(t *testing.T) {
 			}, 60*time.Second, 10*time.Millisecond)
 			return pid
 		}
+		// The converge waits for its step without a worker from here on.
+		parked := func(id string) {
+			require.Eventually(t, func() bool {
+				var n int
+				_ = conn.QueryRow(context.Background(), `SELECT count(*) FROM journal_run_park WHERE run_id = $1`, id).Scan(&n)
+				return n == 1
+			}, 60*time.Second, 10*time.Millisecond, "run %s never waited without a worker", id)
+		}
 
 		// Frozen mid-probe, longer than the silence: the node reads
 		// Unreachable and the run ends unknown, never succeeded unverified.
 		id := p.accepted("/api/v1/services/web2/converge", nil)
 		started(id)
+		parked(id)
 		a := f.agents["n2"]
 		require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP))
 		r := p.waitRunLong(id, "unknown")
@@ -317,6 +326,7 @@ func TestFleet(t *testing.T) {
 		// adopts the process (no second copy) and the next converge works.
 		id = p.accepted("/api/v1/services/web2/converge", nil)
 		pid := started(id)
+		parked(id)
 		require.NoError(t, a.cmd.Process.Kill())
 		<-a.done
 		r = p.waitRunLong(id, "unknown")
@@ -338,10 +348,10 @@ func TestFleet(t *testing.T) {
 	})
 }
 
-// TestAgentAcrossControlPlaneRestart kills serve while its job waits on an
-// agent's step: the agent finishes the step and posts its result until the
-// restarted serve takes it. The job died with serve, so the run ends
-// unknown; the result is kept as the node's late report, proving what runs.
+// TestAgentAcrossControlPlaneRestart kills serve while a converge waits,
+// without a worker, for its agent's step: the agent finishes the step and
+// posts its result until the restarted serve takes it, and the run ends
+// with what that result proves. Nothing is started twice.
 func TestAgentAcrossControlPlaneRestart(t *testing.T) {
 	t.Parallel()
 	repo, dbURL, serveDir, agentDir := gittest.New(t), dbtest.NewDB(t), t.TempDir(), t.TempDir()
@@ -363,32 +373,41 @@ func TestAgentAcrossControlPlaneRestart(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 	id := p.accepted("/api/v1/services/web/converge", nil)
+	var pid int
+	require.Eventually(t, func() bool {
+		var msg string
+		if conn.QueryRow(context.Background(), `SELECT message FROM journal_event WHERE run_id = $1 AND message LIKE 'started web as pid %'`, id).Scan(&msg) != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimPrefix(msg, "started web as pid "))
+		return err == nil
+	}, 60*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool {
 		var n int
-		_ = conn.QueryRow(context.Background(), `SELECT count(*) FROM journal_event WHERE run_id = $1 AND message LIKE 'started web as pid %'`, id).Scan(&n)
+		_ = conn.QueryRow(context.Background(), `SELECT count(*) FROM journal_run_park WHERE run_id = $1`, id).Scan(&n)
 		return n == 1
-	}, 60*time.Second, 10*time.Millisecond)
+	}, 60*time.Second, 10*time.Millisecond, "the converge waits for its step without a worker")
 	p.kill9() // mid-probe: the agent's step goes on
 
 	p2, _ := startServe(t, append(env, "SLUICE_LISTEN="+addr)...)
-	r := p2.waitRunLong(id, "unknown")
-	require.NotNil(t, r.Error)
-	var late struct {
-		Value struct {
+	p2.waitRunLong(id, "succeeded")
+	var raw []byte
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT result FROM journal_run WHERE id = $1`, id).Scan(&raw))
+	var res struct {
+		Applied struct {
+			Pid   int `json:"pid"`
 			Probe struct {
 				OK bool `json:"ok"`
 			} `json:"probe"`
-		} `json:"value"`
+		} `json:"applied"`
 	}
-	require.Eventually(t, func() bool {
-		var raw []byte
-		if conn.QueryRow(context.Background(), `SELECT late_result FROM node_task WHERE run_id = $1 AND kind = 'apply' AND late_result IS NOT NULL`, id).Scan(&raw) != nil {
-			return false
-		}
-		return json.Unmarshal(raw, &late) == nil
-	}, 60*time.Second, 50*time.Millisecond, "the agent's result reaches the restarted serve")
-	require.True(t, late.Value.Probe.OK, "the late report proves the service came up")
-	require.Equal(t, "unknown", p2.run(id).State, "and never rewrites the receipt")
-	require.Len(t, processesOf(t, filepath.Join(agentDir, "artifacts", strings.TrimPrefix(digest, "sha256:"))), 1)
+	require.NoError(t, json.Unmarshal(raw, &res))
+	require.True(t, res.Applied.Probe.OK, "the receipt holds the agent's proof")
+	require.Equal(t, pid, res.Applied.Pid)
+	var jobs int
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(*) FROM node_task WHERE run_id = $1 AND kind = 'apply'`, id).Scan(&jobs))
+	require.Equal(t, 1, jobs, "the step was dispatched once")
+	exe := filepath.Join(agentDir, "artifacts", strings.TrimPrefix(digest, "sha256:"))
+	require.Equal(t, []int{pid}, processesOf(t, exe), "started once, and runs")
 	p2.waitRunLong(p2.accepted("/api/v1/services/web/converge", nil), "succeeded")
 }

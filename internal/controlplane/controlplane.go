@@ -208,7 +208,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 		return false, fmt.Sprintf("Node %s is %s: %s", n, strings.ToLower(nd.State), nd.Reason), nil
 	}
 	if opts.Node != "" {
-		if err := nodes.Beat(ctx, opts.Node, localReport(ctx, local)); err != nil {
+		if err := nodes.Beat(ctx, opts.Node, executorInstance(client), localReport(ctx, local)); err != nil {
 			return nil, redact.Error(fmt.Errorf("SLUICE_NODE_NAME: %w", err))
 		}
 	}
@@ -272,7 +272,7 @@ func (cp *ControlPlane) Start(ctx context.Context) error {
 		loops = append(loops, newLoop("this node's heartbeat", cp.logger, cp.heartbeat))
 		if cp.Services.Local != nil {
 			// Host steps a job in another process dispatched to this node.
-			local := &nodetask.Local{Tasks: cp.Tasks, Node: cp.node, Instance: "serve-" + cp.River.ID()}
+			local := &nodetask.Local{Tasks: cp.Tasks, Node: cp.node, Instance: executorInstance(cp.River)}
 			logger := cp.logger.With("component", "node_executor", "node", cp.node)
 			loops = append(loops, newLoop("this node's executor", cp.logger, func(ctx context.Context) {
 				_ = agent.RunExecutor(ctx, local, cp.Services.Local, logger)
@@ -299,11 +299,15 @@ func (cp *ControlPlane) heartbeat(ctx context.Context) {
 			return
 		case <-time.After(every):
 		}
-		if err := cp.Nodes.Beat(ctx, cp.node, localReport(ctx, cp.Services.Local)); err != nil && ctx.Err() == nil {
+		if err := cp.Nodes.Beat(ctx, cp.node, executorInstance(cp.River), localReport(ctx, cp.Services.Local)); err != nil && ctx.Err() == nil {
 			cp.logger.Warn("heartbeat of this node", "node", cp.node, "err", redact.Error(err))
 		}
 	}
 }
+
+// executorInstance is the instance serve's executor claims its own node's
+// tasks as, new with each process (the River client's id).
+func executorInstance(client *river.Client[pgx.Tx]) string { return "serve-" + client.ID() }
 
 // localBeatEvery is how often serve beats for its own node given the
 // silence bound: nodeproto.HeartbeatEvery, or a third of the bound when

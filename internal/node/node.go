@@ -158,7 +158,7 @@ func (r *Registry) Flush(ctx context.Context) error {
 		r.mu.Unlock()
 		return fmt.Errorf("write %d heartbeats: %w", len(batch), err)
 	}
-	return nil
+	return r.wakeOrphaned(ctx, p.Names)
 }
 
 // SilenceBound is how long a node may stay silent before it reads
@@ -476,14 +476,28 @@ func (r *Registry) heldLocked(n *db.Node, instance string, now time.Time) error 
 	return nil
 }
 
-// Beat records a heartbeat of serve's own node, registering it first.
-func (r *Registry) Beat(ctx context.Context, name string, rep Reported) error {
+// Beat records a heartbeat of serve's own node, registering it first;
+// instance is the serve process's executor, which claims the node's tasks.
+func (r *Registry) Beat(ctx context.Context, name, instance string, rep Reported) error {
 	rj, _ := json.Marshal(rep)
-	_, err := db.New(r.Pool).NodeUpsertLocal(ctx, &db.NodeUpsertLocalParams{Name: name, Reported: rj})
+	_, err := db.New(r.Pool).NodeUpsertLocal(ctx, &db.NodeUpsertLocalParams{Name: name, Reported: rj, AgentInstance: &instance})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errs.Errorf(errs.Conflict, "Node %s exists as a node with an agent; give serve another SLUICE_NODE_NAME.", name)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return r.wakeOrphaned(ctx, []string{name})
+}
+
+// wakeOrphaned wakes the runs that wait without a worker for a step the
+// agent of one of nodes claimed before it restarted: they end unknown at
+// once, not at the end of their wait.
+func (r *Registry) wakeOrphaned(ctx context.Context, nodes []string) error {
+	if _, err := db.New(r.Pool).RunParkWakeOrphaned(ctx, nodes); err != nil {
+		return fmt.Errorf("wake the runs waiting on a restarted agent's steps: %w", err)
+	}
+	return nil
 }
 
 // Get returns one node.

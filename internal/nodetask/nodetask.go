@@ -223,31 +223,72 @@ func (t *Tasks) DispatchSecrets(ctx context.Context, nodeName string, run uuid.U
 // when the node stays unreachable for the silence before any agent claimed
 // it (a plain error: the step was not taken).
 func (t *Tasks) Await(ctx context.Context, task *db.NodeTask) (*nodeproto.Result, error) {
-	ch, unsub := t.subscribe("task:" + task.ID.String())
+	res, _, err := t.Wait(ctx, task.ID, 0)
+	return res, err
+}
+
+// Wait is Await for at most d (0: no bound): when d passes first, it
+// returns done false and leaves the task as it is, for a run that goes on
+// waiting without a worker (see Park).
+func (t *Tasks) Wait(ctx context.Context, id uuid.UUID, d time.Duration) (res *nodeproto.Result, done bool, err error) {
+	ch, unsub := t.subscribe("task:" + id.String())
 	defer unsub()
 	tick := time.NewTicker(t.poll())
 	defer tick.Stop()
+	var bound <-chan time.Time
+	if d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		bound = timer.C
+	}
 	silence := t.Nodes.SilenceBound()
 	for {
-		row, err := db.New(t.Pool).NodeTaskGet(ctx, task.ID)
+		row, err := db.New(t.Pool).NodeTaskGet(ctx, id)
 		if err != nil && ctx.Err() == nil {
 			// The database may be restarting: look again at the next tick.
-			t.logger().Warn("read node task", "task", task.ID, "err", err)
+			t.logger().Warn("read node task", "task", id, "err", err)
 		}
 		if err == nil {
 			res, stop, err := t.decide(ctx, row, silence)
 			if stop {
-				return res, err
+				return res, true, err
 			}
 		}
 		select {
 		case <-ctx.Done():
-			t.abandon(context.WithoutCancel(ctx), task.ID, "the run stopped waiting: "+context.Cause(ctx).Error())
-			return nil, ctx.Err()
+			t.abandon(context.WithoutCancel(ctx), id, "the run stopped waiting: "+context.Cause(ctx).Error())
+			return nil, true, ctx.Err()
+		case <-bound:
+			return nil, false, nil
 		case <-ch:
 		case <-tick.C:
 		}
 	}
+}
+
+// Look is one look at task id, as Wait takes at each wake: done false when
+// its node has yet to answer and nothing says it never will.
+func (t *Tasks) Look(ctx context.Context, id uuid.UUID) (*nodeproto.Result, bool, error) {
+	row, err := db.New(t.Pool).NodeTaskGet(ctx, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("read node task %s: %w", id, err)
+	}
+	return t.decide(ctx, row, t.Nodes.SilenceBound())
+}
+
+// WakeKey is the key a run parked on task id is woken by (journal.WakeTx):
+// Finish wakes it in the transaction that records the task's result.
+func WakeKey(id uuid.UUID) string { return "task:" + id.String() }
+
+// ReadyTx reports, in tx, whether task id has an answer already (done or
+// abandoned). It holds the task's row FOR SHARE until tx ends, so a result
+// recorded meanwhile waits for tx, and its wake then finds tx's park.
+func ReadyTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (bool, error) {
+	state, err := db.New(tx).NodeTaskStateForShare(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("read node task %s: %w", id, err)
+	}
+	return state == StateDone || state == StateAbandoned, nil
 }
 
 func (t *Tasks) decide(ctx context.Context, row *db.NodeTask, silence time.Duration) (*nodeproto.Result, bool, error) {
@@ -467,6 +508,10 @@ func (t *Tasks) Finish(ctx context.Context, nodeName, instance string, id uuid.U
 		case row.State == StateClaimed && !journal.IsFinal(run.State):
 			if _, err := q.NodeTaskFinish(ctx, &db.NodeTaskFinishParams{ID: id, Node: nodeName, ClaimedBy: &instance, Result: b}); err != nil {
 				return fmt.Errorf("record the result of task %s: %w", id, err)
+			}
+			// A run that waits for it without a worker goes on now.
+			if _, err := journal.WakeTx(ctx, tx, WakeKey(id)); err != nil {
+				return err
 			}
 			out = &nodeproto.Finished{Message: "Recorded; run " + run.ID.String() + " goes on with it."}
 			return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -40,6 +41,12 @@ func (r *Remote) callSecrets(ctx context.Context, t *phase.Phases, kind string, 
 	if err != nil {
 		return err
 	}
+	return r.decode(t, kind, res, out)
+}
+
+// decode takes a step's result: its phases into t, its error as the step's,
+// its value into out, strictly.
+func (r *Remote) decode(t *phase.Phases, kind string, res *nodeproto.Result, out any) error {
 	if t != nil {
 		*t = append(*t, res.Phases...)
 	}
@@ -83,6 +90,45 @@ func (r *Remote) Apply(ctx context.Context, _ hoststep.Events, t *phase.Phases, 
 	}
 	return &a, nil
 }
+
+// Begin dispatches the apply step of req and returns its task, without
+// waiting: Collect takes its answer, in this job or in the run's
+// continuation (the run waits for it without a worker meanwhile).
+func (r *Remote) Begin(ctx context.Context, req hoststep.ApplyRequest) (uuid.UUID, error) {
+	task, err := r.Tasks.DispatchSecrets(ctx, r.Node, r.Run, nodeproto.KindApply, req, []string{req.Manifest.ArtifactDigest}, wireSecrets(req))
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return task.ID, nil
+}
+
+// Collect takes the answer of task, the apply step of req that Begin
+// dispatched, waiting up to d for it (0: one look). done is false when the
+// node has yet to answer and nothing says it never will.
+func (r *Remote) Collect(ctx context.Context, t *phase.Phases, task uuid.UUID, req hoststep.ApplyRequest, d time.Duration) (a *hoststep.Applied, done bool, err error) {
+	var res *nodeproto.Result
+	if d > 0 {
+		res, done, err = r.Tasks.Wait(ctx, task, d)
+	} else {
+		res, done, err = r.Tasks.Look(ctx, task)
+	}
+	if !done || err != nil {
+		return nil, done, err
+	}
+	var out hoststep.Applied
+	if err := r.decode(t, nodeproto.KindApply, res, &out); err != nil {
+		return nil, true, err
+	}
+	if out.Probe == nil || out.Digest != req.Manifest.ArtifactDigest {
+		return nil, true, fmt.Errorf("node %s answered the apply step of %s without a probe of %s", r.Node, req.Manifest.Service, hoststep.Short(req.Manifest.ArtifactDigest))
+	}
+	return &out, true, nil
+}
+
+// Until is the latest a run waiting for one of this node's steps without a
+// worker looks again: a silent node is noticed within about two silence
+// bounds (Wait notices it within one).
+func (r *Remote) Until() time.Time { return time.Now().Add(r.Tasks.Nodes.SilenceBound()) }
 
 // Reprobe implements services.Host.
 func (r *Remote) Reprobe(ctx context.Context, _ hoststep.Events, t *phase.Phases, req hoststep.ApplyRequest) (*hoststep.Reprobed, error) {

@@ -187,7 +187,13 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	if err != nil {
 		return out, err
 	}
-	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, h, p, t, res, u, spec, name, "a deploy", servicespec.OnProbeFailureRollback)
+	a := &act{Action: action, Name: name, Result: res, Unit: u, Prev: prev, OldImage: oldImage, Target: target, spec: spec}
+	return s.apply(ctx, h, p, out, a)
+}
+
+// deployTail ends a deploy or a rollback once its apply step answered.
+func (s *Service) deployTail(ctx context.Context, h Host, p *journal.Progress, out *journal.Outcome, a *act, applied *Applied, policy string, retried bool, applyErr error) (*journal.Outcome, error) {
+	res, t, u, action, name, target, oldImage, prev := a.Result, &a.Result.Phases, a.Unit, a.Action, a.Name, a.Target, a.OldImage, a.Prev
 	if err := unknownStep(applyErr, action, name, res.Node); err != nil {
 		return out, err
 	}
@@ -435,7 +441,13 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 	if err != nil {
 		return out, err
 	}
-	applied, policy, retried, applyErr := s.applyUnderPolicy(ctx, h, p, t, res, u, spec, name, "a converge", servicespec.OnProbeFailureStop)
+	a := &act{Action: ActionConverge, Name: name, Result: res, Unit: u, Prev: prev, Target: digest, spec: spec}
+	return s.apply(ctx, h, p, out, a)
+}
+
+// convergeTail ends a converge once its apply step answered.
+func (s *Service) convergeTail(ctx context.Context, h Host, p *journal.Progress, out *journal.Outcome, a *act, applied *Applied, policy string, retried bool, applyErr error) (*journal.Outcome, error) {
+	res, t, u, name, digest, prev := a.Result, &a.Result.Phases, a.Unit, a.Name, a.Target, a.Prev
 	if err := unknownStep(applyErr, ActionConverge, name, res.Node); err != nil {
 		return out, err
 	}
@@ -486,7 +498,7 @@ func unknownStep(err error, action, name, node string) error {
 	if !errors.As(err, &u) {
 		return nil
 	}
-	return journal.Unknown(fmt.Errorf("%s of %s: %w. Nothing was undone, since the step may have happened; what runs on node %s shows in its next report, and a converge makes it certain", upperFirst(action), name, u.Err, node))
+	return journal.Unknown(fmt.Errorf("%s of %s: %w. Its outcome is unknown, and nothing was undone, since the step may have happened; what runs on node %s shows in its next report, and a converge makes it certain", upperFirst(action), name, u.Err, node))
 }
 
 // record writes a finished action's effect on the service's unit, in the
@@ -518,16 +530,12 @@ func ApplyRequest(spec *servicespec.Spec, name, label string) hoststep.ApplyRequ
 	}
 }
 
-// applyUnderPolicy applies the service's manifest and, under retry-once,
-// probes once more when the probe failed. It returns what runs, the policy
-// that now decides a failure (the action's fallback when the retry failed
-// too) and whether a retry was made.
-func (s *Service) applyUnderPolicy(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, res *Result, u *db.Unit, spec *servicespec.Spec, name, what, fallback string) (*Applied, string, bool, error) {
-	req, err := s.withSecrets(ctx, p, u, spec, applyRequest(spec, name, ""))
-	if err != nil {
-		return nil, res.OnProbeFailure, false, err
-	}
-	applied, applyErr := h.Apply(ctx, p, t, req)
+// underPolicy takes the answer of the service's apply step (req) and,
+// under retry-once, probes once more when the probe failed. It returns what
+// runs, the policy that now decides a failure (the action's fallback when
+// the retry failed too) and whether a retry was made.
+func (s *Service) underPolicy(ctx context.Context, h Host, p *journal.Progress, a *act, req hoststep.ApplyRequest, applied *Applied, applyErr error) (*Applied, string, bool, error) {
+	res, t := a.Result, &a.Result.Phases
 	res.Applied = applied
 	policy := res.OnProbeFailure
 	if applyErr != nil || applied.Probe.OK || policy != servicespec.OnProbeFailureRetryOnce || ctx.Err() != nil {
@@ -535,6 +543,10 @@ func (s *Service) applyUnderPolicy(ctx context.Context, h Host, p *journal.Progr
 	}
 	if s.retryOnce(ctx, h, p, t, res, req) {
 		return res.Retry, policy, true, nil
+	}
+	what, fallback := "a deploy", servicespec.OnProbeFailureRollback
+	if a.Action == ActionConverge {
+		what, fallback = "a converge", servicespec.OnProbeFailureStop
 	}
 	p.Warn(ctx, fmt.Sprintf("the retry failed too; under retry-once, %s falls back to its default, %s", what, fallback), nil)
 	return applied, fallback, true, nil

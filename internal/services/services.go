@@ -54,6 +54,11 @@ var Actions = []string{ActionDeploy, ActionRollback, ActionConverge, ActionDrift
 // that services waiting their turn never hold a sync off.
 const Queue = "services"
 
+// PrioritySweep is the River priority of the drift checks a sweep asks
+// for: every job an operator asks for (priority 1, River's default) is
+// fetched before them, and they keep their place among themselves.
+const PrioritySweep = 3
+
 // insertOpts: a service action is never retried on its own. A failed deploy
 // has already reverted; doing it again is an operator's decision (River UI).
 func insertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1, Queue: Queue} }
@@ -125,6 +130,11 @@ type Service struct {
 	// Wait is how long an action waits before it looks again for its turn
 	// in its service's queue. Default 250 ms.
 	Wait time.Duration
+	// ParkAfter is how long a deploy, rollback or converge waits for its
+	// apply step in its worker before it waits without one (see park.go):
+	// DefaultParkAfter when zero; negative never parks. Only an action
+	// whose step goes through a node task (Remote) parks.
+	ParkAfter time.Duration
 
 	// waitNoted remembers the runs told they wait for their node.
 	waitNoted sync.Map
