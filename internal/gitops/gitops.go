@@ -41,6 +41,9 @@ type Service struct {
 	// need not import services or infra, which import gitops. Nil: nothing
 	// is deployed.
 	AfterAcceptFunc func(ctx context.Context, accepted []*db.Unit) error
+
+	// flights are the SyncNow calls in flight, by source.
+	flights syncFlights
 }
 
 // New returns a Service, and its Sources on the same pool; Sources.Secrets

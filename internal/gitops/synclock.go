@@ -52,7 +52,16 @@ func (s *Service) LockSource(ctx context.Context, sourceID uuid.UUID) (release f
 // records which commit it acted on. The source's policy holds here too:
 // under manual or review the fetch only replaces the candidate, and the
 // action works on the inventory as it was accepted.
+//
+// Actions of one source that ask at once share one sync (see syncFlights).
 func (s *Service) SyncNow(ctx context.Context, p *journal.Progress, sourceID uuid.UUID) (*Result, error) {
+	return s.flights.do(ctx, p.RunID(), sourceID, func() (*Result, error) { return s.syncNow(ctx, p, sourceID) },
+		func(by uuid.UUID, res *Result) {
+			p.Info(ctx, fmt.Sprintf("joined the sync that run %s began after this run asked: acting on commit %s", by, orNoneCommit(res.Commit)), map[string]string{"syncedBy": by.String()})
+		})
+}
+
+func (s *Service) syncNow(ctx context.Context, p *journal.Progress, sourceID uuid.UUID) (*Result, error) {
 	release, err := s.LockSource(ctx, sourceID)
 	if err != nil {
 		return nil, err
