@@ -74,6 +74,7 @@ func (s *Service) Sweep(ctx context.Context, p *journal.Progress) (*journal.Outc
 			if _, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 				Args: &DriftCheckArgs{Service: u.Name}, Target: u.Name,
 				RequestedBy: journal.RequestedBySystem, Params: map[string]string{"sweep": p.RunID().String()},
+				InsertOpts: &river.InsertOpts{Priority: PrioritySweep},
 			}); err != nil {
 				return err
 			}
