@@ -413,6 +413,14 @@ func TestSweepChecksAppliedServices(t *testing.T) {
 		require.NoError(t, b.pool.QueryRow(b.ctx, "SELECT count(*) FROM journal_run WHERE action = $1 AND state = 'succeeded' AND requested_by = 'system'", services.ActionDriftCheck).Scan(&n))
 		return n == 1
 	}, 30*time.Second, 20*time.Millisecond)
+	// River fetches by priority first: what a sweep asks for goes after
+	// what an operator asks for.
+	var sweepPriority, operatorPriority int
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT j.priority FROM river_job j JOIN journal_run r ON r.river_job_id = j.id
+		WHERE r.action = $1 AND r.requested_by = 'system'`, services.ActionDriftCheck).Scan(&sweepPriority))
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT j.priority FROM river_job j WHERE j.args->>'run_id' = $1`, res.Run.ID.String()).Scan(&operatorPriority))
+	require.Equal(t, services.PrioritySweep, sweepPriority)
+	require.Less(t, operatorPriority, sweepPriority)
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
