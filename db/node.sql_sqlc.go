@@ -403,24 +403,21 @@ func (q *Queries) NodeSetLabels(ctx context.Context, arg *NodeSetLabelsParams) (
 }
 
 const nodeUpsertLocal = `-- name: NodeUpsertLocal :one
-INSERT INTO node (name, created_by, local, last_heartbeat_at, reported, credential_issued_at, agent_instance)
-VALUES ($1, 'serve', true, now(), $2, now(), $3)
-ON CONFLICT (name) DO UPDATE SET last_heartbeat_at = now(), reported = EXCLUDED.reported, agent_instance = EXCLUDED.agent_instance
+INSERT INTO node (name, created_by, local, last_heartbeat_at, reported, credential_issued_at)
+VALUES ($1, 'serve', true, now(), $2, now())
+ON CONFLICT (name) DO UPDATE SET last_heartbeat_at = now(), reported = EXCLUDED.reported
 WHERE node.local
 RETURNING name, labels, created_at, created_by, join_token_hash, join_expires_at, credential_hash, credential_issued_at, revoked_at, revoked_by, cordoned_at, cordoned_by, agent_instance, last_heartbeat_at, reported, local
 `
 
 type NodeUpsertLocalParams struct {
-	Name          string
-	Reported      json.RawMessage
-	AgentInstance *string
+	Name     string
+	Reported json.RawMessage
 }
 
 // NodeUpsertLocal records serve's own node and its heartbeat.
-// Its agent instance is the serve process's executor (nodetask.Local), so a
-// serve that restarted is told from the one that claimed a task.
 func (q *Queries) NodeUpsertLocal(ctx context.Context, arg *NodeUpsertLocalParams) (*Node, error) {
-	row := q.db.QueryRow(ctx, nodeUpsertLocal, arg.Name, arg.Reported, arg.AgentInstance)
+	row := q.db.QueryRow(ctx, nodeUpsertLocal, arg.Name, arg.Reported)
 	var i Node
 	err := row.Scan(
 		&i.Name,

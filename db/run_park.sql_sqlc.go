@@ -140,13 +140,45 @@ func (q *Queries) RunParkWake(ctx context.Context, wakeKey *string) (*RunParkWak
 	return &i, err
 }
 
+const runParkWakeClaimedOn = `-- name: RunParkWakeClaimedOn :one
+WITH woken AS (
+    UPDATE river_job SET state = 'available', scheduled_at = now()
+    WHERE id IN (
+        SELECT p.river_job_id
+        FROM journal_run_park p
+        JOIN node_task t ON p.wake_key LIKE 'task:%' AND t.id = substr(p.wake_key, 6)::uuid
+        WHERE t.node = $1 AND t.state = 'claimed')
+      AND state = 'scheduled'
+    RETURNING queue
+), notified AS (
+    SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
+    FROM (SELECT DISTINCT queue FROM woken) q
+)
+SELECT (SELECT count(*) FROM woken)::int AS woken, (SELECT count(*) FROM notified)::int AS queues
+`
+
+type RunParkWakeClaimedOnRow struct {
+	Woken  int32
+	Queues int32
+}
+
+// RunParkWakeClaimedOn wakes the runs parked on a claimed task of node: a
+// serve that starts on its node wakes them, since the serve that claimed
+// them may be the one that died, and a look tells (nodetask's decide).
+func (q *Queries) RunParkWakeClaimedOn(ctx context.Context, node string) (*RunParkWakeClaimedOnRow, error) {
+	row := q.db.QueryRow(ctx, runParkWakeClaimedOn, node)
+	var i RunParkWakeClaimedOnRow
+	err := row.Scan(&i.Woken, &i.Queues)
+	return &i, err
+}
+
 const runParkWakeOrphaned = `-- name: RunParkWakeOrphaned :one
 WITH orphaned AS (
     SELECT p.river_job_id
     FROM journal_run_park p
     JOIN node_task t ON p.wake_key LIKE 'task:%' AND t.id = substr(p.wake_key, 6)::uuid
     JOIN node n ON n.name = t.node
-    WHERE t.node = ANY($1::text[]) AND t.state = 'claimed' AND n.last_heartbeat_at > t.claimed_at
+    WHERE t.node = ANY($1::text[]) AND NOT n.local AND t.state = 'claimed' AND n.last_heartbeat_at > t.claimed_at
       AND (split_part(t.claimed_by, '/', 1) <> coalesce(n.agent_instance, '')
            OR (split_part(t.claimed_by, '/', 2) <> ''
                AND (n.reported ->> 'session') IS DISTINCT FROM split_part(t.claimed_by, '/', 2)))

@@ -6,11 +6,9 @@ RETURNING *;
 
 -- name: NodeUpsertLocal :one
 -- NodeUpsertLocal records serve's own node and its heartbeat.
--- Its agent instance is the serve process's executor (nodetask.Local), so a
--- serve that restarted is told from the one that claimed a task.
-INSERT INTO node (name, created_by, local, last_heartbeat_at, reported, credential_issued_at, agent_instance)
-VALUES (@name, 'serve', true, now(), @reported, now(), @agent_instance)
-ON CONFLICT (name) DO UPDATE SET last_heartbeat_at = now(), reported = EXCLUDED.reported, agent_instance = EXCLUDED.agent_instance
+INSERT INTO node (name, created_by, local, last_heartbeat_at, reported, credential_issued_at)
+VALUES (@name, 'serve', true, now(), @reported, now())
+ON CONFLICT (name) DO UPDATE SET last_heartbeat_at = now(), reported = EXCLUDED.reported
 WHERE node.local
 RETURNING *;
 

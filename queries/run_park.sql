@@ -46,13 +46,32 @@ WITH orphaned AS (
     FROM journal_run_park p
     JOIN node_task t ON p.wake_key LIKE 'task:%' AND t.id = substr(p.wake_key, 6)::uuid
     JOIN node n ON n.name = t.node
-    WHERE t.node = ANY(@nodes::text[]) AND t.state = 'claimed' AND n.last_heartbeat_at > t.claimed_at
+    WHERE t.node = ANY(@nodes::text[]) AND NOT n.local AND t.state = 'claimed' AND n.last_heartbeat_at > t.claimed_at
       AND (split_part(t.claimed_by, '/', 1) <> coalesce(n.agent_instance, '')
            OR (split_part(t.claimed_by, '/', 2) <> ''
                AND (n.reported ->> 'session') IS DISTINCT FROM split_part(t.claimed_by, '/', 2)))
 ), woken AS (
     UPDATE river_job SET state = 'available', scheduled_at = now()
     WHERE id IN (SELECT river_job_id FROM orphaned) AND state = 'scheduled'
+    RETURNING queue
+), notified AS (
+    SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
+    FROM (SELECT DISTINCT queue FROM woken) q
+)
+SELECT (SELECT count(*) FROM woken)::int AS woken, (SELECT count(*) FROM notified)::int AS queues;
+
+-- name: RunParkWakeClaimedOn :one
+-- RunParkWakeClaimedOn wakes the runs parked on a claimed task of node: a
+-- serve that starts on its node wakes them, since the serve that claimed
+-- them may be the one that died, and a look tells (nodetask's decide).
+WITH woken AS (
+    UPDATE river_job SET state = 'available', scheduled_at = now()
+    WHERE id IN (
+        SELECT p.river_job_id
+        FROM journal_run_park p
+        JOIN node_task t ON p.wake_key LIKE 'task:%' AND t.id = substr(p.wake_key, 6)::uuid
+        WHERE t.node = @node AND t.state = 'claimed')
+      AND state = 'scheduled'
     RETURNING queue
 ), notified AS (
     SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)

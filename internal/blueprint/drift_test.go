@@ -23,7 +23,7 @@ func TestDriftMode(t *testing.T) {
 		require.Equal(t, journal.StateSucceeded, b.rollout(t, "web").State)
 		time.Sleep(10 * time.Millisecond)
 		reg := &node.Registry{Pool: b.pool, Journal: b.journal}
-		require.NoError(t, reg.Beat(b.ctx, "n1", "serve-test", node.Reported{}))
+		require.NoError(t, reg.Beat(b.ctx, "n1", node.Reported{}))
 		row := b.row(t, "n1")
 		require.Equal(t, blueprint.NodeDrifted, row.State, "%+v", row)
 		return b

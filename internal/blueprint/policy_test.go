@@ -107,7 +107,7 @@ func TestPlacementDriftIsReportedNeverTouched(t *testing.T) {
 
 	// n2 reports a copy of web running, which no rollout put there.
 	reg := &node.Registry{Pool: b.pool, Journal: b.journal}
-	require.NoError(t, reg.Beat(b.ctx, "n2", "serve-test", node.Reported{Processes: []node.Process{{Service: "bp-web", Running: true, Pid: 4242}}}))
+	require.NoError(t, reg.Beat(b.ctx, "n2", node.Reported{Processes: []node.Process{{Service: "bp-web", Running: true, Pid: 4242}}}))
 	row := b.row(t, "n2")
 	require.Equal(t, blueprint.NodeOutside, row.State, "%+v", row)
 	require.Equal(t, 4242, row.Pid)
@@ -118,7 +118,7 @@ func TestPlacementDriftIsReportedNeverTouched(t *testing.T) {
 	require.Equal(t, blueprint.NodeOutside, v.Status.Answer.State, "%+v", v.Status.Answer)
 
 	// Stopped by hand: the row goes.
-	require.NoError(t, reg.Beat(b.ctx, "n2", "serve-test", node.Reported{}))
+	require.NoError(t, reg.Beat(b.ctx, "n2", node.Reported{}))
 	v, err = b.bps.Get(b.ctx, "web")
 	require.NoError(t, err)
 	for _, r := range v.Nodes {
@@ -204,7 +204,7 @@ func TestQualificationsAreLinesAtTheTopOfTheStatus(t *testing.T) {
 	// line that says which part of the status to trust less.
 	foreign := "The unit sluice-bp-web.service no longer carries sluice's marker: it is someone else's now, and sluice will not touch it."
 	reg := &node.Registry{Pool: b.pool, Journal: b.journal}
-	require.NoError(t, reg.Beat(b.ctx, "n1", "serve-test", node.Reported{Processes: []node.Process{{Service: "bp-web", Running: true, Pid: 7, Foreign: foreign}}}))
+	require.NoError(t, reg.Beat(b.ctx, "n1", node.Reported{Processes: []node.Process{{Service: "bp-web", Running: true, Pid: 7, Foreign: foreign}}}))
 	v, err = b.bps.Get(b.ctx, "web")
 	require.NoError(t, err)
 	require.Equal(t, []string{"On node n1: " + foreign}, v.Status.Answer.Qualifications)

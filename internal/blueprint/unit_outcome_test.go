@@ -108,7 +108,7 @@ func setup(t *testing.T) *testBundle {
 	gops := gitops.New(pool, j, filepath.Join(t.TempDir(), "config-root"), red, nil)
 	reg := &node.Registry{Pool: pool, Journal: j}
 	for _, n := range []string{"n1", "n2"} {
-		require.NoError(t, reg.Beat(ctx, n, "serve-test", node.Reported{}))
+		require.NoError(t, reg.Beat(ctx, n, node.Reported{}))
 	}
 	b := &testBundle{Repo: gittest.New(t), ctx: ctx, pool: pool, journal: j, gitops: gops, hostMu: &sync.Mutex{},
 		failOn: map[string]bool{}, retryPasses: map[string]bool{}, unknownOn: map[string]bool{}, runs: map[string]bool{}, applies: map[string]int{}}

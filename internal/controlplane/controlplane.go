@@ -208,7 +208,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 		return false, fmt.Sprintf("Node %s is %s: %s", n, strings.ToLower(nd.State), nd.Reason), nil
 	}
 	if opts.Node != "" {
-		if err := nodes.Beat(ctx, opts.Node, executorInstance(client), localReport(ctx, local)); err != nil {
+		if err := nodes.Beat(ctx, opts.Node, localReport(ctx, local)); err != nil {
 			return nil, redact.Error(fmt.Errorf("SLUICE_NODE_NAME: %w", err))
 		}
 	}
@@ -284,6 +284,13 @@ func (cp *ControlPlane) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	if cp.node != "" && cp.Services.Local != nil {
+		// A serve that died on this node may have taken steps that runs
+		// wait for without a worker: they look now, not at their wait's end.
+		if err := cp.Nodes.WakeClaimed(ctx, cp.node); err != nil {
+			cp.logger.Warn("wake the runs waiting on this node's steps", "node", cp.node, "err", redact.Error(err))
+		}
+	}
 	return nil
 }
 
@@ -299,7 +306,7 @@ func (cp *ControlPlane) heartbeat(ctx context.Context) {
 			return
 		case <-time.After(every):
 		}
-		if err := cp.Nodes.Beat(ctx, cp.node, executorInstance(cp.River), localReport(ctx, cp.Services.Local)); err != nil && ctx.Err() == nil {
+		if err := cp.Nodes.Beat(ctx, cp.node, localReport(ctx, cp.Services.Local)); err != nil && ctx.Err() == nil {
 			cp.logger.Warn("heartbeat of this node", "node", cp.node, "err", redact.Error(err))
 		}
 	}
@@ -307,7 +314,9 @@ func (cp *ControlPlane) heartbeat(ctx context.Context) {
 
 // executorInstance is the instance serve's executor claims its own node's
 // tasks as, new with each process (the River client's id).
-func executorInstance(client *river.Client[pgx.Tx]) string { return "serve-" + client.ID() }
+func executorInstance(client *river.Client[pgx.Tx]) string {
+	return nodetask.LocalInstancePrefix + client.ID()
+}
 
 // localBeatEvery is how often serve beats for its own node given the
 // silence bound: nodeproto.HeartbeatEvery, or a third of the bound when

@@ -108,3 +108,15 @@ func (j *Journal) processGone(ctx context.Context, lc *pgxpool.Conn, owner strin
 	_, _ = q.ProcessUnlock(ctx, &db.ProcessUnlockParams{Class: processLockClass, ClientID: owner})
 	return true
 }
+
+// ProcessGone reports whether the process of River client id is gone, as
+// Recover tells it: its liveness lock is free. nodetask asks it about the
+// serve whose executor took a step on its own node.
+func (j *Journal) ProcessGone(ctx context.Context, id string) (bool, error) {
+	lc, err := j.pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("acquire connection: %w", err)
+	}
+	defer j.releaseConn(ctx, lc)
+	return j.processGone(ctx, lc, id), nil
+}

@@ -476,23 +476,29 @@ func (r *Registry) heldLocked(n *db.Node, instance string, now time.Time) error 
 	return nil
 }
 
-// Beat records a heartbeat of serve's own node, registering it first;
-// instance is the serve process's executor, which claims the node's tasks.
-func (r *Registry) Beat(ctx context.Context, name, instance string, rep Reported) error {
+// Beat records a heartbeat of serve's own node, registering it first.
+func (r *Registry) Beat(ctx context.Context, name string, rep Reported) error {
 	rj, _ := json.Marshal(rep)
-	_, err := db.New(r.Pool).NodeUpsertLocal(ctx, &db.NodeUpsertLocalParams{Name: name, Reported: rj, AgentInstance: &instance})
+	_, err := db.New(r.Pool).NodeUpsertLocal(ctx, &db.NodeUpsertLocalParams{Name: name, Reported: rj})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errs.Errorf(errs.Conflict, "Node %s exists as a node with an agent; give serve another SLUICE_NODE_NAME.", name)
 	}
-	if err != nil {
-		return err
+	return err
+}
+
+// WakeClaimed wakes the runs that wait without a worker for a step taken on
+// serve's own node name: a serve that starts there calls it, since the
+// serve that took the step may have died with it (see nodetask's decide).
+func (r *Registry) WakeClaimed(ctx context.Context, name string) error {
+	if _, err := db.New(r.Pool).RunParkWakeClaimedOn(ctx, name); err != nil {
+		return fmt.Errorf("wake the runs waiting on node %s's steps: %w", name, err)
 	}
-	return r.wakeOrphaned(ctx, []string{name})
+	return nil
 }
 
 // wakeOrphaned wakes the runs that wait without a worker for a step the
 // agent of one of nodes claimed before it restarted: they end unknown at
-// once, not at the end of their wait.
+// once, not at the end of their wait. (serve's own node: WakeClaimed.)
 func (r *Registry) wakeOrphaned(ctx context.Context, nodes []string) error {
 	if _, err := db.New(r.Pool).RunParkWakeOrphaned(ctx, nodes); err != nil {
 		return fmt.Errorf("wake the runs waiting on a restarted agent's steps: %w", err)

@@ -46,6 +46,10 @@ import (
 	"sluice/internal/secretbox"
 )
 
+// LocalInstancePrefix begins the instance a serve's executor claims its own
+// node's tasks as; the rest is the serve's River client id.
+const LocalInstancePrefix = "serve-"
+
 // Channel is the PostgreSQL channel task changes notify on.
 const Channel = "sluice_node_task"
 
@@ -319,6 +323,15 @@ func (t *Tasks) decide(ctx context.Context, row *db.NodeTask, silence time.Durat
 	switch row.State {
 	case StateClaimed:
 		inst, sess, _ := strings.Cut(deref(row.ClaimedBy), "/")
+		if id, local := strings.CutPrefix(inst, LocalInstancePrefix); local && t.Journal != nil {
+			// Taken by a serve's executor on its own node: that serve's
+			// process is the agent, alive while it holds its liveness lock.
+			if gone, err := t.Journal.ProcessGone(ctx, id); err == nil && gone {
+				why := fmt.Sprintf("the serve process that took the %s step on its own node %s (%s) stopped during it", row.Kind, row.Node, inst)
+				t.abandon(ctx, row.ID, why)
+				return nil, true, journal.Unknown(fmt.Errorf("%s, so whether the step happened is unknown; what runs there now is in the node's next report: converge to make it certain", why))
+			}
+		}
 		now := n.AgentInstance + "/" + n.Reported.Session
 		restarted := n.AgentInstance != "" && (n.AgentInstance != inst || (sess != "" && n.Reported.Session != "" && n.Reported.Session != sess))
 		if restarted && last != nil && row.ClaimedAt != nil && last.After(*row.ClaimedAt) {

@@ -38,7 +38,7 @@ func setup(t *testing.T) *testBundle {
 	j := journal.New(pool, nil, nil)
 	nodes := &node.Registry{Pool: pool, Journal: j}
 	for _, n := range []string{"n1", "n2"} {
-		require.NoError(t, nodes.Beat(ctx, n, "serve-test", node.Reported{Protocol: node.MinAgentVersion}))
+		require.NoError(t, nodes.Beat(ctx, n, node.Reported{Protocol: node.MinAgentVersion}))
 	}
 	run, err := db.New(pool).JournalRunInsert(ctx, &db.JournalRunInsertParams{
 		ID: uuid.New(), Action: "converge", Target: "web", RequestedBy: "test", Params: json.RawMessage(`{}`),
