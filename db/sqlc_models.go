@@ -475,6 +475,11 @@ type Unit struct {
 	RunningNode       *string
 }
 
+type UnitActiveCount struct {
+	SourceID uuid.UUID
+	Active   int64
+}
+
 type WebhookDelivery struct {
 	SourceID   uuid.UUID
 	Delivery   string

@@ -36,11 +36,6 @@ type plan struct {
 	runID uuid.UUID
 	// redactor redacts the paths recorded in sync_path. Nil: redact.Default.
 	redactor *redact.Redactor
-	// activeBefore, when set, returns the source's active units as counted
-	// while the sync fetched (see countActive), so that the finishing
-	// transaction does not scan every unit of the source. Nil: admitTx
-	// counts them itself, as an accept, which runs later, must.
-	activeBefore func() (int, error)
 	// phases are the durations of the stages that made the plan (fetch,
 	// diff, walk); nil for an accept's.
 	phases journal.Phases
@@ -214,12 +209,7 @@ func (p *plan) admitTx(ctx context.Context, q *db.Queries) (*change, error) {
 		}
 	}
 
-	if p.activeBefore != nil {
-		c.activeBefore, err = p.activeBefore()
-	} else {
-		c.activeBefore, err = activeUnits(ctx, q, p.source.ID)
-	}
-	if err != nil {
+	if c.activeBefore, err = activeUnits(ctx, q, p.source.ID); err != nil {
 		return nil, err
 	}
 	c.res.Unchanged = max(c.activeBefore-len(c.paths.updated)-len(c.paths.stale), 0)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -111,14 +110,13 @@ type syncRun struct {
 	s    *Service
 	p    *journal.Progress
 	args SyncArgs
-	// src, again, activeBefore, got and fetched are fetch's.
+	// src, again, got and fetched are fetch's.
 	src *db.Source
 	// again are the paths the last sync found invalid: read again although
 	// unchanged (see lastSyncOf), from the new commit like the changed ones.
-	again        []string
-	activeBefore func() (int, error)
-	got          *gitsync.Result
-	fetched      time.Time // when the fetch ended
+	again   []string
+	got     *gitsync.Result
+	fetched time.Time // when the fetch ended
 	// plan is diff's, and walk's units in it.
 	plan *plan
 	// phases are the stages' durations so far.
@@ -126,12 +124,11 @@ type syncRun struct {
 }
 
 // fetch reads the source's row, refusing a source deleted or suspended
-// since the sync was queued, and its last sync's receipt, starts counting
-// its active units (countActive), and mirrors its repository into its
-// working tree: gitsync fetches, checks the commit out, and hands back the
-// blobs of the files the sync reads (under the source's path, changed since
-// the synced commit or found invalid by the last sync). It writes r.src,
-// r.again, r.activeBefore and r.got. The reads wait out a PostgreSQL
+// since the sync was queued, and its last sync's receipt, and mirrors its
+// repository into its working tree: gitsync fetches, checks the commit out,
+// and hands back the blobs of the files the sync reads (under the source's
+// path, changed since the synced commit or found invalid by the last sync).
+// It writes r.src, r.again and r.got. The reads wait out a PostgreSQL
 // restart, as the receipt's transaction does: a sync that starts as the
 // database goes away is late, not failed.
 func (r *syncRun) fetch(ctx context.Context) error {
@@ -169,7 +166,6 @@ func (r *syncRun) fetch(ctx context.Context) error {
 		return err
 	}
 	r.src, r.again = src, again
-	r.activeBefore = countActive(ctx, db.New(s.Pool), src.ID)
 	p.Info(ctx, fmt.Sprintf("fetching %s (branch %s)", source.MaskedURL(src), src.Branch), nil)
 	begin := time.Now()
 	// Units are parsed from the blobs the sync hands back: the checkout
@@ -202,7 +198,7 @@ func (r *syncRun) fetch(ctx context.Context) error {
 // reads r.src, r.got and r.again, and writes r.plan.
 func (r *syncRun) diff(context.Context) error {
 	src, gr := r.src, r.got
-	plan := &plan{source: src, commit: gr.Commit, runID: r.p.RunID(), redactor: r.s.Redactor, activeBefore: r.activeBefore, result: &Result{
+	plan := &plan{source: src, commit: gr.Commit, runID: r.p.RunID(), redactor: r.s.Redactor, result: &Result{
 		Commit: gr.Commit, CommitMessage: gr.Message, Full: gr.Full,
 		Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{},
 	}}
@@ -342,40 +338,16 @@ func short(commit string) string {
 	return commit
 }
 
-// countActive starts counting the active units of source id on the pool,
-// and returns what waits for the count. A sync counts while it fetches: the
-// source's sync lock is held, so only another action's rare stale or
-// destroyed mark can change the count before the finishing transaction, and
-// the count only feeds the receipt's figure of unchanged units.
-func countActive(ctx context.Context, q *db.Queries, id uuid.UUID) func() (int, error) {
-	type count struct {
-		n   int
-		err error
-	}
-	ch := make(chan count, 1)
-	go func() {
-		var n int
-		err := journal.RetryTransient(ctx, func() (err error) {
-			n, err = activeUnits(ctx, q, id)
-			return err
-		})
-		ch <- count{n, err}
-	}()
-	var once sync.Once
-	var c count
-	return func() (int, error) {
-		once.Do(func() { c = <-ch })
-		return c.n, c.err
-	}
-}
-
-// activeUnits counts the units of source id that are in Git now.
+// activeUnits is how many units of source id are in Git now, as the
+// transaction of q sees them: the counter the unit table's triggers keep
+// in the transactions that change units (migration 0036), one row read
+// instead of a count of every unit of the source.
 func activeUnits(ctx context.Context, q *db.Queries, id uuid.UUID) (int, error) {
-	c, err := q.UnitCountByStatus(ctx, id)
+	n, err := q.UnitActiveCount(ctx, id)
 	if err != nil {
 		return 0, fmt.Errorf("count units: %w", err)
 	}
-	return activeOf(c), nil
+	return int(n), nil
 }
 
 // activeOf is how many of the counted units are in Git now: every status but
