@@ -48,6 +48,10 @@ type Result struct {
 	// picked, read from the object store: a caller parses them without
 	// reading the working tree back. A path Commit lacks is not in it.
 	Files []File
+	// Packs is how many packs the object store holds after the fetch: at
+	// RepackAt or more, the caller should Repack once it is done. 0 when
+	// Unmoved, which fetches nothing.
+	Packs int
 }
 
 // File is one file of the synced commit, as its blob holds it.
@@ -201,6 +205,7 @@ func (m *Mirror) pull(ctx context.Context, repo *git.Repository, opts SyncOpts) 
 		Author:  fmt.Sprintf("%s <%s>", commit.Author.Name, commit.Author.Email),
 		When:    commit.Author.When,
 		Full:    true,
+		Packs:   packCount(repo),
 	}
 	if err := m.changedSince(ctx, repo, since, commit, co, res); err != nil {
 		return nil, err
