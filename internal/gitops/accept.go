@@ -1,6 +1,7 @@
 package gitops
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 
 	"sluice/db"
 	"sluice/internal/errs"
+	"sluice/internal/gitsync"
 	"sluice/internal/journal"
 	"sluice/internal/source"
 	"sluice/internal/unit"
@@ -228,18 +230,30 @@ func (s *Service) Accept(ctx context.Context, p *journal.Progress, args AcceptAr
 
 // FollowUp does what the policy asks once a sync or an accept has
 // committed: under auto-deploy, it hands the units the run created or
-// updated to AfterAcceptFunc. Workers call it after the run finished (and
-// after the sync lock is released): the requests it makes are runs of
-// their own, and none may wait on the sync that caused them.
+// updated to AfterAcceptFunc. Then, after a sync whose fetch left
+// RepackAt packs or more in the working tree's object store, it joins them
+// into one (gitsync.Mirror.Repack), so that the next syncs do not read
+// every pack's index. Workers call it after the run finished (and after
+// the sync lock is released): the requests it makes are runs of their
+// own, and none may wait on the sync that caused them. The repack holds
+// the working tree's lock for its seconds; a sync of the same source
+// waits for it, a sync's receipt never does.
 func (s *Service) FollowUp(ctx context.Context, out *journal.Outcome) {
-	if out == nil || s.AfterAcceptFunc == nil {
+	if out == nil {
 		return
 	}
 	res, ok := out.Result.(*Result)
-	if !ok || !res.autoDeploy || len(res.accepted) == 0 {
+	if !ok {
 		return
 	}
-	if err := s.AfterAcceptFunc(ctx, res.accepted); err != nil {
-		s.Logger.Error("auto-deploy requests", "err", s.Redactor.Error(err))
+	if s.AfterAcceptFunc != nil && res.autoDeploy && len(res.accepted) > 0 {
+		if err := s.AfterAcceptFunc(ctx, res.accepted); err != nil {
+			s.Logger.Error("auto-deploy requests", "err", s.Redactor.Error(err))
+		}
+	}
+	if at := cmp.Or(s.RepackAt, gitsync.RepackAt); res.mirror != nil && res.packs >= at {
+		if _, err := res.mirror.Repack(ctx, at); err != nil {
+			s.Logger.Warn("repack the working tree", "err", s.Redactor.Error(err))
+		}
 	}
 }

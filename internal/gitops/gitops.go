@@ -41,6 +41,9 @@ type Service struct {
 	// need not import services or infra, which import gitops. Nil: nothing
 	// is deployed.
 	AfterAcceptFunc func(ctx context.Context, accepted []*db.Unit) error
+	// RepackAt is how many packs a working tree's object store holds when
+	// FollowUp repacks it after a sync. Default gitsync.RepackAt.
+	RepackAt int
 
 	// flights are the SyncNow calls in flight, by source.
 	flights syncFlights

@@ -1,9 +1,11 @@
 package gitops_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -142,4 +144,38 @@ func TestSyncWorkingTree(t *testing.T) {
 		require.Empty(t, res.Stale)
 		require.Equal(t, 3, res.Unchanged)
 	})
+}
+
+// Every fetch adds a pack to the working tree's object store; once a sync
+// leaves RepackAt of them, its worker joins them into one after the
+// receipt, and the syncs after it read the one pack.
+func TestSyncRepacksPiledPacks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{noStart: true})
+	b.svc.RepackAt = 4
+	b.start(t)
+	packs := func() int {
+		m, err := filepath.Glob(filepath.Join(b.configRoot, ".git", "objects", "pack", "pack-*.pack"))
+		require.NoError(t, err)
+		return len(m)
+	}
+	b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1"), "apps/api.json": svcUnit("api", "api:1")})
+	b.sync(t, false)
+	for i := 2; i <= 3; i++ {
+		b.Commit(t, "bump", map[string]string{"apps/web.json": svcUnit("web", fmt.Sprintf("nginx:%d", i))})
+		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Updated)
+	}
+	require.Equal(t, 3, packs(), "under RepackAt, nothing is repacked")
+
+	b.Commit(t, "bump", map[string]string{"apps/web.json": svcUnit("web", "nginx:4")})
+	require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Updated)
+	require.Eventually(t, func() bool { return packs() == 1 }, 10*time.Second, 20*time.Millisecond, "the fourth pack starts a repack")
+
+	c5 := b.Commit(t, "bump api", map[string]string{"apps/api.json": svcUnit("api", "api:5")}, "apps/web.json")
+	res := b.sync(t, false)
+	require.Equal(t, c5, res.Commit)
+	require.Equal(t, []string{"apps/api.json"}, res.Updated)
+	require.Equal(t, []string{"apps/web.json"}, res.Stale)
+	require.Equal(t, hashOf(t, svcUnit("api", "api:5")), b.unit(t, "apps/api.json").ContentHash)
+	require.Equal(t, 2, packs())
 }

@@ -66,6 +66,11 @@ type Result struct {
 	// whether the policy asks to deploy them (see Service.FollowUp).
 	accepted   []*db.Unit
 	autoDeploy bool
+	// mirror is the working tree a sync fetched into, and packs the packs
+	// its object store held after the fetch: FollowUp repacks it when they
+	// have piled up. Nil and 0 for an accept's result.
+	mirror *gitsync.Mirror
+	packs  int
 }
 
 // Sync is the sync action's body, in six named stages, each a phase on the
@@ -110,11 +115,12 @@ type syncRun struct {
 	s    *Service
 	p    *journal.Progress
 	args SyncArgs
-	// src, again, got and fetched are fetch's.
+	// src, again, mirror, got and fetched are fetch's.
 	src *db.Source
 	// again are the paths the last sync found invalid: read again although
 	// unchanged (see lastSyncOf), from the new commit like the changed ones.
 	again   []string
+	mirror  *gitsync.Mirror
 	got     *gitsync.Result
 	fetched time.Time // when the fetch ended
 	// plan is diff's, and walk's units in it.
@@ -128,7 +134,7 @@ type syncRun struct {
 // repository into its working tree: gitsync fetches, checks the commit out,
 // and hands back the blobs of the files the sync reads (under the source's
 // path, changed since the synced commit or found invalid by the last sync).
-// It writes r.src, r.again and r.got. The reads wait out a PostgreSQL
+// It writes r.src, r.again, r.mirror and r.got. The reads wait out a PostgreSQL
 // restart, as the receipt's transaction does: a sync that starts as the
 // database goes away is late, not failed.
 func (r *syncRun) fetch(ctx context.Context) error {
@@ -181,7 +187,7 @@ func (r *syncRun) fetch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.got, r.fetched = gr, time.Now()
+	r.mirror, r.got, r.fetched = mirror, gr, time.Now()
 	if gr.Unmoved {
 		p.Info(ctx, fmt.Sprintf("at commit %s: the remote's branch has not moved, so nothing was fetched (%s)", short(gr.Commit), time.Since(begin).Round(time.Millisecond)), nil)
 	} else {
@@ -201,6 +207,7 @@ func (r *syncRun) diff(context.Context) error {
 	plan := &plan{source: src, commit: gr.Commit, runID: r.p.RunID(), redactor: r.s.Redactor, result: &Result{
 		Commit: gr.Commit, CommitMessage: gr.Message, Full: gr.Full,
 		Created: []string{}, Updated: []string{}, Stale: []string{}, Invalid: []unit.Invalid{},
+		mirror: r.mirror, packs: gr.Packs,
 	}}
 	r.plan = plan
 	if gr.Full {
