@@ -235,7 +235,7 @@ bench: ensure-tools build bench-sync
 ## bench-sync: the sync table alone (make bench prints it first), also written into docs/benchmarks.md
 bench-sync: ensure-tools
 	@mkdir -p bin
-	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 5x -count $(SYNC_BENCH_COUNT) ./internal/gitops/ | tee bin/bench-sync.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 5x -count $(SYNC_BENCH_COUNT) -timeout 60m ./internal/gitops/ | tee bin/bench-sync.txt
 	@awk "$$SYNC_TABLE_AWK" bin/bench-sync.txt | tee bin/bench-sync-table.txt
 	@scripts/bench-doc.sh bin/bench-sync.txt bin/bench-sync-table.txt
 
