@@ -205,3 +205,89 @@ func BenchmarkSync10k(b *testing.B) {
 	b.Run("OneChange", func(b *testing.B) { changed(b, 1) })
 	b.Run("HundredChanges", func(b *testing.B) { changed(b, 100) })
 }
+
+// BenchmarkSyncPiledPacks measures what piled packs cost a sync of 100
+// changed files, and what Repack gives back: a Mirror of the 10,000-file
+// repository syncs 40 such commits (a pack each), then each sub-benchmark
+// times the next syncs: Piled with the 41 packs and one more a sync, and
+// Repacked after one Repack. The remote is repacked after every commit, so
+// that only the Mirror's packs differ. repack-ms is the Repack's duration.
+func BenchmarkSyncPiledPacks(b *testing.B) {
+	ctx := context.Background()
+	root := b.TempDir()
+	bare := filepath.Join(root, "intent.git")
+	gitCmd(b, root, "init", "-q", "--bare", bare)
+	files := make(map[string]string, benchFiles)
+	for n := range benchFiles {
+		files[benchPath(n)] = benchUnit(n, 0)
+	}
+	fastImport(b, bare, files, "10k units", false)
+	gitCmd(b, bare, "repack", "-adq")
+	gen := 0
+	// pile makes a Mirror that has synced 40 commits of 100 changes since
+	// its clone.
+	pile := func(b *testing.B) (*Mirror, string) {
+		b.Helper()
+		m, err := New(Opts{Dir: filepath.Join(b.TempDir(), "config-root"), Remote: Remote{URL: "file://" + bare}, Redactor: &redact.Redactor{}})
+		require.NoError(b, err)
+		res, err := m.Sync(ctx, "")
+		require.NoError(b, err)
+		head := res.Commit
+		for range 40 {
+			head, _ = bump(b, m, bare, head, &gen)
+		}
+		return m, head
+	}
+	for _, repack := range []bool{false, true} {
+		name := "Piled"
+		if repack {
+			name = "Repacked"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.StopTimer()
+			m, head := pile(b)
+			var repackTook time.Duration
+			if repack {
+				rr, err := m.Repack(ctx, 2)
+				require.NoError(b, err)
+				require.Equal(b, 41, rr.Packs)
+				repackTook = rr.Took
+			}
+			b.ResetTimer() // the pile's syncs ran with it on
+			var took time.Duration
+			for i := 0; i < b.N; i++ {
+				var d time.Duration
+				head, d = bump(b, m, bare, head, &gen)
+				took += d
+			}
+			b.ReportMetric(float64(took.Microseconds())/1000/float64(b.N), "ms/sync")
+			if repack {
+				b.ReportMetric(float64(repackTook.Milliseconds()), "repack-ms")
+			}
+		})
+	}
+}
+
+// bump commits 100 changed files to bare, repacks it, and syncs m from
+// head to the new commit, reading the changed files; it returns the commit
+// and how long the sync took. Only the sync runs with the timer on.
+func bump(b *testing.B, m *Mirror, bare, head string, gen *int) (string, time.Duration) {
+	b.Helper()
+	edits := make(map[string]string, 100)
+	for range 100 {
+		*gen++
+		n := (*gen * 7919) % benchFiles
+		edits[benchPath(n)] = benchUnit(n, *gen)
+	}
+	next := fastImport(b, bare, edits, "bump 100 units", true)
+	gitCmd(b, bare, "repack", "-adq")
+	b.StartTimer()
+	begin := time.Now()
+	res, err := m.SyncFiles(context.Background(), SyncOpts{Since: head, Read: func(string) bool { return true }})
+	took := time.Since(begin)
+	b.StopTimer()
+	require.NoError(b, err)
+	require.Equal(b, next, res.Commit)
+	require.Len(b, res.Files, 100)
+	return next, took
+}
