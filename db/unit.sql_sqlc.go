@@ -18,7 +18,7 @@ SELECT coalesce((SELECT active FROM unit_active_count WHERE source_id = $1), 0):
 
 // UnitActiveCount is how many units of a source are in Git now (pending,
 // applied or failed), from the counter the unit table's triggers keep
-// (0036): one row read, not every unit of the source counted.
+// (0035): one row read, not every unit of the source counted.
 func (q *Queries) UnitActiveCount(ctx context.Context, sourceID uuid.UUID) (int64, error) {
 	row := q.db.QueryRow(ctx, unitActiveCount, sourceID)
 	var active int64

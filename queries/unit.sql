@@ -71,5 +71,5 @@ FROM unit WHERE source_id = @source_id;
 -- name: UnitActiveCount :one
 -- UnitActiveCount is how many units of a source are in Git now (pending,
 -- applied or failed), from the counter the unit table's triggers keep
--- (0036): one row read, not every unit of the source counted.
+-- (0035): one row read, not every unit of the source counted.
 SELECT coalesce((SELECT active FROM unit_active_count WHERE source_id = @source_id), 0)::bigint AS active;

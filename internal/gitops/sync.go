@@ -347,7 +347,7 @@ func short(commit string) string {
 
 // activeUnits is how many units of source id are in Git now, as the
 // transaction of q sees them: the counter the unit table's triggers keep
-// in the transactions that change units (migration 0036), one row read
+// in the transactions that change units (migration 0035), one row read
 // instead of a count of every unit of the source.
 func activeUnits(ctx context.Context, q *db.Queries, id uuid.UUID) (int, error) {
 	n, err := q.UnitActiveCount(ctx, id)

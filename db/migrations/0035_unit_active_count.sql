@@ -1,4 +1,4 @@
--- 0036: each source's count of active units (pending, applied or failed:
+-- 0035: each source's count of active units (pending, applied or failed:
 -- in Git now), kept by the statements that change unit, in their own
 -- transaction. A sync's receipt says how many units it left unchanged, and
 -- counting every unit of the source for it was about 20 ms at 10,000 units,
