@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/base64"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -40,7 +41,9 @@ func decodeCursorPair(s string) (key, last string, err error) {
 		return "", "", errBadCursor()
 	}
 	key, last, ok := strings.Cut(string(b), "\x00")
-	if !ok {
+	// PostgreSQL holds no NUL and no text that is not UTF-8, and refuses
+	// such a parameter: no cursor this server gave out has one.
+	if !ok || !utf8.ValidString(key) || !utf8.ValidString(last) || strings.ContainsRune(last, 0) {
 		return "", "", errBadCursor()
 	}
 	return key, last, nil
