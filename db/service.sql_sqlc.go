@@ -100,6 +100,118 @@ func (q *Queries) ServiceLastRuns(ctx context.Context, arg *ServiceLastRunsParam
 	return items, nil
 }
 
+const serviceLatestFinishedRuns = `-- name: ServiceLatestFinishedRuns :many
+SELECT DISTINCT ON (target) id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
+WHERE target = ANY($1::text[]) AND action = ANY($2::text[]) AND finished_at IS NOT NULL
+ORDER BY target, finished_at DESC, id DESC
+`
+
+type ServiceLatestFinishedRunsParams struct {
+	Targets []string
+	Actions []string
+}
+
+// ServiceLatestFinishedRuns is JournalRunLatestFinishedOf for many targets
+// at once: the newest finished run of any of actions on each of targets.
+func (q *Queries) ServiceLatestFinishedRuns(ctx context.Context, arg *ServiceLatestFinishedRunsParams) ([]*JournalRun, error) {
+	rows, err := q.db.Query(ctx, serviceLatestFinishedRuns, arg.Targets, arg.Actions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JournalRun
+	for rows.Next() {
+		var i JournalRun
+		if err := rows.Scan(
+			&i.ID,
+			&i.Action,
+			&i.Target,
+			&i.State,
+			&i.RequestedBy,
+			&i.RequestedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.RiverJobID,
+			&i.Attempt,
+			&i.Joined,
+			&i.RetryOf,
+			&i.Params,
+			&i.Error,
+			&i.Result,
+			&i.GitCommit,
+			&i.DigestFrom,
+			&i.DigestTo,
+			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const serviceLatestSucceededRuns = `-- name: ServiceLatestSucceededRuns :many
+SELECT DISTINCT ON (target) id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
+WHERE target = ANY($1::text[]) AND action = ANY($2::text[]) AND state = 'succeeded'
+ORDER BY target, finished_at DESC, id DESC
+`
+
+type ServiceLatestSucceededRunsParams struct {
+	Targets []string
+	Actions []string
+}
+
+// ServiceLatestSucceededRuns is RunLatestSucceeded for many targets at once:
+// the newest succeeded run of any of actions on each of targets.
+func (q *Queries) ServiceLatestSucceededRuns(ctx context.Context, arg *ServiceLatestSucceededRunsParams) ([]*JournalRun, error) {
+	rows, err := q.db.Query(ctx, serviceLatestSucceededRuns, arg.Targets, arg.Actions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JournalRun
+	for rows.Next() {
+		var i JournalRun
+		if err := rows.Scan(
+			&i.ID,
+			&i.Action,
+			&i.Target,
+			&i.State,
+			&i.RequestedBy,
+			&i.RequestedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.RiverJobID,
+			&i.Attempt,
+			&i.Joined,
+			&i.RetryOf,
+			&i.Params,
+			&i.Error,
+			&i.Result,
+			&i.GitCommit,
+			&i.DigestFrom,
+			&i.DigestTo,
+			&i.LastSeq,
+			&i.JoinKey,
+			&i.JoinRunning,
+			&i.EventsLost,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const serviceList = `-- name: ServiceList :many
 SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit
 WHERE kind = 'Service' AND status NOT IN ('stale', 'destroyed')
@@ -181,6 +293,61 @@ func (q *Queries) ServiceListByNames(ctx context.Context, arg *ServiceListByName
 			&i.SourceName,
 			&i.Path,
 			&i.Name,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const serviceListPage = `-- name: ServiceListPage :many
+SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit
+WHERE kind = 'Service' AND status NOT IN ('stale', 'destroyed')
+  AND (name, id) > ($1::text, $2::uuid)
+ORDER BY name, id
+LIMIT $3
+`
+
+type ServiceListPageParams struct {
+	AfterName string
+	AfterID   uuid.UUID
+	MaxRows   int32
+}
+
+// ServiceListPage returns up to max_rows active Service units after the one
+// (after_name, after_id) names, by name: a page of ServiceList. An active
+// name is one service's (unit_service_name_active), so the order is the
+// list's; the id only breaks a tie the constraint forbids.
+func (q *Queries) ServiceListPage(ctx context.Context, arg *ServiceListPageParams) ([]*Unit, error) {
+	rows, err := q.db.Query(ctx, serviceListPage, arg.AfterName, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*Unit
+	for rows.Next() {
+		var i Unit
+		if err := rows.Scan(
+			&i.ID,
+			&i.SourceID,
+			&i.Path,
+			&i.Kind,
+			&i.Name,
+			&i.Labels,
+			&i.Status,
+			&i.StatusBeforeStale,
+			&i.Content,
+			&i.ContentHash,
+			&i.LastAppliedHash,
+			&i.GitCommit,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.RunningDigest,
+			&i.RunningNode,
 		); err != nil {
 			return nil, err
 		}

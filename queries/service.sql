@@ -4,6 +4,17 @@ SELECT * FROM unit
 WHERE kind = 'Service' AND status NOT IN ('stale', 'destroyed')
 ORDER BY name, path;
 
+-- name: ServiceListPage :many
+-- ServiceListPage returns up to max_rows active Service units after the one
+-- (after_name, after_id) names, by name: a page of ServiceList. An active
+-- name is one service's (unit_service_name_active), so the order is the
+-- list's; the id only breaks a tie the constraint forbids.
+SELECT * FROM unit
+WHERE kind = 'Service' AND status NOT IN ('stale', 'destroyed')
+  AND (name, id) > (@after_name::text, @after_id::uuid)
+ORDER BY name, id
+LIMIT @max_rows;
+
 -- name: ServiceGet :one
 -- ServiceGet finds the active Service unit named name. At most one row
 -- matches: the constraint unit_service_name_active gives a name to one
@@ -94,3 +105,17 @@ DELETE FROM service_pause WHERE service = @service RETURNING *;
 
 -- name: ServicePauseList :many
 SELECT * FROM service_pause WHERE service = ANY(@services::text[]);
+
+-- name: ServiceLatestSucceededRuns :many
+-- ServiceLatestSucceededRuns is RunLatestSucceeded for many targets at once:
+-- the newest succeeded run of any of actions on each of targets.
+SELECT DISTINCT ON (target) * FROM journal_run
+WHERE target = ANY(@targets::text[]) AND action = ANY(@actions::text[]) AND state = 'succeeded'
+ORDER BY target, finished_at DESC, id DESC;
+
+-- name: ServiceLatestFinishedRuns :many
+-- ServiceLatestFinishedRuns is JournalRunLatestFinishedOf for many targets
+-- at once: the newest finished run of any of actions on each of targets.
+SELECT DISTINCT ON (target) * FROM journal_run
+WHERE target = ANY(@targets::text[]) AND action = ANY(@actions::text[]) AND finished_at IS NOT NULL
+ORDER BY target, finished_at DESC, id DESC;

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -254,10 +255,23 @@ func NewDB(t testing.TB) string {
 // NewPool is NewDB plus a pool on it, closed when the test ends.
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
+	return newPool(t, nil)
+}
+
+// NewCountingPool is NewPool, and a count of the statements run on it.
+func NewCountingPool(t testing.TB) (*pgxpool.Pool, *Statements) {
+	t.Helper()
+	c := &Statements{}
+	return newPool(t, c), c
+}
+
+func newPool(t testing.TB, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(NewDB(t))
 	if err != nil {
 		t.Fatalf("parse test database url: %v", err)
 	}
+	cfg.ConnConfig.Tracer = tracer
 	cfg.MaxConns = 60 // two per worker of the tests' River clients, and spare
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
@@ -318,3 +332,32 @@ func Rows(t testing.TB, pool *pgxpool.Pool, tables ...string) string {
 	}
 	return out.String()
 }
+
+// Statements counts the statements a pool runs: each query, each query of
+// a batch, each COPY. A test reads it before and after what it measures.
+type Statements struct{ n atomic.Int64 }
+
+// Count is how many statements ran so far.
+func (c *Statements) Count() int64 { return c.n.Load() }
+
+func (c *Statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *Statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *Statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (c *Statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) { c.n.Add(1) }
+
+func (c *Statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func (c *Statements) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *Statements) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"sluice/db"
 	"sluice/internal/hoststep"
@@ -139,40 +138,122 @@ func (s *Service) GetStatus(ctx context.Context, name string) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.statusOf(ctx, v, nil)
+	out, err := s.StatusesOf(ctx, []*View{v})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
 }
 
 // Statuses answers the status of every active service, as GetStatus does
-// one's, from one read of the services and one of each source's status.
+// one's.
 func (s *Service) Statuses(ctx context.Context) ([]*Status, error) {
 	views, err := s.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sources := make(map[uuid.UUID]*source.Status)
+	return s.StatusesOf(ctx, views)
+}
+
+// StatusesOf answers the status of each service views show, as GetStatus
+// does one's, in their order. It reads the journal and the artifact store
+// with one query per kind of fact whatever the number of views, and each
+// source's status once.
+func (s *Service) StatusesOf(ctx context.Context, views []*View) ([]*Status, error) {
+	facts, err := s.statusFacts(ctx, views)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*Status, 0, len(views))
-	for _, v := range views {
+	for i, v := range views {
+		out = append(out, s.statusOf(ctx, v, facts[i]))
+	}
+	return out, nil
+}
+
+// statusFacts are what a service's status reads besides its view.
+type statusFacts struct {
+	// src is the status of the unit's source.
+	src *source.Status
+	// applied is the newest succeeded change action; nil when none.
+	applied *db.JournalRun
+	// lastAction and lastCheck are the newest finished change action and
+	// drift check; nil when none.
+	lastAction, lastCheck *db.JournalRun
+	// stop is the stop that holds the service stopped; nil when none.
+	stop *db.JournalRun
+	// pinStored is whether the artifact store holds the pinned digest.
+	pinStored bool
+}
+
+// statusFacts reads the facts of views' statuses, in their order: five
+// queries and one status read per source, whatever the number of views.
+func (s *Service) statusFacts(ctx context.Context, views []*View) ([]*statusFacts, error) {
+	q := db.New(s.Pool)
+	out := make([]*statusFacts, len(views))
+	names := make([]string, len(views))
+	var pins []string
+	sources := make(map[uuid.UUID]*source.Status)
+	for i, v := range views {
 		src, ok := sources[v.Unit.SourceID]
 		if !ok {
+			var err error
 			if src, err = s.GitOps.Sources.GetStatus(ctx, v.Unit.SourceID.String()); err != nil {
 				return nil, err
 			}
 			sources[v.Unit.SourceID] = src
 		}
-		st, err := s.statusOf(ctx, v, src)
-		if err != nil {
-			return nil, fmt.Errorf("status of service %s: %w", v.Unit.Name, err)
+		out[i], names[i] = &statusFacts{src: src}, v.Unit.Name
+		if v.Spec != nil {
+			pins = append(pins, v.Spec.Digest())
 		}
-		out = append(out, st)
+	}
+	applied, err := q.ServiceLatestSucceededRuns(ctx, &db.ServiceLatestSucceededRunsParams{Targets: names, Actions: changeActions})
+	if err != nil {
+		return nil, fmt.Errorf("find the last applied runs of services: %w", err)
+	}
+	lastActions, err := q.ServiceLatestFinishedRuns(ctx, &db.ServiceLatestFinishedRunsParams{Targets: names, Actions: changeActions})
+	if err != nil {
+		return nil, fmt.Errorf("find the newest actions of services: %w", err)
+	}
+	lastChecks, err := q.ServiceLatestFinishedRuns(ctx, &db.ServiceLatestFinishedRunsParams{Targets: names, Actions: []string{ActionDriftCheck}})
+	if err != nil {
+		return nil, fmt.Errorf("find the newest drift checks of services: %w", err)
+	}
+	lastStops, err := q.ServiceLatestFinishedRuns(ctx, &db.ServiceLatestFinishedRunsParams{Targets: names, Actions: stopOrChangeActions})
+	if err != nil {
+		return nil, fmt.Errorf("find the newest stops of services: %w", err)
+	}
+	byTarget := func(rows []*db.JournalRun) map[string]*db.JournalRun {
+		m := make(map[string]*db.JournalRun, len(rows))
+		for _, r := range rows {
+			m[r.Target] = r
+		}
+		return m
+	}
+	appliedBy, actionBy, checkBy, stopBy := byTarget(applied), byTarget(lastActions), byTarget(lastChecks), byTarget(lastStops)
+	stored := map[string]bool{}
+	if len(pins) > 0 {
+		present, err := q.ArtifactDigestsPresent(ctx, pins)
+		if err != nil {
+			return nil, fmt.Errorf("look up pinned artifacts: %w", err)
+		}
+		for _, d := range present {
+			stored[d] = true
+		}
+	}
+	for i, v := range views {
+		f := out[i]
+		f.applied, f.lastAction, f.lastCheck = appliedBy[names[i]], actionBy[names[i]], checkBy[names[i]]
+		f.stop = stopThatHolds(stopBy[names[i]])
+		f.pinStored = v.Spec != nil && stored[v.Spec.Digest()]
 	}
 	return out, nil
 }
 
-// statusOf answers the status of the service v shows; src is the status of
-// its source, read here when nil.
-func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*Status, error) {
+// statusOf answers the status of the service v shows, from its facts f.
+func (s *Service) statusOf(ctx context.Context, v *View, f *statusFacts) *Status {
 	name := v.Unit.Name
-	q := db.New(s.Pool)
 	st := &Status{Service: name}
 	ev := &st.Evidence
 	var holds []hold
@@ -187,12 +268,7 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 	}
 
 	// Source: the state of the unit's source.
-	if src == nil {
-		var err error
-		if src, err = s.GitOps.Sources.GetStatus(ctx, v.Unit.SourceID.String()); err != nil {
-			return nil, err
-		}
-	}
+	src := f.src
 	srcHold := status.Stage{Name: "source", State: src.Answer.State, Tone: src.Answer.Tone, Reason: src.Answer.Reason, Action: src.Answer.Action}
 	for _, set := range src.Evidence.Settled {
 		settle(set.Stage, State(set.State), "Source %s: %s", src.Source, set.Proof)
@@ -207,9 +283,7 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 		applied    *Applied
 		appliedRun *db.JournalRun
 	)
-	run, err := q.RunLatestSucceeded(ctx, &db.RunLatestSucceededParams{Target: name, Actions: changeActions})
-	switch {
-	case err == nil:
+	if run := f.applied; run != nil {
 		var res Result
 		if json.Unmarshal(run.Result, &res) == nil && res.Applied != nil {
 			applied, appliedRun = res.Applied, run
@@ -225,17 +299,8 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 		} else {
 			ev.Unproven = append(ev.Unproven, fmt.Sprintf("the receipt of run %s holds no applied unit", run.ID))
 		}
-	case !errors.Is(err, pgx.ErrNoRows):
-		return nil, fmt.Errorf("find the last applied run of %s: %w", name, err)
 	}
-	lastAction, err := latestFinished(ctx, q, name, changeActions)
-	if err != nil {
-		return nil, err
-	}
-	lastCheck, err := latestFinished(ctx, q, name, []string{ActionDriftCheck})
-	if err != nil {
-		return nil, err
-	}
+	lastAction, lastCheck := f.lastAction, f.lastCheck
 	var check *Drift
 	if lastCheck != nil && lastCheck.State == journal.StateSucceeded && (lastAction == nil || lastCheck.FinishedAt.After(*lastAction.FinishedAt)) {
 		var d Drift
@@ -256,20 +321,15 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 	if v.Spec != nil {
 		pinned = v.Spec.Digest()
 	}
-	if _, err := q.ArtifactGet(ctx, pinned); errors.Is(err, pgx.ErrNoRows) {
+	if !f.pinStored {
 		add("artifact", ArtifactMissing, "sluice artifact push FILE", "The pinned digest %s is not in the artifact store, so no action can run it.", pinned)
-	} else if err != nil {
-		return nil, fmt.Errorf("look up artifact %s: %w", pinned, err)
 	}
 	var (
 		procErr error
 		pid     int
 		proof   *ArtifactProof
 	)
-	stop, err := stoppedRun(ctx, q, name)
-	if err != nil {
-		return nil, err
-	}
+	stop := f.stop
 	proc := v.Process
 	var quals []string          // the status's qualifications
 	var newerRun *db.JournalRun // an action newer than the node's report
@@ -459,7 +519,7 @@ func (s *Service) statusOf(ctx context.Context, v *View, src *source.Status) (*S
 	st.Path, st.Answer = summarize(srcHold, holds)
 	st.Answer.Partial = len(ev.Unproven) > 0
 	st.Answer.Qualifications = quals
-	return st, nil
+	return st
 }
 
 // driftUnderMode drops the drift holds while an action is open (work in

@@ -66,11 +66,24 @@ func (s *Service) Stop(ctx context.Context, p *journal.Progress, args StopArgs) 
 // stoppedRun is the stop that holds service name stopped: its newest
 // succeeded stop, when no change action finished after it; nil otherwise.
 func stoppedRun(ctx context.Context, q *db.Queries, name string) (*db.JournalRun, error) {
-	last, err := latestFinished(ctx, q, name, append([]string{ActionStop}, changeActions...))
-	if err != nil || last == nil || last.Action != ActionStop || last.State != journal.StateSucceeded {
+	last, err := latestFinished(ctx, q, name, stopOrChangeActions)
+	if err != nil {
 		return nil, err
 	}
-	return last, nil
+	return stopThatHolds(last), nil
+}
+
+// stopOrChangeActions are the actions whose newest finished run says
+// whether a stop holds.
+var stopOrChangeActions = append([]string{ActionStop}, changeActions...)
+
+// stopThatHolds is last, the newest finished stop or change action of a
+// service, when it is a succeeded stop; nil otherwise.
+func stopThatHolds(last *db.JournalRun) *db.JournalRun {
+	if last == nil || last.Action != ActionStop || last.State != journal.StateSucceeded {
+		return nil
+	}
+	return last
 }
 
 // RequestStop asks for a stop of name; a request joins a queued stop.

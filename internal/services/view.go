@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"sluice/db"
 	"sluice/internal/hoststep"
 	"sluice/internal/node"
@@ -73,6 +75,35 @@ func (s *Service) List(ctx context.Context) ([]*View, error) {
 		return nil, fmt.Errorf("list services: %w", err)
 	}
 	return s.views(ctx, units)
+}
+
+// ListPageParams pages ListPage.
+type ListPageParams struct {
+	// AfterName and AfterID are the last service of the previous page;
+	// zero for the first page.
+	AfterName string
+	AfterID   uuid.UUID
+	// Limit is the most services a page holds, at least 1.
+	Limit int
+}
+
+// ListPage returns a page of the active services, by name, as List reads
+// them, with a fixed number of queries whatever the page's size, and
+// whether more follow.
+func (s *Service) ListPage(ctx context.Context, p ListPageParams) ([]*View, bool, error) {
+	limit := max(p.Limit, 1)
+	units, err := db.New(s.Pool).ServiceListPage(ctx, &db.ServiceListPageParams{
+		AfterName: p.AfterName, AfterID: p.AfterID, MaxRows: int32(limit + 1),
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("list services: %w", err)
+	}
+	more := len(units) > limit
+	if more {
+		units = units[:limit]
+	}
+	views, err := s.views(ctx, units)
+	return views, more, err
 }
 
 // Get returns the active service name, or NotFound.
