@@ -169,6 +169,52 @@ func (q *Queries) BlueprintList(ctx context.Context) ([]*Unit, error) {
 	return items, nil
 }
 
+const blueprintListAfter = `-- name: BlueprintListAfter :many
+SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit
+WHERE kind = 'Blueprint' AND status NOT IN ('stale', 'destroyed') AND name > $1::text
+ORDER BY name, path
+`
+
+// BlueprintListAfter is BlueprintList from the Blueprint after the one
+// named after on: "" for all of them. The database compares the names, in
+// the order it sorts them.
+func (q *Queries) BlueprintListAfter(ctx context.Context, after string) ([]*Unit, error) {
+	rows, err := q.db.Query(ctx, blueprintListAfter, after)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*Unit
+	for rows.Next() {
+		var i Unit
+		if err := rows.Scan(
+			&i.ID,
+			&i.SourceID,
+			&i.Path,
+			&i.Kind,
+			&i.Name,
+			&i.Labels,
+			&i.Status,
+			&i.StatusBeforeStale,
+			&i.Content,
+			&i.ContentHash,
+			&i.LastAppliedHash,
+			&i.GitCommit,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.RunningDigest,
+			&i.RunningNode,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const blueprintNodeRuns = `-- name: BlueprintNodeRuns :many
 SELECT DISTINCT ON (params->>'node') id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
 WHERE target = $1 AND action = $2

@@ -68,9 +68,15 @@ func serviceOut(v *services.View) Service {
 	return out
 }
 
+type listServicesInput struct {
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+	Cursor string `query:"cursor" maxLength:"8192" doc:"nextCursor from the previous page."`
+}
+
 type listServicesOutput struct {
 	Body struct {
-		Services []Service `json:"services"`
+		Services   []Service `json:"services" doc:"Ordered by name."`
+		NextCursor string    `json:"nextCursor,omitempty" doc:"Pass as cursor for the next page; absent on the last page."`
 	}
 }
 
@@ -89,9 +95,18 @@ type deployInput struct {
 
 func registerServices(api huma.API, d Deps) {
 	register(api, d, op("list-services", http.MethodGet, "/services",
-		"List the services: pin, running digest, what Git holds ahead, queue and process.", auth.RoleViewer),
-		func(ctx context.Context, _ *struct{}) (*listServicesOutput, error) {
-			views, err := d.Services.List(ctx)
+		"List the services, ordered by name: pin, running digest, what Git holds ahead, queue and process.",
+		auth.RoleViewer, http.StatusUnprocessableEntity),
+		func(ctx context.Context, in *listServicesInput) (*listServicesOutput, error) {
+			p := services.ListPageParams{Limit: min(max(in.Limit, 1), 1000)}
+			if in.Cursor != "" {
+				name, id, err := decodeCursor(in.Cursor)
+				if err != nil {
+					return nil, err
+				}
+				p.AfterName, p.AfterID = name, id
+			}
+			views, more, err := d.Services.ListPage(ctx, p)
 			if err != nil {
 				return nil, err
 			}
@@ -99,6 +114,10 @@ func registerServices(api huma.API, d Deps) {
 			out.Body.Services = make([]Service, 0, len(views))
 			for _, v := range views {
 				out.Body.Services = append(out.Body.Services, serviceOut(v))
+			}
+			if more {
+				last := views[len(views)-1].Unit
+				out.Body.NextCursor = encodeCursor(last.Name, last.ID)
 			}
 			return out, nil
 		})

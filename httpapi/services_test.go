@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -74,6 +75,39 @@ func TestServicesAPI(t *testing.T) {
 		s.get(t, "/api/v1/services/web", s.viewer).decode(t, http.StatusOK, &one)
 		require.Equal(t, web["unitId"], one["unitId"])
 		s.get(t, "/api/v1/services/nope", s.viewer).problem(t, http.StatusNotFound)
+	})
+
+	t.Run("ListPagesByNameEveryServiceOnce", func(t *testing.T) {
+		t.Parallel()
+		s := startServer(t, serverOpts{})
+		for _, name := range []string{"web", "api", "cache", "db", "queue"} {
+			seedService(t, s, name)
+		}
+		want := []string{"api", "cache", "db", "queue", "web"}
+		for _, limit := range []int{1, 2, 5, 100} {
+			var names []string
+			cursor := ""
+			for pages := 0; ; pages++ {
+				require.Less(t, pages, 6, "limit %d", limit)
+				var page struct {
+					Services   []struct{ Name string } `json:"services"`
+					NextCursor string                  `json:"nextCursor"`
+				}
+				s.get(t, fmt.Sprintf("/api/v1/services?limit=%d&cursor=%s", limit, url.QueryEscape(cursor)), s.viewer).decode(t, http.StatusOK, &page)
+				require.LessOrEqual(t, len(page.Services), limit)
+				for _, svc := range page.Services {
+					names = append(names, svc.Name)
+				}
+				if page.NextCursor == "" {
+					break
+				}
+				cursor = page.NextCursor
+			}
+			require.Equal(t, want, names, "limit %d", limit)
+		}
+		p := s.get(t, "/api/v1/services?cursor=bm90LW91cnM", s.viewer).problem(t, http.StatusUnprocessableEntity)
+		require.Contains(t, p.Detail, "The cursor is not one this server gave out")
+		s.get(t, "/api/v1/services?limit=1001", s.viewer).problem(t, http.StatusUnprocessableEntity)
 	})
 
 	t.Run("ActionsAnswer202WithJoins", func(t *testing.T) {

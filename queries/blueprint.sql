@@ -13,6 +13,14 @@ SELECT * FROM unit
 WHERE kind = 'Blueprint' AND status NOT IN ('stale', 'destroyed')
 ORDER BY name, path;
 
+-- name: BlueprintListAfter :many
+-- BlueprintListAfter is BlueprintList from the Blueprint after the one
+-- named after on: "" for all of them. The database compares the names, in
+-- the order it sorts them.
+SELECT * FROM unit
+WHERE kind = 'Blueprint' AND status NOT IN ('stale', 'destroyed') AND name > @after::text
+ORDER BY name, path;
+
 -- name: PlacementLatest :one
 -- PlacementLatest is the approval of unit_id's placement that stands: the
 -- newest not withdrawn.

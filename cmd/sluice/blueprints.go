@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -221,25 +222,22 @@ func runApplications(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	resp, err := client.ListApplicationsWithResponse(ctx)
+	all, err := listApplications(ctx, client)
 	if err != nil {
 		return err
 	}
-	if resp.JSON200 == nil {
-		return apiError(resp.HTTPResponse, resp.Body)
-	}
 	if *asJSON {
-		return printJSON(stdout, resp.JSON200)
+		return printJSON(stdout, all)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tNAME\tSTATE\tSTAGE\tREASON")
-	for _, a := range resp.JSON200.Applications {
+	for _, a := range all.Applications {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Kind, a.Name, a.State, a.Stage, a.Reason)
 	}
 	_ = tw.Flush()
-	if len(resp.JSON200.Attention) > 0 {
+	if len(all.Attention) > 0 {
 		fmt.Fprintln(stdout, "\nNeeds an operator, most urgent first:")
-		for i, a := range resp.JSON200.Attention {
+		for i, a := range all.Attention {
 			action := ""
 			if a.Action != nil && *a.Action != "" {
 				action = " (`" + *a.Action + "`)"
@@ -248,6 +246,32 @@ func runApplications(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 	}
 	return nil
+}
+
+// listApplications reads every page of the portfolio, 1,000 applications
+// at a time, into one: the pages' attention, one after the other, sorted
+// by urgency with a stable sort is the attention of all of them.
+func listApplications(ctx context.Context, client *apiclient.ClientWithResponses) (*apiclient.Portfolio, error) {
+	limit := int64(1000)
+	p := &apiclient.ListApplicationsParams{Limit: &limit}
+	all := &apiclient.Portfolio{Applications: []apiclient.Application{}, Attention: []apiclient.Application{}}
+	for {
+		resp, err := client.ListApplicationsWithResponse(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if resp.JSON200 == nil {
+			return nil, apiError(resp.HTTPResponse, resp.Body)
+		}
+		all.Applications = append(all.Applications, resp.JSON200.Applications...)
+		all.Attention = append(all.Attention, resp.JSON200.Attention...)
+		if resp.JSON200.NextCursor == nil || *resp.JSON200.NextCursor == "" {
+			break
+		}
+		p.Cursor = resp.JSON200.NextCursor
+	}
+	sort.SliceStable(all.Attention, func(i, j int) bool { return all.Attention[i].Urgency < all.Attention[j].Urgency })
+	return all, nil
 }
 
 func orNoChange(s string) string {

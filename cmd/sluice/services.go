@@ -161,14 +161,10 @@ func runServices(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	resp, err := client.ListServicesWithResponse(ctx)
+	svcs, err := listServices(ctx, client)
 	if err != nil {
 		return err
 	}
-	if resp.JSON200 == nil {
-		return apiError(resp.HTTPResponse, resp.Body)
-	}
-	svcs := resp.JSON200.Services
 	if *asJSON {
 		return printJSON(stdout, svcs)
 	}
@@ -179,6 +175,27 @@ func runServices(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			shortDigest(deref(s.RunningDigest)), s.DesiredAhead, processText(s.Process), len(s.Queued), lastRunText(s.LastRun))
 	}
 	return tw.Flush()
+}
+
+// listServices reads every page of the services, 1,000 at a time.
+func listServices(ctx context.Context, client *apiclient.ClientWithResponses) ([]apiclient.Service, error) {
+	limit := int64(1000)
+	p := &apiclient.ListServicesParams{Limit: &limit}
+	svcs := []apiclient.Service{}
+	for {
+		resp, err := client.ListServicesWithResponse(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if resp.JSON200 == nil {
+			return nil, apiError(resp.HTTPResponse, resp.Body)
+		}
+		svcs = append(svcs, resp.JSON200.Services...)
+		if resp.JSON200.NextCursor == nil || *resp.JSON200.NextCursor == "" {
+			return svcs, nil
+		}
+		p.Cursor = resp.JSON200.NextCursor
+	}
 }
 
 func runService(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -1622,6 +1622,9 @@ type Application struct {
 	Stage   string          `json:"stage"`
 	State   string          `json:"state"`
 	Tone    ApplicationTone `json:"tone"`
+
+	// Urgency Its rank in the attention queue, lower first: the attention of several pages, one after the other, sorted by it (a stable sort) is the queue of all of them.
+	Urgency int64 `json:"urgency"`
 }
 
 // ApplicationKind defines model for Application.Kind.
@@ -2084,6 +2087,10 @@ type ListSecretsOutputBody struct {
 
 // ListServicesOutputBody defines model for ListServicesOutputBody.
 type ListServicesOutputBody struct {
+	// NextCursor Pass as cursor for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+
+	// Services Ordered by name.
 	Services []Service `json:"services"`
 }
 
@@ -2507,6 +2514,9 @@ type PlacementPlan struct {
 type Portfolio struct {
 	Applications []Application `json:"applications"`
 	Attention    []Application `json:"attention"`
+
+	// NextCursor Pass as cursor for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // PostNodeTaskEventsRequest defines model for Post-node-task-eventsRequest.
@@ -3337,6 +3347,14 @@ type WithdrawBlueprintRequest struct {
 	Node string `json:"node"`
 }
 
+// ListApplicationsParams defines parameters for ListApplications.
+type ListApplicationsParams struct {
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor nextCursor from the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListArtifactsParams defines parameters for ListArtifacts.
 type ListArtifactsParams struct {
 	// Limit Page size.
@@ -3401,6 +3419,14 @@ type ListJournalRunPathsParamsOutcome string
 type DeleteSecretParams struct {
 	// Source The source whose secret it is, by name or id (a deleted source by its id); omitted: the global one.
 	Source *string `form:"source,omitempty" json:"source,omitempty"`
+}
+
+// ListServicesParams defines parameters for ListServices.
+type ListServicesParams struct {
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor nextCursor from the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // SyncSourceParams defines parameters for SyncSource.
@@ -3622,12 +3648,12 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
-	// ListApplications List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there).
+	// ListApplications List the direct services, then the Blueprints, each by name, with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue of the page's applications: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). The attention of several pages merges by urgency.
 	//
-	// List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). Needs the viewer role.
+	// List the direct services, then the Blueprints, each by name, with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue of the page's applications: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). The attention of several pages merges by urgency. Needs the viewer role.
 	//
 	// Corresponds with GET /api/v1/applications (the `ListApplications` operationId).
-	ListApplications(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListApplications(ctx context.Context, params *ListApplicationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListArtifacts List the stored artifacts, newest first: what a deploy can pin.
 	//
@@ -4171,12 +4197,12 @@ type ClientInterface interface {
 	// Corresponds with PUT /api/v1/secrets/{name} (the `SetSecret` operationId).
 	SetSecret(ctx context.Context, name string, body SetSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListServices List the services: pin, running digest, what Git holds ahead, queue and process.
+	// ListServices List the services, ordered by name: pin, running digest, what Git holds ahead, queue and process.
 	//
-	// List the services: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
+	// List the services, ordered by name: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
 	//
 	// Corresponds with GET /api/v1/services (the `ListServices` operationId).
-	ListServices(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListServices(ctx context.Context, params *ListServicesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetService Get one service.
 	//
@@ -4436,13 +4462,13 @@ type ClientInterface interface {
 	ReceiveSourceWebhookWithFormdataBody(ctx context.Context, source string, params *ReceiveSourceWebhookParams, body ReceiveSourceWebhookFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
-// ListApplications List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there).
+// ListApplications List the direct services, then the Blueprints, each by name, with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue of the page's applications: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). The attention of several pages merges by urgency.
 //
-// List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). Needs the viewer role.
+// List the direct services, then the Blueprints, each by name, with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue of the page's applications: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). The attention of several pages merges by urgency. Needs the viewer role.
 //
 // Corresponds with GET /api/v1/applications (the `ListApplications` operationId).
-func (c *Client) ListApplications(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListApplicationsRequest(c.Server)
+func (c *Client) ListApplications(ctx context.Context, params *ListApplicationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListApplicationsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5675,13 +5701,13 @@ func (c *Client) SetSecret(ctx context.Context, name string, body SetSecretJSONR
 	return c.Client.Do(req)
 }
 
-// ListServices List the services: pin, running digest, what Git holds ahead, queue and process.
+// ListServices List the services, ordered by name: pin, running digest, what Git holds ahead, queue and process.
 //
-// List the services: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
+// List the services, ordered by name: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
 //
 // Corresponds with GET /api/v1/services (the `ListServices` operationId).
-func (c *Client) ListServices(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListServicesRequest(c.Server)
+func (c *Client) ListServices(ctx context.Context, params *ListServicesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListServicesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6280,7 +6306,7 @@ func (c *Client) ReceiveSourceWebhookWithFormdataBody(ctx context.Context, sourc
 }
 
 // NewListApplicationsRequest constructs an http.Request for the ListApplications method
-func NewListApplicationsRequest(server string) (*http.Request, error) {
+func NewListApplicationsRequest(server string, params *ListApplicationsParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6296,6 +6322,45 @@ func NewListApplicationsRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -8476,7 +8541,7 @@ func NewSetSecretRequestWithBody(server string, name string, contentType string,
 }
 
 // NewListServicesRequest constructs an http.Request for the ListServices method
-func NewListServicesRequest(server string) (*http.Request, error) {
+func NewListServicesRequest(server string, params *ListServicesParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -8492,6 +8557,45 @@ func NewListServicesRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -9726,14 +9830,14 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
-	// ListApplicationsWithResponse List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there).
+	// ListApplicationsWithResponse List the direct services, then the Blueprints, each by name, with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue of the page's applications: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). The attention of several pages merges by urgency.
 	//
-	// List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). Needs the viewer role.
+	// List the direct services, then the Blueprints, each by name, with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue of the page's applications: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). The attention of several pages merges by urgency. Needs the viewer role.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/applications (the `ListApplications` operationId).
-	ListApplicationsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListApplicationsResponse, error)
+	ListApplicationsWithResponse(ctx context.Context, params *ListApplicationsParams, reqEditors ...RequestEditorFn) (*ListApplicationsResponse, error)
 
 	// ListArtifactsWithResponse List the stored artifacts, newest first: what a deploy can pin.
 	//
@@ -10347,14 +10451,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/v1/secrets/{name} (the `SetSecret` operationId).
 	SetSecretWithResponse(ctx context.Context, name string, body SetSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSecretResponse, error)
 
-	// ListServicesWithResponse List the services: pin, running digest, what Git holds ahead, queue and process.
+	// ListServicesWithResponse List the services, ordered by name: pin, running digest, what Git holds ahead, queue and process.
 	//
-	// List the services: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
+	// List the services, ordered by name: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/services (the `ListServices` operationId).
-	ListServicesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListServicesResponse, error)
+	ListServicesWithResponse(ctx context.Context, params *ListServicesParams, reqEditors ...RequestEditorFn) (*ListServicesResponse, error)
 
 	// GetServiceWithResponse Get one service.
 	//
@@ -10663,6 +10767,8 @@ type ListApplicationsResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -10682,6 +10788,11 @@ func (r ListApplicationsResponse) GetApplicationproblemJSON401() *ErrorModel {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r ListApplicationsResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListApplicationsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -15412,6 +15523,8 @@ type ListServicesResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -15431,6 +15544,11 @@ func (r ListServicesResponse) GetApplicationproblemJSON401() *ErrorModel {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r ListServicesResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListServicesResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -17819,15 +17937,15 @@ func (r ReceiveSourceWebhookResponse) ContentType() string {
 	return ""
 }
 
-// ListApplicationsWithResponse List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there).
+// ListApplicationsWithResponse List the direct services, then the Blueprints, each by name, with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue of the page's applications: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). The attention of several pages merges by urgency.
 //
-// List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). Needs the viewer role.
+// List the direct services, then the Blueprints, each by name, with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue of the page's applications: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). The attention of several pages merges by urgency. Needs the viewer role.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/applications (the `ListApplications` operationId).
-func (c *ClientWithResponses) ListApplicationsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListApplicationsResponse, error) {
-	rsp, err := c.ListApplications(ctx, reqEditors...)
+func (c *ClientWithResponses) ListApplicationsWithResponse(ctx context.Context, params *ListApplicationsParams, reqEditors ...RequestEditorFn) (*ListApplicationsResponse, error) {
+	rsp, err := c.ListApplications(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -18854,15 +18972,15 @@ func (c *ClientWithResponses) SetSecretWithResponse(ctx context.Context, name st
 	return ParseSetSecretResponse(rsp)
 }
 
-// ListServicesWithResponse List the services: pin, running digest, what Git holds ahead, queue and process.
+// ListServicesWithResponse List the services, ordered by name: pin, running digest, what Git holds ahead, queue and process.
 //
-// List the services: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
+// List the services, ordered by name: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/services (the `ListServices` operationId).
-func (c *ClientWithResponses) ListServicesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListServicesResponse, error) {
-	rsp, err := c.ListServices(ctx, reqEditors...)
+func (c *ClientWithResponses) ListServicesWithResponse(ctx context.Context, params *ListServicesParams, reqEditors ...RequestEditorFn) (*ListServicesResponse, error) {
+	rsp, err := c.ListServices(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -19398,6 +19516,13 @@ func ParseListApplicationsResponse(rsp *http.Response) (*ListApplicationsRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
@@ -23403,6 +23528,13 @@ func ParseListServicesResponse(rsp *http.Response) (*ListServicesResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel

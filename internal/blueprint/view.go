@@ -136,24 +136,35 @@ func (s *Service) Get(ctx context.Context, name string) (*BlueprintView, error) 
 // List returns every active Blueprint's view; one whose spec no longer
 // reads is left out (sync keeps such units out of the inventory).
 func (s *Service) List(ctx context.Context) ([]*BlueprintView, error) {
+	out, _, err := s.ListAfter(ctx, "", -1)
+	return out, err
+}
+
+// ListAfter is a page of List: up to limit Blueprints named after after
+// (every one when limit is negative), and whether more follow. Only the
+// page's views are read.
+func (s *Service) ListAfter(ctx context.Context, after string, limit int) ([]*BlueprintView, bool, error) {
 	q := db.New(s.Pool)
-	units, err := q.BlueprintList(ctx)
+	units, err := q.BlueprintListAfter(ctx, after)
 	if err != nil {
-		return nil, fmt.Errorf("list blueprints: %w", err)
+		return nil, false, fmt.Errorf("list blueprints: %w", err)
 	}
-	out := make([]*BlueprintView, 0, len(units))
+	out := []*BlueprintView{}
 	for _, u := range units {
 		spec, err := blueprintspec.Parse(u.Name, u.Content)
 		if err != nil {
 			continue
 		}
+		if limit >= 0 && len(out) == limit {
+			return out, true, nil
+		}
 		v, err := s.view(ctx, q, u, spec)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out = append(out, v)
 	}
-	return out, nil
+	return out, false, nil
 }
 
 func (s *Service) view(ctx context.Context, q *db.Queries, u *db.Unit, spec *blueprintspec.Spec) (*BlueprintView, error) {

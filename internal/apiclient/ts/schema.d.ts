@@ -12,8 +12,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there).
-         * @description List every direct service and every Blueprint with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). Needs the viewer role.
+         * List the direct services, then the Blueprints, each by name, with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue of the page's applications: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). The attention of several pages merges by urgency.
+         * @description List the direct services, then the Blueprints, each by name, with its status answer (the first stage that needs an operator, else its runtime's state), and one attention queue of the page's applications: what needs an operator, most urgent first (errors before warnings; what runs before how it got there). The attention of several pages merges by urgency. Needs the viewer role.
          */
         get: operations["list-applications"];
         put?: never;
@@ -976,8 +976,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List the services: pin, running digest, what Git holds ahead, queue and process.
-         * @description List the services: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
+         * List the services, ordered by name: pin, running digest, what Git holds ahead, queue and process.
+         * @description List the services, ordered by name: pin, running digest, what Git holds ahead, queue and process. Needs the viewer role.
          */
         get: operations["list-services"];
         put?: never;
@@ -1515,6 +1515,11 @@ export interface components {
             state: string;
             /** @enum {string} */
             tone: "ok" | "info" | "warn" | "error";
+            /**
+             * Format: int64
+             * @description Its rank in the attention queue, lower first: the attention of several pages, one after the other, sorted by it (a stable sort) is the queue of all of them.
+             */
+            urgency: number;
         };
         "Approve-placementRequest": {
             /** @description The plan's fingerprint, as get-blueprint shows it. */
@@ -1911,6 +1916,9 @@ export interface components {
             secrets: components["schemas"]["Secret"][];
         };
         ListServicesOutputBody: {
+            /** @description Pass as cursor for the next page; absent on the last page. */
+            nextCursor?: string;
+            /** @description Ordered by name. */
             services: components["schemas"]["Service"][];
         };
         ListSourcesOutputBody: {
@@ -2274,6 +2282,8 @@ export interface components {
         Portfolio: {
             applications: components["schemas"]["Application"][];
             attention: components["schemas"]["Application"][];
+            /** @description Pass as cursor for the next page; absent on the last page. */
+            nextCursor?: string;
         };
         "Post-node-task-eventsRequest": {
             events: components["schemas"]["NodeTaskEvent"][];
@@ -3009,7 +3019,11 @@ export type $defs = Record<string, never>;
 export interface operations {
     "list-applications": {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                /** @description nextCursor from the previous page. */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3036,6 +3050,15 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7616,7 +7639,11 @@ export interface operations {
     };
     "list-services": {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                /** @description nextCursor from the previous page. */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -7643,6 +7670,15 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

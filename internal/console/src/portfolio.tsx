@@ -2,6 +2,26 @@ import { api, type Schemas } from "./api.ts";
 import { Loading, Page, ToneBadge, useLoad } from "./ui.tsx";
 
 type App = Schemas["Application"];
+type Portfolio = Schemas["Portfolio"];
+
+// allApplications reads every page of the portfolio, 1,000 applications at
+// a time, into one: the pages' attention, one after the other, sorted by
+// urgency (a stable sort) is the attention of all of them.
+async function allApplications(): Promise<{ data?: Portfolio; error?: unknown; response: Response }> {
+  const all: Portfolio = { applications: [], attention: [] };
+  let cursor: string | undefined;
+  for (;;) {
+    const r = await api.GET("/api/v1/applications", { params: { query: cursor ? { limit: 1000, cursor } : { limit: 1000 } } });
+    if (r.error !== undefined || !r.data) return { error: r.error, response: r.response };
+    all.applications.push(...r.data.applications);
+    all.attention.push(...r.data.attention);
+    cursor = r.data.nextCursor;
+    if (!cursor) {
+      all.attention.sort((a, b) => a.urgency - b.urgency);
+      return { data: all, response: r.response };
+    }
+  }
+}
 
 function href(a: App): string {
   return `/${a.kind === "service" ? "services" : "blueprints"}/${encodeURIComponent(a.name)}`;
@@ -57,7 +77,7 @@ function Table(props: { apps: App[]; caption: string }) {
 }
 
 export function Portfolio() {
-  const l = useLoad(() => api.GET("/api/v1/applications"), []);
+  const l = useLoad(allApplications, []);
   return (
     <Page title="Portfolio" sub="Every service and Blueprint with its answer; what needs an operator comes first.">
       <Loading l={l}>
