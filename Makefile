@@ -154,10 +154,12 @@ ensure-browser:
 # the HTTP floor (GET /healthz round trips). BenchmarkActionCost is what one
 # converge and one no-change sync cost PostgreSQL (WAL, rows, journal
 # growth), 100 of each, and a sync creating 1,000 units (docs/scaling.md).
-# BenchmarkAPIReads is GET gitops status, services and pages of units with
-# 10,000 units (1,000 of them services) under wrk, beside GET /healthz under
-# the same load (p50, p99, requests a second), and serve's RSS idle and empty,
-# idle with the inventory, and at its peak after the reads.
+# BenchmarkAPIReads is GET gitops status, and pages of units, services and
+# applications (the portfolio) with 10,000 units (1,000 of them services)
+# under wrk, beside GET /healthz under the same load (p50, p99, requests a
+# second), each page of services or applications also beside the page of
+# units of its size; and serve's RSS idle and empty, idle with the
+# inventory, and at its peak after the reads.
 # BenchmarkConvergeBesideBusy is POST converge → running (p50, p99 of 5)
 # while 0, 10 and 100 other services each have a converge in flight that
 # holds a worker of the services queue for 3 s, beside the same with none busy.

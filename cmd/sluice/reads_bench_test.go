@@ -25,6 +25,8 @@ import (
 // floor of the same serve: GET /healthz, which takes no token and reads no
 // database. Each read is wrk's readsConns connections on one thread for
 // readsFor, after a warm-up; the ratio is the read's p50 over the floor's.
+// A page of services or applications is also set beside the page of units
+// of the same size (x-units-p50).
 // Also serve's resident memory: idle before the sync (an empty inventory),
 // idle after it, and its peak (VmHWM) once every read has run.
 
@@ -101,26 +103,33 @@ func BenchmarkAPIReads(b *testing.B) {
 		require.NotEmpty(b, page.NextCursor)
 		cursor = page.NextCursor
 	}
-	reads := []struct{ name, path, want string }{ // want: a piece of a right answer
-		{"Healthz", "/healthz", ""},
-		{"GitOpsStatus", "/api/v1/gitops/status", `"applied"`},
-		{"Services", "/api/v1/services", `"s0999"`},
-		{"Units", "/api/v1/units", `"nextCursor"`},
-		{"Units1000", "/api/v1/units?limit=1000", `"nextCursor"`},
-		{"UnitsDeepPage", "/api/v1/units?cursor=" + url.QueryEscape(cursor), `"services/s0099.json"`},
-		{"UnitsOfKind", "/api/v1/units?kind=Service&limit=100", `"nextCursor"`},
+	// beside: the page of units of the same size, a second floor for a
+	// page of services or applications (x-units-p50).
+	reads := []struct{ name, path, want, beside string }{ // want: a piece of a right answer
+		{"Healthz", "/healthz", "", ""},
+		{"GitOpsStatus", "/api/v1/gitops/status", `"applied"`, ""},
+		{"Units", "/api/v1/units", `"nextCursor"`, ""},
+		{"Units1000", "/api/v1/units?limit=1000", `"nextCursor"`, ""},
+		{"UnitsDeepPage", "/api/v1/units?cursor=" + url.QueryEscape(cursor), `"services/s0099.json"`, ""},
+		{"UnitsOfKind", "/api/v1/units?kind=Service&limit=100", `"nextCursor"`, ""},
+		{"Services", "/api/v1/services", `"nextCursor"`, "Units"},
+		{"Services1000", "/api/v1/services?limit=1000", `"s0999"`, "Units1000"},
+		{"Applications", "/api/v1/applications", `"nextCursor"`, "Units"},
+		{"Applications1000", "/api/v1/applications?limit=1000", `"s0999"`, "Units1000"},
 	}
 	for _, r := range reads {
 		get(r.path, r.want)
 	}
 
 	var floor wrkResult
+	results := map[string]wrkResult{}
 	for _, r := range reads {
 		b.Run(r.name, func(b *testing.B) {
 			var res wrkResult
 			for b.Loop() {
 				res = runWrk(b, wrk, p.URL+r.path)
 			}
+			results[r.name] = res
 			b.ReportMetric(res.rps, "req/s")
 			b.ReportMetric(res.p50.Seconds()*1000, "p50-ms")
 			b.ReportMetric(res.p99.Seconds()*1000, "p99-ms")
@@ -136,8 +145,13 @@ func BenchmarkAPIReads(b *testing.B) {
 			if r.name == "UnitsDeepPage" {
 				shown = "/api/v1/units?cursor=(9,000 units in)"
 			}
-			b.Logf("GET %s (%.1f KiB): %.0f req/s, p50 %.2f ms, p99 %.2f ms; p50 %.1fx the floor's, %.1fx fewer requests a second",
-				shown, float64(sizes[r.path])/1024, res.rps, ms(res.p50), ms(res.p99), ratio, floor.rps/res.rps)
+			beside := ""
+			if units, ok := results[r.beside]; ok {
+				b.ReportMetric(float64(res.p50)/float64(units.p50), "x-units-p50")
+				beside = fmt.Sprintf("; p50 %.1fx the same page of units'", float64(res.p50)/float64(units.p50))
+			}
+			b.Logf("GET %s (%.1f KiB): %.0f req/s, p50 %.2f ms, p99 %.2f ms; p50 %.1fx the floor's%s, %.1fx fewer requests a second",
+				shown, float64(sizes[r.path])/1024, res.rps, ms(res.p50), ms(res.p99), ratio, beside, floor.rps/res.rps)
 		})
 	}
 
