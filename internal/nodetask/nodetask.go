@@ -343,6 +343,13 @@ func (t *Tasks) decide(ctx context.Context, row *db.NodeTask, silence time.Durat
 		if last != nil && (from == nil || last.After(*from)) {
 			from = last
 		}
+		// Nothing could be heard before this process started: a serve that
+		// restarted does not take the time it was down for the agent's
+		// silence (a run that waited without a worker meanwhile would end
+		// unknown while the agent posts its result to the new serve).
+		if st := t.Nodes.Started; !st.IsZero() && (from == nil || st.After(*from)) {
+			from = &st
+		}
 		if from != nil && time.Since(*from) > silence {
 			why := fmt.Sprintf("node %s's agent went silent during the %s step (nothing heard for %s)", row.Node, row.Kind, time.Since(*from).Round(time.Second))
 			t.abandon(ctx, row.ID, why)
