@@ -60,29 +60,19 @@ func (q *Queries) LaneTryLock(ctx context.Context, arg *LaneTryLockParams) (bool
 }
 
 const laneWake = `-- name: LaneWake :one
-WITH woken AS (
-    UPDATE river_job SET state = 'available', scheduled_at = now()
-    WHERE id IN (SELECT river_job_id FROM journal_run WHERE target = $1 AND state = 'queued' AND river_job_id IS NOT NULL)
-      AND state = 'scheduled' AND metadata ? 'snoozes'
-    RETURNING queue
-), notified AS (
-    SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
-    FROM (SELECT DISTINCT queue FROM woken) q
-)
-SELECT (SELECT count(*) FROM woken)::int AS woken, (SELECT count(*) FROM notified)::int AS queues
+SELECT sluice_wake_jobs(ARRAY(
+    SELECT j.id FROM journal_run r JOIN river_job j ON j.id = r.river_job_id
+    WHERE r.target = $1 AND r.state = 'queued' AND j.metadata ? 'snoozes'
+))::int AS woken
 `
 
-type LaneWakeRow struct {
-	Woken  int32
-	Queues int32
-}
-
-// LaneWake makes the snoozed jobs of target's queued runs available now:
-// the run that held the lane finished, and the next one need not wait out
-// its snooze. Jobs scheduled on purpose (never snoozed) keep their time.
-func (q *Queries) LaneWake(ctx context.Context, target string) (*LaneWakeRow, error) {
+// LaneWake makes the snoozed jobs of target's queued runs available now
+// (sluice_wake_jobs): the run that held the lane finished, and the next one
+// need not wait out its snooze. Jobs scheduled on purpose (never snoozed)
+// keep their time.
+func (q *Queries) LaneWake(ctx context.Context, target string) (int32, error) {
 	row := q.db.QueryRow(ctx, laneWake, target)
-	var i LaneWakeRow
-	err := row.Scan(&i.Woken, &i.Queues)
-	return &i, err
+	var woken int32
+	err := row.Scan(&woken)
+	return woken, err
 }

@@ -113,67 +113,39 @@ func (q *Queries) RunParkTake(ctx context.Context, arg *RunParkTakeParams) (*Jou
 }
 
 const runParkWake = `-- name: RunParkWake :one
-WITH woken AS (
-    UPDATE river_job SET state = 'available', scheduled_at = now()
-    WHERE id IN (SELECT river_job_id FROM journal_run_park WHERE wake_key = $1)
-      AND state = 'scheduled'
-    RETURNING queue
-), notified AS (
-    SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
-    FROM (SELECT DISTINCT queue FROM woken) q
-)
-SELECT (SELECT count(*) FROM woken)::int AS woken, (SELECT count(*) FROM notified)::int AS queues
+SELECT sluice_wake_jobs(ARRAY(SELECT river_job_id FROM journal_run_park WHERE wake_key = $1))::int AS woken
 `
 
-type RunParkWakeRow struct {
-	Woken  int32
-	Queues int32
-}
-
 // RunParkWake makes the continuation jobs of the runs parked on wake_key
-// available now, and tells River's producers of their queues, as River's
-// own insert does. It returns how many it woke.
-func (q *Queries) RunParkWake(ctx context.Context, wakeKey *string) (*RunParkWakeRow, error) {
+// available now (sluice_wake_jobs); it returns how many it woke.
+func (q *Queries) RunParkWake(ctx context.Context, wakeKey *string) (int32, error) {
 	row := q.db.QueryRow(ctx, runParkWake, wakeKey)
-	var i RunParkWakeRow
-	err := row.Scan(&i.Woken, &i.Queues)
-	return &i, err
+	var woken int32
+	err := row.Scan(&woken)
+	return woken, err
 }
 
 const runParkWakeClaimedOn = `-- name: RunParkWakeClaimedOn :one
-WITH woken AS (
-    UPDATE river_job SET state = 'available', scheduled_at = now()
-    WHERE id IN (
-        SELECT p.river_job_id
-        FROM journal_run_park p
-        JOIN node_task t ON p.wake_key LIKE 'task:%' AND t.id = substr(p.wake_key, 6)::uuid
-        WHERE t.node = $1 AND t.state = 'claimed')
-      AND state = 'scheduled'
-    RETURNING queue
-), notified AS (
-    SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
-    FROM (SELECT DISTINCT queue FROM woken) q
-)
-SELECT (SELECT count(*) FROM woken)::int AS woken, (SELECT count(*) FROM notified)::int AS queues
+SELECT sluice_wake_jobs(ARRAY(
+    SELECT p.river_job_id
+    FROM journal_run_park p
+    JOIN node_task t ON p.wake_key LIKE 'task:%' AND t.id = substr(p.wake_key, 6)::uuid
+    WHERE t.node = $1 AND t.state = 'claimed'
+))::int AS woken
 `
-
-type RunParkWakeClaimedOnRow struct {
-	Woken  int32
-	Queues int32
-}
 
 // RunParkWakeClaimedOn wakes the runs parked on a claimed task of node: a
 // serve that starts on its node wakes them, since the serve that claimed
 // them may be the one that died, and a look tells (nodetask's decide).
-func (q *Queries) RunParkWakeClaimedOn(ctx context.Context, node string) (*RunParkWakeClaimedOnRow, error) {
+func (q *Queries) RunParkWakeClaimedOn(ctx context.Context, node string) (int32, error) {
 	row := q.db.QueryRow(ctx, runParkWakeClaimedOn, node)
-	var i RunParkWakeClaimedOnRow
-	err := row.Scan(&i.Woken, &i.Queues)
-	return &i, err
+	var woken int32
+	err := row.Scan(&woken)
+	return woken, err
 }
 
 const runParkWakeOrphaned = `-- name: RunParkWakeOrphaned :one
-WITH orphaned AS (
+SELECT sluice_wake_jobs(ARRAY(
     SELECT p.river_job_id
     FROM journal_run_park p
     JOIN node_task t ON p.wake_key LIKE 'task:%' AND t.id = substr(p.wake_key, 6)::uuid
@@ -182,29 +154,16 @@ WITH orphaned AS (
       AND (split_part(t.claimed_by, '/', 1) <> coalesce(n.agent_instance, '')
            OR (split_part(t.claimed_by, '/', 2) <> ''
                AND (n.reported ->> 'session') IS DISTINCT FROM split_part(t.claimed_by, '/', 2)))
-), woken AS (
-    UPDATE river_job SET state = 'available', scheduled_at = now()
-    WHERE id IN (SELECT river_job_id FROM orphaned) AND state = 'scheduled'
-    RETURNING queue
-), notified AS (
-    SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
-    FROM (SELECT DISTINCT queue FROM woken) q
-)
-SELECT (SELECT count(*) FROM woken)::int AS woken, (SELECT count(*) FROM notified)::int AS queues
+))::int AS woken
 `
-
-type RunParkWakeOrphanedRow struct {
-	Woken  int32
-	Queues int32
-}
 
 // RunParkWakeOrphaned wakes the runs parked on a claimed task of nodes whose
 // agent restarted since it claimed the task (another instance or session
 // heartbeated after the claim): their step's outcome is unknown now, and
 // they say so at once rather than at their park's until.
-func (q *Queries) RunParkWakeOrphaned(ctx context.Context, nodes []string) (*RunParkWakeOrphanedRow, error) {
+func (q *Queries) RunParkWakeOrphaned(ctx context.Context, nodes []string) (int32, error) {
 	row := q.db.QueryRow(ctx, runParkWakeOrphaned, nodes)
-	var i RunParkWakeOrphanedRow
-	err := row.Scan(&i.Woken, &i.Queues)
-	return &i, err
+	var woken int32
+	err := row.Scan(&woken)
+	return woken, err
 }

@@ -15,16 +15,11 @@ ORDER BY (state = 'running') DESC, (action = @first_action::text) DESC, requeste
 LIMIT 1;
 
 -- name: LaneWake :one
--- LaneWake makes the snoozed jobs of target's queued runs available now:
--- the run that held the lane finished, and the next one need not wait out
--- its snooze. Jobs scheduled on purpose (never snoozed) keep their time.
-WITH woken AS (
-    UPDATE river_job SET state = 'available', scheduled_at = now()
-    WHERE id IN (SELECT river_job_id FROM journal_run WHERE target = @target AND state = 'queued' AND river_job_id IS NOT NULL)
-      AND state = 'scheduled' AND metadata ? 'snoozes'
-    RETURNING queue
-), notified AS (
-    SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
-    FROM (SELECT DISTINCT queue FROM woken) q
-)
-SELECT (SELECT count(*) FROM woken)::int AS woken, (SELECT count(*) FROM notified)::int AS queues;
+-- LaneWake makes the snoozed jobs of target's queued runs available now
+-- (sluice_wake_jobs): the run that held the lane finished, and the next one
+-- need not wait out its snooze. Jobs scheduled on purpose (never snoozed)
+-- keep their time.
+SELECT sluice_wake_jobs(ARRAY(
+    SELECT j.id FROM journal_run r JOIN river_job j ON j.id = r.river_job_id
+    WHERE r.target = @target AND r.state = 'queued' AND j.metadata ? 'snoozes'
+))::int AS woken;

@@ -11,18 +11,8 @@ RETURNING *;
 
 -- name: RunParkWake :one
 -- RunParkWake makes the continuation jobs of the runs parked on wake_key
--- available now, and tells River's producers of their queues, as River's
--- own insert does. It returns how many it woke.
-WITH woken AS (
-    UPDATE river_job SET state = 'available', scheduled_at = now()
-    WHERE id IN (SELECT river_job_id FROM journal_run_park WHERE wake_key = @wake_key)
-      AND state = 'scheduled'
-    RETURNING queue
-), notified AS (
-    SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
-    FROM (SELECT DISTINCT queue FROM woken) q
-)
-SELECT (SELECT count(*) FROM woken)::int AS woken, (SELECT count(*) FROM notified)::int AS queues;
+-- available now (sluice_wake_jobs); it returns how many it woke.
+SELECT sluice_wake_jobs(ARRAY(SELECT river_job_id FROM journal_run_park WHERE wake_key = @wake_key))::int AS woken;
 
 -- name: JournalRunRebindJob :exec
 -- JournalRunRebindJob names the continuation job of a running run that
@@ -41,7 +31,7 @@ SELECT * FROM journal_run_park WHERE run_id = @run_id;
 -- agent restarted since it claimed the task (another instance or session
 -- heartbeated after the claim): their step's outcome is unknown now, and
 -- they say so at once rather than at their park's until.
-WITH orphaned AS (
+SELECT sluice_wake_jobs(ARRAY(
     SELECT p.river_job_id
     FROM journal_run_park p
     JOIN node_task t ON p.wake_key LIKE 'task:%' AND t.id = substr(p.wake_key, 6)::uuid
@@ -50,31 +40,15 @@ WITH orphaned AS (
       AND (split_part(t.claimed_by, '/', 1) <> coalesce(n.agent_instance, '')
            OR (split_part(t.claimed_by, '/', 2) <> ''
                AND (n.reported ->> 'session') IS DISTINCT FROM split_part(t.claimed_by, '/', 2)))
-), woken AS (
-    UPDATE river_job SET state = 'available', scheduled_at = now()
-    WHERE id IN (SELECT river_job_id FROM orphaned) AND state = 'scheduled'
-    RETURNING queue
-), notified AS (
-    SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
-    FROM (SELECT DISTINCT queue FROM woken) q
-)
-SELECT (SELECT count(*) FROM woken)::int AS woken, (SELECT count(*) FROM notified)::int AS queues;
+))::int AS woken;
 
 -- name: RunParkWakeClaimedOn :one
 -- RunParkWakeClaimedOn wakes the runs parked on a claimed task of node: a
 -- serve that starts on its node wakes them, since the serve that claimed
 -- them may be the one that died, and a look tells (nodetask's decide).
-WITH woken AS (
-    UPDATE river_job SET state = 'available', scheduled_at = now()
-    WHERE id IN (
-        SELECT p.river_job_id
-        FROM journal_run_park p
-        JOIN node_task t ON p.wake_key LIKE 'task:%' AND t.id = substr(p.wake_key, 6)::uuid
-        WHERE t.node = @node AND t.state = 'claimed')
-      AND state = 'scheduled'
-    RETURNING queue
-), notified AS (
-    SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
-    FROM (SELECT DISTINCT queue FROM woken) q
-)
-SELECT (SELECT count(*) FROM woken)::int AS woken, (SELECT count(*) FROM notified)::int AS queues;
+SELECT sluice_wake_jobs(ARRAY(
+    SELECT p.river_job_id
+    FROM journal_run_park p
+    JOIN node_task t ON p.wake_key LIKE 'task:%' AND t.id = substr(p.wake_key, 6)::uuid
+    WHERE t.node = @node AND t.state = 'claimed'
+))::int AS woken;

@@ -18,3 +18,20 @@ CREATE TABLE journal_run_park (
 );
 
 CREATE INDEX journal_run_park_wake_idx ON journal_run_park (wake_key) WHERE wake_key IS NOT NULL;
+
+-- sluice_wake_jobs makes the scheduled River jobs among ids available now,
+-- and tells River's producers of their queues, as River's own insert does.
+-- It returns how many it woke. Parks (their continuation jobs) and lanes
+-- (the jobs that wait behind a run) are woken through it.
+CREATE FUNCTION sluice_wake_jobs(ids bigint[]) RETURNS int
+LANGUAGE sql AS $$
+    WITH woken AS (
+        UPDATE river_job SET state = 'available', scheduled_at = now()
+        WHERE id = ANY(ids) AND state = 'scheduled'
+        RETURNING queue
+    ), notified AS (
+        SELECT pg_notify('river_insert', json_build_object('queue', queue)::text)
+        FROM (SELECT DISTINCT queue FROM woken) q
+    )
+    SELECT ((SELECT count(*) FROM woken) + 0 * (SELECT count(*) FROM notified))::int;
+$$;

@@ -55,11 +55,11 @@ type Park struct {
 // WakeTx wakes the runs parked on key, in tx: their continuation jobs run
 // as soon as a worker is free, once tx commits. It returns how many it woke.
 func WakeTx(ctx context.Context, tx pgx.Tx, key string) (int, error) {
-	r, err := db.New(tx).RunParkWake(ctx, &key)
+	n, err := db.New(tx).RunParkWake(ctx, &key)
 	if err != nil {
 		return 0, fmt.Errorf("wake the runs parked on %s: %w", key, err)
 	}
-	return int(r.Woken), nil
+	return int(n), nil
 }
 
 // Parked is the State of the park the run resumes from, as JSON; nil when
