@@ -16,6 +16,7 @@ import (
 const metricsOpenRuns = `-- name: MetricsOpenRuns :many
 SELECT action, state,
        count(*)::bigint AS runs,
+       sum(joined)::bigint AS joined,
        extract(epoch FROM clock_timestamp() - min(requested_at))::float8 AS oldest_age_sec
 FROM journal_run
 WHERE state IN ('queued', 'running')
@@ -27,11 +28,12 @@ type MetricsOpenRunsRow struct {
 	Action       string
 	State        string
 	Runs         int64
+	Joined       int64
 	OldestAgeSec float64
 }
 
 // MetricsOpenRuns counts the queued and running runs per action, with the
-// age of the oldest request among them.
+// requests that joined them and the age of the oldest request among them.
 func (q *Queries) MetricsOpenRuns(ctx context.Context) ([]*MetricsOpenRunsRow, error) {
 	rows, err := q.db.Query(ctx, metricsOpenRuns)
 	if err != nil {
@@ -45,6 +47,7 @@ func (q *Queries) MetricsOpenRuns(ctx context.Context) ([]*MetricsOpenRunsRow, e
 			&i.Action,
 			&i.State,
 			&i.Runs,
+			&i.Joined,
 			&i.OldestAgeSec,
 		); err != nil {
 			return nil, err
@@ -90,77 +93,44 @@ func (q *Queries) MetricsRiverJobs(ctx context.Context) ([]*MetricsRiverJobsRow,
 	return items, nil
 }
 
-const metricsRunTotals = `-- name: MetricsRunTotals :many
-SELECT action, state,
-       count(*)::bigint AS runs,
-       coalesce(sum(joined), 0)::bigint AS joined,
-       count(finished_at - started_at)::bigint AS timed,
-       coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)::float8 AS seconds,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '1 second')::bigint AS le_1,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '5 seconds')::bigint AS le_5,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '15 seconds')::bigint AS le_15,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '30 seconds')::bigint AS le_30,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '60 seconds')::bigint AS le_60,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '120 seconds')::bigint AS le_120,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '300 seconds')::bigint AS le_300,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '600 seconds')::bigint AS le_600,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '1800 seconds')::bigint AS le_1800,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '3600 seconds')::bigint AS le_3600
-FROM journal_run
-GROUP BY action, state
-ORDER BY action, state
+const metricsRunTally = `-- name: MetricsRunTally :many
+SELECT action, state, le,
+       sum(runs)::bigint AS runs,
+       sum(joined)::bigint AS joined,
+       sum(seconds)::float8 AS seconds
+FROM journal_run_tally
+GROUP BY action, state, le
+ORDER BY action, state, le
 `
 
-type MetricsRunTotalsRow struct {
+type MetricsRunTallyRow struct {
 	Action  string
 	State   string
+	Le      *float64
 	Runs    int64
 	Joined  int64
-	Timed   int64
 	Seconds float64
-	Le1     int64
-	Le5     int64
-	Le15    int64
-	Le30    int64
-	Le60    int64
-	Le120   int64
-	Le300   int64
-	Le600   int64
-	Le1800  int64
-	Le3600  int64
 }
 
-// MetricsRunTotals sums up the journal per action and state for /metrics:
-// the runs, the requests that joined them, and, for runs that started and
-// finished, their durations in the buckets of the duration histogram
-// (upper bounds in seconds, each including the ones below it). Receipts are
-// never deleted, so every figure only grows.
-func (q *Queries) MetricsRunTotals(ctx context.Context) ([]*MetricsRunTotalsRow, error) {
-	rows, err := q.db.Query(ctx, metricsRunTotals)
+// MetricsRunTally reads the counts of finished runs per action, state and
+// duration bucket (le, in seconds: NULL for runs that never started), kept
+// by the transactions that finished them (migration 0036).
+func (q *Queries) MetricsRunTally(ctx context.Context) ([]*MetricsRunTallyRow, error) {
+	rows, err := q.db.Query(ctx, metricsRunTally)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []*MetricsRunTotalsRow
+	var items []*MetricsRunTallyRow
 	for rows.Next() {
-		var i MetricsRunTotalsRow
+		var i MetricsRunTallyRow
 		if err := rows.Scan(
 			&i.Action,
 			&i.State,
+			&i.Le,
 			&i.Runs,
 			&i.Joined,
-			&i.Timed,
 			&i.Seconds,
-			&i.Le1,
-			&i.Le5,
-			&i.Le15,
-			&i.Le30,
-			&i.Le60,
-			&i.Le120,
-			&i.Le300,
-			&i.Le600,
-			&i.Le1800,
-			&i.Le3600,
 		); err != nil {
 			return nil, err
 		}
@@ -170,6 +140,28 @@ func (q *Queries) MetricsRunTotals(ctx context.Context) ([]*MetricsRunTotalsRow,
 		return nil, err
 	}
 	return items, nil
+}
+
+const metricsRunTallyFold = `-- name: MetricsRunTallyFold :execrows
+WITH gone AS (
+    DELETE FROM journal_run_tally RETURNING action, state, le, runs, joined, seconds
+)
+INSERT INTO journal_run_tally (action, state, le, runs, joined, seconds)
+SELECT action, state, le, sum(runs), sum(joined), sum(seconds)
+FROM gone
+GROUP BY action, state, le
+`
+
+// MetricsRunTallyFold sums the tally's rows into one per action, state and
+// bucket, so that a scrape reads a few rows however many runs finished
+// since the last one. Two folds at once count nothing twice: the second
+// skips the rows the first deleted and cannot see the ones it wrote.
+func (q *Queries) MetricsRunTallyFold(ctx context.Context) (int64, error) {
+	result, err := q.db.Exec(ctx, metricsRunTallyFold)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const metricsSources = `-- name: MetricsSources :many

@@ -164,6 +164,15 @@ type JournalRunPark struct {
 	Until      time.Time
 }
 
+type JournalRunTally struct {
+	Action  string
+	State   string
+	Le      *float64
+	Runs    int64
+	Joined  int64
+	Seconds float64
+}
+
 type Node struct {
 	Name               string
 	Labels             json.RawMessage

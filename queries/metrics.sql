@@ -1,33 +1,34 @@
--- name: MetricsRunTotals :many
--- MetricsRunTotals sums up the journal per action and state for /metrics:
--- the runs, the requests that joined them, and, for runs that started and
--- finished, their durations in the buckets of the duration histogram
--- (upper bounds in seconds, each including the ones below it). Receipts are
--- never deleted, so every figure only grows.
-SELECT action, state,
-       count(*)::bigint AS runs,
-       coalesce(sum(joined), 0)::bigint AS joined,
-       count(finished_at - started_at)::bigint AS timed,
-       coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)::float8 AS seconds,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '1 second')::bigint AS le_1,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '5 seconds')::bigint AS le_5,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '15 seconds')::bigint AS le_15,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '30 seconds')::bigint AS le_30,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '60 seconds')::bigint AS le_60,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '120 seconds')::bigint AS le_120,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '300 seconds')::bigint AS le_300,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '600 seconds')::bigint AS le_600,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '1800 seconds')::bigint AS le_1800,
-       count(*) FILTER (WHERE finished_at - started_at <= interval '3600 seconds')::bigint AS le_3600
-FROM journal_run
-GROUP BY action, state
-ORDER BY action, state;
+-- name: MetricsRunTally :many
+-- MetricsRunTally reads the counts of finished runs per action, state and
+-- duration bucket (le, in seconds: NULL for runs that never started), kept
+-- by the transactions that finished them (migration 0036).
+SELECT action, state, le,
+       sum(runs)::bigint AS runs,
+       sum(joined)::bigint AS joined,
+       sum(seconds)::float8 AS seconds
+FROM journal_run_tally
+GROUP BY action, state, le
+ORDER BY action, state, le;
+
+-- name: MetricsRunTallyFold :execrows
+-- MetricsRunTallyFold sums the tally's rows into one per action, state and
+-- bucket, so that a scrape reads a few rows however many runs finished
+-- since the last one. Two folds at once count nothing twice: the second
+-- skips the rows the first deleted and cannot see the ones it wrote.
+WITH gone AS (
+    DELETE FROM journal_run_tally RETURNING *
+)
+INSERT INTO journal_run_tally (action, state, le, runs, joined, seconds)
+SELECT action, state, le, sum(runs), sum(joined), sum(seconds)
+FROM gone
+GROUP BY action, state, le;
 
 -- name: MetricsOpenRuns :many
 -- MetricsOpenRuns counts the queued and running runs per action, with the
--- age of the oldest request among them.
+-- requests that joined them and the age of the oldest request among them.
 SELECT action, state,
        count(*)::bigint AS runs,
+       sum(joined)::bigint AS joined,
        extract(epoch FROM clock_timestamp() - min(requested_at))::float8 AS oldest_age_sec
 FROM journal_run
 WHERE state IN ('queued', 'running')

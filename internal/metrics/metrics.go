@@ -2,12 +2,14 @@
 //
 // Every sluice figure is read from PostgreSQL when Prometheus scrapes, in
 // one read-only transaction, so any serve on a database reports the same
-// numbers, whichever process did the work, and a restart loses nothing:
-// the journal is append-only, so its counts are true counters. A scrape
-// reads the journal once in a single aggregate (a sequential scan of
-// journal_run), the open runs through their partial index, and per unit or
-// source only its newest run. The Go runtime's and the process's own
-// figures (go_*, process_*) are this process's.
+// numbers, whichever process did the work, and a restart loses nothing.
+// Finished runs are counted by the transactions that finish them, in
+// journal_run_tally (migration 0036), so a scrape reads counters, not the
+// journal: a run counted there stays counted when retention removes its
+// receipt. A scrape first folds the rows of the runs finished since the
+// last one, then reads the tally, the open runs through their partial
+// index, and per unit or source only its newest run. The Go runtime's and
+// the process's own figures (go_*, process_*) are this process's.
 //
 // docs/alerts.md lists the families and example alerting rules.
 package metrics
@@ -64,7 +66,7 @@ func Handler(pool *pgxpool.Pool, opts Opts) http.Handler {
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&Collector{Pool: pool, Timeout: opts.QueryTimeout},
+		&Collector{Pool: pool, Logger: opts.Logger, Timeout: opts.QueryTimeout},
 		WebhookDeliveries,
 	)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
@@ -82,12 +84,8 @@ func (l errorLog) Println(v ...any) {
 }
 
 // DurationBuckets are the upper bounds, in seconds, of the run duration
-// histogram: the le_ columns of MetricsRunTotals, in order.
+// histogram. journal_run_le (migration 0036) holds the same list.
 var DurationBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600}
-
-func bucketCounts(r *db.MetricsRunTotalsRow) []int64 {
-	return []int64{r.Le1, r.Le5, r.Le15, r.Le30, r.Le60, r.Le120, r.Le300, r.Le600, r.Le1800, r.Le3600}
-}
 
 // The families.
 var (
@@ -138,6 +136,8 @@ var (
 // Collector reads sluice's figures from PostgreSQL at every scrape.
 type Collector struct {
 	Pool *pgxpool.Pool
+	// Logger receives what a scrape could not do but did not need. Optional.
+	Logger *slog.Logger
 	// Timeout bounds the queries of one scrape; 0 means 10 s.
 	Timeout time.Duration
 }
@@ -159,6 +159,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	// The fold is upkeep: when it fails, the read below still sums every
+	// row, and the next scrape folds them.
+	if _, err := db.New(c.Pool).MetricsRunTallyFold(ctx); err != nil && c.Logger != nil {
+		c.Logger.Warn("metrics: fold the run tally", "err", redact.Error(err))
+	}
 	failed := false
 	err := pgx.BeginTxFunc(ctx, c.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
@@ -168,7 +173,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				fn   func(context.Context, *db.Queries, chan<- prometheus.Metric) error
 			}{
 				{descRuns, collectRuns},
-				{descQueued, collectOpen},
 				{descUnits, collectUnits},
 				{descLastSync, collectSources},
 				{descUnitDrift, collectDrift},
@@ -189,69 +193,78 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// collectRuns reports the finished runs from the tally, and the open ones
+// from the journal's partial index; the joins add both.
 func collectRuns(ctx context.Context, q *db.Queries, ch chan<- prometheus.Metric) error {
-	rows, err := q.MetricsRunTotals(ctx)
+	rows, err := q.MetricsRunTally(ctx)
 	if err != nil {
-		return fmt.Errorf("read run totals: %w", err)
+		return fmt.Errorf("read the run tally: %w", err)
+	}
+	open, err := q.MetricsOpenRuns(ctx)
+	if err != nil {
+		return fmt.Errorf("read open runs: %w", err)
 	}
 	type hist struct {
 		count   uint64
 		sum     float64
-		buckets []int64
+		buckets map[float64]uint64
 	}
 	joins := map[string]int64{}
+	finished := map[[2]string]int64{}
 	hists := map[string]*hist{}
 	var actions []string
+	seen := func(action string) {
+		if _, ok := joins[action]; !ok {
+			actions = append(actions, action)
+			joins[action] = 0
+		}
+	}
 	for _, r := range rows {
-		if _, ok := joins[r.Action]; !ok {
-			actions = append(actions, r.Action)
-		}
+		seen(r.Action)
 		joins[r.Action] += r.Joined
-		switch r.State {
-		case "succeeded", "failed", "unknown", "cancelled":
-			ch <- prometheus.MustNewConstMetric(descRuns, prometheus.CounterValue, float64(r.Runs), r.Action, r.State)
-		}
-		if r.Timed == 0 {
-			continue
+		finished[[2]string{r.Action, r.State}] += r.Runs
+		if r.Le == nil {
+			continue // never started: no duration
 		}
 		h := hists[r.Action]
 		if h == nil {
-			h = &hist{buckets: make([]int64, len(DurationBuckets))}
+			h = &hist{buckets: make(map[float64]uint64, len(DurationBuckets))}
+			for _, le := range DurationBuckets {
+				h.buckets[le] = 0 // every bound is served, 0 or not
+			}
 			hists[r.Action] = h
 		}
-		h.count += uint64(r.Timed)
+		h.count += uint64(r.Runs)
 		h.sum += r.Seconds
-		for i, n := range bucketCounts(r) {
-			h.buckets[i] += n
+		// The tally holds each run in its own bucket; Prometheus's count
+		// every run at or under the bound.
+		for _, le := range DurationBuckets {
+			if *r.Le <= le {
+				h.buckets[le] += uint64(r.Runs)
+			}
 		}
 	}
-	for _, a := range actions {
-		ch <- prometheus.MustNewConstMetric(descJoins, prometheus.CounterValue, float64(joins[a]), a)
-		h := hists[a]
-		if h == nil {
-			continue
-		}
-		buckets := make(map[float64]uint64, len(DurationBuckets))
-		for i, le := range DurationBuckets {
-			buckets[le] = uint64(h.buckets[i])
-		}
-		ch <- prometheus.MustNewConstHistogram(descDuration, h.count, h.sum, buckets, a)
-	}
-	return nil
-}
-
-func collectOpen(ctx context.Context, q *db.Queries, ch chan<- prometheus.Metric) error {
-	rows, err := q.MetricsOpenRuns(ctx)
-	if err != nil {
-		return fmt.Errorf("read open runs: %w", err)
-	}
-	for _, r := range rows {
+	for _, r := range open {
+		seen(r.Action)
+		joins[r.Action] += r.Joined
 		switch r.State {
 		case "queued":
 			ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(r.Runs), r.Action)
 			ch <- prometheus.MustNewConstMetric(descOldestQueued, prometheus.GaugeValue, r.OldestAgeSec, r.Action)
 		case "running":
 			ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(r.Runs), r.Action)
+		}
+	}
+	slices.Sort(actions)
+	for _, a := range actions {
+		for _, state := range []string{"succeeded", "failed", "unknown", "cancelled"} {
+			if n, ok := finished[[2]string{a, state}]; ok {
+				ch <- prometheus.MustNewConstMetric(descRuns, prometheus.CounterValue, float64(n), a, state)
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descJoins, prometheus.CounterValue, float64(joins[a]), a)
+		if h := hists[a]; h != nil {
+			ch <- prometheus.MustNewConstHistogram(descDuration, h.count, h.sum, h.buckets, a)
 		}
 	}
 	return nil
