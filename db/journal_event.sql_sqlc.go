@@ -21,7 +21,7 @@ WITH bumped AS (
 INSERT INTO journal_event (run_id, seq, level, message, data)
 SELECT bumped.id, bumped.last_seq, $1, $2, $3
 FROM bumped
-RETURNING run_id, seq, at, level, message, data
+RETURNING run_id, seq, at, level, message, data, kept
 `
 
 type JournalEventAppendParams struct {
@@ -48,12 +48,13 @@ func (q *Queries) JournalEventAppend(ctx context.Context, arg *JournalEventAppen
 		&i.Level,
 		&i.Message,
 		&i.Data,
+		&i.Kept,
 	)
 	return &i, err
 }
 
 const journalEventListAfter = `-- name: JournalEventListAfter :many
-SELECT run_id, seq, at, level, message, data FROM journal_event
+SELECT run_id, seq, at, level, message, data, kept FROM journal_event
 WHERE run_id = $1 AND seq > $2
 ORDER BY seq
 LIMIT $3
@@ -81,6 +82,7 @@ func (q *Queries) JournalEventListAfter(ctx context.Context, arg *JournalEventLi
 			&i.Level,
 			&i.Message,
 			&i.Data,
+			&i.Kept,
 		); err != nil {
 			return nil, err
 		}

@@ -127,6 +127,37 @@ type JournalEvent struct {
 	Level   string
 	Message string
 	Data    json.RawMessage
+	Kept    bool
+}
+
+type JournalEventKept struct {
+	RunID   uuid.UUID
+	Seq     int32
+	At      time.Time
+	Level   string
+	Message string
+	Data    json.RawMessage
+	Kept    bool
+}
+
+type JournalEventLive struct {
+	RunID   uuid.UUID
+	Seq     int32
+	At      time.Time
+	Level   string
+	Message string
+	Data    json.RawMessage
+	Kept    bool
+}
+
+type JournalEventLiveDefault struct {
+	RunID   uuid.UUID
+	Seq     int32
+	At      time.Time
+	Level   string
+	Message string
+	Data    json.RawMessage
+	Kept    bool
 }
 
 type JournalRun struct {

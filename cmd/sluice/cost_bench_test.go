@@ -29,7 +29,7 @@ func readCost(b *testing.B, conn *pgx.Conn) dbCost {
 	var c dbCost
 	require.NoError(b, conn.QueryRow(context.Background(), `
 		SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, pg_database_size(current_database()),
-		       pg_total_relation_size('journal_run') + pg_total_relation_size('journal_event'),
+		       pg_total_relation_size('journal_run') + (SELECT sum(pg_total_relation_size(relid))::bigint FROM pg_partition_tree('journal_event')),
 		       (SELECT count(*) FROM journal_run), (SELECT count(*) FROM journal_event), (SELECT count(*) FROM river_job),
 		       (SELECT count(*) FROM unit), (SELECT count(*) FROM sync_path)`).
 		Scan(&c.wal, &c.dbBytes, &c.journalBytes, &c.runs, &c.events, &c.jobs, &c.units, &c.paths))
