@@ -21,6 +21,7 @@ import (
 	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/notify"
+	"sluice/internal/retention"
 	"sluice/internal/services"
 )
 
@@ -37,6 +38,8 @@ type Deps struct {
 	Blueprints *blueprint.Service
 	// Notify sends notifications; nil leaves them out.
 	Notify *notify.Service
+	// Retention keeps the journal's events bounded; nil leaves it out.
+	Retention *retention.Service
 	// TestActions registers test_hold, the test-only action that holds a run
 	// open; serve enables it with SLUICE_ENABLE_TEST_ACTIONS=1.
 	TestActions bool
@@ -65,6 +68,9 @@ func register(workers *river.Workers, d Deps) []kind {
 	}
 	if d.Notify != nil {
 		add(r, &NotifyDeliverWorker{Notify: d.Notify})
+	}
+	if d.Retention != nil {
+		add(r, &RetentionWorker{Journal: d.Journal, Retention: d.Retention})
 	}
 	if d.TestActions {
 		add(r, &HoldWorker{Journal: d.Journal})

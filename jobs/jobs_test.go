@@ -21,6 +21,7 @@ import (
 	"sluice/internal/infra"
 	"sluice/internal/journal"
 	"sluice/internal/notify"
+	"sluice/internal/retention"
 	"sluice/internal/services"
 )
 
@@ -33,7 +34,7 @@ var update = flag.Bool("update", false, "rewrite testdata/kinds.golden from the 
 func allDeps() Deps {
 	return Deps{
 		Journal: &journal.Journal{}, GitOps: &gitops.Service{}, Services: &services.Service{},
-		Infra: &infra.Service{}, Blueprints: &blueprint.Service{}, Notify: &notify.Service{},
+		Infra: &infra.Service{}, Blueprints: &blueprint.Service{}, Notify: &notify.Service{}, Retention: &retention.Service{},
 		TestActions: true,
 	}
 }

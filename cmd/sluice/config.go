@@ -19,6 +19,7 @@ import (
 	"sluice/internal/nodeproto"
 	"sluice/internal/notify"
 	"sluice/internal/redact"
+	"sluice/internal/retention"
 	"sluice/internal/secretbox"
 	"sluice/internal/source"
 	"sluice/internal/webhook"
@@ -112,6 +113,21 @@ func loadServeConfig(getenv func(string) string) (*controlplane.Config, error) {
 	c.NodeSilence = time.Duration(silence) * time.Second
 	if c.ServiceDriftIntervalSec, err = intEnv(getenv, "SLUICE_SERVICE_DRIFT_INTERVAL_SEC", 300); err != nil {
 		return nil, err
+	}
+	if c.Retention.Keep, err = retention.ParseKeep(getenv("SLUICE_JOURNAL_RETENTION")); err != nil {
+		return nil, fmt.Errorf("SLUICE_JOURNAL_RETENTION: %w", err)
+	}
+	if c.Retention.KeepLast, err = intEnv(getenv, "SLUICE_JOURNAL_KEEP_LAST", retention.DefaultKeepLast); err != nil {
+		return nil, err
+	}
+	switch dir := getenv("SLUICE_JOURNAL_ARCHIVE_DIR"); dir {
+	case "off":
+	case "":
+		c.Retention.ArchiveDir = filepath.Join(c.DataDir, "journal-archive")
+	default:
+		if c.Retention.ArchiveDir, err = filepath.Abs(dir); err != nil {
+			return nil, fmt.Errorf("SLUICE_JOURNAL_ARCHIVE_DIR: %w", err)
+		}
 	}
 	c.ConfigRoot = cmp.Or(getenv("SLUICE_CONFIG_ROOT"), filepath.Join(c.DataDir, "config"))
 	if c.ConfigRoot, err = filepath.Abs(c.ConfigRoot); err != nil {

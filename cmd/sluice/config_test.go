@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -17,6 +18,7 @@ import (
 	"sluice/internal/gittest"
 	"sluice/internal/proctest"
 	"sluice/internal/redact"
+	"sluice/internal/retention"
 	"sluice/internal/secretbox"
 )
 
@@ -208,4 +210,31 @@ func TestServeConfigMetricsPublic(t *testing.T) {
 	require.True(t, cfg.MetricsPublic)
 	_, err = loadServeConfig(envOf("SLUICE_METRICS_PUBLIC=yes please"))
 	require.ErrorContains(t, err, "SLUICE_METRICS_PUBLIC must be true or false")
+}
+
+func TestServeConfigJournalRetention(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	cfg, err := loadServeConfig(envOf("SLUICE_DATA_DIR=" + dataDir))
+	require.NoError(t, err)
+	require.Equal(t, retention.Policy{Keep: retention.DefaultKeep, KeepLast: 10, ArchiveDir: filepath.Join(dataDir, "journal-archive")}, cfg.Retention)
+
+	cfg, err = loadServeConfig(envOf("SLUICE_JOURNAL_RETENTION=off", "SLUICE_JOURNAL_KEEP_LAST=0", "SLUICE_JOURNAL_ARCHIVE_DIR=off"))
+	require.NoError(t, err)
+	require.Equal(t, retention.Policy{}, cfg.Retention)
+
+	cfg, err = loadServeConfig(envOf("SLUICE_JOURNAL_RETENTION=400d", "SLUICE_JOURNAL_ARCHIVE_DIR=/var/lib/sluice-archive"))
+	require.NoError(t, err)
+	require.Equal(t, 400*24*time.Hour, cfg.Retention.Keep)
+	require.Equal(t, "/var/lib/sluice-archive", cfg.Retention.ArchiveDir)
+
+	for env, msg := range map[string]string{
+		"SLUICE_JOURNAL_RETENTION=7d":   "SLUICE_JOURNAL_RETENTION: \"7d\" keeps less than 31 days",
+		"SLUICE_JOURNAL_RETENTION=1y":   "SLUICE_JOURNAL_RETENTION: \"1y\" is neither off",
+		"SLUICE_JOURNAL_KEEP_LAST=-1":   "SLUICE_JOURNAL_KEEP_LAST must be a whole number of 0 or more",
+		"SLUICE_JOURNAL_KEEP_LAST=many": "SLUICE_JOURNAL_KEEP_LAST",
+	} {
+		_, err := loadServeConfig(envOf(env))
+		require.ErrorContains(t, err, msg, env)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"sluice/internal/retention"
 	"sluice/internal/secretbox"
 	"sluice/internal/source"
 )
@@ -113,6 +114,11 @@ type Config struct {
 	// NodeSilence is SLUICE_NODE_UNREACHABLE_SEC, default 30: how long a node
 	// may be silent before it reads Unreachable.
 	NodeSilence time.Duration
+	// Retention is the journal's retention policy: SLUICE_JOURNAL_RETENTION
+	// (default 366d; off keeps every event), SLUICE_JOURNAL_KEEP_LAST
+	// (default 10) and SLUICE_JOURNAL_ARCHIVE_DIR (default the data dir's
+	// journal-archive; off drops months without writing them out).
+	Retention retention.Policy
 }
 
 // SecretKeyFile is where the key lives when SLUICE_SECRET_KEY is unset.

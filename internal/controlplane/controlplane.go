@@ -34,6 +34,7 @@ import (
 	"sluice/internal/notify"
 	"sluice/internal/pglisten"
 	"sluice/internal/redact"
+	"sluice/internal/retention"
 	"sluice/internal/secrets"
 	"sluice/internal/services"
 	"sluice/jobs"
@@ -53,6 +54,7 @@ type ControlPlane struct {
 	Blueprints *blueprint.Service
 	Notify     *notify.Service
 	Secrets    *secrets.Service
+	Retention  *retention.Service
 	River      *river.Client[pgx.Tx]
 
 	pool   *pgxpool.Pool
@@ -131,6 +133,10 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 	if cfg.ServiceDriftIntervalSec > 0 {
 		periodic = append(periodic, services.PeriodicSweep(cfg.ServiceDriftIntervalSec))
 	}
+	// Retention drops old months of events when one is due; every process
+	// makes the coming months' tables (the upkeep loop, below).
+	ret := &retention.Service{Pool: pool, Policy: cfg.Retention, Logger: logger.With("component", "retention")}
+	periodic = append(periodic, ret.Periodic())
 
 	// Blueprints are wired below, once nodes and tasks are; the workers
 	// need the pointer now.
@@ -159,7 +165,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 	sec.SetTx = svcs.SecretSetTx
 	inf.Secrets = sec
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, Blueprints: bps, Notify: ntf, TestActions: cfg.TestActions})
+	jobs.Register(workers, jobs.Deps{Journal: j, GitOps: gops, Services: svcs, Infra: inf, Blueprints: bps, Notify: ntf, Retention: ret, TestActions: cfg.TestActions})
 	// Service actions have a queue of their own: services waiting for their
 	// turn never hold off a sync.
 	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}}
@@ -214,7 +220,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 	}
 	return &ControlPlane{
 		Journal: j, GitOps: gops, Services: svcs, Infra: inf, Artifacts: store, Nodes: nodes, Tasks: tasks,
-		Blueprints: bps, Notify: ntf, Secrets: sec, River: client, pool: pool, cfg: cfg, node: opts.Node, logger: logger,
+		Blueprints: bps, Notify: ntf, Secrets: sec, Retention: ret, River: client, pool: pool, cfg: cfg, node: opts.Node, logger: logger,
 	}, nil
 }
 
@@ -223,6 +229,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 // River hands this process is never taken for one whose process died; a
 // recovery sweep of runs left open by stopped processes; River; then the
 // loops: interval syncs, recovery sweeps, the nodes' heartbeat flusher,
+// the journal's upkeep (its coming months' tables),
 // Blueprint auto-placement and, on a node, its heartbeat and the executor
 // of its host steps.
 func (cp *ControlPlane) Start(ctx context.Context) error {
@@ -265,6 +272,7 @@ func (cp *ControlPlane) Start(ctx context.Context) error {
 		newLoop("interval syncs", cp.logger, cp.GitOps.Schedule),
 		newLoop("run recovery", cp.logger, func(ctx context.Context) { cp.Journal.RecoverEvery(ctx, journal.RecoverInterval) }),
 		newLoop("node heartbeat flusher", cp.logger, cp.Nodes.RunFlusher),
+		newLoop("journal upkeep", cp.logger, func(ctx context.Context) { cp.Retention.Upkeep(ctx, retention.UpkeepEvery) }),
 		// Node states change without a sync, and placement plans with them.
 		newLoop("blueprint auto-placement", cp.logger, func(ctx context.Context) { cp.Blueprints.RunAutoPlacement(ctx, blueprint.DecideEvery) }),
 	}
