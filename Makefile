@@ -166,6 +166,9 @@ ensure-browser:
 # BenchmarkMetricsScrape is GET /metrics over a journal of 1,000,000 runs
 # made in SQL (p50 and max of 20, goal under 50 ms), beside the aggregate of
 # the whole journal that a scrape ran before the run tally.
+# BenchmarkRetention is a retention pass over 1,000,000 runs and 2,000,000
+# events made in SQL (its untimed setup takes about 3 minutes), checked at
+# that size as TestPass checks 20,000 runs.
 #
 # BenchmarkSync10k (internal/gitops) is a sync of 10,000 units, request to
 # receipt, beside the git CLI doing the same work in the same loop (first
@@ -237,6 +240,7 @@ bench: ensure-tools build bench-sync
 	$(GO) test -run '^$$' -bench '^BenchmarkDriftCheck$$' -benchtime 10x ./internal/infra/
 	$(GO) test -run '^$$' -bench '^BenchmarkSweep100$$' -benchtime 1x ./internal/infra/
 	$(GO) test -run '^$$' -bench '^BenchmarkMetricsScrape$$' -benchtime 20x ./internal/metrics/
+	$(GO) test -run '^$$' -bench '^BenchmarkRetention$$' -benchtime 1x -timeout 30m ./internal/retention/
 
 ## bench-sync: the sync table alone (make bench prints it first), also written into docs/benchmarks.md
 bench-sync: ensure-tools
