@@ -1,6 +1,7 @@
 package gitsync
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 	"sync"
 
 	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -85,6 +85,29 @@ type writeJob struct {
 	entry *object.TreeEntry
 	data  []byte   // the blob, or the link target; nil for a submodule
 	dir   *os.Root // the parent directory, open; nil when it could not be opened
+	// big, when set, is a blob over StreamAbove, streamed from the object
+	// store to the file instead of read whole into data.
+	big *object.Blob
+}
+
+// StreamAbove is the size over which a blob is copied to its file a piece
+// at a time rather than read whole: a repository may hold files far larger
+// than any unit, and the sync's memory must not grow with them.
+const StreamAbove = 1 << 20
+
+// writeTo writes the job's content to w.
+func (job writeJob) writeTo(w io.Writer) error {
+	if job.big == nil {
+		_, err := w.Write(job.data)
+		return err
+	}
+	r, err := job.big.Reader()
+	if err != nil {
+		return fmt.Errorf("read blob %s: %w", job.entry.Hash, err)
+	}
+	defer r.Close()
+	_, err = io.Copy(w, r)
+	return err
 }
 
 // writeAll checks out names. The blobs are read here, one at a time, because
@@ -123,7 +146,24 @@ func (a *applier) writeAll(ctx context.Context, names []string, want map[string]
 		}
 		job.dir = a.openDir(path.Dir(name))
 		if job.entry.Mode != filemode.Submodule {
-			if job.data, err = a.blob(job.entry.Hash); err != nil {
+			var blob *object.Blob
+			if blob, err = a.repo.BlobObject(job.entry.Hash); err != nil {
+				err = fmt.Errorf("check out %s: read blob %s: %w", name, job.entry.Hash, err)
+				break
+			}
+			if blob.Size > StreamAbove && job.entry.Mode != filemode.Symlink {
+				// Streamed here, since only this goroutine reads the
+				// object store; the workers touch other paths meanwhile.
+				job.big = blob
+				var e *index.Entry
+				if e, err = a.place(job); err != nil {
+					err = fmt.Errorf("check out %s: %w", name, err)
+					break
+				}
+				results[i] = e
+				continue
+			}
+			if job.data, err = readBlob(blob); err != nil {
 				err = fmt.Errorf("check out %s: %w", name, err)
 				break
 			}
@@ -224,7 +264,7 @@ func (a *applier) place(job writeJob) (*index.Entry, error) {
 		if e.Mode == filemode.Executable {
 			perm = 0o755
 		}
-		if err := a.root.WriteFile(native, job.data, perm); err != nil {
+		if err := a.writeFile(native, perm, job); err != nil {
 			return nil, fmt.Errorf("write %s: %w", name, err)
 		}
 		if exists && (fi.Mode()&0o100 != 0) != (perm&0o100 != 0) {
@@ -264,7 +304,7 @@ func (a *applier) create(job writeJob) (entry *index.Entry, ok bool, err error) 
 	if err != nil {
 		return nil, false, nil // in the way, or not creatable: place says why
 	}
-	_, err = f.Write(job.data)
+	err = job.writeTo(f)
 	var fi fs.FileInfo
 	if err == nil {
 		fi, err = f.Stat()
@@ -280,17 +320,32 @@ func (a *applier) create(job writeJob) (entry *index.Entry, ok bool, err error) 
 	return entry, true, nil
 }
 
-func (a *applier) blob(h plumbing.Hash) ([]byte, error) {
-	blob, err := a.repo.BlobObject(h)
-	if err != nil {
-		return nil, fmt.Errorf("read blob %s: %w", h, err)
-	}
+// readBlob reads a blob whole, into a buffer of its size.
+func readBlob(blob *object.Blob) ([]byte, error) {
 	r, err := blob.Reader()
 	if err != nil {
-		return nil, fmt.Errorf("read blob %s: %w", h, err)
+		return nil, fmt.Errorf("read blob %s: %w", blob.Hash, err)
 	}
 	defer r.Close()
-	return io.ReadAll(r)
+	data := make([]byte, 0, blob.Size)
+	buf := bytes.NewBuffer(data)
+	if _, err := io.Copy(buf, r); err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", blob.Hash, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// writeFile writes a job's content to name, as os.Root.WriteFile does.
+func (a *applier) writeFile(name string, perm fs.FileMode, job writeJob) error {
+	f, err := a.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	err = job.writeTo(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // openDir returns dir (made real by ensureDir) opened as a root of its own,

@@ -149,10 +149,12 @@ func (m *Mirror) openLocked() (*git.Repository, func(), error) {
 
 // openRepo opens the repository of working tree dir, keeping pack files
 // open for the whole sync: go-git otherwise reopens a pack, through a
-// symlink-resolving path walk, for every object it reads.
+// symlink-resolving path walk, for every object it reads. Objects over
+// StreamAbove are read from their pack as they are used, never whole into
+// memory (go-git's default has no limit).
 func openRepo(dir string) (*git.Repository, func(), error) {
 	st := filesystem.NewStorageWithOptions(osfs.New(filepath.Join(dir, git.GitDirName)),
-		cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true})
+		cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: StreamAbove})
 	repo, err := git.Open(st, osfs.New(dir))
 	if err != nil {
 		_ = st.Close()
