@@ -169,6 +169,9 @@ ensure-browser:
 # BenchmarkRetention is a retention pass over 1,000,000 runs and 2,000,000
 # events made in SQL (its untimed setup takes about 3 minutes), checked at
 # that size as TestPass checks 20,000 runs.
+# BenchmarkBigBlobRSS is serve's peak resident memory while it clones, and
+# while it fetches, an intent repository holding a 100 MiB file, beside its
+# idle resident memory (goal: within 2×).
 #
 # BenchmarkSync10k (internal/gitops) is a sync of 10,000 units, request to
 # receipt, beside the git CLI doing the same work in the same loop (first
@@ -226,7 +229,7 @@ export SYNC_TABLE_AWK
 bench: ensure-tools build bench-sync
 	@SLUICE_ENSURE_WRK=1 bash scripts/ensure-tools.sh
 	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 5x ./internal/gitsync/
-	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|ActionCost|Storm|Agents|ConvergeOnNode|Webhook|APIReads|ConvergeBesideBusy|ConvergeSystemd|Sync10k)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
+	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|ActionCost|Storm|Agents|ConvergeOnNode|Webhook|APIReads|ConvergeBesideBusy|ConvergeSystemd|Sync10k|BigBlobRSS)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
 	$(GO) test -run '^$$' -bench '^BenchmarkActionStart$$' -benchtime 30x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkStorm$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkAgents$$' -benchtime 1x ./cmd/sluice/
@@ -241,6 +244,7 @@ bench: ensure-tools build bench-sync
 	$(GO) test -run '^$$' -bench '^BenchmarkSweep100$$' -benchtime 1x ./internal/infra/
 	$(GO) test -run '^$$' -bench '^BenchmarkMetricsScrape$$' -benchtime 20x ./internal/metrics/
 	$(GO) test -run '^$$' -bench '^BenchmarkRetention$$' -benchtime 1x -timeout 30m ./internal/retention/
+	$(GO) test -run '^$$' -bench '^BenchmarkBigBlobRSS$$' -benchtime 1x ./cmd/sluice/
 
 ## bench-sync: the sync table alone (make bench prints it first), also written into docs/benchmarks.md
 bench-sync: ensure-tools
