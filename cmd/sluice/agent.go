@@ -25,8 +25,10 @@ import (
 // environment: SLUICE_URL (default http://127.0.0.1:8080), SLUICE_NODE_NAME
 // (required), SLUICE_JOIN_TOKEN (the first time only), SLUICE_DATA_DIR
 // (default ./.sluice-agent, made absolute), SLUICE_AGENT_HEARTBEAT_SEC
-// (default 10), SLUICE_SYSTEMD (default auto: see agent.SystemdModes) and
-// SLUICE_AGENT_PROTOCOL (a test plays an older agent).
+// (default 10), SLUICE_SYSTEMD (default auto: see agent.SystemdModes),
+// SLUICE_CA_FILE (PEM certificates to trust beside the system's),
+// SLUICE_AGENT_ALLOW_HTTP (1: plain http:// to a host that is not loopback)
+// and SLUICE_AGENT_PROTOCOL (a test plays an older agent).
 func loadAgentConfig(getenv func(string) string) (*agent.Config, error) {
 	c := &agent.Config{
 		URL:       strings.TrimRight(cmp.Or(getenv("SLUICE_URL"), "http://127.0.0.1:8080"), "/"),
@@ -35,6 +37,17 @@ func loadAgentConfig(getenv func(string) string) (*agent.Config, error) {
 		DataDir:   cmp.Or(getenv("SLUICE_DATA_DIR"), ".sluice-agent"),
 		Version:   httpapi.Version,
 		Systemd:   cmp.Or(getenv("SLUICE_SYSTEMD"), agent.SystemdAuto),
+		CAFile:    getenv("SLUICE_CA_FILE"),
+	}
+	switch v := getenv("SLUICE_AGENT_ALLOW_HTTP"); v {
+	case "", "0", "false":
+	case "1", "true":
+		c.AllowHTTP = true
+	default:
+		return nil, fmt.Errorf("SLUICE_AGENT_ALLOW_HTTP must be 1 or 0, not %q", v)
+	}
+	if err := c.CheckURL(); err != nil {
+		return nil, err
 	}
 	if !slices.Contains(agent.SystemdModes, c.Systemd) {
 		return nil, fmt.Errorf("SLUICE_SYSTEMD must be one of %s, not %q", strings.Join(agent.SystemdModes, ", "), c.Systemd)

@@ -17,12 +17,14 @@ import (
 )
 
 // ClientConfig is the CLI's configuration: SLUICE_URL (default
-// http://127.0.0.1:8080) and SLUICE_TOKEN.
+// http://127.0.0.1:8080), SLUICE_TOKEN and SLUICE_CA_FILE.
 type ClientConfig struct {
 	URL   string
 	Token string
 	// URLSet is false when SLUICE_URL is unset and URL is the default.
 	URLSet bool
+	// CAFile holds PEM certificates to trust beside the system's.
+	CAFile string
 }
 
 func loadClientConfig(getenv func(string) string) (*ClientConfig, error) {
@@ -30,6 +32,7 @@ func loadClientConfig(getenv func(string) string) (*ClientConfig, error) {
 		URL:    strings.TrimRight(cmp.Or(getenv("SLUICE_URL"), "http://127.0.0.1:8080"), "/"),
 		Token:  getenv("SLUICE_TOKEN"),
 		URLSet: getenv("SLUICE_URL") != "",
+		CAFile: getenv("SLUICE_CA_FILE"),
 	}
 	if c.Token == "" {
 		return nil, errors.New("SLUICE_TOKEN is not set: create a token with `sluice token create` (as an admin) or use the one `make run` printed")
@@ -43,8 +46,12 @@ func newClient() (*apiclient.ClientWithResponses, error) {
 	if err != nil {
 		return nil, err
 	}
+	transport, err := apiclient.Transport(cfg.CAFile)
+	if err != nil {
+		return nil, err
+	}
 	return apiclient.NewClientWithResponses(cfg.URL,
-		apiclient.WithHTTPClient(&http.Client{Transport: reachTransport{cfg: cfg, next: http.DefaultTransport}}),
+		apiclient.WithHTTPClient(&http.Client{Transport: reachTransport{cfg: cfg, next: transport}}),
 		apiclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 			req.Header.Set("Authorization", "Bearer "+cfg.Token)
 			return nil

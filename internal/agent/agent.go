@@ -46,6 +46,41 @@ type Config struct {
 	// Systemd is the node's systemd mode, one of SystemdModes; "" is
 	// SystemdAuto.
 	Systemd string
+	// CAFile (SLUICE_CA_FILE) holds PEM certificates to trust beside the
+	// system's, for a serve whose certificate a private CA signed.
+	CAFile string
+	// AllowHTTP (SLUICE_AGENT_ALLOW_HTTP=1) lets the agent send its
+	// credential over plain http:// to a host that is not loopback.
+	AllowHTTP bool
+
+	transport *http.Transport
+}
+
+// httpTransport returns the transport of the agent's API clients, made
+// once from CAFile.
+func (c *Config) httpTransport() (*http.Transport, error) {
+	if c.transport == nil {
+		t, err := apiclient.Transport(c.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		c.transport = t
+	}
+	return c.transport, nil
+}
+
+// CheckURL refuses a URL over which the node's credential would cross a
+// network in clear, unless AllowHTTP says so.
+func (c *Config) CheckURL() error {
+	plain, err := apiclient.IsPlainRemote(c.URL)
+	if err != nil {
+		return fmt.Errorf("SLUICE_URL: %w", err)
+	}
+	if plain && !c.AllowHTTP {
+		return fmt.Errorf("SLUICE_URL %s is plain http:// to a host that is not loopback, so the node's credential would cross the network in clear: "+
+			"use https:// (with SLUICE_CA_FILE when a private CA signed serve's certificate), or set SLUICE_AGENT_ALLOW_HTTP=1 to accept that", c.URL)
+	}
+	return nil
 }
 
 func (c *Config) credentialFile() string { return filepath.Join(c.DataDir, "node-credential") }
@@ -62,6 +97,13 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if err := cfg.CheckURL(); err != nil {
+		return err
+	}
+	transport, err := cfg.httpTransport()
+	if err != nil {
+		return err
+	}
 	unlock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return err
@@ -73,12 +115,12 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return redact.Error(err)
 	}
 	redact.Add(cred)
-	client, err := newClient(cfg.URL, cred, 30*time.Second)
+	client, err := newClient(cfg.URL, cred, 30*time.Second, transport)
 	if err != nil {
 		return err
 	}
 	// Artifacts can be large: their download gets longer than a request.
-	slow, err := newClient(cfg.URL, cred, 30*time.Minute)
+	slow, err := newClient(cfg.URL, cred, 30*time.Minute, transport)
 	if err != nil {
 		return err
 	}
@@ -144,9 +186,9 @@ func runtimeNames(h *hoststep.Host) string {
 	return strings.Join(names, ",")
 }
 
-func newClient(url, cred string, timeout time.Duration) (*apiclient.ClientWithResponses, error) {
+func newClient(url, cred string, timeout time.Duration, transport http.RoundTripper) (*apiclient.ClientWithResponses, error) {
 	return apiclient.NewClientWithResponses(url,
-		apiclient.WithHTTPClient(&http.Client{Timeout: timeout}),
+		apiclient.WithHTTPClient(&http.Client{Timeout: timeout, Transport: transport}),
 		apiclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 			req.Header.Set("Authorization", "Bearer "+cred)
 			return nil

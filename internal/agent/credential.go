@@ -34,7 +34,11 @@ func credential(ctx context.Context, cfg *Config, logger *slog.Logger) (string, 
 	if cfg.JoinToken == "" {
 		return "", fmt.Errorf("no node credential in %s and SLUICE_JOIN_TOKEN is not set: give the agent the join token `sluice node add %s` printed", cfg.DataDir, cfg.NodeName)
 	}
-	client, err := apiclient.NewClientWithResponses(cfg.URL, apiclient.WithHTTPClient(&http.Client{Timeout: 30 * time.Second}))
+	transport, err := cfg.httpTransport()
+	if err != nil {
+		return "", err
+	}
+	client, err := apiclient.NewClientWithResponses(cfg.URL, apiclient.WithHTTPClient(&http.Client{Timeout: 30 * time.Second, Transport: transport}))
 	if err != nil {
 		return "", err
 	}

@@ -34,7 +34,7 @@ func TestHeartbeats(t *testing.T) {
 		}))
 		t.Cleanup(srv.Close)
 		t.Cleanup(func() { close(release) })
-		client, err := newClient(srv.URL, "sluice_node_test", 30*time.Second)
+		client, err := newClient(srv.URL, "sluice_node_test", 30*time.Second, nil)
 		require.NoError(t, err)
 		dir := t.TempDir()
 		host, err := NewHost(dir, SystemdOff, &apiArtifacts{})
