@@ -114,6 +114,10 @@ func loadServeConfig(getenv func(string) string) (*controlplane.Config, error) {
 	if c.ServiceDriftIntervalSec, err = intEnv(getenv, "SLUICE_SERVICE_DRIFT_INTERVAL_SEC", 300); err != nil {
 		return nil, err
 	}
+	c.TLSCert, c.TLSKey = getenv("SLUICE_TLS_CERT"), getenv("SLUICE_TLS_KEY")
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return nil, fmt.Errorf("SLUICE_TLS_CERT and SLUICE_TLS_KEY go together: set both (a PEM certificate chain and its key) or neither")
+	}
 	if c.Retention.Keep, err = retention.ParseKeep(getenv("SLUICE_JOURNAL_RETENTION")); err != nil {
 		return nil, fmt.Errorf("SLUICE_JOURNAL_RETENTION: %w", err)
 	}

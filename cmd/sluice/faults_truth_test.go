@@ -192,8 +192,10 @@ func newTruthSite(t *testing.T) *truthSite {
 	out, code := p.cliOut("node", "add", "a1")
 	require.Equal(t, 0, code, out)
 	token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
+	// Over the test's own veth link, plain http:// to a host that is not
+	// loopback, which the agent takes only when told.
 	s.agent = startAgentIn(t, netns, p, "a1", s.agentDir, "SLUICE_JOIN_TOKEN="+token,
-		"SLUICE_AGENT_HEARTBEAT_SEC="+strconv.Itoa(int(truthHeartbeat/time.Second)))
+		"SLUICE_AGENT_HEARTBEAT_SEC="+strconv.Itoa(int(truthHeartbeat/time.Second)), "SLUICE_AGENT_ALLOW_HTTP=1")
 	t.Cleanup(func() { _ = s.agent.cmd.Process.Signal(syscall.SIGCONT) })
 	p.waitNode("a1", "Ready")
 	p.waitNode("s0", "Ready")

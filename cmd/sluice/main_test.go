@@ -97,6 +97,9 @@ func (p *proc) cli(stdin io.Reader, token string, args ...string) (string, strin
 	p.t.Helper()
 	cmd := exec.Command(sluiceBin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.URL, "SLUICE_TOKEN=" + token}
+	if p.CAFile != "" {
+		cmd.Env = append(cmd.Env, "SLUICE_CA_FILE="+p.CAFile)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
 	err := cmd.Run()

@@ -44,6 +44,9 @@ func startAgentIn(t *testing.T, netns string, p *proc, name, dataDir string, env
 	}
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "SLUICE_URL=" + p.URL, "SLUICE_NODE_NAME=" + name,
 		"SLUICE_DATA_DIR=" + dataDir, "SLUICE_AGENT_HEARTBEAT_SEC=1", "SLUICE_LOG_FORMAT=json"}, env...)
+	if p.CAFile != "" {
+		cmd.Env = append(cmd.Env, "SLUICE_CA_FILE="+p.CAFile)
+	}
 	a := &agentProc{cmd: cmd, logs: &proctest.SyncBuffer{}, done: make(chan error, 1), over: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = a.logs, a.logs
 	require.NoError(t, cmd.Start())

@@ -31,6 +31,10 @@ type Config struct {
 	DataDir string
 	// Listen is SLUICE_LISTEN, default 127.0.0.1:8080.
 	Listen string
+	// TLSCert and TLSKey are SLUICE_TLS_CERT and SLUICE_TLS_KEY, PEM files:
+	// when set, serve speaks HTTPS only, and loads them again when they
+	// change. Both or neither.
+	TLSCert, TLSKey string
 	// LogFormat is SLUICE_LOG_FORMAT: text (default) or json.
 	LogFormat string
 	// LogLevel is SLUICE_LOG_LEVEL: debug, info (default), warn or error.

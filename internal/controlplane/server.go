@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -26,6 +27,13 @@ func Serve(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.
 	opts := Opts{}
 	if cfg.NodeName != "-" {
 		opts.Node = cfg.NodeName
+	}
+	// A certificate that does not load stops the start before anything runs.
+	var certs *certReloader
+	if cfg.TLSCert != "" {
+		if certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey, logger.With("component", "tls")); err != nil {
+			return err
+		}
 	}
 	cp, err := New(ctx, cfg, logger, pool, opts)
 	if err != nil {
@@ -87,14 +95,22 @@ func Serve(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.
 			return rep
 		},
 	})
+	scheme := "http"
+	if certs != nil {
+		scheme = "https"
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	if certs != nil {
+		ln = tls.NewListener(ln, certs.tlsConfig())
+	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("sluice is ready", "url", "http://"+ln.Addr().String(), "riverui", "http://"+ln.Addr().String()+"/riverui/",
+	url := scheme + "://" + ln.Addr().String()
+	logger.Info("sluice is ready", "url", url, "riverui", url+"/riverui/",
 		"took", time.Since(begin).Round(time.Millisecond).String())
 
 	select {

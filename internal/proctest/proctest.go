@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"sluice/internal/apiclient"
 )
 
 // SyncBuffer is a process's output, written by its two pipes' copiers.
@@ -80,9 +82,14 @@ func KillService(dataDir, name string) {
 
 // Proc is a running sluice process: serve, a worker, an agent.
 type Proc struct {
-	Cmd  *exec.Cmd
-	URL  string
-	Logs *SyncBuffer
+	Cmd *exec.Cmd
+	URL string
+	// CAFile is the SLUICE_CA_FILE serve was started beside, for its
+	// clients: set when it serves HTTPS.
+	CAFile string
+	// Client is how the test reaches serve: trusting CAFile, if set.
+	Client *http.Client
+	Logs   *SyncBuffer
 	// Done receives the process's exit.
 	Done chan error
 }
@@ -106,7 +113,22 @@ func StartServe(t testing.TB, bin string, env ...string) (*Proc, time.Duration) 
 		"HOME=" + os.Getenv("HOME"),
 		"SLUICE_LISTEN=" + addr,
 	}, env...)
-	s := &Proc{Cmd: cmd, URL: "http://" + addr, Logs: &SyncBuffer{}, Done: make(chan error, 1)}
+	s := &Proc{Cmd: cmd, URL: "http://" + addr, Client: http.DefaultClient, Logs: &SyncBuffer{}, Done: make(chan error, 1)}
+	// With SLUICE_TLS_CERT, serve speaks HTTPS only; SLUICE_CA_FILE in env
+	// (which serve ignores) is the CA its clients trust.
+	tlsOn := false
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "SLUICE_CA_FILE="); ok {
+			s.CAFile = v
+		}
+		tlsOn = tlsOn || strings.HasPrefix(e, "SLUICE_TLS_CERT=")
+	}
+	if tlsOn {
+		s.URL = "https://" + addr
+		transport, err := apiclient.Transport(s.CAFile)
+		require.NoError(t, err)
+		s.Client = &http.Client{Transport: transport}
+	}
 	cmd.Stdout, cmd.Stderr = s.Logs, s.Logs
 	begin := time.Now()
 	require.NoError(t, cmd.Start())
@@ -126,7 +148,7 @@ func StartServe(t testing.TB, bin string, env ...string) (*Proc, time.Duration) 
 	})
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if resp, err := http.Get(s.URL + "/readyz"); err == nil {
+		if resp, err := s.Client.Get(s.URL + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return s, time.Since(begin)
@@ -163,7 +185,7 @@ func (p *Proc) Do(t testing.TB, method, path, token string, body any) (int, []by
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := p.Client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
