@@ -165,6 +165,13 @@ type truthSite struct {
 	stopWatch          chan struct{}
 }
 
+// truthAgentEnv is the agent's environment, at its first start and after
+// a kill. Over the test's own veth link it reaches serve by plain http://
+// to a host that is not loopback, which the agent takes only when told.
+func truthAgentEnv() []string {
+	return []string{"SLUICE_AGENT_HEARTBEAT_SEC=" + strconv.Itoa(int(truthHeartbeat/time.Second)), "SLUICE_AGENT_ALLOW_HTTP=1"}
+}
+
 func newTruthSite(t *testing.T) *truthSite {
 	s := &truthSite{t: t, fc: newFaultCluster(t), serveDir: t.TempDir(), agentDir: t.TempDir(), book: newTruthBook(truthDeps)}
 	host, netns := "127.0.0.1", ""
@@ -192,10 +199,7 @@ func newTruthSite(t *testing.T) *truthSite {
 	out, code := p.cliOut("node", "add", "a1")
 	require.Equal(t, 0, code, out)
 	token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
-	// Over the test's own veth link, plain http:// to a host that is not
-	// loopback, which the agent takes only when told.
-	s.agent = startAgentIn(t, netns, p, "a1", s.agentDir, "SLUICE_JOIN_TOKEN="+token,
-		"SLUICE_AGENT_HEARTBEAT_SEC="+strconv.Itoa(int(truthHeartbeat/time.Second)), "SLUICE_AGENT_ALLOW_HTTP=1")
+	s.agent = startAgentIn(t, netns, p, "a1", s.agentDir, append(truthAgentEnv(), "SLUICE_JOIN_TOKEN="+token)...)
 	t.Cleanup(func() { _ = s.agent.cmd.Process.Signal(syscall.SIGCONT) })
 	p.waitNode("a1", "Ready")
 	p.waitNode("s0", "Ready")
@@ -380,8 +384,7 @@ func faultsStatusTruth(t *testing.T, trials int) {
 			<-s.agent.over
 			rep.inject("agent-kill9", "round %d: kill -9 of a1's agent; held %s", i+1, w.hold)
 			time.Sleep(w.hold)
-			s.agent = startAgentIn(s.t, s.netns(), s.serve, "a1", s.agentDir,
-				"SLUICE_AGENT_HEARTBEAT_SEC="+strconv.Itoa(int(truthHeartbeat/time.Second)))
+			s.agent = startAgentIn(s.t, s.netns(), s.serve, "a1", s.agentDir, truthAgentEnv()...)
 			s.book.set(factAgent, true, time.Now())
 			time.Sleep(w.watch)
 		})
