@@ -52,12 +52,21 @@ BEGIN
     IF to_regclass(name) IS NOT NULL THEN
         RETURN name;
     END IF;
+    -- Every process makes the coming months at its start: one at a time,
+    -- or two would each wait for the other's lock on the partitions. The
+    -- one that waited may still see the table missing (its catalog lookup
+    -- is older than the lock), and then finds it there as it makes it.
+    PERFORM pg_advisory_xact_lock(hashtext('journal_event_month_partition'));
     IF EXISTS (SELECT 1 FROM journal_event_live_default WHERE at >= lo AND at < hi) THEN
         RETURN NULL;
     END IF;
-    EXECUTE format('CREATE TABLE %I PARTITION OF journal_event_live FOR VALUES FROM (%L) TO (%L)', name, lo, hi);
-    EXECUTE format('CREATE TRIGGER journal_event_no_truncate BEFORE TRUNCATE ON %I '
-                   'FOR EACH STATEMENT EXECUTE FUNCTION journal_append_only()', name);
+    BEGIN
+        EXECUTE format('CREATE TABLE %I PARTITION OF journal_event_live FOR VALUES FROM (%L) TO (%L)', name, lo, hi);
+        EXECUTE format('CREATE TRIGGER journal_event_no_truncate BEFORE TRUNCATE ON %I '
+                       'FOR EACH STATEMENT EXECUTE FUNCTION journal_append_only()', name);
+    EXCEPTION WHEN duplicate_table THEN
+        NULL;
+    END;
     RETURN name;
 END;
 $$;

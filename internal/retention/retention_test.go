@@ -277,3 +277,25 @@ func TestParseKeep(t *testing.T) {
 		require.ErrorContains(t, err, msg, in)
 	}
 }
+
+// Every serve and worker makes the coming months' tables at its start:
+// many at once make each table once, and none of them fails.
+func TestMakeMonthsAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.svc.Now = func() time.Time { return time.Date(2031, 5, 20, 0, 0, 0, 0, time.UTC) }
+	b.svc.Policy.Keep = 0 // the months are made; nothing is dropped
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			_, _, err := b.svc.Pass(b.ctx, func(string, any) {})
+			errs <- err
+		}()
+	}
+	for range 8 {
+		require.NoError(t, <-errs)
+	}
+	for _, m := range []string{"journal_event_y2031m05", "journal_event_y2031m06", "journal_event_y2031m07"} {
+		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM pg_class WHERE relname = $1`, m), m)
+	}
+}
