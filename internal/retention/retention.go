@@ -181,7 +181,7 @@ func (s *Service) Periodic() *river.PeriodicJob {
 			if !s.due.Load() {
 				return nil, nil
 			}
-			return Args{}, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: journal.OpenJobStates}}
+			return Args{}, nil // Args.InsertOpts: one attempt, one open pass
 		}, nil)
 }
 
