@@ -56,13 +56,23 @@ test-go:
 	  TMPDIR=$$tmp SLUICE_TEST_REPORT=$$report $(GO) test $(GOTEST_FLAGS) $(SLOW_PKGS) ./... || status=$$?; \
 	  cat "$$report"; rm -rf "$$tmp"; echo "go test: $$(( $$(date +%s) - begin )) s"; exit $$status
 
+# BUILD_FLAGS stamp the binary with what `sluice version`, /healthz and
+# sluice_build_info report. -buildvcs=true records the commit (and whether
+# the tree was modified) when building from a git checkout; it is set here
+# because a GOFLAGS=-buildvcs=false in the environment would otherwise drop
+# it, and left out outside a checkout, where it would fail the build.
+# VERSION=v1.4.0 sets the version; unset, it is the module version Go
+# derives from the commit.
+VERSION ?=
+BUILD_FLAGS := $(if $(shell git rev-parse --git-dir 2>/dev/null),-buildvcs=true) \
+	$(if $(VERSION),-ldflags "-X sluice/internal/buildinfo.version=$(VERSION)")
 build:
-	$(GO) build -o bin/sluice ./cmd/sluice
+	$(GO) build $(BUILD_FLAGS) -o bin/sluice ./cmd/sluice
 
 ## static: a statically linked sluice (no cgo) a host can take as it is, for its agent
 # make build's binary links the C library; an agent's host may have another.
 static:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/sluice-static ./cmd/sluice
+	CGO_ENABLED=0 $(GO) build -trimpath $(BUILD_FLAGS) -o bin/sluice-static ./cmd/sluice
 
 ## demo-artifacts: two versions of cmd/hello, the service the `make run` demo deploys
 demo-artifacts:

@@ -52,6 +52,7 @@ var commands = []command{
 	{[]string{"token"}, "create, list or revoke API tokens", plain(runToken)},
 	{[]string{"notifications"}, "list, add, delete or test notification targets; a run's deliveries", plain(runNotifications)},
 	{[]string{"secret"}, "set (from a file or stdin), list or delete secrets; never shown back", plain(runSecret)},
+	{[]string{"version"}, "this binary's version, commit and Go version", plain(runVersion)},
 }
 
 func plain(f func(context.Context, []string, io.Writer, io.Writer) error) func(context.Context, string, []string, io.Writer, io.Writer) error {

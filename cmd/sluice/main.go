@@ -75,6 +75,7 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice token create --role R --name N
   sluice token list
   sluice token revoke NAME|ID
+  sluice version                   this binary's version, commit and Go version
 
 Read commands print JSON with --json (or --output json).
 Run "sluice COMMAND -h" for a command's flags.
