@@ -33,7 +33,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		s := startServer(t, serverOpts{work: true, riverUI: true})
 		// Not sluice_-shaped, so no redaction pattern would catch it.
 		bootstrap := "boot-" + rand.Text()
-		require.NoError(t, auth.EnsureBootstrap(t.Context(), s.pool, bootstrap))
+		require.NoError(t, auth.EnsureBootstrap(t.Context(), s.pool, s.journal, bootstrap))
 		return &testBundle{testServer: s, bootstrap: bootstrap}
 	}
 

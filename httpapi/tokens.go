@@ -39,7 +39,8 @@ type createTokenInput struct {
 type createTokenOutput struct {
 	Body struct {
 		Token
-		Secret string `json:"secret" doc:"The token. It is shown once: store it now."`
+		Secret    string    `json:"secret" doc:"The token. It is shown once: store it now."`
+		JournalID uuid.UUID `json:"journalId" format:"uuid" doc:"The receipt of the creation."`
 	}
 }
 
@@ -58,7 +59,10 @@ type revokeTokenInput struct {
 }
 
 type revokeTokenOutput struct {
-	Body Token
+	Body struct {
+		Token
+		JournalID uuid.UUID `json:"journalId" format:"uuid" doc:"The receipt of the revocation."`
+	}
 }
 
 func registerTokens(api huma.API, d Deps) {
@@ -70,13 +74,14 @@ func registerTokens(api huma.API, d Deps) {
 		if err != nil {
 			return nil, err
 		}
-		secret, tok, err := auth.Create(ctx, d.Pool, in.Body.Name, role, requester(ctx))
+		secret, tok, run, err := auth.Issue(ctx, d.Pool, d.Journal, in.Body.Name, role, requester(ctx))
 		if err != nil {
 			return nil, err
 		}
 		out := &createTokenOutput{}
 		out.Body.Token = tokenOut(tok)
 		out.Body.Secret = secret
+		out.Body.JournalID = run.ID
 		return out, nil
 	})
 
@@ -107,10 +112,12 @@ func registerTokens(api huma.API, d Deps) {
 
 	register(api, d, op("revoke-token", http.MethodDelete, "/tokens/{ref}", "Revoke an API token.", auth.RoleAdmin, http.StatusNotFound),
 		func(ctx context.Context, in *revokeTokenInput) (*revokeTokenOutput, error) {
-			tok, err := auth.Revoke(ctx, d.Pool, in.Ref)
+			tok, run, err := auth.Revoke(ctx, d.Pool, d.Journal, in.Ref, requester(ctx))
 			if err != nil {
 				return nil, err
 			}
-			return &revokeTokenOutput{Body: tokenOut(tok)}, nil
+			out := &revokeTokenOutput{}
+			out.Body.Token, out.Body.JournalID = tokenOut(tok), run.ID
+			return out, nil
 		})
 }

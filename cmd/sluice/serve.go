@@ -12,6 +12,7 @@ import (
 	"sluice/db"
 	"sluice/internal/auth"
 	"sluice/internal/controlplane"
+	"sluice/internal/journal"
 	"sluice/internal/redact"
 )
 
@@ -35,7 +36,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer database.Close(logger)
 	if cfg.BootstrapToken != "" {
-		if err := auth.EnsureBootstrap(ctx, database.Pool, cfg.BootstrapToken); err != nil {
+		if err := auth.EnsureBootstrap(ctx, database.Pool, journal.New(database.Pool, logger, redact.Default), cfg.BootstrapToken); err != nil {
 			return redact.Error(fmt.Errorf("bootstrap token: %w", err))
 		}
 	}

@@ -16,6 +16,14 @@ import (
 
 	"sluice/db"
 	"sluice/internal/errs"
+	"sluice/internal/journal"
+)
+
+// The actions of the receipts token changes record.
+const (
+	ActionCreate    = "create_token"
+	ActionRevoke    = "revoke_token"
+	ActionBootstrap = "bootstrap_token"
 )
 
 // Role is what a token may do. Each role includes the ones below it.
@@ -101,6 +109,32 @@ func Create(ctx context.Context, e db.DBTX, name string, role Role, createdBy st
 	return secret, tok, nil
 }
 
+// Issue creates a token as Create does and records the receipt of it, with
+// who asked, in the same transaction. The secret is on neither.
+func Issue(ctx context.Context, e db.Executor, j *journal.Journal, name string, role Role, by string) (string, *Token, *db.JournalRun, error) {
+	var (
+		secret string
+		tok    *Token
+		run    *db.JournalRun
+	)
+	err := db.WithTx(ctx, e, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		if secret, tok, err = Create(ctx, tx, name, role, by); err != nil {
+			return err
+		}
+		run, err = j.RecordTx(ctx, tx, journal.RecordParams{
+			Action: ActionCreate, Target: name, RequestedBy: by,
+			Params: map[string]any{"name": name, "role": role}, Result: map[string]any{"id": tok.ID},
+			Message: fmt.Sprintf("token %s (%s) created by %s", name, role, by),
+		})
+		return err
+	})
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return secret, tok, run, nil
+}
+
 // Authenticate returns the active token whose secret this is.
 func Authenticate(ctx context.Context, e db.DBTX, secret string) (*Token, error) {
 	if secret == "" {
@@ -131,7 +165,8 @@ const bootstrapLockKey = 0x736c6274
 // EnsureBootstrap makes secret an active admin token named "bootstrap". A
 // different earlier bootstrap token is revoked, so changing the variable
 // rotates the token. Concurrent calls (serves starting together) take turns.
-func EnsureBootstrap(ctx context.Context, e db.Executor, secret string) error {
+// Each change it makes is a receipt, requested by SLUICE_BOOTSTRAP_TOKEN.
+func EnsureBootstrap(ctx context.Context, e db.Executor, j *journal.Journal, secret string) error {
 	if len(secret) < 16 {
 		return errs.Errorf(errs.Invalid, "SLUICE_BOOTSTRAP_TOKEN must have at least 16 characters.")
 	}
@@ -152,19 +187,31 @@ func EnsureBootstrap(ctx context.Context, e db.Executor, secret string) error {
 					return err
 				}
 			}
-			_, err = q.APITokenReactivateAdmin(ctx, existing.ID)
-			return err
+			if _, err := q.APITokenReactivateAdmin(ctx, existing.ID); err != nil {
+				return err
+			}
+			return recordBootstrap(ctx, tx, j, fmt.Sprintf("token %s made an active admin token again: SLUICE_BOOTSTRAP_TOKEN holds its secret", existing.Name))
 		case !errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("look up bootstrap token: %w", err)
 		}
 		if err := q.APITokenRevokeByName(ctx, BootstrapName); err != nil {
 			return fmt.Errorf("revoke old bootstrap token: %w", err)
 		}
-		_, err = q.APITokenInsert(ctx, &db.APITokenInsertParams{
-			ID: uuid.New(), Name: BootstrapName, Role: string(RoleAdmin), TokenHash: hash, CreatedBy: "SLUICE_BOOTSTRAP_TOKEN",
-		})
-		return err
+		if _, err = q.APITokenInsert(ctx, &db.APITokenInsertParams{
+			ID: uuid.New(), Name: BootstrapName, Role: string(RoleAdmin), TokenHash: hash, CreatedBy: bootstrapBy,
+		}); err != nil {
+			return err
+		}
+		return recordBootstrap(ctx, tx, j, "admin token "+BootstrapName+" set from SLUICE_BOOTSTRAP_TOKEN; a bootstrap token before it is revoked")
 	})
+}
+
+// bootstrapBy is who a bootstrap token's changes are requested by.
+const bootstrapBy = "SLUICE_BOOTSTRAP_TOKEN"
+
+func recordBootstrap(ctx context.Context, tx pgx.Tx, j *journal.Journal, msg string) error {
+	_, err := j.RecordTx(ctx, tx, journal.RecordParams{Action: ActionBootstrap, Target: BootstrapName, RequestedBy: bootstrapBy, Message: msg})
+	return err
 }
 
 // List returns every token, revoked ones included, without secrets.
@@ -172,9 +219,13 @@ func List(ctx context.Context, e db.DBTX) ([]*Token, error) {
 	return db.New(e).APITokenList(ctx)
 }
 
-// Revoke revokes the active token with this name or id.
-func Revoke(ctx context.Context, e db.Executor, ref string) (*Token, error) {
-	var tok *Token
+// Revoke revokes the active token with this name or id, and records the
+// receipt of it, with who asked, in the same transaction.
+func Revoke(ctx context.Context, e db.Executor, j *journal.Journal, ref, by string) (*Token, *db.JournalRun, error) {
+	var (
+		tok *Token
+		run *db.JournalRun
+	)
 	err := db.WithTx(ctx, e, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
 		found, err := q.APITokenGetByNameOrID(ctx, ref)
@@ -184,8 +235,18 @@ func Revoke(ctx context.Context, e db.Executor, ref string) (*Token, error) {
 		if err != nil {
 			return err
 		}
-		tok, err = q.APITokenRevoke(ctx, found.ID)
+		if tok, err = q.APITokenRevoke(ctx, found.ID); err != nil {
+			return err
+		}
+		run, err = j.RecordTx(ctx, tx, journal.RecordParams{
+			Action: ActionRevoke, Target: tok.Name, RequestedBy: by, Params: map[string]any{"ref": ref},
+			Result:  map[string]any{"id": tok.ID, "role": tok.Role},
+			Message: fmt.Sprintf("token %s (%s, created by %s) revoked by %s", tok.Name, tok.Role, tok.CreatedBy, by),
+		})
 		return err
 	})
-	return tok, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return tok, run, nil
 }

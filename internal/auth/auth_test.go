@@ -6,23 +6,38 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/auth"
 	"sluice/internal/dbtest"
 	"sluice/internal/errs"
+	"sluice/internal/journal"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 type testBundle struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	journal *journal.Journal
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	return &testBundle{pool: dbtest.NewPool(t)}
+	pool := dbtest.NewPool(t)
+	return &testBundle{pool: pool, journal: journal.New(pool, nil, nil)}
+}
+
+// receipts lists the finished runs of action as "target by requester".
+func (b *testBundle) receipts(t *testing.T, action string) []string {
+	t.Helper()
+	rows, err := b.pool.Query(t.Context(), `SELECT target || ' by ' || requested_by FROM journal_run
+		WHERE action = $1 AND state = 'succeeded' AND finished_at IS NOT NULL ORDER BY requested_at, id`, action)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
 }
 
 func TestRoles(t *testing.T) {
@@ -75,15 +90,46 @@ func TestTokens(t *testing.T) {
 		_, _, err = auth.Create(ctx, b.pool, "ci", auth.RoleViewer, "alice")
 		require.True(t, errs.Is(err, errs.Conflict), "%v", err)
 
-		_, err = auth.Revoke(ctx, b.pool, "ci")
+		_, _, err = auth.Revoke(ctx, b.pool, b.journal, "ci", "alice")
 		require.NoError(t, err)
 		_, err = auth.Authenticate(ctx, b.pool, secret)
 		require.True(t, errs.Is(err, errs.Unauthorized))
-		_, err = auth.Revoke(ctx, b.pool, "ci")
+		_, _, err = auth.Revoke(ctx, b.pool, b.journal, "ci", "alice")
 		require.True(t, errs.Is(err, errs.NotFound))
 
 		_, _, err = auth.Create(ctx, b.pool, "ci", auth.RoleViewer, "alice")
 		require.NoError(t, err, "a revoked token's name can be reused")
+	})
+
+	t.Run("IssueAndRevokeAreReceiptsWithoutTheSecret", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		secret, tok, run, err := auth.Issue(ctx, b.pool, b.journal, "ci", auth.RoleOperator, "alice")
+		require.NoError(t, err)
+		require.Equal(t, "alice", tok.CreatedBy)
+		require.Equal(t, "create_token", run.Action)
+		require.Equal(t, "succeeded", run.State)
+		require.Equal(t, []string{"ci by alice"}, b.receipts(t, auth.ActionCreate))
+
+		// A refused creation changes nothing and leaves no receipt.
+		_, _, _, err = auth.Issue(ctx, b.pool, b.journal, "ci", auth.RoleOperator, "alice")
+		require.True(t, errs.Is(err, errs.Conflict), "%v", err)
+		require.Len(t, b.receipts(t, auth.ActionCreate), 1)
+
+		got, run, err := auth.Revoke(ctx, b.pool, b.journal, tok.ID.String(), "bob")
+		require.NoError(t, err)
+		require.NotNil(t, got.RevokedAt)
+		require.Equal(t, "revoke_token", run.Action)
+		require.Equal(t, []string{"ci by bob"}, b.receipts(t, auth.ActionRevoke))
+		_, _, err = auth.Revoke(ctx, b.pool, b.journal, "ci", "bob")
+		require.True(t, errs.Is(err, errs.NotFound))
+		require.Len(t, b.receipts(t, auth.ActionRevoke), 1)
+
+		var hits int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM journal_run r WHERE r::text LIKE '%' || $1 || '%')
+			+ (SELECT count(*) FROM journal_event e WHERE e::text LIKE '%' || $1 || '%')`, secret[7:20]).Scan(&hits))
+		require.Zero(t, hits, "the secret is in no receipt")
 	})
 
 	t.Run("BootstrapIsIdempotentAndRotates", func(t *testing.T) {
@@ -91,28 +137,32 @@ func TestTokens(t *testing.T) {
 		b := setup(t)
 		ctx := context.Background()
 		first := "sluice_first-bootstrap-token-value"
-		require.NoError(t, auth.EnsureBootstrap(ctx, b.pool, first))
-		require.NoError(t, auth.EnsureBootstrap(ctx, b.pool, first))
+		require.NoError(t, auth.EnsureBootstrap(ctx, b.pool, b.journal, first))
+		require.NoError(t, auth.EnsureBootstrap(ctx, b.pool, b.journal, first))
 		tok, err := auth.Authenticate(ctx, b.pool, first)
 		require.NoError(t, err)
 		require.Equal(t, "admin", tok.Role)
 		require.Equal(t, auth.BootstrapName, tok.Name)
 
 		second := "sluice_second-bootstrap-token-value"
-		require.NoError(t, auth.EnsureBootstrap(ctx, b.pool, second))
+		require.NoError(t, auth.EnsureBootstrap(ctx, b.pool, b.journal, second))
 		_, err = auth.Authenticate(ctx, b.pool, first)
 		require.True(t, errs.Is(err, errs.Unauthorized), "the old bootstrap token is revoked")
 		_, err = auth.Authenticate(ctx, b.pool, second)
 		require.NoError(t, err)
 
 		// Going back to the first value brings it back, and retires the second.
-		require.NoError(t, auth.EnsureBootstrap(ctx, b.pool, first))
+		require.NoError(t, auth.EnsureBootstrap(ctx, b.pool, b.journal, first))
 		_, err = auth.Authenticate(ctx, b.pool, first)
 		require.NoError(t, err)
 		_, err = auth.Authenticate(ctx, b.pool, second)
 		require.True(t, errs.Is(err, errs.Unauthorized))
 
-		require.True(t, errs.Is(auth.EnsureBootstrap(ctx, b.pool, "short"), errs.Invalid))
+		require.True(t, errs.Is(auth.EnsureBootstrap(ctx, b.pool, b.journal, "short"), errs.Invalid))
+		// Each change was a receipt; starting again with the same value was
+		// no change.
+		require.Equal(t, []string{"bootstrap by SLUICE_BOOTSTRAP_TOKEN", "bootstrap by SLUICE_BOOTSTRAP_TOKEN", "bootstrap by SLUICE_BOOTSTRAP_TOKEN"},
+			b.receipts(t, auth.ActionBootstrap))
 	})
 
 	t.Run("ConcurrentBootstrapsAgree", func(t *testing.T) {
@@ -127,7 +177,7 @@ func TestTokens(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errsCh <- auth.EnsureBootstrap(ctx, b.pool, secret)
+				errsCh <- auth.EnsureBootstrap(ctx, b.pool, b.journal, secret)
 			}()
 		}
 		wg.Wait()

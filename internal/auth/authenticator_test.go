@@ -37,7 +37,7 @@ func TestAuthenticator(t *testing.T) {
 		require.NoError(t, b.pool.QueryRow(ctx, "SELECT last_used_at IS NOT NULL FROM api_token WHERE id = $1", tok.ID).Scan(&used))
 		require.True(t, used, "the use is recorded")
 
-		_, err = auth.Revoke(ctx, b.pool, "ci")
+		_, _, err = auth.Revoke(ctx, b.pool, b.journal, "ci", "alice")
 		require.NoError(t, err)
 		_, err = a.Authenticate(ctx, secret)
 		require.True(t, errs.Is(err, errs.Unauthorized), "no answer outlives its lookup: %v", err)
