@@ -85,6 +85,13 @@ type settingsOutput struct{ Body GitOpsSettings }
 
 type putSettingsInput struct{ Body GitOpsSettings }
 
+type putSettingsOutput struct {
+	Body struct {
+		GitOpsSettings
+		JournalID uuid.UUID `json:"journalId" format:"uuid" doc:"The receipt of the change."`
+	}
+}
+
 type statusOutput struct{ Body GitOpsStatus }
 
 type syncInput struct {
@@ -148,17 +155,19 @@ func registerGitOps(api huma.API, d Deps) {
 	register(api, d, op("put-gitops-settings", http.MethodPut, "/gitops/settings",
 		"Change the GitOps settings. They are in force for the next sync and tick, without a restart; "+
 			"a new repository, branch or path makes the next sync walk every unit.", auth.RoleAdmin, http.StatusUnprocessableEntity),
-		func(ctx context.Context, in *putSettingsInput) (*settingsOutput, error) {
+		func(ctx context.Context, in *putSettingsInput) (*putSettingsOutput, error) {
 			if err := checkRepoPath(in.Body.RepoURL); err != nil {
 				return nil, err
 			}
 			s, err := d.Sources.PutSettings(ctx, source.SettingsInput{
 				RepoURL: in.Body.RepoURL, Branch: in.Body.Branch, Path: in.Body.Path, SyncIntervalSec: in.Body.SyncIntervalSec,
-			})
+			}, requester(ctx))
 			if err != nil {
 				return nil, err
 			}
-			return &settingsOutput{Body: settingsOut(s)}, nil
+			out := &putSettingsOutput{}
+			out.Body.GitOpsSettings, out.Body.JournalID = settingsOut(s), s.JournalID
+			return out, nil
 		})
 
 	o := op("sync-gitops", http.MethodPost, "/gitops/sync",

@@ -31,6 +31,7 @@ type Source struct {
 	WebhookSecret   bool       `json:"webhookSecretSet" doc:"The source has a webhook secret, so takes push deliveries at POST /api/v1/webhooks/{source}. The secret is never shown."`
 	CreatedAt       time.Time  `json:"createdAt"`
 	UpdatedAt       time.Time  `json:"updatedAt"`
+	JournalID       *uuid.UUID `json:"journalId,omitempty" format:"uuid" doc:"In the answer to a change: the change's receipt. Absent when the source is read."`
 }
 
 func sourceOut(s *source.Source) Source {
@@ -38,7 +39,16 @@ func sourceOut(s *source.Source) Source {
 		ID: s.ID, Name: s.Name, RepoURL: s.RepoURL, Branch: s.Branch, Path: s.Path, SyncIntervalSec: s.SyncIntervalSec,
 		Default: s.Default, Policy: string(s.Policy), Suspended: s.SuspendedAt != nil, SuspendedAt: s.SuspendedAt,
 		WebhookSecret: s.WebhookSecretSet, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		JournalID: ptrIfSet(s.JournalID),
 	}
+}
+
+// ptrIfSet is &id, or nil for the zero id.
+func ptrIfSet(id uuid.UUID) *uuid.UUID {
+	if id == uuid.Nil {
+		return nil
+	}
+	return &id
 }
 
 // SourceInput creates or changes a source.
@@ -209,7 +219,7 @@ func registerSources(api huma.API, d Deps) {
 		if err := checkRepoPath(in.Body.RepoURL); err != nil {
 			return nil, err
 		}
-		s, err := d.Sources.Create(ctx, in.Body.domain())
+		s, err := d.Sources.Create(ctx, in.Body.domain(), requester(ctx))
 		if err != nil {
 			return nil, err
 		}
@@ -233,7 +243,7 @@ func registerSources(api huma.API, d Deps) {
 			if err := checkRepoPath(in.Body.RepoURL); err != nil {
 				return nil, err
 			}
-			s, err := d.Sources.Update(ctx, in.ID, in.Body.domain())
+			s, err := d.Sources.Update(ctx, in.ID, in.Body.domain(), requester(ctx))
 			if err != nil {
 				return nil, err
 			}
@@ -245,7 +255,7 @@ func registerSources(api huma.API, d Deps) {
 			"The default source cannot be deleted (409).",
 		auth.RoleAdmin, http.StatusNotFound, http.StatusConflict),
 		func(ctx context.Context, in *sourceRef) (*sourceOutput, error) {
-			s, err := d.Sources.Delete(ctx, in.ID)
+			s, err := d.Sources.Delete(ctx, in.ID, requester(ctx))
 			if err != nil {
 				return nil, err
 			}
@@ -319,7 +329,7 @@ func registerSources(api huma.API, d Deps) {
 	} {
 		register(api, d, op(a.id, http.MethodPost, a.path, a.summary, auth.RoleOperator, http.StatusNotFound),
 			func(ctx context.Context, in *sourceRef) (*sourceOutput, error) {
-				s, err := d.Sources.SetSuspended(ctx, in.ID, a.suspend)
+				s, err := d.Sources.SetSuspended(ctx, in.ID, a.suspend, requester(ctx))
 				if err != nil {
 					return nil, err
 				}

@@ -582,6 +582,27 @@ func (e NotificationTestAcceptedState) Valid() bool {
 	}
 }
 
+// Defines values for RevokeTokenOutputBodyRole.
+const (
+	RevokeTokenOutputBodyRoleAdmin    RevokeTokenOutputBodyRole = "admin"
+	RevokeTokenOutputBodyRoleOperator RevokeTokenOutputBodyRole = "operator"
+	RevokeTokenOutputBodyRoleViewer   RevokeTokenOutputBodyRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the RevokeTokenOutputBodyRole enum.
+func (e RevokeTokenOutputBodyRole) Valid() bool {
+	switch e {
+	case RevokeTokenOutputBodyRoleAdmin:
+		return true
+	case RevokeTokenOutputBodyRoleOperator:
+		return true
+	case RevokeTokenOutputBodyRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RollbackRolloutRequestScope.
 const (
 	RollbackRolloutRequestScopeAll    RollbackRolloutRequestScope = "all"
@@ -1783,6 +1804,9 @@ type CreateTokenOutputBody struct {
 	CreatedBy string             `json:"createdBy"`
 	Id        openapi_types.UUID `json:"id"`
 
+	// JournalId The receipt of the creation.
+	JournalId openapi_types.UUID `json:"journalId"`
+
 	// LastUsedAt Updated at most once a minute.
 	LastUsedAt *time.Time                `json:"lastUsedAt,omitempty"`
 	Name       string                    `json:"name"`
@@ -2534,6 +2558,51 @@ type PostNodeTaskResultRequest struct {
 	Result   NodeTaskResult `json:"result"`
 }
 
+// PutSettingsOutputBody defines model for PutSettingsOutputBody.
+type PutSettingsOutputBody struct {
+	// Branch The branch to track.
+	//
+	// Example: main
+	Branch string `json:"branch"`
+
+	// JournalId The receipt of the change.
+	JournalId openapi_types.UUID `json:"journalId"`
+
+	// Path Optional subdirectory holding the units: relative, no .., not absolute.
+	//
+	// Example: units
+	Path string `json:"path"`
+
+	// RepoUrl The intent repository: https, ssh, file:// or a local path. Credentials are shown as ***; send the URL back unchanged to keep them.
+	//
+	// Example: https://git.example.com/ops/intent.git
+	RepoUrl string `json:"repoUrl"`
+
+	// SyncIntervalSec Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only.
+	//
+	// Example: 600
+	SyncIntervalSec int64 `json:"syncIntervalSec"`
+}
+
+// RevokeTokenOutputBody defines model for RevokeTokenOutputBody.
+type RevokeTokenOutputBody struct {
+	CreatedAt time.Time          `json:"createdAt"`
+	CreatedBy string             `json:"createdBy"`
+	Id        openapi_types.UUID `json:"id"`
+
+	// JournalId The receipt of the revocation.
+	JournalId openapi_types.UUID `json:"journalId"`
+
+	// LastUsedAt Updated at most once a minute.
+	LastUsedAt *time.Time                `json:"lastUsedAt,omitempty"`
+	Name       string                    `json:"name"`
+	RevokedAt  *time.Time                `json:"revokedAt,omitempty"`
+	Role       RevokeTokenOutputBodyRole `json:"role"`
+}
+
+// RevokeTokenOutputBodyRole defines model for RevokeTokenOutputBody.Role.
+type RevokeTokenOutputBodyRole string
+
 // RollbackRolloutRequest defines model for Rollback-rolloutRequest.
 type RollbackRolloutRequest struct {
 	// Scope all: every node the rollout changed; failed: only the nodes whose step failed or whose outcome is unknown.
@@ -2871,6 +2940,9 @@ type Source struct {
 	// Default The source the GitOps settings describe (/api/v1/gitops/settings); it cannot be deleted.
 	Default bool               `json:"default"`
 	Id      openapi_types.UUID `json:"id"`
+
+	// JournalId In the answer to a change: the change's receipt. Absent when the source is read.
+	JournalId *openapi_types.UUID `json:"journalId,omitempty"`
 
 	// Name Example: apps
 	Name string `json:"name"`
@@ -12195,7 +12267,7 @@ type PutGitopsSettingsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *GitOpsSettings
+	JSON200 *PutSettingsOutputBody
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *ErrorModel
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -12215,7 +12287,7 @@ type PutGitopsSettingsResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r PutGitopsSettingsResponse) GetJSON200() *GitOpsSettings {
+func (r PutGitopsSettingsResponse) GetJSON200() *PutSettingsOutputBody {
 	return r.JSON200
 }
 
@@ -17602,7 +17674,7 @@ type RevokeTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Token
+	JSON200 *RevokeTokenOutputBody
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -17618,7 +17690,7 @@ type RevokeTokenResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r RevokeTokenResponse) GetJSON200() *Token {
+func (r RevokeTokenResponse) GetJSON200() *RevokeTokenOutputBody {
 	return r.JSON200
 }
 
@@ -20696,7 +20768,7 @@ func ParsePutGitopsSettingsResponse(rsp *http.Response) (*PutGitopsSettingsRespo
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest GitOpsSettings
+		var dest PutSettingsOutputBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -25296,7 +25368,7 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Token
+		var dest RevokeTokenOutputBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

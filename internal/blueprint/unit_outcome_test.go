@@ -138,7 +138,7 @@ func setup(t *testing.T) *testBundle {
 		_ = client.StopAndCancel(stopCtx)
 		cancel()
 	})
-	_, err = gops.Sources.PutSettings(ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main"})
+	_, err = gops.Sources.PutSettings(ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main"}, "test")
 	require.NoError(t, err)
 	return b
 }

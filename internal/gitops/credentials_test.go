@@ -104,9 +104,9 @@ func TestSealedCredentials(t *testing.T) {
 		b.Commit(t, "one", files)
 		srv := serveRepo(t, b.Repo, serveOpts{user: user, password: password})
 
-		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://" + user + ":" + password + "@" + srv.host + "/intent.git"})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://" + user + ":" + password + "@" + srv.host + "/intent.git"}, "test")
 		require.NoError(t, err)
-		_, err = b.svc.Sources.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: "https://" + token + "@git.example.com/ops/apps.git"}})
+		_, err = b.svc.Sources.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: "https://" + token + "@git.example.com/ops/apps.git"}}, "test")
 		require.NoError(t, err)
 		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Created)
 
@@ -127,13 +127,13 @@ func TestSealedCredentials(t *testing.T) {
 		srv := serveRepo(t, b.Repo, serveOpts{user: user, password: password})
 		oldKey := newKey(t)
 		b.svc.Sources.Secrets = boxOf(t, "the old key", oldKey)
-		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://" + user + ":" + password + "@" + srv.host + "/intent.git"})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://" + user + ":" + password + "@" + srv.host + "/intent.git"}, "test")
 		require.NoError(t, err)
-		_, err = b.svc.Sources.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: "https://git.example.com/ops/apps.git", Token: token}})
+		_, err = b.svc.Sources.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: "https://git.example.com/ops/apps.git", Token: token}}, "test")
 		require.NoError(t, err)
-		_, err = b.svc.Sources.Create(b.ctx, source.Input{Name: "gone", SettingsInput: source.SettingsInput{RepoURL: "https://git.example.com/ops/gone.git", Token: token}})
+		_, err = b.svc.Sources.Create(b.ctx, source.Input{Name: "gone", SettingsInput: source.SettingsInput{RepoURL: "https://git.example.com/ops/gone.git", Token: token}}, "test")
 		require.NoError(t, err)
-		_, err = b.svc.Sources.Delete(b.ctx, "gone")
+		_, err = b.svc.Sources.Delete(b.ctx, "gone", "test")
 		require.NoError(t, err)
 		updatedAt := b.source(t).UpdatedAt
 

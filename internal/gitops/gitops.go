@@ -59,7 +59,7 @@ func New(pool *pgxpool.Pool, j *journal.Journal, configRoot string, red *redact.
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Service{
-		Pool: pool, Journal: j, Sources: source.New(pool, red, logger),
+		Pool: pool, Journal: j, Sources: source.New(pool, j, red, logger),
 		ConfigRoot: configRoot, SourcesDir: filepath.Join(filepath.Dir(configRoot), "sources"),
 		Redactor: red, Logger: logger.With("component", "gitops"),
 	}

@@ -98,7 +98,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 		b.start(t)
 	}
 	if !opts.noSettings {
-		_, err := svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: r.Bare, Branch: "main"})
+		_, err := svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: r.Bare, Branch: "main"}, "test")
 		require.NoError(t, err)
 	}
 	return b

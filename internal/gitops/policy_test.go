@@ -39,7 +39,7 @@ func setupPolicy(t *testing.T, policy source.Policy) *policyBundle {
 	}
 	b.Commit(t, "first", map[string]string{"a.json": svcUnit("a", "x:1")})
 	b.sync(t, false)
-	_, err := b.svc.Sources.SetPolicy(b.ctx, source.DefaultName, policy)
+	_, err := b.svc.Sources.SetPolicy(b.ctx, source.DefaultName, policy, "test")
 	require.NoError(t, err)
 	return b
 }
@@ -194,7 +194,7 @@ func TestPolicies(t *testing.T) {
 		b.sync(t, false)
 		synced := b.source(t).SyncedCommit
 
-		src, err := b.svc.Sources.SetPolicy(b.ctx, source.DefaultName, source.PolicyManual)
+		src, err := b.svc.Sources.SetPolicy(b.ctx, source.DefaultName, source.PolicyManual, "test")
 		require.NoError(t, err)
 		require.Equal(t, source.PolicyManual, src.Policy)
 		require.Equal(t, hashOf(t, svcUnit("a", "x:2")), b.unit(t, "a.json").ContentHash)

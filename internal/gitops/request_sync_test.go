@@ -56,7 +56,7 @@ func TestRequestSync(t *testing.T) {
 			require.Contains(t, err.Error(), "already queued")
 			require.Contains(t, err.Error(), run.ID.String())
 		}
-		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run"))
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run WHERE river_job_id IS NOT NULL"))
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM river_job"))
 		got, err := b.journal.Get(b.ctx, run.ID)
 		require.NoError(t, err)
@@ -76,7 +76,7 @@ func TestRequestSync(t *testing.T) {
 
 		// Once it is done, the next request gets a run of its own.
 		require.Equal(t, journal.StateSucceeded, b.syncRun(t, false).State)
-		require.Equal(t, 2, b.count(t, "SELECT count(*) FROM journal_run"))
+		require.Equal(t, 2, b.count(t, "SELECT count(*) FROM journal_run WHERE river_job_id IS NOT NULL"))
 	})
 
 	t.Run("RunningSyncRefusesAnother", func(t *testing.T) {
@@ -84,7 +84,7 @@ func TestRequestSync(t *testing.T) {
 		b := setup(t, setupOpts{noSettings: true})
 		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
 		srv := serveRepo(t, b.Repo, serveOpts{hold: true})
-		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url}, "test")
 		require.NoError(t, err)
 
 		res, err := b.svc.RequestSync(b.ctx, "alice", false)
@@ -101,7 +101,7 @@ func TestRequestSync(t *testing.T) {
 
 		close(srv.release)
 		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
-		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run"))
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run WHERE river_job_id IS NOT NULL"))
 	})
 
 	t.Run("JustFinishedSyncDoesNotHoldOffTheNext", func(t *testing.T) {
@@ -120,7 +120,7 @@ func TestRequestSync(t *testing.T) {
 		require.NotEqual(t, res.Run.ID, next.Run.ID)
 		require.NotEqual(t, *res.Run.RiverJobID, *next.Run.RiverJobID)
 		require.Nil(t, next.Run.RetryOf)
-		require.Equal(t, 2, b.count(t, "SELECT count(*) FROM journal_run"))
+		require.Equal(t, 2, b.count(t, "SELECT count(*) FROM journal_run WHERE river_job_id IS NOT NULL"))
 
 		_, err = b.svc.RequestSync(b.ctx, "carol", false)
 		require.Equal(t, errs.Conflict, errs.CodeOf(err), "the new one is pending now")
@@ -133,6 +133,6 @@ func TestRequestSync(t *testing.T) {
 		_, err := b.svc.RequestSync(b.ctx, "alice", false)
 		require.Equal(t, errs.Conflict, errs.CodeOf(err))
 		require.Contains(t, err.Error(), "No repository is configured")
-		require.Zero(t, b.count(t, "SELECT count(*) FROM journal_run"))
+		require.Zero(t, b.count(t, "SELECT count(*) FROM journal_run WHERE river_job_id IS NOT NULL"))
 	})
 }

@@ -143,7 +143,7 @@ func TestServiceNames(t *testing.T) {
 		"HoldersSourceDeleted": {
 			holder: "apps", newcomer: source.DefaultName,
 			leave: func(t *testing.T, b *namesBundle) {
-				_, err := b.svc.Sources.Delete(b.ctx, "apps")
+				_, err := b.svc.Sources.Delete(b.ctx, "apps", "test")
 				require.NoError(t, err)
 			},
 		},

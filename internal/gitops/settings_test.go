@@ -124,7 +124,7 @@ func TestSettingsCredentials(t *testing.T) {
 		srv := serveRepo(t, b.Repo, serveOpts{user: user, password: right})
 		masked := "http://***@" + srv.host + "/intent.git"
 
-		out, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://" + user + ":" + wrong + "@" + srv.host + "/intent.git"})
+		out, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://" + user + ":" + wrong + "@" + srv.host + "/intent.git"}, "test")
 		require.NoError(t, err)
 		require.Equal(t, masked, out.RepoURL)
 
@@ -152,13 +152,13 @@ func TestSettingsCredentials(t *testing.T) {
 		b.Commit(t, "one", files)
 		srv := serveRepo(t, b.Repo, serveOpts{user: user, password: right})
 
-		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://" + user + ":" + right + "@" + srv.host + "/intent.git"})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://" + user + ":" + right + "@" + srv.host + "/intent.git"}, "test")
 		require.NoError(t, err)
 		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Created)
 
 		cur, err := b.svc.Sources.GetSettings(b.ctx)
 		require.NoError(t, err)
-		cur2, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: cur.RepoURL, Branch: cur.Branch, Path: cur.Path, SyncIntervalSec: 120})
+		cur2, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: cur.RepoURL, Branch: cur.Branch, Path: cur.Path, SyncIntervalSec: 120}, "test")
 		require.NoError(t, err)
 		require.Equal(t, cur.RepoURL, cur2.RepoURL)
 		require.Equal(t, 120, cur2.SyncIntervalSec)
@@ -173,7 +173,7 @@ func TestSettingsCredentials(t *testing.T) {
 		require.Equal(t, []string{"apps/api.json"}, res.Created)
 
 		// The URL without any credentials, for the same repository, keeps them too.
-		_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url, SyncIntervalSec: 60})
+		_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url, SyncIntervalSec: 60}, "test")
 		require.NoError(t, err)
 		c3 := b.Commit(t, "three", map[string]string{"apps/db.json": svcUnit("db", "pg:16")})
 		require.Equal(t, c3, b.sync(t, false).Commit)
@@ -186,7 +186,7 @@ func TestSettingsCredentials(t *testing.T) {
 		b.Commit(t, "one", files)
 		srv := serveRepo(t, b.Repo, serveOpts{user: "x-access-token", password: "tok_Sup3rSecretValue"})
 
-		out, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url, Token: "tok_Sup3rSecretValue"})
+		out, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url, Token: "tok_Sup3rSecretValue"}, "test")
 		require.NoError(t, err)
 		require.Equal(t, "http://***@"+srv.host+"/intent.git", out.RepoURL)
 		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Created)
@@ -207,7 +207,7 @@ func TestSyncFollowsSettings(t *testing.T) {
 		})
 		require.Len(t, b.sync(t, false).Created, 3)
 
-		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: "apps"})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: "apps"}, "test")
 		require.NoError(t, err)
 		require.Nil(t, b.source(t).SyncedCommit)
 		res := b.sync(t, false)
@@ -225,7 +225,7 @@ func TestSyncFollowsSettings(t *testing.T) {
 		require.Empty(t, res.Created)
 		require.Empty(t, res.Updated)
 
-		_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: "db"})
+		_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: "db"}, "test")
 		require.NoError(t, err)
 		res = b.sync(t, false)
 		require.True(t, res.Full)
@@ -243,13 +243,13 @@ func TestSyncFollowsSettings(t *testing.T) {
 			"db/main.json":  `{"kind":"Database","metadata":{"name":"main"}}`,
 		})
 		srv := serveRepo(t, b.Repo, serveOpts{hold: true})
-		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url}, "test")
 		require.NoError(t, err)
 
 		res, err := b.svc.RequestSync(b.ctx, "alice", false)
 		require.NoError(t, err)
 		srv.waitArrived(t) // the sync has read the settings and is fetching
-		_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url, Path: "apps"})
+		_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url, Path: "apps"}, "test")
 		require.NoError(t, err)
 		close(srv.release)
 		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
@@ -270,7 +270,7 @@ func TestCredentialsGivenTwoWays(t *testing.T) {
 		b := setup(t, setupOpts{noSettings: true})
 		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
 		srv := serveRepo(t, b.Repo, serveOpts{user: "deployer", password: token})
-		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://deployer@" + srv.host + "/intent.git", Token: token})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "http://deployer@" + srv.host + "/intent.git", Token: token}, "test")
 		require.NoError(t, err)
 		require.Equal(t, []string{"apps/web.json"}, b.sync(t, false).Created)
 		src := b.source(t)
@@ -302,7 +302,7 @@ func TestUserNamesAreNotMasked(t *testing.T) {
 			t.Parallel()
 			b := setup(t, setupOpts{noSettings: true})
 			b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
-			_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "file://" + tt.userinfo + "localhost" + b.Bare, Branch: "main"})
+			_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: "file://" + tt.userinfo + "localhost" + b.Bare, Branch: "main"}, "test")
 			require.NoError(t, err)
 			run := b.syncRun(t, false)
 			require.Equal(t, journal.StateSucceeded, run.State, "%v", run.Error)

@@ -30,7 +30,7 @@ func (b *testBundle) breakRemote(t *testing.T, interval int) {
 	t.Helper()
 	_, err := b.svc.Sources.Update(b.ctx, source.DefaultName, source.Input{SettingsInput: source.SettingsInput{
 		RepoURL: filepath.Join(t.TempDir(), "gone.git"), Branch: "main", SyncIntervalSec: interval,
-	}})
+	}}, "test")
 	require.NoError(t, err)
 	run := b.syncRun(t, false)
 	require.Equal(t, journal.StateFailed, run.State)
@@ -161,7 +161,7 @@ func TestSourceStatus(t *testing.T) {
 		b := setupPolicy(t, source.PolicyManual)
 		b.Commit(t, "second", map[string]string{"a.json": svcUnit("a", "x:2")})
 		b.sync(t, false)
-		_, err := b.svc.Sources.SetSuspended(b.ctx, source.DefaultName, true)
+		_, err := b.svc.Sources.SetSuspended(b.ctx, source.DefaultName, true, "test")
 		require.NoError(t, err)
 		st := b.status(t, source.DefaultName)
 		require.Equal(t, string(source.Suspended), st.Answer.State)
@@ -183,7 +183,7 @@ func TestSourceStatus(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, string(st.Answer.State), c.State, "the candidate says the same word")
 
-		_, err = b.svc.Sources.SetPolicy(b.ctx, source.DefaultName, source.PolicyReview)
+		_, err = b.svc.Sources.SetPolicy(b.ctx, source.DefaultName, source.PolicyReview, "test")
 		require.NoError(t, err)
 		require.Equal(t, string(source.ReviewRequired), b.status(t, source.DefaultName).Answer.State)
 
@@ -212,7 +212,7 @@ func TestSourceStatus(t *testing.T) {
 		b.Commit(t, "third", map[string]string{"a.json": svcUnit("a", "x:3")})
 		b.sync(t, false)
 
-		_, err = b.svc.Sources.Update(b.ctx, source.DefaultName, source.Input{SettingsInput: source.SettingsInput{RepoURL: b.Bare, Branch: "next"}})
+		_, err = b.svc.Sources.Update(b.ctx, source.DefaultName, source.Input{SettingsInput: source.SettingsInput{RepoURL: b.Bare, Branch: "next"}}, "test")
 		require.NoError(t, err)
 		st := b.status(t, source.DefaultName)
 		require.Equal(t, string(source.ReconcileRequired), st.Answer.State)

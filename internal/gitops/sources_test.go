@@ -28,7 +28,7 @@ func setupSources(t *testing.T, opts setupOpts) *sourcesBundle {
 	t.Helper()
 	b := setup(t, opts)
 	other := gittest.New(t)
-	src, err := b.svc.Sources.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: other.Bare}})
+	src, err := b.svc.Sources.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: other.Bare}}, "test")
 	require.NoError(t, err)
 	return &sourcesBundle{testBundle: b, other: other, src: src}
 }
@@ -118,7 +118,7 @@ func TestSources(t *testing.T) {
 		b.other.Commit(t, "other", map[string]string{"a.json": svcUnit("a", "x:1"), "b.json": svcUnit("b", "x:1")})
 		require.Equal(t, journal.StateSucceeded, b.syncSource(t, "apps").State)
 
-		deleted, err := b.svc.Sources.Delete(b.ctx, "apps")
+		deleted, err := b.svc.Sources.Delete(b.ctx, "apps", "test")
 		require.NoError(t, err)
 		require.Equal(t, b.src.ID, deleted.ID)
 		units := b.unitsOf(t, b.src.ID)
@@ -135,7 +135,7 @@ func TestSources(t *testing.T) {
 		require.True(t, errs.Is(err, errs.NotFound), "%v", err)
 		_, err = b.svc.RequestSourceSync(b.ctx, "apps", "alice", false)
 		require.True(t, errs.Is(err, errs.NotFound), "%v", err)
-		_, err = b.svc.Sources.Delete(b.ctx, "apps")
+		_, err = b.svc.Sources.Delete(b.ctx, "apps", "test")
 		require.True(t, errs.Is(err, errs.NotFound), "%v", err)
 
 		// Due by its interval, it still gets no tick.
@@ -151,7 +151,7 @@ func TestSources(t *testing.T) {
 		b.other.Commit(t, "other", map[string]string{"a.json": svcUnit("a", "x:1")})
 		res, err := b.svc.RequestSourceSync(b.ctx, "apps", "alice", false)
 		require.NoError(t, err)
-		_, err = b.svc.Sources.Delete(b.ctx, "apps")
+		_, err = b.svc.Sources.Delete(b.ctx, "apps", "test")
 		require.NoError(t, err)
 
 		b.start(t)
@@ -167,7 +167,7 @@ func TestSources(t *testing.T) {
 		b.other.Commit(t, "other", map[string]string{"a.json": svcUnit("a", "x:1")})
 		b.exec(t, "UPDATE source SET sync_interval_sec = 60, last_tick_at = now() WHERE name = 'default'")
 
-		src, err := b.svc.Sources.SetSuspended(b.ctx, "apps", true)
+		src, err := b.svc.Sources.SetSuspended(b.ctx, "apps", true, "test")
 		require.NoError(t, err)
 		require.NotNil(t, src.SuspendedAt)
 		_, err = b.svc.RequestSourceSync(b.ctx, "apps", "alice", false)
@@ -176,10 +176,10 @@ func TestSources(t *testing.T) {
 
 		b.exec(t, "UPDATE source SET sync_interval_sec = 60, last_tick_at = NULL WHERE name = 'apps'")
 		require.NoError(t, b.svc.Tick(b.ctx))
-		require.Zero(t, b.count(t, "SELECT count(*) FROM journal_run"))
+		require.Zero(t, b.count(t, "SELECT count(*) FROM journal_run WHERE river_job_id IS NOT NULL"))
 		require.Zero(t, b.count(t, "SELECT count(*) FROM source WHERE last_tick_at IS NOT NULL AND name = 'apps'"))
 
-		src, err = b.svc.Sources.SetSuspended(b.ctx, "apps", false)
+		src, err = b.svc.Sources.SetSuspended(b.ctx, "apps", false, "test")
 		require.NoError(t, err)
 		require.Nil(t, src.SuspendedAt)
 		require.Equal(t, journal.StateSucceeded, b.syncSource(t, "apps").State)
@@ -197,7 +197,7 @@ func TestSources(t *testing.T) {
 		b.other.Commit(t, "other", map[string]string{"a.json": svcUnit("a", "x:1")})
 		res, err := b.svc.RequestSourceSync(b.ctx, "apps", "alice", false)
 		require.NoError(t, err)
-		_, err = b.svc.Sources.SetSuspended(b.ctx, "apps", true)
+		_, err = b.svc.Sources.SetSuspended(b.ctx, "apps", true, "test")
 		require.NoError(t, err)
 		b.start(t)
 		run := b.wait(t, res.Run.ID)

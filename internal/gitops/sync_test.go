@@ -396,7 +396,7 @@ func TestSyncFailures(t *testing.T) {
 		b := setup(t, setupOpts{})
 		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
 		b.sync(t, false)
-		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: "aps"})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: "aps"}, "test")
 		require.NoError(t, err)
 
 		run := b.syncRun(t, false)
@@ -425,7 +425,7 @@ func TestSyncFailures(t *testing.T) {
 			t.Parallel()
 			b := setup(t, setupOpts{noSettings: true})
 			url := tc.url(b)
-			_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: url})
+			_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: url}, "test")
 			require.NoError(t, err)
 
 			run := b.syncRun(t, false)
@@ -441,7 +441,7 @@ func TestSyncFailures(t *testing.T) {
 			require.Equal(t, 1, job.Attempt)
 			require.Equal(t, 1, job.MaxAttempts, "a failed sync waits for the next interval")
 			time.Sleep(100 * time.Millisecond)
-			require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run"), "River does not retry")
+			require.Equal(t, 1, b.count(t, "SELECT count(*) FROM journal_run WHERE river_job_id IS NOT NULL"), "River does not retry")
 			require.Equal(t, 0, b.count(t, "SELECT count(*) FROM unit"))
 			require.Nil(t, b.source(t).SyncedCommit)
 
@@ -451,11 +451,11 @@ func TestSyncFailures(t *testing.T) {
 			require.Equal(t, journal.StateFailed, st.LastSync.State)
 			require.Equal(t, msg, st.LastSync.Error)
 
-			_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: url, SyncIntervalSec: 60})
+			_, err = b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: url, SyncIntervalSec: 60}, "test")
 			require.NoError(t, err)
 			b.exec(t, "UPDATE source SET last_tick_at = now() - interval '2 minutes'")
 			require.NoError(t, b.svc.Tick(b.ctx))
-			runs, err := b.journal.List(b.ctx, journal.ListParams{})
+			runs, err := b.journal.List(b.ctx, journal.ListParams{Action: source.SyncAction})
 			require.NoError(t, err)
 			require.Len(t, runs, 2, "the tick starts exactly one new run")
 			require.Equal(t, journal.RequestedBySystem, runs[0].RequestedBy)
@@ -481,7 +481,7 @@ func TestSyncRepositoryChange(t *testing.T) {
 
 		other := gittest.New(t)
 		other.Commit(t, "new", map[string]string{"new.json": svcUnit("new", "a"), "both.json": svcUnit("both", "a")})
-		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: other.Bare, Branch: "main"})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: other.Bare, Branch: "main"}, "test")
 		require.NoError(t, err)
 
 		res := b.sync(t, false)

@@ -94,7 +94,7 @@ func TestUnitActiveCount(t *testing.T) {
 		res = b.sync(t, true)
 		require.Equal(t, 5, res.Unchanged)
 		b.requireCounts(t, "a full sync", 5)
-		_, err := b.svc.Sources.Delete(b.ctx, "apps")
+		_, err := b.svc.Sources.Delete(b.ctx, "apps", "test")
 		require.NoError(t, err)
 		b.requireCounts(t, "a deleted source", 5)
 		require.Zero(t, b.activeCount(t, b.src.ID))

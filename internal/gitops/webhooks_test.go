@@ -62,7 +62,7 @@ func TestWebhooks(t *testing.T) {
 		b.svc.Sources.Secrets = boxOf(t, "the test key", key)
 		b.Commit(t, "one", map[string]string{"apps/web.json": svcUnit("web", "nginx:1")})
 		s := secret
-		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main", WebhookSecret: &s})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main", WebhookSecret: &s}, "test")
 		require.NoError(t, err)
 		return &webhookBundle{testBundle: b, logs: logs, key: key}
 	}
@@ -158,7 +158,7 @@ func TestWebhooks(t *testing.T) {
 	t.Run("SuspendedSourceAcknowledgesAndDoesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setupHook(t, setupOpts{noStart: true})
-		_, err := b.svc.Sources.SetSuspended(b.ctx, "default", true)
+		_, err := b.svc.Sources.SetSuspended(b.ctx, "default", true, "test")
 		require.NoError(t, err)
 		res, err := deliver(t, b, webhooktest.Push{Host: webhook.GitHub, Commit: head(t, b)})
 		require.NoError(t, err)
@@ -171,7 +171,7 @@ func TestWebhooks(t *testing.T) {
 		t.Parallel()
 		b := setupHook(t, setupOpts{noStart: true})
 		empty := ""
-		_, err := b.svc.Sources.Update(b.ctx, "default", source.Input{SettingsInput: source.SettingsInput{RepoURL: b.Bare, WebhookSecret: &empty}})
+		_, err := b.svc.Sources.Update(b.ctx, "default", source.Input{SettingsInput: source.SettingsInput{RepoURL: b.Bare, WebhookSecret: &empty}}, "test")
 		require.NoError(t, err)
 		src, err := b.svc.Sources.Get(b.ctx, "default")
 		require.NoError(t, err)
@@ -184,7 +184,7 @@ func TestWebhooks(t *testing.T) {
 		require.Equal(t, errs.NotFound, errs.CodeOf(err))
 
 		short := "too-short"
-		_, err = b.svc.Sources.Update(b.ctx, "default", source.Input{SettingsInput: source.SettingsInput{RepoURL: b.Bare, WebhookSecret: &short}})
+		_, err = b.svc.Sources.Update(b.ctx, "default", source.Input{SettingsInput: source.SettingsInput{RepoURL: b.Bare, WebhookSecret: &short}}, "test")
 		require.Equal(t, errs.Invalid, errs.CodeOf(err))
 		require.NotContains(t, err.Error(), short)
 	})
@@ -269,7 +269,7 @@ func TestWebhooks(t *testing.T) {
 		t.Parallel()
 		b := setupHook(t, setupOpts{})
 		srv := serveRepo(t, b.Repo, serveOpts{hold: true})
-		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url})
+		_, err := b.svc.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: srv.url}, "test")
 		require.NoError(t, err)
 		c1 := head(t, b)
 

@@ -291,7 +291,7 @@ func benchSetup(tb testing.TB, files map[string]string) *benchBundle {
 	})
 
 	bb := &benchBundle{Repo: gittest.New(tb), ctx: ctx, pool: pool, journal: j, gitops: gops, svc: svc, configRoot: configRoot}
-	_, err = gops.Sources.PutSettings(ctx, source.SettingsInput{RepoURL: bb.Bare, Branch: "main"})
+	_, err = gops.Sources.PutSettings(ctx, source.SettingsInput{RepoURL: bb.Bare, Branch: "main"}, "test")
 	require.NoError(tb, err)
 	bb.Commit(tb, "units", files)
 	res, err := gops.RequestSync(ctx, "bench", false)

@@ -112,7 +112,7 @@ func setup(t *testing.T) *testBundle {
 	svc.Wait = 20 * time.Millisecond
 	b := &testBundle{Repo: gittest.New(t), ctx: t.Context(), pool: pool, journal: j, gitops: gops, svc: svc, configRoot: configRoot, dbURL: dbURL, logs: logs}
 	b.client = b.startClient(t)
-	_, err := gops.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main"})
+	_, err := gops.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main"}, "test")
 	require.NoError(t, err)
 	b.Commit(t, "network", map[string]string{"infra/network.json": unitJSON("10.0.0.0/16"), "infra/modules/network/main.tf": module})
 	b.sync(t)

@@ -137,7 +137,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if !opts.noStart {
 		b.start(t, b.client)
 	}
-	_, err := gops.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main"})
+	_, err := gops.Sources.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main"}, "test")
 	require.NoError(t, err)
 	return b
 }

@@ -558,7 +558,7 @@ func TestPolicies(t *testing.T) {
 		b := setup(t, setupOpts{})
 		b.converged(t, map[string]string{"GREETING": "hi"})
 		b.commitUnit(t, "greet differently", b.unitJSON(b.digest("v1"), map[string]string{"GREETING": "hello there"}, 20))
-		_, err := b.gitops.Sources.SetSuspended(b.ctx, source.DefaultName, true)
+		_, err := b.gitops.Sources.SetSuspended(b.ctx, source.DefaultName, true, "test")
 		require.NoError(t, err)
 
 		_, err = b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice")
@@ -577,7 +577,7 @@ func TestPolicies(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.converged(t, map[string]string{"GREETING": "hi"})
-		_, err := b.gitops.Sources.SetPolicy(b.ctx, source.DefaultName, source.PolicyManual)
+		_, err := b.gitops.Sources.SetPolicy(b.ctx, source.DefaultName, source.PolicyManual, "test")
 		require.NoError(t, err)
 
 		_, err = b.svc.RequestDeploy(b.ctx, "hello", b.digest("v2"), "alice")

@@ -189,7 +189,7 @@ func TestServiceStatus(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, journal.StateSucceeded, b.wait(t, res.Run.ID).State)
 		b.runOther(t, "v2")
-		_, err = b.gitops.Sources.SetSuspended(b.ctx, source.DefaultName, true)
+		_, err = b.gitops.Sources.SetSuspended(b.ctx, source.DefaultName, true, "test")
 		require.NoError(t, err)
 
 		st := b.status(t)
@@ -199,7 +199,7 @@ func TestServiceStatus(t *testing.T) {
 		require.Equal(t, 1, st.Answer.Others, "artifact drift holds too")
 		require.Equal(t, "Artifact drift", stages(st)["artifact"])
 
-		_, err = b.gitops.Sources.SetSuspended(b.ctx, source.DefaultName, false)
+		_, err = b.gitops.Sources.SetSuspended(b.ctx, source.DefaultName, false, "test")
 		require.NoError(t, err)
 		st = b.status(t)
 		require.Equal(t, "Artifact drift", st.Answer.State)
@@ -210,7 +210,7 @@ func TestServiceStatus(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		b.converged(t, map[string]string{"GREETING": "hi"})
-		_, err := b.gitops.Sources.SetPolicy(b.ctx, source.DefaultName, source.PolicyReview)
+		_, err := b.gitops.Sources.SetPolicy(b.ctx, source.DefaultName, source.PolicyReview, "test")
 		require.NoError(t, err)
 		edit := b.commitUnit(t, "greet differently", b.unitJSON(b.digest("v1"), map[string]string{"GREETING": "hello there"}, 20))
 		b.sync(t)
@@ -314,7 +314,7 @@ func TestDriftEnforce(t *testing.T) {
 		b := setup(t, setupOpts{})
 		enforced(t, b, nil)
 		b.runOther(t, "v2")
-		_, err := b.gitops.Sources.SetSuspended(b.ctx, source.DefaultName, true)
+		_, err := b.gitops.Sources.SetSuspended(b.ctx, source.DefaultName, true, "test")
 		require.NoError(t, err)
 
 		_, d := b.driftCheck(t)
@@ -329,7 +329,7 @@ func TestDriftEnforce(t *testing.T) {
 		require.Zero(t, n, "nothing was repaired")
 		require.Equal(t, "v2", b.hello(t).Version)
 
-		_, err = b.gitops.Sources.SetSuspended(b.ctx, source.DefaultName, false)
+		_, err = b.gitops.Sources.SetSuspended(b.ctx, source.DefaultName, false, "test")
 		require.NoError(t, err)
 		st := b.status(t)
 		require.Equal(t, "Repair held", st.Answer.State, "%+v", st.Answer)

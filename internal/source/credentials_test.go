@@ -18,6 +18,7 @@ import (
 	"sluice/db"
 	"sluice/internal/dbtest"
 	"sluice/internal/errs"
+	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
 	"sluice/internal/source"
@@ -52,7 +53,7 @@ func (b *testBundle) secret(t testing.TB, src *db.Source) string {
 // redactor and box.
 func (b *testBundle) restart(box *secretbox.Box) (*source.Service, *redact.Redactor) {
 	red := &redact.Redactor{}
-	svc := source.New(b.pool, red, nil)
+	svc := source.New(b.pool, journal.New(b.pool, nil, red), red, nil)
 	svc.Secrets = box
 	return svc, red
 }
@@ -97,7 +98,7 @@ func TestSealedCredentials(t *testing.T) {
 
 		red := &redact.Redactor{}
 		box := newBox(t)
-		svc := source.New(pool, red, nil)
+		svc := source.New(pool, journal.New(pool, nil, red), red, nil)
 		svc.Secrets = box
 		require.NoError(t, svc.Seed(ctx, source.SettingsInput{}, false))
 
@@ -133,7 +134,7 @@ func TestSealedCredentials(t *testing.T) {
 	t.Run("WrongKeyStopsTheStartSayingWhatToDo", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
-		_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://" + user + ":" + password + "@git.example.com/ops/intent.git"})
+		_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://" + user + ":" + password + "@git.example.com/ops/intent.git"}, "test")
 		require.NoError(t, err)
 
 		wrongKey := newKey(t)
@@ -158,7 +159,7 @@ func TestSealedCredentials(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
 		for _, name := range []string{"apps", "web"} {
-			_, err := b.svc.Create(b.ctx, source.Input{Name: name, SettingsInput: source.SettingsInput{RepoURL: "https://git.example.com/ops/" + name + ".git", Token: token + name}})
+			_, err := b.svc.Create(b.ctx, source.Input{Name: name, SettingsInput: source.SettingsInput{RepoURL: "https://git.example.com/ops/" + name + ".git", Token: token + name}}, "test")
 			require.NoError(t, err)
 		}
 		b.exec(t, "UPDATE source SET repo_password_sealed = (SELECT repo_password_sealed FROM source WHERE name = 'apps') WHERE name = 'web'")
@@ -171,9 +172,9 @@ func TestSealedCredentials(t *testing.T) {
 	t.Run("DeletedSourceThatDoesNotOpenDoesNotStopTheStart", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
-		_, err := b.svc.Create(b.ctx, source.Input{Name: "gone", SettingsInput: source.SettingsInput{RepoURL: "https://git.example.com/ops/gone.git", Token: token}})
+		_, err := b.svc.Create(b.ctx, source.Input{Name: "gone", SettingsInput: source.SettingsInput{RepoURL: "https://git.example.com/ops/gone.git", Token: token}}, "test")
 		require.NoError(t, err)
-		_, err = b.svc.Delete(b.ctx, "gone")
+		_, err = b.svc.Delete(b.ctx, "gone", "test")
 		require.NoError(t, err)
 		svc, _ := b.restart(newBox(t))
 		require.NoError(t, svc.Seed(b.ctx, source.SettingsInput{}, false))
@@ -183,10 +184,10 @@ func TestSealedCredentials(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
 		svc, _ := b.restart(nil)
-		_, err := svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://git.example.com/ops/a.git", Token: token})
+		_, err := svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://git.example.com/ops/a.git", Token: token}, "test")
 		require.ErrorContains(t, err, "no secret key")
 		require.Zero(t, b.count(t, "SELECT count(*) FROM source"))
-		_, err = svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://git.example.com/ops/a.git"})
+		_, err = svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://git.example.com/ops/a.git"}, "test")
 		require.NoError(t, err, "a repository without credentials needs no key")
 	})
 }

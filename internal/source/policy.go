@@ -77,20 +77,26 @@ func WaitingDecision(p Policy) string {
 
 // SetPolicy changes the policy of the source key names. It changes what the
 // next decision may do, and withdraws nothing already accepted; a waiting
-// candidate stays until it is accepted or replaced.
-func (s *Service) SetPolicy(ctx context.Context, key string, policy Policy) (*Source, error) {
-	var out *db.Source
+// candidate stays until it is accepted or replaced. by is who asks.
+func (s *Service) SetPolicy(ctx context.Context, key string, policy Policy, by string) (*Source, error) {
+	var (
+		out *db.Source
+		run *db.JournalRun
+	)
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
 		cur, err := FindForUpdate(ctx, q, key)
 		if err != nil {
 			return err
 		}
-		out, err = q.SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: cur.ID, Policy: string(policy)})
+		if out, err = q.SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: cur.ID, Policy: string(policy)}); err != nil {
+			return err
+		}
+		run, err = s.recordTx(ctx, tx, ActionSetPolicy, by, cur, out, "policy "+string(policy))
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return sourceOut(out), nil
+	return sourceOutRun(out, run), nil
 }

@@ -31,6 +31,9 @@ type Settings struct {
 	Branch          string
 	Path            string
 	SyncIntervalSec int
+	// JournalID is the receipt of the change that answered these
+	// settings; zero when they were read.
+	JournalID uuid.UUID
 }
 
 // SettingsInput changes the settings. RepoURL may carry credentials in its
@@ -235,13 +238,16 @@ func (s *Service) GetSettings(ctx context.Context) (*Settings, error) {
 
 // PutSettings stores new settings; they are in force for the next sync and
 // the next tick. A change of repository, branch or path makes the next sync
-// a full one.
-func (s *Service) PutSettings(ctx context.Context, in SettingsInput) (*Settings, error) {
+// a full one. by is who asks.
+func (s *Service) PutSettings(ctx context.Context, in SettingsInput, by string) (*Settings, error) {
 	in, creds, err := normalizeInput(in)
 	if err != nil {
 		return nil, err
 	}
-	var out *db.Source
+	var (
+		out *db.Source
+		run *db.JournalRun
+	)
 	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
 		cur, err := q.SourceGetByNameForUpdate(ctx, DefaultName)
@@ -250,13 +256,18 @@ func (s *Service) PutSettings(ctx context.Context, in SettingsInput) (*Settings,
 		} else if err != nil {
 			return err
 		}
-		out, err = s.storeSettingsTx(ctx, q, cur, DefaultID, DefaultName, in, creds)
+		if out, err = s.storeSettingsTx(ctx, q, cur, DefaultID, DefaultName, in, creds); err != nil {
+			return err
+		}
+		run, err = s.recordTx(ctx, tx, ActionPutSettings, by, cur, out, "GitOps settings stored")
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return SettingsOf(out), nil
+	st := SettingsOf(out)
+	st.JournalID = run.ID
+	return st, nil
 }
 
 // storeSettingsTx writes normalized settings: onto cur, or into a new
@@ -347,6 +358,6 @@ func (s *Service) seedSettings(ctx context.Context, in SettingsInput, intervalSe
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
-	_, err = s.PutSettings(ctx, in)
+	_, err = s.PutSettings(ctx, in, BySystem)
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/errs"
+	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/source"
 )
@@ -17,12 +18,12 @@ func TestPutSettings(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		for _, p := range []string{"../x", "/etc", "a/../b", "..", `apps\web`, "apps/.git", "archive/old"} {
-			_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: p})
+			_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: p}, "test")
 			require.Equal(t, errs.Invalid, errs.CodeOf(err), "path %q: %v", p, err)
 			require.Contains(t, err.Error(), "is not allowed: ", "path %q", p)
 		}
 		for p, want := range map[string]string{"apps/": "apps", "./apps": "apps", ".": "", "apps/web": "apps/web"} {
-			out, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: p})
+			out, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Path: p}, "test")
 			require.NoError(t, err, "path %q", p)
 			require.Equal(t, want, out.Path)
 		}
@@ -32,16 +33,16 @@ func TestPutSettings(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		for _, br := range []string{"has space", "a..b", "a:b", "a~1", "x.lock", "/main", "main/", "-main", "a//b", "a@{1}", ".hidden", "a/.b", "@", "main."} {
-			_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: br})
+			_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: br}, "test")
 			require.Equal(t, errs.Invalid, errs.CodeOf(err), "branch %q: %v", br, err)
 			require.Contains(t, err.Error(), "is not a valid Git branch name")
 		}
 		for _, br := range []string{"main", "feature/x", "release-1.2"} {
-			out, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: br})
+			out, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: br}, "test")
 			require.NoError(t, err, "branch %q", br)
 			require.Equal(t, br, out.Branch)
 		}
-		out, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare})
+		out, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare}, "test")
 		require.NoError(t, err)
 		require.Equal(t, "main", out.Branch, "no branch means main")
 	})
@@ -49,10 +50,10 @@ func TestPutSettings(t *testing.T) {
 	t.Run("RefusesNegativeIntervalAndBadURLs", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
-		_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: -1})
+		_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, SyncIntervalSec: -1}, "test")
 		require.Equal(t, errs.Invalid, errs.CodeOf(err))
 		for _, u := range []string{"", "  ", "ftp://example.com/x.git", "http://u:pw@[::1/x"} {
-			_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: u})
+			_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: u}, "test")
 			require.Equal(t, errs.Invalid, errs.CodeOf(err), "url %q", u)
 			require.NotContains(t, err.Error(), ":pw")
 		}
@@ -64,15 +65,15 @@ func TestPutSettings(t *testing.T) {
 		b := setup(t, setupOpts{noSettings: true})
 		const secret = "pw-Sup3rSecret"
 
-		_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://***@git.example.com/team/a.git"})
+		_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://***@git.example.com/team/a.git"}, "test")
 		require.Equal(t, errs.Invalid, errs.CodeOf(err), "nothing is stored to keep")
 
-		out, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://deployer:" + secret + "@git.example.com/team/a.git"})
+		out, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://deployer:" + secret + "@git.example.com/team/a.git"}, "test")
 		require.NoError(t, err)
 		require.Equal(t, "https://***@git.example.com/team/a.git", out.RepoURL)
 
 		for _, other := range []string{"https://***@git.example.com/team/b.git", "https://***@evil.example.com/team/a.git", "http://***@git.example.com/team/a.git"} {
-			_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: other})
+			_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: other}, "test")
 			require.Equal(t, errs.Invalid, errs.CodeOf(err), "url %q", other)
 			require.NotContains(t, err.Error(), secret)
 		}
@@ -81,13 +82,13 @@ func TestPutSettings(t *testing.T) {
 		require.Equal(t, secret, b.secret(t, src))
 
 		// Another repository with credentials of its own is fine.
-		out, err = b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://deployer:other-Secret@git.example.com/team/b.git"})
+		out, err = b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://deployer:other-Secret@git.example.com/team/b.git"}, "test")
 		require.NoError(t, err)
 		require.Equal(t, "https://***@git.example.com/team/b.git", out.RepoURL)
 		require.Equal(t, "other-Secret", b.secret(t, b.source(t)))
 
 		// Another repository without credentials does not inherit them.
-		_, err = b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://git.example.com/team/c.git"})
+		_, err = b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://git.example.com/team/c.git"}, "test")
 		require.NoError(t, err)
 		require.Nil(t, b.source(t).RepoPasswordSealed)
 	})
@@ -95,10 +96,10 @@ func TestPutSettings(t *testing.T) {
 	t.Run("KeepsSSHLoginName", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
-		out, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "ssh://git@git.example.com/team/intent.git"})
+		out, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "ssh://git@git.example.com/team/intent.git"}, "test")
 		require.NoError(t, err)
 		require.Equal(t, "ssh://git@git.example.com/team/intent.git", out.RepoURL)
-		out, err = b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "git@git.example.com:team/intent.git"})
+		out, err = b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "git@git.example.com:team/intent.git"}, "test")
 		require.NoError(t, err)
 		require.Equal(t, "git@git.example.com:team/intent.git", out.RepoURL)
 	})
@@ -123,7 +124,7 @@ func TestSeed(t *testing.T) {
 
 		// A restart: a new process with its own redactor and other settings.
 		red := &redact.Redactor{}
-		svc := source.New(b.pool, red, nil)
+		svc := source.New(b.pool, journal.New(b.pool, nil, red), red, nil)
 		svc.Secrets = b.box
 		require.NoError(t, svc.Seed(b.ctx, source.SettingsInput{RepoURL: "https://git.example.com/b.git", SyncIntervalSec: 5}, true))
 		out, err = svc.GetSettings(b.ctx)
@@ -141,7 +142,7 @@ func TestCredentialsGivenTwoWays(t *testing.T) {
 	t.Run("PasswordInTheURLAndATokenAreRefused", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noSettings: true})
-		_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://deployer:pw-Twice-77aa@git.example.com/a.git", Token: token})
+		_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: "https://deployer:pw-Twice-77aa@git.example.com/a.git", Token: token}, "test")
 		require.Equal(t, errs.Invalid, errs.CodeOf(err))
 		require.Equal(t, "The repository URL carries a password and a token is given too, so one of them would be ignored; drop the password from the URL, or drop the token.", err.Error())
 		err = b.svc.Seed(b.ctx, source.SettingsInput{RepoURL: "https://deployer:pw-Twice-77aa@git.example.com/a.git", Token: token}, false)
@@ -157,7 +158,7 @@ func TestPutSettingsRefusesAPathPostgreSQLCannotStore(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 
-	_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main", Path: "apps\x00"})
+	_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main", Path: "apps\x00"}, "test")
 	require.True(t, errs.Is(err, errs.Invalid), "%v", err)
 	require.EqualError(t, err, `The path "apps\x00" is not allowed: a prefix is UTF-8 text without NUL characters; give the directory's name as Git shows it`)
 }
@@ -176,11 +177,11 @@ func TestPutSettingsRefusesRelativeAndTransportRepositories(t *testing.T) {
 		"fd::17":                       `The repository "fd::17" uses Git's transport::address form, which sluice does not take: give an https, ssh, git or file URL, or an absolute path.`,
 		"/srv/git/intent\n[core]x.git": `The repository "/srv/git/intent\n[core]x.git" holds a control character.`,
 	} {
-		_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: raw, Branch: "main"})
+		_, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: raw, Branch: "main"}, "test")
 		require.True(t, errs.Is(err, errs.Invalid), "%q: %v", raw, err)
 		require.EqualError(t, err, want)
 	}
-	s, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare + "/.", Branch: "main"})
+	s, err := b.svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare + "/.", Branch: "main"}, "test")
 	require.NoError(t, err)
 	require.Equal(t, b.Bare, s.RepoURL, "an absolute path is kept, cleaned")
 }

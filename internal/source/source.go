@@ -14,6 +14,7 @@ import (
 
 	"sluice/db"
 	"sluice/internal/errs"
+	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
 )
@@ -34,19 +35,23 @@ type Service struct {
 	// key file. Nil: storing or using credentials fails, and nothing else
 	// does.
 	Secrets  *secretbox.Box
+	// Journal records every change to a source as a receipt, in the
+	// change's transaction. Required for changes; reads work without it.
+	Journal  *journal.Journal
 	Redactor *redact.Redactor
 	Logger   *slog.Logger
 }
 
-// New returns a Service. A nil red is redact.Default; a nil logger discards.
-func New(pool *pgxpool.Pool, red *redact.Redactor, logger *slog.Logger) *Service {
+// New returns a Service whose changes j records. A nil red is
+// redact.Default; a nil logger discards.
+func New(pool *pgxpool.Pool, j *journal.Journal, red *redact.Redactor, logger *slog.Logger) *Service {
 	if red == nil {
 		red = redact.Default
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{Pool: pool, Redactor: red, Logger: logger.With("component", "source")}
+	return &Service{Pool: pool, Journal: j, Redactor: red, Logger: logger.With("component", "source")}
 }
 
 // Source is a Git repository sluice pulls units from, as operators see it:
@@ -79,10 +84,19 @@ type Input struct {
 
 // sourceOut is src as operators see it.
 func sourceOut(src *db.Source) *Source {
-	return &Source{
+	return sourceOutRun(src, nil)
+}
+
+// sourceOutRun is src as a change left it, with the change's receipt.
+func sourceOutRun(src *db.Source, run *db.JournalRun) *Source {
+	out := &Source{
 		ID: src.ID, Name: src.Name, Settings: *SettingsOf(src), Default: src.ID == DefaultID,
 		Policy: Policy(src.Policy), SuspendedAt: src.SuspendedAt, WebhookSecretSet: webhookSecretSet(src), CreatedAt: src.CreatedAt, UpdatedAt: src.UpdatedAt,
 	}
+	if run != nil {
+		out.JournalID = run.ID
+	}
+	return out
 }
 
 var sourceName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -147,9 +161,9 @@ func (s *Service) Get(ctx context.Context, key string) (*Source, error) {
 	return sourceOut(src), nil
 }
 
-// Create adds a source. It syncs at its interval from the next tick
+// Create adds a source for by. It syncs at its interval from the next tick
 // (at once, when it has one), into a working tree of its own.
-func (s *Service) Create(ctx context.Context, in Input) (*Source, error) {
+func (s *Service) Create(ctx context.Context, in Input, by string) (*Source, error) {
 	if err := validateName(in.Name); err != nil {
 		return nil, err
 	}
@@ -163,25 +177,33 @@ func (s *Service) Create(ctx context.Context, in Input) (*Source, error) {
 	if in.Policy, err = checkPolicy(in.Policy); err != nil {
 		return nil, err
 	}
-	var out *db.Source
+	var (
+		out *db.Source
+		run *db.JournalRun
+	)
 	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		out, err = s.storeSettingsTx(ctx, db.New(tx), nil, uuid.New(), in.Name, settings, creds)
-		if err != nil || in.Policy == "" {
+		if err != nil {
 			return err
 		}
-		out, err = db.New(tx).SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: out.ID, Policy: string(in.Policy)})
+		if in.Policy != "" {
+			if out, err = db.New(tx).SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: out.ID, Policy: string(in.Policy)}); err != nil {
+				return err
+			}
+		}
+		run, err = s.recordTx(ctx, tx, ActionCreate, by, nil, out, "created")
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return sourceOut(out), nil
+	return sourceOutRun(out, run), nil
 }
 
 // Update changes the source key names, like PutSettings does the
 // default source's settings; a name renames it (the default source keeps its
-// name).
-func (s *Service) Update(ctx context.Context, key string, in Input) (*Source, error) {
+// name). by is who asks.
+func (s *Service) Update(ctx context.Context, key string, in Input, by string) (*Source, error) {
 	settings, creds, err := normalizeInput(in.SettingsInput)
 	if err != nil {
 		return nil, err
@@ -189,7 +211,10 @@ func (s *Service) Update(ctx context.Context, key string, in Input) (*Source, er
 	if in.Policy, err = checkPolicy(in.Policy); err != nil {
 		return nil, err
 	}
-	var out *db.Source
+	var (
+		out *db.Source
+		run *db.JournalRun
+	)
 	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
 		cur, err := FindForUpdate(ctx, q, key)
@@ -216,24 +241,33 @@ func (s *Service) Update(ctx context.Context, key string, in Input) (*Source, er
 			}
 		}
 		out, err = s.storeSettingsTx(ctx, q, cur, cur.ID, cur.Name, settings, creds)
-		if err != nil || in.Policy == "" {
+		if err != nil {
 			return err
 		}
-		out, err = q.SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: cur.ID, Policy: string(in.Policy)})
+		if in.Policy != "" {
+			if out, err = q.SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: cur.ID, Policy: string(in.Policy)}); err != nil {
+				return err
+			}
+		}
+		run, err = s.recordTx(ctx, tx, ActionUpdate, by, cur, out, "changed")
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return sourceOut(out), nil
+	return sourceOutRun(out, run), nil
 }
 
 // Delete deletes the source key names and, in the same transaction,
 // makes its active units stale: they are no longer in any repository sluice
 // reads, and nothing is destroyed. The row stays, since units reference it;
-// its name is free again. The default source cannot be deleted.
-func (s *Service) Delete(ctx context.Context, key string) (*Source, error) {
-	var out *db.Source
+// its name is free again. The default source cannot be deleted. by is who
+// asks.
+func (s *Service) Delete(ctx context.Context, key, by string) (*Source, error) {
+	var (
+		out *db.Source
+		run *db.JournalRun
+	)
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
 		// The source first, then its units: a sync's finishing transaction
@@ -248,35 +282,47 @@ func (s *Service) Delete(ctx context.Context, key string) (*Source, error) {
 		if out, err = q.SourceMarkDeleted(ctx, cur.ID); err != nil {
 			return fmt.Errorf("delete source %s: %w", cur.Name, err)
 		}
-		if _, err := q.UnitMarkStaleBySource(ctx, cur.ID); err != nil {
+		stale, err := q.UnitMarkStaleBySource(ctx, cur.ID)
+		if err != nil {
 			return fmt.Errorf("mark the units of source %s stale: %w", cur.Name, err)
 		}
-		return nil
+		run, err = s.recordTx(ctx, tx, ActionDelete, by, cur, out, fmt.Sprintf("deleted; %d of its units are stale, and nothing was destroyed", stale))
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return sourceOut(out), nil
+	return sourceOutRun(out, run), nil
 }
 
 // SetSuspended suspends or resumes the source key names. A suspended source
 // gets no interval syncs, a manual sync is refused, a sync queued before is
 // refused at its turn (gitops.Service.Sync), and a service action's own sync
 // fetches nothing (gitops.Service.SyncNow). A sync already running goes on
-// to its end.
-func (s *Service) SetSuspended(ctx context.Context, key string, suspended bool) (*Source, error) {
-	var out *db.Source
+// to its end. by is who asks.
+func (s *Service) SetSuspended(ctx context.Context, key string, suspended bool, by string) (*Source, error) {
+	var (
+		out *db.Source
+		run *db.JournalRun
+	)
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
 		cur, err := FindForUpdate(ctx, q, key)
 		if err != nil {
 			return err
 		}
-		out, err = q.SourceSetSuspended(ctx, &db.SourceSetSuspendedParams{ID: cur.ID, Suspended: suspended})
+		if out, err = q.SourceSetSuspended(ctx, &db.SourceSetSuspendedParams{ID: cur.ID, Suspended: suspended}); err != nil {
+			return err
+		}
+		action, msg := ActionResume, "resumed: interval syncs and manual syncs run again"
+		if suspended {
+			action, msg = ActionSuspend, "suspended: no interval or manual sync until it is resumed"
+		}
+		run, err = s.recordTx(ctx, tx, action, by, cur, out, msg)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return sourceOut(out), nil
+	return sourceOutRun(out, run), nil
 }

@@ -12,6 +12,7 @@ import (
 	"sluice/db"
 	"sluice/internal/dbtest"
 	"sluice/internal/errs"
+	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
 	"sluice/internal/source"
@@ -39,14 +40,14 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
 	red := &redact.Redactor{}
-	svc := source.New(pool, red, nil)
+	svc := source.New(pool, journal.New(pool, nil, red), red, nil)
 	svc.Secrets = newBox(t)
 	b := &testBundle{
 		ctx: t.Context(), pool: pool, svc: svc, redactor: red, box: svc.Secrets,
 		Bare: filepath.Join(t.TempDir(), "intent.git"),
 	}
 	if !opts.noSettings {
-		_, err := svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main"})
+		_, err := svc.PutSettings(b.ctx, source.SettingsInput{RepoURL: b.Bare, Branch: "main"}, "test")
 		require.NoError(t, err)
 	}
 	return b
@@ -85,7 +86,7 @@ func setupSources(t *testing.T) *sourcesBundle {
 	t.Helper()
 	b := setup(t, setupOpts{})
 	other := filepath.Join(t.TempDir(), "apps.git")
-	src, err := b.svc.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: other}})
+	src, err := b.svc.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: other}}, "test")
 	require.NoError(t, err)
 	return &sourcesBundle{testBundle: b, other: other, src: src}
 }
@@ -97,7 +98,7 @@ func TestSources(t *testing.T) {
 		t.Parallel()
 		b := setupSources(t)
 		for _, key := range []string{source.DefaultName, source.DefaultID.String()} {
-			_, err := b.svc.Delete(b.ctx, key)
+			_, err := b.svc.Delete(b.ctx, key, "test")
 			require.True(t, errs.Is(err, errs.Conflict), "%v", err)
 			require.Contains(t, err.Error(), "/api/v1/gitops/settings")
 		}
@@ -108,12 +109,12 @@ func TestSources(t *testing.T) {
 	t.Run("NameIsFreeAgainAfterDelete", func(t *testing.T) {
 		t.Parallel()
 		b := setupSources(t)
-		_, err := b.svc.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: b.other}})
+		_, err := b.svc.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: b.other}}, "test")
 		require.True(t, errs.Is(err, errs.Conflict), "%v", err)
 
-		_, err = b.svc.Delete(b.ctx, "apps")
+		_, err = b.svc.Delete(b.ctx, "apps", "test")
 		require.NoError(t, err)
-		again, err := b.svc.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: b.other}})
+		again, err := b.svc.Create(b.ctx, source.Input{Name: "apps", SettingsInput: source.SettingsInput{RepoURL: b.other}}, "test")
 		require.NoError(t, err)
 		require.NotEqual(t, b.src.ID, again.ID)
 		got, err := b.svc.Get(b.ctx, "apps")
@@ -125,22 +126,22 @@ func TestSources(t *testing.T) {
 		t.Parallel()
 		b := setupSources(t)
 		for _, name := range []string{"", "Apps", "has space", "-x", uuid.NewString()} {
-			_, err := b.svc.Create(b.ctx, source.Input{Name: name, SettingsInput: source.SettingsInput{RepoURL: b.other}})
+			_, err := b.svc.Create(b.ctx, source.Input{Name: name, SettingsInput: source.SettingsInput{RepoURL: b.other}}, "test")
 			require.True(t, errs.Is(err, errs.Invalid), "%q: %v", name, err)
 		}
-		_, err := b.svc.Create(b.ctx, source.Input{Name: source.DefaultName, SettingsInput: source.SettingsInput{RepoURL: b.other}})
+		_, err := b.svc.Create(b.ctx, source.Input{Name: source.DefaultName, SettingsInput: source.SettingsInput{RepoURL: b.other}}, "test")
 		require.True(t, errs.Is(err, errs.Conflict), "%v", err)
-		_, err = b.svc.Create(b.ctx, source.Input{Name: "x", SettingsInput: source.SettingsInput{RepoURL: b.other, Path: "../up"}})
+		_, err = b.svc.Create(b.ctx, source.Input{Name: "x", SettingsInput: source.SettingsInput{RepoURL: b.other, Path: "../up"}}, "test")
 		require.True(t, errs.Is(err, errs.Invalid), "%v", err)
 
-		_, err = b.svc.Create(b.ctx, source.Input{Name: "web", SettingsInput: source.SettingsInput{RepoURL: b.other}})
+		_, err = b.svc.Create(b.ctx, source.Input{Name: "web", SettingsInput: source.SettingsInput{RepoURL: b.other}}, "test")
 		require.NoError(t, err)
-		_, err = b.svc.Update(b.ctx, "apps", source.Input{Name: "web", SettingsInput: source.SettingsInput{RepoURL: b.other}})
+		_, err = b.svc.Update(b.ctx, "apps", source.Input{Name: "web", SettingsInput: source.SettingsInput{RepoURL: b.other}}, "test")
 		require.True(t, errs.Is(err, errs.Conflict), "%v", err)
-		_, err = b.svc.Update(b.ctx, source.DefaultName, source.Input{Name: "renamed", SettingsInput: source.SettingsInput{RepoURL: b.Bare}})
+		_, err = b.svc.Update(b.ctx, source.DefaultName, source.Input{Name: "renamed", SettingsInput: source.SettingsInput{RepoURL: b.Bare}}, "test")
 		require.True(t, errs.Is(err, errs.Conflict), "%v", err)
 
-		renamed, err := b.svc.Update(b.ctx, "apps", source.Input{Name: "apps2", SettingsInput: source.SettingsInput{RepoURL: b.other, Branch: "dev", SyncIntervalSec: 30}})
+		renamed, err := b.svc.Update(b.ctx, "apps", source.Input{Name: "apps2", SettingsInput: source.SettingsInput{RepoURL: b.other, Branch: "dev", SyncIntervalSec: 30}}, "test")
 		require.NoError(t, err)
 		require.Equal(t, b.src.ID, renamed.ID)
 		require.Equal(t, "apps2", renamed.Name)

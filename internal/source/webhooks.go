@@ -122,7 +122,11 @@ func (s *Service) seedWebhookSecret(ctx context.Context, secret string) error {
 		if err == nil && cur == secret {
 			return nil
 		}
-		_, err = s.setWebhookSecretTx(ctx, q, src.ID, secret)
+		out, err := s.setWebhookSecretTx(ctx, q, src.ID, secret)
+		if err != nil {
+			return err
+		}
+		_, err = s.recordTx(ctx, tx, ActionWebhookSecret, BySystem, src, out, "webhook secret set from SLUICE_GITOPS_WEBHOOK_SECRET")
 		return err
 	})
 }

@@ -1649,6 +1649,11 @@ export interface components {
             /** Format: uuid */
             id: string;
             /**
+             * Format: uuid
+             * @description The receipt of the creation.
+             */
+            journalId: string;
+            /**
              * Format: date-time
              * @description Updated at most once a minute.
              */
@@ -2295,6 +2300,57 @@ export interface components {
             instance: string;
             result: components["schemas"]["NodeTaskResult"];
         };
+        PutSettingsOutputBody: {
+            /**
+             * @description The branch to track.
+             * @default main
+             * @example main
+             */
+            branch: string;
+            /**
+             * Format: uuid
+             * @description The receipt of the change.
+             */
+            journalId: string;
+            /**
+             * @description Optional subdirectory holding the units: relative, no .., not absolute.
+             * @example units
+             */
+            path: string;
+            /**
+             * @description The intent repository: https, ssh, file:// or a local path. Credentials are shown as ***; send the URL back unchanged to keep them.
+             * @example https://git.example.com/ops/intent.git
+             */
+            repoUrl: string;
+            /**
+             * Format: int64
+             * @description Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only.
+             * @example 600
+             */
+            syncIntervalSec: number;
+        };
+        RevokeTokenOutputBody: {
+            /** Format: date-time */
+            createdAt: string;
+            createdBy: string;
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The receipt of the revocation.
+             */
+            journalId: string;
+            /**
+             * Format: date-time
+             * @description Updated at most once a minute.
+             */
+            lastUsedAt?: string;
+            name: string;
+            /** Format: date-time */
+            revokedAt?: string;
+            /** @enum {string} */
+            role: "viewer" | "operator" | "admin";
+        };
         "Rollback-rolloutRequest": {
             /**
              * @description all: every node the rollout changed; failed: only the nodes whose step failed or whose outcome is unknown.
@@ -2617,6 +2673,11 @@ export interface components {
             default: boolean;
             /** Format: uuid */
             id: string;
+            /**
+             * Format: uuid
+             * @description In the answer to a change: the change's receipt. Absent when the source is read.
+             */
+            journalId?: string;
             /** @example apps */
             name: string;
             /** @description The subdirectory holding the units; empty for the whole repository. */
@@ -4425,7 +4486,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["GitOpsSettings"];
+                    "application/json": components["schemas"]["PutSettingsOutputBody"];
                 };
             };
             /** @description Bad Request */
@@ -9596,7 +9657,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Token"];
+                    "application/json": components["schemas"]["RevokeTokenOutputBody"];
                 };
             };
             /** @description Unauthorized */

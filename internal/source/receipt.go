@@ -1,0 +1,68 @@
+package source
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"sluice/db"
+	"sluice/internal/journal"
+)
+
+// The actions of the receipts that changes to sources record, each in the
+// transaction of its change.
+const (
+	ActionCreate        = "create_source"
+	ActionUpdate        = "update_source"
+	ActionDelete        = "delete_source"
+	ActionSuspend       = "suspend_source"
+	ActionResume        = "resume_source"
+	ActionSetPolicy     = "set_source_policy"
+	ActionPutSettings   = "put_gitops_settings"
+	ActionWebhookSecret = "set_source_webhook_secret"
+)
+
+// BySystem requests the changes serve makes from its environment at start
+// (SLUICE_GITOPS_*), which it stores on first start.
+const BySystem = "system"
+
+// recorded is what a source's receipt keeps of it: its settings as
+// operators see them (credentials masked, secrets never).
+type recorded struct {
+	Name             string `json:"name"`
+	RepoURL          string `json:"repoUrl"`
+	Branch           string `json:"branch"`
+	Path             string `json:"path"`
+	SyncIntervalSec  int32  `json:"syncIntervalSec"`
+	Policy           string `json:"policy"`
+	Suspended        bool   `json:"suspended"`
+	WebhookSecretSet bool   `json:"webhookSecretSet"`
+}
+
+func recordOf(src *db.Source) recorded {
+	return recorded{
+		Name: src.Name, RepoURL: MaskedURL(src), Branch: src.Branch, Path: src.Path, SyncIntervalSec: src.SyncIntervalSec,
+		Policy: src.Policy, Suspended: src.SuspendedAt != nil, WebhookSecretSet: webhookSecretSet(src),
+	}
+}
+
+// recordTx records, in tx, the receipt of a change by by that left source
+// after as it is. before is the source as the change found it, nil for a
+// new one; the receipt keeps both, so it says what changed.
+func (s *Service) recordTx(ctx context.Context, tx pgx.Tx, action, by string, before, after *db.Source, msg string) (*db.JournalRun, error) {
+	if s.Journal == nil {
+		return nil, fmt.Errorf("record %s: the source service has no journal", action)
+	}
+	if by == "" {
+		by = BySystem
+	}
+	var params any
+	if before != nil {
+		params = map[string]any{"before": recordOf(before)}
+	}
+	return s.Journal.RecordTx(ctx, tx, journal.RecordParams{
+		Action: action, Target: after.Name, RequestedBy: by, Params: params, Result: recordOf(after),
+		Message: fmt.Sprintf("source %s: %s by %s", after.Name, msg, by),
+	})
+}
