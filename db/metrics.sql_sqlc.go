@@ -13,6 +13,63 @@ import (
 	"github.com/google/uuid"
 )
 
+const metricsNodeHeartbeats = `-- name: MetricsNodeHeartbeats :many
+SELECT name, greatest(extract(epoch FROM now() - last_heartbeat_at), 0)::float8 AS age_sec
+FROM node
+WHERE revoked_at IS NULL AND last_heartbeat_at IS NOT NULL
+ORDER BY last_heartbeat_at, name
+LIMIT $1
+`
+
+type MetricsNodeHeartbeatsRow struct {
+	Name   string
+	AgeSec float64
+}
+
+// MetricsNodeHeartbeats returns the @max_nodes nodes that have gone longest
+// without a heartbeat (revoked nodes and nodes that never reported left
+// out), with the age of their newest one.
+func (q *Queries) MetricsNodeHeartbeats(ctx context.Context, maxNodes int32) ([]*MetricsNodeHeartbeatsRow, error) {
+	rows, err := q.db.Query(ctx, metricsNodeHeartbeats, maxNodes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*MetricsNodeHeartbeatsRow
+	for rows.Next() {
+		var i MetricsNodeHeartbeatsRow
+		if err := rows.Scan(&i.Name, &i.AgeSec); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const metricsNodeSilence = `-- name: MetricsNodeSilence :one
+SELECT count(*)::bigint AS reporting,
+       count(*) FILTER (WHERE last_heartbeat_at < now() - make_interval(secs => $1::float8))::bigint AS silent
+FROM node
+WHERE revoked_at IS NULL AND last_heartbeat_at IS NOT NULL
+`
+
+type MetricsNodeSilenceRow struct {
+	Reporting int64
+	Silent    int64
+}
+
+// MetricsNodeSilence counts the nodes that report (not revoked, heard from
+// at least once) and those among them silent for over @silence_sec.
+func (q *Queries) MetricsNodeSilence(ctx context.Context, silenceSec float64) (*MetricsNodeSilenceRow, error) {
+	row := q.db.QueryRow(ctx, metricsNodeSilence, silenceSec)
+	var i MetricsNodeSilenceRow
+	err := row.Scan(&i.Reporting, &i.Silent)
+	return &i, err
+}
+
 const metricsOpenRuns = `-- name: MetricsOpenRuns :many
 SELECT action, state,
        count(*)::bigint AS runs,
@@ -60,32 +117,72 @@ func (q *Queries) MetricsOpenRuns(ctx context.Context) ([]*MetricsOpenRunsRow, e
 	return items, nil
 }
 
-const metricsRiverJobs = `-- name: MetricsRiverJobs :many
-SELECT queue, state::text AS state, count(*)::bigint AS jobs
+const metricsRiverQueueJobs = `-- name: MetricsRiverQueueJobs :many
+SELECT queue, state::text AS state, count(*)::bigint AS jobs,
+       greatest(extract(epoch FROM now() - min(scheduled_at)), 0)::float8 AS oldest_age_sec
 FROM river_job
+WHERE state IN ('available', 'scheduled', 'retryable', 'running')
 GROUP BY queue, state
 ORDER BY queue, state
 `
 
-type MetricsRiverJobsRow struct {
-	Queue string
-	State string
-	Jobs  int64
+type MetricsRiverQueueJobsRow struct {
+	Queue        string
+	State        string
+	Jobs         int64
+	OldestAgeSec float64
 }
 
-func (q *Queries) MetricsRiverJobs(ctx context.Context) ([]*MetricsRiverJobsRow, error) {
-	rows, err := q.db.Query(ctx, metricsRiverJobs)
+// MetricsRiverQueueJobs counts River's jobs that wait or run, per queue and
+// state, with the age of the oldest one's scheduled_at (for available jobs,
+// how long the oldest has waited for a worker). It reads River's fetch
+// index (state, queue, priority, scheduled_at, id) for those states only,
+// so its cost follows the jobs in flight, never the finished ones River
+// keeps for a day.
+func (q *Queries) MetricsRiverQueueJobs(ctx context.Context) ([]*MetricsRiverQueueJobsRow, error) {
+	rows, err := q.db.Query(ctx, metricsRiverQueueJobs)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []*MetricsRiverJobsRow
+	var items []*MetricsRiverQueueJobsRow
 	for rows.Next() {
-		var i MetricsRiverJobsRow
-		if err := rows.Scan(&i.Queue, &i.State, &i.Jobs); err != nil {
+		var i MetricsRiverQueueJobsRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.State,
+			&i.Jobs,
+			&i.OldestAgeSec,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const metricsRiverQueues = `-- name: MetricsRiverQueues :many
+SELECT name FROM river_queue ORDER BY name
+`
+
+// MetricsRiverQueues lists the queues River's clients have started, so that
+// an empty queue reads 0 rather than no series.
+func (q *Queries) MetricsRiverQueues(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, metricsRiverQueues)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		items = append(items, name)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -389,6 +389,16 @@ type RiverJob struct {
 	AttemptedBy []string
 	AttemptedAt *time.Time
 	Queue       string
+	ScheduledAt time.Time
+	Priority    int16
+}
+
+type RiverQueue struct {
+	Name      string
+	CreatedAt time.Time
+	Metadata  json.RawMessage
+	PausedAt  *time.Time
+	UpdatedAt time.Time
 }
 
 type Rollout struct {

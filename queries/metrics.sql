@@ -73,8 +73,39 @@ JOIN LATERAL (
 WHERE u.kind IN ('Service', 'Infrastructure') AND u.status NOT IN ('stale', 'destroyed')
 ORDER BY u.kind, u.name, u.id;
 
--- name: MetricsRiverJobs :many
-SELECT queue, state::text AS state, count(*)::bigint AS jobs
+-- name: MetricsRiverQueueJobs :many
+-- MetricsRiverQueueJobs counts River's jobs that wait or run, per queue and
+-- state, with the age of the oldest one's scheduled_at (for available jobs,
+-- how long the oldest has waited for a worker). It reads River's fetch
+-- index (state, queue, priority, scheduled_at, id) for those states only,
+-- so its cost follows the jobs in flight, never the finished ones River
+-- keeps for a day.
+SELECT queue, state::text AS state, count(*)::bigint AS jobs,
+       greatest(extract(epoch FROM now() - min(scheduled_at)), 0)::float8 AS oldest_age_sec
 FROM river_job
+WHERE state IN ('available', 'scheduled', 'retryable', 'running')
 GROUP BY queue, state
 ORDER BY queue, state;
+
+-- name: MetricsRiverQueues :many
+-- MetricsRiverQueues lists the queues River's clients have started, so that
+-- an empty queue reads 0 rather than no series.
+SELECT name FROM river_queue ORDER BY name;
+
+-- name: MetricsNodeHeartbeats :many
+-- MetricsNodeHeartbeats returns the @max_nodes nodes that have gone longest
+-- without a heartbeat (revoked nodes and nodes that never reported left
+-- out), with the age of their newest one.
+SELECT name, greatest(extract(epoch FROM now() - last_heartbeat_at), 0)::float8 AS age_sec
+FROM node
+WHERE revoked_at IS NULL AND last_heartbeat_at IS NOT NULL
+ORDER BY last_heartbeat_at, name
+LIMIT @max_nodes;
+
+-- name: MetricsNodeSilence :one
+-- MetricsNodeSilence counts the nodes that report (not revoked, heard from
+-- at least once) and those among them silent for over @silence_sec.
+SELECT count(*)::bigint AS reporting,
+       count(*) FILTER (WHERE last_heartbeat_at < now() - make_interval(secs => @silence_sec::float8))::bigint AS silent
+FROM node
+WHERE revoked_at IS NULL AND last_heartbeat_at IS NOT NULL;

@@ -17,3 +17,13 @@ CREATE TABLE river_job (
 ALTER TABLE river_job ADD COLUMN attempted_by text[];
 ALTER TABLE river_job ADD COLUMN attempted_at timestamptz;
 ALTER TABLE river_job ADD COLUMN queue text NOT NULL DEFAULT 'default';
+ALTER TABLE river_job ADD COLUMN scheduled_at timestamptz NOT NULL DEFAULT now();
+ALTER TABLE river_job ADD COLUMN priority smallint NOT NULL DEFAULT 1;
+
+CREATE TABLE river_queue (
+    name text PRIMARY KEY NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    metadata jsonb NOT NULL DEFAULT '{}',
+    paused_at timestamptz,
+    updated_at timestamptz NOT NULL
+);

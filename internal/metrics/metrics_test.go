@@ -133,6 +133,8 @@ func (b *testBundle) seed(t *testing.T) {
 			VALUES ($1, 'pager', 'run_failed', $2, 'deploy web', '', '', 'k', 'r', $3, $4)`, d.id, notified, d.state, d.dupOf)
 	}
 
+	b.exec(t, `INSERT INTO node (name, created_by, last_heartbeat_at) VALUES ('edge-1', 'alice', now() - interval '1 minute')`)
+
 	for _, j := range []struct{ queue, state string }{{"services", "available"}, {"services", "available"}, {"default", "completed"}} {
 		b.exec(t, `INSERT INTO river_job (kind, args, max_attempts, queue, state, finalized_at)
 			VALUES ('test', '{}', 1, $1, $2::river_job_state, CASE WHEN $2 = 'completed' THEN now() END)`, j.queue, j.state)
@@ -270,9 +272,9 @@ func TestHandler(t *testing.T) {
 	})
 
 	t.Run("DriftFromEachUnitsNewestCheck", func(t *testing.T) {
-		requireValue(t, 1, "sluice_unit_drift", l("kind", "Infrastructure", "unit", "network", "id", networkUnit.String()))
-		requireValue(t, 1, "sluice_unit_drift", l("kind", "Service", "unit", "web", "id", webUnit.String()))
-		requireValue(t, 0, "sluice_unit_drift", l("kind", "Service", "unit", "api", "id", apiUnit.String()))
+		requireValue(t, 1, "sluice_unit_drift", l("kind", "Infrastructure", "unit", "network"))
+		requireValue(t, 1, "sluice_unit_drift", l("kind", "Service", "unit", "web"))
+		requireValue(t, 0, "sluice_unit_drift", l("kind", "Service", "unit", "api"))
 		require.Len(t, families["sluice_unit_drift"].GetMetric(), 3, "the stale web and the unchecked db have none")
 		// web's older check found artifact drift; its newest did not.
 		for class, want := range map[string]float64{"live": 1, "source": 1, "runtime": 1, "health": 1, "artifact": 0} {
@@ -288,9 +290,11 @@ func TestHandler(t *testing.T) {
 		requireNone(t, "sluice_notification_deliveries_total", l("result", "pending"))
 	})
 
-	t.Run("RiverJobsByQueueAndState", func(t *testing.T) {
+	t.Run("RiverJobsThatWaitOrRunByQueueAndState", func(t *testing.T) {
 		requireValue(t, 2, "sluice_river_jobs", l("queue", "services", "state", "available"))
-		requireValue(t, 1, "sluice_river_jobs", l("queue", "default", "state", "completed"))
+		requireValue(t, 0, "sluice_river_jobs", l("queue", "services", "state", "running"))
+		// Finished jobs are River UI's to show, not a queue's depth.
+		requireNone(t, "sluice_river_jobs", l("queue", "default", "state", "completed"))
 	})
 
 	t.Run("ProcessAndRuntimeCollectors", func(t *testing.T) {
