@@ -28,6 +28,7 @@ import (
 	"sluice/internal/gitops"
 	"sluice/internal/infra"
 	"sluice/internal/journal"
+	"sluice/internal/metrics"
 	"sluice/internal/node"
 	"sluice/internal/nodetask"
 	"sluice/internal/notify"
@@ -88,8 +89,8 @@ type Deps struct {
 	// Secrets keeps the secrets; nil answers 503 on their routes.
 	Secrets *secrets.Service
 	// Metrics, when set, is served at GET /metrics, behind a viewer token
-	// unless MetricsPublic (SLUICE_METRICS_PUBLIC).
-	Metrics       http.Handler
+	// unless MetricsPublic (SLUICE_METRICS_PUBLIC), and times every request.
+	Metrics       *metrics.Endpoint
 	MetricsPublic bool
 
 	authn *auth.Authenticator // made by New: lookups shared by concurrent requests
@@ -135,7 +136,11 @@ func New(d Deps) http.Handler {
 		mux.Handle("/riverui/", ui)
 		mux.Handle("/riverui", ui)
 	}
-	return logRequests(d.Logger, withConsole(mux))
+	h := logRequests(d.Logger, withConsole(mux))
+	if d.Metrics != nil {
+		h = observeRequests(d.Metrics, mux, operationRoutes(api), h)
+	}
+	return h
 }
 
 // Spec returns the OpenAPI document the server serves, without a database:
