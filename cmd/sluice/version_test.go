@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/buildinfo"
+	"sluice/internal/dbtest"
 )
 
 func TestVersion(t *testing.T) {
@@ -62,4 +64,34 @@ func TestVersion(t *testing.T) {
 		require.False(t, got.Time.IsZero())
 		require.Equal(t, runtime.Version(), got.GoVersion)
 	})
+}
+
+// TestServeReportsItsBuild runs serve: `sluice version`, /healthz and
+// sluice_build_info name the same build, and /metrics carries the figures
+// of a running serve (its queues, its own node's heartbeat, its pool, the
+// requests it answered).
+func TestServeReportsItsBuild(t *testing.T) {
+	t.Parallel()
+	p, _ := startServe(t, "SLUICE_DATABASE_URL="+dbtest.NewDB(t))
+	out, stderr, code := p.cli(nil, "", "version", "--json")
+	require.Equal(t, 0, code, stderr)
+	var info buildinfo.Info
+	require.NoError(t, json.Unmarshal([]byte(out), &info))
+
+	status, body := p.do("GET", "/healthz", "", nil)
+	require.Equal(t, 200, status)
+	var health struct{ Status, Version, Revision, GoVersion string }
+	require.NoError(t, json.Unmarshal(body, &health))
+	require.Equal(t, "ok", health.Status)
+	require.Equal(t, [3]string{info.Version, info.Revision, info.GoVersion}, [3]string{health.Version, health.Revision, health.GoVersion})
+
+	status, body = p.do("GET", "/metrics", testToken, nil)
+	require.Equal(t, 200, status)
+	text := string(body)
+	require.Contains(t, text, fmt.Sprintf("sluice_build_info{goversion=%q,revision=%q,version=%q} 1\n", info.GoVersion, info.Revision, info.Version))
+	require.Contains(t, text, `sluice_http_request_duration_seconds_count{route="healthz",status="200"} `)
+	require.Contains(t, text, `sluice_river_jobs{queue="default",state="available"} `)
+	require.Contains(t, text, `sluice_river_queue_wait_seconds{queue="services"} `)
+	require.Regexp(t, `(?m)^sluice_node_heartbeat_age_seconds\{node="[a-z0-9-]+"\} `, text, "serve's own node")
+	require.Regexp(t, `(?m)^sluice_db_pool_max_connections [1-9][0-9]*$`, text)
 }
