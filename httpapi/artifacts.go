@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
 
 	"sluice/internal/artifact"
 	"sluice/internal/artifactstore"
@@ -17,8 +18,9 @@ import (
 
 // ArtifactInfo describes a stored artifact.
 type ArtifactInfo struct {
-	Digest string `json:"digest" doc:"sha256:<hex> of the content: how services pin it." example:"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"`
-	Size   int64  `json:"size" doc:"Bytes."`
+	Digest    string     `json:"digest" doc:"sha256:<hex> of the content: how services pin it." example:"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"`
+	Size      int64      `json:"size" doc:"Bytes."`
+	JournalID *uuid.UUID `json:"journalId,omitempty" format:"uuid" doc:"The receipt of the upload that stored these bytes; absent when they were stored before, which changed nothing."`
 }
 
 // StoredArtifact is an artifact in the store's list.
@@ -98,13 +100,13 @@ func registerArtifacts(api huma.API, d Deps) {
 		if !ok {
 			return nil, errs.Errorf(errs.Invalid, "The request has no body.")
 		}
-		info, err := d.Artifacts.Put(ctx, body)
+		info, err := d.Artifacts.Put(ctx, body, requester(ctx))
 		if err != nil {
 			return nil, err
 		}
 		return &putArtifactOutput{
 			Location: Prefix + "/artifacts/" + info.Digest,
-			Body:     ArtifactInfo{Digest: info.Digest, Size: info.Size},
+			Body:     ArtifactInfo{Digest: info.Digest, Size: info.Size, JournalID: ptrIfSet(info.JournalID)},
 		}, nil
 	})
 

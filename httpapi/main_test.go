@@ -99,7 +99,7 @@ func startServer(t *testing.T, opts serverOpts) *testServer {
 	require.NoError(t, err)
 	gops.Sources.Secrets, err = secretbox.New(secretbox.Opts{Key: key})
 	require.NoError(t, err)
-	store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
+	store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts"), Journal: j}
 	svcs := services.New(pool, j, gops, store, hoststep.New(store, exec.New(dataDir, store)), &redact.Redactor{}, logger)
 	inf := infra.New(pool, j, gops, filepath.Join(dataDir, "config"), dataDir, "", pool.Config().ConnString(), &redact.Redactor{}, logger)
 	// Notifications are sent to the receivers a test starts, with a short

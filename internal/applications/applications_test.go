@@ -37,7 +37,7 @@ func TestGetPage(t *testing.T) {
 		j := journal.New(pool, nil, red)
 		dataDir := t.TempDir()
 		gops := gitops.New(pool, j, filepath.Join(dataDir, "config-root"), red, nil)
-		store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
+		store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts"), Journal: j}
 		svcs := services.New(pool, j, gops, store, hoststep.New(store, exec.New(dataDir, store)), red, nil)
 		p := &applications.Service{Services: svcs, Blueprints: &blueprint.Service{Pool: pool, Journal: j, GitOps: gops}}
 

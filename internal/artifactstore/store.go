@@ -21,12 +21,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"sluice/db"
 	"sluice/internal/artifact"
 	"sluice/internal/errs"
+	"sluice/internal/journal"
 )
 
 // ChunkSize is the length of every stored chunk but an artifact's last.
@@ -47,13 +49,22 @@ type Store struct {
 	// MaxSize is the largest artifact Put accepts, in bytes; 0 means
 	// DefaultMaxSize.
 	MaxSize int64
+	// Journal records each upload that stores new bytes as a receipt, in
+	// the transaction that stores them. Required by Put.
+	Journal *journal.Journal
 }
+
+// ActionPut is the action of an upload's receipt.
+const ActionPut = "put_artifact"
 
 // Info describes a stored artifact.
 type Info struct {
 	Digest    string // "sha256:<64 lowercase hex>"
 	Size      int64  // bytes
 	CreatedAt time.Time
+	// JournalID is the receipt of the upload that stored the bytes; zero
+	// when they were stored before (or when read).
+	JournalID uuid.UUID
 }
 
 // List returns up to limit stored artifacts, newest first, after the one
@@ -90,8 +101,12 @@ func (s *Store) maxSize() int64 {
 // client uploads. It then writes the artifact row and its chunks in one short
 // transaction, reading the file back a chunk at a time, so memory stays at
 // about one chunk whatever the size. A body larger than MaxSize, or an
-// empty one, is refused with errs.Invalid.
-func (s *Store) Put(ctx context.Context, r io.Reader) (Info, error) {
+// empty one, is refused with errs.Invalid. by is who uploads: the receipt
+// of bytes stored for the first time names them.
+func (s *Store) Put(ctx context.Context, r io.Reader, by string) (Info, error) {
+	if s.Journal == nil {
+		return Info{}, errors.New("store artifact: the store has no journal to record the upload in")
+	}
 	if s.CacheDir != "" {
 		if err := os.MkdirAll(s.CacheDir, 0o755); err != nil {
 			return Info{}, fmt.Errorf("artifact cache dir: %w", err)
@@ -165,6 +180,14 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (Info, error) {
 		if got := "sha256:" + hex.EncodeToString(check.Sum(nil)); got != info.Digest {
 			return fmt.Errorf("staged artifact changed while it was stored: %s, then %s", info.Digest, got)
 		}
+		run, err := s.Journal.RecordTx(ctx, tx, journal.RecordParams{
+			Action: ActionPut, Target: info.Digest, RequestedBy: by, Result: map[string]any{"digest": info.Digest, "size": info.Size},
+			Message: fmt.Sprintf("artifact %s (%d bytes) stored, uploaded by %s", info.Digest, info.Size, by),
+		})
+		if err != nil {
+			return err
+		}
+		info.JournalID = run.ID
 		return nil
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -23,6 +24,7 @@ import (
 	"sluice/internal/artifactstore"
 	"sluice/internal/dbtest"
 	"sluice/internal/errs"
+	"sluice/internal/journal"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -32,10 +34,21 @@ type testBundle struct {
 	store *artifactstore.Store
 }
 
+// receipts lists the finished receipts as "action target by requester".
+func receipts(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `SELECT action || ' ' || target || ' by ' || requested_by FROM journal_run
+		WHERE state = 'succeeded' ORDER BY requested_at, id`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
+}
+
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
-	return &testBundle{pool: pool, store: &artifactstore.Store{Pool: pool, CacheDir: t.TempDir()}}
+	return &testBundle{pool: pool, store: &artifactstore.Store{Pool: pool, CacheDir: t.TempDir(), Journal: journal.New(pool, nil, nil)}}
 }
 
 func randomBytes(t *testing.T, n int) []byte {
@@ -86,7 +99,7 @@ func TestPut(t *testing.T) {
 		ctx := context.Background()
 		content := randomBytes(t, 3*artifactstore.ChunkSize+artifactstore.ChunkSize/2)
 
-		info, err := b.store.Put(ctx, bytes.NewReader(content))
+		info, err := b.store.Put(ctx, bytes.NewReader(content), "test")
 		require.NoError(t, err)
 		require.Equal(t, digestOf(content), info.Digest)
 		require.Equal(t, int64(len(content)), info.Size)
@@ -95,6 +108,8 @@ func TestPut(t *testing.T) {
 
 		got, err := b.store.Stat(ctx, info.Digest)
 		require.NoError(t, err)
+		require.NotEqual(t, uuid.Nil, info.JournalID)
+		info.JournalID = uuid.Nil // Stat reads; only Put names a receipt
 		require.Equal(t, info, got)
 		got, err = b.store.Stat(ctx, "web@"+info.Digest)
 		require.NoError(t, err)
@@ -113,7 +128,7 @@ func TestPut(t *testing.T) {
 		ctx := context.Background()
 		// Compressible, as an executable is: PostgreSQL compresses it.
 		content := bytes.Repeat([]byte("sluice artifact chunk "), artifactstore.ChunkSize/11)
-		info, err := b.store.Put(ctx, bytes.NewReader(content))
+		info, err := b.store.Put(ctx, bytes.NewReader(content), "test")
 		require.NoError(t, err)
 
 		var supported bool
@@ -140,7 +155,7 @@ func TestPut(t *testing.T) {
 		b := setup(t)
 		ctx := context.Background()
 		for _, content := range [][]byte{randomBytes(t, 2*artifactstore.ChunkSize), []byte("x")} {
-			info, err := b.store.Put(ctx, iotest.HalfReader(bytes.NewReader(content)))
+			info, err := b.store.Put(ctx, iotest.HalfReader(bytes.NewReader(content)), "test")
 			require.NoError(t, err)
 			require.Equal(t, digestOf(content), info.Digest)
 			require.Equal(t, (len(content)+artifactstore.ChunkSize-1)/artifactstore.ChunkSize, countRows(t, b.pool, "artifact_chunk", info.Digest))
@@ -154,11 +169,15 @@ func TestPut(t *testing.T) {
 		ctx := context.Background()
 		content := randomBytes(t, artifactstore.ChunkSize+10)
 
-		first, err := b.store.Put(ctx, bytes.NewReader(content))
+		first, err := b.store.Put(ctx, bytes.NewReader(content), "alice")
 		require.NoError(t, err)
-		second, err := b.store.Put(ctx, bytes.NewReader(content))
+		second, err := b.store.Put(ctx, bytes.NewReader(content), "bob")
 		require.NoError(t, err)
+		require.NotEqual(t, uuid.Nil, first.JournalID, "the upload that stored the bytes has a receipt")
+		require.Equal(t, uuid.Nil, second.JournalID, "one that stored nothing has none")
+		second.JournalID = first.JournalID
 		require.Equal(t, first, second)
+		require.Equal(t, []string{artifactstore.ActionPut + " " + first.Digest + " by alice"}, receipts(t, b.pool))
 		require.Equal(t, 1, countRows(t, b.pool, "artifact", first.Digest))
 		require.Equal(t, 2, countRows(t, b.pool, "artifact_chunk", first.Digest))
 	})
@@ -173,7 +192,7 @@ func TestPut(t *testing.T) {
 		infos := make([]artifactstore.Info, 10)
 		putErrs := make([]error, 10)
 		for i := range 10 {
-			wg.Go(func() { infos[i], putErrs[i] = b.store.Put(ctx, bytes.NewReader(content)) })
+			wg.Go(func() { infos[i], putErrs[i] = b.store.Put(ctx, bytes.NewReader(content), "test") })
 		}
 		wg.Wait()
 		for i := range 10 {
@@ -182,17 +201,18 @@ func TestPut(t *testing.T) {
 		}
 		require.Equal(t, 1, countRows(t, b.pool, "artifact", digestOf(content)))
 		require.Equal(t, 3, countRows(t, b.pool, "artifact_chunk", digestOf(content)))
+		require.Len(t, receipts(t, b.pool), 1, "one upload stored the bytes, and has the one receipt")
 	})
 
 	t.Run("AnEmptyBodyIsInvalidAndStoresNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
-		_, err := b.store.Put(ctx, bytes.NewReader(nil))
+		_, err := b.store.Put(ctx, bytes.NewReader(nil), "test")
 		require.True(t, errs.Is(err, errs.Invalid), "%v", err)
 		require.EqualError(t, err, "The artifact is empty: send the executable's bytes as the request body; nothing was stored.")
 		var n int
-		require.NoError(t, b.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM artifact) + (SELECT count(*) FROM artifact_chunk)").Scan(&n))
+		require.NoError(t, b.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM artifact) + (SELECT count(*) FROM artifact_chunk) + (SELECT count(*) FROM journal_run)").Scan(&n))
 		require.Zero(t, n)
 	})
 
@@ -202,14 +222,14 @@ func TestPut(t *testing.T) {
 		ctx := context.Background()
 		b.store.MaxSize = artifactstore.ChunkSize + 100
 
-		_, err := b.store.Put(ctx, bytes.NewReader(randomBytes(t, artifactstore.ChunkSize+101)))
+		_, err := b.store.Put(ctx, bytes.NewReader(randomBytes(t, artifactstore.ChunkSize+101)), "test")
 		require.True(t, errs.Is(err, errs.Invalid), "%v", err)
 		require.ErrorContains(t, err, "larger than the limit")
 		var n int
 		require.NoError(t, b.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM artifact) + (SELECT count(*) FROM artifact_chunk)").Scan(&n))
 		require.Zero(t, n)
 
-		info, err := b.store.Put(ctx, bytes.NewReader(randomBytes(t, artifactstore.ChunkSize+100)))
+		info, err := b.store.Put(ctx, bytes.NewReader(randomBytes(t, artifactstore.ChunkSize+100)), "test")
 		require.NoError(t, err, "exactly MaxSize is allowed")
 		require.EqualValues(t, artifactstore.ChunkSize+100, info.Size)
 	})
@@ -219,7 +239,7 @@ func TestPut(t *testing.T) {
 		b := setup(t)
 		ctx := context.Background()
 		boom := io.MultiReader(bytes.NewReader(randomBytes(t, 1000)), errReader{})
-		_, err := b.store.Put(ctx, boom)
+		_, err := b.store.Put(ctx, boom, "test")
 		require.ErrorContains(t, err, "client went away")
 		var n int
 		require.NoError(t, b.pool.QueryRow(ctx, "SELECT count(*) FROM artifact").Scan(&n))
@@ -268,7 +288,7 @@ func TestStatAndOpen(t *testing.T) {
 		b := setup(t)
 		ctx := context.Background()
 		content := randomBytes(t, artifactstore.ChunkSize+5)
-		info, err := b.store.Put(ctx, bytes.NewReader(content))
+		info, err := b.store.Put(ctx, bytes.NewReader(content), "test")
 		require.NoError(t, err)
 		_, err = b.pool.Exec(ctx, "UPDATE artifact_chunk SET data = set_byte(data, 0, get_byte(data, 0) # 1) WHERE digest = $1 AND seq = 1", info.Digest)
 		require.NoError(t, err)
@@ -289,7 +309,7 @@ func TestStatAndOpen(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
-		info, err := b.store.Put(ctx, bytes.NewReader(randomBytes(t, 2*artifactstore.ChunkSize+5)))
+		info, err := b.store.Put(ctx, bytes.NewReader(randomBytes(t, 2*artifactstore.ChunkSize+5)), "test")
 		require.NoError(t, err)
 		_, err = b.pool.Exec(ctx, "DELETE FROM artifact_chunk WHERE digest = $1 AND seq = 1", info.Digest)
 		require.NoError(t, err)
@@ -313,7 +333,7 @@ func TestMaterialize(t *testing.T) {
 		t.Helper()
 		b := setup(t)
 		content := randomBytes(t, 2*artifactstore.ChunkSize+123)
-		info, err := b.store.Put(context.Background(), bytes.NewReader(content))
+		info, err := b.store.Put(context.Background(), bytes.NewReader(content), "test")
 		require.NoError(t, err)
 		return &bundle{testBundle: b, content: content, info: info}
 	}

@@ -96,7 +96,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 		return nil, redact.Error(fmt.Errorf("gitops settings: %w", err))
 	}
 
-	store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(cfg.DataDir, "artifacts")}
+	store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(cfg.DataDir, "artifacts"), Journal: j}
 	// This process's own node, when it is one, runs its host steps in
 	// process, with the runtimes an agent would have (exec, and systemd as
 	// cfg.Systemd says), artifacts from the store.

@@ -117,7 +117,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	j.PollInterval = 20 * time.Millisecond
 	dataDir := t.TempDir()
 	gops := gitops.New(pool, j, filepath.Join(dataDir, "config-root"), red, nil)
-	store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
+	store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts"), Journal: j}
 	rt := execrt.New(dataDir, store)
 	svc := services.New(pool, j, gops, store, hoststep.New(store, rt), red, nil)
 	svc.Wait = 20 * time.Millisecond
@@ -151,7 +151,7 @@ func (b *testBundle) digest(version string) string {
 	if d, ok := b.digests[version]; ok {
 		return d
 	}
-	info, err := b.store.Put(b.ctx, bytes.NewReader(helloBinary(b.t, version)))
+	info, err := b.store.Put(b.ctx, bytes.NewReader(helloBinary(b.t, version)), "test")
 	require.NoError(b.t, err)
 	b.digests[version] = info.Digest
 	return info.Digest

@@ -48,12 +48,12 @@ func setupPages(t *testing.T, n int) *pagesBundle {
 	j := journal.New(pool, nil, red)
 	dataDir := t.TempDir()
 	gops := gitops.New(pool, j, filepath.Join(dataDir, "config-root"), red, nil)
-	store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts")}
+	store := &artifactstore.Store{Pool: pool, CacheDir: filepath.Join(dataDir, "artifacts"), Journal: j}
 	svc := services.New(pool, j, gops, store, hoststep.New(store, exec.New(dataDir, store)), red, nil)
 	q := db.New(pool)
 	_, err := q.SourceInsert(ctx, &db.SourceInsertParams{ID: source.DefaultID, Name: source.DefaultName, RepoUrl: "/nowhere", Branch: "main"})
 	require.NoError(t, err)
-	info, err := store.Put(ctx, bytes.NewReader([]byte("#!/bin/sh\necho stored\n")))
+	info, err := store.Put(ctx, bytes.NewReader([]byte("#!/bin/sh\necho stored\n")), "test")
 	require.NoError(t, err)
 	missing := "sha256:" + strings.Repeat("ab", 32)
 

@@ -34,7 +34,7 @@ type Service struct {
 	// rest (see SealCredentials); serve sets it from SLUICE_SECRET_KEY or the
 	// key file. Nil: storing or using credentials fails, and nothing else
 	// does.
-	Secrets  *secretbox.Box
+	Secrets *secretbox.Box
 	// Journal records every change to a source as a receipt, in the
 	// change's transaction. Required for changes; reads work without it.
 	Journal  *journal.Journal
