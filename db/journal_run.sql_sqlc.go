@@ -131,6 +131,44 @@ func (q *Queries) JournalRunFinish(ctx context.Context, arg *JournalRunFinishPar
 	return &i, err
 }
 
+const journalRunForJob = `-- name: JournalRunForJob :one
+SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
+WHERE river_job_id = $1
+ORDER BY requested_at DESC, id DESC
+LIMIT 1
+`
+
+// JournalRunForJob reads, without locking, the newest run of a River job.
+func (q *Queries) JournalRunForJob(ctx context.Context, riverJobID *int64) (*JournalRun, error) {
+	row := q.db.QueryRow(ctx, journalRunForJob, riverJobID)
+	var i JournalRun
+	err := row.Scan(
+		&i.ID,
+		&i.Action,
+		&i.Target,
+		&i.State,
+		&i.RequestedBy,
+		&i.RequestedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.RiverJobID,
+		&i.Attempt,
+		&i.Joined,
+		&i.RetryOf,
+		&i.Params,
+		&i.Error,
+		&i.Result,
+		&i.GitCommit,
+		&i.DigestFrom,
+		&i.DigestTo,
+		&i.LastSeq,
+		&i.JoinKey,
+		&i.JoinRunning,
+		&i.EventsLost,
+	)
+	return &i, err
+}
+
 const journalRunGet = `-- name: JournalRunGet :one
 SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run WHERE id = $1
 `
@@ -768,6 +806,29 @@ func (q *Queries) JournalRunReleaseLiveness(ctx context.Context, key int64) (boo
 	var released bool
 	err := row.Scan(&released)
 	return released, err
+}
+
+const journalRunRetriedBy = `-- name: JournalRunRetriedBy :one
+SELECT requested_by FROM journal_run
+WHERE action = 'retry_job' AND target = $1 AND requested_at >= $2
+  AND params->>'jobId' = $3::text
+ORDER BY requested_at DESC, id DESC
+LIMIT 1
+`
+
+type JournalRunRetriedByParams struct {
+	Target string
+	After  time.Time
+	JobID  string
+}
+
+// JournalRunRetriedBy is who asked, from River UI, to retry job job_id of
+// target since after: the requester of the newest such receipt.
+func (q *Queries) JournalRunRetriedBy(ctx context.Context, arg *JournalRunRetriedByParams) (string, error) {
+	row := q.db.QueryRow(ctx, journalRunRetriedBy, arg.Target, arg.After, arg.JobID)
+	var requested_by string
+	err := row.Scan(&requested_by)
+	return requested_by, err
 }
 
 const journalRunRunningOf = `-- name: JournalRunRunningOf :many

@@ -156,7 +156,7 @@ func TestGitOpsSync(t *testing.T) {
 		require.True(t, strings.HasPrefix(location, "/api/v1/journal/"))
 
 		var runs, jobs, joined int
-		require.NoError(t, s.pool.QueryRow(t.Context(), "SELECT count(*), coalesce(sum(joined), 0) FROM journal_run").Scan(&runs, &joined))
+		require.NoError(t, s.pool.QueryRow(t.Context(), "SELECT count(*), coalesce(sum(joined), 0) FROM journal_run WHERE action = 'sync_source'").Scan(&runs, &joined))
 		require.NoError(t, s.pool.QueryRow(t.Context(), "SELECT count(*) FROM river_job WHERE kind = 'sync_source'").Scan(&jobs))
 		require.Equal(t, 1, runs)
 		require.Equal(t, 0, joined, "a refused request is not counted as a join")

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"sluice/internal/auth"
 	"sluice/internal/journal"
 )
 
@@ -109,6 +110,51 @@ func TestRiverUIRetry(t *testing.T) {
 		return found
 	}
 
+	t.Run("CancelAndDeleteAreReceiptsAndAJobNotThereChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		send := func(path, password string, ids []string) *response {
+			t.Helper()
+			req := b.newRequest(t, http.MethodPost, path, "", map[string]any{"ids": ids})
+			req.SetBasicAuth("ops", password)
+			return b.send(t, req)
+		}
+		held := b.hold(t, holdBody{Target: "db", Seconds: 60})
+		jobID := *getRun(b, t, held.JournalID).RiverJobID
+		waitJob(b, t, jobID, rivertype.JobStateRunning)
+
+		// A running job cannot be deleted; nothing is recorded.
+		resp := send("/riverui/api/jobs/delete", b.operator, []string{fmt.Sprint(jobID)})
+		require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
+		require.JSONEq(t, fmt.Sprintf(`{"message": "Job %d is running and can't be deleted until it finishes."}`, jobID), string(resp.Body))
+		// One job of two that does not exist: neither is cancelled.
+		resp = send("/riverui/api/jobs/cancel", b.operator, []string{fmt.Sprint(jobID), "999999"})
+		require.Equal(t, http.StatusNotFound, resp.Status, "%s", resp.Body)
+		require.JSONEq(t, `{"message": "Job not found: 999999."}`, string(resp.Body))
+		require.Equal(t, "running", getRun(b, t, held.JournalID).State)
+		resp = send("/riverui/api/jobs/cancel", b.operator, []string{"not-a-number"})
+		require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
+
+		resp = send("/riverui/api/jobs/cancel", b.operator, []string{fmt.Sprint(jobID)})
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		require.JSONEq(t, `{"status": "ok"}`, string(resp.Body))
+		waitJob(b, t, jobID, rivertype.JobStateCancelled)
+		resp = send("/riverui/api/jobs/delete", b.admin, []string{fmt.Sprint(jobID)})
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+
+		var page struct {
+			Runs []run `json:"runs"`
+		}
+		b.get(t, "/api/v1/journal?target=db", b.viewer).decode(t, http.StatusOK, &page)
+		var got []string
+		for _, r := range page.Runs {
+			if r.Action != "test_hold" {
+				got = append(got, r.Action+" by "+r.RequestedBy)
+			}
+		}
+		require.Equal(t, []string{"delete_job by " + adminName, "cancel_job by " + operatorName}, got)
+	})
+
 	t.Run("FailedJobWaitingForItsNextAttemptRunsNowAsANewRun", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -142,15 +188,44 @@ func TestRiverUIRetry(t *testing.T) {
 		jobID := *before.RiverJobID
 		waitJob(b, t, jobID, rivertype.JobStateDiscarded)
 
-		require.Equal(t, http.StatusOK, retry(b, t, b.operator, jobID))
+		require.Equal(t, http.StatusOK, retry(b, t, createToken(t, b.pool, "rita-retrier", auth.RoleOperator), jobID))
 		second := retried(b, t, "web", first)
 		require.Equal(t, "failed", second.State, "a hold asked to fail fails again")
+		require.Equal(t, "rita-retrier", second.RequestedBy, "the run a retry starts is the retrier's")
 		waitJob(b, t, jobID, rivertype.JobStateDiscarded)
 
 		require.Equal(t, http.StatusOK, retry(b, t, b.admin, jobID))
 		third := retried(b, t, "web", second.ID)
 		require.Equal(t, jobID, *third.RiverJobID)
+		require.Equal(t, adminName, third.RequestedBy)
 		require.Equal(t, before, getRun(b, t, first), "the first receipt is unchanged")
+		require.Equal(t, operatorName, before.RequestedBy)
+
+		// Each press of the button is a receipt of its own, of who pressed
+		// it, naming the job and the run it retried.
+		var page struct {
+			Runs []run `json:"runs"`
+		}
+		b.get(t, "/api/v1/journal?action=retry_job", b.viewer).decode(t, http.StatusOK, &page)
+		require.Len(t, page.Runs, 2)
+		require.Equal(t, []string{adminName, "rita-retrier"}, []string{page.Runs[0].RequestedBy, page.Runs[1].RequestedBy})
+		for _, r := range page.Runs {
+			require.Equal(t, "web", r.Target)
+			require.Equal(t, "succeeded", r.State)
+			var params struct {
+				JobID int64  `json:"jobId"`
+				Kind  string `json:"kind"`
+				RunID string `json:"runId"`
+			}
+			require.NoError(t, json.Unmarshal(r.Params, &params))
+			require.Equal(t, jobID, params.JobID)
+			require.Equal(t, "test_hold", params.Kind)
+		}
+		var params struct {
+			RunID string `json:"runId"`
+		}
+		require.NoError(t, json.Unmarshal(page.Runs[1].Params, &params))
+		require.Equal(t, first, params.RunID)
 
 		// The retry says so in its own log.
 		var evs []event
@@ -175,4 +250,6 @@ type retryRun struct {
 	RetryOf    *string `json:"retryOf"`
 	RiverJobID *int64  `json:"riverJobId"`
 	Attempt    int     `json:"attempt"`
+	// RequestedBy is who retried, for a retry an operator asked for.
+	RequestedBy string `json:"requestedBy"`
 }

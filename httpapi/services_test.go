@@ -191,7 +191,7 @@ func TestServicesAPI(t *testing.T) {
 		var runs struct {
 			Runs []any `json:"runs"`
 		}
-		s.get(t, "/api/v1/journal", s.viewer).decode(t, http.StatusOK, &runs)
+		s.get(t, "/api/v1/journal?target=web", s.viewer).decode(t, http.StatusOK, &runs)
 		require.Empty(t, runs.Runs, "a refused request records nothing")
 	})
 }

@@ -205,3 +205,19 @@ SELECT * FROM journal_run
 WHERE action = @action AND target = @target AND state IN ('queued', 'running')
 ORDER BY requested_at, id
 LIMIT 1;
+
+-- name: JournalRunForJob :one
+-- JournalRunForJob reads, without locking, the newest run of a River job.
+SELECT * FROM journal_run
+WHERE river_job_id = @river_job_id
+ORDER BY requested_at DESC, id DESC
+LIMIT 1;
+
+-- name: JournalRunRetriedBy :one
+-- JournalRunRetriedBy is who asked, from River UI, to retry job job_id of
+-- target since after: the requester of the newest such receipt.
+SELECT requested_by FROM journal_run
+WHERE action = 'retry_job' AND target = @target AND requested_at >= @after
+  AND params->>'jobId' = @job_id::text
+ORDER BY requested_at DESC, id DESC
+LIMIT 1;

@@ -1667,6 +1667,9 @@ type ArtifactInfo struct {
 	// Example: sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae
 	Digest string `json:"digest"`
 
+	// JournalId The receipt of the upload that stored these bytes; absent when they were stored before, which changed nothing.
+	JournalId *openapi_types.UUID `json:"journalId,omitempty"`
+
 	// Size Bytes.
 	Size int64 `json:"size"`
 }

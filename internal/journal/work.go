@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -229,6 +230,11 @@ func (j *Journal) start(ctx context.Context, lc *pgxpool.Conn, job *rivertype.Jo
 			insert = retryParams(latest, job.ID)
 		}
 
+		if insert != nil && insert.RetryOf != nil {
+			if err := retriedBy(ctx, q, latest, job.ID, insert); err != nil {
+				return err
+			}
+		}
 		runID := uuid.Nil
 		if insert != nil {
 			runID = insert.ID
@@ -294,6 +300,21 @@ func retryParams(prev *db.JournalRun, jobID int64) *db.JournalRunInsertParams {
 		RiverJobID: &jobID, RetryOf: &prev.ID, Params: prev.Params,
 		DigestFrom: prev.DigestFrom, DigestTo: prev.DigestTo,
 	}
+}
+
+// retriedBy makes an operator who retried job jobID from River UI since
+// prev was requested (OperateJobs) the requester of insert, the run that
+// retries prev. A retry River makes on its own keeps prev's requester.
+func retriedBy(ctx context.Context, q *db.Queries, prev *db.JournalRun, jobID int64, insert *db.JournalRunInsertParams) error {
+	by, err := q.JournalRunRetriedBy(ctx, &db.JournalRunRetriedByParams{Target: prev.Target, After: prev.RequestedAt, JobID: strconv.FormatInt(jobID, 10)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("find who retried job %d: %w", jobID, err)
+	}
+	insert.RequestedBy = by
+	return nil
 }
 
 // tryLock takes run id's liveness lock on lc if it is free. With probe set,

@@ -1532,6 +1532,11 @@ export interface components {
              */
             digest: string;
             /**
+             * Format: uuid
+             * @description The receipt of the upload that stored these bytes; absent when they were stored before, which changed nothing.
+             */
+            journalId?: string;
+            /**
              * Format: int64
              * @description Bytes.
              */

@@ -1,0 +1,126 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"sluice/db"
+	"sluice/internal/errs"
+)
+
+// JobOp is what an operator does to River jobs from River UI.
+type JobOp string
+
+// The operations River UI offers on jobs, and the actions of their
+// receipts.
+const (
+	JobRetry  JobOp = "retry"
+	JobCancel JobOp = "cancel"
+	JobDelete JobOp = "delete"
+
+	ActionJobRetry  = "retry_job"
+	ActionJobCancel = "cancel_job"
+	ActionJobDelete = "delete_job"
+)
+
+// MaxJobOps is how many jobs one OperateJobs call takes, as River UI's own
+// handler allows.
+const MaxJobOps = 1000
+
+func (op JobOp) action() (string, error) {
+	switch op {
+	case JobRetry:
+		return ActionJobRetry, nil
+	case JobCancel:
+		return ActionJobCancel, nil
+	case JobDelete:
+		return ActionJobDelete, nil
+	}
+	return "", errs.Errorf(errs.Invalid, "%q is not a job operation; retry, cancel or delete.", string(op))
+}
+
+// OperateJobs does op to each of the River jobs ids for by, as River UI's
+// buttons do, and records a receipt of each in the same transaction: all
+// of them happen and are recorded, or none is. A job that does not exist is
+// errs.NotFound, a running job cannot be deleted (errs.Invalid), and a retry
+// that River refuses because an equal job is open is errs.Conflict.
+//
+// The run a retry starts is requested by by (see retryParams), so the
+// journal says who retried, not only who asked first.
+func (j *Journal) OperateJobs(ctx context.Context, op JobOp, ids []int64, by string) error {
+	action, err := op.action()
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 || len(ids) > MaxJobOps {
+		return errs.Errorf(errs.Invalid, "Name 1 to %d jobs; %d were named.", MaxJobOps, len(ids))
+	}
+	if j.River == nil {
+		return errors.New("operate on jobs: the journal has no River client")
+	}
+	return db.WithTx(ctx, j.pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		for _, id := range ids {
+			job, err := j.River.JobGetTx(ctx, tx, id)
+			if errors.Is(err, river.ErrNotFound) {
+				return errs.Errorf(errs.NotFound, "Job not found: %d.", id)
+			}
+			if err != nil {
+				return fmt.Errorf("get job %d: %w", id, err)
+			}
+			switch op {
+			case JobRetry:
+				_, err = j.River.JobRetryTx(ctx, tx, id)
+				if db.IsUniqueViolation(err) {
+					return errs.Errorf(errs.Conflict, "Job %d can't be retried because another open job has the same unique properties: wait for it to finish or delete it first.", id)
+				}
+			case JobCancel:
+				_, err = j.River.JobCancelTx(ctx, tx, id)
+			case JobDelete:
+				_, err = j.River.JobDeleteTx(ctx, tx, id)
+				if errors.Is(err, rivertype.ErrJobRunning) {
+					return errs.Errorf(errs.Invalid, "Job %d is running and can't be deleted until it finishes.", id)
+				}
+			}
+			if errors.Is(err, river.ErrNotFound) {
+				return errs.Errorf(errs.NotFound, "Job not found: %d.", id)
+			}
+			if err != nil {
+				return fmt.Errorf("%s job %d: %w", op, id, err)
+			}
+			target, what := "job "+strconv.FormatInt(id, 10), job.Kind
+			params := map[string]any{"jobId": id, "kind": job.Kind, "state": string(job.State), "attempt": job.Attempt}
+			run, err := q.JournalRunForJob(ctx, &id)
+			switch {
+			case err == nil:
+				target, what = run.Target, fmt.Sprintf("%s %s, run %s", run.Action, run.Target, run.ID)
+				params["runId"] = run.ID
+			case !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("find the run of job %d: %w", id, err)
+			}
+			if _, err := j.RecordTx(ctx, tx, RecordParams{
+				Action: action, Target: target, RequestedBy: by, Params: params,
+				Message: fmt.Sprintf("job %d (%s, %s) %s from River UI by %s", id, what, job.State, opDone(op), by),
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func opDone(op JobOp) string {
+	switch op {
+	case JobRetry:
+		return "retried"
+	case JobCancel:
+		return "cancelled"
+	}
+	return "deleted"
+}
