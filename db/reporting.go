@@ -1,9 +1,9 @@
 package db
 
-// The SQL reporting interface that migration 0014 creates: the report_ views
-// over the journal and the role that may read them. The views themselves,
-// and what each column means, are SQL and docs/reporting.md; Queries reads
-// them typed (queries/reporting.sql).
+// The SQL reporting interface that migrations 0014 and 0039 create: the
+// report_ views over the journal and the role that may read them. The views
+// themselves, and what each column means, are SQL and docs/reporting.md;
+// Queries reads them typed (queries/reporting.sql).
 
 // ReportingRole is the PostgreSQL role that may read the ReportingViews and
 // nothing else. It cannot log in: an operator grants it to a login role.

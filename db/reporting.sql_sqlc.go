@@ -10,7 +10,7 @@ import (
 )
 
 const reportChangeFailureRate = `-- name: ReportChangeFailureRate :many
-SELECT service, week, changes, failed, unknown, cancelled, failure_rate FROM report_change_failure_rate
+SELECT service, week, deploys, failed, unknown, cancelled, failure_rate FROM report_change_failure_rate
 WHERE service = $1
 ORDER BY week
 `
@@ -27,7 +27,7 @@ func (q *Queries) ReportChangeFailureRate(ctx context.Context, service string) (
 		if err := rows.Scan(
 			&i.Service,
 			&i.Week,
-			&i.Changes,
+			&i.Deploys,
 			&i.Failed,
 			&i.Unknown,
 			&i.Cancelled,
@@ -44,7 +44,7 @@ func (q *Queries) ReportChangeFailureRate(ctx context.Context, service string) (
 }
 
 const reportDeploymentsDaily = `-- name: ReportDeploymentsDaily :many
-SELECT service, day, deployments, deploys, rollbacks, converges, failed, finished FROM report_deployments_daily
+SELECT service, day, deployments, failed_deployments, rollbacks, failed_rollbacks, converges, failed_converges, retries, finished FROM report_deployments_daily
 WHERE service = $1
 ORDER BY day
 `
@@ -62,10 +62,12 @@ func (q *Queries) ReportDeploymentsDaily(ctx context.Context, service string) ([
 			&i.Service,
 			&i.Day,
 			&i.Deployments,
-			&i.Deploys,
+			&i.FailedDeployments,
 			&i.Rollbacks,
+			&i.FailedRollbacks,
 			&i.Converges,
-			&i.Failed,
+			&i.FailedConverges,
+			&i.Retries,
 			&i.Finished,
 		); err != nil {
 			return nil, err
@@ -122,7 +124,7 @@ func (q *Queries) ReportDriftWeekly(ctx context.Context, arg *ReportDriftWeeklyP
 }
 
 const reportLeadTime = `-- name: ReportLeadTime :many
-SELECT service, git_commit, seen_run_id, seen_action, commit_seen_at, run_id, action, requested_at, healthy_at, lead_time, request_to_healthy FROM report_lead_time
+SELECT service, git_commit, seen_run_id, seen_action, commit_seen_at, run_id, action, requested_at, healthy_at, lead_time_seconds, request_to_healthy_seconds FROM report_lead_time
 WHERE service = $1
 ORDER BY healthy_at
 `
@@ -146,8 +148,8 @@ func (q *Queries) ReportLeadTime(ctx context.Context, service string) ([]*Report
 			&i.Action,
 			&i.RequestedAt,
 			&i.HealthyAt,
-			&i.LeadTime,
-			&i.RequestToHealthy,
+			&i.LeadTimeSeconds,
+			&i.RequestToHealthySeconds,
 		); err != nil {
 			return nil, err
 		}
@@ -199,7 +201,7 @@ func (q *Queries) ReportRoleReadable(ctx context.Context, role string) ([]*Repor
 }
 
 const reportRunsByRequester = `-- name: ReportRunsByRequester :many
-SELECT requested_by, day, action, runs, succeeded, failed, unknown, cancelled, open, joined FROM report_runs_by_requester
+SELECT requested_by, day, action, runs, succeeded, failed, unknown, cancelled, open, joined, retries FROM report_runs_by_requester
 WHERE requested_by = $1
 ORDER BY day, action
 `
@@ -224,6 +226,7 @@ func (q *Queries) ReportRunsByRequester(ctx context.Context, requestedBy string)
 			&i.Cancelled,
 			&i.Open,
 			&i.Joined,
+			&i.Retries,
 		); err != nil {
 			return nil, err
 		}
@@ -236,7 +239,7 @@ func (q *Queries) ReportRunsByRequester(ctx context.Context, requestedBy string)
 }
 
 const reportTimeToRestore = `-- name: ReportTimeToRestore :many
-SELECT service, failed_run_id, failed_at, failures, restored_run_id, restored_at, time_to_restore FROM report_time_to_restore
+SELECT service, failed_run_id, failed_at, failures, restored_run_id, restored_at, restore_seconds, failed_runs FROM report_time_to_restore
 WHERE service = $1
 ORDER BY failed_at
 `
@@ -257,7 +260,8 @@ func (q *Queries) ReportTimeToRestore(ctx context.Context, service string) ([]*R
 			&i.Failures,
 			&i.RestoredRunID,
 			&i.RestoredAt,
-			&i.TimeToRestore,
+			&i.RestoreSeconds,
+			&i.FailedRuns,
 		); err != nil {
 			return nil, err
 		}

@@ -39,6 +39,7 @@ type seedRun struct {
 	commit                       string
 	driftStatus                  string // a drift check's result status
 	joined                       int
+	retryOf                      string // the id of the run this one retries
 }
 
 var seedRuns = []seedRun{
@@ -48,8 +49,8 @@ var seedRuns = []seedRun{
 
 	// web: a deploy, an outage of two failures that a rollback ends, a
 	// repair at the same commit, a deploy nobody knows the end of, one
-	// still running; in week two a failed deploy that a converge restores,
-	// and a cancelled deploy.
+	// still running; in week two a failed deploy, retried from River UI to
+	// fail again, that a converge restores, and a cancelled deploy.
 	{id: "101", action: "deploy", target: "web", state: "succeeded", by: "alice", requested: "11-02 09:00", started: "11-02 09:01", finished: "11-02 09:05", commit: "c1"},
 	{id: "102", action: "deploy", target: "web", state: "failed", by: "alice", requested: "11-02 14:00", started: "11-02 14:00", finished: "11-02 14:10", commit: "c2"},
 	{id: "103", action: "converge", target: "web", state: "failed", by: "bob", requested: "11-02 14:20", started: "11-02 14:20", finished: "11-02 14:30", commit: "c2"},
@@ -58,6 +59,7 @@ var seedRuns = []seedRun{
 	{id: "106", action: "deploy", target: "web", state: "unknown", by: "alice", requested: "11-04 12:00", started: "11-04 12:00", finished: "11-04 12:05", commit: "c4"},
 	{id: "107", action: "deploy", target: "web", state: "running", by: "alice", requested: "11-04 13:00", started: "11-04 13:00"},
 	{id: "108", action: "deploy", target: "web", state: "failed", by: "alice", requested: "11-10 09:00", started: "11-10 09:00", finished: "11-10 09:20", commit: "c5"},
+	{id: "111", action: "deploy", target: "web", state: "failed", by: "alice", requested: "11-10 09:40", started: "11-10 09:40", finished: "11-10 09:50", commit: "c5", retryOf: "108"},
 	{id: "109", action: "converge", target: "web", state: "succeeded", by: "alice", requested: "11-10 10:00", started: "11-10 10:00", finished: "11-10 10:30", commit: "c5"},
 	{id: "110", action: "deploy", target: "web", state: "cancelled", by: "alice", requested: "11-11 09:00", finished: "11-11 09:01"},
 
@@ -99,40 +101,45 @@ func at(t *testing.T, s string) *time.Time {
 // docExamples are the documented queries' answers, as psql would print
 // them (TimeZone UTC); NULL is a SQL NULL.
 var docExamples = map[string][][]string{
+	// Deploys alone are deployments: web's rollback on the 2nd is in its own
+	// column, its failed converge in none of these.
 	"deployments-per-day": {
-		{"api", "2026-11-03", "1", "0"},
-		{"api", "2026-11-05", "0", "1"},
-		{"batch", "2026-11-06", "0", "0"},
-		{"web", "2026-11-02", "2", "2"},
-		{"web", "2026-11-03", "1", "0"},
-		{"web", "2026-11-04", "0", "0"},
+		{"api", "2026-11-03", "1", "0", "0", "0"},
+		{"api", "2026-11-05", "0", "1", "0", "0"},
+		{"batch", "2026-11-06", "0", "0", "0", "0"},
+		{"web", "2026-11-02", "1", "1", "1", "0"},
+		{"web", "2026-11-03", "0", "0", "0", "1"},
+		{"web", "2026-11-04", "0", "0", "0", "0"},
 	},
-	// web: 7 outcomes known (the unknown and the cancelled deploy are in
-	// neither figure), 3 of them failed.
+	// web: 3 deploys whose outcome is known (the unknown and the cancelled
+	// deploy are in neither figure), 2 of them failed: 108 once, though its
+	// retry 111 failed too.
 	"change-failure-rate": {
 		{"api", "1", "2", "0.500"},
 		{"batch", "0", "0", "NULL"},
-		{"web", "3", "7", "0.429"},
+		{"web", "2", "3", "0.667"},
 	},
-	// web: 14:10 to 14:50 (two failures, one outage) and 09:20 to 10:30.
+	// web: 14:10 to 14:50 (two failed changes, one outage) and 09:20 to
+	// 10:30 (108 and its retry 111, one failure, one outage): 40 and 70
+	// minutes.
 	"time-to-restore": {
-		{"api", "1", "0", "NULL", "NULL"},
-		{"web", "2", "2", "00:55:00", "01:10:00"},
+		{"api", "1", "0", "1", "NULL", "NULL"},
+		{"web", "2", "2", "4", "55", "70"},
 	},
-	// web: c1 seen by the sync at 08:55, healthy 09:05 (10 min); c3 pushed
-	// by the rollback itself, 14:40 to 14:50 (10 min), whose repair at c3
-	// starts no row; c5 seen by the sync at 08:00, healthy 10:30 (150 min).
+	// web: c1 seen by the sync at 08:55, healthy 09:05 (600 s); c3 pushed
+	// by the rollback itself, 14:40 to 14:50 (600 s), whose repair at c3
+	// starts no row; c5 seen by the sync at 08:00, healthy 10:30 (9000 s).
 	"lead-time": {
-		{"api", "1", "00:10:00", "600", "00:10:00"},
-		{"web", "3", "00:56:40", "600", "00:15:00"},
+		{"api", "1", "600", "600", "600"},
+		{"web", "3", "3400", "600", "900"},
 	},
 	"runs-by-requester": {
-		{"alice", "converge", "1", "0"},
-		{"alice", "deploy", "6", "2"},
-		{"bob", "converge", "1", "1"},
-		{"bob", "rollback", "1", "0"},
-		{"carol", "deploy", "3", "1"},
-		{"dave", "drift_check", "1", "0"},
+		{"alice", "converge", "1", "0", "0"},
+		{"alice", "deploy", "7", "3", "1"},
+		{"bob", "converge", "1", "1", "0"},
+		{"bob", "rollback", "1", "0", "0"},
+		{"carol", "deploy", "3", "1", "0"},
+		{"dave", "drift_check", "1", "0", "0"},
 	},
 	"runs-of-one-requester": {
 		{runID("103").String(), "converge", "web", "failed", "2026-11-02 14:20:00+00"},
@@ -193,11 +200,16 @@ func (b *testBundle) seed(t *testing.T) {
 		if r.commit != "" {
 			commit = &r.commit
 		}
+		var retryOf *uuid.UUID
+		if r.retryOf != "" {
+			id := runID(r.retryOf)
+			retryOf = &id
+		}
 		_, err := b.pool.Exec(b.ctx, `INSERT INTO journal_run
-			(id, action, target, state, requested_by, requested_at, started_at, finished_at, git_commit, result, joined)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			(id, action, target, state, requested_by, requested_at, started_at, finished_at, git_commit, result, joined, retry_of)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 			runID(r.id), r.action, r.target, r.state, r.by, at(t, r.requested), at(t, r.started), at(t, r.finished),
-			commit, result, r.joined)
+			commit, result, r.joined, retryOf)
 		require.NoError(t, err, "seed run %s", r.id)
 	}
 }
@@ -319,16 +331,19 @@ func TestReporting(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, restores, 2)
 		require.Equal(t, runID("102"), restores[0].FailedRunID)
-		require.Equal(t, int64(2), restores[0].Failures)
+		require.Equal(t, [2]int64{2, 2}, [2]int64{restores[0].Failures, restores[0].FailedRuns})
 		require.Equal(t, runID("104"), *restores[0].RestoredRunID)
-		require.Equal(t, int64(40*time.Minute/time.Microsecond), restores[0].TimeToRestore.Microseconds)
+		require.Equal(t, 40*time.Minute.Seconds(), *restores[0].RestoreSeconds)
+		// 108's retry (111) failed again: the same failure, in its outage.
 		require.Equal(t, runID("108"), restores[1].FailedRunID)
+		require.Equal(t, [2]int64{1, 2}, [2]int64{restores[1].Failures, restores[1].FailedRuns})
 		require.Equal(t, runID("109"), *restores[1].RestoredRunID)
+		require.Equal(t, 70*time.Minute.Seconds(), *restores[1].RestoreSeconds)
 		open, err := q.ReportTimeToRestore(b.ctx, "api")
 		require.NoError(t, err)
 		require.Len(t, open, 1)
 		require.Nil(t, open[0].RestoredRunID)
-		require.False(t, open[0].TimeToRestore.Valid)
+		require.Nil(t, open[0].RestoreSeconds)
 
 		lead, err := q.ReportLeadTime(b.ctx, "web")
 		require.NoError(t, err)
@@ -337,14 +352,17 @@ func TestReporting(t *testing.T) {
 			[]uuid.UUID{lead[0].SeenRunID, lead[1].SeenRunID, lead[2].SeenRunID})
 		require.Equal(t, []string{"sync_source", "rollback", "sync_source"}, []string{lead[0].SeenAction, lead[1].SeenAction, lead[2].SeenAction})
 		require.Equal(t, runID("109"), lead[2].RunID)
-		require.Equal(t, int64(150*time.Minute/time.Microsecond), lead[2].LeadTime.Microseconds)
+		require.Equal(t, 150*time.Minute.Seconds(), lead[2].LeadTimeSeconds)
 
+		// Deploys only: week one's 101 succeeded, 102 failed, 106 is
+		// unknown (107 still runs); week two's 108 failed however often it
+		// was retried, 110 was cancelled.
 		rates, err := q.ReportChangeFailureRate(b.ctx, "web")
 		require.NoError(t, err)
 		require.Len(t, rates, 2)
-		require.Equal(t, [4]int64{5, 2, 1, 0}, [4]int64{rates[0].Changes, rates[0].Failed, rates[0].Unknown, rates[0].Cancelled})
-		require.InDelta(t, 0.4, *rates[0].FailureRate, 1e-9)
-		require.Equal(t, [4]int64{2, 1, 0, 1}, [4]int64{rates[1].Changes, rates[1].Failed, rates[1].Unknown, rates[1].Cancelled})
+		require.Equal(t, [4]int64{2, 1, 1, 0}, [4]int64{rates[0].Deploys, rates[0].Failed, rates[0].Unknown, rates[0].Cancelled})
+		require.InDelta(t, 0.5, *rates[0].FailureRate, 1e-9)
+		require.Equal(t, [4]int64{1, 1, 0, 1}, [4]int64{rates[1].Deploys, rates[1].Failed, rates[1].Unknown, rates[1].Cancelled})
 		none, err := q.ReportChangeFailureRate(b.ctx, "batch")
 		require.NoError(t, err)
 		require.Len(t, none, 1)
@@ -354,7 +372,13 @@ func TestReporting(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, daily, 5) // the 2nd, 3rd, 4th, 10th, 11th; the running deploy is in none
 		first := daily[0]
-		require.Equal(t, [6]int64{2, 1, 1, 0, 2, 4}, [6]int64{first.Deployments, first.Deploys, first.Rollbacks, first.Converges, first.Failed, first.Finished})
+		require.Equal(t, [8]int64{1, 1, 1, 0, 0, 1, 0, 4},
+			[8]int64{first.Deployments, first.FailedDeployments, first.Rollbacks, first.FailedRollbacks,
+				first.Converges, first.FailedConverges, first.Retries, first.Finished})
+		tenth := daily[3]
+		require.Equal(t, [8]int64{0, 1, 0, 0, 1, 0, 1, 3},
+			[8]int64{tenth.Deployments, tenth.FailedDeployments, tenth.Rollbacks, tenth.FailedRollbacks,
+				tenth.Converges, tenth.FailedConverges, tenth.Retries, tenth.Finished})
 
 		bob, err := q.ReportRunsByRequester(b.ctx, "bob")
 		require.NoError(t, err)

@@ -120,6 +120,25 @@ type BlueprintWithdrawal struct {
 	At          time.Time
 }
 
+// Every deploy, rollback and converge run and what it means for its change (the run and its retries). Read by the report_ views.
+type JournalChangeRun struct {
+	ID                uuid.UUID
+	ChangeID          uuid.UUID
+	Action            string
+	Target            string
+	State             string
+	RequestedAt       time.Time
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	RetryOf           *uuid.UUID
+	GitCommit         *string
+	ChangeRequestedAt time.Time
+	ChangeOutcome     string
+	Decides           *bool
+	FirstSuccess      *bool
+	FirstFailure      *bool
+}
+
 type JournalEvent struct {
 	RunID   uuid.UUID
 	Seq     int32
@@ -279,27 +298,29 @@ type NotificationTarget struct {
 	CreatedAt    time.Time
 }
 
-// Per service and UTC week (from Monday): failed change runs over succeeded + failed ones. See docs/reporting.md.
+// Per service and UTC week (from Monday): failed deploys over succeeded + failed ones, a retried deploy once. See docs/reporting.md.
 type ReportChangeFailureRate struct {
 	Service     string
 	Week        pgtype.Date
-	Changes     int64
+	Deploys     int64
 	Failed      int64
 	Unknown     int64
 	Cancelled   int64
 	FailureRate *float64
 }
 
-// Per service and UTC day: change runs (deploy, rollback, converge) that finished, and how. See docs/reporting.md.
+// Per service and UTC day: deployments (deploys that succeeded), failed ones, rollbacks and converges apart. See docs/reporting.md.
 type ReportDeploymentsDaily struct {
-	Service     string
-	Day         pgtype.Date
-	Deployments int64
-	Deploys     int64
-	Rollbacks   int64
-	Converges   int64
-	Failed      int64
-	Finished    int64
+	Service           string
+	Day               pgtype.Date
+	Deployments       int64
+	FailedDeployments int64
+	Rollbacks         int64
+	FailedRollbacks   int64
+	Converges         int64
+	FailedConverges   int64
+	Retries           int64
+	Finished          int64
 }
 
 // Per unit and UTC week (from Monday): drift checks that finished and the drift they found. See docs/reporting.md.
@@ -317,43 +338,42 @@ type ReportDriftWeekly struct {
 	CheckFailed   int64
 }
 
-// Per service and commit: from the journal first meeting the commit to the change run that made it run healthy. See docs/reporting.md.
+// Per service and commit: from the journal first meeting the commit to the change run that made it run healthy, in seconds. See docs/reporting.md.
 type ReportLeadTime struct {
-	Service          string
-	GitCommit        *string
-	SeenRunID        uuid.UUID
-	SeenAction       string
-	CommitSeenAt     time.Time
-	RunID            uuid.UUID
-	Action           string
-	RequestedAt      time.Time
-	HealthyAt        *time.Time
-	LeadTime         pgtype.Interval
-	RequestToHealthy pgtype.Interval
+	Service                 string
+	GitCommit               *string
+	SeenRunID               uuid.UUID
+	SeenAction              string
+	CommitSeenAt            time.Time
+	RunID                   uuid.UUID
+	Action                  string
+	RequestedAt             time.Time
+	HealthyAt               *time.Time
+	LeadTimeSeconds         float64
+	RequestToHealthySeconds float64
 }
 
 // Every journal run, one row each: who asked for what, when, and how it ended. See docs/reporting.md.
 type ReportRun struct {
-	RunID       uuid.UUID
-	Action      string
-	Target      string
-	State       string
-	RequestedBy string
-	RequestedAt time.Time
-	StartedAt   *time.Time
-	FinishedAt  *time.Time
-	QueuedFor   pgtype.Interval
-	Duration    pgtype.Interval
-	RetryOf     *uuid.UUID
-	Joined      int32
-	Attempt     int32
-	GitCommit   *string
-	DigestFrom  *string
-	DigestTo    *string
-	Error       *string
+	RunID           uuid.UUID
+	Action          string
+	Target          string
+	State           string
+	RequestedBy     string
+	RequestedAt     time.Time
+	StartedAt       *time.Time
+	FinishedAt      *time.Time
+	QueuedSeconds   *float64
+	DurationSeconds *float64
+	RetryOf         *uuid.UUID
+	Joined          int32
+	Attempt         int32
+	GitCommit       *string
+	DigestFrom      *string
+	DigestTo        *string
+	Error           *string
 }
 
-// Per requester, UTC day and action: the runs asked for and how they ended. See docs/reporting.md.
 type ReportRunsByRequester struct {
 	RequestedBy string
 	Day         pgtype.Date
@@ -365,17 +385,19 @@ type ReportRunsByRequester struct {
 	Cancelled   int64
 	Open        int64
 	Joined      int64
+	Retries     int64
 }
 
-// One row per outage of a service: first failed change run to the next succeeded one. See docs/reporting.md.
+// One row per outage of a service: a change's first failure to the next succeeded change run, a retry's failure in the same outage. See docs/reporting.md.
 type ReportTimeToRestore struct {
-	Service       string
-	FailedRunID   uuid.UUID
-	FailedAt      time.Time
-	Failures      int64
-	RestoredRunID *uuid.UUID
-	RestoredAt    *time.Time
-	TimeToRestore pgtype.Interval
+	Service        string
+	FailedRunID    uuid.UUID
+	FailedAt       time.Time
+	Failures       int64
+	RestoredRunID  *uuid.UUID
+	RestoredAt     *time.Time
+	RestoreSeconds *float64
+	FailedRuns     int64
 }
 
 type RiverJob struct {
