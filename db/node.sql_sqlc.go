@@ -333,6 +333,51 @@ func (q *Queries) NodeRevoke(ctx context.Context, arg *NodeRevokeParams) (*Node,
 	return &i, err
 }
 
+const nodeRotate = `-- name: NodeRotate :one
+UPDATE node SET join_token_hash = $1, join_expires_at = $2,
+    credential_hash = CASE WHEN revoked_at IS NULL THEN credential_hash END,
+    credential_issued_at = CASE WHEN revoked_at IS NULL THEN credential_issued_at END,
+    last_heartbeat_at = CASE WHEN revoked_at IS NULL THEN last_heartbeat_at END,
+    agent_instance = CASE WHEN revoked_at IS NULL THEN agent_instance END,
+    revoked_at = NULL, revoked_by = NULL
+WHERE name = $3 AND NOT local
+RETURNING name, labels, created_at, created_by, join_token_hash, join_expires_at, credential_hash, credential_issued_at, revoked_at, revoked_by, cordoned_at, cordoned_by, agent_instance, last_heartbeat_at, reported, local
+`
+
+type NodeRotateParams struct {
+	JoinTokenHash []byte
+	JoinExpiresAt *time.Time
+	Name          string
+}
+
+// NodeRotate gives node name a new join token. A revoked node is enrolled
+// afresh: its credential, which stays dead, and its heartbeat are cleared.
+// Otherwise its credential keeps working until the token is exchanged
+// (NodeJoin replaces it).
+func (q *Queries) NodeRotate(ctx context.Context, arg *NodeRotateParams) (*Node, error) {
+	row := q.db.QueryRow(ctx, nodeRotate, arg.JoinTokenHash, arg.JoinExpiresAt, arg.Name)
+	var i Node
+	err := row.Scan(
+		&i.Name,
+		&i.Labels,
+		&i.CreatedAt,
+		&i.CreatedBy,
+		&i.JoinTokenHash,
+		&i.JoinExpiresAt,
+		&i.CredentialHash,
+		&i.CredentialIssuedAt,
+		&i.RevokedAt,
+		&i.RevokedBy,
+		&i.CordonedAt,
+		&i.CordonedBy,
+		&i.AgentInstance,
+		&i.LastHeartbeatAt,
+		&i.Reported,
+		&i.Local,
+	)
+	return &i, err
+}
+
 const nodeSetCordon = `-- name: NodeSetCordon :one
 UPDATE node SET cordoned_at = $1, cordoned_by = $2
 WHERE name = $3

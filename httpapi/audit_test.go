@@ -159,6 +159,10 @@ func TestEveryChangeIsAReceipt(t *testing.T) {
 		ans := do(t, http.MethodPost, "/api/v1/nodes/edge-1/uncordon", b.operator, nil, http.StatusOK)
 		check(t, "uncordon-node", ans, "uncordon_node edge-1 by "+operatorName)
 	})
+	step("rotate-node", func(t *testing.T) {
+		ans := do(t, http.MethodPost, "/api/v1/nodes/edge-1/rotate", b.admin, nil, http.StatusOK)
+		check(t, "rotate-node", ans, "rotate_node edge-1 by "+adminName)
+	})
 	step("revoke-node", func(t *testing.T) {
 		ans := do(t, http.MethodPost, "/api/v1/nodes/edge-1/revoke", b.admin, nil, http.StatusOK)
 		check(t, "revoke-node", ans, "revoke_node edge-1 by "+adminName)
@@ -179,7 +183,7 @@ func TestEveryChangeIsAReceipt(t *testing.T) {
 	})
 
 	// No receipt holds a secret the changes carried.
-	for _, secret := range []string{"hunter2-audit", "whsec-audit-0123456789", joinToken} {
+	for _, secret := range []string{"hunter2-audit", "whsec-audit-0123456789", joinToken, joinToken[len(joinToken)-20:]} {
 		var hits int
 		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM journal_run r WHERE r::text LIKE '%' || $1 || '%')
 			+ (SELECT count(*) FROM journal_event e WHERE e::text LIKE '%' || $1 || '%')`, secret).Scan(&hits))

@@ -246,6 +246,21 @@ func registerNodes(api huma.API, d Deps) {
 			return nodeChanged(n, run), nil
 		})
 
+	register(api, d, op("rotate-node", http.MethodPost, "/nodes/{name}/rotate",
+		"Issue a node a new one-time join token, shown once (it expires in 24 h), for a new credential. "+
+			"The agent started with it (SLUICE_JOIN_TOKEN) exchanges it, and the node's current credential ends at that moment; "+
+			"until then the running agent keeps working. A revoked node is enrolled afresh: its old credential stays dead. Journaled.",
+		auth.RoleAdmin, http.StatusNotFound, http.StatusConflict),
+		func(ctx context.Context, in *nodeNameInput) (*nodeAddedOutput, error) {
+			res, err := d.Nodes.Rotate(ctx, in.Name, requester(ctx))
+			if err != nil {
+				return nil, err
+			}
+			out := &nodeAddedOutput{}
+			out.Body.Node, out.Body.JoinToken, out.Body.ExpiresAt, out.Body.JournalID = nodeOut(res.Node), res.JoinToken, res.ExpiresAt, res.Run.ID
+			return out, nil
+		})
+
 	register(api, d, op("delete-node", http.MethodDelete, "/nodes/{name}",
 		"Delete a node. Journaled.", auth.RoleAdmin, http.StatusNotFound, http.StatusConflict),
 		func(ctx context.Context, in *nodeNameInput) (*nodeDeletedOutput, error) {

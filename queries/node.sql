@@ -61,3 +61,17 @@ FROM (SELECT unnest(@names::text[]) AS name, unnest(@instances::text[]) AS insta
              unnest(@reported::jsonb[]) AS reported, unnest(@ats::timestamptz[]) AS at) AS b
 WHERE node.name = b.name AND node.revoked_at IS NULL
   AND (node.last_heartbeat_at IS NULL OR node.last_heartbeat_at < b.at);
+
+-- name: NodeRotate :one
+-- NodeRotate gives node name a new join token. A revoked node is enrolled
+-- afresh: its credential, which stays dead, and its heartbeat are cleared.
+-- Otherwise its credential keeps working until the token is exchanged
+-- (NodeJoin replaces it).
+UPDATE node SET join_token_hash = @join_token_hash, join_expires_at = @join_expires_at,
+    credential_hash = CASE WHEN revoked_at IS NULL THEN credential_hash END,
+    credential_issued_at = CASE WHEN revoked_at IS NULL THEN credential_issued_at END,
+    last_heartbeat_at = CASE WHEN revoked_at IS NULL THEN last_heartbeat_at END,
+    agent_instance = CASE WHEN revoked_at IS NULL THEN agent_instance END,
+    revoked_at = NULL, revoked_by = NULL
+WHERE name = @name AND NOT local
+RETURNING *;

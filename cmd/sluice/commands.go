@@ -41,7 +41,7 @@ var commands = []command{
 	{[]string{"infra"}, "an infrastructure unit's state, why and what to do (infra status UNIT)", plain(runInfra)},
 	{[]string{"plan", "apply", "destroy", "drift-check"}, "a Terraform action on an infrastructure unit", named(runInfraAction)},
 	{[]string{"nodes"}, "list the nodes: state, labels, last heartbeat", plain(runNodes)},
-	{[]string{"node"}, "add, show, label, revoke or delete a node", plain(runNode)},
+	{[]string{"node"}, "add, show, label, revoke, rotate or delete a node", plain(runNode)},
 	{[]string{"cordon", "uncordon"}, "nothing new placed on a node / placement may use it again", named(runCordon)},
 	{[]string{"blueprints"}, "list the Blueprints: placement, plan, what waits", plain(runBlueprints)},
 	{[]string{"blueprint"}, "one Blueprint: status, withdraw, enforce", plain(runBlueprint)},

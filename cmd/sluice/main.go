@@ -62,7 +62,7 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice blueprint withdraw NAME NODE   stop and remove a copy the placement left (operator)
   sluice applications              every service and Blueprint with its answer; what needs an operator
   sluice node add NAME [--labels k=v,…]   add a node (admin); prints its one-time join token
-  sluice node NAME | labels NAME k=v,… | revoke NAME | delete NAME
+  sluice node NAME | labels NAME k=v,… | revoke NAME | rotate NAME | delete NAME
   sluice cordon|uncordon NODE      nothing new placed there / placement may use it again
   sluice artifact list [--all]     the stored artifacts, newest first: digest, size, when stored
   sluice artifact push FILE        store a file by content; prints its digest

@@ -22,6 +22,8 @@ const nodeUsage = `usage:
   sluice node add NAME [--labels k=v,…]       add a node (admin); prints its one-time join token
   sluice node labels NAME k=v,…               replace its labels (admin)
   sluice node revoke NAME                     revoke its credential: its agent stops (admin)
+  sluice node rotate NAME                     a new one-time join token for a new credential; the current one
+                                              ends when the agent started with the token joins (admin)
   sluice node delete NAME                     delete it (admin)
   sluice cordon|uncordon NAME                 nothing new placed there / placement may use it again (operator)`
 
@@ -99,6 +101,22 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"On the host: SLUICE_URL=%s SLUICE_NODE_NAME=%s SLUICE_JOIN_TOKEN=<the token> sluice agent\n",
 			name, labelsText(resp.JSON201.Node.Labels), resp.JSON201.ExpiresAt.UTC().Format(time.RFC3339), resp.JSON201.JoinToken,
 			clientURL(), name)
+		return nil
+	case "rotate":
+		if len(rest) != 1 {
+			return errors.New("usage: sluice node rotate NAME")
+		}
+		resp, err := client.RotateNodeWithResponse(ctx, rest[0])
+		if err != nil {
+			return err
+		}
+		if resp.JSON200 == nil {
+			return apiError(resp.HTTPResponse, resp.Body)
+		}
+		fmt.Fprintf(stdout, "Node %s has a new join token, shown once, good until %s:\n\n  %s\n\n"+
+			"Restart its agent with it: SLUICE_URL=%s SLUICE_NODE_NAME=%s SLUICE_JOIN_TOKEN=<the token> sluice agent\n"+
+			"The node's current credential ends when that agent joins (run %s).\n",
+			rest[0], resp.JSON200.ExpiresAt.UTC().Format(time.RFC3339), resp.JSON200.JoinToken, clientURL(), rest[0], resp.JSON200.JournalId)
 		return nil
 	case "labels":
 		if len(rest) != 2 {

@@ -208,6 +208,49 @@ func TestNodes(t *testing.T) {
 		p.waitNode("edge-1", "Ready")
 	})
 
+	var rotated, newCred string
+	t.Run("RotateGivesTheAgentANewCredentialAndTheOldOneEndsWhenItJoins", func(t *testing.T) {
+		out, code := p.cliOut("node", "rotate", "edge-1")
+		require.Equal(t, 0, code, out)
+		rotated = regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
+		require.NotEmpty(t, rotated, out)
+		hb := map[string]any{"instance": "x", "reported": map[string]any{}}
+		status, body := p.do("POST", "/api/v1/nodes/edge-1/heartbeat", cred, hb)
+		require.Equal(t, http.StatusConflict, status, "the old credential still authenticates (the agent holds the node): %s", body)
+		require.Contains(t, p.node("edge-1").Reason, "A new join token waits")
+
+		// The agent restarted with the new token exchanges it, although it
+		// keeps a credential.
+		require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
+		<-a.over
+		a = startAgent(top, p, "edge-1", dirA, "SLUICE_JOIN_TOKEN="+rotated)
+		require.Eventually(t, func() bool {
+			b, err := os.ReadFile(filepath.Join(dirA, "node-credential"))
+			require.NoError(t, err)
+			newCred = strings.TrimSpace(string(b))
+			return newCred != cred
+		}, 30*time.Second, 50*time.Millisecond, "the agent never joined with the new token")
+		n := p.waitNode("edge-1", "Ready")
+		require.NotContains(t, n.Reason, "join token")
+		status, body = p.do("POST", "/api/v1/nodes/edge-1/heartbeat", cred, hb)
+		require.Equal(t, http.StatusUnauthorized, status, "the old credential ended: %s", body)
+
+		// Started again with the same, now spent, token it uses the
+		// credential it keeps, quietly.
+		require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
+		<-a.over
+		a = startAgent(top, p, "edge-1", dirA, "SLUICE_JOIN_TOKEN="+rotated)
+		p.waitNode("edge-1", "Ready")
+		time.Sleep(1500 * time.Millisecond) // a heartbeat or more
+		require.Equal(t, "Ready", p.node("edge-1").State)
+		require.NotContains(t, a.logs.String(), "not exchanged")
+		b, err := os.ReadFile(filepath.Join(dirA, "node-credential"))
+		require.NoError(t, err)
+		require.Equal(t, newCred, strings.TrimSpace(string(b)))
+		out, _ = p.cliOut("journal", "--target", "edge-1")
+		require.Contains(t, out, "rotate_node")
+	})
+
 	t.Run("ARevokedNodesAgentStopsAndSaysWhy", func(t *testing.T) {
 		out, code := p.cliOut("node", "revoke", "edge-1")
 		require.Equal(t, 0, code, out)
@@ -220,7 +263,7 @@ func TestNodes(t *testing.T) {
 	t.Run("NoJoinTokenOrCredentialInLogsJournalOrDatabase", func(t *testing.T) {
 		dump := dbtest.Dump(t, dbURL)
 		out, _ := p.cliOut("journal", "--json", "--limit", "100")
-		for _, secret := range []string{token, cred} {
+		for _, secret := range []string{token, cred, rotated, newCred} {
 			require.NotContains(t, p.Logs.String(), secret)
 			require.NotContains(t, out, secret)
 			require.False(t, bytes.Contains([]byte(dump), []byte(secret)))

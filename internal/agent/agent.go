@@ -85,6 +85,9 @@ func (c *Config) CheckURL() error {
 
 func (c *Config) credentialFile() string { return filepath.Join(c.DataDir, "node-credential") }
 
+// spentFile holds the SHA-256 of the join token the agent last exchanged.
+func (c *Config) spentFile() string { return filepath.Join(c.DataDir, "join-token.sha256") }
+
 // Run runs the agent until ctx ends: it takes the lock on its data dir,
 // dials the control plane's API with the node's credential (exchanging the
 // join token for it the first time), heartbeats, and takes the node's host
@@ -226,8 +229,8 @@ func heartbeats(ctx context.Context, cfg *Config, client *apiclient.ClientWithRe
 			logger.Warn("heartbeat: the control plane is unreachable; trying again", "err", redact.Error(err))
 		case resp.StatusCode() == http.StatusUnauthorized || resp.StatusCode() == http.StatusForbidden:
 			return fmt.Errorf("the control plane refused node %s's credential (%s); this agent stops taking work. "+
-				"If the node was revoked, add it again (`sluice node add %s`) and start the agent with the new join token after removing %s",
-				cfg.NodeName, redact.Error(apiclient.Problem(resp.HTTPResponse, resp.Body)), cfg.NodeName, cfg.credentialFile())
+				"If it was revoked or replaced, an admin issues a join token with `sluice node rotate %s`: start the agent with it as SLUICE_JOIN_TOKEN",
+				cfg.NodeName, redact.Error(apiclient.Problem(resp.HTTPResponse, resp.Body)), cfg.NodeName)
 		case resp.StatusCode() == http.StatusConflict:
 			return redact.Error(apiclient.Problem(resp.HTTPResponse, resp.Body))
 		case resp.JSON200 == nil:

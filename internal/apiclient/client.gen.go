@@ -18,6 +18,234 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for AcceptanceEvidenceAction.
+const (
+	AcceptanceEvidenceActionAcceptSource              AcceptanceEvidenceAction = "accept_source"
+	AcceptanceEvidenceActionAddNode                   AcceptanceEvidenceAction = "add_node"
+	AcceptanceEvidenceActionApply                     AcceptanceEvidenceAction = "apply"
+	AcceptanceEvidenceActionApprovePlacement          AcceptanceEvidenceAction = "approve_placement"
+	AcceptanceEvidenceActionAuthorizeRollout          AcceptanceEvidenceAction = "authorize_rollout"
+	AcceptanceEvidenceActionBootstrapToken            AcceptanceEvidenceAction = "bootstrap_token"
+	AcceptanceEvidenceActionCancelJob                 AcceptanceEvidenceAction = "cancel_job"
+	AcceptanceEvidenceActionConverge                  AcceptanceEvidenceAction = "converge"
+	AcceptanceEvidenceActionCordonNode                AcceptanceEvidenceAction = "cordon_node"
+	AcceptanceEvidenceActionCreateSource              AcceptanceEvidenceAction = "create_source"
+	AcceptanceEvidenceActionCreateToken               AcceptanceEvidenceAction = "create_token"
+	AcceptanceEvidenceActionDeclinePlacement          AcceptanceEvidenceAction = "decline_placement"
+	AcceptanceEvidenceActionDeleteJob                 AcceptanceEvidenceAction = "delete_job"
+	AcceptanceEvidenceActionDeleteNode                AcceptanceEvidenceAction = "delete_node"
+	AcceptanceEvidenceActionDeleteSecret              AcceptanceEvidenceAction = "delete_secret"
+	AcceptanceEvidenceActionDeleteSource              AcceptanceEvidenceAction = "delete_source"
+	AcceptanceEvidenceActionDeploy                    AcceptanceEvidenceAction = "deploy"
+	AcceptanceEvidenceActionDestroy                   AcceptanceEvidenceAction = "destroy"
+	AcceptanceEvidenceActionDriftCheck                AcceptanceEvidenceAction = "drift_check"
+	AcceptanceEvidenceActionDriftSweep                AcceptanceEvidenceAction = "drift_sweep"
+	AcceptanceEvidenceActionEnforce                   AcceptanceEvidenceAction = "enforce"
+	AcceptanceEvidenceActionJoinNode                  AcceptanceEvidenceAction = "join_node"
+	AcceptanceEvidenceActionJournalRetention          AcceptanceEvidenceAction = "journal_retention"
+	AcceptanceEvidenceActionNotificationTargetCreate  AcceptanceEvidenceAction = "notification_target_create"
+	AcceptanceEvidenceActionNotificationTargetDelete  AcceptanceEvidenceAction = "notification_target_delete"
+	AcceptanceEvidenceActionNotificationTest          AcceptanceEvidenceAction = "notification_test"
+	AcceptanceEvidenceActionPauseRollout              AcceptanceEvidenceAction = "pause_rollout"
+	AcceptanceEvidenceActionPlan                      AcceptanceEvidenceAction = "plan"
+	AcceptanceEvidenceActionPutArtifact               AcceptanceEvidenceAction = "put_artifact"
+	AcceptanceEvidenceActionPutGitopsSettings         AcceptanceEvidenceAction = "put_gitops_settings"
+	AcceptanceEvidenceActionResumeRollout             AcceptanceEvidenceAction = "resume_rollout"
+	AcceptanceEvidenceActionResumeService             AcceptanceEvidenceAction = "resume_service"
+	AcceptanceEvidenceActionResumeSource              AcceptanceEvidenceAction = "resume_source"
+	AcceptanceEvidenceActionRetryJob                  AcceptanceEvidenceAction = "retry_job"
+	AcceptanceEvidenceActionRevokeNode                AcceptanceEvidenceAction = "revoke_node"
+	AcceptanceEvidenceActionRevokeToken               AcceptanceEvidenceAction = "revoke_token"
+	AcceptanceEvidenceActionRollback                  AcceptanceEvidenceAction = "rollback"
+	AcceptanceEvidenceActionRollbackRollout           AcceptanceEvidenceAction = "rollback_rollout"
+	AcceptanceEvidenceActionRollout                   AcceptanceEvidenceAction = "rollout"
+	AcceptanceEvidenceActionServiceContinue           AcceptanceEvidenceAction = "service_continue"
+	AcceptanceEvidenceActionServiceDriftCheck         AcceptanceEvidenceAction = "service_drift_check"
+	AcceptanceEvidenceActionServiceDriftSweep         AcceptanceEvidenceAction = "service_drift_sweep"
+	AcceptanceEvidenceActionSetNodeLabels             AcceptanceEvidenceAction = "set_node_labels"
+	AcceptanceEvidenceActionSetSecret                 AcceptanceEvidenceAction = "set_secret"
+	AcceptanceEvidenceActionSetSourcePolicy           AcceptanceEvidenceAction = "set_source_policy"
+	AcceptanceEvidenceActionSetSourceWebhookSecret    AcceptanceEvidenceAction = "set_source_webhook_secret"
+	AcceptanceEvidenceActionSkipRolloutNode           AcceptanceEvidenceAction = "skip_rollout_node"
+	AcceptanceEvidenceActionStopService               AcceptanceEvidenceAction = "stop_service"
+	AcceptanceEvidenceActionSuspendSource             AcceptanceEvidenceAction = "suspend_source"
+	AcceptanceEvidenceActionSyncSource                AcceptanceEvidenceAction = "sync_source"
+	AcceptanceEvidenceActionUncordonNode              AcceptanceEvidenceAction = "uncordon_node"
+	AcceptanceEvidenceActionUpdateSource              AcceptanceEvidenceAction = "update_source"
+	AcceptanceEvidenceActionWithdraw                  AcceptanceEvidenceAction = "withdraw"
+	AcceptanceEvidenceActionWithdrawPlacementApproval AcceptanceEvidenceAction = "withdraw_placement_approval"
+)
+
+// Valid indicates whether the value is a known member of the AcceptanceEvidenceAction enum.
+func (e AcceptanceEvidenceAction) Valid() bool {
+	switch e {
+	case AcceptanceEvidenceActionAcceptSource:
+		return true
+	case AcceptanceEvidenceActionAddNode:
+		return true
+	case AcceptanceEvidenceActionApply:
+		return true
+	case AcceptanceEvidenceActionApprovePlacement:
+		return true
+	case AcceptanceEvidenceActionAuthorizeRollout:
+		return true
+	case AcceptanceEvidenceActionBootstrapToken:
+		return true
+	case AcceptanceEvidenceActionCancelJob:
+		return true
+	case AcceptanceEvidenceActionConverge:
+		return true
+	case AcceptanceEvidenceActionCordonNode:
+		return true
+	case AcceptanceEvidenceActionCreateSource:
+		return true
+	case AcceptanceEvidenceActionCreateToken:
+		return true
+	case AcceptanceEvidenceActionDeclinePlacement:
+		return true
+	case AcceptanceEvidenceActionDeleteJob:
+		return true
+	case AcceptanceEvidenceActionDeleteNode:
+		return true
+	case AcceptanceEvidenceActionDeleteSecret:
+		return true
+	case AcceptanceEvidenceActionDeleteSource:
+		return true
+	case AcceptanceEvidenceActionDeploy:
+		return true
+	case AcceptanceEvidenceActionDestroy:
+		return true
+	case AcceptanceEvidenceActionDriftCheck:
+		return true
+	case AcceptanceEvidenceActionDriftSweep:
+		return true
+	case AcceptanceEvidenceActionEnforce:
+		return true
+	case AcceptanceEvidenceActionJoinNode:
+		return true
+	case AcceptanceEvidenceActionJournalRetention:
+		return true
+	case AcceptanceEvidenceActionNotificationTargetCreate:
+		return true
+	case AcceptanceEvidenceActionNotificationTargetDelete:
+		return true
+	case AcceptanceEvidenceActionNotificationTest:
+		return true
+	case AcceptanceEvidenceActionPauseRollout:
+		return true
+	case AcceptanceEvidenceActionPlan:
+		return true
+	case AcceptanceEvidenceActionPutArtifact:
+		return true
+	case AcceptanceEvidenceActionPutGitopsSettings:
+		return true
+	case AcceptanceEvidenceActionResumeRollout:
+		return true
+	case AcceptanceEvidenceActionResumeService:
+		return true
+	case AcceptanceEvidenceActionResumeSource:
+		return true
+	case AcceptanceEvidenceActionRetryJob:
+		return true
+	case AcceptanceEvidenceActionRevokeNode:
+		return true
+	case AcceptanceEvidenceActionRevokeToken:
+		return true
+	case AcceptanceEvidenceActionRollback:
+		return true
+	case AcceptanceEvidenceActionRollbackRollout:
+		return true
+	case AcceptanceEvidenceActionRollout:
+		return true
+	case AcceptanceEvidenceActionServiceContinue:
+		return true
+	case AcceptanceEvidenceActionServiceDriftCheck:
+		return true
+	case AcceptanceEvidenceActionServiceDriftSweep:
+		return true
+	case AcceptanceEvidenceActionSetNodeLabels:
+		return true
+	case AcceptanceEvidenceActionSetSecret:
+		return true
+	case AcceptanceEvidenceActionSetSourcePolicy:
+		return true
+	case AcceptanceEvidenceActionSetSourceWebhookSecret:
+		return true
+	case AcceptanceEvidenceActionSkipRolloutNode:
+		return true
+	case AcceptanceEvidenceActionStopService:
+		return true
+	case AcceptanceEvidenceActionSuspendSource:
+		return true
+	case AcceptanceEvidenceActionSyncSource:
+		return true
+	case AcceptanceEvidenceActionUncordonNode:
+		return true
+	case AcceptanceEvidenceActionUpdateSource:
+		return true
+	case AcceptanceEvidenceActionWithdraw:
+		return true
+	case AcceptanceEvidenceActionWithdrawPlacementApproval:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AcceptanceEvidencePolicy.
+const (
+	AcceptanceEvidencePolicyAutoDeploy AcceptanceEvidencePolicy = "auto-deploy"
+	AcceptanceEvidencePolicyAutoWrite  AcceptanceEvidencePolicy = "auto-write"
+	AcceptanceEvidencePolicyManual     AcceptanceEvidencePolicy = "manual"
+	AcceptanceEvidencePolicyReview     AcceptanceEvidencePolicy = "review"
+)
+
+// Valid indicates whether the value is a known member of the AcceptanceEvidencePolicy enum.
+func (e AcceptanceEvidencePolicy) Valid() bool {
+	switch e {
+	case AcceptanceEvidencePolicyAutoDeploy:
+		return true
+	case AcceptanceEvidencePolicyAutoWrite:
+		return true
+	case AcceptanceEvidencePolicyManual:
+		return true
+	case AcceptanceEvidencePolicyReview:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ActionAcceptedBodyState.
+const (
+	ActionAcceptedBodyStateCancelled ActionAcceptedBodyState = "cancelled"
+	ActionAcceptedBodyStateFailed    ActionAcceptedBodyState = "failed"
+	ActionAcceptedBodyStateQueued    ActionAcceptedBodyState = "queued"
+	ActionAcceptedBodyStateRunning   ActionAcceptedBodyState = "running"
+	ActionAcceptedBodyStateSucceeded ActionAcceptedBodyState = "succeeded"
+	ActionAcceptedBodyStateUnknown   ActionAcceptedBodyState = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the ActionAcceptedBodyState enum.
+func (e ActionAcceptedBodyState) Valid() bool {
+	switch e {
+	case ActionAcceptedBodyStateCancelled:
+		return true
+	case ActionAcceptedBodyStateFailed:
+		return true
+	case ActionAcceptedBodyStateQueued:
+		return true
+	case ActionAcceptedBodyStateRunning:
+		return true
+	case ActionAcceptedBodyStateSucceeded:
+		return true
+	case ActionAcceptedBodyStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ApplicationKind.
 const (
 	ApplicationKindBlueprint ApplicationKind = "blueprint"
@@ -30,6 +258,42 @@ func (e ApplicationKind) Valid() bool {
 	case ApplicationKindBlueprint:
 		return true
 	case ApplicationKindService:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ApplicationStage.
+const (
+	ApplicationStageApply     ApplicationStage = "apply"
+	ApplicationStageArtifact  ApplicationStage = "artifact"
+	ApplicationStageDrift     ApplicationStage = "drift"
+	ApplicationStagePlacement ApplicationStage = "placement"
+	ApplicationStagePlan      ApplicationStage = "plan"
+	ApplicationStageRollout   ApplicationStage = "rollout"
+	ApplicationStageRuntime   ApplicationStage = "runtime"
+	ApplicationStageSource    ApplicationStage = "source"
+)
+
+// Valid indicates whether the value is a known member of the ApplicationStage enum.
+func (e ApplicationStage) Valid() bool {
+	switch e {
+	case ApplicationStageApply:
+		return true
+	case ApplicationStageArtifact:
+		return true
+	case ApplicationStageDrift:
+		return true
+	case ApplicationStagePlacement:
+		return true
+	case ApplicationStagePlan:
+		return true
+	case ApplicationStageRollout:
+		return true
+	case ApplicationStageRuntime:
+		return true
+	case ApplicationStageSource:
 		return true
 	default:
 		return false
@@ -75,6 +339,60 @@ func (e BlueprintViewDriftMode) Valid() bool {
 	case BlueprintViewDriftModeObserve:
 		return true
 	case BlueprintViewDriftModeSuggest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintViewPlacementPolicy.
+const (
+	BlueprintViewPlacementPolicyBoundedAuto BlueprintViewPlacementPolicy = "bounded-auto"
+	BlueprintViewPlacementPolicyOperator    BlueprintViewPlacementPolicy = "operator"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintViewPlacementPolicy enum.
+func (e BlueprintViewPlacementPolicy) Valid() bool {
+	switch e {
+	case BlueprintViewPlacementPolicyBoundedAuto:
+		return true
+	case BlueprintViewPlacementPolicyOperator:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintViewRolloutPolicy.
+const (
+	BlueprintViewRolloutPolicyAutomatic BlueprintViewRolloutPolicy = "automatic"
+	BlueprintViewRolloutPolicyManual    BlueprintViewRolloutPolicy = "manual"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintViewRolloutPolicy enum.
+func (e BlueprintViewRolloutPolicy) Valid() bool {
+	switch e {
+	case BlueprintViewRolloutPolicyAutomatic:
+		return true
+	case BlueprintViewRolloutPolicyManual:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CandidatePolicy.
+const (
+	CandidatePolicyManual CandidatePolicy = "manual"
+	CandidatePolicyReview CandidatePolicy = "review"
+)
+
+// Valid indicates whether the value is a known member of the CandidatePolicy enum.
+func (e CandidatePolicy) Valid() bool {
+	switch e {
+	case CandidatePolicyManual:
+		return true
+	case CandidatePolicyReview:
 		return true
 	default:
 		return false
@@ -237,6 +555,36 @@ func (e EventLevel) Valid() bool {
 	}
 }
 
+// Defines values for GitOpsLastSyncState.
+const (
+	GitOpsLastSyncStateCancelled GitOpsLastSyncState = "cancelled"
+	GitOpsLastSyncStateFailed    GitOpsLastSyncState = "failed"
+	GitOpsLastSyncStateQueued    GitOpsLastSyncState = "queued"
+	GitOpsLastSyncStateRunning   GitOpsLastSyncState = "running"
+	GitOpsLastSyncStateSucceeded GitOpsLastSyncState = "succeeded"
+	GitOpsLastSyncStateUnknown   GitOpsLastSyncState = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the GitOpsLastSyncState enum.
+func (e GitOpsLastSyncState) Valid() bool {
+	switch e {
+	case GitOpsLastSyncStateCancelled:
+		return true
+	case GitOpsLastSyncStateFailed:
+		return true
+	case GitOpsLastSyncStateQueued:
+		return true
+	case GitOpsLastSyncStateRunning:
+		return true
+	case GitOpsLastSyncStateSucceeded:
+		return true
+	case GitOpsLastSyncStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for InfrastructureStatus.
 const (
 	InfrastructureStatusApplied   InfrastructureStatus = "applied"
@@ -315,6 +663,39 @@ func (e NodeAnswerState) Valid() bool {
 	case NodeAnswerStateUnhealthy:
 		return true
 	case NodeAnswerStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NodeRowNodeState.
+const (
+	NodeRowNodeStateCordoned      NodeRowNodeState = "Cordoned"
+	NodeRowNodeStateDeleted       NodeRowNodeState = "deleted"
+	NodeRowNodeStateNeedsUpgrade  NodeRowNodeState = "Needs upgrade"
+	NodeRowNodeStateNeverReported NodeRowNodeState = "Never reported"
+	NodeRowNodeStateReady         NodeRowNodeState = "Ready"
+	NodeRowNodeStateRevoked       NodeRowNodeState = "Revoked"
+	NodeRowNodeStateUnreachable   NodeRowNodeState = "Unreachable"
+)
+
+// Valid indicates whether the value is a known member of the NodeRowNodeState enum.
+func (e NodeRowNodeState) Valid() bool {
+	switch e {
+	case NodeRowNodeStateCordoned:
+		return true
+	case NodeRowNodeStateDeleted:
+		return true
+	case NodeRowNodeStateNeedsUpgrade:
+		return true
+	case NodeRowNodeStateNeverReported:
+		return true
+	case NodeRowNodeStateReady:
+		return true
+	case NodeRowNodeStateRevoked:
+		return true
+	case NodeRowNodeStateUnreachable:
 		return true
 	default:
 		return false
@@ -582,6 +963,24 @@ func (e NotificationTestAcceptedState) Valid() bool {
 	}
 }
 
+// Defines values for PlacementGrantPolicy.
+const (
+	PlacementGrantPolicyBoundedAuto PlacementGrantPolicy = "bounded-auto"
+	PlacementGrantPolicyOperator    PlacementGrantPolicy = "operator"
+)
+
+// Valid indicates whether the value is a known member of the PlacementGrantPolicy enum.
+func (e PlacementGrantPolicy) Valid() bool {
+	switch e {
+	case PlacementGrantPolicyBoundedAuto:
+		return true
+	case PlacementGrantPolicyOperator:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RevokeTokenOutputBodyRole.
 const (
 	RevokeTokenOutputBodyRoleAdmin    RevokeTokenOutputBodyRole = "admin"
@@ -639,6 +1038,45 @@ func (e RolloutSummaryKind) Valid() bool {
 	}
 }
 
+// Defines values for RolloutSummaryState.
+const (
+	RolloutSummaryStateCancelled  RolloutSummaryState = "cancelled"
+	RolloutSummaryStateFailed     RolloutSummaryState = "failed"
+	RolloutSummaryStatePaused     RolloutSummaryState = "paused"
+	RolloutSummaryStateQueued     RolloutSummaryState = "queued"
+	RolloutSummaryStateRolledBack RolloutSummaryState = "rolled back"
+	RolloutSummaryStateRunning    RolloutSummaryState = "running"
+	RolloutSummaryStateSucceeded  RolloutSummaryState = "succeeded"
+	RolloutSummaryStateSuperseded RolloutSummaryState = "superseded"
+	RolloutSummaryStateUnknown    RolloutSummaryState = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the RolloutSummaryState enum.
+func (e RolloutSummaryState) Valid() bool {
+	switch e {
+	case RolloutSummaryStateCancelled:
+		return true
+	case RolloutSummaryStateFailed:
+		return true
+	case RolloutSummaryStatePaused:
+		return true
+	case RolloutSummaryStateQueued:
+		return true
+	case RolloutSummaryStateRolledBack:
+		return true
+	case RolloutSummaryStateRunning:
+		return true
+	case RolloutSummaryStateSucceeded:
+		return true
+	case RolloutSummaryStateSuperseded:
+		return true
+	case RolloutSummaryStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RolloutViewKind.
 const (
 	RolloutViewKindRollback RolloutViewKind = "rollback"
@@ -684,6 +1122,24 @@ func (e RolloutViewOnProbeFailure) Valid() bool {
 	}
 }
 
+// Defines values for RolloutViewPolicy.
+const (
+	RolloutViewPolicyAutomatic RolloutViewPolicy = "automatic"
+	RolloutViewPolicyManual    RolloutViewPolicy = "manual"
+)
+
+// Valid indicates whether the value is a known member of the RolloutViewPolicy enum.
+func (e RolloutViewPolicy) Valid() bool {
+	switch e {
+	case RolloutViewPolicyAutomatic:
+		return true
+	case RolloutViewPolicyManual:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RolloutViewScope.
 const (
 	RolloutViewScopeAll    RolloutViewScope = "all"
@@ -696,6 +1152,219 @@ func (e RolloutViewScope) Valid() bool {
 	case RolloutViewScopeAll:
 		return true
 	case RolloutViewScopeFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RolloutViewState.
+const (
+	RolloutViewStateCancelled  RolloutViewState = "cancelled"
+	RolloutViewStateFailed     RolloutViewState = "failed"
+	RolloutViewStatePaused     RolloutViewState = "paused"
+	RolloutViewStateQueued     RolloutViewState = "queued"
+	RolloutViewStateRolledBack RolloutViewState = "rolled back"
+	RolloutViewStateRunning    RolloutViewState = "running"
+	RolloutViewStateSucceeded  RolloutViewState = "succeeded"
+	RolloutViewStateSuperseded RolloutViewState = "superseded"
+	RolloutViewStateUnknown    RolloutViewState = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the RolloutViewState enum.
+func (e RolloutViewState) Valid() bool {
+	switch e {
+	case RolloutViewStateCancelled:
+		return true
+	case RolloutViewStateFailed:
+		return true
+	case RolloutViewStatePaused:
+		return true
+	case RolloutViewStateQueued:
+		return true
+	case RolloutViewStateRolledBack:
+		return true
+	case RolloutViewStateRunning:
+		return true
+	case RolloutViewStateSucceeded:
+		return true
+	case RolloutViewStateSuperseded:
+		return true
+	case RolloutViewStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunAction.
+const (
+	RunActionAcceptSource              RunAction = "accept_source"
+	RunActionAddNode                   RunAction = "add_node"
+	RunActionApply                     RunAction = "apply"
+	RunActionApprovePlacement          RunAction = "approve_placement"
+	RunActionAuthorizeRollout          RunAction = "authorize_rollout"
+	RunActionBootstrapToken            RunAction = "bootstrap_token"
+	RunActionCancelJob                 RunAction = "cancel_job"
+	RunActionConverge                  RunAction = "converge"
+	RunActionCordonNode                RunAction = "cordon_node"
+	RunActionCreateSource              RunAction = "create_source"
+	RunActionCreateToken               RunAction = "create_token"
+	RunActionDeclinePlacement          RunAction = "decline_placement"
+	RunActionDeleteJob                 RunAction = "delete_job"
+	RunActionDeleteNode                RunAction = "delete_node"
+	RunActionDeleteSecret              RunAction = "delete_secret"
+	RunActionDeleteSource              RunAction = "delete_source"
+	RunActionDeploy                    RunAction = "deploy"
+	RunActionDestroy                   RunAction = "destroy"
+	RunActionDriftCheck                RunAction = "drift_check"
+	RunActionDriftSweep                RunAction = "drift_sweep"
+	RunActionEnforce                   RunAction = "enforce"
+	RunActionJoinNode                  RunAction = "join_node"
+	RunActionJournalRetention          RunAction = "journal_retention"
+	RunActionNotificationTargetCreate  RunAction = "notification_target_create"
+	RunActionNotificationTargetDelete  RunAction = "notification_target_delete"
+	RunActionNotificationTest          RunAction = "notification_test"
+	RunActionPauseRollout              RunAction = "pause_rollout"
+	RunActionPlan                      RunAction = "plan"
+	RunActionPutArtifact               RunAction = "put_artifact"
+	RunActionPutGitopsSettings         RunAction = "put_gitops_settings"
+	RunActionResumeRollout             RunAction = "resume_rollout"
+	RunActionResumeService             RunAction = "resume_service"
+	RunActionResumeSource              RunAction = "resume_source"
+	RunActionRetryJob                  RunAction = "retry_job"
+	RunActionRevokeNode                RunAction = "revoke_node"
+	RunActionRevokeToken               RunAction = "revoke_token"
+	RunActionRollback                  RunAction = "rollback"
+	RunActionRollbackRollout           RunAction = "rollback_rollout"
+	RunActionRollout                   RunAction = "rollout"
+	RunActionServiceContinue           RunAction = "service_continue"
+	RunActionServiceDriftCheck         RunAction = "service_drift_check"
+	RunActionServiceDriftSweep         RunAction = "service_drift_sweep"
+	RunActionSetNodeLabels             RunAction = "set_node_labels"
+	RunActionSetSecret                 RunAction = "set_secret"
+	RunActionSetSourcePolicy           RunAction = "set_source_policy"
+	RunActionSetSourceWebhookSecret    RunAction = "set_source_webhook_secret"
+	RunActionSkipRolloutNode           RunAction = "skip_rollout_node"
+	RunActionStopService               RunAction = "stop_service"
+	RunActionSuspendSource             RunAction = "suspend_source"
+	RunActionSyncSource                RunAction = "sync_source"
+	RunActionUncordonNode              RunAction = "uncordon_node"
+	RunActionUpdateSource              RunAction = "update_source"
+	RunActionWithdraw                  RunAction = "withdraw"
+	RunActionWithdrawPlacementApproval RunAction = "withdraw_placement_approval"
+)
+
+// Valid indicates whether the value is a known member of the RunAction enum.
+func (e RunAction) Valid() bool {
+	switch e {
+	case RunActionAcceptSource:
+		return true
+	case RunActionAddNode:
+		return true
+	case RunActionApply:
+		return true
+	case RunActionApprovePlacement:
+		return true
+	case RunActionAuthorizeRollout:
+		return true
+	case RunActionBootstrapToken:
+		return true
+	case RunActionCancelJob:
+		return true
+	case RunActionConverge:
+		return true
+	case RunActionCordonNode:
+		return true
+	case RunActionCreateSource:
+		return true
+	case RunActionCreateToken:
+		return true
+	case RunActionDeclinePlacement:
+		return true
+	case RunActionDeleteJob:
+		return true
+	case RunActionDeleteNode:
+		return true
+	case RunActionDeleteSecret:
+		return true
+	case RunActionDeleteSource:
+		return true
+	case RunActionDeploy:
+		return true
+	case RunActionDestroy:
+		return true
+	case RunActionDriftCheck:
+		return true
+	case RunActionDriftSweep:
+		return true
+	case RunActionEnforce:
+		return true
+	case RunActionJoinNode:
+		return true
+	case RunActionJournalRetention:
+		return true
+	case RunActionNotificationTargetCreate:
+		return true
+	case RunActionNotificationTargetDelete:
+		return true
+	case RunActionNotificationTest:
+		return true
+	case RunActionPauseRollout:
+		return true
+	case RunActionPlan:
+		return true
+	case RunActionPutArtifact:
+		return true
+	case RunActionPutGitopsSettings:
+		return true
+	case RunActionResumeRollout:
+		return true
+	case RunActionResumeService:
+		return true
+	case RunActionResumeSource:
+		return true
+	case RunActionRetryJob:
+		return true
+	case RunActionRevokeNode:
+		return true
+	case RunActionRevokeToken:
+		return true
+	case RunActionRollback:
+		return true
+	case RunActionRollbackRollout:
+		return true
+	case RunActionRollout:
+		return true
+	case RunActionServiceContinue:
+		return true
+	case RunActionServiceDriftCheck:
+		return true
+	case RunActionServiceDriftSweep:
+		return true
+	case RunActionSetNodeLabels:
+		return true
+	case RunActionSetSecret:
+		return true
+	case RunActionSetSourcePolicy:
+		return true
+	case RunActionSetSourceWebhookSecret:
+		return true
+	case RunActionSkipRolloutNode:
+		return true
+	case RunActionStopService:
+		return true
+	case RunActionSuspendSource:
+		return true
+	case RunActionSyncSource:
+		return true
+	case RunActionUncordonNode:
+		return true
+	case RunActionUpdateSource:
+		return true
+	case RunActionWithdraw:
+		return true
+	case RunActionWithdrawPlacementApproval:
 		return true
 	default:
 		return false
@@ -726,6 +1395,27 @@ func (e RunState) Valid() bool {
 	case RunStateSucceeded:
 		return true
 	case RunStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceRuntime.
+const (
+	Empty   ServiceRuntime = ""
+	Exec    ServiceRuntime = "exec"
+	Systemd ServiceRuntime = "systemd"
+)
+
+// Valid indicates whether the value is a known member of the ServiceRuntime enum.
+func (e ServiceRuntime) Valid() bool {
+	switch e {
+	case Empty:
+		return true
+	case Exec:
+		return true
+	case Systemd:
 		return true
 	default:
 		return false
@@ -1314,6 +2004,42 @@ func (e StatusGrantWhat) Valid() bool {
 	}
 }
 
+// Defines values for StatusSettledStage.
+const (
+	StatusSettledStageApply     StatusSettledStage = "apply"
+	StatusSettledStageArtifact  StatusSettledStage = "artifact"
+	StatusSettledStageDrift     StatusSettledStage = "drift"
+	StatusSettledStagePlacement StatusSettledStage = "placement"
+	StatusSettledStagePlan      StatusSettledStage = "plan"
+	StatusSettledStageRollout   StatusSettledStage = "rollout"
+	StatusSettledStageRuntime   StatusSettledStage = "runtime"
+	StatusSettledStageSource    StatusSettledStage = "source"
+)
+
+// Valid indicates whether the value is a known member of the StatusSettledStage enum.
+func (e StatusSettledStage) Valid() bool {
+	switch e {
+	case StatusSettledStageApply:
+		return true
+	case StatusSettledStageArtifact:
+		return true
+	case StatusSettledStageDrift:
+		return true
+	case StatusSettledStagePlacement:
+		return true
+	case StatusSettledStagePlan:
+		return true
+	case StatusSettledStageRollout:
+		return true
+	case StatusSettledStageRuntime:
+		return true
+	case StatusSettledStageSource:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StatusStageStage.
 const (
 	StatusStageStageApply     StatusStageStage = "apply"
@@ -1581,8 +2307,8 @@ type AcceptSourceInputBody struct {
 // AcceptanceEvidence defines model for AcceptanceEvidence.
 type AcceptanceEvidence struct {
 	// Action Example: accept_source
-	Action string    `json:"action"`
-	At     time.Time `json:"at"`
+	Action AcceptanceEvidenceAction `json:"action"`
+	At     time.Time                `json:"at"`
 
 	// By The token name that asked, or system.
 	//
@@ -1596,9 +2322,19 @@ type AcceptanceEvidence struct {
 	Decision  string             `json:"decision"`
 	JournalId openapi_types.UUID `json:"journalId"`
 
-	// Policy Example: manual
-	Policy *string `json:"policy,omitempty"`
+	// Policy The source's policy when the receipt was written; absent on an action's sync, which records none.
+	//
+	// Example: manual
+	Policy *AcceptanceEvidencePolicy `json:"policy,omitempty"`
 }
+
+// AcceptanceEvidenceAction Example: accept_source
+type AcceptanceEvidenceAction string
+
+// AcceptanceEvidencePolicy The source's policy when the receipt was written; absent on an action's sync, which records none.
+//
+// Example: manual
+type AcceptanceEvidencePolicy string
 
 // ActionAcceptedBody defines model for ActionAcceptedBody.
 type ActionAcceptedBody struct {
@@ -1609,8 +2345,11 @@ type ActionAcceptedBody struct {
 	JournalId openapi_types.UUID `json:"journalId"`
 
 	// State The run's state when answered.
-	State string `json:"state"`
+	State ActionAcceptedBodyState `json:"state"`
 }
+
+// ActionAcceptedBodyState The run's state when answered.
+type ActionAcceptedBodyState string
 
 // ActionState defines model for ActionState.
 type ActionState struct {
@@ -1634,15 +2373,15 @@ type AddNodeRequest struct {
 
 // Application defines model for Application.
 type Application struct {
-	Action  *string         `json:"action,omitempty"`
-	Kind    ApplicationKind `json:"kind"`
-	Name    string          `json:"name"`
-	Others  int64           `json:"others"`
-	Partial bool            `json:"partial"`
-	Reason  string          `json:"reason"`
-	Stage   string          `json:"stage"`
-	State   string          `json:"state"`
-	Tone    ApplicationTone `json:"tone"`
+	Action  *string          `json:"action,omitempty"`
+	Kind    ApplicationKind  `json:"kind"`
+	Name    string           `json:"name"`
+	Others  int64            `json:"others"`
+	Partial bool             `json:"partial"`
+	Reason  string           `json:"reason"`
+	Stage   ApplicationStage `json:"stage"`
+	State   string           `json:"state"`
+	Tone    ApplicationTone  `json:"tone"`
 
 	// Urgency Its rank in the attention queue, lower first: the attention of several pages, one after the other, sorted by it (a stable sort) is the queue of all of them.
 	Urgency int64 `json:"urgency"`
@@ -1650,6 +2389,9 @@ type Application struct {
 
 // ApplicationKind defines model for Application.Kind.
 type ApplicationKind string
+
+// ApplicationStage defines model for Application.Stage.
+type ApplicationStage string
 
 // ApplicationTone defines model for Application.Tone.
 type ApplicationTone string
@@ -1706,29 +2448,35 @@ type BlueprintStatusOutputBody struct {
 
 // BlueprintView defines model for BlueprintView.
 type BlueprintView struct {
-	Actions         Actions                `json:"actions"`
-	Answer          string                 `json:"answer"`
-	Decline         *PlacementDecline      `json:"decline,omitempty"`
-	Digest          string                 `json:"digest"`
-	DriftMode       BlueprintViewDriftMode `json:"driftMode"`
-	Generation      string                 `json:"generation"`
-	History         []RolloutSummary       `json:"history"`
-	Name            string                 `json:"name"`
-	Nodes           []NodeRow              `json:"nodes"`
-	Path            string                 `json:"path"`
-	Placement       *PlacementGrant        `json:"placement,omitempty"`
-	PlacementPolicy string                 `json:"placementPolicy"`
-	Plan            PlacementPlan          `json:"plan"`
-	Rollout         *RolloutView           `json:"rollout,omitempty"`
-	RolloutPolicy   string                 `json:"rolloutPolicy"`
-	Selector        string                 `json:"selector"`
-	Stateful        bool                   `json:"stateful"`
-	StatefulWhy     string                 `json:"statefulWhy"`
-	Status          BlueprintStatus        `json:"status"`
+	Actions         Actions                      `json:"actions"`
+	Answer          string                       `json:"answer"`
+	Decline         *PlacementDecline            `json:"decline,omitempty"`
+	Digest          string                       `json:"digest"`
+	DriftMode       BlueprintViewDriftMode       `json:"driftMode"`
+	Generation      string                       `json:"generation"`
+	History         []RolloutSummary             `json:"history"`
+	Name            string                       `json:"name"`
+	Nodes           []NodeRow                    `json:"nodes"`
+	Path            string                       `json:"path"`
+	Placement       *PlacementGrant              `json:"placement,omitempty"`
+	PlacementPolicy BlueprintViewPlacementPolicy `json:"placementPolicy"`
+	Plan            PlacementPlan                `json:"plan"`
+	Rollout         *RolloutView                 `json:"rollout,omitempty"`
+	RolloutPolicy   BlueprintViewRolloutPolicy   `json:"rolloutPolicy"`
+	Selector        string                       `json:"selector"`
+	Stateful        bool                         `json:"stateful"`
+	StatefulWhy     string                       `json:"statefulWhy"`
+	Status          BlueprintStatus              `json:"status"`
 }
 
 // BlueprintViewDriftMode defines model for BlueprintView.DriftMode.
 type BlueprintViewDriftMode string
+
+// BlueprintViewPlacementPolicy defines model for BlueprintView.PlacementPolicy.
+type BlueprintViewPlacementPolicy string
+
+// BlueprintViewRolloutPolicy defines model for BlueprintView.RolloutPolicy.
+type BlueprintViewRolloutPolicy string
 
 // CancelRunInputBody defines model for CancelRunInputBody.
 type CancelRunInputBody struct {
@@ -1753,7 +2501,7 @@ type Candidate struct {
 	Invalid []InvalidUnit `json:"invalid"`
 
 	// Policy Example: review
-	Policy string `json:"policy"`
+	Policy CandidatePolicy `json:"policy"`
 
 	// RunId The run whose fetch made the candidate.
 	RunId *openapi_types.UUID `json:"runId,omitempty"`
@@ -1771,6 +2519,9 @@ type Candidate struct {
 	// Updated Paths of the units whose content accepting changes.
 	Updated []string `json:"updated"`
 }
+
+// CandidatePolicy Example: review
+type CandidatePolicy string
 
 // CandidateState Pending update under manual, Review required under review.
 type CandidateState string
@@ -1927,19 +2678,22 @@ type EventLevel string
 
 // GitOpsLastSync defines model for GitOpsLastSync.
 type GitOpsLastSync struct {
-	Commit        *string            `json:"commit,omitempty"`
-	CommitMessage *string            `json:"commitMessage,omitempty"`
-	Created       int64              `json:"created"`
-	Error         *string            `json:"error,omitempty"`
-	FinishedAt    *time.Time         `json:"finishedAt,omitempty"`
-	Invalid       int64              `json:"invalid"`
-	JournalId     openapi_types.UUID `json:"journalId"`
-	Stale         int64              `json:"stale"`
-	StartedAt     *time.Time         `json:"startedAt,omitempty"`
-	State         string             `json:"state"`
-	Unchanged     int64              `json:"unchanged"`
-	Updated       int64              `json:"updated"`
+	Commit        *string             `json:"commit,omitempty"`
+	CommitMessage *string             `json:"commitMessage,omitempty"`
+	Created       int64               `json:"created"`
+	Error         *string             `json:"error,omitempty"`
+	FinishedAt    *time.Time          `json:"finishedAt,omitempty"`
+	Invalid       int64               `json:"invalid"`
+	JournalId     openapi_types.UUID  `json:"journalId"`
+	Stale         int64               `json:"stale"`
+	StartedAt     *time.Time          `json:"startedAt,omitempty"`
+	State         GitOpsLastSyncState `json:"state"`
+	Unchanged     int64               `json:"unchanged"`
+	Updated       int64               `json:"updated"`
 }
+
+// GitOpsLastSyncState defines model for GitOpsLastSync.State.
+type GitOpsLastSyncState string
 
 // GitOpsSettings defines model for GitOpsSettings.
 type GitOpsSettings struct {
@@ -2272,17 +3026,20 @@ type NodeReported struct {
 
 // NodeRow defines model for NodeRow.
 type NodeRow struct {
-	Action     *string      `json:"action,omitempty"`
-	Digest     *string      `json:"digest,omitempty"`
-	Generation *string      `json:"generation,omitempty"`
-	Node       string       `json:"node"`
-	NodeState  string       `json:"nodeState"`
-	Pid        *int64       `json:"pid,omitempty"`
-	Reason     string       `json:"reason"`
-	Rollout    *string      `json:"rollout,omitempty"`
-	State      NodeRowState `json:"state"`
-	Tone       NodeRowTone  `json:"tone"`
+	Action     *string          `json:"action,omitempty"`
+	Digest     *string          `json:"digest,omitempty"`
+	Generation *string          `json:"generation,omitempty"`
+	Node       string           `json:"node"`
+	NodeState  NodeRowNodeState `json:"nodeState"`
+	Pid        *int64           `json:"pid,omitempty"`
+	Reason     string           `json:"reason"`
+	Rollout    *string          `json:"rollout,omitempty"`
+	State      NodeRowState     `json:"state"`
+	Tone       NodeRowTone      `json:"tone"`
 }
+
+// NodeRowNodeState defines model for NodeRow.NodeState.
+type NodeRowNodeState string
 
 // NodeRowState defines model for NodeRow.State.
 type NodeRowState string
@@ -2517,14 +3274,17 @@ type PlacementDecline struct {
 
 // PlacementGrant defines model for PlacementGrant.
 type PlacementGrant struct {
-	ApprovedBy  string    `json:"approvedBy"`
-	At          time.Time `json:"at"`
-	Fingerprint string    `json:"fingerprint"`
-	Generation  string    `json:"generation"`
-	Nodes       []string  `json:"nodes"`
-	Policy      string    `json:"policy"`
-	RunId       string    `json:"runId"`
+	ApprovedBy  string               `json:"approvedBy"`
+	At          time.Time            `json:"at"`
+	Fingerprint string               `json:"fingerprint"`
+	Generation  string               `json:"generation"`
+	Nodes       []string             `json:"nodes"`
+	Policy      PlacementGrantPolicy `json:"policy"`
+	RunId       string               `json:"runId"`
 }
+
+// PlacementGrantPolicy defines model for PlacementGrant.Policy.
+type PlacementGrantPolicy string
 
 // PlacementPlan defines model for PlacementPlan.
 type PlacementPlan struct {
@@ -2655,19 +3415,22 @@ type RolloutSkipped struct {
 
 // RolloutSummary defines model for RolloutSummary.
 type RolloutSummary struct {
-	At           time.Time          `json:"at"`
-	AuthorizedBy string             `json:"authorizedBy"`
-	Digest       string             `json:"digest"`
-	Generation   string             `json:"generation"`
-	Id           string             `json:"id"`
-	Kind         RolloutSummaryKind `json:"kind"`
-	Nodes        []string           `json:"nodes"`
-	RollsBack    *string            `json:"rollsBack,omitempty"`
-	State        string             `json:"state"`
+	At           time.Time           `json:"at"`
+	AuthorizedBy string              `json:"authorizedBy"`
+	Digest       string              `json:"digest"`
+	Generation   string              `json:"generation"`
+	Id           string              `json:"id"`
+	Kind         RolloutSummaryKind  `json:"kind"`
+	Nodes        []string            `json:"nodes"`
+	RollsBack    *string             `json:"rollsBack,omitempty"`
+	State        RolloutSummaryState `json:"state"`
 }
 
 // RolloutSummaryKind defines model for RolloutSummary.Kind.
 type RolloutSummaryKind string
+
+// RolloutSummaryState defines model for RolloutSummary.State.
+type RolloutSummaryState string
 
 // RolloutView defines model for RolloutView.
 type RolloutView struct {
@@ -2683,12 +3446,12 @@ type RolloutView struct {
 	Nodes          []string                  `json:"nodes"`
 	OnProbeFailure RolloutViewOnProbeFailure `json:"onProbeFailure"`
 	Pause          *RolloutPause             `json:"pause,omitempty"`
-	Policy         string                    `json:"policy"`
+	Policy         RolloutViewPolicy         `json:"policy"`
 	RollsBack      *string                   `json:"rollsBack,omitempty"`
 	RunId          *string                   `json:"runId,omitempty"`
 	Scope          RolloutViewScope          `json:"scope"`
 	Skipped        []RolloutSkipped          `json:"skipped"`
-	State          string                    `json:"state"`
+	State          RolloutViewState          `json:"state"`
 }
 
 // RolloutViewKind defines model for RolloutView.Kind.
@@ -2697,15 +3460,21 @@ type RolloutViewKind string
 // RolloutViewOnProbeFailure defines model for RolloutView.OnProbeFailure.
 type RolloutViewOnProbeFailure string
 
+// RolloutViewPolicy defines model for RolloutView.Policy.
+type RolloutViewPolicy string
+
 // RolloutViewScope defines model for RolloutView.Scope.
 type RolloutViewScope string
 
+// RolloutViewState defines model for RolloutView.State.
+type RolloutViewState string
+
 // Run defines model for Run.
 type Run struct {
-	// Action The action, such as sync or deploy.
+	// Action The action: a job kind, such as sync_source or deploy, or a change recorded as it was made, such as create_token.
 	//
-	// Example: sync
-	Action string `json:"action"`
+	// Example: sync_source
+	Action RunAction `json:"action"`
 
 	// Attempt The River attempt that worked it; 0 until it starts.
 	Attempt    int32   `json:"attempt"`
@@ -2752,6 +3521,11 @@ type Run struct {
 	// Target What the action works on: a service, a unit, a source.
 	Target string `json:"target"`
 }
+
+// RunAction The action: a job kind, such as sync_source or deploy, or a change recorded as it was made, such as create_token.
+//
+// Example: sync_source
+type RunAction string
 
 // RunState unknown: the process working it stopped, so the outcome cannot be confirmed.
 type RunState string
@@ -2865,13 +3639,20 @@ type Service struct {
 	// RunningDigest The digest the last finished action left running; absent when none runs or it is not known.
 	RunningDigest *string `json:"runningDigest,omitempty"`
 
-	// Runtime Example: exec
-	Runtime string `json:"runtime"`
+	// Runtime spec.runtime; empty when the unit's spec does not parse.
+	//
+	// Example: exec
+	Runtime ServiceRuntime `json:"runtime"`
 
 	// Status What the last finished action left: pending until one succeeds.
 	Status ServiceStatus      `json:"status"`
 	UnitId openapi_types.UUID `json:"unitId"`
 }
+
+// ServiceRuntime spec.runtime; empty when the unit's spec does not parse.
+//
+// Example: exec
+type ServiceRuntime string
 
 // ServiceStatus What the last finished action left: pending until one succeeds.
 type ServiceStatus string
@@ -3279,10 +4060,13 @@ type StatusGrantWhat string
 
 // StatusSettled defines model for StatusSettled.
 type StatusSettled struct {
-	Proof string `json:"proof"`
-	Stage string `json:"stage"`
-	State string `json:"state"`
+	Proof string             `json:"proof"`
+	Stage StatusSettledStage `json:"stage"`
+	State string             `json:"state"`
 }
+
+// StatusSettledStage defines model for StatusSettled.Stage.
+type StatusSettledStage string
 
 // StatusStage defines model for StatusStage.
 type StatusStage struct {
@@ -4139,6 +4923,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/nodes/{name}/revoke (the `RevokeNode` operationId).
 	RevokeNode(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateNode Issue a node a new one-time join token, shown once (it expires in 24 h), for a new credential. The agent started with it (SLUICE_JOIN_TOKEN) exchanges it, and the node's current credential ends at that moment; until then the running agent keeps working. A revoked node is enrolled afresh: its old credential stays dead. Journaled.
+	//
+	// Issue a node a new one-time join token, shown once (it expires in 24 h), for a new credential. The agent started with it (SLUICE_JOIN_TOKEN) exchanges it, and the node's current credential ends at that moment; until then the running agent keeps working. A revoked node is enrolled afresh: its old credential stays dead. Journaled. Needs the admin role.
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/rotate (the `RotateNode` operationId).
+	RotateNode(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ClaimNodeTaskWithBody An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node.
 	//
@@ -5474,6 +6265,23 @@ func (c *Client) SetNodeLabels(ctx context.Context, name string, body SetNodeLab
 // Corresponds with POST /api/v1/nodes/{name}/revoke (the `RevokeNode` operationId).
 func (c *Client) RevokeNode(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokeNodeRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateNode Issue a node a new one-time join token, shown once (it expires in 24 h), for a new credential. The agent started with it (SLUICE_JOIN_TOKEN) exchanges it, and the node's current credential ends at that moment; until then the running agent keeps working. A revoked node is enrolled afresh: its old credential stays dead. Journaled.
+//
+// Issue a node a new one-time join token, shown once (it expires in 24 h), for a new credential. The agent started with it (SLUICE_JOIN_TOKEN) exchanges it, and the node's current credential ends at that moment; until then the running agent keeps working. A revoked node is enrolled afresh: its old credential stays dead. Journaled. Needs the admin role.
+//
+// Corresponds with POST /api/v1/nodes/{name}/rotate (the `RotateNode` operationId).
+func (c *Client) RotateNode(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateNodeRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -8156,6 +8964,40 @@ func NewRevokeNodeRequest(server string, name string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewRotateNodeRequest constructs an http.Request for the RotateNode method
+func NewRotateNodeRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/nodes/%s/rotate", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewClaimNodeTaskRequest calls the generic ClaimNodeTask builder with application/json body
 func NewClaimNodeTaskRequest(server string, name string, body ClaimNodeTaskJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -10381,6 +11223,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/nodes/{name}/revoke (the `RevokeNode` operationId).
 	RevokeNodeWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RevokeNodeResponse, error)
+
+	// RotateNodeWithResponse Issue a node a new one-time join token, shown once (it expires in 24 h), for a new credential. The agent started with it (SLUICE_JOIN_TOKEN) exchanges it, and the node's current credential ends at that moment; until then the running agent keeps working. A revoked node is enrolled afresh: its old credential stays dead. Journaled.
+	//
+	// Issue a node a new one-time join token, shown once (it expires in 24 h), for a new credential. The agent started with it (SLUICE_JOIN_TOKEN) exchanges it, and the node's current credential ends at that moment; until then the running agent keeps working. A revoked node is enrolled afresh: its old credential stays dead. Journaled. Needs the admin role.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/nodes/{name}/rotate (the `RotateNode` operationId).
+	RotateNodeWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RotateNodeResponse, error)
 
 	// ClaimNodeTaskWithBodyWithResponse An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node.
 	//
@@ -14565,6 +15416,96 @@ func (r RevokeNodeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RevokeNodeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RotateNodeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NodeAdded
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateNodeResponse) GetJSON200() *NodeAdded {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RotateNodeResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RotateNodeResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RotateNodeResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RotateNodeResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RotateNodeResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RotateNodeResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RotateNodeResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateNodeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateNodeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateNodeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateNodeResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -18807,6 +19748,21 @@ func (c *ClientWithResponses) RevokeNodeWithResponse(ctx context.Context, name s
 	return ParseRevokeNodeResponse(rsp)
 }
 
+// RotateNodeWithResponse Issue a node a new one-time join token, shown once (it expires in 24 h), for a new credential. The agent started with it (SLUICE_JOIN_TOKEN) exchanges it, and the node's current credential ends at that moment; until then the running agent keeps working. A revoked node is enrolled afresh: its old credential stays dead. Journaled.
+//
+// Issue a node a new one-time join token, shown once (it expires in 24 h), for a new credential. The agent started with it (SLUICE_JOIN_TOKEN) exchanges it, and the node's current credential ends at that moment; until then the running agent keeps working. A revoked node is enrolled afresh: its old credential stays dead. Journaled. Needs the admin role.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/nodes/{name}/rotate (the `RotateNode` operationId).
+func (c *ClientWithResponses) RotateNodeWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RotateNodeResponse, error) {
+	rsp, err := c.RotateNode(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateNodeResponse(rsp)
+}
+
 // ClaimNodeTaskWithBodyWithResponse An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node.
 //
 // An agent's long poll for its node's next host step: 200 with the step, or 204 when none came within waitSec. Authenticated by the node's credential; 409 when another agent holds the node. Needs the node role.
@@ -22645,6 +23601,81 @@ func ParseRevokeNodeResponse(rsp *http.Response) (*RevokeNodeResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest NodeOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRotateNodeResponse parses an HTTP response from a RotateNodeWithResponse call
+func ParseRotateNodeResponse(rsp *http.Response) (*RotateNodeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateNodeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NodeAdded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -58,6 +58,7 @@ const (
 	ActionLabels   = "set_node_labels"
 	ActionRevoke   = "revoke_node"
 	ActionDelete   = "delete_node"
+	ActionRotate   = "rotate_node"
 )
 
 // Defaults of Registry's timings.
@@ -264,7 +265,7 @@ func (r *Registry) view(n *db.Node) *Node {
 	grace := !r.Started.IsZero() && now.Sub(r.Started) < r.silence()
 	switch {
 	case n.RevokedAt != nil:
-		v.State, v.Reason = StateRevoked, "Its credential was revoked; add the node again to enrol a new agent."
+		v.State, v.Reason = StateRevoked, "Its credential was revoked; `sluice node rotate "+n.Name+"` issues a join token to enrol an agent again."
 	case n.CordonedAt != nil:
 		v.State, v.Reason = StateCordoned, fmt.Sprintf("Cordoned by %s: nothing new is placed here; what runs keeps running.", v.CordonedBy)
 		if silent && n.LastHeartbeatAt != nil {
@@ -285,6 +286,9 @@ func (r *Registry) view(n *db.Node) *Node {
 			now.Sub(*n.LastHeartbeatAt).Round(time.Second), n.LastHeartbeatAt.UTC().Format(time.RFC3339))
 	default:
 		v.State, v.Reason = StateReady, "Heartbeats arrive."
+	}
+	if n.JoinExpiresAt != nil && n.CredentialHash != nil && n.RevokedAt == nil {
+		v.Reason += fmt.Sprintf(" A new join token waits until %s: the agent that exchanges it takes over, and the current credential ends then.", n.JoinExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return v
 }
@@ -384,7 +388,7 @@ func (r *Registry) Join(ctx context.Context, name, joinToken string, rep Reporte
 	err = db.WithTx(ctx, r.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		row, err := db.New(tx).NodeJoin(ctx, &db.NodeJoinParams{Name: name, JoinTokenHash: hash(joinToken), CredentialHash: hash(cred), Reported: rj})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return errs.Errorf(errs.Unauthorized, "The join token of node %s is not valid: it was used already, it expired, or the node does not exist. Add the node again for a new one (`sluice node add %s`).", name, name)
+			return errs.Errorf(errs.Unauthorized, "The join token of node %s is not valid: it was used already, it expired, or the node does not exist. An admin issues a new one with `sluice node rotate %s` (or adds the node, if it does not exist).", name, name)
 		}
 		if err != nil {
 			return fmt.Errorf("join node %s: %w", name, err)
@@ -620,6 +624,43 @@ func (r *Registry) Revoke(ctx context.Context, name, by string) (*Node, *db.Jour
 		row, err := q.NodeRevoke(ctx, &db.NodeRevokeParams{Name: name, RevokedBy: &by})
 		return row, fmt.Sprintf("the credential of node %s was revoked by %s: its agent is refused from now on", name, by), err
 	})
+}
+
+// Rotate issues node name a new join token, shown only in the result, for
+// by. The agent started with it (SLUICE_JOIN_TOKEN) exchanges it for a new
+// credential, and the node's current credential ends at that moment, so an
+// agent keeps working until its replacement joins. A revoked node is
+// enrolled afresh: its old credential stays dead. serve's own node has no
+// credential to rotate.
+func (r *Registry) Rotate(ctx context.Context, name, by string) (*AddResult, error) {
+	token, err := secret(joinTokenPrefix)
+	if err != nil {
+		return nil, err
+	}
+	expires := r.now().Add(JoinTokenTTL)
+	res := &AddResult{JoinToken: token, ExpiresAt: expires}
+	n, run, err := r.change(ctx, name, ActionRotate, by, map[string]any{"expiresAt": expires}, func(q *db.Queries, cur *db.Node) (*db.Node, string, error) {
+		if cur.Local {
+			return nil, "", errs.Errorf(errs.Conflict, "Node %s is serve's own; it has no credential to rotate.", name)
+		}
+		row, err := q.NodeRotate(ctx, &db.NodeRotateParams{Name: name, JoinTokenHash: hash(token), JoinExpiresAt: &expires})
+		if err != nil {
+			return nil, "", fmt.Errorf("rotate node %s: %w", name, err)
+		}
+		what := "its agent keeps its credential until the new one joins"
+		switch {
+		case cur.RevokedAt != nil:
+			what = "it was revoked, so it is enrolled afresh and its old credential stays dead"
+		case cur.CredentialHash == nil:
+			what = "no agent had joined"
+		}
+		return row, fmt.Sprintf("node %s given a new join token by %s, good until %s; %s", name, by, expires.UTC().Format(time.RFC3339), what), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Node, res.Run = n, run
+	return res, nil
 }
 
 // Delete removes node name. PlacedFunc, when set, says what is placed on a
