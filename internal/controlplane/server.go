@@ -82,7 +82,7 @@ func Serve(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.
 		RiverUI:       ui,
 		TestActions:   cfg.TestActions,
 		ShuttingDown:  shuttingDown,
-		Metrics:       metrics.Handler(pool, metrics.Opts{Logger: logger.With("component", "metrics")}),
+		Metrics:       metrics.Handler(pool, metrics.Opts{Logger: logger.With("component", "metrics"), NodeSilence: cfg.NodeSilence}),
 		MetricsPublic: cfg.MetricsPublic,
 		Ready: func(ctx context.Context) httpapi.ReadyReport {
 			rep := Readiness(ctx, pool, cp.RiverStarted())
