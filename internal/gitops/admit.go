@@ -74,6 +74,10 @@ func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []uni
 			}
 		case blueprintspec.Kind:
 			_, err = blueprintspec.Parse(u.Name, u.Content)
+		default:
+			if near := nearKind(u.Kind); near != "" {
+				err = fmt.Errorf(`has "kind": %q, which is no kind sluice acts on; did you mean %q? (A unit of a kind sluice does not know is kept as data, and no action reads it; one this close to a known kind is taken for a typo.)`, u.Kind, near)
+			}
 		}
 		if err != nil {
 			invalid = append(invalid, unit.Invalid{Path: u.Path, Reason: err.Error()})
@@ -82,6 +86,49 @@ func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []uni
 		kept = append(kept, u)
 	}
 	return kept, invalid, uses
+}
+
+// actedKinds are the kinds of unit that actions act on.
+var actedKinds = []string{servicespec.Kind, infraspec.Kind, blueprintspec.Kind}
+
+// nearKind is the kind actions act on that kind is a typo of: the same but
+// for letter case, or one edit away (a letter added, dropped, changed, or
+// two neighbours swapped; two for a kind of ten letters or more). "" when
+// kind is no known kind's typo: "Device" is a kind of its own, not
+// "Service".
+func nearKind(kind string) string {
+	for _, k := range actedKinds {
+		if strings.EqualFold(kind, k) || editDistance(strings.ToLower(kind), strings.ToLower(k)) <= 1+len(k)/10 {
+			return k
+		}
+	}
+	return ""
+}
+
+// editDistance is the optimal string alignment distance between a and b
+// (Levenshtein with adjacent swaps), over bytes: kinds are ASCII.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }
 
 // secretUse is one reference of a unit to a secret: where in the spec, and

@@ -30,11 +30,17 @@ func TestSyncServices(t *testing.T) {
 			"apps/BadName.json": `{"kind":"Service","metadata":{"name":"Bad Name"},"spec":{"runtime":"exec","image":"sha256:` + strings.Repeat("a", 64) + `"}}`,
 			"apps/no-spec.json": `{"kind":"Service","metadata":{"name":"nospec"}}`,
 			"apps/other.json":   `{"kind":"Config","metadata":{"name":"other"},"spec":{}}`,
+			"apps/servcie.json": `{"kind":"Servcie","metadata":{"name":"sc"},"spec":{"runtime":"exec","image":"sha256:` + strings.Repeat("a", 64) + `"}}`,
+			"apps/case.json":    `{"kind":"service","metadata":{"name":"lc"},"spec":{}}`,
+			"apps/infra.json":   `{"kind":"Infrastucture","metadata":{"name":"net"},"spec":{}}`,
 			"apps/climb.json":   `{"kind":"Service","metadata":{"name":"climb"},"spec":{"runtime":"exec","image":"../../etc/passwd@sha256:` + strings.Repeat("0", 64) + `"}}`,
 		})
 		res := b.sync(t, false)
 		reasons := invalidPaths(res)
-		require.Len(t, reasons, 8, "%v", res.Invalid)
+		require.Len(t, reasons, 11, "%v", res.Invalid)
+		require.Equal(t, `has "kind": "Servcie", which is no kind sluice acts on; did you mean "Service"? (A unit of a kind sluice does not know is kept as data, and no action reads it; one this close to a known kind is taken for a typo.)`, reasons["apps/servcie.json"])
+		require.Contains(t, reasons["apps/case.json"], `did you mean "Service"?`)
+		require.Contains(t, reasons["apps/infra.json"], `did you mean "Infrastructure"?`)
 		require.Contains(t, reasons["apps/climb.json"], "not a digest pin", "a traversal before the @ is no image name")
 		require.Contains(t, reasons["apps/runtime.json"], `has "spec.runtime" "docker"; give one of exec, systemd`)
 		require.Contains(t, reasons["apps/image.json"], "not a digest pin")
