@@ -30,7 +30,7 @@ func settingsOut(s *source.Settings) GitOpsSettings {
 // GitOpsLastSync summarizes the newest finished sync.
 type GitOpsLastSync struct {
 	JournalID     uuid.UUID  `json:"journalId" format:"uuid"`
-	State         string     `json:"state"`
+	State         RunState   `json:"state"`
 	Commit        string     `json:"commit,omitempty"`
 	CommitMessage string     `json:"commitMessage,omitempty"`
 	StartedAt     *time.Time `json:"startedAt,omitempty"`
@@ -134,7 +134,7 @@ func registerGitOps(api huma.API, d Deps) {
 			}
 			if ls := st.LastSync; ls != nil {
 				out.Body.LastSync = &GitOpsLastSync{
-					JournalID: ls.JournalID, State: ls.State, Commit: ls.Commit, CommitMessage: ls.CommitMessage,
+					JournalID: ls.JournalID, State: RunState(ls.State), Commit: ls.Commit, CommitMessage: ls.CommitMessage,
 					StartedAt: ls.StartedAt, FinishedAt: ls.FinishedAt, Error: ls.Error, Created: ls.Created,
 					Updated: ls.Updated, Unchanged: ls.Unchanged, Stale: ls.Stale, Invalid: ls.Invalid,
 				}

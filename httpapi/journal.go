@@ -21,9 +21,9 @@ import (
 // Run is a journal run: the receipt of one action.
 type Run struct {
 	ID          uuid.UUID  `json:"id" format:"uuid" doc:"The run's id (journalId)."`
-	Action      string     `json:"action" doc:"The action, such as sync or deploy." example:"sync"`
+	Action      RunAction  `json:"action" doc:"The action: a job kind, such as sync_source or deploy, or a change recorded as it was made, such as create_token." example:"sync_source"`
 	Target      string     `json:"target" doc:"What the action works on: a service, a unit, a source."`
-	State       string     `json:"state" enum:"queued,running,succeeded,failed,unknown,cancelled" doc:"unknown: the process working it stopped, so the outcome cannot be confirmed."`
+	State       RunState   `json:"state" doc:"unknown: the process working it stopped, so the outcome cannot be confirmed."`
 	RequestedBy string     `json:"requestedBy" doc:"The token name that asked, or system."`
 	RequestedAt time.Time  `json:"requestedAt"`
 	StartedAt   *time.Time `json:"startedAt,omitempty"`
@@ -44,7 +44,7 @@ type Run struct {
 
 func runOut(r *db.JournalRun) Run {
 	return Run{
-		ID: r.ID, Action: r.Action, Target: r.Target, State: r.State, RequestedBy: r.RequestedBy,
+		ID: r.ID, Action: RunAction(r.Action), Target: r.Target, State: RunState(r.State), RequestedBy: r.RequestedBy,
 		RequestedAt: r.RequestedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 		RiverJobID: r.RiverJobID, Attempt: r.Attempt, Joined: r.Joined, RetryOf: r.RetryOf,
 		Params: rawAny(r.Params), Error: r.Error, Result: rawAny(r.Result),
@@ -79,7 +79,7 @@ type ActionAccepted struct {
 	Body     struct {
 		JournalID uuid.UUID `json:"journalId" format:"uuid" doc:"The run that answers this request."`
 		Joined    bool      `json:"joined" doc:"True when the request joined a run already queued (or running)."`
-		State     string    `json:"state" doc:"The run's state when answered."`
+		State     RunState  `json:"state" doc:"The run's state when answered."`
 	}
 }
 
@@ -87,7 +87,7 @@ func accepted(res *journal.EnqueueResult) *ActionAccepted {
 	out := &ActionAccepted{Location: Prefix + "/journal/" + res.Run.ID.String()}
 	out.Body.JournalID = res.Run.ID
 	out.Body.Joined = res.Joined
-	out.Body.State = res.Run.State
+	out.Body.State = RunState(res.Run.State)
 	return out
 }
 

@@ -19,7 +19,7 @@ type Service struct {
 	UnitID                uuid.UUID      `json:"unitId" format:"uuid"`
 	Path                  string         `json:"path" doc:"The unit file, relative to the repository root."`
 	Status                string         `json:"status" enum:"pending,applied,failed" doc:"What the last finished action left: pending until one succeeds."`
-	Runtime               string         `json:"runtime" example:"exec"`
+	Runtime               ServiceRuntime `json:"runtime" doc:"spec.runtime; empty when the unit's spec does not parse." example:"exec"`
 	PinnedDigest          string         `json:"pinnedDigest" doc:"The artifact digest Git pins."`
 	RunningDigest         *string        `json:"runningDigest,omitempty" doc:"The digest the last finished action left running; absent when none runs or it is not known."`
 	DesiredAhead          bool           `json:"desiredAhead" doc:"Git holds content (pin, env, args…) that no action applied yet: converge applies it."`
@@ -53,7 +53,7 @@ func serviceOut(v *services.View) Service {
 		},
 	}
 	if v.Spec != nil {
-		out.Runtime, out.PinnedDigest = v.Spec.Runtime, v.Spec.Digest()
+		out.Runtime, out.PinnedDigest = ServiceRuntime(v.Spec.Runtime), v.Spec.Digest()
 	}
 	if v.PreviousHealthyDigest != "" {
 		out.PreviousHealthyDigest = &v.PreviousHealthyDigest

@@ -113,7 +113,7 @@ type putSourceInput struct {
 type Candidate struct {
 	SourceID      uuid.UUID     `json:"sourceId" format:"uuid"`
 	Source        string        `json:"source" example:"apps"`
-	Policy        string        `json:"policy" example:"review"`
+	Policy        string        `json:"policy" enum:"manual,review" example:"review"`
 	State         string        `json:"state" enum:"Pending update,Review required" doc:"Pending update under manual, Review required under review."`
 	Commit        string        `json:"commit" doc:"Send it back to accept."`
 	CommitMessage string        `json:"commitMessage"`
@@ -154,10 +154,10 @@ type SourceStatusEvidence struct {
 // AcceptanceEvidence is a receipt that put a commit of the source in force.
 type AcceptanceEvidence struct {
 	JournalID uuid.UUID `json:"journalId" format:"uuid"`
-	Action    string    `json:"action" example:"accept_source"`
+	Action    RunAction `json:"action" example:"accept_source"`
 	By        string    `json:"by" doc:"The token name that asked, or system." example:"alice"`
 	Decision  string    `json:"decision" doc:"The policy line that decided." example:"Operator accepted (alice)"`
-	Policy    string    `json:"policy,omitempty" example:"manual"`
+	Policy    string    `json:"policy,omitempty" enum:"manual,review,auto-write,auto-deploy" doc:"The source's policy when the receipt was written; absent on an action's sync, which records none." example:"manual"`
 	At        time.Time `json:"at"`
 	Commit    string    `json:"commit"`
 }
@@ -173,7 +173,7 @@ func sourceStatusOut(st *source.Status) SourceStatus {
 	}
 	if acc := st.Evidence.LastAcceptance; acc != nil {
 		out.Evidence.LastAcceptance = &AcceptanceEvidence{
-			JournalID: acc.RunID, Action: acc.Action, By: acc.By, Decision: acc.Decision, Policy: acc.Policy, At: acc.At, Commit: acc.Commit,
+			JournalID: acc.RunID, Action: RunAction(acc.Action), By: acc.By, Decision: acc.Decision, Policy: acc.Policy, At: acc.At, Commit: acc.Commit,
 		}
 	}
 	return out

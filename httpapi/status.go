@@ -51,7 +51,7 @@ type StatusGrant struct {
 
 // StatusSettled is a stage whose state is proven, and the proof.
 type StatusSettled struct {
-	Stage string `json:"stage"`
+	Stage string `json:"stage" enum:"source,artifact,placement,rollout,runtime,plan,apply,drift"`
 	State string `json:"state"`
 	Proof string `json:"proof"`
 }

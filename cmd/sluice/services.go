@@ -129,7 +129,7 @@ func askAndFollow(ctx context.Context, action, usage string, nargs int, args []s
 	id := uuid.UUID(acc.JournalId)
 	how := "queued"
 	if acc.Joined {
-		how = "joined " + acc.State + " run"
+		how = "joined " + string(acc.State) + " run"
 	}
 	fmt.Fprintf(stderr, "%s %s %s: run %s\n", action, fs.Arg(0), how, id)
 	if *detach {

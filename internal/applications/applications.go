@@ -28,7 +28,7 @@ type Application struct {
 	Name string `json:"name"`
 	// Stage, State, Tone and Reason are its status answer: the first stage
 	// that needs an operator, else its runtime's state.
-	Stage  string      `json:"stage"`
+	Stage  string      `json:"stage" enum:"source,artifact,placement,rollout,runtime,plan,apply,drift"`
 	State  string      `json:"state"`
 	Tone   status.Tone `json:"tone" enum:"ok,info,warn,error"`
 	Reason string      `json:"reason"`

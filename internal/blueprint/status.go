@@ -95,7 +95,7 @@ type NodeRow struct {
 	State string      `json:"state" enum:"Pending,Deploying,Active,Drifted,Failed,Unhealthy,Unknown,Rolled back,Withdrawing,Withdrawn,Repair held,Outside placement"`
 	Tone  status.Tone `json:"tone" enum:"ok,info,warn,error"`
 	// NodeState is the node's own state (Ready, Unreachable, Cordoned…).
-	NodeState string `json:"nodeState"`
+	NodeState string `json:"nodeState" enum:"Ready,Unreachable,Cordoned,Needs upgrade,Never reported,Revoked,deleted"`
 	Reason    string `json:"reason"`
 	// Rollout, Generation and Digest are what the node last acknowledged;
 	// empty when it never did.
@@ -114,7 +114,7 @@ type RolloutSummary struct {
 	Generation   string     `json:"generation"`
 	Digest       string     `json:"digest"`
 	Nodes        []string   `json:"nodes"`
-	State        string     `json:"state"`
+	State        string     `json:"state" enum:"queued,running,succeeded,failed,unknown,cancelled,paused,superseded,rolled back"`
 	AuthorizedBy string     `json:"authorizedBy"`
 	At           time.Time  `json:"at"`
 	RollsBack    *uuid.UUID `json:"rollsBack,omitempty"`

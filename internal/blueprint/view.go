@@ -24,8 +24,8 @@ type BlueprintView struct {
 	Generation      string `json:"generation"`
 	Digest          string `json:"digest"`
 	Selector        string `json:"selector"`
-	PlacementPolicy string `json:"placementPolicy"`
-	RolloutPolicy   string `json:"rolloutPolicy"`
+	PlacementPolicy string `json:"placementPolicy" enum:"operator,bounded-auto"`
+	RolloutPolicy   string `json:"rolloutPolicy" enum:"manual,automatic"`
 	DriftMode       string `json:"driftMode" enum:"observe,suggest,enforce"`
 	Stateful        bool   `json:"stateful"`
 	StatefulWhy     string `json:"statefulWhy"`
@@ -79,13 +79,13 @@ type RolloutView struct {
 	Digest         string     `json:"digest"`
 	Nodes          []string   `json:"nodes"`
 	AuthorizedBy   string     `json:"authorizedBy"`
-	Policy         string     `json:"policy"`
+	Policy         string     `json:"policy" enum:"manual,automatic"`
 	At             time.Time  `json:"at"`
 	// AuthorizeRunID is the authorization's receipt; State the rollout's
 	// state: its newest run's (queued, running, succeeded, failed,
 	// unknown, cancelled), or paused.
 	AuthorizeRunID uuid.UUID     `json:"authorizeRunId"`
-	State          string        `json:"state"`
+	State          string        `json:"state" enum:"queued,running,succeeded,failed,unknown,cancelled,paused,superseded,rolled back"`
 	RunID          *uuid.UUID    `json:"runId,omitempty"`
 	Pause          *RolloutPause `json:"pause,omitempty"`
 	// Skipped are the nodes an operator left out of it, and why.
@@ -109,7 +109,7 @@ type NodeAnswer struct {
 type PlacementGrant struct {
 	Nodes       []string  `json:"nodes"`
 	ApprovedBy  string    `json:"approvedBy"`
-	Policy      string    `json:"policy"`
+	Policy      string    `json:"policy" enum:"operator,bounded-auto"`
 	Generation  string    `json:"generation"`
 	Fingerprint string    `json:"fingerprint"`
 	At          time.Time `json:"at"`

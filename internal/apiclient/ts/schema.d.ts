@@ -1475,8 +1475,11 @@ export interface components {
             fingerprint: string;
         };
         AcceptanceEvidence: {
-            /** @example accept_source */
-            action: string;
+            /**
+             * @example accept_source
+             * @enum {string}
+             */
+            action: "accept_source" | "add_node" | "apply" | "approve_placement" | "authorize_rollout" | "bootstrap_token" | "cancel_job" | "converge" | "cordon_node" | "create_source" | "create_token" | "decline_placement" | "delete_job" | "delete_node" | "delete_secret" | "delete_source" | "deploy" | "destroy" | "drift_check" | "drift_sweep" | "enforce" | "join_node" | "journal_retention" | "notification_target_create" | "notification_target_delete" | "notification_test" | "pause_rollout" | "plan" | "put_artifact" | "put_gitops_settings" | "resume_rollout" | "resume_service" | "resume_source" | "retry_job" | "revoke_node" | "revoke_token" | "rollback" | "rollback_rollout" | "rollout" | "service_continue" | "service_drift_check" | "service_drift_sweep" | "set_node_labels" | "set_secret" | "set_source_policy" | "set_source_webhook_secret" | "skip_rollout_node" | "stop_service" | "suspend_source" | "sync_source" | "uncordon_node" | "update_source" | "withdraw" | "withdraw_placement_approval";
             /** Format: date-time */
             at: string;
             /**
@@ -1492,8 +1495,12 @@ export interface components {
             decision: string;
             /** Format: uuid */
             journalId: string;
-            /** @example manual */
-            policy?: string;
+            /**
+             * @description The source's policy when the receipt was written; absent on an action's sync, which records none.
+             * @example manual
+             * @enum {string}
+             */
+            policy?: "manual" | "review" | "auto-write" | "auto-deploy";
         };
         ActionAcceptedBody: {
             /** @description True when the request joined a run already queued (or running). */
@@ -1503,8 +1510,11 @@ export interface components {
              * @description The run that answers this request.
              */
             journalId: string;
-            /** @description The run's state when answered. */
-            state: string;
+            /**
+             * @description The run's state when answered.
+             * @enum {string}
+             */
+            state: "queued" | "running" | "succeeded" | "failed" | "unknown" | "cancelled";
         };
         ActionState: {
             enabled: boolean;
@@ -1531,7 +1541,8 @@ export interface components {
             others: number;
             partial: boolean;
             reason: string;
-            stage: string;
+            /** @enum {string} */
+            stage: "source" | "artifact" | "placement" | "rollout" | "runtime" | "plan" | "apply" | "drift";
             state: string;
             /** @enum {string} */
             tone: "ok" | "info" | "warn" | "error";
@@ -1598,10 +1609,12 @@ export interface components {
             nodes: components["schemas"]["NodeRow"][];
             path: string;
             placement?: components["schemas"]["PlacementGrant"];
-            placementPolicy: string;
+            /** @enum {string} */
+            placementPolicy: "operator" | "bounded-auto";
             plan: components["schemas"]["PlacementPlan"];
             rollout?: components["schemas"]["RolloutView"];
-            rolloutPolicy: string;
+            /** @enum {string} */
+            rolloutPolicy: "manual" | "automatic";
             selector: string;
             stateful: boolean;
             statefulWhy: string;
@@ -1623,8 +1636,11 @@ export interface components {
             fingerprint: string;
             /** @description Files that are not units, with the reason; their rows stay as they are. */
             invalid: components["schemas"]["InvalidUnit"][];
-            /** @example review */
-            policy: string;
+            /**
+             * @example review
+             * @enum {string}
+             */
+            policy: "manual" | "review";
             /**
              * Format: uuid
              * @description The run whose fetch made the candidate.
@@ -1794,7 +1810,8 @@ export interface components {
             stale: number;
             /** Format: date-time */
             startedAt?: string;
-            state: string;
+            /** @enum {string} */
+            state: "queued" | "running" | "succeeded" | "failed" | "unknown" | "cancelled";
             /** Format: int64 */
             unchanged: number;
             /** Format: int64 */
@@ -2081,7 +2098,8 @@ export interface components {
             digest?: string;
             generation?: string;
             node: string;
-            nodeState: string;
+            /** @enum {string} */
+            nodeState: "Ready" | "Unreachable" | "Cordoned" | "Needs upgrade" | "Never reported" | "Revoked" | "deleted";
             /** Format: int64 */
             pid?: number;
             reason: string;
@@ -2297,7 +2315,8 @@ export interface components {
             fingerprint: string;
             generation: string;
             nodes: string[];
-            policy: string;
+            /** @enum {string} */
+            policy: "operator" | "bounded-auto";
             runId: string;
         };
         PlacementPlan: {
@@ -2435,7 +2454,8 @@ export interface components {
             kind: "rollout" | "rollback";
             nodes: string[];
             rollsBack?: string;
-            state: string;
+            /** @enum {string} */
+            state: "queued" | "running" | "succeeded" | "failed" | "unknown" | "cancelled" | "paused" | "superseded" | "rolled back";
         };
         RolloutView: {
             answers: components["schemas"]["NodeAnswer"][];
@@ -2453,20 +2473,23 @@ export interface components {
             /** @enum {string} */
             onProbeFailure: "stop" | "rollback" | "pause" | "retry-once" | "observe";
             pause?: components["schemas"]["RolloutPause"];
-            policy: string;
+            /** @enum {string} */
+            policy: "manual" | "automatic";
             rollsBack?: string;
             runId?: string;
             /** @enum {string} */
             scope: "all" | "failed";
             skipped: components["schemas"]["RolloutSkipped"][];
-            state: string;
+            /** @enum {string} */
+            state: "queued" | "running" | "succeeded" | "failed" | "unknown" | "cancelled" | "paused" | "superseded" | "rolled back";
         };
         Run: {
             /**
-             * @description The action, such as sync or deploy.
-             * @example sync
+             * @description The action: a job kind, such as sync_source or deploy, or a change recorded as it was made, such as create_token.
+             * @example sync_source
+             * @enum {string}
              */
-            action: string;
+            action: "accept_source" | "add_node" | "apply" | "approve_placement" | "authorize_rollout" | "bootstrap_token" | "cancel_job" | "converge" | "cordon_node" | "create_source" | "create_token" | "decline_placement" | "delete_job" | "delete_node" | "delete_secret" | "delete_source" | "deploy" | "destroy" | "drift_check" | "drift_sweep" | "enforce" | "join_node" | "journal_retention" | "notification_target_create" | "notification_target_delete" | "notification_test" | "pause_rollout" | "plan" | "put_artifact" | "put_gitops_settings" | "resume_rollout" | "resume_service" | "resume_source" | "retry_job" | "revoke_node" | "revoke_token" | "rollback" | "rollback_rollout" | "rollout" | "service_continue" | "service_drift_check" | "service_drift_sweep" | "set_node_labels" | "set_secret" | "set_source_policy" | "set_source_webhook_secret" | "skip_rollout_node" | "stop_service" | "suspend_source" | "sync_source" | "uncordon_node" | "update_source" | "withdraw" | "withdraw_placement_approval";
             /**
              * Format: int32
              * @description The River attempt that worked it; 0 until it starts.
@@ -2637,8 +2660,12 @@ export interface components {
             queued: components["schemas"]["Run"][];
             /** @description The digest the last finished action left running; absent when none runs or it is not known. */
             runningDigest?: string;
-            /** @example exec */
-            runtime: string;
+            /**
+             * @description spec.runtime; empty when the unit's spec does not parse.
+             * @example exec
+             * @enum {string}
+             */
+            runtime: "" | "exec" | "systemd";
             /**
              * @description What the last finished action left: pending until one succeeds.
              * @enum {string}
@@ -2972,7 +2999,8 @@ export interface components {
         };
         StatusSettled: {
             proof: string;
-            stage: string;
+            /** @enum {string} */
+            stage: "source" | "artifact" | "placement" | "rollout" | "runtime" | "plan" | "apply" | "drift";
             state: string;
         };
         StatusStage: {
