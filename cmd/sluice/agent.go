@@ -46,6 +46,9 @@ func loadAgentConfig(getenv func(string) string) (*agent.Config, error) {
 	default:
 		return nil, fmt.Errorf("SLUICE_AGENT_ALLOW_HTTP must be 1 or 0, not %q", v)
 	}
+	if err := checkServerURL(cmp.Or(getenv("SLUICE_URL"), c.URL)); err != nil {
+		return nil, err
+	}
 	if err := c.CheckURL(); err != nil {
 		return nil, err
 	}

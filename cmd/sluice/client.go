@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -34,10 +35,28 @@ func loadClientConfig(getenv func(string) string) (*ClientConfig, error) {
 		URLSet: getenv("SLUICE_URL") != "",
 		CAFile: getenv("SLUICE_CA_FILE"),
 	}
+	if err := checkServerURL(cmp.Or(getenv("SLUICE_URL"), c.URL)); err != nil {
+		return nil, err
+	}
 	if c.Token == "" {
 		return nil, errors.New("SLUICE_TOKEN is not set: create a token with `sluice token create` (as an admin) or use the one `make run` printed")
 	}
 	return c, nil
+}
+
+// checkServerURL refuses a SLUICE_URL that is not an http:// or https://
+// URL with a host, in a sentence that says what to write instead, rather
+// than net/url's "first path segment in URL cannot contain colon" or a
+// request to the scheme "localhost". The CLI and the agent both read it.
+func checkServerURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		return nil
+	}
+	if !strings.Contains(raw, "://") {
+		return fmt.Errorf("SLUICE_URL %s has no scheme: did you mean http://%s (or https://%s)?", raw, raw, raw)
+	}
+	return fmt.Errorf("SLUICE_URL %s is not an http:// or https:// URL with a host, such as http://127.0.0.1:8080", raw)
 }
 
 // newClient returns the generated API client, authenticated.
