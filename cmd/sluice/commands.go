@@ -85,7 +85,8 @@ func rootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 				if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 					msg += "; did you mean " + strings.Join(s, " or ") + "?"
 				}
-				fmt.Fprintf(stderr, "%s\n\n%s", msg, usage)
+				// The suggestion alone: the whole overview would scroll it away.
+				fmt.Fprintf(stderr, "%s\nRun 'sluice --help' for the commands.\n", msg)
 				return exitError{2}
 			}
 			return nil

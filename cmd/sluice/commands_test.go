@@ -23,7 +23,16 @@ func TestCommands(t *testing.T) {
 		t.Parallel()
 		_, stderr, err := run("convrge", "web")
 		require.Equal(t, exitError{2}, err)
-		require.Contains(t, stderr, `unknown command "convrge"; did you mean converge?`)
+		require.Equal(t, "sluice: unknown command \"convrge\"; did you mean converge?\nRun 'sluice --help' for the commands.\n", stderr)
+
+		_, stderr, err = run("servces")
+		require.Equal(t, exitError{2}, err)
+		require.Equal(t, "sluice: unknown command \"servces\"; did you mean serve or services or service?\nRun 'sluice --help' for the commands.\n", stderr,
+			"the suggestion without the overview")
+
+		_, stderr, err = run("zzzzzz")
+		require.Equal(t, exitError{2}, err)
+		require.Equal(t, "sluice: unknown command \"zzzzzz\"\nRun 'sluice --help' for the commands.\n", stderr)
 	})
 
 	t.Run("AnUnknownFlagIsSaidOnceAndExits2", func(t *testing.T) {
