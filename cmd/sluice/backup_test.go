@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -311,4 +312,74 @@ func readJournal(t *testing.T, q pgx.Tx, runs map[string]string, events map[stri
 		runs[id], events[id] = state, n
 	}
 	require.NoError(t, rows.Err())
+}
+
+// BenchmarkBackupRestore times what docs/operations.md tells an operator to
+// run, pg_dump -Fc and pg_restore into an empty database, over a journal of
+// 100,000 finished runs with two events each, made in SQL over the last 60
+// days.
+func BenchmarkBackupRestore(b *testing.B) {
+	const runs = 100_000
+	ctx := context.Background()
+	src := dbtest.NewDB(b)
+	conn, err := pgx.Connect(ctx, src)
+	require.NoError(b, err)
+	for _, q := range []string{
+		`SELECT journal_event_month_partition(m AT TIME ZONE 'UTC')
+		 FROM generate_series(date_trunc('month', (now() - interval '62 days') AT TIME ZONE 'UTC'),
+		                      now() AT TIME ZONE 'UTC', interval '1 month') AS m`,
+		`INSERT INTO journal_run (id, action, target, state, requested_by, requested_at, started_at, attempt, last_seq)
+		 SELECT gen_random_uuid(), (ARRAY['converge', 'deploy'])[1 + i % 2], 's' || (i % 100), 'running', 'alice', at, at, 1, 2
+		 FROM generate_series(1, $1) AS i,
+		      LATERAL (SELECT now() - make_interval(secs => i * (60 * 86400.0 / $1)) AS at) AS a`,
+		`INSERT INTO journal_event (run_id, seq, at, level, message, data)
+		 SELECT id, s, requested_at + make_interval(secs => s - 1), 'info', CASE s WHEN 1 THEN 'started' ELSE 'done' END,
+		        CASE s WHEN 2 THEN '{"pid": 7}'::jsonb END
+		 FROM journal_run, generate_series(1, 2) AS s`,
+		`UPDATE journal_run SET state = 'succeeded', finished_at = requested_at + interval '2 seconds'`,
+	} {
+		var args []any
+		if strings.Contains(q, "$1") {
+			args = append(args, runs)
+		}
+		_, err := conn.Exec(ctx, q, args...)
+		require.NoError(b, err)
+	}
+	// The client tools of the server's major version, as Debian installs them.
+	var major int
+	require.NoError(b, conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int / 10000").Scan(&major))
+	require.NoError(b, conn.Close(ctx))
+	binDir := filepath.Join("/usr/lib/postgresql", strconv.Itoa(major), "bin")
+	dumpBin, restoreBin := filepath.Join(binDir, "pg_dump"), filepath.Join(binDir, "pg_restore")
+	admin, err := pgx.Connect(ctx, dbtest.ServerURL(b))
+	require.NoError(b, err)
+	defer admin.Close(ctx)
+
+	var dumped, restored time.Duration
+	var size int64
+	b.ResetTimer()
+	for i := range b.N {
+		file := filepath.Join(b.TempDir(), "sluice.dump")
+		start := time.Now()
+		out, err := exec.Command(dumpBin, "--format=custom", "--file="+file, "--dbname="+src).CombinedOutput()
+		require.NoError(b, err, "pg_dump: %s", out)
+		dumped += time.Since(start)
+
+		name := fmt.Sprintf("restore_bench_%d_%d", os.Getpid(), i)
+		_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+		require.NoError(b, err)
+		start = time.Now()
+		out, err = exec.Command(restoreBin, "--no-owner", "--no-privileges", "--exit-on-error", "--dbname="+dbtest.URLFor(b, name), file).CombinedOutput()
+		require.NoError(b, err, "pg_restore: %s", out)
+		restored += time.Since(start)
+		_, err = admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)")
+		require.NoError(b, err)
+
+		fi, err := os.Stat(file)
+		require.NoError(b, err)
+		size = fi.Size()
+	}
+	b.ReportMetric(float64(dumped.Milliseconds())/float64(b.N), "dump-ms")
+	b.ReportMetric(float64(restored.Milliseconds())/float64(b.N), "restore-ms")
+	b.ReportMetric(float64(size)/(1<<20), "dump-MiB")
 }
