@@ -87,7 +87,16 @@ func TestOpenAPISpec(t *testing.T) {
 		for _, ops := range s.Paths {
 			for _, op := range ops {
 				ids = append(ids, op.OperationID)
-				require.Contains(t, op.Responses, "401", op.OperationID)
+				// Every error is one default response of problem details,
+				// which lists the statuses.
+				require.Equal(t, map[string]any{"application/problem+json": map[string]any{
+					"schema": map[string]any{"$ref": "#/components/schemas/ErrorModel"},
+				}}, op.Responses["default"].(map[string]any)["content"], op.OperationID)
+				for code := range op.Responses {
+					require.True(t, code == "default" || code < "400", "%s: %s is folded into default", op.OperationID, code)
+				}
+				_, ok := declaredResponse(op.Responses, http.StatusUnauthorized)
+				require.True(t, ok, op.OperationID)
 				if op.OperationID == "join-node" || op.OperationID == "receive-source-webhook" {
 					// Authenticated by the one-time join token in its body,
 					// or by the delivery's signature.
@@ -95,7 +104,8 @@ func TestOpenAPISpec(t *testing.T) {
 					continue
 				}
 				require.Equal(t, []map[string][]string{{"bearer": {}}}, op.Security, op.OperationID)
-				require.Contains(t, op.Responses, "403", op.OperationID)
+				_, ok = declaredResponse(op.Responses, http.StatusForbidden)
+				require.True(t, ok, op.OperationID)
 			}
 		}
 		slices.Sort(ids)
@@ -107,7 +117,7 @@ func TestOpenAPISpec(t *testing.T) {
 			"get-service", "get-service-status", "get-session", "get-source", "get-source-candidate", "get-source-status", "get-unit",
 			"heartbeat-node", "join-node", "list-applications", "list-artifacts", "list-blueprints", "list-infrastructures", "list-journal", "list-journal-run-paths", "list-nodes", "list-notification-targets", "list-run-notifications", "list-secrets", "list-services",
 			"list-sources", "list-tokens", "list-units", "pause-rollout", "plan-infrastructure", "post-node-task-events", "post-node-task-result", "put-artifact",
-			"put-gitops-settings", "put-source", "receive-source-webhook", "resume-rollout", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-rollout", "rollback-service",
+			"put-gitops-settings", "put-source", "receive-source-webhook", "resume-rollout", "resume-service", "resume-source", "revoke-node", "revoke-token", "rollback-rollout", "rollback-service", "rotate-node",
 			"set-node-labels", "set-secret", "skip-rollout-node", "stop-service", "stream-journal-events", "suspend-source", "sync-gitops", "sync-source", "test-notification-target", "uncordon-node", "withdraw-blueprint",
 		}, ids)
 	})

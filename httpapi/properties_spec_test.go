@@ -12,6 +12,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
+
+	"sluice/httpapi"
 )
 
 // The served spec as the property run reads it: its operations, their schemas
@@ -120,8 +122,9 @@ func (b *propBundle) check(t require.TestingT, o propOp, resp *response, what st
 		require.Failf(t, "a server error", "%s; the log's end: %s", what, logs[max(0, len(logs)-3000):])
 	}
 	responses := o.raw["responses"].(map[string]any)
-	declared, ok := responses[strconv.Itoa(resp.Status)].(map[string]any)
+	key, ok := declaredResponse(responses, resp.Status)
 	require.True(t, ok, "%s: a status the operation does not declare", what)
+	declared := responses[key].(map[string]any)
 	content, _ := declared["content"].(map[string]any)
 	if len(content) == 0 {
 		require.Empty(t, resp.Body, "%s: a body where none is declared", what)
@@ -130,7 +133,7 @@ func (b *propBundle) check(t require.TestingT, o propOp, resp *response, what st
 	ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
 	_, ok = content[ct].(map[string]any)
 	require.True(t, ok, "%s: Content-Type %q is not declared", what, ct)
-	ptr := pointer("paths", o.path, strings.ToLower(o.method), "responses", strconv.Itoa(resp.Status), "content", ct, "schema")
+	ptr := pointer("paths", o.path, strings.ToLower(o.method), "responses", key, "content", ct, "schema")
 	switch {
 	case ct == "text/event-stream":
 		b.checkStream(t, ptr+"/items", resp.Body, what)
@@ -180,4 +183,20 @@ func (b *propBundle) checkStream(t require.TestingT, ptr string, body []byte, wh
 		}
 	}
 	// A message cut off by the end of the read is not checked.
+}
+
+// declaredResponse is the key of responses that declares status: the
+// status itself, or default when its x-error-statuses lists it.
+func declaredResponse(responses map[string]any, status int) (string, bool) {
+	if _, ok := responses[strconv.Itoa(status)]; ok {
+		return strconv.Itoa(status), true
+	}
+	def, _ := responses["default"].(map[string]any)
+	codes, _ := def[httpapi.ErrorStatuses].([]any)
+	for _, c := range codes {
+		if fmt.Sprint(c) == strconv.Itoa(status) {
+			return "default", true
+		}
+	}
+	return "", false
 }

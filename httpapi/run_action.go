@@ -40,7 +40,7 @@ var RunActions = []string{
 	artifactstore.ActionPut,
 	journal.ActionJobRetry, journal.ActionJobCancel, journal.ActionJobDelete,
 	node.ActionAdd, node.ActionJoin, node.ActionCordon, node.ActionUncordon, node.ActionLabels,
-	node.ActionRevoke, node.ActionDelete,
+	node.ActionRevoke, node.ActionDelete, node.ActionRotate,
 	blueprint.ActionApprovePlacement, blueprint.ActionDeclinePlacement, blueprint.ActionWithdrawApproval,
 	blueprint.ActionAuthorizeRollout, blueprint.ActionPauseRollout, blueprint.ActionResumeRollout,
 	blueprint.ActionRollbackRollout, blueprint.ActionSkipNode,

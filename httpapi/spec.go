@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -44,6 +46,7 @@ func finishSpec(o *huma.OpenAPI) {
 			if len(op.Tags) == 0 {
 				op.Tags = []string{area}
 			}
+			foldErrors(op)
 			// No router reaches an empty path segment, one holding a slash,
 			// or one of . or .., which every HTTP stack cleans away: say so, so that a client
 			// generated from the spec never builds such a URL.
@@ -62,6 +65,48 @@ func finishSpec(o *huma.OpenAPI) {
 				}
 			}
 		}
+	}
+}
+
+// ErrorStatuses is the extension of an operation's default response that
+// lists the error statuses the operation answers.
+const ErrorStatuses = "x-error-statuses"
+
+// foldErrors replaces op's error responses, which are all RFC 9457 problem
+// details (Huma's ErrorModel), with one default response: a client
+// generated from the spec then has one error type per operation instead of
+// one per status. The statuses stay listed, in the default response's
+// description for people and in ErrorStatuses for tools.
+func foldErrors(op *huma.Operation) {
+	var (
+		codes   []int
+		problem *huma.Response
+	)
+	for code, r := range op.Responses {
+		n, err := strconv.Atoi(code)
+		if err != nil || n < 400 {
+			continue
+		}
+		codes, problem = append(codes, n), r
+		delete(op.Responses, code)
+	}
+	if len(codes) == 0 {
+		return
+	}
+	slices.Sort(codes)
+	words := make([]string, len(codes))
+	for i, c := range codes {
+		words[i] = strconv.Itoa(c)
+	}
+	list := strings.Join(words, ", ")
+	if len(words) > 1 {
+		list = strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+	}
+	op.Responses["default"] = &huma.Response{
+		Description: "An error, as RFC 9457 problem details: " + list + ". The problem's status is the response's, " +
+			"and its detail a sentence that says what to do next; errors lists what was wrong with each part of a request.",
+		Content:    problem.Content,
+		Extensions: map[string]any{ErrorStatuses: codes},
 	}
 }
 
