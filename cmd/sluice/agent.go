@@ -89,7 +89,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 			"Runs this host's node agent: SLUICE_URL (the API), SLUICE_NODE_NAME, and the first time SLUICE_JOIN_TOKEN\n"+
 			"(from `sluice node add NAME`), exchanged once for the node's credential, kept in SLUICE_DATA_DIR.")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	cfg, err := loadAgentConfig(os.Getenv)

@@ -49,7 +49,7 @@ func runBlueprints(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Usage = func() { fmt.Fprintln(stderr, blueprintUsage) }
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	client, err := newClient()
@@ -215,7 +215,7 @@ func runApplications(ctx context.Context, args []string, stdout, stderr io.Write
 	fs := flag.NewFlagSet("applications", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	client, err := newClient()

@@ -33,16 +33,9 @@ func runJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			"one whose process is gone ends unknown; who asked and why are recorded.")
 		fs.PrintDefaults()
 	}
-	// Accept flags after the ID too: sluice journal ID --follow.
-	var positional []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional, args = append(positional, fs.Arg(0)), fs.Args()[1:]
+	positional, err := parseFlags(fs, args)
+	if err != nil {
+		return err
 	}
 	cancel := len(positional) > 0 && positional[0] == "cancel"
 	if cancel {

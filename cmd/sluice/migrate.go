@@ -19,7 +19,7 @@ func runMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sluice migrate\n\nApplies River's and sluice's migrations (serve does this at start too) and exits.")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	cfg, err := loadServeConfig(os.Getenv)

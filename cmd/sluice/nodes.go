@@ -33,7 +33,7 @@ func runNodes(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Usage = func() { fmt.Fprintln(stderr, nodeUsage) }
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	client, err := newClient()
@@ -222,32 +222,6 @@ func printNode(w io.Writer, n apiclient.Node) {
 	if n.CordonedAt != nil {
 		fmt.Fprintf(w, "  cordoned by %s at %s\n", deref(n.CordonedBy), n.CordonedAt.UTC().Format(time.RFC3339))
 	}
-}
-
-func parseOneArg(fs *flag.FlagSet, args []string, usage string) (string, error) {
-	got, err := parseArgs(fs, args, 1, usage)
-	if err != nil {
-		return "", err
-	}
-	return got[0], nil
-}
-
-// parseArgs parses flags anywhere among n positional arguments.
-func parseArgs(fs *flag.FlagSet, args []string, n int, usage string) ([]string, error) {
-	var positional []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional, args = append(positional, fs.Arg(0)), fs.Args()[1:]
-	}
-	if len(positional) != n {
-		return nil, errors.New("usage: sluice " + usage)
-	}
-	return positional, nil
 }
 
 func parseLabels(s string) (map[string]string, error) {

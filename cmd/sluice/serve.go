@@ -22,7 +22,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sluice serve\n\nServes the API, the workers and River UI. Configured by SLUICE_* variables (see README).")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	begin := time.Now()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -112,17 +111,18 @@ func askAndFollow(ctx context.Context, action, usage string, nargs int, args []s
 		fmt.Fprintf(stderr, "usage: %s [--detach]\n\nAsks for the %s and follows its run, printing each phase; exit 0 only when it succeeded (1 failed, 3 unknown).\n", usage, action)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	positional, err := parseFlags(fs, args)
+	if err != nil {
 		return nil, uuid.Nil, false, err
 	}
-	if fs.NArg() != nargs {
+	if len(positional) != nargs {
 		return nil, uuid.Nil, false, fmt.Errorf("usage: %s", usage)
 	}
 	client, err := newClient()
 	if err != nil {
 		return nil, uuid.Nil, false, err
 	}
-	acc, err := actionCalls[action](ctx, client, fs.Args())
+	acc, err := actionCalls[action](ctx, client, positional)
 	if err != nil {
 		return nil, uuid.Nil, false, err
 	}
@@ -131,7 +131,7 @@ func askAndFollow(ctx context.Context, action, usage string, nargs int, args []s
 	if acc.Joined {
 		how = "joined " + string(acc.State) + " run"
 	}
-	fmt.Fprintf(stderr, "%s %s %s: run %s\n", action, fs.Arg(0), how, id)
+	fmt.Fprintf(stderr, "%s %s %s: run %s\n", action, positional[0], how, id)
 	if *detach {
 		fmt.Fprintln(stdout, id)
 		return client, id, true, nil
@@ -154,7 +154,7 @@ func runServices(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("services", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	client, err := newClient()
@@ -214,17 +214,15 @@ func runService(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("service", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	name, err := parseOneArg(fs, args, "service NAME")
+	if err != nil {
 		return err
-	}
-	if fs.NArg() != 1 {
-		return errors.New("usage: sluice service NAME")
 	}
 	client, err := newClient()
 	if err != nil {
 		return err
 	}
-	resp, err := client.GetServiceWithResponse(ctx, fs.Arg(0))
+	resp, err := client.GetServiceWithResponse(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -353,7 +351,7 @@ func runInfrastructures(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs := flag.NewFlagSet("infrastructures", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	client, err := newClient()

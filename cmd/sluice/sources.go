@@ -17,7 +17,7 @@ func runSources(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("sources", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	client, err := newClient()
@@ -62,10 +62,11 @@ func runSources(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func runSuspend(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	positional, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(positional) != 1 {
 		fmt.Fprintf(stderr, "usage: sluice %s SOURCE (its name or id)\n", cmd)
 		return exitError{2}
 	}
@@ -75,7 +76,7 @@ func runSuspend(ctx context.Context, cmd string, args []string, stdout, stderr i
 	}
 	var src *apiclient.Source
 	if cmd == "suspend" {
-		resp, err := client.SuspendSourceWithResponse(ctx, fs.Arg(0))
+		resp, err := client.SuspendSourceWithResponse(ctx, positional[0])
 		if err != nil {
 			return err
 		}
@@ -84,7 +85,7 @@ func runSuspend(ctx context.Context, cmd string, args []string, stdout, stderr i
 		}
 		src = resp.JSON200
 	} else {
-		resp, err := client.ResumeSourceWithResponse(ctx, fs.Arg(0))
+		resp, err := client.ResumeSourceWithResponse(ctx, positional[0])
 		if err != nil {
 			return err
 		}
@@ -111,10 +112,11 @@ func runAccept(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("accept", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	detach := fs.Bool("detach", false, "print the run's id and return instead of following it")
-	if err := fs.Parse(args); err != nil {
+	positional, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(positional) != 1 {
 		fmt.Fprintln(stderr, "usage: sluice accept SOURCE (its name or id)")
 		return exitError{2}
 	}
@@ -122,7 +124,7 @@ func runAccept(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	cr, err := client.GetSourceCandidateWithResponse(ctx, fs.Arg(0))
+	cr, err := client.GetSourceCandidateWithResponse(ctx, positional[0])
 	if err != nil {
 		return err
 	}
@@ -143,7 +145,7 @@ func runAccept(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "  invalid %s: %s\n", inv.Path, inv.Reason)
 	}
 	fmt.Fprintf(stdout, "fingerprint %s\n", c.Fingerprint)
-	ar, err := client.AcceptSourceWithResponse(ctx, fs.Arg(0), apiclient.AcceptSourceJSONRequestBody{Commit: c.Commit, Fingerprint: c.Fingerprint})
+	ar, err := client.AcceptSourceWithResponse(ctx, positional[0], apiclient.AcceptSourceJSONRequestBody{Commit: c.Commit, Fingerprint: c.Fingerprint})
 	if err != nil {
 		return err
 	}

@@ -104,12 +104,13 @@ func parseStatusArgs(args []string, name, usage string, stderr io.Writer) (opera
 	fs.SetOutput(stderr)
 	v := fs.Bool("v", false, "print the evidence too")
 	j := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	positional, err := parseFlags(fs, args)
+	if err != nil {
 		return "", false, false, err
 	}
-	if fs.NArg() != 1 {
+	if len(positional) != 1 {
 		fmt.Fprintln(stderr, usage)
 		return "", false, false, exitError{2}
 	}
-	return fs.Arg(0), *v, *j, nil
+	return positional[0], *v, *j, nil
 }

@@ -19,7 +19,7 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	wait := fs.Bool("wait", false, "follow the sync to its end; the exit code is the outcome")
 	full := fs.Bool("full", false, "walk every unit instead of the paths changed since the last sync")
 	source := fs.String("source", "", "the source to sync, by name or id (default: the default source, the GitOps settings')")
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	client, err := newClient()
@@ -58,7 +58,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	client, err := newClient()
@@ -145,7 +145,7 @@ func runUnits(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	kind := fs.String("kind", "", "only units of this kind")
 	prefix := fs.String("path-prefix", "", "only units whose path starts with this")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	client, err := newClient()

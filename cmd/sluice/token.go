@@ -22,7 +22,7 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.SetOutput(stderr)
 		role := fs.String("role", "", "viewer (read), operator (actions, River UI) or admin (settings, tokens)")
 		name := fs.String("name", "", "a name people recognize; recorded on every run the token asks for")
-		if err := fs.Parse(args[1:]); err != nil {
+		if err := parseNoArgs(fs, args[1:]); err != nil {
 			return err
 		}
 		if *role == "" || *name == "" {
@@ -48,7 +48,7 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs := flag.NewFlagSet("token list", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		asJSON := fs.Bool("json", false, "print JSON")
-		if err := fs.Parse(args[1:]); err != nil {
+		if err := parseNoArgs(fs, args[1:]); err != nil {
 			return err
 		}
 		client, err := newClient()

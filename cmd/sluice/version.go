@@ -17,11 +17,8 @@ func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("version takes no arguments, not %q", fs.Arg(0))
 	}
 	info := buildinfo.Get()
 	if *asJSON {

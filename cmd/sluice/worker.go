@@ -31,12 +31,8 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer) error {
 			"(SLUICE_DATABASE_URL, required), with no HTTP server. A service action's host steps go to the service's node.\n"+
 			"Give it the key serve seals credentials with (SLUICE_SECRET_KEY) when its data dir is its own.")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("worker takes no arguments, got %q", fs.Arg(0))
 	}
 	begin := time.Now()
 	cfg, err := loadServeConfig(os.Getenv)
