@@ -149,41 +149,54 @@ const streamRetry = 3 * time.Second
 // finalStates are the states a run does not leave.
 var finalStates = map[string]bool{"succeeded": true, "failed": true, "unknown": true, "cancelled": true}
 
-// eventStreamSchema documents the stream: a sequence of messages, each one
-// of event (an Event, id = its seq), end (the finished Run, id = its last
-// seq) and error (a StreamError).
+// The stream's messages. Each is sent as SSE fields: `event:` its name,
+// `id:` (where it has one) and `data:` one line of JSON. These types are
+// the messages with data decoded, as the spec describes them.
+
+// JournalEventMessage is one event of the run's log.
+type JournalEventMessage struct {
+	Event string `json:"event" enum:"event" doc:"The SSE event field."`
+	ID    int32  `json:"id" minimum:"0" doc:"The SSE id field: the event's seq, which an EventSource sends back as Last-Event-ID."`
+	Data  Event  `json:"data" doc:"The SSE data field, one line of JSON."`
+}
+
+// JournalEndMessage is the last message: the finished run.
+type JournalEndMessage struct {
+	Event string `json:"event" enum:"end" doc:"The SSE event field."`
+	ID    int32  `json:"id" minimum:"0" doc:"The SSE id field: the run's last seq (eventCount), so that a reconnect gets 204."`
+	Data  Run    `json:"data" doc:"The SSE data field, one line of JSON."`
+}
+
+// JournalErrorMessage says the run could not be followed: the stream ends
+// without end, and a reconnect resumes after the last event.
+type JournalErrorMessage struct {
+	Event string      `json:"event" enum:"error" doc:"The SSE event field."`
+	Data  StreamError `json:"data" doc:"The SSE data field, one line of JSON."`
+}
+
+// eventStreamSchema documents the stream as the schema of one message,
+// which OpenAPI 3.2 calls the media type's itemSchema, and tools that read
+// a text/event-stream schema in 3.1 (or 3.0) take to be each event's:
+// event (an Event, id = its seq), end (the finished Run, id = its last
+// seq) or error (a StreamError), told apart by the event field.
 func eventStreamSchema(api huma.API) *huma.Schema {
 	reg := api.OpenAPI().Components.Schemas
-	msg := func(name, doc string, data *huma.Schema, withID bool) *huma.Schema {
-		props := map[string]*huma.Schema{
-			"event": {Type: huma.TypeString, Enum: []any{name}, Description: "The SSE event field."},
-			"data":  data,
-		}
-		required := []string{"event", "data"}
-		if withID {
-			props["id"] = &huma.Schema{Type: huma.TypeInteger, Format: "int32", Minimum: ptr(0.0),
-				Description: "The SSE id field: the seq an EventSource sends back as Last-Event-ID."}
-			required = append(required, "id")
-		}
-		return &huma.Schema{
-			Title: "Message " + name, Description: doc, Type: huma.TypeObject,
-			Properties: props, Required: required,
+	const name = "JournalStreamMessage"
+	ref := func(t reflect.Type) *huma.Schema { return reg.Schema(t, true, "") }
+	if _, ok := reg.Map()[name]; !ok {
+		event, end, failed := ref(reflect.TypeFor[JournalEventMessage]()), ref(reflect.TypeFor[JournalEndMessage]()), ref(reflect.TypeFor[JournalErrorMessage]())
+		reg.Map()[name] = &huma.Schema{
+			Title: "Server-sent event",
+			Description: "One SSE message of the stream, sent as `event:`, `id:` (where it has one) and `data:` lines, " +
+				"data one line of JSON, then a blank line. The stream's first field is `retry: " +
+				fmt.Sprint(streamRetry.Milliseconds()) + "` (milliseconds), and comment lines (`:`) keep a quiet stream open.",
+			OneOf: []*huma.Schema{event, end, failed},
+			Discriminator: &huma.Discriminator{PropertyName: "event", Mapping: map[string]string{
+				"event": event.Ref, "end": end.Ref, "error": failed.Ref,
+			}},
 		}
 	}
-	return &huma.Schema{
-		Title: "Server-sent events",
-		Description: "The stream as a sequence of SSE messages, each sent as `id:`, `event:` and `data:` lines " +
-			"(data is one line of JSON) and a blank line. The first field is `retry: " +
-			fmt.Sprint(streamRetry.Milliseconds()) + "` (milliseconds), and comment lines (`:`) keep a quiet stream open.",
-		Type: huma.TypeArray,
-		Items: &huma.Schema{OneOf: []*huma.Schema{
-			msg("event", "One event of the run's log; id is its seq.", reg.Schema(reflect.TypeFor[Event](), true, ""), true),
-			msg("end", "The last message: the finished run; id is its last seq (eventCount), so a reconnect gets 204.",
-				reg.Schema(reflect.TypeFor[Run](), true, ""), true),
-			msg("error", "The run could not be followed; the stream ends without end.",
-				reg.Schema(reflect.TypeFor[StreamError](), true, ""), false),
-		}},
-	}
+	return &huma.Schema{Ref: "#/components/schemas/" + name}
 }
 
 func ptr[T any](v T) *T { return &v }

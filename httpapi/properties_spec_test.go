@@ -136,7 +136,7 @@ func (b *propBundle) check(t require.TestingT, o propOp, resp *response, what st
 	ptr := pointer("paths", o.path, strings.ToLower(o.method), "responses", key, "content", ct, "schema")
 	switch {
 	case ct == "text/event-stream":
-		b.checkStream(t, ptr+"/items", resp.Body, what)
+		b.checkStream(t, ptr, resp.Body, what)
 	case strings.HasSuffix(ct, "json"):
 		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(resp.Body))
 		require.NoError(t, err, "%s: not JSON", what)

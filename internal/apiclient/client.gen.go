@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -609,6 +610,51 @@ func (e InfrastructureStatus) Valid() bool {
 	case InfrastructureStatusPending:
 		return true
 	case InfrastructureStatusStale:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JournalEndMessageEvent.
+const (
+	End JournalEndMessageEvent = "end"
+)
+
+// Valid indicates whether the value is a known member of the JournalEndMessageEvent enum.
+func (e JournalEndMessageEvent) Valid() bool {
+	switch e {
+	case End:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JournalErrorMessageEvent.
+const (
+	JournalErrorMessageEventError JournalErrorMessageEvent = "error"
+)
+
+// Valid indicates whether the value is a known member of the JournalErrorMessageEvent enum.
+func (e JournalErrorMessageEvent) Valid() bool {
+	switch e {
+	case JournalErrorMessageEventError:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JournalEventMessageEvent.
+const (
+	JournalEventMessageEventEvent JournalEventMessageEvent = "event"
+)
+
+// Valid indicates whether the value is a known member of the JournalEventMessageEvent enum.
+func (e JournalEventMessageEvent) Valid() bool {
+	switch e {
+	case JournalEventMessageEventEvent:
 		return true
 	default:
 		return false
@@ -2831,6 +2877,53 @@ type JoinNodeRequest struct {
 	Reported  NodeReported `json:"reported"`
 }
 
+// JournalEndMessage defines model for JournalEndMessage.
+type JournalEndMessage struct {
+	// Data The SSE data field, one line of JSON.
+	Data Run `json:"data"`
+
+	// Event The SSE event field.
+	Event JournalEndMessageEvent `json:"event"`
+
+	// Id The SSE id field: the run's last seq (eventCount), so that a reconnect gets 204.
+	Id int32 `json:"id"`
+}
+
+// JournalEndMessageEvent The SSE event field.
+type JournalEndMessageEvent string
+
+// JournalErrorMessage defines model for JournalErrorMessage.
+type JournalErrorMessage struct {
+	// Data The SSE data field, one line of JSON.
+	Data StreamError `json:"data"`
+
+	// Event The SSE event field.
+	Event JournalErrorMessageEvent `json:"event"`
+}
+
+// JournalErrorMessageEvent The SSE event field.
+type JournalErrorMessageEvent string
+
+// JournalEventMessage defines model for JournalEventMessage.
+type JournalEventMessage struct {
+	// Data The SSE data field, one line of JSON.
+	Data Event `json:"data"`
+
+	// Event The SSE event field.
+	Event JournalEventMessageEvent `json:"event"`
+
+	// Id The SSE id field: the event's seq, which an EventSource sends back as Last-Event-ID.
+	Id int32 `json:"id"`
+}
+
+// JournalEventMessageEvent The SSE event field.
+type JournalEventMessageEvent string
+
+// JournalStreamMessage One SSE message of the stream, sent as `event:`, `id:` (where it has one) and `data:` lines, data one line of JSON, then a blank line. The stream's first field is `retry: 3000` (milliseconds), and comment lines (`:`) keep a quiet stream open.
+type JournalStreamMessage struct {
+	union json.RawMessage
+}
+
 // ListArtifactsOutputBody defines model for ListArtifactsOutputBody.
 type ListArtifactsOutputBody struct {
 	// Artifacts Newest first.
@@ -4438,6 +4531,143 @@ type ReceiveSourceWebhookJSONRequestBody ReceiveSourceWebhookJSONBody
 
 // ReceiveSourceWebhookFormdataRequestBody defines body for ReceiveSourceWebhook for application/x-www-form-urlencoded ContentType.
 type ReceiveSourceWebhookFormdataRequestBody ReceiveSourceWebhookFormdataBody
+
+// AsJournalEventMessage returns the union data inside the JournalStreamMessage as a JournalEventMessage
+func (t JournalStreamMessage) AsJournalEventMessage() (JournalEventMessage, error) {
+	var body JournalEventMessage
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromJournalEventMessage overwrites any union data inside the JournalStreamMessage as the provided JournalEventMessage
+func (t *JournalStreamMessage) FromJournalEventMessage(v JournalEventMessage) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"event"}`))
+	t.union = b
+	return err
+}
+
+// MergeJournalEventMessage performs a merge with any union data inside the JournalStreamMessage, using the provided JournalEventMessage
+func (t *JournalStreamMessage) MergeJournalEventMessage(v JournalEventMessage) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"event"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsJournalEndMessage returns the union data inside the JournalStreamMessage as a JournalEndMessage
+func (t JournalStreamMessage) AsJournalEndMessage() (JournalEndMessage, error) {
+	var body JournalEndMessage
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromJournalEndMessage overwrites any union data inside the JournalStreamMessage as the provided JournalEndMessage
+func (t *JournalStreamMessage) FromJournalEndMessage(v JournalEndMessage) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"end"}`))
+	t.union = b
+	return err
+}
+
+// MergeJournalEndMessage performs a merge with any union data inside the JournalStreamMessage, using the provided JournalEndMessage
+func (t *JournalStreamMessage) MergeJournalEndMessage(v JournalEndMessage) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"end"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsJournalErrorMessage returns the union data inside the JournalStreamMessage as a JournalErrorMessage
+func (t JournalStreamMessage) AsJournalErrorMessage() (JournalErrorMessage, error) {
+	var body JournalErrorMessage
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromJournalErrorMessage overwrites any union data inside the JournalStreamMessage as the provided JournalErrorMessage
+func (t *JournalStreamMessage) FromJournalErrorMessage(v JournalErrorMessage) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"error"}`))
+	t.union = b
+	return err
+}
+
+// MergeJournalErrorMessage performs a merge with any union data inside the JournalStreamMessage, using the provided JournalErrorMessage
+func (t *JournalStreamMessage) MergeJournalErrorMessage(v JournalErrorMessage) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"error"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t JournalStreamMessage) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"event"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t JournalStreamMessage) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "end":
+		return t.AsJournalEndMessage()
+	case "error":
+		return t.AsJournalErrorMessage()
+	case "event":
+		return t.AsJournalEventMessage()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t JournalStreamMessage) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *JournalStreamMessage) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error

@@ -1935,6 +1935,48 @@ export interface components {
             joinToken: string;
             reported: components["schemas"]["NodeReported"];
         };
+        JournalEndMessage: {
+            /** @description The SSE data field, one line of JSON. */
+            data: components["schemas"]["Run"];
+            /**
+             * @description The SSE event field. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "end";
+            /**
+             * Format: int32
+             * @description The SSE id field: the run's last seq (eventCount), so that a reconnect gets 204.
+             */
+            id: number;
+        };
+        JournalErrorMessage: {
+            /** @description The SSE data field, one line of JSON. */
+            data: components["schemas"]["StreamError"];
+            /**
+             * @description The SSE event field. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "error";
+        };
+        JournalEventMessage: {
+            /** @description The SSE data field, one line of JSON. */
+            data: components["schemas"]["Event"];
+            /**
+             * @description The SSE event field. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "event";
+            /**
+             * Format: int32
+             * @description The SSE id field: the event's seq, which an EventSource sends back as Last-Event-ID.
+             */
+            id: number;
+        };
+        /**
+         * Server-sent event
+         * @description One SSE message of the stream, sent as `event:`, `id:` (where it has one) and `data:` lines, data one line of JSON, then a blank line. The stream's first field is `retry: 3000` (milliseconds), and comment lines (`:`) keep a quiet stream open.
+         */
+        JournalStreamMessage: components["schemas"]["JournalEventMessage"] | components["schemas"]["JournalEndMessage"] | components["schemas"]["JournalErrorMessage"];
         ListArtifactsOutputBody: {
             /** @description Newest first. */
             artifacts: components["schemas"]["StoredArtifact"][];
@@ -4114,38 +4156,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": ({
-                        data: components["schemas"]["Event"];
-                        /**
-                         * @description The SSE event field.
-                         * @enum {string}
-                         */
-                        event: "event";
-                        /**
-                         * Format: int32
-                         * @description The SSE id field: the seq an EventSource sends back as Last-Event-ID.
-                         */
-                        id: number;
-                    } | {
-                        data: components["schemas"]["Run"];
-                        /**
-                         * @description The SSE event field.
-                         * @enum {string}
-                         */
-                        event: "end";
-                        /**
-                         * Format: int32
-                         * @description The SSE id field: the seq an EventSource sends back as Last-Event-ID.
-                         */
-                        id: number;
-                    } | {
-                        data: components["schemas"]["StreamError"];
-                        /**
-                         * @description The SSE event field.
-                         * @enum {string}
-                         */
-                        event: "error";
-                    })[];
+                    "text/event-stream": components["schemas"]["JournalStreamMessage"];
                 };
             };
             /** @description The run is finished and the client has every event: nothing more will come. */
