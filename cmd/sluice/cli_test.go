@@ -58,6 +58,38 @@ func TestCLI(t *testing.T) {
 		require.Contains(t, stderr, "already finished")
 	})
 
+	t.Run("AShortRunIDIsLookedUpAmongTheNewestRuns", func(t *testing.T) {
+		id := p.hold("short-id", 0)
+		p.waitRun(id, "succeeded")
+		for _, short := range []string{id[:8], id[:4], strings.ToUpper(id[:13]), strings.ReplaceAll(id[:18], "-", "")} {
+			out, stderr, code := cli(testToken, "journal", short, "--json")
+			if code == 1 && strings.Contains(stderr, "runs have an id that starts with") {
+				continue // another run of this test's journal shares so short a start
+			}
+			require.Equal(t, 0, code, "%s: %s", short, stderr)
+			var r runView
+			require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+			require.Equal(t, id, r.ID, short)
+		}
+
+		out, stderr, code := cli(testToken, "journal", id[:8], "--follow")
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, out, "run "+id+" succeeded")
+
+		_, stderr, code = cli(testToken, "notifications", "deliveries", id[:8])
+		require.Equal(t, 0, code, stderr)
+
+		// A run id is a version 4 UUID: its 13th digit is 4, so a start with
+		// another digit there is no run's.
+		_, stderr, code = cli(testToken, "journal", id[:14]+"f")
+		require.Equal(t, 1, code)
+		require.Contains(t, stderr, "no run's id starts with "+id[:14]+"f; `sluice journal` lists the runs")
+
+		_, stderr, code = cli(testToken, "journal", "cancel", "web")
+		require.Equal(t, 1, code)
+		require.Contains(t, stderr, `"web" is not a run id: give its UUID, or its first 4 or more hex digits`)
+	})
+
 	t.Run("TokenCreatePrintsSecretOnceAndItWorks", func(t *testing.T) {
 		secret, stderr, code := cli(testToken, "token", "create", "--role", "viewer", "--name", "reader")
 		require.Equal(t, 0, code, stderr)

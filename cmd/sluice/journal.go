@@ -29,6 +29,7 @@ func runJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sluice journal [flags] [ID]\n       sluice journal cancel ID [--reason TEXT]\n\n"+
 			"Without ID, lists runs newest first. With ID, shows the run (and its events with --follow).\n"+
+			"ID is a run's UUID, or its first 4 or more hex digits, looked up among the newest 10,000 runs.\n"+
 			"cancel ends an open run (operator): a queued one never starts, a running one is asked to stop,\n"+
 			"one whose process is gone ends unknown; who asked and why are recorded.")
 		fs.PrintDefaults()
@@ -61,9 +62,9 @@ func runJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return listJournal(ctx, client, stdout, *action, *target, *state, *limit, *asJSON)
 	}
-	runID, err := uuid.Parse(id)
+	runID, err := resolveRunID(ctx, client, id)
 	if err != nil {
-		return fmt.Errorf("%q is not a run id (a UUID)", id)
+		return err
 	}
 	if cancel {
 		resp, err := client.CancelJournalRunWithResponse(ctx, runID, apiclient.CancelJournalRunJSONRequestBody{Reason: reason})

@@ -479,11 +479,16 @@ func notificationsDeliveries(ctx context.Context, args []string, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	runID, err := uuid.Parse(got[0])
-	if err != nil {
-		return notificationsBadInput(stderr, "deliveries", usage, fmt.Sprintf("RUN_ID is a run's id, as `sluice journal` lists them; %q is not one.", got[0]))
+	if _, err := uuid.Parse(got[0]); err != nil {
+		if _, ok := runIDPrefix(got[0]); !ok {
+			return notificationsBadInput(stderr, "deliveries", usage, fmt.Sprintf("RUN_ID is a run's id, as `sluice journal` lists them, or its first 4 or more hex digits; %q is not one.", got[0]))
+		}
 	}
 	client, err := newClient()
+	if err != nil {
+		return err
+	}
+	runID, err := resolveRunID(ctx, client, got[0])
 	if err != nil {
 		return err
 	}
