@@ -3,9 +3,11 @@ package db
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"sluice/internal/buildinfo"
 )
 
 //go:embed migrations/*.sql
@@ -106,6 +110,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]st
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNotNewer(migrations, applied); err != nil {
+		return nil, err
+	}
 	var names []string
 	for _, m := range migrations {
 		if applied[m.Version] {
@@ -159,12 +166,44 @@ func PendingMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error
 			return nil, err
 		}
 	}
+	if err := checkNotNewer(migrations, applied); err != nil {
+		return nil, err
+	}
 	for _, m := range migrations {
 		if !applied[m.Version] {
 			pending = append(pending, "sluice migration "+m.Name+" is not applied")
 		}
 	}
 	return pending, nil
+}
+
+// ErrSchemaNewer is returned by Migrate and PendingMigrations when the database holds a
+// migration this build does not know: a newer sluice migrated it.
+var ErrSchemaNewer = errors.New("the database's schema is newer than this build")
+
+// checkNotNewer refuses a database a newer sluice migrated: this build
+// would read and write a schema it was not made for, and say nothing (a
+// job kind it does not know, a column it leaves empty). The fix is to run
+// the newer build, or a later one; see Upgrades in docs/operations.md.
+func checkNotNewer(known []Migration, applied map[int]bool) error {
+	knows := make(map[int]bool, len(known))
+	latest := 0
+	for _, m := range known {
+		knows[m.Version], latest = true, max(latest, m.Version)
+	}
+	var unknown []int
+	for v := range applied {
+		if !knows[v] {
+			unknown = append(unknown, v)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	return fmt.Errorf("%w: it has migration %04d, and this sluice (%s) knows %04d at most. "+
+		"A newer sluice migrated it: run that version or a later one here, and stop the older serves and workers (see Upgrades in docs/operations.md)",
+		ErrSchemaNewer, unknown[len(unknown)-1], buildinfo.Get().Version, latest)
 }
 
 func appliedVersions(ctx context.Context, conn *pgxpool.Conn) (map[int]bool, error) {

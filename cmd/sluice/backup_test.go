@@ -184,9 +184,9 @@ func TestBackupAndRestore(t *testing.T) {
 		require.NoError(t, err)
 		box, err := secretbox.New(secretbox.Opts{Key: sealing})
 		require.NoError(t, err)
-		require.Contains(t, string(out), "The webhook secret of source apps were sealed with another key (id "+box.KeyID()+") than the key file "+
+		require.Contains(t, string(out), "The webhook secret of source apps was sealed with another key (id "+box.KeyID()+") than the key file "+
 			filepath.Join(other, "secret.key")+", created at this start (id ")
-		require.Contains(t, string(out), "give this process the key that sealed them: SLUICE_SECRET_KEY")
+		require.Contains(t, string(out), "give this process the key that sealed it: SLUICE_SECRET_KEY")
 		require.NotContains(t, string(out), b.hook)
 	})
 

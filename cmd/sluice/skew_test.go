@@ -87,7 +87,7 @@ func TestAgentProtocolSkew(t *testing.T) {
 			notes = runMessages(t, b.pool, converge)
 			return len(notes) > 0
 		}, 30*time.Second, 50*time.Millisecond, "the waiting run never said why")
-		require.Equal(t, []string{"Node edge-old is needs upgrade: " + n.Reason + " This run waits for it, and never runs elsewhere."}, notes)
+		require.Equal(t, []string{"Node edge-old reads Needs upgrade: " + n.Reason + " This run waits for it, and never runs elsewhere."}, notes)
 		time.Sleep(3 * time.Second) // past a node wait (2 s): the run looked again and still waits
 		require.Equal(t, "queued", b.p.run(converge).State)
 		require.Len(t, runMessages(t, b.pool, converge), 1, "the wait is said once")

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -183,7 +182,11 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 		// up to a second for its pickup.
 		FetchCooldown:     journal.FetchCooldown,
 		FetchPollInterval: journal.FetchPollInterval,
-		Logger:            riverLogger(logger),
+		// During an upgrade an older serve or worker may share the queues
+		// with a newer one: it leaves a job kind it does not know to the
+		// newer process instead of taking it and failing its one attempt.
+		FetchOnlyKnownKinds: true,
+		Logger:              riverLogger(logger),
 		// Each worker sets its own Timeout; this catches one that forgets.
 		JobTimeout: 10 * time.Minute,
 		// Must exceed the longest job timeout (a service action's, 3 h), or
@@ -211,7 +214,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 		case node.StateReady, node.StateCordoned:
 			return true, "", nil
 		}
-		return false, fmt.Sprintf("Node %s is %s: %s", n, strings.ToLower(nd.State), nd.Reason), nil
+		return false, fmt.Sprintf("Node %s reads %s: %s", n, nd.State, nd.Reason), nil
 	}
 	if opts.Node != "" {
 		if err := nodes.Beat(ctx, opts.Node, localReport(ctx, local)); err != nil {

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -148,7 +149,9 @@ func Readiness(ctx context.Context, pool *pgxpool.Pool, riverStarted bool) httpa
 	if err := pool.Ping(ctx); err != nil {
 		fail("database", "unreachable")
 		fail("migrations", "unknown: the database is unreachable")
-	} else if pending, err := db.PendingMigrations(ctx, pool); err != nil {
+	} else if pending, err := db.PendingMigrations(ctx, pool); errors.Is(err, db.ErrSchemaNewer) {
+		fail("migrations", "newer than this build: upgrade it")
+	} else if err != nil {
 		fail("migrations", "cannot be read")
 	} else if len(pending) > 0 {
 		fail("migrations", fmt.Sprintf("%d pending; run sluice migrate", len(pending)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -77,21 +78,26 @@ func (s *Service) openSealed(id uuid.UUID, name string, sealed []byte) (string, 
 // openError words a value that does not open for the operator. It names the
 // keys by their ids, never the keys or the secret.
 func openError(box *secretbox.Box, what, name string, sealed []byte, err error) error {
+	// what is "Git credentials" or "webhook secret": the verbs agree.
+	were, names, do, are, it := "was", "names", "does", "is", "it"
+	if strings.HasSuffix(what, "s") {
+		were, names, do, are, it = "were", "name", "do", "are", "them"
+	}
 	switch {
 	case errors.Is(err, secretbox.ErrUnknownKey):
 		return errs.Errorf(errs.Unavailable,
-			"The %s of source %s were sealed with another key (id %s) than %s (id %s); "+
-				"give this process the key that sealed them: SLUICE_SECRET_KEY, or SLUICE_SECRET_KEY_PREVIOUS to re-seal them with the current key at start. "+
-				"If that key is lost, clear them and send them again (see Credentials at rest in the README).",
-			what, name, secretbox.KeyIDOf(sealed), box.Origin(), box.KeyID())
+			"The %s of source %s %s sealed with another key (id %s) than %s (id %s); "+
+				"give this process the key that sealed %[7]s: SLUICE_SECRET_KEY, or SLUICE_SECRET_KEY_PREVIOUS to re-seal %[7]s with the current key at start. "+
+				"If that key is lost, clear %[7]s and send %[7]s again (see Credentials at rest in the README).",
+			what, name, were, secretbox.KeyIDOf(sealed), box.Origin(), box.KeyID(), it)
 	case errors.Is(err, secretbox.ErrAuth):
 		return errs.Errorf(errs.Unavailable,
-			"The %s of source %s name the key of %s but do not open with it: they were changed, or copied from another source's row; send them again with the source's settings.",
-			what, name, box.Origin())
+			"The %s of source %s %s the key of %s but %s not open with it: %s changed, or copied from another source's row; send %s again with the source's settings.",
+			what, name, names, box.Origin(), do, map[string]string{"it": "it was", "them": "they were"}[it], it)
 	default:
 		return errs.Errorf(errs.Unavailable,
-			"The %s of source %s are not a sealed value sluice reads (%s); send them again with the source's settings.",
-			what, name, err.Error())
+			"The %s of source %s %s not a sealed value sluice reads (%s); send %s again with the source's settings.",
+			what, name, are, err.Error(), it)
 	}
 }
 
