@@ -20,7 +20,7 @@ type Infrastructure struct {
 	Status          string    `json:"status" enum:"pending,applied,failed,stale,destroyed"`
 	Module          string    `json:"module,omitempty" doc:"The module's directory in the repository."`
 	Inputs          any       `json:"inputs,omitempty"`
-	ContentHash     string    `json:"contentHash"`
+	ContentHash     string    `json:"contentHash" doc:"The unit's contentHash (see Unit): SHA-256 of its file's canonical JSON, which is not RFC 8785."`
 	LastAppliedHash *string   `json:"lastAppliedHash,omitempty"`
 	DesiredAhead    bool      `json:"desiredAhead" doc:"Git's content differs from the last applied content."`
 	LastPlan        *Run      `json:"lastPlan,omitempty"`

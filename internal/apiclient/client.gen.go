@@ -2827,6 +2827,7 @@ type HeldNode struct {
 
 // Infrastructure defines model for Infrastructure.
 type Infrastructure struct {
+	// ContentHash The unit's contentHash (see Unit): SHA-256 of its file's canonical JSON, which is not RFC 8785.
 	ContentHash string `json:"contentHash"`
 
 	// DesiredAhead Git's content differs from the last applied content.
@@ -4246,7 +4247,9 @@ type Unit struct {
 	Commit  string      `json:"commit"`
 	Content interface{} `json:"content"`
 
-	// ContentHash SHA-256 of the canonical JSON.
+	// ContentHash The unit's identity: the lowercase hex SHA-256 of the UTF-8 bytes of the unit file's canonical JSON, which has no whitespace outside strings; object keys sorted by their UTF-8 bytes at every level; numbers exactly as the file writes them (1.0 stays 1.0, 1e3 stays 1e3); and strings with escapes decoded, then written with only \" and \\, \b \f \n \r \t, and \u00xx (lowercase hex) for the other characters below U+0020: everything else, <, > and & among them, literal. It is not RFC 8785 (JCS), which writes numbers as ECMAScript does (1.0 as 1) and sorts keys by UTF-16 code units. Recompute it from the file at commit: content is the unit as PostgreSQL's jsonb holds it, which writes 1e3 as 1000 and -0 as 0.
+	//
+	// Example: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 	ContentHash string    `json:"contentHash"`
 	CreatedAt   time.Time `json:"createdAt"`
 

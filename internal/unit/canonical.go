@@ -16,7 +16,11 @@ import (
 // and no insignificant whitespace. Numbers are kept exactly as written (1.0
 // stays 1.0, 1e3 stays 1e3) and strings are written with the fewest escapes
 // JSON allows, so <, > and & stay literal. Re-indenting data or reordering
-// its keys therefore yields identical bytes.
+// its keys therefore yields identical bytes. Its SHA-256 is the unit's
+// identity (Unit.Hash, the API's contentHash), so the form never changes.
+// It is not RFC 8785 (JCS): JCS writes numbers as ECMAScript does (1.0 as
+// 1) and sorts keys by UTF-16 code units, which differs from byte order
+// only where a key holds a character above U+FFFF.
 //
 // data must be one JSON value in UTF-8. An object with the same key twice is
 // an error rather than "last one wins", because readers disagree about which
