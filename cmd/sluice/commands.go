@@ -65,7 +65,8 @@ func named(f func(context.Context, string, []string, io.Writer, io.Writer) error
 
 // rootCommand is the command tree. cobra routes to the command, suggests
 // one for a typo, and generates shell completion (`sluice completion
-// bash`); each command still parses its own flags, so its -h lists them.
+// bash`), which completes arguments through completeArgs; each command
+// still parses its own flags, so its -h lists them.
 func rootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "sluice",
@@ -110,6 +111,7 @@ func rootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 				DisableFlagParsing: true, // the command's own flags, anywhere among its arguments
 				SilenceErrors:      true,
 				SilenceUsage:       true,
+				ValidArgsFunction:  completeArgs(ctx, name),
 				RunE: func(c *cobra.Command, args []string) error {
 					return flagExit(run(ctx, name, args, stdout, stderr))
 				},

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"sluice/internal/supervise"
 )
 
@@ -157,9 +159,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return exitError{2}
 	}
-	args, err := outputFlag(args)
-	if err != nil {
-		return err
+	// A completion's words are half typed (--output with nothing after it
+	// yet): only a command's run reads --output.
+	if args[0] != cobra.ShellCompRequestCmd && args[0] != cobra.ShellCompNoDescRequestCmd {
+		var err error
+		if args, err = outputFlag(args); err != nil {
+			return err
+		}
 	}
 	root := rootCommand(ctx, stdout, stderr)
 	root.SetArgs(args)
