@@ -319,7 +319,7 @@ func TestRiverUIRetryRecordsNewRun(t *testing.T) {
 		RetryOf *string `json:"retryOf"`
 	}
 	require.Eventually(t, func() bool {
-		_, body := p.do("GET", "/api/v1/journal?target=web", testToken, nil)
+		_, body := p.do("GET", "/api/v1/journal?target=web&action=test_hold", testToken, nil)
 		var page struct {
 			Runs []struct {
 				ID      string  `json:"id"`

@@ -333,8 +333,16 @@ func TestPark(t *testing.T) {
 		web := b.request(t, &waitArgs{Target: "web"}, "web")
 		waitParked(t, b.pool, web.ID)
 		// River UI's retry of the job that parked (completed by the park),
-		// once River's completer has written that completion too.
-		time.Sleep(200 * time.Millisecond)
+		// once River's completer has written that completion too: it
+		// writes it again, in a batch, some time later (50 ms unloaded,
+		// longer on a loaded machine), and a retry before that write is
+		// the race the README's How an action runs names.
+		require.Eventually(t, func() bool {
+			job, err := b.client.JobGet(context.Background(), *web.RiverJobID)
+			require.NoError(t, err)
+			return job.State == "completed"
+		}, 10*time.Second, 10*time.Millisecond)
+		time.Sleep(time.Second)
 		_, err := b.client.JobRetry(context.Background(), *web.RiverJobID)
 		require.NoError(t, err)
 		time.Sleep(300 * time.Millisecond)
