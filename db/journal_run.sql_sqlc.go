@@ -131,44 +131,6 @@ func (q *Queries) JournalRunFinish(ctx context.Context, arg *JournalRunFinishPar
 	return &i, err
 }
 
-const journalRunForJob = `-- name: JournalRunForJob :one
-SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run
-WHERE river_job_id = $1
-ORDER BY requested_at DESC, id DESC
-LIMIT 1
-`
-
-// JournalRunForJob reads, without locking, the newest run of a River job.
-func (q *Queries) JournalRunForJob(ctx context.Context, riverJobID *int64) (*JournalRun, error) {
-	row := q.db.QueryRow(ctx, journalRunForJob, riverJobID)
-	var i JournalRun
-	err := row.Scan(
-		&i.ID,
-		&i.Action,
-		&i.Target,
-		&i.State,
-		&i.RequestedBy,
-		&i.RequestedAt,
-		&i.StartedAt,
-		&i.FinishedAt,
-		&i.RiverJobID,
-		&i.Attempt,
-		&i.Joined,
-		&i.RetryOf,
-		&i.Params,
-		&i.Error,
-		&i.Result,
-		&i.GitCommit,
-		&i.DigestFrom,
-		&i.DigestTo,
-		&i.LastSeq,
-		&i.JoinKey,
-		&i.JoinRunning,
-		&i.EventsLost,
-	)
-	return &i, err
-}
-
 const journalRunGet = `-- name: JournalRunGet :one
 SELECT id, action, target, state, requested_by, requested_at, started_at, finished_at, river_job_id, attempt, joined, retry_of, params, error, result, git_commit, digest_from, digest_to, last_seq, join_key, join_running, events_lost FROM journal_run WHERE id = $1
 `

@@ -206,13 +206,6 @@ WHERE action = @action AND target = @target AND state IN ('queued', 'running')
 ORDER BY requested_at, id
 LIMIT 1;
 
--- name: JournalRunForJob :one
--- JournalRunForJob reads, without locking, the newest run of a River job.
-SELECT * FROM journal_run
-WHERE river_job_id = @river_job_id
-ORDER BY requested_at DESC, id DESC
-LIMIT 1;
-
 -- name: JournalRunRetriedBy :one
 -- JournalRunRetriedBy is who asked, from River UI, to retry job job_id of
 -- target since after: the requester of the newest such receipt.

@@ -96,7 +96,8 @@ func (j *Journal) OperateJobs(ctx context.Context, op JobOp, ids []int64, by str
 			}
 			target, what := "job "+strconv.FormatInt(id, 10), job.Kind
 			params := map[string]any{"jobId": id, "kind": job.Kind, "state": string(job.State), "attempt": job.Attempt}
-			run, err := q.JournalRunForJob(ctx, &id)
+			// The job's row, then the run's: the order start takes them in.
+			run, err := q.JournalRunLatestForJob(ctx, &id)
 			switch {
 			case err == nil:
 				target, what = run.Target, fmt.Sprintf("%s %s, run %s", run.Action, run.Target, run.ID)
