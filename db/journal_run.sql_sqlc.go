@@ -563,16 +563,19 @@ SELECT id, action, target, state, requested_by, requested_at, started_at, finish
 WHERE ($1::text IS NULL OR action = $1)
   AND ($2::text IS NULL OR target = $2)
   AND ($3::text IS NULL OR state = $3)
-  AND ($4::timestamptz IS NULL
-       OR (requested_at, id) < ($4::timestamptz, $5::uuid))
+  AND ($4::uuid IS NULL OR id BETWEEN $4::uuid AND $5::uuid)
+  AND ($6::timestamptz IS NULL
+       OR (requested_at, id) < ($6::timestamptz, $7::uuid))
 ORDER BY requested_at DESC, id DESC
-LIMIT $6
+LIMIT $8
 `
 
 type JournalRunListParams struct {
 	Action   *string
 	Target   *string
 	State    *string
+	IDFrom   *uuid.UUID
+	IDTo     *uuid.UUID
 	BeforeAt *time.Time
 	BeforeID *uuid.UUID
 	MaxRows  int32
@@ -584,6 +587,8 @@ func (q *Queries) JournalRunList(ctx context.Context, arg *JournalRunListParams)
 		arg.Action,
 		arg.Target,
 		arg.State,
+		arg.IDFrom,
+		arg.IDTo,
 		arg.BeforeAt,
 		arg.BeforeID,
 		arg.MaxRows,

@@ -92,11 +92,12 @@ func accepted(res *journal.EnqueueResult) *ActionAccepted {
 }
 
 type listJournalInput struct {
-	Action string `query:"action" maxLength:"63" doc:"Only runs of this action."`
-	Target string `query:"target" maxLength:"255" doc:"Only runs on this target."`
-	State  string `query:"state" enum:"queued,running,succeeded,failed,unknown,cancelled" doc:"Only runs in this state."`
-	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50" doc:"Page size."`
-	Cursor string `query:"cursor" maxLength:"8192" doc:"nextCursor from the previous page."`
+	Action   string `query:"action" maxLength:"63" doc:"Only runs of this action."`
+	Target   string `query:"target" maxLength:"255" doc:"Only runs on this target."`
+	State    string `query:"state" enum:"queued,running,succeeded,failed,unknown,cancelled" doc:"Only runs in this state."`
+	Limit    int    `query:"limit" minimum:"1" maximum:"500" default:"50" doc:"Page size."`
+	Cursor   string `query:"cursor" maxLength:"8192" doc:"nextCursor from the previous page."`
+	IDPrefix string `query:"idPrefix" minLength:"4" maxLength:"36" pattern:"^[0-9a-fA-F-]+$" doc:"Only runs whose id starts with these hex digits (4 to 32 of them, dashes ignored): a short id as the console and the CLI show it."`
 }
 
 type listJournalOutput struct {
@@ -207,7 +208,7 @@ func registerJournal(api huma.API, d Deps) {
 		func(ctx context.Context, in *listJournalInput) (*listJournalOutput, error) {
 			limit := min(max(in.Limit, 1), 500)
 			// One more than a page tells whether another page follows.
-			p := journal.ListParams{Action: in.Action, Target: in.Target, State: in.State, Limit: limit + 1}
+			p := journal.ListParams{Action: in.Action, Target: in.Target, State: in.State, IDPrefix: in.IDPrefix, Limit: limit + 1}
 			if in.Cursor != "" {
 				at, id, err := decodeCursor(in.Cursor)
 				if err != nil {

@@ -68,6 +68,7 @@ SELECT * FROM journal_run
 WHERE (sqlc.narg('action')::text IS NULL OR action = sqlc.narg('action'))
   AND (sqlc.narg('target')::text IS NULL OR target = sqlc.narg('target'))
   AND (sqlc.narg('state')::text IS NULL OR state = sqlc.narg('state'))
+  AND (sqlc.narg('id_from')::uuid IS NULL OR id BETWEEN sqlc.narg('id_from')::uuid AND sqlc.narg('id_to')::uuid)
   AND (sqlc.narg('before_at')::timestamptz IS NULL
        OR (requested_at, id) < (sqlc.narg('before_at')::timestamptz, sqlc.narg('before_id')::uuid))
 ORDER BY requested_at DESC, id DESC

@@ -29,7 +29,7 @@ func runJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sluice journal [flags] [ID]\n       sluice journal cancel ID [--reason TEXT]\n\n"+
 			"Without ID, lists runs newest first. With ID, shows the run (and its events with --follow).\n"+
-			"ID is a run's UUID, or its first 4 or more hex digits, looked up among the newest 10,000 runs.\n"+
+			"ID is a run's UUID, or its first 4 or more hex digits.\n"+
 			"cancel ends an open run (operator): a queued one never starts, a running one is asked to stop,\n"+
 			"one whose process is gone ends unknown; who asked and why are recorded.")
 		fs.PrintDefaults()

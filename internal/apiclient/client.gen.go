@@ -4347,6 +4347,9 @@ type ListJournalParams struct {
 
 	// Cursor nextCursor from the previous page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// IdPrefix Only runs whose id starts with these hex digits (4 to 32 of them, dashes ignored): a short id as the console and the CLI show it.
+	IdPrefix *string `form:"idPrefix,omitempty" json:"idPrefix,omitempty"`
 }
 
 // ListJournalParamsState defines parameters for ListJournal.
@@ -8519,6 +8522,18 @@ func NewListJournalRequest(server string, params *ListJournalParams) (*http.Requ
 		if params.Cursor != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IdPrefix != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "idPrefix", *params.IdPrefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

@@ -377,7 +377,11 @@ func (j *Journal) Get(ctx context.Context, id uuid.UUID) (*db.JournalRun, error)
 // ListParams filters and pages List.
 type ListParams struct {
 	Action, Target, State string // "" matches all
-	Limit                 int    // default 50, at most 1000
+	// IDPrefix, when set, keeps the runs whose id starts with these hex
+	// digits (dashes ignored, 4 to 32 digits): a short id as the console
+	// and the CLI show it. Read as a range of the primary key.
+	IDPrefix string
+	Limit    int // default 50, at most 1000
 	// Before continues a page: runs requested strictly before this run
 	// (ordered by requested time, then id).
 	Before *db.JournalRun
@@ -404,11 +408,32 @@ func (j *Journal) List(ctx context.Context, p ListParams) ([]*db.JournalRun, err
 		arg.BeforeAt = &p.Before.RequestedAt
 		arg.BeforeID = &p.Before.ID
 	}
+	if p.IDPrefix != "" {
+		from, to, err := IDRange(p.IDPrefix)
+		if err != nil {
+			return nil, err
+		}
+		arg.IDFrom, arg.IDTo = &from, &to
+	}
 	runs, err := db.New(j.pool).JournalRunList(ctx, arg)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
 	return runs, nil
+}
+
+// IDRange is the first and the last UUID that start with prefix: 4 to 32
+// hex digits, dashes anywhere, either case.
+func IDRange(prefix string) (from, to uuid.UUID, err error) {
+	digits := strings.ToLower(strings.ReplaceAll(prefix, "-", ""))
+	if len(digits) < 4 || len(digits) > 32 || strings.Trim(digits, "0123456789abcdef") != "" {
+		return uuid.Nil, uuid.Nil, errs.Errorf(errs.Invalid, "%q is not the start of a run id: give 4 to 32 of its hex digits.", prefix)
+	}
+	pad := func(fill string) uuid.UUID {
+		h := digits + strings.Repeat(fill, 32-len(digits))
+		return uuid.MustParse(h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:])
+	}
+	return pad("0"), pad("f"), nil
 }
 
 // Events returns up to limit events of a run with seq > afterSeq.

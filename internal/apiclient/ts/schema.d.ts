@@ -4044,6 +4044,8 @@ export interface operations {
                 limit?: number;
                 /** @description nextCursor from the previous page. */
                 cursor?: string;
+                /** @description Only runs whose id starts with these hex digits (4 to 32 of them, dashes ignored): a short id as the console and the CLI show it. */
+                idPrefix?: string;
             };
             header?: never;
             path?: never;
