@@ -94,12 +94,6 @@ func Handler(pool *pgxpool.Pool, opts Opts) *Endpoint {
 	if opts.QueryTimeout <= 0 {
 		opts.QueryTimeout = 10 * time.Second
 	}
-	if opts.MaxNodeSeries <= 0 {
-		opts.MaxNodeSeries = DefaultMaxNodeSeries
-	}
-	if opts.NodeSilence <= 0 {
-		opts.NodeSilence = node.DefaultSilence
-	}
 	bi := buildinfo.Get()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "sluice_build_info",
