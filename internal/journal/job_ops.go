@@ -33,16 +33,11 @@ const (
 // handler allows.
 const MaxJobOps = 1000
 
-func (op JobOp) action() (string, error) {
-	switch op {
-	case JobRetry:
-		return ActionJobRetry, nil
-	case JobCancel:
-		return ActionJobCancel, nil
-	case JobDelete:
-		return ActionJobDelete, nil
-	}
-	return "", errs.Errorf(errs.Invalid, "%q is not a job operation; retry, cancel or delete.", string(op))
+// jobOps are each operation's receipt action and past participle.
+var jobOps = map[JobOp]struct{ action, done string }{
+	JobRetry:  {ActionJobRetry, "retried"},
+	JobCancel: {ActionJobCancel, "cancelled"},
+	JobDelete: {ActionJobDelete, "deleted"},
 }
 
 // OperateJobs does op to each of the River jobs ids for by, as River UI's
@@ -54,9 +49,9 @@ func (op JobOp) action() (string, error) {
 // The run a retry starts is requested by by (see retryParams), so the
 // journal says who retried, not only who asked first.
 func (j *Journal) OperateJobs(ctx context.Context, op JobOp, ids []int64, by string) error {
-	action, err := op.action()
-	if err != nil {
-		return err
+	kind, ok := jobOps[op]
+	if !ok {
+		return errs.Errorf(errs.Invalid, "%q is not a job operation; retry, cancel or delete.", string(op))
 	}
 	if len(ids) == 0 || len(ids) > MaxJobOps {
 		return errs.Errorf(errs.Invalid, "Name 1 to %d jobs; %d were named.", MaxJobOps, len(ids))
@@ -106,22 +101,12 @@ func (j *Journal) OperateJobs(ctx context.Context, op JobOp, ids []int64, by str
 				return fmt.Errorf("find the run of job %d: %w", id, err)
 			}
 			if _, err := j.RecordTx(ctx, tx, RecordParams{
-				Action: action, Target: target, RequestedBy: by, Params: params,
-				Message: fmt.Sprintf("job %d (%s, %s) %s from River UI by %s", id, what, job.State, opDone(op), by),
+				Action: kind.action, Target: target, RequestedBy: by, Params: params,
+				Message: fmt.Sprintf("job %d (%s, %s) %s from River UI by %s", id, what, job.State, kind.done, by),
 			}); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-}
-
-func opDone(op JobOp) string {
-	switch op {
-	case JobRetry:
-		return "retried"
-	case JobCancel:
-		return "cancelled"
-	}
-	return "deleted"
 }
