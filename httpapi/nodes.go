@@ -113,6 +113,14 @@ type NodeAdded struct {
 
 type nodeAddedOutput struct{ Body NodeAdded }
 
+// nodeAdded answers add-node and rotate-node: the node, its join token and
+// the receipt.
+func nodeAdded(res *node.AddResult) *nodeAddedOutput {
+	out := &nodeAddedOutput{}
+	out.Body.Node, out.Body.JoinToken, out.Body.ExpiresAt, out.Body.JournalID = nodeOut(res.Node), res.JoinToken, res.ExpiresAt, res.Run.ID
+	return out
+}
+
 // NodeList answers list-nodes.
 type NodeList struct {
 	Nodes []Node `json:"nodes"`
@@ -160,9 +168,7 @@ func registerNodes(api huma.API, d Deps) {
 		if err != nil {
 			return nil, err
 		}
-		out := &nodeAddedOutput{}
-		out.Body.Node, out.Body.JoinToken, out.Body.ExpiresAt, out.Body.JournalID = nodeOut(res.Node), res.JoinToken, res.ExpiresAt, res.Run.ID
-		return out, nil
+		return nodeAdded(res), nil
 	})
 
 	register(api, d, op("list-nodes", http.MethodGet, "/nodes", "List the nodes with their states.", auth.RoleViewer),
@@ -256,9 +262,7 @@ func registerNodes(api huma.API, d Deps) {
 			if err != nil {
 				return nil, err
 			}
-			out := &nodeAddedOutput{}
-			out.Body.Node, out.Body.JoinToken, out.Body.ExpiresAt, out.Body.JournalID = nodeOut(res.Node), res.JoinToken, res.ExpiresAt, res.Run.ID
-			return out, nil
+			return nodeAdded(res), nil
 		})
 
 	register(api, d, op("delete-node", http.MethodDelete, "/nodes/{name}",
