@@ -79,24 +79,8 @@ func WaitingDecision(p Policy) string {
 // next decision may do, and withdraws nothing already accepted; a waiting
 // candidate stays until it is accepted or replaced. by is who asks.
 func (s *Service) SetPolicy(ctx context.Context, key string, policy Policy, by string) (*Source, error) {
-	var (
-		out *db.Source
-		run *db.JournalRun
-	)
-	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		q := db.New(tx)
-		cur, err := FindForUpdate(ctx, q, key)
-		if err != nil {
-			return err
-		}
-		if out, err = q.SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: cur.ID, Policy: string(policy)}); err != nil {
-			return err
-		}
-		run, err = s.recordTx(ctx, tx, ActionSetPolicy, by, cur, out, "policy "+string(policy))
-		return err
+	return s.change(ctx, key, by, func(ctx context.Context, _ pgx.Tx, q *db.Queries, cur *db.Source) (changed, error) {
+		out, err := q.SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: cur.ID, Policy: string(policy)})
+		return changed{out, ActionSetPolicy, "policy " + string(policy)}, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return sourceOutRun(out, run), nil
 }

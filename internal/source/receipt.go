@@ -66,3 +66,38 @@ func (s *Service) recordTx(ctx context.Context, tx pgx.Tx, action, by string, be
 		Message: fmt.Sprintf("source %s: %s by %s", after.Name, msg, by),
 	})
 }
+
+// changed is what a change did to a source: the row as it left it, and the
+// receipt's action and sentence.
+type changed struct {
+	out          *db.Source
+	action, what string
+}
+
+// change runs fn on the source key names, locked, and records its receipt
+// for by, in one transaction: the change and its receipt commit together or
+// not at all.
+func (s *Service) change(ctx context.Context, key, by string, fn func(ctx context.Context, tx pgx.Tx, q *db.Queries, cur *db.Source) (changed, error)) (*Source, error) {
+	var (
+		out *db.Source
+		run *db.JournalRun
+	)
+	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		q := db.New(tx)
+		cur, err := FindForUpdate(ctx, q, key)
+		if err != nil {
+			return err
+		}
+		c, err := fn(ctx, tx, q, cur)
+		if err != nil {
+			return err
+		}
+		out = c.out
+		run, err = s.recordTx(ctx, tx, c.action, by, cur, c.out, c.what)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sourceOutRun(out, run), nil
+}

@@ -211,51 +211,37 @@ func (s *Service) Update(ctx context.Context, key string, in Input, by string) (
 	if in.Policy, err = checkPolicy(in.Policy); err != nil {
 		return nil, err
 	}
-	var (
-		out *db.Source
-		run *db.JournalRun
-	)
-	err = db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		q := db.New(tx)
-		cur, err := FindForUpdate(ctx, q, key)
-		if err != nil {
-			return err
-		}
+	return s.change(ctx, key, by, func(ctx context.Context, tx pgx.Tx, q *db.Queries, cur *db.Source) (changed, error) {
 		if in.Name != "" && in.Name != cur.Name {
 			if cur.ID == DefaultID || in.Name == DefaultName {
-				return errs.Errorf(errs.Conflict, "The source named %s holds the GitOps settings; it keeps its name, and no other source takes it.", DefaultName)
+				return changed{}, errs.Errorf(errs.Conflict, "The source named %s holds the GitOps settings; it keeps its name, and no other source takes it.", DefaultName)
 			}
 			if err := validateName(in.Name); err != nil {
-				return err
+				return changed{}, err
 			}
 			// A savepoint, so that a taken name does not abort the transaction.
-			err = db.WithTx(ctx, tx, func(ctx context.Context, sp pgx.Tx) error {
+			err := db.WithTx(ctx, tx, func(ctx context.Context, sp pgx.Tx) error {
 				_, err := db.New(sp).SourceRename(ctx, &db.SourceRenameParams{ID: cur.ID, Name: in.Name})
 				return err
 			})
 			if db.IsUniqueViolation(err) {
-				return errs.Errorf(errs.Conflict, "A source named %q exists; choose another name.", in.Name)
+				return changed{}, errs.Errorf(errs.Conflict, "A source named %q exists; choose another name.", in.Name)
 			}
 			if err != nil {
-				return fmt.Errorf("rename source: %w", err)
+				return changed{}, fmt.Errorf("rename source: %w", err)
 			}
 		}
-		out, err = s.storeSettingsTx(ctx, q, cur, cur.ID, cur.Name, settings, creds)
+		out, err := s.storeSettingsTx(ctx, q, cur, cur.ID, cur.Name, settings, creds)
 		if err != nil {
-			return err
+			return changed{}, err
 		}
 		if in.Policy != "" {
 			if out, err = q.SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: cur.ID, Policy: string(in.Policy)}); err != nil {
-				return err
+				return changed{}, err
 			}
 		}
-		run, err = s.recordTx(ctx, tx, ActionUpdate, by, cur, out, "changed")
-		return err
+		return changed{out, ActionUpdate, "changed"}, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return sourceOutRun(out, run), nil
 }
 
 // Delete deletes the source key names and, in the same transaction,
@@ -264,35 +250,22 @@ func (s *Service) Update(ctx context.Context, key string, in Input, by string) (
 // its name is free again. The default source cannot be deleted. by is who
 // asks.
 func (s *Service) Delete(ctx context.Context, key, by string) (*Source, error) {
-	var (
-		out *db.Source
-		run *db.JournalRun
-	)
-	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		q := db.New(tx)
-		// The source first, then its units: a sync's finishing transaction
-		// takes them in this order too.
-		cur, err := FindForUpdate(ctx, q, key)
-		if err != nil {
-			return err
-		}
+	// The source first, then its units: a sync's finishing transaction
+	// takes them in this order too.
+	return s.change(ctx, key, by, func(ctx context.Context, _ pgx.Tx, q *db.Queries, cur *db.Source) (changed, error) {
 		if cur.ID == DefaultID {
-			return errs.Errorf(errs.Conflict, "The source named %s holds the GitOps settings and cannot be deleted; change them with PUT /api/v1/gitops/settings.", DefaultName)
+			return changed{}, errs.Errorf(errs.Conflict, "The source named %s holds the GitOps settings and cannot be deleted; change them with PUT /api/v1/gitops/settings.", DefaultName)
 		}
-		if out, err = q.SourceMarkDeleted(ctx, cur.ID); err != nil {
-			return fmt.Errorf("delete source %s: %w", cur.Name, err)
+		out, err := q.SourceMarkDeleted(ctx, cur.ID)
+		if err != nil {
+			return changed{}, fmt.Errorf("delete source %s: %w", cur.Name, err)
 		}
 		stale, err := q.UnitMarkStaleBySource(ctx, cur.ID)
 		if err != nil {
-			return fmt.Errorf("mark the units of source %s stale: %w", cur.Name, err)
+			return changed{}, fmt.Errorf("mark the units of source %s stale: %w", cur.Name, err)
 		}
-		run, err = s.recordTx(ctx, tx, ActionDelete, by, cur, out, fmt.Sprintf("deleted; %d of its units are stale, and nothing was destroyed", stale))
-		return err
+		return changed{out, ActionDelete, fmt.Sprintf("deleted; %d of its units are stale, and nothing was destroyed", stale)}, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return sourceOutRun(out, run), nil
 }
 
 // SetSuspended suspends or resumes the source key names. A suspended source
@@ -301,28 +274,14 @@ func (s *Service) Delete(ctx context.Context, key, by string) (*Source, error) {
 // fetches nothing (gitops.Service.SyncNow). A sync already running goes on
 // to its end. by is who asks.
 func (s *Service) SetSuspended(ctx context.Context, key string, suspended bool, by string) (*Source, error) {
-	var (
-		out *db.Source
-		run *db.JournalRun
-	)
-	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		q := db.New(tx)
-		cur, err := FindForUpdate(ctx, q, key)
+	return s.change(ctx, key, by, func(ctx context.Context, _ pgx.Tx, q *db.Queries, cur *db.Source) (changed, error) {
+		out, err := q.SourceSetSuspended(ctx, &db.SourceSetSuspendedParams{ID: cur.ID, Suspended: suspended})
 		if err != nil {
-			return err
+			return changed{}, err
 		}
-		if out, err = q.SourceSetSuspended(ctx, &db.SourceSetSuspendedParams{ID: cur.ID, Suspended: suspended}); err != nil {
-			return err
-		}
-		action, msg := ActionResume, "resumed: interval syncs and manual syncs run again"
 		if suspended {
-			action, msg = ActionSuspend, "suspended: no interval or manual sync until it is resumed"
+			return changed{out, ActionSuspend, "suspended: no interval or manual sync until it is resumed"}, nil
 		}
-		run, err = s.recordTx(ctx, tx, action, by, cur, out, msg)
-		return err
+		return changed{out, ActionResume, "resumed: interval syncs and manual syncs run again"}, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return sourceOutRun(out, run), nil
 }
