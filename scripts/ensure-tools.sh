@@ -5,7 +5,8 @@
 # SLUICE_ENSURE_WRK=1 (make bench), and, when SLUICE_ENSURE_BROWSER=1 (make
 # test, never make run), Chromium for the web console's browser test where
 # npm is installed (without npm that test skips, as check-contract does) and,
-# as root, systemd-container for the systemd runtime's tests.
+# as root, systemd-container for the systemd runtime's tests, and Podman,
+# runc and Debian's registry for the container runtime's.
 # Installs Debian's packages when run as root; otherwise prints the one
 # command that would.
 set -euo pipefail
@@ -50,7 +51,24 @@ fi
 if [ "${SLUICE_ENSURE_BROWSER:-}" = 1 ] && [ "$(id -u)" -eq 0 ] && ! command -v systemd-nspawn >/dev/null 2>&1; then
   browser+=(systemd-container)
 fi
-[ ${#missing[@]} -eq 0 ] && [ ${#browser[@]} -eq 0 ] && exit 0
+# Podman (rootful, with runc: crun refuses hybrid cgroups) serves the Engine
+# API the container runtime's tests drive. Only as root, like nspawn; its
+# recommends (CNI plugins, conmon's helpers) are what a bridge network needs.
+engine=()
+if [ "${SLUICE_ENSURE_BROWSER:-}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
+  command -v podman >/dev/null 2>&1 || engine+=(podman)
+  command -v runc >/dev/null 2>&1 || engine+=(runc)
+fi
+# Debian's docker-registry (the CNCF distribution registry) is the tests'
+# registry, but its install script starts a default service: the package is
+# downloaded and unpacked into ./bin/docker-registry, never installed, and the
+# tests run usr/bin/docker-registry from there with a config of their own.
+registry=bin/docker-registry/usr/bin/docker-registry
+want_registry=0
+if [ "${SLUICE_ENSURE_BROWSER:-}" = 1 ] && [ "$(id -u)" -eq 0 ] && [ ! -x "$registry" ]; then
+  want_registry=1
+fi
+[ ${#missing[@]} -eq 0 ] && [ ${#browser[@]} -eq 0 ] && [ ${#engine[@]} -eq 0 ] && [ $want_registry = 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "Missing: ${missing[*]} ${browser[*]}. Install with:  sudo apt-get install -y ${missing[*]} ${browser[*]}" >&2
@@ -58,13 +76,27 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "(or point sluice at a PostgreSQL you run with SLUICE_DATABASE_URL, and the tests with SLUICE_TEST_DATABASE_URL)" >&2
   exit 1
 fi
-echo "Installing ${missing[*]} ${browser[*]} from Debian's packages..." >&2
+pkgs="${missing[*]} ${browser[*]} ${engine[*]}"
+[ -z "${pkgs// /}" ] || echo "Installing ${pkgs} from Debian's packages..." >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+[ ${#engine[@]} -eq 0 ] || apt-get install -y -qq "${engine[@]}" >/dev/null
+if [ $want_registry = 1 ]; then
+  echo "Unpacking Debian's docker-registry into ./bin/docker-registry (not installed: no service of it starts)..." >&2
+  dl=$(mktemp -d)
+  # apt downloads as its sandbox user, who must own the directory.
+  chown _apt "$dl" 2>/dev/null || true
+  (cd "$dl" && apt-get download -qq docker-registry >/dev/null)
+  rm -rf bin/docker-registry && mkdir -p bin/docker-registry
+  dpkg-deb -x "$dl"/docker-registry_*.deb bin/docker-registry
+  rm -rf "$dl"
+  [ -x "$registry" ] || { echo "the docker-registry package did not hold usr/bin/docker-registry" >&2; exit 1; }
+fi
 [ ${#missing[@]} -eq 0 ] || apt-get install -y -qq "${missing[@]}" >/dev/null
 # Chromium only drives the browser test, and nspawn only boots a test's
 # systemd: none of their recommends.
 [ ${#browser[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${browser[@]}" >/dev/null
 have_pg || { echo "apt-get install postgresql did not provide pg_ctl" >&2; exit 1; }
 case " ${browser[*]} " in *" chromium-headless-shell "*) have_chromium || { echo "apt-get install chromium-headless-shell did not provide it" >&2; exit 1; } ;; esac
+for tool in "${engine[@]}"; do command -v "$tool" >/dev/null 2>&1 || { echo "apt-get install $tool did not provide it" >&2; exit 1; }; done
 case " ${browser[*]} " in *" systemd-container "*) command -v systemd-nspawn >/dev/null 2>&1 || { echo "apt-get install systemd-container did not provide systemd-nspawn" >&2; exit 1; } ;; esac
