@@ -1,0 +1,159 @@
+package enginetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+func TestStartAndStop(t *testing.T) {
+	t.Parallel()
+	skipUnavailable(t)
+
+	e, err := start()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped && e != nil {
+			_ = e.stop()
+		}
+	})
+	require.NoError(t, err)
+
+	// Podman runs with the engine's own configuration.
+	var info struct {
+		Host struct {
+			CgroupManager string `json:"cgroupManager"`
+			OCIRuntime    struct {
+				Name string `json:"name"`
+			} `json:"ociRuntime"`
+			NetworkBackend string `json:"networkBackend"`
+		} `json:"host"`
+		Store struct {
+			GraphRoot string `json:"graphRoot"`
+		} `json:"store"`
+	}
+	out, err := e.podman("info", "--format", "json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal([]byte(out), &info))
+	require.Equal(t, "cgroupfs", info.Host.CgroupManager)
+	require.Equal(t, "runc", info.Host.OCIRuntime.Name)
+	require.True(t, strings.HasPrefix(info.Store.GraphRoot, e.Dir), "storage in the engine's dir, not %s", info.Store.GraphRoot)
+
+	// The registry answers only inside the namespace, and only with its
+	// credentials.
+	c := &http.Client{Transport: &http.Transport{DialContext: e.Dial, DisableKeepAlives: true}}
+	get := func(user, pass string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+e.Registry.Addr+"/v2/", nil)
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusUnauthorized, get("", ""))
+	require.Equal(t, http.StatusUnauthorized, get(e.Registry.User, "wrong"))
+	require.Equal(t, http.StatusOK, get(e.Registry.User, e.Registry.Password))
+	_, err = http.Get("http://" + e.Registry.Addr + "/v2/")
+	require.Error(t, err, "the registry is not on the test's own loopback")
+
+	pids := []int{e.podmn.Process.Pid, e.reg.Process.Pid, e.holder.Process.Pid, e.ns}
+	netns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", e.ns))
+	require.NoError(t, err)
+
+	stopped = true
+	require.NoError(t, e.stop())
+	for _, pid := range pids {
+		require.False(t, running(pid), "pid %d still runs", pid)
+	}
+	require.NoDirExists(t, e.Dir)
+	for _, pid := range inNamespaceOf(netns) {
+		t.Errorf("pid %d still runs in the engine's network namespace", pid)
+	}
+	for _, p := range []string{"/var/lib/containers", "/run/containers", "/run/runc", "/run/netns"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Logf("%s exists on the host (it may be another engine's, or the machine's own)", p)
+		}
+	}
+}
+
+// running reports whether pid runs: a zombie does not.
+func running(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
+func inNamespaceOf(netns string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		if ns, err := os.Readlink("/proc/" + ent.Name() + "/ns/net"); err == nil && ns == netns {
+			var pid int
+			_, _ = fmt.Sscan(ent.Name(), &pid)
+			if pid != os.Getpid() {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+func TestPushHello(t *testing.T) {
+	t.Parallel()
+
+	e := Shared(t)
+	v1 := e.PushHello(t, ImageOpts{Version: "v1", Repo: "enginetest-hello"})
+	require.Regexp(t, `^127\.0\.0\.1:5000/enginetest-hello@sha256:[0-9a-f]{64}$`, v1.Ref)
+	require.Same(t, v1, e.PushHello(t, ImageOpts{Version: "v1", Repo: "enginetest-hello"}), "pushed once")
+	t.Logf("hello v1 built and pushed in %s", v1.Took)
+
+	// PushHello leaves the image only in the registry, which refuses a
+	// pull without credentials.
+	_, err := e.podman("image", "exists", v1.Ref)
+	require.Error(t, err, "the image is not in the engine's storage")
+	_, err = e.podman("pull", "--quiet", v1.Ref)
+	require.ErrorContains(t, err, "unauthorized")
+	e.Podman(t, "pull", "--quiet", "--creds", e.Registry.User+":"+e.Registry.Password, v1.Ref)
+
+	// It runs, and a port it publishes on the namespace's loopback is
+	// reached through Forward. (Through the service, as a runtime starts
+	// one: its catatonit reaps the container's conmon.)
+	name := "enginetest-" + randomHex(4)
+	e.Podman(t, "--remote", "--url", e.Host, "run", "--detach", "--name", name, "--publish", "127.0.0.1:18080:8080", v1.Ref, "--listen", "0.0.0.0:8080")
+	t.Cleanup(func() { _, _ = e.podman("rm", "--force", "--time", "0", name) })
+	addr := e.Forward(t, "127.0.0.1:18080")
+	var body struct {
+		Version string `json:"version"`
+	}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return json.Unmarshal(b, &body) == nil
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, "v1", body.Version)
+
+	bad := e.PushHello(t, ImageOpts{Version: "v3", ExitCode: 3, Repo: "enginetest-hello"})
+	require.NotEqual(t, v1.Digest, bad.Digest)
+}
