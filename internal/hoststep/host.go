@@ -115,9 +115,12 @@ type ApplyRequest struct {
 	Runtime string `json:"runtime,omitempty"`
 	// Systemd is what the systemd runtime adds to the unit; nil for any
 	// other runtime.
-	Systemd         *servicespec.Systemd `json:"systemd,omitempty"`
-	Probe           *servicespec.Probe   `json:"probe,omitempty"`
-	ProbeTimeoutSec int                  `json:"probeTimeoutSec"`
+	Systemd *servicespec.Systemd `json:"systemd,omitempty"`
+	// Container is what the container runtime adds; nil for any other
+	// runtime.
+	Container       *Container         `json:"container,omitempty"`
+	Probe           *servicespec.Probe `json:"probe,omitempty"`
+	ProbeTimeoutSec int                `json:"probeTimeoutSec"`
 	// Label prefixes the phase names ("retry-", "restore-").
 	Label string `json:"label,omitempty"`
 	// Restore, when set, is a unit's text as it ran before (a receipt
@@ -232,14 +235,19 @@ func (h *Host) Apply(ctx context.Context, ev Events, t *phase.Phases, req ApplyR
 	}
 	m := u.Manifest
 	a := &Applied{Digest: m.ArtifactDigest, RenderedHash: u.Hash, Rendered: string(u.Text)}
-	if err := t.Do(label+"artifact", func() error {
-		var err error
-		exe, err = h.Artifacts.Materialize(ctx, m.ArtifactDigest)
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("fetch and verify artifact %s: %w", m.ArtifactDigest, err)
+	if fetchesArtifacts(rt) {
+		// Its Activate fetches the artifact by digest, verified as fetched.
+		ev.Info(ctx, fmt.Sprintf("artifact %s is fetched by the %s runtime itself", Short(m.ArtifactDigest), rt.Name()), nil)
+	} else {
+		if err := t.Do(label+"artifact", func() error {
+			var err error
+			exe, err = h.Artifacts.Materialize(ctx, m.ArtifactDigest)
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("fetch and verify artifact %s: %w", m.ArtifactDigest, err)
+		}
+		ev.Info(ctx, fmt.Sprintf("artifact %s verified", Short(m.ArtifactDigest)), nil)
 	}
-	ev.Info(ctx, fmt.Sprintf("artifact %s verified", Short(m.ArtifactDigest)), nil)
 	if err := t.Do(label+"validate", func() error { return rt.Validate(ctx, u, exe) }); err != nil {
 		return nil, err
 	}

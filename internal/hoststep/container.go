@@ -1,0 +1,60 @@
+package hoststep
+
+// ArtifactFetcher is a Runtime that fetches and verifies its artifacts
+// itself: a container engine pulls an image by the digest that pins it and
+// checks it as it pulls. Apply then skips Host.Artifacts, whose artifacts
+// are files in sluice's store, and hands Validate and Activate an empty
+// exe: the unit names what runs.
+type ArtifactFetcher interface {
+	Runtime
+	// FetchesArtifacts is true when the runtime fetches its own.
+	FetchesArtifacts() bool
+}
+
+// fetchesArtifacts reports whether rt fetches its own artifacts.
+func fetchesArtifacts(rt Runtime) bool {
+	f, ok := rt.(ArtifactFetcher)
+	return ok && f.FetchesArtifacts()
+}
+
+// Container is what the container runtime adds to a service's manifest,
+// as Systemd is the systemd runtime's; nil for any other runtime. The
+// manifest's ArtifactDigest is the image's digest, its Args the command's
+// arguments after the image's entrypoint, its Env and Secrets the
+// container's environment.
+type Container struct {
+	// Image is the image by digest, "registry/repo@sha256:…", whose digest
+	// is the manifest's ArtifactDigest.
+	Image string `json:"image"`
+	// Entrypoint replaces the image's; nil keeps it.
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	// Ports are the ports published on the host.
+	Ports []ContainerPort `json:"ports,omitempty"`
+	// Restart is the engine's restart policy: "no" (the default, so that
+	// the probe's verdict stays honest), "on-failure", "always" or
+	// "unless-stopped".
+	Restart string `json:"restart,omitempty"`
+	// Network is the container's network mode: "" is the engine's default
+	// bridge, "none" none; "host" is refused.
+	Network string `json:"network,omitempty"`
+
+	// These are refused, each with a sentence, until a source's policy can
+	// allow them: they give the container the host.
+	Privileged bool     `json:"privileged,omitempty"`
+	CapAdd     []string `json:"capAdd,omitempty"`
+	Devices    []string `json:"devices,omitempty"`
+	// PID "host" shares the host's PID namespace.
+	PID string `json:"pid,omitempty"`
+}
+
+// ContainerPort publishes a container's port on the host.
+type ContainerPort struct {
+	// HostIP is the address it is bound to: "127.0.0.1" by default, so that
+	// nothing is exposed beyond the host unless the unit says so.
+	HostIP   string `json:"hostIp,omitempty"`
+	HostPort int    `json:"hostPort"`
+	// ContainerPort is the port inside the container; HostPort by default.
+	ContainerPort int `json:"containerPort,omitempty"`
+	// Protocol is "tcp" (the default) or "udp".
+	Protocol string `json:"protocol,omitempty"`
+}

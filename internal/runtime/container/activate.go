@@ -1,0 +1,522 @@
+package container
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/authconfig"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	ctr "github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/api/types/registry"
+	"github.com/moby/moby/client"
+
+	"sluice/internal/errs"
+	"sluice/internal/hoststep"
+	"sluice/internal/render"
+	"sluice/internal/servicespec"
+)
+
+// errNoContainer is returned by owned when no container has the name.
+var errNoContainer = errors.New("no container")
+
+// owned inspects the container of service name: errNoContainer when there
+// is none, a conflict when it is not sluice's.
+func (r *Runtime) owned(ctx context.Context, name string) (*ctr.InspectResponse, error) {
+	cli, err := r.client()
+	if err != nil {
+		return nil, err
+	}
+	res, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("%w named %s", errNoContainer, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inspect container %s: %w", name, err)
+	}
+	c := res.Container
+	if c.Config == nil || c.Config.Labels[LabelService] != name {
+		return nil, conflict(name, c.ID)
+	}
+	return &c, nil
+}
+
+// Activate implements hoststep.Runtime: it pulls the image by digest when
+// the engine lacks it, replaces the service's container (keeping its
+// volumes and the old image) with one created from the spec, with the
+// secrets' values in its environment, and starts it.
+func (r *Runtime) Activate(ctx context.Context, u *hoststep.Unit, _ string) (hoststep.Instance, error) {
+	s, err := parseSpec(u.Text)
+	if err != nil {
+		return nil, fmt.Errorf("the unit of %s does not read as a container spec: %w", u.Manifest.Service, err)
+	}
+	cli, err := r.client()
+	if err != nil {
+		return nil, err
+	}
+	old, err := r.owned(ctx, s.Service)
+	if err != nil && !errors.Is(err, errNoContainer) {
+		return nil, err
+	}
+	imageID, err := r.ensureImage(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if old != nil {
+		if err := r.removeContainer(ctx, old.ID, s.StopTimeoutSec); err != nil {
+			return nil, err
+		}
+	}
+	cfg, host, err := createConfig(s, u)
+	if err != nil {
+		return nil, err
+	}
+	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: s.Service, Config: cfg, HostConfig: host})
+	if err != nil {
+		return nil, fmt.Errorf("create container %s: %w", s.Service, err)
+	}
+	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		return nil, fmt.Errorf("start container %s: %w", s.Service, err)
+	}
+	res, err := cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("inspect container %s: %w", s.Service, err)
+	}
+	inst := r.instance(&res.Container)
+	if inst.image != imageID {
+		return nil, fmt.Errorf("container %s was created from image %s, not %s, which digest %s names", s.Service, shortID(inst.image), shortID(imageID), hoststep.Short(s.Digest))
+	}
+	return inst, nil
+}
+
+// createConfig is the engine's create request for s: the only place a
+// secret's value meets the spec.
+func createConfig(s *Spec, u *hoststep.Unit) (*ctr.Config, *ctr.HostConfig, error) {
+	env := make([]string, 0, len(s.Env)+len(u.Secrets))
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		env = append(env, k+"="+s.Env[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Secrets)) {
+		v, ok := u.Secrets[k]
+		if !ok {
+			return nil, nil, fmt.Errorf("no value was handed over for secret %s of variable %s", s.Secrets[k], k)
+		}
+		env = append(env, k+"="+string(v))
+	}
+	stop := s.StopTimeoutSec
+	cfg := &ctr.Config{
+		Image: s.Image, Entrypoint: s.Entrypoint, Cmd: s.Args, Env: env, WorkingDir: s.WorkDir,
+		StopTimeout: &stop,
+		Labels:      map[string]string{LabelService: s.Service, LabelDigest: s.Digest, LabelSpec: render.Hash(u.Text)},
+	}
+	host := &ctr.HostConfig{RestartPolicy: ctr.RestartPolicy{Name: ctr.RestartPolicyMode(s.Restart)}}
+	if s.Network != "" {
+		host.NetworkMode = ctr.NetworkMode(s.Network)
+	}
+	if len(s.Ports) > 0 {
+		cfg.ExposedPorts = network.PortSet{}
+		host.PortBindings = network.PortMap{}
+		for _, p := range s.Ports {
+			port, err := network.ParsePort(strconv.Itoa(p.ContainerPort) + "/" + p.Protocol)
+			if err != nil {
+				return nil, nil, err
+			}
+			ip, err := netip.ParseAddr(p.HostIP)
+			if err != nil {
+				return nil, nil, err
+			}
+			cfg.ExposedPorts[port] = struct{}{}
+			host.PortBindings[port] = append(host.PortBindings[port], network.PortBinding{HostIP: ip, HostPort: strconv.Itoa(p.HostPort)})
+		}
+	}
+	return cfg, host, nil
+}
+
+// ensureImage returns the id of the image s pins, pulling it by digest
+// when the engine lacks it. The engine checks the digest of what it pulls.
+func (r *Runtime) ensureImage(ctx context.Context, s *Spec) (string, error) {
+	cli, err := r.client()
+	if err != nil {
+		return "", err
+	}
+	img, err := cli.ImageInspect(ctx, s.Image)
+	if err == nil {
+		return img.ID, nil
+	}
+	if !cerrdefs.IsNotFound(err) {
+		return "", fmt.Errorf("inspect image %s: %w", s.Image, err)
+	}
+	opts := client.ImagePullOptions{}
+	if r.Credentials != nil {
+		reg := registryHost(s.repo())
+		cred, err := r.Credentials(ctx, reg)
+		if err != nil {
+			return "", fmt.Errorf("credentials for registry %s: %w", reg, err)
+		}
+		if cred != nil {
+			opts.RegistryAuth, err = authconfig.Encode(registry.AuthConfig{Username: cred.Username, Password: cred.Password, ServerAddress: reg})
+			if err != nil {
+				return "", err
+			}
+		}
+	}
+	pull, err := cli.ImagePull(ctx, s.Image, opts)
+	if err != nil {
+		return "", fmt.Errorf("pull image %s: %w", s.Image, err)
+	}
+	defer pull.Close()
+	// Wait reads the stream to its end and returns the error it carries.
+	if err := pull.Wait(ctx); err != nil {
+		return "", fmt.Errorf("pull image %s: %w", s.Image, err)
+	}
+	img, err = cli.ImageInspect(ctx, s.Image)
+	if err != nil {
+		return "", fmt.Errorf("image %s was pulled but the engine does not find it by its digest: %w", s.Image, err)
+	}
+	return img.ID, nil
+}
+
+// removeContainer stops a container (giving it its stop timeout) and
+// removes it, keeping its volumes.
+func (r *Runtime) removeContainer(ctx context.Context, id string, stopSec int) error {
+	cli, err := r.client()
+	if err != nil {
+		return err
+	}
+	if _, err := cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &stopSec}); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("stop container %s: %w", shortID(id), err)
+	}
+	if _, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: false}); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("remove container %s: %w", shortID(id), err)
+	}
+	return nil
+}
+
+// Stop implements hoststep.Runtime: the container stops and stays, with
+// its spec; nothing starts it again but a new Activate (a restart policy
+// does not restart a container stopped by hand).
+func (r *Runtime) Stop(ctx context.Context, name string) error {
+	c, err := r.owned(ctx, name)
+	if errors.Is(err, errNoContainer) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	cli, err := r.client()
+	if err != nil {
+		return err
+	}
+	timeout := render.DefaultStopTimeoutSec
+	if c.Config.StopTimeout != nil {
+		timeout = *c.Config.StopTimeout
+	}
+	if _, err := cli.ContainerStop(ctx, c.ID, client.ContainerStopOptions{Timeout: &timeout}); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("stop container %s: %w", name, err)
+	}
+	return nil
+}
+
+// Remove implements hoststep.Runtime: the container is stopped and
+// removed (never its volumes, never its image), and its spec deleted.
+func (r *Runtime) Remove(ctx context.Context, name string) error {
+	c, err := r.owned(ctx, name)
+	switch {
+	case errors.Is(err, errNoContainer):
+	case err != nil:
+		return err
+	default:
+		timeout := render.DefaultStopTimeoutSec
+		if c.Config.StopTimeout != nil {
+			timeout = *c.Config.StopTimeout
+		}
+		if err := r.removeContainer(ctx, c.ID, timeout); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(r.UnitPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove the unit of %s: %w", name, err)
+	}
+	return nil
+}
+
+// Adopt implements hoststep.Runtime from the engine's own state: the
+// service's container, if it is sluice's and runs.
+func (r *Runtime) Adopt(ctx context.Context, name string) (hoststep.Instance, error) {
+	c, err := r.owned(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !c.State.Running {
+		return nil, fmt.Errorf("container %s is %s (exit code %d, finished at %s)", name, c.State.Status, c.State.ExitCode, c.State.FinishedAt)
+	}
+	return r.instance(c), nil
+}
+
+// Prove implements hoststep.Runtime: the image the container runs, by its
+// id, against the image the pinned digest names in the engine (whose repo
+// digests must hold the pin).
+func (r *Runtime) Prove(ctx context.Context, inst hoststep.Instance, want string) *hoststep.ArtifactProof {
+	in, ok := inst.(*instance)
+	if !ok {
+		return &hoststep.ArtifactProof{Pid: inst.Pid(), Want: want, Sentence: "Which image runs cannot be proven: the instance is not the container runtime's."}
+	}
+	pr := &hoststep.ArtifactProof{Pid: in.pid, Want: want, Start: in.Start(), Facts: map[string]string{"container": in.id, "image": in.image, "startedAt": in.startedAt}}
+	cli, err := r.client()
+	if err != nil {
+		pr.Sentence = fmt.Sprintf("Which image runs cannot be proven: %s.", err)
+		return pr
+	}
+	img, err := cli.ImageInspect(ctx, in.image)
+	if err != nil {
+		pr.Sentence = fmt.Sprintf("Which image runs cannot be proven: the engine does not inspect image %s: %s.", shortID(in.image), err)
+		return pr
+	}
+	pr.Path = in.ref
+	pr.Proven = true
+	for _, rd := range img.RepoDigests {
+		if _, d, ok := strings.Cut(rd, "@"); ok && d == want {
+			pr.Digest, pr.Matches = want, true
+			pr.Sentence = fmt.Sprintf("Container %s runs image %s, proven by the engine's image id %s and its repo digest.", in.name, hoststep.Short(want), shortID(in.image))
+			return pr
+		}
+	}
+	if len(img.RepoDigests) > 0 {
+		_, pr.Digest, _ = strings.Cut(img.RepoDigests[0], "@")
+	} else {
+		pr.Digest = in.image
+	}
+	pr.Sentence = fmt.Sprintf("Container %s runs image %s (%s), not %s.", in.name, shortID(in.image), hoststep.Short(pr.Digest), hoststep.Short(want))
+	return pr
+}
+
+// Probe implements hoststep.Runtime: the shared probe (pr's URL, watching
+// the container exit), then, when the container has a healthcheck, the
+// engine's health status until it is healthy or unhealthy.
+func (r *Runtime) Probe(ctx context.Context, inst hoststep.Instance, pr *servicespec.Probe, timeout time.Duration) *hoststep.ProbeReport {
+	began := time.Now()
+	rep := hoststep.ProbeInstance(ctx, inst, pr, timeout)
+	in, ok := inst.(*instance)
+	if !rep.OK || !ok {
+		return rep
+	}
+	deadline := began.Add(timeout)
+	for {
+		c, err := r.inspectID(ctx, in.id)
+		if err != nil {
+			rep.OK, rep.Sentence = false, fmt.Sprintf("The container could not be inspected after its probe: %s.", err)
+			return rep
+		}
+		// Podman reports an empty status where there is no healthcheck.
+		if c.State.Health == nil || c.State.Health.Status == ctr.NoHealthcheck || c.State.Health.Status == "" {
+			return rep
+		}
+		switch c.State.Health.Status {
+		case ctr.Healthy:
+			rep.Sentence += " The engine reports it healthy."
+			return rep
+		case ctr.Unhealthy:
+			rep.OK = false
+			rep.Sentence += " But the engine reports it unhealthy" + lastHealth(c.State.Health) + "."
+			return rep
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			rep.OK = false
+			rep.Sentence += fmt.Sprintf(" But its healthcheck was still %s after %s.", c.State.Health.Status, timeout)
+			return rep
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func lastHealth(h *ctr.Health) string {
+	if len(h.Log) == 0 || h.Log[len(h.Log)-1] == nil {
+		return ""
+	}
+	l := h.Log[len(h.Log)-1]
+	return fmt.Sprintf(" (its check exited %d: %s)", l.ExitCode, strings.TrimSpace(l.Output))
+}
+
+// Inspect implements hoststep.Runtime: the spec on disk, the container,
+// what marks it and the image it runs and, when asked, its probe.
+func (r *Runtime) Inspect(ctx context.Context, req hoststep.InspectRequest) (*hoststep.Inspection, error) {
+	in := &hoststep.Inspection{Name: req.Name, Runtime: Name, UnitPath: r.UnitPath(req.Name)}
+	text, err := r.UnitText(ctx, req.Name)
+	switch {
+	case err != nil:
+		in.UnitError = err.Error()
+	case text != nil:
+		in.UnitHash = render.Hash(text)
+		if s, err := parseSpec(text); err == nil {
+			in.UnitDigest = s.Digest
+		}
+	}
+	c, err := r.owned(ctx, req.Name)
+	switch {
+	case errors.Is(err, errNoContainer):
+		in.NotRunning = fmt.Sprintf("No container named %s exists.", req.Name)
+		return in, nil
+	case errs.Is(err, errs.Conflict):
+		in.NotRunning = err.Error()
+		in.Drift = append(in.Drift, hoststep.Finding{Fact: fmt.Sprintf("Container %s is not sluice's.", req.Name), Proof: err.Error(), Foreign: true})
+		return in, nil
+	case err != nil:
+		return nil, err
+	}
+	if in.UnitHash != "" && c.Config.Labels[LabelSpec] != in.UnitHash {
+		in.Drift = append(in.Drift, hoststep.Finding{
+			Fact:  fmt.Sprintf("Container %s was not created from the unit written for it.", req.Name),
+			Proof: fmt.Sprintf("its %s label is %q; the unit's hash is %s", LabelSpec, c.Config.Labels[LabelSpec], in.UnitHash),
+		})
+	}
+	if !c.State.Running {
+		in.NotRunning = fmt.Sprintf("Container %s is %s (exit code %d, finished at %s).", req.Name, c.State.Status, c.State.ExitCode, c.State.FinishedAt)
+		return in, nil
+	}
+	inst := r.instance(c)
+	in.Running, in.Pid = true, inst.pid
+	if req.Want != "" {
+		in.Artifact = r.Prove(ctx, inst, req.Want)
+	}
+	if req.Probe {
+		in.Probe = r.Probe(ctx, inst, req.ProbeSpec, time.Duration(req.ProbeTimeoutSec)*time.Second)
+	}
+	return in, nil
+}
+
+func (r *Runtime) inspectID(ctx context.Context, id string) (*ctr.InspectResponse, error) {
+	cli, err := r.client()
+	if err != nil {
+		return nil, err
+	}
+	res, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return &res.Container, nil
+}
+
+func (r *Runtime) instance(c *ctr.InspectResponse) *instance {
+	in := &instance{r: r, id: c.ID, name: strings.TrimPrefix(c.Name, "/"), image: c.Image}
+	if c.Config != nil {
+		in.ref = c.Config.Image
+	}
+	if c.State != nil {
+		in.pid, in.startedAt = c.State.Pid, c.State.StartedAt
+	}
+	return in
+}
+
+// instance is one start of a container: its id and StartedAt.
+type instance struct {
+	r         *Runtime
+	id, name  string
+	image     string // the image id
+	ref       string // the image as the container was created from it
+	pid       int
+	startedAt string
+}
+
+// Start names this start: the container's id and when it started.
+func (i *instance) Start() string { return i.id + "@" + i.startedAt }
+
+func (i *instance) Pid() int { return i.pid }
+
+// state inspects the container: nil when it is gone.
+func (i *instance) state() *ctr.InspectResponse {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := i.r.inspectID(ctx, i.id)
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+func (i *instance) Alive() bool {
+	c := i.state()
+	return c != nil && c.State.Running && c.State.StartedAt == i.startedAt
+}
+
+func (i *instance) Exited() (bool, *hoststep.Exit) {
+	c := i.state()
+	if c == nil {
+		return true, nil
+	}
+	if c.State.StartedAt != i.startedAt {
+		// Started again since (a restart policy): this start ended.
+		return true, nil
+	}
+	if c.State.Running || c.State.Restarting {
+		return false, nil
+	}
+	e := &hoststep.Exit{Code: c.State.ExitCode, Error: c.State.Error}
+	if c.State.OOMKilled {
+		e.Code, e.Signal = -1, "SIGKILL"
+	}
+	return true, e
+}
+
+func (i *instance) LastLines(n int) ([]string, error) {
+	cli, err := i.r.client()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	logs, err := cli.ContainerLogs(ctx, i.id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(n), Timestamps: true})
+	if err != nil {
+		return nil, fmt.Errorf("read the logs of container %s: %w", i.name, err)
+	}
+	defer logs.Close()
+	// Stdout and stderr come apart; the timestamps put them back in order.
+	var out, errOut bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &errOut, logs); err != nil {
+		return nil, fmt.Errorf("read the logs of container %s: %w", i.name, err)
+	}
+	lines := append(splitLines(out.String()), splitLines(errOut.String())...)
+	slices.SortStableFunc(lines, func(a, b string) int {
+		ta, _, _ := strings.Cut(a, " ")
+		tb, _, _ := strings.Cut(b, " ")
+		ta, tb = normTime(ta), normTime(tb)
+		return strings.Compare(ta, tb)
+	})
+	for k, l := range lines {
+		_, lines[k], _ = strings.Cut(l, " ")
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines, nil
+}
+
+// normTime makes an RFC 3339 timestamp with nanoseconds compare as text.
+func normTime(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000000")
+}
+
+func splitLines(s string) []string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}

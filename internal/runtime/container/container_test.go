@@ -1,0 +1,396 @@
+package container_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/enginetest"
+	"sluice/internal/errs"
+	"sluice/internal/hoststep"
+	"sluice/internal/phase"
+	"sluice/internal/render"
+	"sluice/internal/runtime/container"
+	"sluice/internal/servicespec"
+)
+
+func TestMain(m *testing.M) { enginetest.Main(m) }
+
+// events keeps what a step told its run.
+type events struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (e *events) add(level, msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lines = append(e.lines, level+": "+msg)
+}
+func (e *events) Info(_ context.Context, msg string, _ any)  { e.add("info", msg) }
+func (e *events) Warn(_ context.Context, msg string, _ any)  { e.add("warn", msg) }
+func (e *events) Error(_ context.Context, msg string, _ any) { e.add("error", msg) }
+
+func (e *events) text() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return strings.Join(e.lines, "\n")
+}
+
+const digest = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+func TestRender(t *testing.T) {
+	t.Parallel()
+
+	rt := container.New(container.DefaultHost, t.TempDir())
+	base := func() *hoststep.ApplyRequest {
+		return &hoststep.ApplyRequest{
+			Manifest: render.Manifest{
+				Service: "web", ArtifactDigest: digest, Args: []string{"--listen", "0.0.0.0:8080"},
+				Env:     map[string]string{"B": "2", "A": "1"},
+				Secrets: map[string]render.SecretRef{"TOKEN": {Name: "token", Version: 3}},
+			},
+			Container: &hoststep.Container{Image: "registry.example:5000/team/web@" + digest, Ports: []hoststep.ContainerPort{{HostPort: 8080}}},
+		}
+	}
+
+	t.Run("RendersADeterministicSpecWithoutSecretValues", func(t *testing.T) {
+		t.Parallel()
+		u, err := rt.Render(base())
+		require.NoError(t, err)
+		again, err := rt.Render(base())
+		require.NoError(t, err)
+		require.Equal(t, u.Text, again.Text)
+		require.Equal(t, render.Hash(u.Text), u.Hash)
+		text := string(u.Text)
+		require.Contains(t, text, `"hostIp": "127.0.0.1"`, "ports are bound to loopback by default")
+		require.Contains(t, text, `"containerPort": 8080`)
+		require.Contains(t, text, `"restart": "no"`)
+		require.Contains(t, text, `"TOKEN": "token@3"`, "a secret is named, with its version")
+		require.Less(t, strings.Index(text, `"A"`), strings.Index(text, `"B"`))
+	})
+
+	t.Run("ParsesWhatItRendered", func(t *testing.T) {
+		t.Parallel()
+		u, err := rt.Render(base())
+		require.NoError(t, err)
+		back, err := rt.Parse(u.Text)
+		require.NoError(t, err)
+		m := base().Manifest
+		m.StopTimeoutSec = render.DefaultStopTimeoutSec
+		require.Equal(t, m, back.Manifest)
+		require.Equal(t, u.Hash, back.Hash)
+		_, err = rt.Parse(append(u.Text, ' '))
+		require.ErrorContains(t, err, "not the text the container runtime renders")
+		_, err = rt.Parse([]byte("[Service]\nName=\"web\"\n"))
+		require.ErrorContains(t, err, "does not read as a container spec")
+	})
+
+	for name, tc := range map[string]struct {
+		change func(*hoststep.ApplyRequest)
+		want   string
+	}{
+		"RefusesPrivileged":    {func(r *hoststep.ApplyRequest) { r.Container.Privileged = true }, "privileged container, which holds the whole host"},
+		"RefusesAddedCaps":     {func(r *hoststep.ApplyRequest) { r.Container.CapAdd = []string{"NET_ADMIN"} }, "added capabilities (NET_ADMIN)"},
+		"RefusesDevices":       {func(r *hoststep.ApplyRequest) { r.Container.Devices = []string{"/dev/kvm"} }, "host devices (/dev/kvm)"},
+		"RefusesHostPID":       {func(r *hoststep.ApplyRequest) { r.Container.PID = "host" }, "see and signal the host's processes"},
+		"RefusesHostNetwork":   {func(r *hoststep.ApplyRequest) { r.Container.Network = "host" }, "asks for the host's network"},
+		"RefusesATag":          {func(r *hoststep.ApplyRequest) { r.Container.Image = "registry.example:5000/team/web:v1" }, "not an image by digest"},
+		"RefusesTagAndDigest":  {func(r *hoststep.ApplyRequest) { r.Container.Image = "registry.example:5000/team/web:v1@" + digest }, "not an image by digest"},
+		"RefusesAnotherDigest": {func(r *hoststep.ApplyRequest) { r.Container.Image = "web@sha256:" + strings.Repeat("b", 64) }, "they must be the same digest"},
+		"RefusesNoImage":       {func(r *hoststep.ApplyRequest) { r.Container = nil }, "names no image"},
+		"RefusesSystemd":       {func(r *hoststep.ApplyRequest) { r.Systemd = &servicespec.Systemd{User: "web"} }, "does not take systemd options"},
+		"RefusesABadPort":      {func(r *hoststep.ApplyRequest) { r.Container.Ports[0].HostPort = 70000 }, "not between 1 and 65535"},
+		"RefusesABadAddress":   {func(r *hoststep.ApplyRequest) { r.Container.Ports[0].HostIP = "localhost" }, "not an IP address"},
+		"RefusesABadRestart":   {func(r *hoststep.ApplyRequest) { r.Container.Restart = "sometimes" }, "Restart policy \"sometimes\""},
+		"RefusesAnInvalidName": {func(r *hoststep.ApplyRequest) { r.Manifest.Service = "Web/.." }, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			req := base()
+			tc.change(req)
+			_, err := rt.Render(req)
+			require.True(t, errs.Is(err, errs.Invalid), "%v", err)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// testBundle is one service on the shared engine.
+type testBundle struct {
+	engine *enginetest.Engine
+	rt     *container.Runtime
+	host   *hoststep.Host
+	dir    string
+	name   string
+	port   int
+	// probe is the service's probe URL, forwarded into the engine's
+	// network namespace.
+	probe string
+}
+
+var nextPort atomic.Int32
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	e := enginetest.Shared(t)
+	dir := t.TempDir()
+	b := &testBundle{engine: e, dir: dir, name: "web-" + randomHex(4), port: 18100 + int(nextPort.Add(1))}
+	b.rt = b.runtime(true)
+	b.host = hoststep.New(nil, b.rt)
+	b.probe = "http://" + e.Forward(t, "127.0.0.1:"+strconv.Itoa(b.port)) + "/healthz"
+	t.Cleanup(func() {
+		_ = b.rt.Remove(context.Background(), b.name)
+		_ = b.rt.Close()
+	})
+	return b
+}
+
+// runtime is a new Runtime value over the bundle's engine and directory,
+// with the registry's credentials or none.
+func (b *testBundle) runtime(creds bool) *container.Runtime {
+	rt := container.New(b.engine.Host, b.dir)
+	if creds {
+		rt.Credentials = func(_ context.Context, registry string) (*container.Credentials, error) {
+			if registry != b.engine.Registry.Addr {
+				return nil, nil
+			}
+			return &container.Credentials{Username: b.engine.Registry.User, Password: b.engine.Registry.Password}, nil
+		}
+	}
+	return rt
+}
+
+func (b *testBundle) request(img *enginetest.Image) hoststep.ApplyRequest {
+	return hoststep.ApplyRequest{
+		Runtime: container.Name,
+		Manifest: render.Manifest{
+			Service: b.name, ArtifactDigest: img.Digest, Args: []string{"--listen", "0.0.0.0:8080"},
+			Env:     map[string]string{"HELLO_HASH_ENV": "TOKEN"},
+			Secrets: map[string]render.SecretRef{"TOKEN": {Name: "token", Version: 1}},
+		},
+		Container:       &hoststep.Container{Image: img.Ref, Ports: []hoststep.ContainerPort{{HostPort: b.port, ContainerPort: 8080}}},
+		Probe:           &servicespec.Probe{HTTP: b.probe},
+		ProbeTimeoutSec: 10,
+		Secrets: map[string]hoststep.SecretValue{
+			"TOKEN": {Ref: render.SecretRef{Name: "token", Version: 1}, Value: []byte("s3cr3t-value")},
+		},
+	}
+}
+
+// hello is what the service answers on GET /.
+func (b *testBundle) hello(t *testing.T) (version string, env map[string]string) {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(b.probe, "/healthz") + "/")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var got struct {
+		Version string            `json:"version"`
+		Env     map[string]string `json:"env"`
+	}
+	require.NoError(t, json.Unmarshal(body, &got), "%s", body)
+	return got.Version, got.Env
+}
+
+func TestConverge(t *testing.T) {
+	t.Parallel()
+
+	b := setup(t)
+	v1 := b.engine.PushHello(t, enginetest.ImageOpts{Version: "v1"})
+	v2 := b.engine.PushHello(t, enginetest.ImageOpts{Version: "v2"})
+	v3 := b.engine.PushHello(t, enginetest.ImageOpts{Version: "v3", ExitCode: 3})
+
+	// Without the registry's credentials the pull is refused, and nothing
+	// was created. (v2 is this test's alone: no other test pulled it.)
+	anon := hoststep.New(nil, b.runtime(false))
+	_, err := anon.Apply(t.Context(), &events{}, &phase.Phases{}, b.request(v2))
+	require.ErrorContains(t, err, "pull image "+v2.Ref)
+	require.ErrorContains(t, err, "unauthorized")
+	in, err := b.rt.Inspect(t.Context(), hoststep.InspectRequest{Name: b.name})
+	require.NoError(t, err)
+	require.False(t, in.Running)
+
+	// v1: pulled by digest with credentials, started, probed, proven.
+	ev := &events{}
+	began := time.Now()
+	a1, err := b.host.Apply(t.Context(), ev, &phase.Phases{}, b.request(v1))
+	require.NoError(t, err)
+	t.Logf("v1 converged (pull, create, start, probe) in %s", time.Since(began))
+	require.True(t, a1.Probe.OK, "%s\n%s", a1.Probe.Sentence, ev.text())
+	require.True(t, a1.Artifact.Matches, a1.Artifact.Sentence)
+	require.Equal(t, v1.Digest, a1.Artifact.Digest)
+	require.Contains(t, ev.text(), "is fetched by the container runtime itself")
+	require.NotContains(t, a1.Rendered, "s3cr3t-value", "a secret's value is never in the unit")
+	require.NotContains(t, ev.text(), b.engine.Registry.Password)
+	version, env := b.hello(t)
+	require.Equal(t, "v1", version)
+	sum := sha256.Sum256([]byte("s3cr3t-value"))
+	require.Equal(t, "sha256:"+hex.EncodeToString(sum[:]), env["TOKEN"], "the secret's value reached the container")
+	start1 := a1.Artifact.Start
+
+	// v2 by digest: another container from another image.
+	began = time.Now()
+	a2, err := b.host.Apply(t.Context(), &events{}, &phase.Phases{}, b.request(v2))
+	require.NoError(t, err)
+	t.Logf("v2 converged in %s", time.Since(began))
+	require.True(t, a2.Probe.OK, a2.Probe.Sentence)
+	require.True(t, a2.Artifact.Matches, a2.Artifact.Sentence)
+	require.NotEqual(t, start1, a2.Artifact.Start)
+	version, _ = b.hello(t)
+	require.Equal(t, "v2", version)
+	// Proving v2's container against v1's digest says so.
+	inst, err := b.rt.Adopt(t.Context(), b.name)
+	require.NoError(t, err)
+	wrong := b.rt.Prove(t.Context(), inst, v1.Digest)
+	require.True(t, wrong.Proven)
+	require.False(t, wrong.Matches)
+	require.Contains(t, wrong.Sentence, "not "+hoststep.Short(v1.Digest))
+
+	// v3 exits with code 3: the probe fails with its exit and its logs,
+	// and v2's image stays for a rollback.
+	ev = &events{}
+	a3, err := b.host.Apply(t.Context(), ev, &phase.Phases{}, b.request(v3))
+	require.NoError(t, err)
+	require.False(t, a3.Probe.OK)
+	require.True(t, a3.Probe.Exited, a3.Probe.Sentence)
+	require.NotNil(t, a3.Probe.ExitCode)
+	require.Equal(t, 3, *a3.Probe.ExitCode)
+	require.Contains(t, strings.Join(a3.Probe.LastLines, "\n"), "hello v3: HELLO_EXIT_CODE is set, exiting with code 3")
+	require.Contains(t, strings.Join(a3.Probe.LastLines, "\n"), "hello v3: fatal: asked to exit")
+	require.Contains(t, ev.text(), "last 2 lines of "+b.name+"'s output")
+	b.engine.Podman(t, "image", "exists", v2.Ref)
+
+	// Rolling back to v2's unit runs v2 again, from the kept image.
+	a4, err := b.host.Apply(t.Context(), &events{}, &phase.Phases{}, hoststep.ApplyRequest{
+		Runtime: container.Name, Manifest: b.request(v2).Manifest, Restore: []byte(a2.Rendered),
+		Probe: &servicespec.Probe{HTTP: b.probe}, ProbeTimeoutSec: 10, Secrets: b.request(v2).Secrets,
+	})
+	require.NoError(t, err)
+	require.True(t, a4.Probe.OK, a4.Probe.Sentence)
+	require.True(t, a4.Artifact.Matches)
+	version, _ = b.hello(t)
+	require.Equal(t, "v2", version)
+}
+
+func TestNameConflict(t *testing.T) {
+	t.Parallel()
+
+	b := setup(t)
+	v1 := b.engine.PushHello(t, enginetest.ImageOpts{Version: "v1"})
+	b.engine.Podman(t, "pull", "--quiet", "--creds", b.engine.Registry.User+":"+b.engine.Registry.Password, v1.Ref)
+	// Someone's own container, of the service's name, without sluice's
+	// labels.
+	id := strings.TrimSpace(b.engine.Podman(t, "--remote", "--url", b.engine.Host, "run", "--detach", "--name", b.name, v1.Ref, "--listen", "0.0.0.0:8080"))
+	t.Cleanup(func() {
+		_, _ = b.engine.Command("podman", "--remote", "--url", b.engine.Host, "rm", "--force", "--time", "0", id).CombinedOutput()
+	})
+
+	_, err := b.host.Apply(t.Context(), &events{}, &phase.Phases{}, b.request(v1))
+	require.True(t, errs.Is(err, errs.Conflict), "%v", err)
+	require.ErrorContains(t, err, "A container named "+b.name+" ("+id[:12]+") exists and is not sluice's")
+
+	in, err := b.rt.Inspect(t.Context(), hoststep.InspectRequest{Name: b.name})
+	require.NoError(t, err)
+	require.Contains(t, hoststep.ForeignOf(in), "is not sluice's")
+	require.True(t, errs.Is(b.rt.Remove(t.Context(), b.name), errs.Conflict))
+	require.True(t, errs.Is(b.rt.Stop(t.Context(), b.name), errs.Conflict))
+	names, err := b.rt.Names(t.Context())
+	require.NoError(t, err)
+	require.NotContains(t, names, b.name)
+
+	out := b.engine.Podman(t, "--remote", "--url", b.engine.Host, "inspect", "--format", "{{.Id}} {{.State.Running}}", b.name)
+	require.Equal(t, id+" true", strings.TrimSpace(out), "the container was left as it was")
+}
+
+func TestRemovedByHand(t *testing.T) {
+	t.Parallel()
+
+	b := setup(t)
+	v1 := b.engine.PushHello(t, enginetest.ImageOpts{Version: "v1"})
+	a, err := b.host.Apply(t.Context(), &events{}, &phase.Phases{}, b.request(v1))
+	require.NoError(t, err)
+	require.True(t, a.Probe.OK, a.Probe.Sentence)
+
+	in, err := b.host.Inspect(t.Context(), hoststep.InspectRequest{Name: b.name, Want: v1.Digest})
+	require.NoError(t, err)
+	require.True(t, in.Running)
+	require.Equal(t, container.Name, in.Runtime)
+	require.Equal(t, a.RenderedHash, in.UnitHash)
+	require.Empty(t, in.Drift)
+	require.True(t, in.Artifact.Matches)
+
+	b.engine.Podman(t, "--remote", "--url", b.engine.Host, "rm", "--force", "--time", "0", b.name)
+	in, err = b.host.Inspect(t.Context(), hoststep.InspectRequest{Name: b.name, Want: v1.Digest})
+	require.NoError(t, err)
+	require.False(t, in.Running)
+	require.Equal(t, "No container named "+b.name+" exists.", in.NotRunning)
+	require.Equal(t, a.RenderedHash, in.UnitHash, "the unit is still written")
+	names, err := b.rt.Names(t.Context())
+	require.NoError(t, err)
+	require.Contains(t, names, b.name, "the unit still names it")
+}
+
+func TestAdoptStopRemove(t *testing.T) {
+	t.Parallel()
+
+	b := setup(t)
+	v1 := b.engine.PushHello(t, enginetest.ImageOpts{Version: "v1"})
+	a, err := b.host.Apply(t.Context(), &events{}, &phase.Phases{}, b.request(v1))
+	require.NoError(t, err)
+	require.True(t, a.Probe.OK, a.Probe.Sentence)
+
+	// A new Runtime value (a restarted agent) adopts the container from
+	// the engine's state.
+	again := b.runtime(false)
+	t.Cleanup(func() { _ = again.Close() })
+	inst, err := again.Adopt(t.Context(), b.name)
+	require.NoError(t, err)
+	require.True(t, inst.Alive())
+	pr := again.Prove(t.Context(), inst, v1.Digest)
+	require.True(t, pr.Matches, pr.Sentence)
+	require.Equal(t, a.Artifact.Start, pr.Start, "the same start")
+	require.Equal(t, a.Pid, inst.Pid())
+	names, err := again.Names(t.Context())
+	require.NoError(t, err)
+	require.Contains(t, names, b.name)
+	text, err := again.UnitText(t.Context(), b.name)
+	require.NoError(t, err)
+	require.Equal(t, a.Rendered, string(text))
+
+	// Stop keeps the container and its unit; nothing runs.
+	require.NoError(t, again.Stop(t.Context(), b.name))
+	require.False(t, inst.Alive())
+	exited, _ := inst.Exited()
+	require.True(t, exited)
+	_, err = again.Adopt(t.Context(), b.name)
+	require.ErrorContains(t, err, "container "+b.name+" is exited")
+
+	// Remove deletes the container and its unit; the image stays.
+	require.NoError(t, again.Remove(t.Context(), b.name))
+	names, err = again.Names(t.Context())
+	require.NoError(t, err)
+	require.NotContains(t, names, b.name)
+	text, err = again.UnitText(t.Context(), b.name)
+	require.NoError(t, err)
+	require.Nil(t, text)
+	b.engine.Podman(t, "image", "exists", v1.Ref)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,227 @@
+package container
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/distribution/reference"
+
+	"sluice/internal/errs"
+	"sluice/internal/hoststep"
+	"sluice/internal/render"
+)
+
+// Kind names the rendered spec's format in its text.
+const Kind = "sluice.container/v1"
+
+// The labels that mark a container as sluice's: the service it runs, the
+// image digest it was created from, and the hash of the spec it was created
+// from. A container of a service's name without them is someone else's.
+const (
+	LabelService = "io.sluice.service"
+	LabelDigest  = "io.sluice.digest"
+	LabelSpec    = "io.sluice.spec"
+)
+
+// Spec is the rendered unit of a container service: what Activate creates
+// the container from. Its JSON is deterministic (fields in this order, map
+// keys sorted) and holds secret references, never their values.
+type Spec struct {
+	Kind    string `json:"kind"`
+	Service string `json:"service"`
+	// Image is the image by digest, "registry/repo@sha256:…"; Digest the
+	// digest that pins it.
+	Image  string `json:"image"`
+	Digest string `json:"digest"`
+	// Entrypoint replaces the image's; nil keeps it. Args follow it.
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Args       []string          `json:"args,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	// Secrets names the secret each variable takes ("name@3"); its value
+	// is handed to Activate beside the spec.
+	Secrets        map[string]string        `json:"secrets,omitempty"`
+	WorkDir        string                   `json:"workDir,omitempty"`
+	Ports          []hoststep.ContainerPort `json:"ports,omitempty"`
+	Restart        string                   `json:"restart"`
+	Network        string                   `json:"network,omitempty"`
+	StopTimeoutSec int                      `json:"stopTimeoutSec"`
+}
+
+var restarts = []string{"no", "on-failure", "always", "unless-stopped"}
+
+// renderSpec checks the request and turns it into the container's spec.
+func renderSpec(req *hoststep.ApplyRequest) (*Spec, error) {
+	m := req.Manifest
+	if req.Systemd != nil {
+		return nil, errs.Errorf(errs.Invalid, "The container runtime does not take systemd options; drop spec.systemd from %s, or run it under runtime systemd.", m.Service)
+	}
+	// render checks the name, the digest, the arguments, the environment
+	// and the stop timeout as for every runtime.
+	if _, _, err := render.Render(m); err != nil {
+		return nil, err
+	}
+	c := req.Container
+	if c == nil || c.Image == "" {
+		return nil, errs.Errorf(errs.Invalid, "%s runs under the container runtime but names no image; set spec.container.image to the image by digest (registry/repo@sha256:…).", m.Service)
+	}
+	ref, err := reference.ParseNormalizedNamed(c.Image)
+	canon, pinned := ref.(reference.Canonical)
+	_, tagged := ref.(reference.Tagged)
+	if err != nil || !pinned || tagged || canon.Digest().Algorithm() != "sha256" || c.Image != reference.FamiliarString(ref) && c.Image != ref.String() {
+		return nil, errs.Errorf(errs.Invalid, "Image %q of %s is not an image by digest; name it as registry/repo@sha256:<64 hex>, so that what runs is pinned.", c.Image, m.Service)
+	}
+	if d := canon.Digest().String(); d != m.ArtifactDigest {
+		return nil, errs.Errorf(errs.Invalid, "Image %s of %s is pinned at %s, but the service's artifact is %s; they must be the same digest.", c.Image, m.Service, hoststep.Short(d), hoststep.Short(m.ArtifactDigest))
+	}
+	switch {
+	case c.Privileged:
+		return nil, errs.Errorf(errs.Invalid, "%s asks for a privileged container, which holds the whole host; the container runtime refuses it: drop spec.container.privileged.", m.Service)
+	case len(c.CapAdd) > 0:
+		return nil, errs.Errorf(errs.Invalid, "%s asks for added capabilities (%s), which give the container powers over the host; the container runtime refuses them: drop spec.container.capAdd.", m.Service, strings.Join(c.CapAdd, ", "))
+	case len(c.Devices) > 0:
+		return nil, errs.Errorf(errs.Invalid, "%s asks for host devices (%s); the container runtime refuses them: drop spec.container.devices.", m.Service, strings.Join(c.Devices, ", "))
+	case c.PID != "" && c.PID != "private":
+		return nil, errs.Errorf(errs.Invalid, "%s asks for PID namespace %q, which lets it see and signal the host's processes; the container runtime refuses it: drop spec.container.pid.", m.Service, c.PID)
+	case c.Network == "host":
+		return nil, errs.Errorf(errs.Invalid, "%s asks for the host's network, which bypasses its published ports and binds anything on every address; the container runtime refuses it: publish ports instead.", m.Service)
+	case c.Network != "" && c.Network != "none" && c.Network != "bridge":
+		return nil, errs.Errorf(errs.Invalid, "Network %q of %s is not one the container runtime knows; leave it empty for the engine's bridge, or set none.", c.Network, m.Service)
+	}
+	restart := c.Restart
+	if restart == "" {
+		restart = "no"
+	}
+	if !slices.Contains(restarts, restart) {
+		return nil, errs.Errorf(errs.Invalid, "Restart policy %q of %s is not one of %s.", c.Restart, m.Service, strings.Join(restarts, ", "))
+	}
+	ports, err := ports(m.Service, c.Ports)
+	if err != nil {
+		return nil, err
+	}
+	if c.Network == "none" && len(ports) > 0 {
+		return nil, errs.Errorf(errs.Invalid, "%s has no network (network none) and publishes ports; drop one or the other.", m.Service)
+	}
+	s := &Spec{
+		Kind: Kind, Service: m.Service, Image: c.Image, Digest: m.ArtifactDigest,
+		Entrypoint: c.Entrypoint, Args: m.Args, Env: m.Env, WorkDir: m.WorkDir, Ports: ports,
+		Restart: restart, Network: c.Network, StopTimeoutSec: hoststep.StopTimeout(m),
+	}
+	if len(s.Args) == 0 {
+		s.Args = nil
+	}
+	if len(s.Env) == 0 {
+		s.Env = nil
+	}
+	if len(m.Secrets) > 0 {
+		s.Secrets = make(map[string]string, len(m.Secrets))
+		for k, ref := range m.Secrets {
+			s.Secrets[k] = ref.String()
+		}
+	}
+	return s, nil
+}
+
+// ports checks the ports and fills in their defaults: loopback, the same
+// port inside, tcp.
+func ports(service string, in []hoststep.ContainerPort) ([]hoststep.ContainerPort, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make([]hoststep.ContainerPort, len(in))
+	seen := map[string]bool{}
+	for i, p := range in {
+		if p.HostIP == "" {
+			p.HostIP = "127.0.0.1"
+		}
+		if p.ContainerPort == 0 {
+			p.ContainerPort = p.HostPort
+		}
+		if p.Protocol == "" {
+			p.Protocol = "tcp"
+		}
+		ip, err := netip.ParseAddr(p.HostIP)
+		switch {
+		case err != nil:
+			return nil, errs.Errorf(errs.Invalid, "Port %d of %s is bound to %q, which is not an IP address.", p.HostPort, service, p.HostIP)
+		case p.HostPort < 1 || p.HostPort > 65535 || p.ContainerPort < 1 || p.ContainerPort > 65535:
+			return nil, errs.Errorf(errs.Invalid, "Port %d:%d of %s is not between 1 and 65535.", p.HostPort, p.ContainerPort, service)
+		case p.Protocol != "tcp" && p.Protocol != "udp":
+			return nil, errs.Errorf(errs.Invalid, "Port %d of %s has protocol %q; use tcp or udp.", p.HostPort, service, p.Protocol)
+		}
+		p.HostIP = ip.String()
+		key := fmt.Sprintf("%s:%d/%s", p.HostIP, p.HostPort, p.Protocol)
+		if seen[key] {
+			return nil, errs.Errorf(errs.Invalid, "%s publishes %s twice.", service, key)
+		}
+		seen[key] = true
+		out[i] = p
+	}
+	return out, nil
+}
+
+// text is the spec's deterministic JSON: encoding/json writes struct fields
+// in order and map keys sorted.
+func (s *Spec) text() []byte {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		panic(err) // strings, ints and slices of them always encode
+	}
+	return append(b, '\n')
+}
+
+// parseSpec reads a spec text wrote, strictly.
+func parseSpec(text []byte) (*Spec, error) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, err
+	}
+	if s.Kind != Kind {
+		return nil, fmt.Errorf("its kind is %q, not %q", s.Kind, Kind)
+	}
+	if !bytes.Equal(s.text(), text) {
+		return nil, fmt.Errorf("it is not the text the container runtime renders")
+	}
+	return &s, nil
+}
+
+// manifest is the manifest s was rendered from.
+func (s *Spec) manifest() (render.Manifest, error) {
+	m := render.Manifest{
+		Service: s.Service, ArtifactDigest: s.Digest, Args: s.Args, Env: s.Env,
+		WorkDir: s.WorkDir, StopTimeoutSec: s.StopTimeoutSec,
+	}
+	if len(s.Secrets) > 0 {
+		m.Secrets = make(map[string]render.SecretRef, len(s.Secrets))
+		for _, k := range slices.Sorted(maps.Keys(s.Secrets)) {
+			ref, err := render.ParseSecretRef(s.Secrets[k])
+			if err != nil {
+				return m, err
+			}
+			m.Secrets[k] = ref
+		}
+	}
+	return m, nil
+}
+
+// repo is the image's repository, "registry/repo".
+func (s *Spec) repo() string {
+	r, _, _ := strings.Cut(s.Image, "@")
+	return r
+}
+
+// registryHost is the registry of the image, as the credentials are asked
+// for: "docker.io" when the repository names none.
+func registryHost(repo string) string {
+	first, _, found := strings.Cut(repo, "/")
+	if !found || (!strings.ContainsAny(first, ".:") && first != "localhost") {
+		return "docker.io"
+	}
+	return first
+}
