@@ -39,6 +39,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -183,18 +184,38 @@ func Main(m *testing.M) {
 	shared.mu.Lock()
 	shared.main = true
 	shared.mu.Unlock()
+	// An interrupted run (^C, a kill) stops the engine too, rather than
+	// leave its daemons running.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sig
+		stopShared()
+		fmt.Fprintf(os.Stderr, "%s: stopped the shared engine\n", s)
+		os.Exit(1)
+	}()
 	code := m.Run()
-	shared.mu.Lock()
-	if shared.engine != nil {
-		if err := shared.engine.stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop the shared engine: %v\n", err)
-			if code == 0 {
-				code = 1
-			}
-		}
+	if !stopShared() && code == 0 {
+		code = 1
 	}
-	shared.mu.Unlock()
 	os.Exit(code)
+}
+
+// stopShared stops the shared engine, if one started; false when that
+// failed.
+func stopShared() bool {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.engine == nil {
+		return true
+	}
+	err := shared.engine.stop()
+	shared.engine, shared.err = nil, errors.New("the shared engine was stopped")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stop the shared engine: %v\n", err)
+		return false
+	}
+	return true
 }
 
 // Shared returns the test binary's one engine, starting it on first use
