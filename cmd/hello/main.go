@@ -2,6 +2,7 @@
 // `make run` demo deploys it, and the tests run it as a real process.
 //
 //	hello [--port N | --listen ADDR]
+//	hello --check URL
 //
 // GET /healthz answers 200 "ok"; GET / answers JSON with the version, pid,
 // arguments and environment. Its version is set at build time:
@@ -19,6 +20,9 @@
 // as "sha256:" and the hex SHA-256 of its value, never the value.
 //
 // A build with -ldflags "-X main.exitCode=3" exits like HELLO_EXIT_CODE=3.
+//
+// hello --check URL asks URL once and exits 0 when it answers 2xx, else 1:
+// a container's healthcheck in an image that has no other program.
 package main
 
 import (
@@ -48,7 +52,11 @@ var (
 func main() {
 	port := flag.Int("port", 0, "listen on 127.0.0.1:`N`")
 	listen := flag.String("listen", "", "listen on `ADDR` (host:port)")
+	check := flag.String("check", "", "ask `URL` once: exit 0 when it answers 2xx, else 1")
 	flag.Parse()
+	if *check != "" {
+		os.Exit(checkURL(*check))
+	}
 	addr := *listen
 	if addr == "" {
 		if *port == 0 {
@@ -126,4 +134,21 @@ func main() {
 		fmt.Fprintf(os.Stderr, "hello %s: %v\n", version, err)
 		os.Exit(1)
 	}
+}
+
+// checkURL asks url once, within 5 s, and returns the exit code of a
+// healthcheck: 0 for a 2xx answer, else 1.
+func checkURL(url string) int {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hello --check: %v\n", err)
+		return 1
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		fmt.Fprintf(os.Stderr, "hello --check: %s answered %s\n", url, resp.Status)
+		return 1
+	}
+	return 0
 }

@@ -37,6 +37,9 @@ type Container struct {
 	// Network is the container's network mode: "" is the engine's default
 	// bridge, "none" none; "host" is refused.
 	Network string `json:"network,omitempty"`
+	// Healthcheck is the engine's healthcheck of the container; nil keeps
+	// the image's, if it has one.
+	Healthcheck *ContainerHealthcheck `json:"healthcheck,omitempty"`
 
 	// These are refused, each with a sentence, until a source's policy can
 	// allow them: they give the container the host.
@@ -57,4 +60,17 @@ type ContainerPort struct {
 	ContainerPort int `json:"containerPort,omitempty"`
 	// Protocol is "tcp" (the default) or "udp".
 	Protocol string `json:"protocol,omitempty"`
+}
+
+// ContainerHealthcheck is a command the engine runs in the container to
+// tell its health; the probe waits for the engine to call it healthy.
+type ContainerHealthcheck struct {
+	// Command is run in the container, without a shell; exit 0 is healthy.
+	Command []string `json:"command"`
+	// IntervalSec is the time between two checks (default 30), TimeoutSec
+	// the longest one may take (default 30), Retries how many failures in
+	// a row make the container unhealthy (default 3).
+	IntervalSec int `json:"intervalSec,omitempty"`
+	TimeoutSec  int `json:"timeoutSec,omitempty"`
+	Retries     int `json:"retries,omitempty"`
 }

@@ -120,6 +120,14 @@ func createConfig(s *Spec, u *hoststep.Unit) (*ctr.Config, *ctr.HostConfig, erro
 		StopTimeout: &stop,
 		Labels:      map[string]string{LabelService: s.Service, LabelDigest: s.Digest, LabelSpec: render.Hash(u.Text)},
 	}
+	if hc := s.Healthcheck; hc != nil {
+		cfg.Healthcheck = &ctr.HealthConfig{
+			Test:     append([]string{"CMD"}, hc.Command...),
+			Interval: time.Duration(hc.IntervalSec) * time.Second,
+			Timeout:  time.Duration(hc.TimeoutSec) * time.Second,
+			Retries:  hc.Retries,
+		}
+	}
 	host := &ctr.HostConfig{RestartPolicy: ctr.RestartPolicy{Name: ctr.RestartPolicyMode(s.Restart)}}
 	if s.Network != "" {
 		host.NetworkMode = ctr.NetworkMode(s.Network)

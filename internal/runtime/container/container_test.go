@@ -115,6 +115,9 @@ func TestRender(t *testing.T) {
 		"RefusesABadPort":      {func(r *hoststep.ApplyRequest) { r.Container.Ports[0].HostPort = 70000 }, "not between 1 and 65535"},
 		"RefusesABadAddress":   {func(r *hoststep.ApplyRequest) { r.Container.Ports[0].HostIP = "localhost" }, "not an IP address"},
 		"RefusesABadRestart":   {func(r *hoststep.ApplyRequest) { r.Container.Restart = "sometimes" }, "Restart policy \"sometimes\""},
+		"RefusesAnEmptyHealthcheck": {func(r *hoststep.ApplyRequest) {
+			r.Container.Healthcheck = &hoststep.ContainerHealthcheck{}
+		}, "The healthcheck of web has no command"},
 		"RefusesAnInvalidName": {func(r *hoststep.ApplyRequest) { r.Manifest.Service = "Web/.." }, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -393,4 +396,49 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+func TestHealthcheck(t *testing.T) {
+	t.Parallel()
+
+	b := setup(t)
+	v1 := b.engine.PushHello(t, enginetest.ImageOpts{Version: "v1"})
+	// Podman 4.3 runs healthchecks from systemd timers; outside systemd the
+	// test runs them, as a timer would, until it ends.
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			_, _ = b.engine.Command("podman", "healthcheck", "run", b.name).CombinedOutput()
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	request := func(health string) hoststep.ApplyRequest {
+		req := b.request(v1)
+		req.Manifest.Env = map[string]string{"HELLO_HEALTH": health}
+		req.Manifest.Secrets, req.Secrets = nil, nil
+		req.Container.Healthcheck = &hoststep.ContainerHealthcheck{Command: []string{"/hello", "--check", "http://127.0.0.1:8080/healthz"}, IntervalSec: 1, Retries: 1}
+		// GET / answers whatever /healthz says: only the healthcheck can
+		// tell the two apart.
+		req.Probe = &servicespec.Probe{HTTP: strings.TrimSuffix(b.probe, "healthz")}
+		return req
+	}
+
+	a, err := b.host.Apply(t.Context(), &events{}, &phase.Phases{}, request("ok"))
+	require.NoError(t, err)
+	require.True(t, a.Probe.OK, a.Probe.Sentence)
+	require.Contains(t, a.Probe.Sentence, "The engine reports it healthy.")
+	require.Contains(t, a.Rendered, `"/hello",`)
+
+	a, err = b.host.Apply(t.Context(), &events{}, &phase.Phases{}, request("fail"))
+	require.NoError(t, err)
+	require.False(t, a.Probe.OK, a.Probe.Sentence)
+	require.Contains(t, a.Probe.Sentence, "But the engine reports it unhealthy")
+	require.Contains(t, a.Probe.Sentence, "503")
 }

@@ -2,6 +2,7 @@ package container
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -50,6 +51,8 @@ type Spec struct {
 	Restart        string                   `json:"restart"`
 	Network        string                   `json:"network,omitempty"`
 	StopTimeoutSec int                      `json:"stopTimeoutSec"`
+	// Healthcheck has its defaults filled in; nil keeps the image's.
+	Healthcheck *hoststep.ContainerHealthcheck `json:"healthcheck,omitempty"`
 }
 
 var restarts = []string{"no", "on-failure", "always", "unless-stopped"}
@@ -106,8 +109,13 @@ func renderSpec(req *hoststep.ApplyRequest) (*Spec, error) {
 	if c.Network == "none" && len(ports) > 0 {
 		return nil, errs.Errorf(errs.Invalid, "%s has no network (network none) and publishes ports; drop one or the other.", m.Service)
 	}
+	hc, err := healthcheck(m.Service, c.Healthcheck)
+	if err != nil {
+		return nil, err
+	}
 	s := &Spec{
-		Kind: Kind, Service: m.Service, Image: c.Image, Digest: m.ArtifactDigest,
+		Healthcheck: hc,
+		Kind:        Kind, Service: m.Service, Image: c.Image, Digest: m.ArtifactDigest,
 		Entrypoint: c.Entrypoint, Args: m.Args, Env: m.Env, WorkDir: m.WorkDir, Ports: ports,
 		Restart: restart, Network: c.Network, StopTimeoutSec: hoststep.StopTimeout(m),
 	}
@@ -124,6 +132,24 @@ func renderSpec(req *hoststep.ApplyRequest) (*Spec, error) {
 		}
 	}
 	return s, nil
+}
+
+// healthcheck checks a healthcheck and fills in its defaults.
+func healthcheck(service string, in *hoststep.ContainerHealthcheck) (*hoststep.ContainerHealthcheck, error) {
+	if in == nil {
+		return nil, nil
+	}
+	hc := *in
+	hc.IntervalSec = cmp.Or(hc.IntervalSec, 30)
+	hc.TimeoutSec = cmp.Or(hc.TimeoutSec, 30)
+	hc.Retries = cmp.Or(hc.Retries, 3)
+	switch {
+	case len(hc.Command) == 0 || hc.Command[0] == "":
+		return nil, errs.Errorf(errs.Invalid, "The healthcheck of %s has no command; give the program to run in the container and its arguments.", service)
+	case hc.IntervalSec < 1 || hc.TimeoutSec < 1 || hc.Retries < 1:
+		return nil, errs.Errorf(errs.Invalid, "The healthcheck of %s needs a positive interval, timeout and retries.", service)
+	}
+	return &hc, nil
 }
 
 // ports checks the ports and fills in their defaults: loopback, the same
