@@ -46,6 +46,11 @@ func (r *Runtime) owned(ctx context.Context, name string) (*ctr.InspectResponse,
 		return nil, fmt.Errorf("inspect container %s: %w", name, err)
 	}
 	c := res.Container
+	// An engine finds a container by a prefix of its id when none has the
+	// name: a service named "cafe" is not container cafe12….
+	if c.Name != "/"+name && c.Name != name {
+		return nil, fmt.Errorf("%w named %s", errNoContainer, name)
+	}
 	if c.Config == nil || c.Config.Labels[LabelService] != name {
 		return nil, conflict(name, c.ID)
 	}

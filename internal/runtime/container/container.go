@@ -28,6 +28,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -218,7 +219,7 @@ func (r *Runtime) Names(ctx context.Context) ([]string, error) {
 	for _, c := range list.Items {
 		// The label names the service only where the container has its
 		// name: a renamed one is not the service's.
-		if n := c.Labels[LabelService]; n != "" && slicesContains(c.Names, "/"+n) {
+		if n := c.Labels[LabelService]; n != "" && slices.Contains(c.Names, "/"+n) {
 			names[n] = true
 		}
 	}
@@ -228,15 +229,6 @@ func (r *Runtime) Names(ctx context.Context) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // conflict is the sentence for a container of the service's name that is

@@ -316,6 +316,13 @@ func TestNameConflict(t *testing.T) {
 
 	out := b.engine.Podman(t, "--remote", "--url", b.engine.Host, "inspect", "--format", "{{.Id}} {{.State.Running}}", b.name)
 	require.Equal(t, id+" true", strings.TrimSpace(out), "the container was left as it was")
+
+	// The engine finds a container by a prefix of its id too: a service
+	// named as that prefix has no container, and no conflict.
+	in, err = b.rt.Inspect(t.Context(), hoststep.InspectRequest{Name: id[:12]})
+	require.NoError(t, err)
+	require.Equal(t, "No container named "+id[:12]+" exists.", in.NotRunning)
+	require.Empty(t, in.Drift)
 }
 
 func TestRemovedByHand(t *testing.T) {
