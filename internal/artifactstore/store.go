@@ -181,7 +181,7 @@ func (s *Store) Put(ctx context.Context, r io.Reader, by string) (Info, error) {
 			return fmt.Errorf("staged artifact changed while it was stored: %s, then %s", info.Digest, got)
 		}
 		run, err := s.Journal.RecordTx(ctx, tx, journal.RecordParams{
-			Action: ActionPut, Target: info.Digest, RequestedBy: by, Result: map[string]any{"digest": info.Digest, "size": info.Size},
+			Action: ActionPut, Target: info.Digest, RequestedBy: by, Result: &PutResult{Digest: info.Digest, Size: info.Size},
 			Message: fmt.Sprintf("artifact %s (%d bytes) stored, uploaded by %s", info.Digest, info.Size, by),
 		})
 		if err != nil {

@@ -124,7 +124,7 @@ func Issue(ctx context.Context, e db.Executor, j *journal.Journal, name string, 
 		}
 		run, err = j.RecordTx(ctx, tx, journal.RecordParams{
 			Action: ActionCreate, Target: name, RequestedBy: by,
-			Params: map[string]any{"name": name, "role": role}, Result: map[string]any{"id": tok.ID},
+			Params: &CreateParams{Name: name, Role: role}, Result: &TokenResult{ID: tok.ID},
 			Message: fmt.Sprintf("token %s (%s) created by %s", name, role, by),
 		})
 		return err
@@ -239,8 +239,8 @@ func Revoke(ctx context.Context, e db.Executor, j *journal.Journal, ref, by stri
 			return err
 		}
 		run, err = j.RecordTx(ctx, tx, journal.RecordParams{
-			Action: ActionRevoke, Target: tok.Name, RequestedBy: by, Params: map[string]any{"ref": ref},
-			Result:  map[string]any{"id": tok.ID, "role": tok.Role},
+			Action: ActionRevoke, Target: tok.Name, RequestedBy: by, Params: &RevokeParams{Ref: ref},
+			Result:  &TokenResult{ID: tok.ID, Role: tok.Role},
 			Message: fmt.Sprintf("token %s (%s, created by %s) revoked by %s", tok.Name, tok.Role, tok.CreatedBy, by),
 		})
 		return err

@@ -301,7 +301,7 @@ func (s *Service) approve(ctx context.Context, name, fingerprint, by string) (*A
 }
 
 func (s *Service) approveTx(ctx context.Context, q *db.Queries, tx pgx.Tx, u *db.Unit, spec *blueprintspec.Spec, p *PlacementPlan, by, policy, why string) (*Approved, error) {
-	params := map[string]any{"fingerprint": p.Fingerprint, "nodes": p.Target, "add": p.Add, "remove": p.Remove, "policy": policy, "generation": u.ContentHash}
+	params := &ApproveParams{Fingerprint: p.Fingerprint, Nodes: p.Target, Add: p.Add, Remove: p.Remove, Policy: policy, Generation: u.ContentHash}
 	msg := fmt.Sprintf("placement of %s approved (%s): %s; it is %s", u.Name, why, p.Describe(), orNone(p.Target))
 	run, err := s.Journal.RecordTx(ctx, tx, journal.RecordParams{Action: ActionApprovePlacement, Target: u.Name, RequestedBy: by, Params: params, Message: msg})
 	if err != nil {
@@ -364,7 +364,7 @@ func (s *Service) Decide(ctx context.Context, name string) error {
 		}
 		_, err = s.Journal.RecordTx(ctx, tx, journal.RecordParams{
 			Action: ActionDeclinePlacement, Target: name, RequestedBy: AutoApprover,
-			Params:  map[string]any{"fingerprint": p.Fingerprint, "add": p.Add, "remove": p.Remove, "recordedAt": d.RecordedAt},
+			Params:  &DeclineParams{Fingerprint: p.Fingerprint, Add: p.Add, Remove: p.Remove, RecordedAt: d.RecordedAt},
 			Message: fmt.Sprintf("the bounded-auto policy declined to %s for %s: %s; it waits for an operator", p.Describe(), name, reason),
 		})
 		return err
@@ -446,7 +446,7 @@ func (s *Service) WithdrawAutoApproval(ctx context.Context, name string) error {
 		reason := fmt.Sprintf("placementPolicy is operator again: the approval bounded-auto made (run %s, %s) is withdrawn, and the change it decided waits for an operator", cur.RunID, orNone(cur.Nodes))
 		run, err := s.Journal.RecordTx(ctx, tx, journal.RecordParams{
 			Action: ActionWithdrawApproval, Target: name, RequestedBy: AutoApprover,
-			Params:  map[string]any{"placement": cur.ID, "approvedIn": cur.RunID, "nodes": cur.Nodes},
+			Params:  &WithdrawApprovalParams{Placement: cur.ID, ApprovedIn: cur.RunID, Nodes: cur.Nodes},
 			Message: reason,
 		})
 		if err != nil {

@@ -94,7 +94,7 @@ func (s *Service) Pause(ctx context.Context, name, reason, by string) (*db.Journ
 		}
 		run, err = s.Journal.RecordTx(ctx, tx, journal.RecordParams{
 			Action: ActionPauseRollout, Target: name, RequestedBy: by,
-			Params:  map[string]any{"rollout": r.ID, "reason": reason},
+			Params:  &PauseParams{Rollout: r.ID, Reason: reason},
 			Message: fmt.Sprintf("rollout %s of %s paused by %s: %s; it takes no further node until resumed, and a step under way finishes", r.ID, name, by, reason),
 		})
 		if err != nil {
@@ -144,7 +144,7 @@ func (s *Service) Resume(ctx context.Context, name, by string) (*db.JournalRun, 
 		case open(last) && paused:
 			run, err = s.Journal.RecordTx(ctx, tx, journal.RecordParams{
 				Action: ActionResumeRollout, Target: name, RequestedBy: by,
-				Params:  map[string]any{"rollout": r.ID, "run": last.ID},
+				Params:  &ResumeRolloutParams{Rollout: r.ID, Run: last.ID},
 				Message: fmt.Sprintf("rollout %s of %s resumed by %s (paused by %s: %s); its run %s goes on", r.ID, name, by, pause.PausedBy, pause.Reason, last.ID),
 			})
 			return err
@@ -153,9 +153,9 @@ func (s *Service) Resume(ctx context.Context, name, by string) (*db.JournalRun, 
 		case last != nil && last.State == journal.StateSucceeded:
 			return errs.Errorf(errs.Conflict, "Rollout %s of %s succeeded (run %s): every node acknowledged it; there is nothing to resume.", r.ID, name, last.ID)
 		}
-		params := map[string]any{"rollout": r.ID, "generation": r.Generation, "by": resumedBy}
+		params := &RolloutParams{Rollout: r.ID, Generation: r.Generation, By: resumedBy}
 		if paused {
-			params["pausedBy"], params["pauseReason"] = pause.PausedBy, pause.Reason
+			params.PausedBy, params.PauseReason = pause.PausedBy, pause.Reason
 		}
 		res, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 			Args: &RolloutArgs{Rollout: r.ID, Blueprint: name}, Target: name, RequestedBy: by, DigestTo: r.Digest, Params: params,
@@ -268,7 +268,7 @@ func (s *Service) rollback(ctx context.Context, name string, req RollbackRequest
 		id := uuid.New()
 		run, err := s.Journal.RecordTx(ctx, tx, journal.RecordParams{
 			Action: ActionRollbackRollout, Target: name, RequestedBy: by,
-			Params: map[string]any{"rollout": id, "rollsBack": x.ID, "to": t.ID, "generation": t.Generation, "digest": t.Digest, "scope": req.Scope, "nodes": nodes},
+			Params: &RollbackRolloutParams{Rollout: id, RollsBack: x.ID, To: t.ID, Generation: t.Generation, Digest: t.Digest, Scope: req.Scope, Nodes: nodes},
 			Message: fmt.Sprintf("rollback %s of %s authorized by %s: rollout %s goes back to generation %s (%s, of rollout %s) on %s, one node after another",
 				id, name, by, x.ID, short(t.Generation), hoststep.Short(t.Digest), t.ID, strings.Join(nodes, ", ")),
 		})
@@ -286,7 +286,7 @@ func (s *Service) rollback(ctx context.Context, name string, req RollbackRequest
 		}
 		if _, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 			Args: &RolloutArgs{Rollout: id, Blueprint: name}, Target: name, RequestedBy: by, DigestFrom: x.Digest, DigestTo: t.Digest,
-			Params: map[string]any{"rollout": id, "generation": t.Generation, "rollsBack": x.ID},
+			Params: &RolloutParams{Rollout: id, Generation: t.Generation, RollsBack: &rollsBack},
 		}); err != nil {
 			return err
 		}
@@ -393,7 +393,7 @@ func (s *Service) withdrawRemovedTx(ctx context.Context, q *db.Queries, tx pgx.T
 		}
 		if _, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 			Args: &WithdrawArgs{Blueprint: u.Name, Node: n, Placement: pl.ID}, Target: u.Name, RequestedBy: by,
-			Params: map[string]any{"node": n, "placement": pl.ID},
+			Params: &NodeParams{Node: n, Placement: &pl.ID},
 		}); err != nil {
 			return err
 		}
@@ -434,7 +434,7 @@ func (s *Service) RequestWithdraw(ctx context.Context, name, nodeName, by string
 		}
 		res, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 			Args: &WithdrawArgs{Blueprint: name, Node: nodeName, Placement: pl.ID}, Target: name, RequestedBy: by,
-			Params: map[string]any{"node": nodeName, "placement": pl.ID},
+			Params: &NodeParams{Node: nodeName, Placement: &pl.ID},
 		})
 		if err != nil {
 			return err
@@ -548,7 +548,7 @@ func (s *Service) Skip(ctx context.Context, name, nodeName, reason, by string) (
 		}
 		run, err = s.Journal.RecordTx(ctx, tx, journal.RecordParams{
 			Action: ActionSkipNode, Target: name, RequestedBy: by,
-			Params:  map[string]any{"rollout": r.ID, "node": nodeName, "reason": reason},
+			Params:  &SkipNodeParams{Rollout: r.ID, Node: nodeName, Reason: reason},
 			Message: fmt.Sprintf("node %s left out of rollout %s of %s by %s: %s; it keeps what it runs", nodeName, r.ID, name, by, reason),
 		})
 		if err != nil {

@@ -127,7 +127,7 @@ func (s *Service) RequestEnforce(ctx context.Context, name, nodeName, by string)
 	}
 	return s.Journal.Enqueue(ctx, journal.EnqueueParams{
 		Args: &EnforceArgs{Blueprint: name, Node: nodeName}, Target: name, RequestedBy: by,
-		Params: map[string]any{"node": nodeName},
+		Params: &NodeParams{Node: nodeName},
 	})
 }
 

@@ -134,7 +134,7 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 		id := uuid.New()
 		run, err := s.Journal.RecordTx(ctx, tx, journal.RecordParams{
 			Action: ActionAuthorizeRollout, Target: name, RequestedBy: by,
-			Params: map[string]any{"rollout": id, "generation": u.ContentHash, "digest": digest, "placement": pl.ID, "nodes": pl.Nodes, "policy": policy, "onProbeFailure": onFail},
+			Params: &AuthorizeParams{Rollout: id, Generation: u.ContentHash, Digest: digest, Placement: pl.ID, Nodes: pl.Nodes, Policy: policy, OnProbeFailure: onFail},
 			Message: fmt.Sprintf("rollout %s of %s authorized by %s (%s policy): generation %s, artifact %s, to %s, one node after another",
 				id, name, by, policy, short(u.ContentHash), hoststep.Short(digest), strings.Join(pl.Nodes, ", ")),
 		})
@@ -151,7 +151,7 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 		}
 		if _, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 			Args: &RolloutArgs{Rollout: id, Blueprint: name}, Target: name, RequestedBy: by, DigestTo: digest,
-			Params: map[string]any{"rollout": id, "generation": u.ContentHash},
+			Params: &RolloutParams{Rollout: id, Generation: u.ContentHash},
 		}); err != nil {
 			return err
 		}
@@ -164,7 +164,7 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 // NodeResult is how one node answered a rollout.
 type NodeResult struct {
 	Node   string `json:"node"`
-	State  string `json:"state"`
+	State  string `json:"state" enum:"active,failed,rolled_back,unhealthy,unknown"`
 	Pid    int    `json:"pid,omitempty"`
 	Reason string `json:"reason"`
 }
@@ -172,7 +172,7 @@ type NodeResult struct {
 // RolloutResult is a rollout's receipt.
 type RolloutResult struct {
 	Rollout        uuid.UUID    `json:"rollout"`
-	Kind           string       `json:"kind"`
+	Kind           string       `json:"kind" enum:"rollout,rollback"`
 	OnProbeFailure string       `json:"onProbeFailure"`
 	Blueprint      string       `json:"blueprint"`
 	Generation     string       `json:"generation"`

@@ -135,7 +135,7 @@ func (s *Service) requestAccept(ctx context.Context, key, requestedBy, commit, f
 			Target:      src.Name,
 			RequestedBy: requestedBy,
 			Requests:    requests,
-			Params:      map[string]any{"commit": commit, "fingerprint": fingerprint},
+			Params:      &AcceptParams{Commit: commit, Fingerprint: fingerprint},
 		})
 		return err
 	})

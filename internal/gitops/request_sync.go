@@ -112,7 +112,7 @@ func (s *Service) enqueueTx(ctx context.Context, tx pgx.Tx, src *db.Source, requ
 		Args:        &SyncArgs{SourceID: src.ID, Full: full},
 		Target:      src.Name,
 		RequestedBy: requestedBy,
-		Params:      map[string]any{"full": full},
+		Params:      &SyncParams{Full: full},
 		JoinRunning: true,
 	})
 }

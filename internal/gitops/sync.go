@@ -39,7 +39,7 @@ type Result struct {
 	// line of it that decided (see source.DecisionAuto): it applies, a
 	// candidate waits (the inventory is unchanged), or "Operator accepted
 	// (name)".
-	Policy   string `json:"policy,omitempty"`
+	Policy   string `json:"policy,omitempty" enum:"manual,review,auto-write,auto-deploy"`
 	Decision string `json:"decision,omitempty"`
 	// Fingerprint identifies the change plan: see change.fingerprint.
 	Fingerprint string `json:"fingerprint,omitempty"`

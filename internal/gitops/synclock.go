@@ -57,7 +57,7 @@ func (s *Service) LockSource(ctx context.Context, sourceID uuid.UUID) (release f
 func (s *Service) SyncNow(ctx context.Context, p *journal.Progress, sourceID uuid.UUID) (*Result, error) {
 	return s.flights.do(ctx, p.RunID(), sourceID, func() (*Result, error) { return s.syncNow(ctx, p, sourceID) },
 		func(by uuid.UUID, res *Result) {
-			p.Info(ctx, fmt.Sprintf("joined the sync that run %s began after this run asked: acting on commit %s", by, orNoneCommit(res.Commit)), map[string]string{"syncedBy": by.String()})
+			p.Info(ctx, fmt.Sprintf("joined the sync that run %s began after this run asked: acting on commit %s", by, orNoneCommit(res.Commit)), &JoinedSyncEvent{Kind: EventJoinedSync, SyncedBy: by})
 		})
 }
 

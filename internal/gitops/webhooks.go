@@ -172,8 +172,8 @@ func (s *Service) enqueueWebhook(ctx context.Context, sourceID uuid.UUID, ev *we
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("join a queued sync of %s: %w", src.Name, err)
 		}
-		params := map[string]any{"full": false, "webhook": map[string]any{
-			"host": string(ev.Host), "event": ev.Name, "delivery": ev.Delivery, "commit": ev.Commit, "ref": ev.Ref,
+		params := &SyncParams{Webhook: &WebhookDelivery{
+			Host: string(ev.Host), Event: ev.Name, Delivery: ev.Delivery, Commit: ev.Commit, Ref: ev.Ref,
 		}}
 		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 			Args:        &WebhookSyncArgs{SourceID: src.ID, Commit: ev.Commit},

@@ -100,7 +100,7 @@ type Applied struct {
 	RenderedHash string       `json:"renderedHash"`
 	Rendered     string       `json:"rendered"`
 	Pid          int          `json:"pid,omitempty"`
-	Probe        *ProbeReport `json:"probe"`
+	Probe        *ProbeReport `json:"probe,omitempty"`
 	// Artifact proves which artifact the started process runs.
 	Artifact *ArtifactProof `json:"artifact,omitempty"`
 	// Alive says whether the process still ran when the probe decided.
@@ -269,7 +269,7 @@ func (h *Host) Apply(ctx context.Context, ev Events, t *phase.Phases, req ApplyR
 	ev.Info(ctx, fmt.Sprintf("started %s as pid %d", m.Service, inst.Pid()), nil)
 	a.Artifact = rt.Prove(ctx, inst, m.ArtifactDigest)
 	if a.Artifact.Proven && !a.Artifact.Matches {
-		ev.Error(ctx, a.Artifact.Sentence, map[string]any{"artifact": a.Artifact})
+		ev.Error(ctx, a.Artifact.Sentence, &ArtifactEvent{Kind: EventArtifact, Artifact: a.Artifact})
 	} else {
 		ev.Info(ctx, a.Artifact.Sentence, nil)
 	}
@@ -328,7 +328,7 @@ func reportProbe(ctx context.Context, ev Events, name string, inst Instance, rep
 		lines, _ := inst.LastLines(logLines)
 		rep.LastLines = lines
 		if len(lines) > 0 {
-			ev.Error(ctx, fmt.Sprintf("last %d lines of %s's output:\n%s", len(lines), name, strings.Join(lines, "\n")), map[string]any{"lines": lines})
+			ev.Error(ctx, fmt.Sprintf("last %d lines of %s's output:\n%s", len(lines), name, strings.Join(lines, "\n")), &OutputEvent{Kind: EventOutput, Lines: lines})
 		}
 	}
 }

@@ -228,7 +228,7 @@ func (s *Service) request(ctx context.Context, action, key, requestedBy string, 
 		}
 		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 			Args: a, Target: u.ID.String(), RequestedBy: requestedBy, Requests: requests,
-			Params: map[string]string{"unit": u.Path, "name": u.Name},
+			Params: &Params{Unit: u.Path, Name: u.Name},
 		})
 		return err
 	})

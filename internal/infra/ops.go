@@ -58,7 +58,7 @@ type Receipt struct {
 type Drift struct {
 	// Status is in_sync, desired_ahead, live_drift or unknown. When both
 	// signals hold it is live_drift, and DesiredAhead says the rest.
-	Status       string `json:"status"`
+	Status       string `json:"status" enum:"in_sync,desired_ahead,live_drift,unknown"`
 	DesiredAhead bool   `json:"desiredAhead"`
 	LiveDrift    bool   `json:"liveDrift"`
 	// Reason says why the status is unknown.
@@ -214,7 +214,7 @@ func (s *Service) planApply(ctx context.Context, p *journal.Progress, id uuid.UU
 		return out, s.failed(out, u, apply, err)
 	}
 	res.Changes, res.Summary, res.Addresses, res.Excerpt = pr.Changes, Summary{pr.Add, pr.Change, pr.Destroy}, nonNil(pr.Addresses), pr.Excerpt
-	p.Info(ctx, fmt.Sprintf("plan: %d to add, %d to change, %d to destroy", pr.Add, pr.Change, pr.Destroy), map[string]any{"addresses": res.Addresses})
+	p.Info(ctx, fmt.Sprintf("plan: %d to add, %d to change, %d to destroy", pr.Add, pr.Change, pr.Destroy), &PlanEvent{Kind: EventPlan, Addresses: res.Addresses})
 	if !apply {
 		out.Message = fmt.Sprintf("planned %s: %d to add, %d to change, %d to destroy", u.Path, pr.Add, pr.Change, pr.Destroy)
 		return out, nil

@@ -118,7 +118,7 @@ func (s *Service) withEnvironment(ctx context.Context, p *journal.Progress, r *t
 			parts[i] = use.For + " from " + use.ref()
 			data[use.For] = use.ref()
 		}
-		p.Info(ctx, "secrets for terraform: "+strings.Join(parts, ", "), map[string]any{"secrets": data})
+		p.Info(ctx, "secrets for terraform: "+strings.Join(parts, ", "), &secrets.SecretsEvent{Kind: secrets.EventSecrets, Secrets: data})
 	}
 	return uses, nil
 }

@@ -55,6 +55,7 @@ func (s *Service) Sweep(ctx context.Context, p *journal.Progress) (*journal.Outc
 			busy[t] = true
 		}
 		*res = SweepResult{Skipped: []string{}}
+		sweep := p.RunID()
 		for _, u := range units {
 			if busy[u.ID.String()] {
 				res.Skipped = append(res.Skipped, u.Path)
@@ -62,7 +63,7 @@ func (s *Service) Sweep(ctx context.Context, p *journal.Progress) (*journal.Outc
 			}
 			if _, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 				Args: &DriftCheckArgs{UnitArgs{UnitID: u.ID}}, Target: u.ID.String(),
-				RequestedBy: journal.RequestedBySystem, Params: map[string]string{"unit": u.Path, "name": u.Name, "sweep": p.RunID().String()},
+				RequestedBy: journal.RequestedBySystem, Params: &Params{Unit: u.Path, Name: u.Name, Sweep: &sweep},
 			}); err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -90,13 +91,13 @@ func (j *Journal) OperateJobs(ctx context.Context, op JobOp, ids []int64, by str
 				return fmt.Errorf("%s job %d: %w", op, id, err)
 			}
 			target, what := "job "+strconv.FormatInt(id, 10), job.Kind
-			params := map[string]any{"jobId": id, "kind": job.Kind, "state": string(job.State), "attempt": job.Attempt}
+			params := &JobOpParams{JobID: id, Kind: job.Kind, State: string(job.State), Attempt: job.Attempt}
 			// The job's row, then the run's: the order start takes them in.
 			run, err := q.JournalRunLatestForJob(ctx, &id)
 			switch {
 			case err == nil:
 				target, what = run.Target, fmt.Sprintf("%s %s, run %s", run.Action, run.Target, run.ID)
-				params["runId"] = run.ID
+				params.RunID = &run.ID
 			case !errors.Is(err, pgx.ErrNoRows):
 				return fmt.Errorf("find the run of job %d: %w", id, err)
 			}
@@ -109,4 +110,16 @@ func (j *Journal) OperateJobs(ctx context.Context, op JobOp, ids []int64, by str
 		}
 		return nil
 	})
+}
+
+// JobOpParams are a River UI operation's receipt params: the job as the
+// operation found it, and its run when it keeps one. It is the schema of
+// retry_job's, cancel_job's and delete_job's params in the API (httpapi's
+// runPayloads).
+type JobOpParams struct {
+	JobID   int64      `json:"jobId" doc:"The River job."`
+	Kind    string     `json:"kind" doc:"Its kind."`
+	State   string     `json:"state" enum:"available,cancelled,completed,discarded,pending,retryable,running,scheduled" doc:"Its state when the operation found it."`
+	Attempt int        `json:"attempt" doc:"Its attempts so far."`
+	RunID   *uuid.UUID `json:"runId,omitempty" doc:"The journal run it works, when it keeps one."`
 }

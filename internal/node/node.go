@@ -363,7 +363,7 @@ func (r *Registry) Add(ctx context.Context, name string, labels map[string]strin
 		}
 		res.Node = r.view(row)
 		res.Run, err = r.Journal.RecordTx(ctx, tx, journal.RecordParams{
-			Action: ActionAdd, Target: name, RequestedBy: by, Params: map[string]any{"labels": labels},
+			Action: ActionAdd, Target: name, RequestedBy: by, Params: &LabelsParams{Labels: labels},
 			Message: fmt.Sprintf("node %s added by %s with labels %s; its join token expires at %s", name, by, formatLabels(labels), expires.UTC().Format(time.RFC3339)),
 		})
 		return err
@@ -602,7 +602,7 @@ func (r *Registry) SetLabels(ctx context.Context, name string, labels map[string
 	if err := ValidateLabels(labels); err != nil {
 		return nil, nil, err
 	}
-	return r.change(ctx, name, ActionLabels, by, map[string]any{"labels": labels}, func(q *db.Queries, cur *db.Node) (*db.Node, string, error) {
+	return r.change(ctx, name, ActionLabels, by, &LabelsParams{Labels: labels}, func(q *db.Queries, cur *db.Node) (*db.Node, string, error) {
 		var old map[string]string
 		_ = json.Unmarshal(cur.Labels, &old)
 		lj, _ := json.Marshal(labels)
@@ -639,7 +639,7 @@ func (r *Registry) Rotate(ctx context.Context, name, by string) (*AddResult, err
 	}
 	expires := r.now().Add(JoinTokenTTL)
 	res := &AddResult{JoinToken: token, ExpiresAt: expires}
-	n, run, err := r.change(ctx, name, ActionRotate, by, map[string]any{"expiresAt": expires}, func(q *db.Queries, cur *db.Node) (*db.Node, string, error) {
+	n, run, err := r.change(ctx, name, ActionRotate, by, &RotateParams{ExpiresAt: expires}, func(q *db.Queries, cur *db.Node) (*db.Node, string, error) {
 		if cur.Local {
 			return nil, "", errs.Errorf(errs.Conflict, "Node %s is serve's own; it has no credential to rotate.", name)
 		}

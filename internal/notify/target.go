@@ -193,7 +193,7 @@ func (s *Service) CreateTarget(ctx context.Context, in TargetInput, requestedBy 
 		out = targetOut(t, sourceName)
 		_, err = s.Journal.RecordTx(ctx, tx, journal.RecordParams{
 			Action: ActionTargetCreate, Target: t.Name, RequestedBy: requestedBy,
-			Params:  map[string]any{"kind": t.Kind, "url": t.UrlDisplay, "source": sourceName, "events": t.Events},
+			Params:  &TargetParams{Kind: t.Kind, URL: t.UrlDisplay, Source: sourceName, Events: t.Events},
 			Message: fmt.Sprintf("notification target %s created (%s, %s)", t.Name, t.Kind, t.UrlDisplay),
 		})
 		return err

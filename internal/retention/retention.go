@@ -319,7 +319,7 @@ func (s *Service) Pass(ctx context.Context, note func(msg string, data any)) (*R
 		}
 		res.Dropped = append(res.Dropped, *month)
 		note(fmt.Sprintf("dropped the events of %s: %d runs, %d events; kept %d events of %d runs",
-			m.Format("2006-01"), month.Runs, month.Events, month.KeptEvents, month.KeptRuns), month)
+			m.Format("2006-01"), month.Runs, month.Events, month.KeptEvents, month.KeptRuns), &MonthEvent{Kind: EventMonth, Month: month})
 	}
 	s.due.Store(false)
 	msg := fmt.Sprintf("dropped %d months of events before %s; made %d month tables",
@@ -447,4 +447,14 @@ func (s *Service) archive(ctx context.Context, lo, hi time.Time, table string) (
 		_ = d.Close()
 	}
 	return final, n, nil
+}
+
+// EventMonth is the kind of a retention event about one month it dropped.
+const EventMonth = "retention_month"
+
+// MonthEvent is that event's data: the schema of its kind in the API's
+// Event (httpapi's eventPayloads).
+type MonthEvent struct {
+	Kind  string `json:"kind" enum:"retention_month"`
+	Month *Month `json:"month" doc:"The month dropped, and what of it was kept."`
 }

@@ -253,7 +253,7 @@ func (s *Service) Set(ctx context.Context, p SetParams) (*Secret, *db.JournalRun
 		run, err = s.Journal.RecordTx(ctx, tx, journal.RecordParams{
 			Action: ActionSet, Target: Target(row.Name, sc.name), RequestedBy: p.By,
 			Params:  scopeParams(row.Name, sc),
-			Result:  map[string]any{"secretId": row.ID, "version": row.Version},
+			Result:  &SecretResult{SecretID: row.ID, Version: row.Version},
 			Message: setMessage(row, prev, sc),
 		})
 		if err != nil || s.SetTx == nil {
@@ -280,11 +280,11 @@ func setMessage(row, prev *db.Secret, sc scope) string {
 }
 
 // scopeParams are a receipt's params: the secret's name and scope.
-func scopeParams(name string, sc scope) map[string]any {
+func scopeParams(name string, sc scope) *ScopeParams {
 	if sc.id == nil {
-		return map[string]any{"name": name, "scope": "global"}
+		return &ScopeParams{Name: name, Scope: "global"}
 	}
-	return map[string]any{"name": name, "scope": "source", "source": sc.name, "sourceId": *sc.id}
+	return &ScopeParams{Name: name, Scope: "source", Source: sc.name, SourceID: sc.id}
 }
 
 func secretOut(row *db.Secret, sc scope) *Secret {
@@ -323,7 +323,7 @@ func (s *Service) Delete(ctx context.Context, name, source, by string) (*Secret,
 		run, err = s.Journal.RecordTx(ctx, tx, journal.RecordParams{
 			Action: ActionDelete, Target: Target(row.Name, sc.name), RequestedBy: by,
 			Params:  scopeParams(row.Name, sc),
-			Result:  map[string]any{"secretId": row.ID, "version": row.Version},
+			Result:  &SecretResult{SecretID: row.ID, Version: row.Version},
 			Message: fmt.Sprintf("%s deleted at version %d", Target(row.Name, sc.name), row.Version),
 		})
 		return err

@@ -25,7 +25,7 @@ var imagePath = []string{"spec", "image"}
 // Result is a service action's receipt (journal_run.result).
 type Result struct {
 	Service    string `json:"service"`
-	Action     string `json:"action"`
+	Action     string `json:"action" enum:"deploy,rollback,converge"`
 	DigestFrom string `json:"digestFrom,omitempty"`
 	DigestTo   string `json:"digestTo"`
 	// SyncedCommit is the commit the manifest was read from.
@@ -234,7 +234,7 @@ func (s *Service) notePolicy(ctx context.Context, p *journal.Progress, res *Resu
 	if spec.OnProbeFailure != "" {
 		res.OnProbeFailure, from = spec.OnProbeFailure, "spec.onProbeFailure"
 	}
-	p.Info(ctx, fmt.Sprintf("on a failed probe: %s (%s)", res.OnProbeFailure, from), map[string]any{"onProbeFailure": res.OnProbeFailure})
+	p.Info(ctx, fmt.Sprintf("on a failed probe: %s (%s)", res.OnProbeFailure, from), &OnProbeFailureEvent{Kind: EventOnProbeFailure, OnProbeFailure: res.OnProbeFailure})
 }
 
 // lastProbe is the probe that decided: the retry's, if there was one.
@@ -288,7 +288,7 @@ func (s *Service) keepFailure(ctx context.Context, h Host, p *journal.Progress, 
 		} else {
 			res.Running = fmt.Sprintf("Nothing runs: %s's process has exited; under onProbeFailure observe the run counts as succeeded.", name)
 		}
-		p.Warn(ctx, "observe: the probe failed and nothing was done about it: "+last.Probe.Sentence, map[string]any{"probe": last.Probe})
+		p.Warn(ctx, "observe: the probe failed and nothing was done about it: "+last.Probe.Sentence, &ProbeEvent{Kind: EventProbe, Probe: last.Probe})
 		out.Message = fmt.Sprintf("%s %s to %s: the probe failed (%s), observed only; %s", res.Action, name, short(digest), trimDot(last.Probe.Sentence), res.Running)
 		hash := u.ContentHash
 		out.ApplyTx = record(u.ID, "applied", &hash, running, res.Node)

@@ -58,7 +58,7 @@ const (
 
 // DriftFinding is one drift: a fact, of a class, with its proof.
 type DriftFinding struct {
-	Class string `json:"class"`
+	Class string `json:"class" enum:"source,runtime,artifact,health"`
 	Fact  string `json:"fact"`
 	Proof string `json:"proof"`
 }
@@ -67,7 +67,7 @@ type DriftFinding struct {
 type Enforcement struct {
 	// Decision is "repair" (a converge was asked for), "wait" (seen once:
 	// the next check decides) or "held" (the target is not proven).
-	Decision string `json:"decision"`
+	Decision string `json:"decision" enum:"repair,wait,held,stopped"`
 	Reason   string `json:"reason"`
 	// RepairRun is the converge asked for, with Joined when it joined a
 	// queued one.
@@ -92,7 +92,7 @@ const (
 // running action explains the differences (work in progress is not drift),
 // or unknown with its reason.
 type Drift struct {
-	Status       string `json:"status"`
+	Status       string `json:"status" enum:"in_sync,desired_ahead,live_drift,in_progress,unknown"`
 	DesiredAhead bool   `json:"desiredAhead"`
 	LiveDrift    bool   `json:"liveDrift"`
 	Reason       string `json:"reason,omitempty"`
@@ -111,7 +111,7 @@ type Drift struct {
 	Probe         *ProbeReport   `json:"probe,omitempty"`
 	Artifact      *ArtifactProof `json:"artifact,omitempty"`
 	// DriftMode is the spec's drift mode the check ran under.
-	DriftMode string       `json:"driftMode"`
+	DriftMode string       `json:"driftMode" enum:"observe,suggest,enforce"`
 	Enforce   *Enforcement `json:"enforce,omitempty"`
 	CheckedAt time.Time    `json:"checkedAt"`
 }
@@ -351,11 +351,11 @@ func (s *Service) enforce(ctx context.Context, p *journal.Progress, out *journal
 	}
 	e.Decision = EnforceRepair
 	e.Reason = fmt.Sprintf("The drift persisted over two checks (runs %s and %s); converging %s back to %s, as accepted.", prev.ID, p.RunID(), name, short(spec.Digest()))
-	checkID := p.RunID().String()
+	checkID := p.RunID()
 	out.ApplyTx = func(ctx context.Context, tx pgx.Tx) error {
 		res, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 			Args: &ConvergeArgs{Service: name}, Target: name, RequestedBy: Enforcer,
-			Params:     map[string]string{"driftCheck": checkID, "reason": "drift mode enforce"},
+			Params:     &ConvergeParams{DriftCheck: &checkID, Reason: "drift mode enforce"},
 			DigestFrom: fromDigest(u), DigestTo: spec.Digest(),
 		})
 		if err != nil {

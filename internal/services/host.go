@@ -146,7 +146,7 @@ func (s *Service) hostFor(ctx context.Context, p *journal.Progress, t *journal.P
 		return h, nil
 	}
 	res.MovedFrom = old
-	p.Warn(ctx, fmt.Sprintf("moving %s from node %s to node %s: it is stopped on %s first, so nothing runs until it has started on %s", name, old, node, old, node), map[string]any{"from": old, "to": node})
+	p.Warn(ctx, fmt.Sprintf("moving %s from node %s to node %s: it is stopped on %s first, so nothing runs until it has started on %s", name, old, node, old, node), &MoveEvent{Kind: EventMove, From: old, To: node})
 	oh, err := s.host(old, p.RunID())
 	if err == nil {
 		err = oh.Stop(ctx, p, t, name)

@@ -114,7 +114,7 @@ func (s *Service) requestResume(ctx context.Context, name, requestedBy string, r
 		}
 		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 			Args: &ResumeArgs{Service: name}, Target: name, RequestedBy: requestedBy, Requests: requests,
-			Params: map[string]string{"pausedBy": p.RunID.String()},
+			Params: &ResumeParams{PausedBy: p.RunID},
 		})
 		return err
 	})

@@ -13,6 +13,7 @@ import (
 	"sluice/internal/hoststep"
 	"sluice/internal/journal"
 	"sluice/internal/render"
+	"sluice/internal/secrets"
 	"sluice/internal/servicespec"
 )
 
@@ -43,7 +44,7 @@ func (s *Service) withSecrets(ctx context.Context, p *journal.Progress, u *db.Un
 		req.Manifest.Secrets[k] = v.Ref
 	}
 	req.Secrets = values
-	p.Info(ctx, "secrets for the environment: "+secretsLine(values), map[string]any{"secrets": secretsData(values)})
+	p.Info(ctx, "secrets for the environment: "+secretsLine(values), &secrets.SecretsEvent{Kind: secrets.EventSecrets, Secrets: secretsData(values)})
 	return req, nil
 }
 

@@ -208,7 +208,7 @@ func (s *Service) requestDeploy(ctx context.Context, name, d, requestedBy string
 			Target:      name,
 			RequestedBy: requestedBy,
 			Requests:    requests,
-			Params:      map[string]string{"digest": d},
+			Params:      &DeployParams{Digest: d},
 			DigestFrom:  fromDigest(u),
 			DigestTo:    d,
 		})

@@ -62,6 +62,7 @@ func (s *Service) Sweep(ctx context.Context, p *journal.Progress) (*journal.Outc
 			busy[t] = true
 		}
 		*res = SweepResult{Skipped: []string{}}
+		sweep := p.RunID()
 		for _, u := range units {
 			switch {
 			case u.LastAppliedHash == nil && u.RunningDigest == nil:
@@ -73,7 +74,7 @@ func (s *Service) Sweep(ctx context.Context, p *journal.Progress) (*journal.Outc
 			}
 			if _, err := s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 				Args: &DriftCheckArgs{Service: u.Name}, Target: u.Name,
-				RequestedBy: journal.RequestedBySystem, Params: map[string]string{"sweep": p.RunID().String()},
+				RequestedBy: journal.RequestedBySystem, Params: &DriftCheckParams{Sweep: &sweep},
 				InsertOpts: &river.InsertOpts{Priority: PrioritySweep},
 			}); err != nil {
 				return err

@@ -27,21 +27,28 @@ const (
 // (SLUICE_GITOPS_*), which it stores on first start.
 const BySystem = "system"
 
-// recorded is what a source's receipt keeps of it: its settings as
-// operators see them (credentials masked, secrets never).
-type recorded struct {
+// Record is what a source's receipt keeps of it: its settings as
+// operators see them (credentials masked, secrets never). A source
+// receipt's result is the source as the change left it.
+type Record struct {
 	Name             string `json:"name"`
 	RepoURL          string `json:"repoUrl"`
 	Branch           string `json:"branch"`
 	Path             string `json:"path"`
 	SyncIntervalSec  int32  `json:"syncIntervalSec"`
-	Policy           string `json:"policy"`
+	Policy           string `json:"policy" enum:"manual,review,auto-write,auto-deploy"`
 	Suspended        bool   `json:"suspended"`
 	WebhookSecretSet bool   `json:"webhookSecretSet"`
 }
 
-func recordOf(src *db.Source) recorded {
-	return recorded{
+// ChangeParams are a source receipt's params: the source as the change
+// found it (none for a new source).
+type ChangeParams struct {
+	Before *Record `json:"before,omitempty" doc:"The source before the change."`
+}
+
+func recordOf(src *db.Source) Record {
+	return Record{
 		Name: src.Name, RepoURL: MaskedURL(src), Branch: src.Branch, Path: src.Path, SyncIntervalSec: src.SyncIntervalSec,
 		Policy: src.Policy, Suspended: src.SuspendedAt != nil, WebhookSecretSet: webhookSecretSet(src),
 	}
@@ -59,7 +66,8 @@ func (s *Service) recordTx(ctx context.Context, tx pgx.Tx, action, by string, be
 	}
 	var params any
 	if before != nil {
-		params = map[string]any{"before": recordOf(before)}
+		b := recordOf(before)
+		params = &ChangeParams{Before: &b}
 	}
 	return s.Journal.RecordTx(ctx, tx, journal.RecordParams{
 		Action: action, Target: after.Name, RequestedBy: by, Params: params, Result: recordOf(after),
