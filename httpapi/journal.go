@@ -32,15 +32,18 @@ type Run struct {
 	Attempt     int32      `json:"attempt" doc:"The River attempt that worked it; 0 until it starts."`
 	Joined      int32      `json:"joined" doc:"How many later requests joined this run."`
 	RetryOf     *uuid.UUID `json:"retryOf,omitempty" format:"uuid" doc:"The finished run that this run retries."`
-	Params      any        `json:"params,omitempty" doc:"The request's parameters, redacted."`
+	Params      any        `json:"params,omitempty" doc:"The request's parameters, redacted; their schema is the action's (see the oneOf)."`
 	Error       *string    `json:"error,omitempty" doc:"One redacted sentence when the run did not succeed."`
-	Result      any        `json:"result,omitempty" doc:"The action's structured outcome."`
+	Result      any        `json:"result,omitempty" doc:"The action's structured outcome; its schema is the action's (see the oneOf)."`
 	Commit      *string    `json:"commit,omitempty"`
 	DigestFrom  *string    `json:"digestFrom,omitempty"`
 	DigestTo    *string    `json:"digestTo,omitempty"`
 	EventCount  int32      `json:"eventCount" doc:"Events so far; their seqs are 1..eventCount."`
 	EventsLost  int32      `json:"eventsLost" doc:"Events the worker could not write while the database was unreachable past every retry; 0 when none is missing."`
 }
+
+// Schema is Run's: see runSchema.
+func (Run) Schema(r huma.Registry) *huma.Schema { return runSchema(r) }
 
 func runOut(r *db.JournalRun) Run {
 	return Run{
@@ -66,11 +69,15 @@ type Event struct {
 	At      time.Time `json:"at"`
 	Level   string    `json:"level" enum:"info,warn,error"`
 	Message string    `json:"message"`
-	Data    any       `json:"data,omitempty"`
+	Data    EventData `json:"data,omitempty" doc:"What the event carries besides its message, typed by its kind; most events carry none."`
 }
 
 func eventOut(e *db.JournalEvent) Event {
-	return Event{RunID: e.RunID, Seq: e.Seq, At: e.At, Level: e.Level, Message: e.Message, Data: rawAny(e.Data)}
+	ev := Event{RunID: e.RunID, Seq: e.Seq, At: e.At, Level: e.Level, Message: e.Message}
+	if rawAny(e.Data) != nil {
+		ev.Data = EventData(withKind(e.Data))
+	}
+	return ev
 }
 
 // ActionAccepted answers every action request.

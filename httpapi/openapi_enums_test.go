@@ -29,6 +29,12 @@ var stateWords = []string{
 
 // openStrings are state-like properties that have no enum, and why.
 var openStrings = map[string]string{
+	// Run payloads: names and sentences, not values to switch on.
+	"GitopsResult.decision":        "the line of the source's policy that decided, worded for an operator",
+	"GitopsWebhookDelivery.event":  "the forge's own event name, as it sent it",
+	"InfraSecretUse.scope":         "a source's name, or empty for a global secret",
+	"ServicesConvergeParams.scope": "a source's name, or empty for a global secret",
+	"JournalJobOpParams.kind":      "a River job kind, as River names it (RunAction lists those that keep a run)",
 	// Commands and sentences, not values to switch on.
 	"Application.action":                "a command line that moves it on",
 	"NodeRow.action":                    "a command line that moves the row on",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -145,6 +146,31 @@ func TestFollowRun(t *testing.T) {
 		require.Len(t, got, int(run.EventCount))
 		require.Equal(t, listed(t, id), got)
 		require.Contains(t, got[len(got)-1], "succeeded")
+	})
+
+	t.Run("AReceiptsParamsAndResultAreTheTypesOfItsAction", func(t *testing.T) {
+		t.Parallel()
+		c, err := apiclient.NewClientWithResponses(p.URL, apiclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+			req.Header.Set("Authorization", "Bearer "+testToken)
+			return nil
+		}))
+		require.NoError(t, err)
+		created, err := c.CreateTokenWithResponse(t.Context(), apiclient.CreateTokenJSONRequestBody{Name: "typed-reader", Role: apiclient.CreateTokenInputBodyRoleViewer})
+		require.NoError(t, err)
+		require.NotNil(t, created.JSON201, "%d %s", created.StatusCode(), created.Body)
+		got, err := c.GetJournalRunWithResponse(t.Context(), created.JSON201.JournalId)
+		require.NoError(t, err)
+		require.NotNil(t, got.JSON200, "%d %s", got.StatusCode(), got.Body)
+		kind, err := got.JSON200.Discriminator()
+		require.NoError(t, err)
+		require.Equal(t, "create_token", kind)
+		typed, err := got.JSON200.AsRunCreateToken()
+		require.NoError(t, err)
+		require.NotNil(t, typed.Params)
+		require.Equal(t, "typed-reader", typed.Params.Name)
+		require.Equal(t, "viewer", string(typed.Params.Role))
+		require.NotNil(t, typed.Result)
+		require.Equal(t, created.JSON201.Id.String(), typed.Result.Id, "the result names the token made")
 	})
 
 	t.Run("ADroppedStreamResumesAfterTheLastEventSeen", func(t *testing.T) {

@@ -328,6 +328,162 @@ func (e ApplicationTone) Valid() bool {
 	}
 }
 
+// Defines values for AuthCreateParamsRole.
+const (
+	AuthCreateParamsRoleAdmin    AuthCreateParamsRole = "admin"
+	AuthCreateParamsRoleOperator AuthCreateParamsRole = "operator"
+	AuthCreateParamsRoleViewer   AuthCreateParamsRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the AuthCreateParamsRole enum.
+func (e AuthCreateParamsRole) Valid() bool {
+	switch e {
+	case AuthCreateParamsRoleAdmin:
+		return true
+	case AuthCreateParamsRoleOperator:
+		return true
+	case AuthCreateParamsRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuthTokenResultRole.
+const (
+	AuthTokenResultRoleAdmin    AuthTokenResultRole = "admin"
+	AuthTokenResultRoleOperator AuthTokenResultRole = "operator"
+	AuthTokenResultRoleViewer   AuthTokenResultRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the AuthTokenResultRole enum.
+func (e AuthTokenResultRole) Valid() bool {
+	switch e {
+	case AuthTokenResultRoleAdmin:
+		return true
+	case AuthTokenResultRoleOperator:
+		return true
+	case AuthTokenResultRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintApproveParamsPolicy.
+const (
+	BlueprintApproveParamsPolicyBoundedAuto BlueprintApproveParamsPolicy = "bounded-auto"
+	BlueprintApproveParamsPolicyOperator    BlueprintApproveParamsPolicy = "operator"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintApproveParamsPolicy enum.
+func (e BlueprintApproveParamsPolicy) Valid() bool {
+	switch e {
+	case BlueprintApproveParamsPolicyBoundedAuto:
+		return true
+	case BlueprintApproveParamsPolicyOperator:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintAuthorizeParamsPolicy.
+const (
+	BlueprintAuthorizeParamsPolicyAutomatic BlueprintAuthorizeParamsPolicy = "automatic"
+	BlueprintAuthorizeParamsPolicyManual    BlueprintAuthorizeParamsPolicy = "manual"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintAuthorizeParamsPolicy enum.
+func (e BlueprintAuthorizeParamsPolicy) Valid() bool {
+	switch e {
+	case BlueprintAuthorizeParamsPolicyAutomatic:
+		return true
+	case BlueprintAuthorizeParamsPolicyManual:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintNodeResultState.
+const (
+	BlueprintNodeResultStateActive     BlueprintNodeResultState = "active"
+	BlueprintNodeResultStateFailed     BlueprintNodeResultState = "failed"
+	BlueprintNodeResultStateRolledBack BlueprintNodeResultState = "rolled_back"
+	BlueprintNodeResultStateUnhealthy  BlueprintNodeResultState = "unhealthy"
+	BlueprintNodeResultStateUnknown    BlueprintNodeResultState = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintNodeResultState enum.
+func (e BlueprintNodeResultState) Valid() bool {
+	switch e {
+	case BlueprintNodeResultStateActive:
+		return true
+	case BlueprintNodeResultStateFailed:
+		return true
+	case BlueprintNodeResultStateRolledBack:
+		return true
+	case BlueprintNodeResultStateUnhealthy:
+		return true
+	case BlueprintNodeResultStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintRollbackRolloutParamsScope.
+const (
+	BlueprintRollbackRolloutParamsScopeAll    BlueprintRollbackRolloutParamsScope = "all"
+	BlueprintRollbackRolloutParamsScopeFailed BlueprintRollbackRolloutParamsScope = "failed"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintRollbackRolloutParamsScope enum.
+func (e BlueprintRollbackRolloutParamsScope) Valid() bool {
+	switch e {
+	case BlueprintRollbackRolloutParamsScopeAll:
+		return true
+	case BlueprintRollbackRolloutParamsScopeFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintRolloutParamsBy.
+const (
+	Resume BlueprintRolloutParamsBy = "resume"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintRolloutParamsBy enum.
+func (e BlueprintRolloutParamsBy) Valid() bool {
+	switch e {
+	case Resume:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BlueprintRolloutResultKind.
+const (
+	BlueprintRolloutResultKindRollback BlueprintRolloutResultKind = "rollback"
+	BlueprintRolloutResultKindRollout  BlueprintRolloutResultKind = "rollout"
+)
+
+// Valid indicates whether the value is a known member of the BlueprintRolloutResultKind enum.
+func (e BlueprintRolloutResultKind) Valid() bool {
+	switch e {
+	case BlueprintRolloutResultKindRollback:
+		return true
+	case BlueprintRolloutResultKindRollout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BlueprintViewDriftMode.
 const (
 	BlueprintViewDriftModeEnforce BlueprintViewDriftMode = "enforce"
@@ -589,6 +745,114 @@ func (e GitOpsLastSyncState) Valid() bool {
 	}
 }
 
+// Defines values for GitopsJoinedSyncEventKind.
+const (
+	JoinedSync GitopsJoinedSyncEventKind = "joined_sync"
+)
+
+// Valid indicates whether the value is a known member of the GitopsJoinedSyncEventKind enum.
+func (e GitopsJoinedSyncEventKind) Valid() bool {
+	switch e {
+	case JoinedSync:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GitopsResultPolicy.
+const (
+	GitopsResultPolicyAutoDeploy GitopsResultPolicy = "auto-deploy"
+	GitopsResultPolicyAutoWrite  GitopsResultPolicy = "auto-write"
+	GitopsResultPolicyManual     GitopsResultPolicy = "manual"
+	GitopsResultPolicyReview     GitopsResultPolicy = "review"
+)
+
+// Valid indicates whether the value is a known member of the GitopsResultPolicy enum.
+func (e GitopsResultPolicy) Valid() bool {
+	switch e {
+	case GitopsResultPolicyAutoDeploy:
+		return true
+	case GitopsResultPolicyAutoWrite:
+		return true
+	case GitopsResultPolicyManual:
+		return true
+	case GitopsResultPolicyReview:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HoststepArtifactEventKind.
+const (
+	HoststepArtifactEventKindArtifact HoststepArtifactEventKind = "artifact"
+)
+
+// Valid indicates whether the value is a known member of the HoststepArtifactEventKind enum.
+func (e HoststepArtifactEventKind) Valid() bool {
+	switch e {
+	case HoststepArtifactEventKindArtifact:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HoststepOutputEventKind.
+const (
+	Output HoststepOutputEventKind = "output"
+)
+
+// Valid indicates whether the value is a known member of the HoststepOutputEventKind enum.
+func (e HoststepOutputEventKind) Valid() bool {
+	switch e {
+	case Output:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InfraDriftStatus.
+const (
+	InfraDriftStatusDesiredAhead InfraDriftStatus = "desired_ahead"
+	InfraDriftStatusInSync       InfraDriftStatus = "in_sync"
+	InfraDriftStatusLiveDrift    InfraDriftStatus = "live_drift"
+	InfraDriftStatusUnknown      InfraDriftStatus = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the InfraDriftStatus enum.
+func (e InfraDriftStatus) Valid() bool {
+	switch e {
+	case InfraDriftStatusDesiredAhead:
+		return true
+	case InfraDriftStatusInSync:
+		return true
+	case InfraDriftStatusLiveDrift:
+		return true
+	case InfraDriftStatusUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InfraPlanEventKind.
+const (
+	InfraPlanEventKindPlan InfraPlanEventKind = "plan"
+)
+
+// Valid indicates whether the value is a known member of the InfraPlanEventKind enum.
+func (e InfraPlanEventKind) Valid() bool {
+	switch e {
+	case InfraPlanEventKindPlan:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for InfrastructureStatus.
 const (
 	InfrastructureStatusApplied   InfrastructureStatus = "applied"
@@ -655,6 +919,42 @@ const (
 func (e JournalEventMessageEvent) Valid() bool {
 	switch e {
 	case JournalEventMessageEventEvent:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JournalJobOpParamsState.
+const (
+	JournalJobOpParamsStateAvailable JournalJobOpParamsState = "available"
+	JournalJobOpParamsStateCancelled JournalJobOpParamsState = "cancelled"
+	JournalJobOpParamsStateCompleted JournalJobOpParamsState = "completed"
+	JournalJobOpParamsStateDiscarded JournalJobOpParamsState = "discarded"
+	JournalJobOpParamsStatePending   JournalJobOpParamsState = "pending"
+	JournalJobOpParamsStateRetryable JournalJobOpParamsState = "retryable"
+	JournalJobOpParamsStateRunning   JournalJobOpParamsState = "running"
+	JournalJobOpParamsStateScheduled JournalJobOpParamsState = "scheduled"
+)
+
+// Valid indicates whether the value is a known member of the JournalJobOpParamsState enum.
+func (e JournalJobOpParamsState) Valid() bool {
+	switch e {
+	case JournalJobOpParamsStateAvailable:
+		return true
+	case JournalJobOpParamsStateCancelled:
+		return true
+	case JournalJobOpParamsStateCompleted:
+		return true
+	case JournalJobOpParamsStateDiscarded:
+		return true
+	case JournalJobOpParamsStatePending:
+		return true
+	case JournalJobOpParamsStateRetryable:
+		return true
+	case JournalJobOpParamsStateRunning:
+		return true
+	case JournalJobOpParamsStateScheduled:
 		return true
 	default:
 		return false
@@ -1012,6 +1312,24 @@ func (e NotificationTestAcceptedState) Valid() bool {
 	}
 }
 
+// Defines values for NotifyTargetParamsKind.
+const (
+	NotifyTargetParamsKindHttp  NotifyTargetParamsKind = "http"
+	NotifyTargetParamsKindSlack NotifyTargetParamsKind = "slack"
+)
+
+// Valid indicates whether the value is a known member of the NotifyTargetParamsKind enum.
+func (e NotifyTargetParamsKind) Valid() bool {
+	switch e {
+	case NotifyTargetParamsKindHttp:
+		return true
+	case NotifyTargetParamsKindSlack:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PlacementGrantPolicy.
 const (
 	PlacementGrantPolicyBoundedAuto PlacementGrantPolicy = "bounded-auto"
@@ -1024,6 +1342,21 @@ func (e PlacementGrantPolicy) Valid() bool {
 	case PlacementGrantPolicyBoundedAuto:
 		return true
 	case PlacementGrantPolicyOperator:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetentionMonthEventKind.
+const (
+	RetentionMonthEventKindRetentionMonth RetentionMonthEventKind = "retention_month"
+)
+
+// Valid indicates whether the value is a known member of the RetentionMonthEventKind enum.
+func (e RetentionMonthEventKind) Valid() bool {
+	switch e {
+	case RetentionMonthEventKindRetentionMonth:
 		return true
 	default:
 		return false
@@ -1453,6 +1786,864 @@ func (e RunState) Valid() bool {
 	}
 }
 
+// Defines values for RunAcceptSourceAction.
+const (
+	RunAcceptSourceActionAcceptSource RunAcceptSourceAction = "accept_source"
+)
+
+// Valid indicates whether the value is a known member of the RunAcceptSourceAction enum.
+func (e RunAcceptSourceAction) Valid() bool {
+	switch e {
+	case RunAcceptSourceActionAcceptSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunAddNodeAction.
+const (
+	RunAddNodeActionAddNode RunAddNodeAction = "add_node"
+)
+
+// Valid indicates whether the value is a known member of the RunAddNodeAction enum.
+func (e RunAddNodeAction) Valid() bool {
+	switch e {
+	case RunAddNodeActionAddNode:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunApplyAction.
+const (
+	RunApplyActionApply RunApplyAction = "apply"
+)
+
+// Valid indicates whether the value is a known member of the RunApplyAction enum.
+func (e RunApplyAction) Valid() bool {
+	switch e {
+	case RunApplyActionApply:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunApprovePlacementAction.
+const (
+	RunApprovePlacementActionApprovePlacement RunApprovePlacementAction = "approve_placement"
+)
+
+// Valid indicates whether the value is a known member of the RunApprovePlacementAction enum.
+func (e RunApprovePlacementAction) Valid() bool {
+	switch e {
+	case RunApprovePlacementActionApprovePlacement:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunAuthorizeRolloutAction.
+const (
+	RunAuthorizeRolloutActionAuthorizeRollout RunAuthorizeRolloutAction = "authorize_rollout"
+)
+
+// Valid indicates whether the value is a known member of the RunAuthorizeRolloutAction enum.
+func (e RunAuthorizeRolloutAction) Valid() bool {
+	switch e {
+	case RunAuthorizeRolloutActionAuthorizeRollout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunBootstrapTokenAction.
+const (
+	RunBootstrapTokenActionBootstrapToken RunBootstrapTokenAction = "bootstrap_token"
+)
+
+// Valid indicates whether the value is a known member of the RunBootstrapTokenAction enum.
+func (e RunBootstrapTokenAction) Valid() bool {
+	switch e {
+	case RunBootstrapTokenActionBootstrapToken:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunCancelJobAction.
+const (
+	RunCancelJobActionCancelJob RunCancelJobAction = "cancel_job"
+)
+
+// Valid indicates whether the value is a known member of the RunCancelJobAction enum.
+func (e RunCancelJobAction) Valid() bool {
+	switch e {
+	case RunCancelJobActionCancelJob:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunConvergeAction.
+const (
+	RunConvergeActionConverge RunConvergeAction = "converge"
+)
+
+// Valid indicates whether the value is a known member of the RunConvergeAction enum.
+func (e RunConvergeAction) Valid() bool {
+	switch e {
+	case RunConvergeActionConverge:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunCordonNodeAction.
+const (
+	RunCordonNodeActionCordonNode RunCordonNodeAction = "cordon_node"
+)
+
+// Valid indicates whether the value is a known member of the RunCordonNodeAction enum.
+func (e RunCordonNodeAction) Valid() bool {
+	switch e {
+	case RunCordonNodeActionCordonNode:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunCreateSourceAction.
+const (
+	RunCreateSourceActionCreateSource RunCreateSourceAction = "create_source"
+)
+
+// Valid indicates whether the value is a known member of the RunCreateSourceAction enum.
+func (e RunCreateSourceAction) Valid() bool {
+	switch e {
+	case RunCreateSourceActionCreateSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunCreateTokenAction.
+const (
+	RunCreateTokenActionCreateToken RunCreateTokenAction = "create_token"
+)
+
+// Valid indicates whether the value is a known member of the RunCreateTokenAction enum.
+func (e RunCreateTokenAction) Valid() bool {
+	switch e {
+	case RunCreateTokenActionCreateToken:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunDeclinePlacementAction.
+const (
+	RunDeclinePlacementActionDeclinePlacement RunDeclinePlacementAction = "decline_placement"
+)
+
+// Valid indicates whether the value is a known member of the RunDeclinePlacementAction enum.
+func (e RunDeclinePlacementAction) Valid() bool {
+	switch e {
+	case RunDeclinePlacementActionDeclinePlacement:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunDeleteJobAction.
+const (
+	RunDeleteJobActionDeleteJob RunDeleteJobAction = "delete_job"
+)
+
+// Valid indicates whether the value is a known member of the RunDeleteJobAction enum.
+func (e RunDeleteJobAction) Valid() bool {
+	switch e {
+	case RunDeleteJobActionDeleteJob:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunDeleteNodeAction.
+const (
+	RunDeleteNodeActionDeleteNode RunDeleteNodeAction = "delete_node"
+)
+
+// Valid indicates whether the value is a known member of the RunDeleteNodeAction enum.
+func (e RunDeleteNodeAction) Valid() bool {
+	switch e {
+	case RunDeleteNodeActionDeleteNode:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunDeleteSecretAction.
+const (
+	RunDeleteSecretActionDeleteSecret RunDeleteSecretAction = "delete_secret"
+)
+
+// Valid indicates whether the value is a known member of the RunDeleteSecretAction enum.
+func (e RunDeleteSecretAction) Valid() bool {
+	switch e {
+	case RunDeleteSecretActionDeleteSecret:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunDeleteSourceAction.
+const (
+	RunDeleteSourceActionDeleteSource RunDeleteSourceAction = "delete_source"
+)
+
+// Valid indicates whether the value is a known member of the RunDeleteSourceAction enum.
+func (e RunDeleteSourceAction) Valid() bool {
+	switch e {
+	case RunDeleteSourceActionDeleteSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunDeployAction.
+const (
+	RunDeployActionDeploy RunDeployAction = "deploy"
+)
+
+// Valid indicates whether the value is a known member of the RunDeployAction enum.
+func (e RunDeployAction) Valid() bool {
+	switch e {
+	case RunDeployActionDeploy:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunDestroyAction.
+const (
+	RunDestroyActionDestroy RunDestroyAction = "destroy"
+)
+
+// Valid indicates whether the value is a known member of the RunDestroyAction enum.
+func (e RunDestroyAction) Valid() bool {
+	switch e {
+	case RunDestroyActionDestroy:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunDriftCheckAction.
+const (
+	RunDriftCheckActionDriftCheck RunDriftCheckAction = "drift_check"
+)
+
+// Valid indicates whether the value is a known member of the RunDriftCheckAction enum.
+func (e RunDriftCheckAction) Valid() bool {
+	switch e {
+	case RunDriftCheckActionDriftCheck:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunDriftSweepAction.
+const (
+	RunDriftSweepActionDriftSweep RunDriftSweepAction = "drift_sweep"
+)
+
+// Valid indicates whether the value is a known member of the RunDriftSweepAction enum.
+func (e RunDriftSweepAction) Valid() bool {
+	switch e {
+	case RunDriftSweepActionDriftSweep:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunEnforceAction.
+const (
+	RunEnforceActionEnforce RunEnforceAction = "enforce"
+)
+
+// Valid indicates whether the value is a known member of the RunEnforceAction enum.
+func (e RunEnforceAction) Valid() bool {
+	switch e {
+	case RunEnforceActionEnforce:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunJoinNodeAction.
+const (
+	RunJoinNodeActionJoinNode RunJoinNodeAction = "join_node"
+)
+
+// Valid indicates whether the value is a known member of the RunJoinNodeAction enum.
+func (e RunJoinNodeAction) Valid() bool {
+	switch e {
+	case RunJoinNodeActionJoinNode:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunJournalRetentionAction.
+const (
+	RunJournalRetentionActionJournalRetention RunJournalRetentionAction = "journal_retention"
+)
+
+// Valid indicates whether the value is a known member of the RunJournalRetentionAction enum.
+func (e RunJournalRetentionAction) Valid() bool {
+	switch e {
+	case RunJournalRetentionActionJournalRetention:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunNotificationTargetCreateAction.
+const (
+	RunNotificationTargetCreateActionNotificationTargetCreate RunNotificationTargetCreateAction = "notification_target_create"
+)
+
+// Valid indicates whether the value is a known member of the RunNotificationTargetCreateAction enum.
+func (e RunNotificationTargetCreateAction) Valid() bool {
+	switch e {
+	case RunNotificationTargetCreateActionNotificationTargetCreate:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunNotificationTargetDeleteAction.
+const (
+	RunNotificationTargetDeleteActionNotificationTargetDelete RunNotificationTargetDeleteAction = "notification_target_delete"
+)
+
+// Valid indicates whether the value is a known member of the RunNotificationTargetDeleteAction enum.
+func (e RunNotificationTargetDeleteAction) Valid() bool {
+	switch e {
+	case RunNotificationTargetDeleteActionNotificationTargetDelete:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunNotificationTestAction.
+const (
+	RunNotificationTestActionNotificationTest RunNotificationTestAction = "notification_test"
+)
+
+// Valid indicates whether the value is a known member of the RunNotificationTestAction enum.
+func (e RunNotificationTestAction) Valid() bool {
+	switch e {
+	case RunNotificationTestActionNotificationTest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunPauseRolloutAction.
+const (
+	RunPauseRolloutActionPauseRollout RunPauseRolloutAction = "pause_rollout"
+)
+
+// Valid indicates whether the value is a known member of the RunPauseRolloutAction enum.
+func (e RunPauseRolloutAction) Valid() bool {
+	switch e {
+	case RunPauseRolloutActionPauseRollout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunPlanAction.
+const (
+	RunPlanActionPlan RunPlanAction = "plan"
+)
+
+// Valid indicates whether the value is a known member of the RunPlanAction enum.
+func (e RunPlanAction) Valid() bool {
+	switch e {
+	case RunPlanActionPlan:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunPutArtifactAction.
+const (
+	RunPutArtifactActionPutArtifact RunPutArtifactAction = "put_artifact"
+)
+
+// Valid indicates whether the value is a known member of the RunPutArtifactAction enum.
+func (e RunPutArtifactAction) Valid() bool {
+	switch e {
+	case RunPutArtifactActionPutArtifact:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunPutGitopsSettingsAction.
+const (
+	RunPutGitopsSettingsActionPutGitopsSettings RunPutGitopsSettingsAction = "put_gitops_settings"
+)
+
+// Valid indicates whether the value is a known member of the RunPutGitopsSettingsAction enum.
+func (e RunPutGitopsSettingsAction) Valid() bool {
+	switch e {
+	case RunPutGitopsSettingsActionPutGitopsSettings:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunResumeRolloutAction.
+const (
+	RunResumeRolloutActionResumeRollout RunResumeRolloutAction = "resume_rollout"
+)
+
+// Valid indicates whether the value is a known member of the RunResumeRolloutAction enum.
+func (e RunResumeRolloutAction) Valid() bool {
+	switch e {
+	case RunResumeRolloutActionResumeRollout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunResumeServiceAction.
+const (
+	RunResumeServiceActionResumeService RunResumeServiceAction = "resume_service"
+)
+
+// Valid indicates whether the value is a known member of the RunResumeServiceAction enum.
+func (e RunResumeServiceAction) Valid() bool {
+	switch e {
+	case RunResumeServiceActionResumeService:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunResumeSourceAction.
+const (
+	RunResumeSourceActionResumeSource RunResumeSourceAction = "resume_source"
+)
+
+// Valid indicates whether the value is a known member of the RunResumeSourceAction enum.
+func (e RunResumeSourceAction) Valid() bool {
+	switch e {
+	case RunResumeSourceActionResumeSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRetryJobAction.
+const (
+	RunRetryJobActionRetryJob RunRetryJobAction = "retry_job"
+)
+
+// Valid indicates whether the value is a known member of the RunRetryJobAction enum.
+func (e RunRetryJobAction) Valid() bool {
+	switch e {
+	case RunRetryJobActionRetryJob:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRevokeNodeAction.
+const (
+	RunRevokeNodeActionRevokeNode RunRevokeNodeAction = "revoke_node"
+)
+
+// Valid indicates whether the value is a known member of the RunRevokeNodeAction enum.
+func (e RunRevokeNodeAction) Valid() bool {
+	switch e {
+	case RunRevokeNodeActionRevokeNode:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRevokeTokenAction.
+const (
+	RunRevokeTokenActionRevokeToken RunRevokeTokenAction = "revoke_token"
+)
+
+// Valid indicates whether the value is a known member of the RunRevokeTokenAction enum.
+func (e RunRevokeTokenAction) Valid() bool {
+	switch e {
+	case RunRevokeTokenActionRevokeToken:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRollbackAction.
+const (
+	RunRollbackActionRollback RunRollbackAction = "rollback"
+)
+
+// Valid indicates whether the value is a known member of the RunRollbackAction enum.
+func (e RunRollbackAction) Valid() bool {
+	switch e {
+	case RunRollbackActionRollback:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRollbackRolloutAction.
+const (
+	RunRollbackRolloutActionRollbackRollout RunRollbackRolloutAction = "rollback_rollout"
+)
+
+// Valid indicates whether the value is a known member of the RunRollbackRolloutAction enum.
+func (e RunRollbackRolloutAction) Valid() bool {
+	switch e {
+	case RunRollbackRolloutActionRollbackRollout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRolloutAction.
+const (
+	RunRolloutActionRollout RunRolloutAction = "rollout"
+)
+
+// Valid indicates whether the value is a known member of the RunRolloutAction enum.
+func (e RunRolloutAction) Valid() bool {
+	switch e {
+	case RunRolloutActionRollout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRotateNodeAction.
+const (
+	RunRotateNodeActionRotateNode RunRotateNodeAction = "rotate_node"
+)
+
+// Valid indicates whether the value is a known member of the RunRotateNodeAction enum.
+func (e RunRotateNodeAction) Valid() bool {
+	switch e {
+	case RunRotateNodeActionRotateNode:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunServiceContinueAction.
+const (
+	RunServiceContinueActionServiceContinue RunServiceContinueAction = "service_continue"
+)
+
+// Valid indicates whether the value is a known member of the RunServiceContinueAction enum.
+func (e RunServiceContinueAction) Valid() bool {
+	switch e {
+	case RunServiceContinueActionServiceContinue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunServiceDriftCheckAction.
+const (
+	RunServiceDriftCheckActionServiceDriftCheck RunServiceDriftCheckAction = "service_drift_check"
+)
+
+// Valid indicates whether the value is a known member of the RunServiceDriftCheckAction enum.
+func (e RunServiceDriftCheckAction) Valid() bool {
+	switch e {
+	case RunServiceDriftCheckActionServiceDriftCheck:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunServiceDriftSweepAction.
+const (
+	RunServiceDriftSweepActionServiceDriftSweep RunServiceDriftSweepAction = "service_drift_sweep"
+)
+
+// Valid indicates whether the value is a known member of the RunServiceDriftSweepAction enum.
+func (e RunServiceDriftSweepAction) Valid() bool {
+	switch e {
+	case RunServiceDriftSweepActionServiceDriftSweep:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunSetNodeLabelsAction.
+const (
+	RunSetNodeLabelsActionSetNodeLabels RunSetNodeLabelsAction = "set_node_labels"
+)
+
+// Valid indicates whether the value is a known member of the RunSetNodeLabelsAction enum.
+func (e RunSetNodeLabelsAction) Valid() bool {
+	switch e {
+	case RunSetNodeLabelsActionSetNodeLabels:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunSetSecretAction.
+const (
+	RunSetSecretActionSetSecret RunSetSecretAction = "set_secret"
+)
+
+// Valid indicates whether the value is a known member of the RunSetSecretAction enum.
+func (e RunSetSecretAction) Valid() bool {
+	switch e {
+	case RunSetSecretActionSetSecret:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunSetSourcePolicyAction.
+const (
+	RunSetSourcePolicyActionSetSourcePolicy RunSetSourcePolicyAction = "set_source_policy"
+)
+
+// Valid indicates whether the value is a known member of the RunSetSourcePolicyAction enum.
+func (e RunSetSourcePolicyAction) Valid() bool {
+	switch e {
+	case RunSetSourcePolicyActionSetSourcePolicy:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunSetSourceWebhookSecretAction.
+const (
+	RunSetSourceWebhookSecretActionSetSourceWebhookSecret RunSetSourceWebhookSecretAction = "set_source_webhook_secret"
+)
+
+// Valid indicates whether the value is a known member of the RunSetSourceWebhookSecretAction enum.
+func (e RunSetSourceWebhookSecretAction) Valid() bool {
+	switch e {
+	case RunSetSourceWebhookSecretActionSetSourceWebhookSecret:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunSkipRolloutNodeAction.
+const (
+	RunSkipRolloutNodeActionSkipRolloutNode RunSkipRolloutNodeAction = "skip_rollout_node"
+)
+
+// Valid indicates whether the value is a known member of the RunSkipRolloutNodeAction enum.
+func (e RunSkipRolloutNodeAction) Valid() bool {
+	switch e {
+	case RunSkipRolloutNodeActionSkipRolloutNode:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunStopServiceAction.
+const (
+	RunStopServiceActionStopService RunStopServiceAction = "stop_service"
+)
+
+// Valid indicates whether the value is a known member of the RunStopServiceAction enum.
+func (e RunStopServiceAction) Valid() bool {
+	switch e {
+	case RunStopServiceActionStopService:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunSuspendSourceAction.
+const (
+	RunSuspendSourceActionSuspendSource RunSuspendSourceAction = "suspend_source"
+)
+
+// Valid indicates whether the value is a known member of the RunSuspendSourceAction enum.
+func (e RunSuspendSourceAction) Valid() bool {
+	switch e {
+	case RunSuspendSourceActionSuspendSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunSyncSourceAction.
+const (
+	RunSyncSourceActionSyncSource RunSyncSourceAction = "sync_source"
+)
+
+// Valid indicates whether the value is a known member of the RunSyncSourceAction enum.
+func (e RunSyncSourceAction) Valid() bool {
+	switch e {
+	case RunSyncSourceActionSyncSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunUncordonNodeAction.
+const (
+	RunUncordonNodeActionUncordonNode RunUncordonNodeAction = "uncordon_node"
+)
+
+// Valid indicates whether the value is a known member of the RunUncordonNodeAction enum.
+func (e RunUncordonNodeAction) Valid() bool {
+	switch e {
+	case RunUncordonNodeActionUncordonNode:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunUpdateSourceAction.
+const (
+	RunUpdateSourceActionUpdateSource RunUpdateSourceAction = "update_source"
+)
+
+// Valid indicates whether the value is a known member of the RunUpdateSourceAction enum.
+func (e RunUpdateSourceAction) Valid() bool {
+	switch e {
+	case RunUpdateSourceActionUpdateSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunWithdrawAction.
+const (
+	RunWithdrawActionWithdraw RunWithdrawAction = "withdraw"
+)
+
+// Valid indicates whether the value is a known member of the RunWithdrawAction enum.
+func (e RunWithdrawAction) Valid() bool {
+	switch e {
+	case RunWithdrawActionWithdraw:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunWithdrawPlacementApprovalAction.
+const (
+	RunWithdrawPlacementApprovalActionWithdrawPlacementApproval RunWithdrawPlacementApprovalAction = "withdraw_placement_approval"
+)
+
+// Valid indicates whether the value is a known member of the RunWithdrawPlacementApprovalAction enum.
+func (e RunWithdrawPlacementApprovalAction) Valid() bool {
+	switch e {
+	case RunWithdrawPlacementApprovalActionWithdrawPlacementApproval:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SecretsScopeParamsScope.
+const (
+	SecretsScopeParamsScopeGlobal SecretsScopeParamsScope = "global"
+	SecretsScopeParamsScopeSource SecretsScopeParamsScope = "source"
+)
+
+// Valid indicates whether the value is a known member of the SecretsScopeParamsScope enum.
+func (e SecretsScopeParamsScope) Valid() bool {
+	switch e {
+	case SecretsScopeParamsScopeGlobal:
+		return true
+	case SecretsScopeParamsScopeSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SecretsSecretsEventKind.
+const (
+	Secrets SecretsSecretsEventKind = "secrets"
+)
+
+// Valid indicates whether the value is a known member of the SecretsSecretsEventKind enum.
+func (e SecretsSecretsEventKind) Valid() bool {
+	switch e {
+	case Secrets:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ServiceRuntime.
 const (
 	Empty   ServiceRuntime = ""
@@ -1489,6 +2680,168 @@ func (e ServiceStatus) Valid() bool {
 	case ServiceStatusFailed:
 		return true
 	case ServiceStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServicesDriftDriftMode.
+const (
+	ServicesDriftDriftModeEnforce ServicesDriftDriftMode = "enforce"
+	ServicesDriftDriftModeObserve ServicesDriftDriftMode = "observe"
+	ServicesDriftDriftModeSuggest ServicesDriftDriftMode = "suggest"
+)
+
+// Valid indicates whether the value is a known member of the ServicesDriftDriftMode enum.
+func (e ServicesDriftDriftMode) Valid() bool {
+	switch e {
+	case ServicesDriftDriftModeEnforce:
+		return true
+	case ServicesDriftDriftModeObserve:
+		return true
+	case ServicesDriftDriftModeSuggest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServicesDriftStatus.
+const (
+	ServicesDriftStatusDesiredAhead ServicesDriftStatus = "desired_ahead"
+	ServicesDriftStatusInProgress   ServicesDriftStatus = "in_progress"
+	ServicesDriftStatusInSync       ServicesDriftStatus = "in_sync"
+	ServicesDriftStatusLiveDrift    ServicesDriftStatus = "live_drift"
+	ServicesDriftStatusUnknown      ServicesDriftStatus = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the ServicesDriftStatus enum.
+func (e ServicesDriftStatus) Valid() bool {
+	switch e {
+	case ServicesDriftStatusDesiredAhead:
+		return true
+	case ServicesDriftStatusInProgress:
+		return true
+	case ServicesDriftStatusInSync:
+		return true
+	case ServicesDriftStatusLiveDrift:
+		return true
+	case ServicesDriftStatusUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServicesDriftFindingClass.
+const (
+	ServicesDriftFindingClassArtifact ServicesDriftFindingClass = "artifact"
+	ServicesDriftFindingClassHealth   ServicesDriftFindingClass = "health"
+	ServicesDriftFindingClassRuntime  ServicesDriftFindingClass = "runtime"
+	ServicesDriftFindingClassSource   ServicesDriftFindingClass = "source"
+)
+
+// Valid indicates whether the value is a known member of the ServicesDriftFindingClass enum.
+func (e ServicesDriftFindingClass) Valid() bool {
+	switch e {
+	case ServicesDriftFindingClassArtifact:
+		return true
+	case ServicesDriftFindingClassHealth:
+		return true
+	case ServicesDriftFindingClassRuntime:
+		return true
+	case ServicesDriftFindingClassSource:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServicesEnforcementDecision.
+const (
+	ServicesEnforcementDecisionHeld    ServicesEnforcementDecision = "held"
+	ServicesEnforcementDecisionRepair  ServicesEnforcementDecision = "repair"
+	ServicesEnforcementDecisionStopped ServicesEnforcementDecision = "stopped"
+	ServicesEnforcementDecisionWait    ServicesEnforcementDecision = "wait"
+)
+
+// Valid indicates whether the value is a known member of the ServicesEnforcementDecision enum.
+func (e ServicesEnforcementDecision) Valid() bool {
+	switch e {
+	case ServicesEnforcementDecisionHeld:
+		return true
+	case ServicesEnforcementDecisionRepair:
+		return true
+	case ServicesEnforcementDecisionStopped:
+		return true
+	case ServicesEnforcementDecisionWait:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServicesMoveEventKind.
+const (
+	Move ServicesMoveEventKind = "move"
+)
+
+// Valid indicates whether the value is a known member of the ServicesMoveEventKind enum.
+func (e ServicesMoveEventKind) Valid() bool {
+	switch e {
+	case Move:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServicesOnProbeFailureEventKind.
+const (
+	OnProbeFailure ServicesOnProbeFailureEventKind = "on_probe_failure"
+)
+
+// Valid indicates whether the value is a known member of the ServicesOnProbeFailureEventKind enum.
+func (e ServicesOnProbeFailureEventKind) Valid() bool {
+	switch e {
+	case OnProbeFailure:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServicesProbeEventKind.
+const (
+	Probe ServicesProbeEventKind = "probe"
+)
+
+// Valid indicates whether the value is a known member of the ServicesProbeEventKind enum.
+func (e ServicesProbeEventKind) Valid() bool {
+	switch e {
+	case Probe:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServicesResultAction.
+const (
+	ServicesResultActionConverge ServicesResultAction = "converge"
+	ServicesResultActionDeploy   ServicesResultAction = "deploy"
+	ServicesResultActionRollback ServicesResultAction = "rollback"
+)
+
+// Valid indicates whether the value is a known member of the ServicesResultAction enum.
+func (e ServicesResultAction) Valid() bool {
+	switch e {
+	case ServicesResultActionConverge:
+		return true
+	case ServicesResultActionDeploy:
+		return true
+	case ServicesResultActionRollback:
 		return true
 	default:
 		return false
@@ -1537,6 +2890,30 @@ func (e SourceInputPolicy) Valid() bool {
 	case SourceInputPolicyManual:
 		return true
 	case SourceInputPolicyReview:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SourceRecordPolicy.
+const (
+	SourceRecordPolicyAutoDeploy SourceRecordPolicy = "auto-deploy"
+	SourceRecordPolicyAutoWrite  SourceRecordPolicy = "auto-write"
+	SourceRecordPolicyManual     SourceRecordPolicy = "manual"
+	SourceRecordPolicyReview     SourceRecordPolicy = "review"
+)
+
+// Valid indicates whether the value is a known member of the SourceRecordPolicy enum.
+func (e SourceRecordPolicy) Valid() bool {
+	switch e {
+	case SourceRecordPolicyAutoDeploy:
+		return true
+	case SourceRecordPolicyAutoWrite:
+		return true
+	case SourceRecordPolicyManual:
+		return true
+	case SourceRecordPolicyReview:
 		return true
 	default:
 		return false
@@ -2468,6 +3845,111 @@ type ArtifactInfo struct {
 	Size int64 `json:"size"`
 }
 
+// ArtifactstorePutResult defines model for ArtifactstorePutResult.
+type ArtifactstorePutResult struct {
+	// Digest The artifact's digest.
+	Digest string `json:"digest"`
+
+	// Size Its size in bytes.
+	Size int64 `json:"size"`
+}
+
+// AuthCreateParams defines model for AuthCreateParams.
+type AuthCreateParams struct {
+	// Name The token's name.
+	Name string `json:"name"`
+
+	// Role Its role.
+	Role AuthCreateParamsRole `json:"role"`
+}
+
+// AuthCreateParamsRole Its role.
+type AuthCreateParamsRole string
+
+// AuthRevokeParams defines model for AuthRevokeParams.
+type AuthRevokeParams struct {
+	// Ref The name or id the revoke was asked with.
+	Ref string `json:"ref"`
+}
+
+// AuthTokenResult defines model for AuthTokenResult.
+type AuthTokenResult struct {
+	// Id The token's id.
+	Id string `json:"id"`
+
+	// Role The role the revoked token had.
+	Role *AuthTokenResultRole `json:"role,omitempty"`
+}
+
+// AuthTokenResultRole The role the revoked token had.
+type AuthTokenResultRole string
+
+// BlueprintApproveParams defines model for BlueprintApproveParams.
+type BlueprintApproveParams struct {
+	// Add The nodes the plan added.
+	Add []string `json:"add"`
+
+	// Fingerprint The approved plan's fingerprint.
+	Fingerprint string `json:"fingerprint"`
+
+	// Generation The Blueprint's content hash approved.
+	Generation string `json:"generation"`
+
+	// Nodes The nodes the placement names.
+	Nodes []string `json:"nodes"`
+
+	// Policy Who approved: operator, or the bounded-auto policy.
+	Policy BlueprintApproveParamsPolicy `json:"policy"`
+
+	// Remove The nodes the plan removed.
+	Remove []string `json:"remove"`
+}
+
+// BlueprintApproveParamsPolicy Who approved: operator, or the bounded-auto policy.
+type BlueprintApproveParamsPolicy string
+
+// BlueprintAuthorizeParams defines model for BlueprintAuthorizeParams.
+type BlueprintAuthorizeParams struct {
+	// Digest The artifact it rolls out.
+	Digest string `json:"digest"`
+
+	// Generation The Blueprint's content hash it rolls out.
+	Generation string `json:"generation"`
+
+	// Nodes The nodes, in rollout order.
+	Nodes []string `json:"nodes"`
+
+	// OnProbeFailure What a node's failed probe does to the rollout.
+	OnProbeFailure string `json:"onProbeFailure"`
+
+	// Placement The placement it was authorized for.
+	Placement string `json:"placement"`
+
+	// Policy The rollout policy that authorized it: manual or automatic.
+	Policy BlueprintAuthorizeParamsPolicy `json:"policy"`
+
+	// Rollout The rollout authorized.
+	Rollout string `json:"rollout"`
+}
+
+// BlueprintAuthorizeParamsPolicy The rollout policy that authorized it: manual or automatic.
+type BlueprintAuthorizeParamsPolicy string
+
+// BlueprintDeclineParams defines model for BlueprintDeclineParams.
+type BlueprintDeclineParams struct {
+	// Add The nodes the plan would add.
+	Add []string `json:"add"`
+
+	// Fingerprint The declined plan's fingerprint.
+	Fingerprint string `json:"fingerprint"`
+
+	// RecordedAt When the decline was first recorded.
+	RecordedAt time.Time `json:"recordedAt"`
+
+	// Remove The nodes the plan would remove.
+	Remove []string `json:"remove"`
+}
+
 // BlueprintEnforceOutputBody defines model for BlueprintEnforceOutputBody.
 type BlueprintEnforceOutputBody struct {
 	// Joined True when the request joined a queued enforce run of the node.
@@ -2477,9 +3959,138 @@ type BlueprintEnforceOutputBody struct {
 	JournalId openapi_types.UUID `json:"journalId"`
 }
 
+// BlueprintEnforceResult defines model for BlueprintEnforceResult.
+type BlueprintEnforceResult struct {
+	Applied    *HoststepApplied `json:"applied,omitempty"`
+	Blueprint  string           `json:"blueprint"`
+	Digest     *string          `json:"digest,omitempty"`
+	Generation *string          `json:"generation,omitempty"`
+	Node       string           `json:"node"`
+	Phases     []JournalPhase   `json:"phases"`
+	Rollout    *string          `json:"rollout,omitempty"`
+}
+
 // BlueprintListOutputBody defines model for BlueprintListOutputBody.
 type BlueprintListOutputBody struct {
 	Blueprints []BlueprintView `json:"blueprints"`
+}
+
+// BlueprintNodeParams defines model for BlueprintNodeParams.
+type BlueprintNodeParams struct {
+	// Node The node.
+	Node string `json:"node"`
+
+	// Placement The placement the withdraw follows.
+	Placement *string `json:"placement,omitempty"`
+}
+
+// BlueprintNodeResult defines model for BlueprintNodeResult.
+type BlueprintNodeResult struct {
+	Node   string                   `json:"node"`
+	Pid    *int64                   `json:"pid,omitempty"`
+	Reason string                   `json:"reason"`
+	State  BlueprintNodeResultState `json:"state"`
+}
+
+// BlueprintNodeResultState defines model for BlueprintNodeResult.State.
+type BlueprintNodeResultState string
+
+// BlueprintPauseParams defines model for BlueprintPauseParams.
+type BlueprintPauseParams struct {
+	// Reason Why, as the operator said.
+	Reason string `json:"reason"`
+
+	// Rollout The rollout paused.
+	Rollout string `json:"rollout"`
+}
+
+// BlueprintResumeRolloutParams defines model for BlueprintResumeRolloutParams.
+type BlueprintResumeRolloutParams struct {
+	// Rollout The rollout resumed.
+	Rollout string `json:"rollout"`
+
+	// Run The rollout's run, which goes on.
+	Run string `json:"run"`
+}
+
+// BlueprintRollbackRolloutParams defines model for BlueprintRollbackRolloutParams.
+type BlueprintRollbackRolloutParams struct {
+	// Digest The artifact it goes back to.
+	Digest string `json:"digest"`
+
+	// Generation The generation it goes back to.
+	Generation string `json:"generation"`
+
+	// Nodes The nodes, in order.
+	Nodes []string `json:"nodes"`
+
+	// Rollout The rollback's own rollout.
+	Rollout string `json:"rollout"`
+
+	// RollsBack The rollout it rolls back.
+	RollsBack string `json:"rollsBack"`
+
+	// Scope The nodes it covers: all, or those that took the rolled-back rollout.
+	Scope BlueprintRollbackRolloutParamsScope `json:"scope"`
+
+	// To The rollout whose generation it goes back to.
+	To string `json:"to"`
+}
+
+// BlueprintRollbackRolloutParamsScope The nodes it covers: all, or those that took the rolled-back rollout.
+type BlueprintRollbackRolloutParamsScope string
+
+// BlueprintRolloutParams defines model for BlueprintRolloutParams.
+type BlueprintRolloutParams struct {
+	// By resume when an operator ran the rollout again.
+	By *BlueprintRolloutParamsBy `json:"by,omitempty"`
+
+	// Generation The generation it rolls out.
+	Generation string `json:"generation"`
+
+	// PauseReason Why it had been paused.
+	PauseReason *string `json:"pauseReason,omitempty"`
+
+	// PausedBy Who had paused it, when a resume lifted a pause.
+	PausedBy *string `json:"pausedBy,omitempty"`
+
+	// Rollout The rollout this run works.
+	Rollout string `json:"rollout"`
+
+	// RollsBack The rollout a rollback rolls back.
+	RollsBack *string `json:"rollsBack,omitempty"`
+}
+
+// BlueprintRolloutParamsBy resume when an operator ran the rollout again.
+type BlueprintRolloutParamsBy string
+
+// BlueprintRolloutResult defines model for BlueprintRolloutResult.
+type BlueprintRolloutResult struct {
+	Applied        []HoststepApplied          `json:"applied"`
+	Blueprint      string                     `json:"blueprint"`
+	Digest         string                     `json:"digest"`
+	Generation     string                     `json:"generation"`
+	Kind           BlueprintRolloutResultKind `json:"kind"`
+	Nodes          []BlueprintNodeResult      `json:"nodes"`
+	OnProbeFailure string                     `json:"onProbeFailure"`
+	Phases         []JournalPhase             `json:"phases"`
+	Rollout        string                     `json:"rollout"`
+	Skipped        *[]string                  `json:"skipped,omitempty"`
+}
+
+// BlueprintRolloutResultKind defines model for BlueprintRolloutResult.Kind.
+type BlueprintRolloutResultKind string
+
+// BlueprintSkipNodeParams defines model for BlueprintSkipNodeParams.
+type BlueprintSkipNodeParams struct {
+	// Node The node left out.
+	Node string `json:"node"`
+
+	// Reason Why, as the operator said.
+	Reason string `json:"reason"`
+
+	// Rollout The rollout the node is left out of.
+	Rollout string `json:"rollout"`
 }
 
 // BlueprintStatus defines model for BlueprintStatus.
@@ -2529,6 +4140,28 @@ type BlueprintViewPlacementPolicy string
 
 // BlueprintViewRolloutPolicy defines model for BlueprintView.RolloutPolicy.
 type BlueprintViewRolloutPolicy string
+
+// BlueprintWithdrawApprovalParams defines model for BlueprintWithdrawApprovalParams.
+type BlueprintWithdrawApprovalParams struct {
+	// ApprovedIn The run that approved it.
+	ApprovedIn string `json:"approvedIn"`
+
+	// Nodes The nodes it named.
+	Nodes []string `json:"nodes"`
+
+	// Placement The placement whose approval is withdrawn.
+	Placement string `json:"placement"`
+}
+
+// BlueprintWithdrawResult defines model for BlueprintWithdrawResult.
+type BlueprintWithdrawResult struct {
+	Blueprint string         `json:"blueprint"`
+	Found     string         `json:"found"`
+	Instance  string         `json:"instance"`
+	Node      string         `json:"node"`
+	Phases    []JournalPhase `json:"phases"`
+	Placement string         `json:"placement"`
+}
 
 // CancelRunInputBody defines model for CancelRunInputBody.
 type CancelRunInputBody struct {
@@ -2715,8 +4348,10 @@ type ErrorModel struct {
 
 // Event defines model for Event.
 type Event struct {
-	At      time.Time          `json:"at"`
-	Data    interface{}        `json:"data,omitempty"`
+	At time.Time `json:"at"`
+
+	// Data What the event carries besides its message, typed by its kind; most events carry none.
+	Data    *EventData         `json:"data,omitempty"`
 	Level   EventLevel         `json:"level"`
 	Message string             `json:"message"`
 	RunId   openapi_types.UUID `json:"runId"`
@@ -2727,6 +4362,11 @@ type Event struct {
 
 // EventLevel defines model for Event.Level.
 type EventLevel string
+
+// EventData What an event carries besides its message, typed by its kind. Most events carry none.
+type EventData struct {
+	union json.RawMessage
+}
 
 // GitOpsLastSync defines model for GitOpsLastSync.
 type GitOpsLastSync struct {
@@ -2812,6 +4452,95 @@ type GitOpsStatus struct {
 	TrackedCount int64 `json:"trackedCount"`
 }
 
+// GitopsAcceptParams defines model for GitopsAcceptParams.
+type GitopsAcceptParams struct {
+	// Commit The candidate commit accepted.
+	Commit string `json:"commit"`
+
+	// Fingerprint The fingerprint of the change shown.
+	Fingerprint string `json:"fingerprint"`
+}
+
+// GitopsArtifactCheck defines model for GitopsArtifactCheck.
+type GitopsArtifactCheck struct {
+	Digest  string `json:"digest"`
+	InStore bool   `json:"inStore"`
+	Path    string `json:"path"`
+	Service string `json:"service"`
+}
+
+// GitopsJoinedSyncEvent defines model for GitopsJoinedSyncEvent.
+type GitopsJoinedSyncEvent struct {
+	Kind GitopsJoinedSyncEventKind `json:"kind"`
+
+	// SyncedBy The run whose sync this run acted on.
+	SyncedBy string `json:"syncedBy"`
+}
+
+// GitopsJoinedSyncEventKind defines model for GitopsJoinedSyncEvent.Kind.
+type GitopsJoinedSyncEventKind string
+
+// GitopsPathCounts defines model for GitopsPathCounts.
+type GitopsPathCounts struct {
+	Created int64 `json:"created"`
+	Invalid int64 `json:"invalid"`
+	Stale   int64 `json:"stale"`
+	Updated int64 `json:"updated"`
+}
+
+// GitopsResult defines model for GitopsResult.
+type GitopsResult struct {
+	Artifacts        *[]GitopsArtifactCheck `json:"artifacts,omitempty"`
+	ArtifactsMissing *int64                 `json:"artifactsMissing,omitempty"`
+	CandidateWaits   *bool                  `json:"candidateWaits,omitempty"`
+	Commit           string                 `json:"commit"`
+	CommitMessage    string                 `json:"commitMessage"`
+	Counts           GitopsPathCounts       `json:"counts"`
+	Created          []string               `json:"created"`
+	Decision         *string                `json:"decision,omitempty"`
+	Fingerprint      *string                `json:"fingerprint,omitempty"`
+	Full             bool                   `json:"full"`
+	Invalid          []UnitInvalid          `json:"invalid"`
+	Phases           *[]JournalPhase        `json:"phases,omitempty"`
+	Policy           *GitopsResultPolicy    `json:"policy,omitempty"`
+	ReviewedPlan     *SourcePlanDigest      `json:"reviewedPlan,omitempty"`
+	Reviewer         *string                `json:"reviewer,omitempty"`
+	Stale            []string               `json:"stale"`
+	Truncated        bool                   `json:"truncated"`
+	Unchanged        int64                  `json:"unchanged"`
+	Updated          []string               `json:"updated"`
+}
+
+// GitopsResultPolicy defines model for GitopsResult.Policy.
+type GitopsResultPolicy string
+
+// GitopsSyncParams defines model for GitopsSyncParams.
+type GitopsSyncParams struct {
+	// Full True for a full sync (every unit read again).
+	Full bool `json:"full"`
+
+	// Webhook The webhook delivery that asked for this sync.
+	Webhook *GitopsWebhookDelivery `json:"webhook,omitempty"`
+}
+
+// GitopsWebhookDelivery defines model for GitopsWebhookDelivery.
+type GitopsWebhookDelivery struct {
+	// Commit The commit it announced.
+	Commit string `json:"commit"`
+
+	// Delivery Its delivery id.
+	Delivery string `json:"delivery"`
+
+	// Event Its event name.
+	Event string `json:"event"`
+
+	// Host The forge that sent it.
+	Host string `json:"host"`
+
+	// Ref The ref it announced.
+	Ref string `json:"ref"`
+}
+
 // HeartbeatNodeRequest defines model for Heartbeat-nodeRequest.
 type HeartbeatNodeRequest struct {
 	// Instance The agent process's own id: a second agent of the node is refused.
@@ -2825,6 +4554,153 @@ type HeldNode struct {
 	Reason string `json:"reason"`
 }
 
+// HoststepApplied defines model for HoststepApplied.
+type HoststepApplied struct {
+	Alive        bool                   `json:"alive"`
+	Artifact     *HoststepArtifactProof `json:"artifact,omitempty"`
+	Digest       string                 `json:"digest"`
+	Pid          *int64                 `json:"pid,omitempty"`
+	Probe        *HoststepProbeReport   `json:"probe,omitempty"`
+	Rendered     string                 `json:"rendered"`
+	RenderedHash string                 `json:"renderedHash"`
+}
+
+// HoststepArtifactEvent defines model for HoststepArtifactEvent.
+type HoststepArtifactEvent struct {
+	// Artifact What the proof found.
+	Artifact HoststepArtifactProof     `json:"artifact"`
+	Kind     HoststepArtifactEventKind `json:"kind"`
+}
+
+// HoststepArtifactEventKind defines model for HoststepArtifactEvent.Kind.
+type HoststepArtifactEventKind string
+
+// HoststepArtifactProof defines model for HoststepArtifactProof.
+type HoststepArtifactProof struct {
+	Digest   *string            `json:"digest,omitempty"`
+	Facts    *map[string]string `json:"facts,omitempty"`
+	Matches  bool               `json:"matches"`
+	Path     *string            `json:"path,omitempty"`
+	Pid      int64              `json:"pid"`
+	Proven   bool               `json:"proven"`
+	Sentence string             `json:"sentence"`
+	Start    *string            `json:"start,omitempty"`
+	Want     string             `json:"want"`
+}
+
+// HoststepOutputEvent defines model for HoststepOutputEvent.
+type HoststepOutputEvent struct {
+	Kind HoststepOutputEventKind `json:"kind"`
+
+	// Lines The last lines, oldest first, redacted.
+	Lines []string `json:"lines"`
+}
+
+// HoststepOutputEventKind defines model for HoststepOutputEvent.Kind.
+type HoststepOutputEventKind string
+
+// HoststepProbeReport defines model for HoststepProbeReport.
+type HoststepProbeReport struct {
+	Attempts   int64     `json:"attempts"`
+	ExitCode   *int64    `json:"exitCode,omitempty"`
+	Exited     *bool     `json:"exited,omitempty"`
+	LastError  *string   `json:"lastError,omitempty"`
+	LastLines  *[]string `json:"lastLines,omitempty"`
+	LastStatus *int64    `json:"lastStatus,omitempty"`
+	Ok         bool      `json:"ok"`
+	Sentence   string    `json:"sentence"`
+	Signal     *string   `json:"signal,omitempty"`
+	TookMs     int64     `json:"tookMs"`
+	Url        *string   `json:"url,omitempty"`
+}
+
+// InfraDrift defines model for InfraDrift.
+type InfraDrift struct {
+	Addresses               *[]string         `json:"addresses,omitempty"`
+	AppliedCommit           *string           `json:"appliedCommit,omitempty"`
+	AppliedHash             *string           `json:"appliedHash,omitempty"`
+	AppliedModuleBankCommit *string           `json:"appliedModuleBankCommit,omitempty"`
+	CheckedAt               time.Time         `json:"checkedAt"`
+	ContentHash             string            `json:"contentHash"`
+	DesiredAhead            bool              `json:"desiredAhead"`
+	Excerpt                 *string           `json:"excerpt,omitempty"`
+	Findings                *[]InfraFinding   `json:"findings,omitempty"`
+	LiveDrift               bool              `json:"liveDrift"`
+	Phases                  []JournalPhase    `json:"phases"`
+	Reason                  *string           `json:"reason,omitempty"`
+	Secrets                 *[]InfraSecretUse `json:"secrets,omitempty"`
+	Status                  InfraDriftStatus  `json:"status"`
+	Summary                 *InfraSummary     `json:"summary,omitempty"`
+}
+
+// InfraDriftStatus defines model for InfraDrift.Status.
+type InfraDriftStatus string
+
+// InfraFinding defines model for InfraFinding.
+type InfraFinding struct {
+	Fact  string `json:"fact"`
+	Proof string `json:"proof"`
+}
+
+// InfraParams defines model for InfraParams.
+type InfraParams struct {
+	// Name The unit's name.
+	Name string `json:"name"`
+
+	// Sweep The sweep run that asked for this drift check.
+	Sweep *string `json:"sweep,omitempty"`
+
+	// Unit The unit's path in its source.
+	Unit string `json:"unit"`
+}
+
+// InfraPlanEvent defines model for InfraPlanEvent.
+type InfraPlanEvent struct {
+	// Addresses The resource addresses the plan changes (up to 40).
+	Addresses []string           `json:"addresses"`
+	Kind      InfraPlanEventKind `json:"kind"`
+}
+
+// InfraPlanEventKind defines model for InfraPlanEvent.Kind.
+type InfraPlanEventKind string
+
+// InfraReceipt defines model for InfraReceipt.
+type InfraReceipt struct {
+	Addresses        []string          `json:"addresses"`
+	AppliedContent   interface{}       `json:"appliedContent,omitempty"`
+	ApplyExcerpt     *string           `json:"applyExcerpt,omitempty"`
+	Changes          bool              `json:"changes"`
+	Commit           string            `json:"commit"`
+	ContentHash      string            `json:"contentHash"`
+	Excerpt          *string           `json:"excerpt,omitempty"`
+	ModuleBankCommit *string           `json:"moduleBankCommit,omitempty"`
+	Phases           []JournalPhase    `json:"phases"`
+	Secrets          *[]InfraSecretUse `json:"secrets,omitempty"`
+	Summary          InfraSummary      `json:"summary"`
+	Unit             string            `json:"unit"`
+}
+
+// InfraSecretUse defines model for InfraSecretUse.
+type InfraSecretUse struct {
+	For     string  `json:"for"`
+	Name    string  `json:"name"`
+	Scope   *string `json:"scope,omitempty"`
+	Version int32   `json:"version"`
+}
+
+// InfraSummary defines model for InfraSummary.
+type InfraSummary struct {
+	Add     int64 `json:"add"`
+	Change  int64 `json:"change"`
+	Destroy int64 `json:"destroy"`
+}
+
+// InfraSweepResult defines model for InfraSweepResult.
+type InfraSweepResult struct {
+	Enqueued int64    `json:"enqueued"`
+	Skipped  []string `json:"skipped"`
+}
+
 // Infrastructure defines model for Infrastructure.
 type Infrastructure struct {
 	// ContentHash The unit's contentHash (see Unit): SHA-256 of its file's canonical JSON, which is not RFC 8785.
@@ -2835,12 +4711,18 @@ type Infrastructure struct {
 	Id              openapi_types.UUID `json:"id"`
 	Inputs          interface{}        `json:"inputs,omitempty"`
 	LastAppliedHash *string            `json:"lastAppliedHash,omitempty"`
-	LastApply       *Run               `json:"lastApply,omitempty"`
-	LastDestroy     *Run               `json:"lastDestroy,omitempty"`
+
+	// LastApply A journal run: the receipt of one action. Its params and result are typed by its action: the oneOf member named Run and the action in CamelCase (RunDeploy, RunCreateToken, …), chosen by action.
+	LastApply *Run `json:"lastApply,omitempty"`
+
+	// LastDestroy A journal run: the receipt of one action. Its params and result are typed by its action: the oneOf member named Run and the action in CamelCase (RunDeploy, RunCreateToken, …), chosen by action.
+	LastDestroy *Run `json:"lastDestroy,omitempty"`
 
 	// LastDriftCheck Its result holds status (in_sync, desired_ahead, live_drift, unknown), desiredAhead, liveDrift, reason, summary, addresses (up to 40), excerpt and checkedAt.
 	LastDriftCheck *Run `json:"lastDriftCheck,omitempty"`
-	LastPlan       *Run `json:"lastPlan,omitempty"`
+
+	// LastPlan A journal run: the receipt of one action. Its params and result are typed by its action: the oneOf member named Run and the action in CamelCase (RunDeploy, RunCreateToken, …), chosen by action.
+	LastPlan *Run `json:"lastPlan,omitempty"`
 
 	// Module The module's directory in the repository.
 	Module *string `json:"module,omitempty"`
@@ -2919,6 +4801,33 @@ type JournalEventMessage struct {
 
 // JournalEventMessageEvent The SSE event field.
 type JournalEventMessageEvent string
+
+// JournalJobOpParams defines model for JournalJobOpParams.
+type JournalJobOpParams struct {
+	// Attempt Its attempts so far.
+	Attempt int64 `json:"attempt"`
+
+	// JobId The River job.
+	JobId int64 `json:"jobId"`
+
+	// Kind Its kind.
+	Kind string `json:"kind"`
+
+	// RunId The journal run it works, when it keeps one.
+	RunId *string `json:"runId,omitempty"`
+
+	// State Its state when the operation found it.
+	State JournalJobOpParamsState `json:"state"`
+}
+
+// JournalJobOpParamsState Its state when the operation found it.
+type JournalJobOpParamsState string
+
+// JournalPhase defines model for JournalPhase.
+type JournalPhase struct {
+	Ms   int64  `json:"ms"`
+	Name string `json:"name"`
+}
 
 // JournalStreamMessage One SSE message of the stream, sent as `event:`, `id:` (where it has one) and `data:` lines, data one line of JSON, then a blank line. The stream's first field is `retry: 3000` (milliseconds), and comment lines (`:`) keep a quiet stream open.
 type JournalStreamMessage struct {
@@ -3073,6 +4982,12 @@ type NodeJoined struct {
 	Node       Node   `json:"node"`
 }
 
+// NodeLabelsParams defines model for NodeLabelsParams.
+type NodeLabelsParams struct {
+	// Labels The node's labels, as given.
+	Labels map[string]string `json:"labels"`
+}
+
 // NodeList defines model for NodeList.
 type NodeList struct {
 	Nodes []Node `json:"nodes"`
@@ -3122,6 +5037,12 @@ type NodeReported struct {
 
 	// Session The agent process's id, new at each start: steps an earlier session claimed died with it.
 	Session *string `json:"session,omitempty"`
+}
+
+// NodeRotateParams defines model for NodeRotateParams.
+type NodeRotateParams struct {
+	// ExpiresAt When the new join token expires.
+	ExpiresAt time.Time `json:"expiresAt"`
 }
 
 // NodeRow defines model for NodeRow.
@@ -3345,6 +5266,24 @@ type NotificationTestAccepted struct {
 // NotificationTestAcceptedState The delivery's state when answered.
 type NotificationTestAcceptedState string
 
+// NotifyTargetParams defines model for NotifyTargetParams.
+type NotifyTargetParams struct {
+	// Events The events it is sent.
+	Events []string `json:"events"`
+
+	// Kind The target's kind.
+	Kind NotifyTargetParamsKind `json:"kind"`
+
+	// Source The source it is limited to; empty for every source.
+	Source *string `json:"source,omitempty"`
+
+	// Url Its URL, as shown: without credentials or query.
+	Url string `json:"url"`
+}
+
+// NotifyTargetParamsKind The target's kind.
+type NotifyTargetParamsKind string
+
 // PauseRolloutRequest defines model for Pause-rolloutRequest.
 type PauseRolloutRequest struct {
 	// Reason Why the rollout must hold.
@@ -3445,6 +5384,43 @@ type PutSettingsOutputBody struct {
 	//
 	// Example: 600
 	SyncIntervalSec int64 `json:"syncIntervalSec"`
+}
+
+// RetentionDefaultMonth defines model for RetentionDefaultMonth.
+type RetentionDefaultMonth struct {
+	Events int64  `json:"events"`
+	Month  string `json:"month"`
+}
+
+// RetentionMonth defines model for RetentionMonth.
+type RetentionMonth struct {
+	Archive    *string `json:"archive,omitempty"`
+	Events     int64   `json:"events"`
+	KeptEvents int64   `json:"keptEvents"`
+	KeptRuns   int64   `json:"keptRuns"`
+	Runs       int64   `json:"runs"`
+	Table      string  `json:"table"`
+}
+
+// RetentionMonthEvent defines model for RetentionMonthEvent.
+type RetentionMonthEvent struct {
+	Kind RetentionMonthEventKind `json:"kind"`
+
+	// Month The month dropped, and what of it was kept.
+	Month RetentionMonth `json:"month"`
+}
+
+// RetentionMonthEventKind defines model for RetentionMonthEvent.Kind.
+type RetentionMonthEventKind string
+
+// RetentionResult defines model for RetentionResult.
+type RetentionResult struct {
+	Default  *[]RetentionDefaultMonth `json:"default,omitempty"`
+	Dropped  []RetentionMonth         `json:"dropped"`
+	Horizon  *time.Time               `json:"horizon,omitempty"`
+	Host     *string                  `json:"host,omitempty"`
+	KeepLast int64                    `json:"keepLast"`
+	Made     []string                 `json:"made"`
 }
 
 // RevokeTokenOutputBody defines model for RevokeTokenOutputBody.
@@ -3569,7 +5545,7 @@ type RolloutViewScope string
 // RolloutViewState defines model for RolloutView.State.
 type RolloutViewState string
 
-// Run defines model for Run.
+// Run A journal run: the receipt of one action. Its params and result are typed by its action: the oneOf member named Run and the action in CamelCase (RunDeploy, RunCreateToken, …), chosen by action.
 type Run struct {
 	// Action The action: a job kind, such as sync_source or deploy, or a change recorded as it was made, such as create_token.
 	//
@@ -3598,14 +5574,14 @@ type Run struct {
 	// Joined How many later requests joined this run.
 	Joined int32 `json:"joined"`
 
-	// Params The request's parameters, redacted.
+	// Params The request's parameters, redacted; their schema is the action's (see the oneOf).
 	Params      interface{} `json:"params,omitempty"`
 	RequestedAt time.Time   `json:"requestedAt"`
 
 	// RequestedBy The token name that asked, or system.
 	RequestedBy string `json:"requestedBy"`
 
-	// Result The action's structured outcome.
+	// Result The action's structured outcome; its schema is the action's (see the oneOf).
 	Result interface{} `json:"result,omitempty"`
 
 	// RetryOf The finished run that this run retries.
@@ -3620,6 +5596,7 @@ type Run struct {
 
 	// Target What the action works on: a service, a unit, a source.
 	Target string `json:"target"`
+	union  json.RawMessage
 }
 
 // RunAction The action: a job kind, such as sync_source or deploy, or a change recorded as it was made, such as create_token.
@@ -3629,6 +5606,517 @@ type RunAction string
 
 // RunState unknown: the process working it stopped, so the outcome cannot be confirmed.
 type RunState string
+
+// RunAcceptSource defines model for RunAcceptSource.
+type RunAcceptSource struct {
+	Action RunAcceptSourceAction `json:"action"`
+	Params *GitopsAcceptParams   `json:"params,omitempty"`
+	Result *GitopsResult         `json:"result,omitempty"`
+}
+
+// RunAcceptSourceAction defines model for RunAcceptSource.Action.
+type RunAcceptSourceAction string
+
+// RunAddNode add_node records no result.
+type RunAddNode struct {
+	Action RunAddNodeAction  `json:"action"`
+	Params *NodeLabelsParams `json:"params,omitempty"`
+}
+
+// RunAddNodeAction defines model for RunAddNode.Action.
+type RunAddNodeAction string
+
+// RunApply defines model for RunApply.
+type RunApply struct {
+	Action RunApplyAction `json:"action"`
+	Params *InfraParams   `json:"params,omitempty"`
+	Result *InfraReceipt  `json:"result,omitempty"`
+}
+
+// RunApplyAction defines model for RunApply.Action.
+type RunApplyAction string
+
+// RunApprovePlacement approve_placement records no result.
+type RunApprovePlacement struct {
+	Action RunApprovePlacementAction `json:"action"`
+	Params *BlueprintApproveParams   `json:"params,omitempty"`
+}
+
+// RunApprovePlacementAction defines model for RunApprovePlacement.Action.
+type RunApprovePlacementAction string
+
+// RunAuthorizeRollout authorize_rollout records no result.
+type RunAuthorizeRollout struct {
+	Action RunAuthorizeRolloutAction `json:"action"`
+	Params *BlueprintAuthorizeParams `json:"params,omitempty"`
+}
+
+// RunAuthorizeRolloutAction defines model for RunAuthorizeRollout.Action.
+type RunAuthorizeRolloutAction string
+
+// RunBootstrapToken bootstrap_token records no params. bootstrap_token records no result.
+type RunBootstrapToken struct {
+	Action RunBootstrapTokenAction `json:"action"`
+}
+
+// RunBootstrapTokenAction defines model for RunBootstrapToken.Action.
+type RunBootstrapTokenAction string
+
+// RunCancelJob cancel_job records no result.
+type RunCancelJob struct {
+	Action RunCancelJobAction  `json:"action"`
+	Params *JournalJobOpParams `json:"params,omitempty"`
+}
+
+// RunCancelJobAction defines model for RunCancelJob.Action.
+type RunCancelJobAction string
+
+// RunConverge defines model for RunConverge.
+type RunConverge struct {
+	Action RunConvergeAction       `json:"action"`
+	Params *ServicesConvergeParams `json:"params,omitempty"`
+	Result *ServicesResult         `json:"result,omitempty"`
+}
+
+// RunConvergeAction defines model for RunConverge.Action.
+type RunConvergeAction string
+
+// RunCordonNode cordon_node records no params. cordon_node records no result.
+type RunCordonNode struct {
+	Action RunCordonNodeAction `json:"action"`
+}
+
+// RunCordonNodeAction defines model for RunCordonNode.Action.
+type RunCordonNodeAction string
+
+// RunCreateSource create_source records no params.
+type RunCreateSource struct {
+	Action RunCreateSourceAction `json:"action"`
+	Result *SourceRecord         `json:"result,omitempty"`
+}
+
+// RunCreateSourceAction defines model for RunCreateSource.Action.
+type RunCreateSourceAction string
+
+// RunCreateToken defines model for RunCreateToken.
+type RunCreateToken struct {
+	Action RunCreateTokenAction `json:"action"`
+	Params *AuthCreateParams    `json:"params,omitempty"`
+	Result *AuthTokenResult     `json:"result,omitempty"`
+}
+
+// RunCreateTokenAction defines model for RunCreateToken.Action.
+type RunCreateTokenAction string
+
+// RunDeclinePlacement decline_placement records no result.
+type RunDeclinePlacement struct {
+	Action RunDeclinePlacementAction `json:"action"`
+	Params *BlueprintDeclineParams   `json:"params,omitempty"`
+}
+
+// RunDeclinePlacementAction defines model for RunDeclinePlacement.Action.
+type RunDeclinePlacementAction string
+
+// RunDeleteJob delete_job records no result.
+type RunDeleteJob struct {
+	Action RunDeleteJobAction  `json:"action"`
+	Params *JournalJobOpParams `json:"params,omitempty"`
+}
+
+// RunDeleteJobAction defines model for RunDeleteJob.Action.
+type RunDeleteJobAction string
+
+// RunDeleteNode delete_node records no params. delete_node records no result.
+type RunDeleteNode struct {
+	Action RunDeleteNodeAction `json:"action"`
+}
+
+// RunDeleteNodeAction defines model for RunDeleteNode.Action.
+type RunDeleteNodeAction string
+
+// RunDeleteSecret defines model for RunDeleteSecret.
+type RunDeleteSecret struct {
+	Action RunDeleteSecretAction `json:"action"`
+	Params *SecretsScopeParams   `json:"params,omitempty"`
+	Result *SecretsSecretResult  `json:"result,omitempty"`
+}
+
+// RunDeleteSecretAction defines model for RunDeleteSecret.Action.
+type RunDeleteSecretAction string
+
+// RunDeleteSource defines model for RunDeleteSource.
+type RunDeleteSource struct {
+	Action RunDeleteSourceAction `json:"action"`
+	Params *SourceChangeParams   `json:"params,omitempty"`
+	Result *SourceRecord         `json:"result,omitempty"`
+}
+
+// RunDeleteSourceAction defines model for RunDeleteSource.Action.
+type RunDeleteSourceAction string
+
+// RunDeploy defines model for RunDeploy.
+type RunDeploy struct {
+	Action RunDeployAction       `json:"action"`
+	Params *ServicesDeployParams `json:"params,omitempty"`
+	Result *ServicesResult       `json:"result,omitempty"`
+}
+
+// RunDeployAction defines model for RunDeploy.Action.
+type RunDeployAction string
+
+// RunDestroy defines model for RunDestroy.
+type RunDestroy struct {
+	Action RunDestroyAction `json:"action"`
+	Params *InfraParams     `json:"params,omitempty"`
+	Result *InfraReceipt    `json:"result,omitempty"`
+}
+
+// RunDestroyAction defines model for RunDestroy.Action.
+type RunDestroyAction string
+
+// RunDriftCheck defines model for RunDriftCheck.
+type RunDriftCheck struct {
+	Action RunDriftCheckAction `json:"action"`
+	Params *InfraParams        `json:"params,omitempty"`
+	Result *InfraDrift         `json:"result,omitempty"`
+}
+
+// RunDriftCheckAction defines model for RunDriftCheck.Action.
+type RunDriftCheckAction string
+
+// RunDriftSweep drift_sweep records no params.
+type RunDriftSweep struct {
+	Action RunDriftSweepAction `json:"action"`
+	Result *InfraSweepResult   `json:"result,omitempty"`
+}
+
+// RunDriftSweepAction defines model for RunDriftSweep.Action.
+type RunDriftSweepAction string
+
+// RunEnforce defines model for RunEnforce.
+type RunEnforce struct {
+	Action RunEnforceAction        `json:"action"`
+	Params *BlueprintNodeParams    `json:"params,omitempty"`
+	Result *BlueprintEnforceResult `json:"result,omitempty"`
+}
+
+// RunEnforceAction defines model for RunEnforce.Action.
+type RunEnforceAction string
+
+// RunJoinNode join_node records no result.
+type RunJoinNode struct {
+	Action RunJoinNodeAction `json:"action"`
+	Params *NodeReported     `json:"params,omitempty"`
+}
+
+// RunJoinNodeAction defines model for RunJoinNode.Action.
+type RunJoinNodeAction string
+
+// RunJournalRetention journal_retention records no params.
+type RunJournalRetention struct {
+	Action RunJournalRetentionAction `json:"action"`
+	Result *RetentionResult          `json:"result,omitempty"`
+}
+
+// RunJournalRetentionAction defines model for RunJournalRetention.Action.
+type RunJournalRetentionAction string
+
+// RunNotificationTargetCreate notification_target_create records no result.
+type RunNotificationTargetCreate struct {
+	Action RunNotificationTargetCreateAction `json:"action"`
+	Params *NotifyTargetParams               `json:"params,omitempty"`
+}
+
+// RunNotificationTargetCreateAction defines model for RunNotificationTargetCreate.Action.
+type RunNotificationTargetCreateAction string
+
+// RunNotificationTargetDelete notification_target_delete records no params. notification_target_delete records no result.
+type RunNotificationTargetDelete struct {
+	Action RunNotificationTargetDeleteAction `json:"action"`
+}
+
+// RunNotificationTargetDeleteAction defines model for RunNotificationTargetDelete.Action.
+type RunNotificationTargetDeleteAction string
+
+// RunNotificationTest notification_test records no params. notification_test records no result.
+type RunNotificationTest struct {
+	Action RunNotificationTestAction `json:"action"`
+}
+
+// RunNotificationTestAction defines model for RunNotificationTest.Action.
+type RunNotificationTestAction string
+
+// RunPauseRollout pause_rollout records no result.
+type RunPauseRollout struct {
+	Action RunPauseRolloutAction `json:"action"`
+	Params *BlueprintPauseParams `json:"params,omitempty"`
+}
+
+// RunPauseRolloutAction defines model for RunPauseRollout.Action.
+type RunPauseRolloutAction string
+
+// RunPlan defines model for RunPlan.
+type RunPlan struct {
+	Action RunPlanAction `json:"action"`
+	Params *InfraParams  `json:"params,omitempty"`
+	Result *InfraReceipt `json:"result,omitempty"`
+}
+
+// RunPlanAction defines model for RunPlan.Action.
+type RunPlanAction string
+
+// RunPutArtifact put_artifact records no params.
+type RunPutArtifact struct {
+	Action RunPutArtifactAction    `json:"action"`
+	Result *ArtifactstorePutResult `json:"result,omitempty"`
+}
+
+// RunPutArtifactAction defines model for RunPutArtifact.Action.
+type RunPutArtifactAction string
+
+// RunPutGitopsSettings defines model for RunPutGitopsSettings.
+type RunPutGitopsSettings struct {
+	Action RunPutGitopsSettingsAction `json:"action"`
+	Params *SourceChangeParams        `json:"params,omitempty"`
+	Result *SourceRecord              `json:"result,omitempty"`
+}
+
+// RunPutGitopsSettingsAction defines model for RunPutGitopsSettings.Action.
+type RunPutGitopsSettingsAction string
+
+// RunResumeRollout resume_rollout records no result.
+type RunResumeRollout struct {
+	Action RunResumeRolloutAction        `json:"action"`
+	Params *BlueprintResumeRolloutParams `json:"params,omitempty"`
+}
+
+// RunResumeRolloutAction defines model for RunResumeRollout.Action.
+type RunResumeRolloutAction string
+
+// RunResumeService defines model for RunResumeService.
+type RunResumeService struct {
+	Action RunResumeServiceAction `json:"action"`
+	Params *ServicesResumeParams  `json:"params,omitempty"`
+	Result *ServicesResumeResult  `json:"result,omitempty"`
+}
+
+// RunResumeServiceAction defines model for RunResumeService.Action.
+type RunResumeServiceAction string
+
+// RunResumeSource defines model for RunResumeSource.
+type RunResumeSource struct {
+	Action RunResumeSourceAction `json:"action"`
+	Params *SourceChangeParams   `json:"params,omitempty"`
+	Result *SourceRecord         `json:"result,omitempty"`
+}
+
+// RunResumeSourceAction defines model for RunResumeSource.Action.
+type RunResumeSourceAction string
+
+// RunRetryJob retry_job records no result.
+type RunRetryJob struct {
+	Action RunRetryJobAction   `json:"action"`
+	Params *JournalJobOpParams `json:"params,omitempty"`
+}
+
+// RunRetryJobAction defines model for RunRetryJob.Action.
+type RunRetryJobAction string
+
+// RunRevokeNode revoke_node records no params. revoke_node records no result.
+type RunRevokeNode struct {
+	Action RunRevokeNodeAction `json:"action"`
+}
+
+// RunRevokeNodeAction defines model for RunRevokeNode.Action.
+type RunRevokeNodeAction string
+
+// RunRevokeToken defines model for RunRevokeToken.
+type RunRevokeToken struct {
+	Action RunRevokeTokenAction `json:"action"`
+	Params *AuthRevokeParams    `json:"params,omitempty"`
+	Result *AuthTokenResult     `json:"result,omitempty"`
+}
+
+// RunRevokeTokenAction defines model for RunRevokeToken.Action.
+type RunRevokeTokenAction string
+
+// RunRollback rollback records no params.
+type RunRollback struct {
+	Action RunRollbackAction `json:"action"`
+	Result *ServicesResult   `json:"result,omitempty"`
+}
+
+// RunRollbackAction defines model for RunRollback.Action.
+type RunRollbackAction string
+
+// RunRollbackRollout rollback_rollout records no result.
+type RunRollbackRollout struct {
+	Action RunRollbackRolloutAction        `json:"action"`
+	Params *BlueprintRollbackRolloutParams `json:"params,omitempty"`
+}
+
+// RunRollbackRolloutAction defines model for RunRollbackRollout.Action.
+type RunRollbackRolloutAction string
+
+// RunRollout defines model for RunRollout.
+type RunRollout struct {
+	Action RunRolloutAction        `json:"action"`
+	Params *BlueprintRolloutParams `json:"params,omitempty"`
+	Result *BlueprintRolloutResult `json:"result,omitempty"`
+}
+
+// RunRolloutAction defines model for RunRollout.Action.
+type RunRolloutAction string
+
+// RunRotateNode rotate_node records no result.
+type RunRotateNode struct {
+	Action RunRotateNodeAction `json:"action"`
+	Params *NodeRotateParams   `json:"params,omitempty"`
+}
+
+// RunRotateNodeAction defines model for RunRotateNode.Action.
+type RunRotateNodeAction string
+
+// RunServiceContinue service_continue records no params. service_continue records no result.
+type RunServiceContinue struct {
+	Action RunServiceContinueAction `json:"action"`
+}
+
+// RunServiceContinueAction defines model for RunServiceContinue.Action.
+type RunServiceContinueAction string
+
+// RunServiceDriftCheck defines model for RunServiceDriftCheck.
+type RunServiceDriftCheck struct {
+	Action RunServiceDriftCheckAction `json:"action"`
+	Params *ServicesDriftCheckParams  `json:"params,omitempty"`
+	Result *ServicesDrift             `json:"result,omitempty"`
+}
+
+// RunServiceDriftCheckAction defines model for RunServiceDriftCheck.Action.
+type RunServiceDriftCheckAction string
+
+// RunServiceDriftSweep service_drift_sweep records no params.
+type RunServiceDriftSweep struct {
+	Action RunServiceDriftSweepAction `json:"action"`
+	Result *ServicesSweepResult       `json:"result,omitempty"`
+}
+
+// RunServiceDriftSweepAction defines model for RunServiceDriftSweep.Action.
+type RunServiceDriftSweepAction string
+
+// RunSetNodeLabels set_node_labels records no result.
+type RunSetNodeLabels struct {
+	Action RunSetNodeLabelsAction `json:"action"`
+	Params *NodeLabelsParams      `json:"params,omitempty"`
+}
+
+// RunSetNodeLabelsAction defines model for RunSetNodeLabels.Action.
+type RunSetNodeLabelsAction string
+
+// RunSetSecret defines model for RunSetSecret.
+type RunSetSecret struct {
+	Action RunSetSecretAction   `json:"action"`
+	Params *SecretsScopeParams  `json:"params,omitempty"`
+	Result *SecretsSecretResult `json:"result,omitempty"`
+}
+
+// RunSetSecretAction defines model for RunSetSecret.Action.
+type RunSetSecretAction string
+
+// RunSetSourcePolicy defines model for RunSetSourcePolicy.
+type RunSetSourcePolicy struct {
+	Action RunSetSourcePolicyAction `json:"action"`
+	Params *SourceChangeParams      `json:"params,omitempty"`
+	Result *SourceRecord            `json:"result,omitempty"`
+}
+
+// RunSetSourcePolicyAction defines model for RunSetSourcePolicy.Action.
+type RunSetSourcePolicyAction string
+
+// RunSetSourceWebhookSecret defines model for RunSetSourceWebhookSecret.
+type RunSetSourceWebhookSecret struct {
+	Action RunSetSourceWebhookSecretAction `json:"action"`
+	Params *SourceChangeParams             `json:"params,omitempty"`
+	Result *SourceRecord                   `json:"result,omitempty"`
+}
+
+// RunSetSourceWebhookSecretAction defines model for RunSetSourceWebhookSecret.Action.
+type RunSetSourceWebhookSecretAction string
+
+// RunSkipRolloutNode skip_rollout_node records no result.
+type RunSkipRolloutNode struct {
+	Action RunSkipRolloutNodeAction `json:"action"`
+	Params *BlueprintSkipNodeParams `json:"params,omitempty"`
+}
+
+// RunSkipRolloutNodeAction defines model for RunSkipRolloutNode.Action.
+type RunSkipRolloutNodeAction string
+
+// RunStopService stop_service records no params.
+type RunStopService struct {
+	Action RunStopServiceAction `json:"action"`
+	Result *ServicesStopResult  `json:"result,omitempty"`
+}
+
+// RunStopServiceAction defines model for RunStopService.Action.
+type RunStopServiceAction string
+
+// RunSuspendSource defines model for RunSuspendSource.
+type RunSuspendSource struct {
+	Action RunSuspendSourceAction `json:"action"`
+	Params *SourceChangeParams    `json:"params,omitempty"`
+	Result *SourceRecord          `json:"result,omitempty"`
+}
+
+// RunSuspendSourceAction defines model for RunSuspendSource.Action.
+type RunSuspendSourceAction string
+
+// RunSyncSource defines model for RunSyncSource.
+type RunSyncSource struct {
+	Action RunSyncSourceAction `json:"action"`
+	Params *GitopsSyncParams   `json:"params,omitempty"`
+	Result *GitopsResult       `json:"result,omitempty"`
+}
+
+// RunSyncSourceAction defines model for RunSyncSource.Action.
+type RunSyncSourceAction string
+
+// RunUncordonNode uncordon_node records no params. uncordon_node records no result.
+type RunUncordonNode struct {
+	Action RunUncordonNodeAction `json:"action"`
+}
+
+// RunUncordonNodeAction defines model for RunUncordonNode.Action.
+type RunUncordonNodeAction string
+
+// RunUpdateSource defines model for RunUpdateSource.
+type RunUpdateSource struct {
+	Action RunUpdateSourceAction `json:"action"`
+	Params *SourceChangeParams   `json:"params,omitempty"`
+	Result *SourceRecord         `json:"result,omitempty"`
+}
+
+// RunUpdateSourceAction defines model for RunUpdateSource.Action.
+type RunUpdateSourceAction string
+
+// RunWithdraw defines model for RunWithdraw.
+type RunWithdraw struct {
+	Action RunWithdrawAction        `json:"action"`
+	Params *BlueprintNodeParams     `json:"params,omitempty"`
+	Result *BlueprintWithdrawResult `json:"result,omitempty"`
+}
+
+// RunWithdrawAction defines model for RunWithdraw.Action.
+type RunWithdrawAction string
+
+// RunWithdrawPlacementApproval withdraw_placement_approval records no result.
+type RunWithdrawPlacementApproval struct {
+	Action RunWithdrawPlacementApprovalAction `json:"action"`
+	Params *BlueprintWithdrawApprovalParams   `json:"params,omitempty"`
+}
+
+// RunWithdrawPlacementApprovalAction defines model for RunWithdrawPlacementApproval.Action.
+type RunWithdrawPlacementApprovalAction string
 
 // Secret defines model for Secret.
 type Secret struct {
@@ -3706,12 +6194,52 @@ type SecretReceipt struct {
 	Version int32 `json:"version"`
 }
 
+// SecretsScopeParams defines model for SecretsScopeParams.
+type SecretsScopeParams struct {
+	// Name The secret's name.
+	Name string `json:"name"`
+
+	// Scope Its scope.
+	Scope SecretsScopeParamsScope `json:"scope"`
+
+	// Source The source of a source-scoped secret.
+	Source *string `json:"source,omitempty"`
+
+	// SourceId That source's id.
+	SourceId *string `json:"sourceId,omitempty"`
+}
+
+// SecretsScopeParamsScope Its scope.
+type SecretsScopeParamsScope string
+
+// SecretsSecretResult defines model for SecretsSecretResult.
+type SecretsSecretResult struct {
+	// SecretId The secret's id.
+	SecretId string `json:"secretId"`
+
+	// Version The version the change made.
+	Version int32 `json:"version"`
+}
+
+// SecretsSecretsEvent defines model for SecretsSecretsEvent.
+type SecretsSecretsEvent struct {
+	Kind SecretsSecretsEventKind `json:"kind"`
+
+	// Secrets By variable, the secret reference it is set from.
+	Secrets map[string]string `json:"secrets"`
+}
+
+// SecretsSecretsEventKind defines model for SecretsSecretsEvent.Kind.
+type SecretsSecretsEventKind string
+
 // Service defines model for Service.
 type Service struct {
 	// DesiredAhead Git holds content (pin, env, args…) that no action applied yet: converge applies it.
-	DesiredAhead bool   `json:"desiredAhead"`
-	LastRun      *Run   `json:"lastRun,omitempty"`
-	Name         string `json:"name"`
+	DesiredAhead bool `json:"desiredAhead"`
+
+	// LastRun A journal run: the receipt of one action. Its params and result are typed by its action: the oneOf member named Run and the action in CamelCase (RunDeploy, RunCreateToken, …), chosen by action.
+	LastRun *Run   `json:"lastRun,omitempty"`
+	Name    string `json:"name"`
 
 	// Path The unit file, relative to the repository root.
 	Path string `json:"path"`
@@ -3801,6 +6329,179 @@ type ServiceStatusReport struct {
 	Service string `json:"service"`
 }
 
+// ServicesConvergeParams defines model for ServicesConvergeParams.
+type ServicesConvergeParams struct {
+	// DriftCheck The drift check whose finding this converge repairs (drift mode enforce).
+	DriftCheck *string `json:"driftCheck,omitempty"`
+
+	// Name The rotated secret's name.
+	Name *string `json:"name,omitempty"`
+
+	// Reason Why it was asked for, when not by an operator.
+	Reason *string `json:"reason,omitempty"`
+
+	// Scope The rotated secret's scope: a source's name, or empty for global.
+	Scope *string `json:"scope,omitempty"`
+
+	// Secret The rotated secret's target (its name and scope).
+	Secret *string `json:"secret,omitempty"`
+
+	// SecretId The rotated secret's id.
+	SecretId *string `json:"secretId,omitempty"`
+
+	// SetRun The set_secret run that made this version.
+	SetRun *string `json:"setRun,omitempty"`
+
+	// Version The secret version this converge applies.
+	Version *int32 `json:"version,omitempty"`
+}
+
+// ServicesDeployParams defines model for ServicesDeployParams.
+type ServicesDeployParams struct {
+	// Digest The digest the deploy was asked to run.
+	Digest string `json:"digest"`
+}
+
+// ServicesDrift defines model for ServicesDrift.
+type ServicesDrift struct {
+	AppliedDigest *string                `json:"appliedDigest,omitempty"`
+	AppliedRun    *string                `json:"appliedRun,omitempty"`
+	Artifact      *HoststepArtifactProof `json:"artifact,omitempty"`
+	CheckedAt     time.Time              `json:"checkedAt"`
+	DesiredAhead  bool                   `json:"desiredAhead"`
+	Drift         []ServicesDriftFinding `json:"drift"`
+	DriftMode     ServicesDriftDriftMode `json:"driftMode"`
+	Enforce       *ServicesEnforcement   `json:"enforce,omitempty"`
+	Findings      []string               `json:"findings"`
+	InProgress    *[]string              `json:"inProgress,omitempty"`
+	LiveDrift     bool                   `json:"liveDrift"`
+	Node          *string                `json:"node,omitempty"`
+	PinnedDigest  string                 `json:"pinnedDigest"`
+	Probe         *HoststepProbeReport   `json:"probe,omitempty"`
+	Reason        *string                `json:"reason,omitempty"`
+	Status        ServicesDriftStatus    `json:"status"`
+}
+
+// ServicesDriftDriftMode defines model for ServicesDrift.DriftMode.
+type ServicesDriftDriftMode string
+
+// ServicesDriftStatus defines model for ServicesDrift.Status.
+type ServicesDriftStatus string
+
+// ServicesDriftCheckParams defines model for ServicesDriftCheckParams.
+type ServicesDriftCheckParams struct {
+	// Sweep The sweep run that asked for this check.
+	Sweep *string `json:"sweep,omitempty"`
+}
+
+// ServicesDriftFinding defines model for ServicesDriftFinding.
+type ServicesDriftFinding struct {
+	Class ServicesDriftFindingClass `json:"class"`
+	Fact  string                    `json:"fact"`
+	Proof string                    `json:"proof"`
+}
+
+// ServicesDriftFindingClass defines model for ServicesDriftFinding.Class.
+type ServicesDriftFindingClass string
+
+// ServicesEnforcement defines model for ServicesEnforcement.
+type ServicesEnforcement struct {
+	Decision  ServicesEnforcementDecision `json:"decision"`
+	Joined    *bool                       `json:"joined,omitempty"`
+	Reason    string                      `json:"reason"`
+	RepairRun *string                     `json:"repairRun,omitempty"`
+}
+
+// ServicesEnforcementDecision defines model for ServicesEnforcement.Decision.
+type ServicesEnforcementDecision string
+
+// ServicesMoveEvent defines model for ServicesMoveEvent.
+type ServicesMoveEvent struct {
+	// From The node it ran on.
+	From string                `json:"from"`
+	Kind ServicesMoveEventKind `json:"kind"`
+
+	// To The node it moves to.
+	To string `json:"to"`
+}
+
+// ServicesMoveEventKind defines model for ServicesMoveEvent.Kind.
+type ServicesMoveEventKind string
+
+// ServicesOnProbeFailureEvent defines model for ServicesOnProbeFailureEvent.
+type ServicesOnProbeFailureEvent struct {
+	Kind ServicesOnProbeFailureEventKind `json:"kind"`
+
+	// OnProbeFailure What a failed probe does: rollback, stop or observe.
+	OnProbeFailure string `json:"onProbeFailure"`
+}
+
+// ServicesOnProbeFailureEventKind defines model for ServicesOnProbeFailureEvent.Kind.
+type ServicesOnProbeFailureEventKind string
+
+// ServicesProbeEvent defines model for ServicesProbeEvent.
+type ServicesProbeEvent struct {
+	Kind ServicesProbeEventKind `json:"kind"`
+
+	// Probe What the probe found.
+	Probe HoststepProbeReport `json:"probe"`
+}
+
+// ServicesProbeEventKind defines model for ServicesProbeEvent.Kind.
+type ServicesProbeEventKind string
+
+// ServicesResult defines model for ServicesResult.
+type ServicesResult struct {
+	Action         ServicesResultAction `json:"action"`
+	Applied        *HoststepApplied     `json:"applied,omitempty"`
+	DigestFrom     *string              `json:"digestFrom,omitempty"`
+	DigestTo       string               `json:"digestTo"`
+	ManifestHash   *string              `json:"manifestHash,omitempty"`
+	MovedFrom      *string              `json:"movedFrom,omitempty"`
+	Node           *string              `json:"node,omitempty"`
+	OnProbeFailure string               `json:"onProbeFailure"`
+	Phases         []JournalPhase       `json:"phases"`
+	PinCommit      *string              `json:"pinCommit,omitempty"`
+	Restored       *HoststepApplied     `json:"restored,omitempty"`
+	Retry          *HoststepApplied     `json:"retry,omitempty"`
+	RevertCommit   *string              `json:"revertCommit,omitempty"`
+	Running        *string              `json:"running,omitempty"`
+	Service        string               `json:"service"`
+	SyncedCommit   *string              `json:"syncedCommit,omitempty"`
+	UnitPath       *string              `json:"unitPath,omitempty"`
+}
+
+// ServicesResultAction defines model for ServicesResult.Action.
+type ServicesResultAction string
+
+// ServicesResumeParams defines model for ServicesResumeParams.
+type ServicesResumeParams struct {
+	// PausedBy The run whose failed probe paused the service's queue.
+	PausedBy string `json:"pausedBy"`
+}
+
+// ServicesResumeResult defines model for ServicesResumeResult.
+type ServicesResumeResult struct {
+	PausedAt time.Time `json:"pausedAt"`
+	PausedBy string    `json:"pausedBy"`
+	Reason   string    `json:"reason"`
+	Service  string    `json:"service"`
+}
+
+// ServicesStopResult defines model for ServicesStopResult.
+type ServicesStopResult struct {
+	Node    string         `json:"node"`
+	Phases  []JournalPhase `json:"phases"`
+	Service string         `json:"service"`
+}
+
+// ServicesSweepResult defines model for ServicesSweepResult.
+type ServicesSweepResult struct {
+	Enqueued     int64    `json:"enqueued"`
+	NeverApplied int64    `json:"neverApplied"`
+	Skipped      []string `json:"skipped"`
+}
+
 // SetNodeLabelsRequest defines model for Set-node-labelsRequest.
 type SetNodeLabelsRequest struct {
 	Labels map[string]string `json:"labels"`
@@ -3863,6 +6564,12 @@ type Source struct {
 // Example: auto-write
 type SourcePolicy string
 
+// SourceChangeParams defines model for SourceChangeParams.
+type SourceChangeParams struct {
+	// Before The source before the change.
+	Before *SourceRecord `json:"before,omitempty"`
+}
+
 // SourceInput defines model for SourceInput.
 type SourceInput struct {
 	// Branch The branch to track.
@@ -3905,6 +6612,31 @@ type SourceInput struct {
 //
 // Example: manual
 type SourceInputPolicy string
+
+// SourcePlanDigest defines model for SourcePlanDigest.
+type SourcePlanDigest struct {
+	Commit      string        `json:"commit"`
+	Created     []string      `json:"created"`
+	Fingerprint string        `json:"fingerprint"`
+	Invalid     []UnitInvalid `json:"invalid"`
+	Stale       []string      `json:"stale"`
+	Updated     []string      `json:"updated"`
+}
+
+// SourceRecord defines model for SourceRecord.
+type SourceRecord struct {
+	Branch           string             `json:"branch"`
+	Name             string             `json:"name"`
+	Path             string             `json:"path"`
+	Policy           SourceRecordPolicy `json:"policy"`
+	RepoUrl          string             `json:"repoUrl"`
+	Suspended        bool               `json:"suspended"`
+	SyncIntervalSec  int32              `json:"syncIntervalSec"`
+	WebhookSecretSet bool               `json:"webhookSecretSet"`
+}
+
+// SourceRecordPolicy defines model for SourceRecord.Policy.
+type SourceRecordPolicy string
 
 // SourceStatus defines model for SourceStatus.
 type SourceStatus struct {
@@ -4270,6 +7002,12 @@ type Unit struct {
 // UnitStatus defines model for Unit.Status.
 type UnitStatus string
 
+// UnitInvalid defines model for UnitInvalid.
+type UnitInvalid struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
 // WebhookAnswer defines model for WebhookAnswer.
 type WebhookAnswer struct {
 	// Commit The pushed commit.
@@ -4538,6 +7276,359 @@ type ReceiveSourceWebhookJSONRequestBody ReceiveSourceWebhookJSONBody
 // ReceiveSourceWebhookFormdataRequestBody defines body for ReceiveSourceWebhook for application/x-www-form-urlencoded ContentType.
 type ReceiveSourceWebhookFormdataRequestBody ReceiveSourceWebhookFormdataBody
 
+// AsHoststepArtifactEvent returns the union data inside the EventData as a HoststepArtifactEvent
+func (t EventData) AsHoststepArtifactEvent() (HoststepArtifactEvent, error) {
+	var body HoststepArtifactEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromHoststepArtifactEvent overwrites any union data inside the EventData as the provided HoststepArtifactEvent
+func (t *EventData) FromHoststepArtifactEvent(v HoststepArtifactEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"artifact"}`))
+	t.union = b
+	return err
+}
+
+// MergeHoststepArtifactEvent performs a merge with any union data inside the EventData, using the provided HoststepArtifactEvent
+func (t *EventData) MergeHoststepArtifactEvent(v HoststepArtifactEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"artifact"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsGitopsJoinedSyncEvent returns the union data inside the EventData as a GitopsJoinedSyncEvent
+func (t EventData) AsGitopsJoinedSyncEvent() (GitopsJoinedSyncEvent, error) {
+	var body GitopsJoinedSyncEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromGitopsJoinedSyncEvent overwrites any union data inside the EventData as the provided GitopsJoinedSyncEvent
+func (t *EventData) FromGitopsJoinedSyncEvent(v GitopsJoinedSyncEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"joined_sync"}`))
+	t.union = b
+	return err
+}
+
+// MergeGitopsJoinedSyncEvent performs a merge with any union data inside the EventData, using the provided GitopsJoinedSyncEvent
+func (t *EventData) MergeGitopsJoinedSyncEvent(v GitopsJoinedSyncEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"joined_sync"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsServicesMoveEvent returns the union data inside the EventData as a ServicesMoveEvent
+func (t EventData) AsServicesMoveEvent() (ServicesMoveEvent, error) {
+	var body ServicesMoveEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromServicesMoveEvent overwrites any union data inside the EventData as the provided ServicesMoveEvent
+func (t *EventData) FromServicesMoveEvent(v ServicesMoveEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"move"}`))
+	t.union = b
+	return err
+}
+
+// MergeServicesMoveEvent performs a merge with any union data inside the EventData, using the provided ServicesMoveEvent
+func (t *EventData) MergeServicesMoveEvent(v ServicesMoveEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"move"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsServicesOnProbeFailureEvent returns the union data inside the EventData as a ServicesOnProbeFailureEvent
+func (t EventData) AsServicesOnProbeFailureEvent() (ServicesOnProbeFailureEvent, error) {
+	var body ServicesOnProbeFailureEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromServicesOnProbeFailureEvent overwrites any union data inside the EventData as the provided ServicesOnProbeFailureEvent
+func (t *EventData) FromServicesOnProbeFailureEvent(v ServicesOnProbeFailureEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"on_probe_failure"}`))
+	t.union = b
+	return err
+}
+
+// MergeServicesOnProbeFailureEvent performs a merge with any union data inside the EventData, using the provided ServicesOnProbeFailureEvent
+func (t *EventData) MergeServicesOnProbeFailureEvent(v ServicesOnProbeFailureEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"on_probe_failure"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsHoststepOutputEvent returns the union data inside the EventData as a HoststepOutputEvent
+func (t EventData) AsHoststepOutputEvent() (HoststepOutputEvent, error) {
+	var body HoststepOutputEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromHoststepOutputEvent overwrites any union data inside the EventData as the provided HoststepOutputEvent
+func (t *EventData) FromHoststepOutputEvent(v HoststepOutputEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"output"}`))
+	t.union = b
+	return err
+}
+
+// MergeHoststepOutputEvent performs a merge with any union data inside the EventData, using the provided HoststepOutputEvent
+func (t *EventData) MergeHoststepOutputEvent(v HoststepOutputEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"output"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsInfraPlanEvent returns the union data inside the EventData as a InfraPlanEvent
+func (t EventData) AsInfraPlanEvent() (InfraPlanEvent, error) {
+	var body InfraPlanEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromInfraPlanEvent overwrites any union data inside the EventData as the provided InfraPlanEvent
+func (t *EventData) FromInfraPlanEvent(v InfraPlanEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"plan"}`))
+	t.union = b
+	return err
+}
+
+// MergeInfraPlanEvent performs a merge with any union data inside the EventData, using the provided InfraPlanEvent
+func (t *EventData) MergeInfraPlanEvent(v InfraPlanEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"plan"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsServicesProbeEvent returns the union data inside the EventData as a ServicesProbeEvent
+func (t EventData) AsServicesProbeEvent() (ServicesProbeEvent, error) {
+	var body ServicesProbeEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromServicesProbeEvent overwrites any union data inside the EventData as the provided ServicesProbeEvent
+func (t *EventData) FromServicesProbeEvent(v ServicesProbeEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"probe"}`))
+	t.union = b
+	return err
+}
+
+// MergeServicesProbeEvent performs a merge with any union data inside the EventData, using the provided ServicesProbeEvent
+func (t *EventData) MergeServicesProbeEvent(v ServicesProbeEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"probe"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRetentionMonthEvent returns the union data inside the EventData as a RetentionMonthEvent
+func (t EventData) AsRetentionMonthEvent() (RetentionMonthEvent, error) {
+	var body RetentionMonthEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRetentionMonthEvent overwrites any union data inside the EventData as the provided RetentionMonthEvent
+func (t *EventData) FromRetentionMonthEvent(v RetentionMonthEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"retention_month"}`))
+	t.union = b
+	return err
+}
+
+// MergeRetentionMonthEvent performs a merge with any union data inside the EventData, using the provided RetentionMonthEvent
+func (t *EventData) MergeRetentionMonthEvent(v RetentionMonthEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"retention_month"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsSecretsSecretsEvent returns the union data inside the EventData as a SecretsSecretsEvent
+func (t EventData) AsSecretsSecretsEvent() (SecretsSecretsEvent, error) {
+	var body SecretsSecretsEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSecretsSecretsEvent overwrites any union data inside the EventData as the provided SecretsSecretsEvent
+func (t *EventData) FromSecretsSecretsEvent(v SecretsSecretsEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"secrets"}`))
+	t.union = b
+	return err
+}
+
+// MergeSecretsSecretsEvent performs a merge with any union data inside the EventData, using the provided SecretsSecretsEvent
+func (t *EventData) MergeSecretsSecretsEvent(v SecretsSecretsEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"secrets"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t EventData) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"kind"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t EventData) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "artifact":
+		return t.AsHoststepArtifactEvent()
+	case "joined_sync":
+		return t.AsGitopsJoinedSyncEvent()
+	case "move":
+		return t.AsServicesMoveEvent()
+	case "on_probe_failure":
+		return t.AsServicesOnProbeFailureEvent()
+	case "output":
+		return t.AsHoststepOutputEvent()
+	case "plan":
+		return t.AsInfraPlanEvent()
+	case "probe":
+		return t.AsServicesProbeEvent()
+	case "retention_month":
+		return t.AsRetentionMonthEvent()
+	case "secrets":
+		return t.AsSecretsSecretsEvent()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t EventData) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *EventData) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // AsJournalEventMessage returns the union data inside the JournalStreamMessage as a JournalEventMessage
 func (t JournalStreamMessage) AsJournalEventMessage() (JournalEventMessage, error) {
 	var body JournalEventMessage
@@ -4672,6 +7763,2402 @@ func (t JournalStreamMessage) MarshalJSON() ([]byte, error) {
 
 func (t *JournalStreamMessage) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsRunSyncSource returns the union data inside the Run as a RunSyncSource
+func (t Run) AsRunSyncSource() (RunSyncSource, error) {
+	var body RunSyncSource
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunSyncSource overwrites any union data inside the Run as the provided RunSyncSource
+func (t *Run) FromRunSyncSource(v RunSyncSource) error {
+	t.Action = "sync_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"sync_source"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunSyncSource performs a merge with any union data inside the Run, using the provided RunSyncSource
+func (t *Run) MergeRunSyncSource(v RunSyncSource) error {
+	t.Action = "sync_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"sync_source"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunAcceptSource returns the union data inside the Run as a RunAcceptSource
+func (t Run) AsRunAcceptSource() (RunAcceptSource, error) {
+	var body RunAcceptSource
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunAcceptSource overwrites any union data inside the Run as the provided RunAcceptSource
+func (t *Run) FromRunAcceptSource(v RunAcceptSource) error {
+	t.Action = "accept_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"accept_source"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunAcceptSource performs a merge with any union data inside the Run, using the provided RunAcceptSource
+func (t *Run) MergeRunAcceptSource(v RunAcceptSource) error {
+	t.Action = "accept_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"accept_source"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunDeploy returns the union data inside the Run as a RunDeploy
+func (t Run) AsRunDeploy() (RunDeploy, error) {
+	var body RunDeploy
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunDeploy overwrites any union data inside the Run as the provided RunDeploy
+func (t *Run) FromRunDeploy(v RunDeploy) error {
+	t.Action = "deploy"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"deploy"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunDeploy performs a merge with any union data inside the Run, using the provided RunDeploy
+func (t *Run) MergeRunDeploy(v RunDeploy) error {
+	t.Action = "deploy"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"deploy"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunRollback returns the union data inside the Run as a RunRollback
+func (t Run) AsRunRollback() (RunRollback, error) {
+	var body RunRollback
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunRollback overwrites any union data inside the Run as the provided RunRollback
+func (t *Run) FromRunRollback(v RunRollback) error {
+	t.Action = "rollback"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"rollback"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunRollback performs a merge with any union data inside the Run, using the provided RunRollback
+func (t *Run) MergeRunRollback(v RunRollback) error {
+	t.Action = "rollback"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"rollback"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunConverge returns the union data inside the Run as a RunConverge
+func (t Run) AsRunConverge() (RunConverge, error) {
+	var body RunConverge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunConverge overwrites any union data inside the Run as the provided RunConverge
+func (t *Run) FromRunConverge(v RunConverge) error {
+	t.Action = "converge"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"converge"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunConverge performs a merge with any union data inside the Run, using the provided RunConverge
+func (t *Run) MergeRunConverge(v RunConverge) error {
+	t.Action = "converge"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"converge"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunStopService returns the union data inside the Run as a RunStopService
+func (t Run) AsRunStopService() (RunStopService, error) {
+	var body RunStopService
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunStopService overwrites any union data inside the Run as the provided RunStopService
+func (t *Run) FromRunStopService(v RunStopService) error {
+	t.Action = "stop_service"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"stop_service"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunStopService performs a merge with any union data inside the Run, using the provided RunStopService
+func (t *Run) MergeRunStopService(v RunStopService) error {
+	t.Action = "stop_service"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"stop_service"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunResumeService returns the union data inside the Run as a RunResumeService
+func (t Run) AsRunResumeService() (RunResumeService, error) {
+	var body RunResumeService
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunResumeService overwrites any union data inside the Run as the provided RunResumeService
+func (t *Run) FromRunResumeService(v RunResumeService) error {
+	t.Action = "resume_service"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"resume_service"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunResumeService performs a merge with any union data inside the Run, using the provided RunResumeService
+func (t *Run) MergeRunResumeService(v RunResumeService) error {
+	t.Action = "resume_service"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"resume_service"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunServiceDriftCheck returns the union data inside the Run as a RunServiceDriftCheck
+func (t Run) AsRunServiceDriftCheck() (RunServiceDriftCheck, error) {
+	var body RunServiceDriftCheck
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunServiceDriftCheck overwrites any union data inside the Run as the provided RunServiceDriftCheck
+func (t *Run) FromRunServiceDriftCheck(v RunServiceDriftCheck) error {
+	t.Action = "service_drift_check"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"service_drift_check"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunServiceDriftCheck performs a merge with any union data inside the Run, using the provided RunServiceDriftCheck
+func (t *Run) MergeRunServiceDriftCheck(v RunServiceDriftCheck) error {
+	t.Action = "service_drift_check"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"service_drift_check"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunServiceDriftSweep returns the union data inside the Run as a RunServiceDriftSweep
+func (t Run) AsRunServiceDriftSweep() (RunServiceDriftSweep, error) {
+	var body RunServiceDriftSweep
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunServiceDriftSweep overwrites any union data inside the Run as the provided RunServiceDriftSweep
+func (t *Run) FromRunServiceDriftSweep(v RunServiceDriftSweep) error {
+	t.Action = "service_drift_sweep"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"service_drift_sweep"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunServiceDriftSweep performs a merge with any union data inside the Run, using the provided RunServiceDriftSweep
+func (t *Run) MergeRunServiceDriftSweep(v RunServiceDriftSweep) error {
+	t.Action = "service_drift_sweep"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"service_drift_sweep"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunServiceContinue returns the union data inside the Run as a RunServiceContinue
+func (t Run) AsRunServiceContinue() (RunServiceContinue, error) {
+	var body RunServiceContinue
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunServiceContinue overwrites any union data inside the Run as the provided RunServiceContinue
+func (t *Run) FromRunServiceContinue(v RunServiceContinue) error {
+	t.Action = "service_continue"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"service_continue"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunServiceContinue performs a merge with any union data inside the Run, using the provided RunServiceContinue
+func (t *Run) MergeRunServiceContinue(v RunServiceContinue) error {
+	t.Action = "service_continue"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"service_continue"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunPlan returns the union data inside the Run as a RunPlan
+func (t Run) AsRunPlan() (RunPlan, error) {
+	var body RunPlan
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunPlan overwrites any union data inside the Run as the provided RunPlan
+func (t *Run) FromRunPlan(v RunPlan) error {
+	t.Action = "plan"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"plan"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunPlan performs a merge with any union data inside the Run, using the provided RunPlan
+func (t *Run) MergeRunPlan(v RunPlan) error {
+	t.Action = "plan"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"plan"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunApply returns the union data inside the Run as a RunApply
+func (t Run) AsRunApply() (RunApply, error) {
+	var body RunApply
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunApply overwrites any union data inside the Run as the provided RunApply
+func (t *Run) FromRunApply(v RunApply) error {
+	t.Action = "apply"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"apply"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunApply performs a merge with any union data inside the Run, using the provided RunApply
+func (t *Run) MergeRunApply(v RunApply) error {
+	t.Action = "apply"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"apply"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunDestroy returns the union data inside the Run as a RunDestroy
+func (t Run) AsRunDestroy() (RunDestroy, error) {
+	var body RunDestroy
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunDestroy overwrites any union data inside the Run as the provided RunDestroy
+func (t *Run) FromRunDestroy(v RunDestroy) error {
+	t.Action = "destroy"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"destroy"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunDestroy performs a merge with any union data inside the Run, using the provided RunDestroy
+func (t *Run) MergeRunDestroy(v RunDestroy) error {
+	t.Action = "destroy"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"destroy"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunDriftCheck returns the union data inside the Run as a RunDriftCheck
+func (t Run) AsRunDriftCheck() (RunDriftCheck, error) {
+	var body RunDriftCheck
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunDriftCheck overwrites any union data inside the Run as the provided RunDriftCheck
+func (t *Run) FromRunDriftCheck(v RunDriftCheck) error {
+	t.Action = "drift_check"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"drift_check"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunDriftCheck performs a merge with any union data inside the Run, using the provided RunDriftCheck
+func (t *Run) MergeRunDriftCheck(v RunDriftCheck) error {
+	t.Action = "drift_check"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"drift_check"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunDriftSweep returns the union data inside the Run as a RunDriftSweep
+func (t Run) AsRunDriftSweep() (RunDriftSweep, error) {
+	var body RunDriftSweep
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunDriftSweep overwrites any union data inside the Run as the provided RunDriftSweep
+func (t *Run) FromRunDriftSweep(v RunDriftSweep) error {
+	t.Action = "drift_sweep"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"drift_sweep"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunDriftSweep performs a merge with any union data inside the Run, using the provided RunDriftSweep
+func (t *Run) MergeRunDriftSweep(v RunDriftSweep) error {
+	t.Action = "drift_sweep"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"drift_sweep"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunRollout returns the union data inside the Run as a RunRollout
+func (t Run) AsRunRollout() (RunRollout, error) {
+	var body RunRollout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunRollout overwrites any union data inside the Run as the provided RunRollout
+func (t *Run) FromRunRollout(v RunRollout) error {
+	t.Action = "rollout"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"rollout"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunRollout performs a merge with any union data inside the Run, using the provided RunRollout
+func (t *Run) MergeRunRollout(v RunRollout) error {
+	t.Action = "rollout"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"rollout"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunWithdraw returns the union data inside the Run as a RunWithdraw
+func (t Run) AsRunWithdraw() (RunWithdraw, error) {
+	var body RunWithdraw
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunWithdraw overwrites any union data inside the Run as the provided RunWithdraw
+func (t *Run) FromRunWithdraw(v RunWithdraw) error {
+	t.Action = "withdraw"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"withdraw"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunWithdraw performs a merge with any union data inside the Run, using the provided RunWithdraw
+func (t *Run) MergeRunWithdraw(v RunWithdraw) error {
+	t.Action = "withdraw"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"withdraw"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunEnforce returns the union data inside the Run as a RunEnforce
+func (t Run) AsRunEnforce() (RunEnforce, error) {
+	var body RunEnforce
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunEnforce overwrites any union data inside the Run as the provided RunEnforce
+func (t *Run) FromRunEnforce(v RunEnforce) error {
+	t.Action = "enforce"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"enforce"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunEnforce performs a merge with any union data inside the Run, using the provided RunEnforce
+func (t *Run) MergeRunEnforce(v RunEnforce) error {
+	t.Action = "enforce"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"enforce"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunJournalRetention returns the union data inside the Run as a RunJournalRetention
+func (t Run) AsRunJournalRetention() (RunJournalRetention, error) {
+	var body RunJournalRetention
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunJournalRetention overwrites any union data inside the Run as the provided RunJournalRetention
+func (t *Run) FromRunJournalRetention(v RunJournalRetention) error {
+	t.Action = "journal_retention"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"journal_retention"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunJournalRetention performs a merge with any union data inside the Run, using the provided RunJournalRetention
+func (t *Run) MergeRunJournalRetention(v RunJournalRetention) error {
+	t.Action = "journal_retention"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"journal_retention"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunCreateToken returns the union data inside the Run as a RunCreateToken
+func (t Run) AsRunCreateToken() (RunCreateToken, error) {
+	var body RunCreateToken
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunCreateToken overwrites any union data inside the Run as the provided RunCreateToken
+func (t *Run) FromRunCreateToken(v RunCreateToken) error {
+	t.Action = "create_token"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"create_token"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunCreateToken performs a merge with any union data inside the Run, using the provided RunCreateToken
+func (t *Run) MergeRunCreateToken(v RunCreateToken) error {
+	t.Action = "create_token"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"create_token"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunRevokeToken returns the union data inside the Run as a RunRevokeToken
+func (t Run) AsRunRevokeToken() (RunRevokeToken, error) {
+	var body RunRevokeToken
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunRevokeToken overwrites any union data inside the Run as the provided RunRevokeToken
+func (t *Run) FromRunRevokeToken(v RunRevokeToken) error {
+	t.Action = "revoke_token"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"revoke_token"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunRevokeToken performs a merge with any union data inside the Run, using the provided RunRevokeToken
+func (t *Run) MergeRunRevokeToken(v RunRevokeToken) error {
+	t.Action = "revoke_token"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"revoke_token"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunBootstrapToken returns the union data inside the Run as a RunBootstrapToken
+func (t Run) AsRunBootstrapToken() (RunBootstrapToken, error) {
+	var body RunBootstrapToken
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunBootstrapToken overwrites any union data inside the Run as the provided RunBootstrapToken
+func (t *Run) FromRunBootstrapToken(v RunBootstrapToken) error {
+	t.Action = "bootstrap_token"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"bootstrap_token"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunBootstrapToken performs a merge with any union data inside the Run, using the provided RunBootstrapToken
+func (t *Run) MergeRunBootstrapToken(v RunBootstrapToken) error {
+	t.Action = "bootstrap_token"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"bootstrap_token"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunCreateSource returns the union data inside the Run as a RunCreateSource
+func (t Run) AsRunCreateSource() (RunCreateSource, error) {
+	var body RunCreateSource
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunCreateSource overwrites any union data inside the Run as the provided RunCreateSource
+func (t *Run) FromRunCreateSource(v RunCreateSource) error {
+	t.Action = "create_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"create_source"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunCreateSource performs a merge with any union data inside the Run, using the provided RunCreateSource
+func (t *Run) MergeRunCreateSource(v RunCreateSource) error {
+	t.Action = "create_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"create_source"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunUpdateSource returns the union data inside the Run as a RunUpdateSource
+func (t Run) AsRunUpdateSource() (RunUpdateSource, error) {
+	var body RunUpdateSource
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunUpdateSource overwrites any union data inside the Run as the provided RunUpdateSource
+func (t *Run) FromRunUpdateSource(v RunUpdateSource) error {
+	t.Action = "update_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"update_source"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunUpdateSource performs a merge with any union data inside the Run, using the provided RunUpdateSource
+func (t *Run) MergeRunUpdateSource(v RunUpdateSource) error {
+	t.Action = "update_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"update_source"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunDeleteSource returns the union data inside the Run as a RunDeleteSource
+func (t Run) AsRunDeleteSource() (RunDeleteSource, error) {
+	var body RunDeleteSource
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunDeleteSource overwrites any union data inside the Run as the provided RunDeleteSource
+func (t *Run) FromRunDeleteSource(v RunDeleteSource) error {
+	t.Action = "delete_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"delete_source"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunDeleteSource performs a merge with any union data inside the Run, using the provided RunDeleteSource
+func (t *Run) MergeRunDeleteSource(v RunDeleteSource) error {
+	t.Action = "delete_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"delete_source"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunSuspendSource returns the union data inside the Run as a RunSuspendSource
+func (t Run) AsRunSuspendSource() (RunSuspendSource, error) {
+	var body RunSuspendSource
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunSuspendSource overwrites any union data inside the Run as the provided RunSuspendSource
+func (t *Run) FromRunSuspendSource(v RunSuspendSource) error {
+	t.Action = "suspend_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"suspend_source"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunSuspendSource performs a merge with any union data inside the Run, using the provided RunSuspendSource
+func (t *Run) MergeRunSuspendSource(v RunSuspendSource) error {
+	t.Action = "suspend_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"suspend_source"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunResumeSource returns the union data inside the Run as a RunResumeSource
+func (t Run) AsRunResumeSource() (RunResumeSource, error) {
+	var body RunResumeSource
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunResumeSource overwrites any union data inside the Run as the provided RunResumeSource
+func (t *Run) FromRunResumeSource(v RunResumeSource) error {
+	t.Action = "resume_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"resume_source"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunResumeSource performs a merge with any union data inside the Run, using the provided RunResumeSource
+func (t *Run) MergeRunResumeSource(v RunResumeSource) error {
+	t.Action = "resume_source"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"resume_source"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunSetSourcePolicy returns the union data inside the Run as a RunSetSourcePolicy
+func (t Run) AsRunSetSourcePolicy() (RunSetSourcePolicy, error) {
+	var body RunSetSourcePolicy
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunSetSourcePolicy overwrites any union data inside the Run as the provided RunSetSourcePolicy
+func (t *Run) FromRunSetSourcePolicy(v RunSetSourcePolicy) error {
+	t.Action = "set_source_policy"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"set_source_policy"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunSetSourcePolicy performs a merge with any union data inside the Run, using the provided RunSetSourcePolicy
+func (t *Run) MergeRunSetSourcePolicy(v RunSetSourcePolicy) error {
+	t.Action = "set_source_policy"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"set_source_policy"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunPutGitopsSettings returns the union data inside the Run as a RunPutGitopsSettings
+func (t Run) AsRunPutGitopsSettings() (RunPutGitopsSettings, error) {
+	var body RunPutGitopsSettings
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunPutGitopsSettings overwrites any union data inside the Run as the provided RunPutGitopsSettings
+func (t *Run) FromRunPutGitopsSettings(v RunPutGitopsSettings) error {
+	t.Action = "put_gitops_settings"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"put_gitops_settings"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunPutGitopsSettings performs a merge with any union data inside the Run, using the provided RunPutGitopsSettings
+func (t *Run) MergeRunPutGitopsSettings(v RunPutGitopsSettings) error {
+	t.Action = "put_gitops_settings"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"put_gitops_settings"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunSetSourceWebhookSecret returns the union data inside the Run as a RunSetSourceWebhookSecret
+func (t Run) AsRunSetSourceWebhookSecret() (RunSetSourceWebhookSecret, error) {
+	var body RunSetSourceWebhookSecret
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunSetSourceWebhookSecret overwrites any union data inside the Run as the provided RunSetSourceWebhookSecret
+func (t *Run) FromRunSetSourceWebhookSecret(v RunSetSourceWebhookSecret) error {
+	t.Action = "set_source_webhook_secret"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"set_source_webhook_secret"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunSetSourceWebhookSecret performs a merge with any union data inside the Run, using the provided RunSetSourceWebhookSecret
+func (t *Run) MergeRunSetSourceWebhookSecret(v RunSetSourceWebhookSecret) error {
+	t.Action = "set_source_webhook_secret"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"set_source_webhook_secret"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunPutArtifact returns the union data inside the Run as a RunPutArtifact
+func (t Run) AsRunPutArtifact() (RunPutArtifact, error) {
+	var body RunPutArtifact
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunPutArtifact overwrites any union data inside the Run as the provided RunPutArtifact
+func (t *Run) FromRunPutArtifact(v RunPutArtifact) error {
+	t.Action = "put_artifact"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"put_artifact"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunPutArtifact performs a merge with any union data inside the Run, using the provided RunPutArtifact
+func (t *Run) MergeRunPutArtifact(v RunPutArtifact) error {
+	t.Action = "put_artifact"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"put_artifact"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunRetryJob returns the union data inside the Run as a RunRetryJob
+func (t Run) AsRunRetryJob() (RunRetryJob, error) {
+	var body RunRetryJob
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunRetryJob overwrites any union data inside the Run as the provided RunRetryJob
+func (t *Run) FromRunRetryJob(v RunRetryJob) error {
+	t.Action = "retry_job"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"retry_job"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunRetryJob performs a merge with any union data inside the Run, using the provided RunRetryJob
+func (t *Run) MergeRunRetryJob(v RunRetryJob) error {
+	t.Action = "retry_job"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"retry_job"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunCancelJob returns the union data inside the Run as a RunCancelJob
+func (t Run) AsRunCancelJob() (RunCancelJob, error) {
+	var body RunCancelJob
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunCancelJob overwrites any union data inside the Run as the provided RunCancelJob
+func (t *Run) FromRunCancelJob(v RunCancelJob) error {
+	t.Action = "cancel_job"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"cancel_job"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunCancelJob performs a merge with any union data inside the Run, using the provided RunCancelJob
+func (t *Run) MergeRunCancelJob(v RunCancelJob) error {
+	t.Action = "cancel_job"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"cancel_job"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunDeleteJob returns the union data inside the Run as a RunDeleteJob
+func (t Run) AsRunDeleteJob() (RunDeleteJob, error) {
+	var body RunDeleteJob
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunDeleteJob overwrites any union data inside the Run as the provided RunDeleteJob
+func (t *Run) FromRunDeleteJob(v RunDeleteJob) error {
+	t.Action = "delete_job"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"delete_job"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunDeleteJob performs a merge with any union data inside the Run, using the provided RunDeleteJob
+func (t *Run) MergeRunDeleteJob(v RunDeleteJob) error {
+	t.Action = "delete_job"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"delete_job"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunAddNode returns the union data inside the Run as a RunAddNode
+func (t Run) AsRunAddNode() (RunAddNode, error) {
+	var body RunAddNode
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunAddNode overwrites any union data inside the Run as the provided RunAddNode
+func (t *Run) FromRunAddNode(v RunAddNode) error {
+	t.Action = "add_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"add_node"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunAddNode performs a merge with any union data inside the Run, using the provided RunAddNode
+func (t *Run) MergeRunAddNode(v RunAddNode) error {
+	t.Action = "add_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"add_node"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunJoinNode returns the union data inside the Run as a RunJoinNode
+func (t Run) AsRunJoinNode() (RunJoinNode, error) {
+	var body RunJoinNode
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunJoinNode overwrites any union data inside the Run as the provided RunJoinNode
+func (t *Run) FromRunJoinNode(v RunJoinNode) error {
+	t.Action = "join_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"join_node"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunJoinNode performs a merge with any union data inside the Run, using the provided RunJoinNode
+func (t *Run) MergeRunJoinNode(v RunJoinNode) error {
+	t.Action = "join_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"join_node"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunCordonNode returns the union data inside the Run as a RunCordonNode
+func (t Run) AsRunCordonNode() (RunCordonNode, error) {
+	var body RunCordonNode
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunCordonNode overwrites any union data inside the Run as the provided RunCordonNode
+func (t *Run) FromRunCordonNode(v RunCordonNode) error {
+	t.Action = "cordon_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"cordon_node"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunCordonNode performs a merge with any union data inside the Run, using the provided RunCordonNode
+func (t *Run) MergeRunCordonNode(v RunCordonNode) error {
+	t.Action = "cordon_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"cordon_node"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunUncordonNode returns the union data inside the Run as a RunUncordonNode
+func (t Run) AsRunUncordonNode() (RunUncordonNode, error) {
+	var body RunUncordonNode
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunUncordonNode overwrites any union data inside the Run as the provided RunUncordonNode
+func (t *Run) FromRunUncordonNode(v RunUncordonNode) error {
+	t.Action = "uncordon_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"uncordon_node"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunUncordonNode performs a merge with any union data inside the Run, using the provided RunUncordonNode
+func (t *Run) MergeRunUncordonNode(v RunUncordonNode) error {
+	t.Action = "uncordon_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"uncordon_node"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunSetNodeLabels returns the union data inside the Run as a RunSetNodeLabels
+func (t Run) AsRunSetNodeLabels() (RunSetNodeLabels, error) {
+	var body RunSetNodeLabels
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunSetNodeLabels overwrites any union data inside the Run as the provided RunSetNodeLabels
+func (t *Run) FromRunSetNodeLabels(v RunSetNodeLabels) error {
+	t.Action = "set_node_labels"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"set_node_labels"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunSetNodeLabels performs a merge with any union data inside the Run, using the provided RunSetNodeLabels
+func (t *Run) MergeRunSetNodeLabels(v RunSetNodeLabels) error {
+	t.Action = "set_node_labels"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"set_node_labels"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunRevokeNode returns the union data inside the Run as a RunRevokeNode
+func (t Run) AsRunRevokeNode() (RunRevokeNode, error) {
+	var body RunRevokeNode
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunRevokeNode overwrites any union data inside the Run as the provided RunRevokeNode
+func (t *Run) FromRunRevokeNode(v RunRevokeNode) error {
+	t.Action = "revoke_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"revoke_node"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunRevokeNode performs a merge with any union data inside the Run, using the provided RunRevokeNode
+func (t *Run) MergeRunRevokeNode(v RunRevokeNode) error {
+	t.Action = "revoke_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"revoke_node"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunDeleteNode returns the union data inside the Run as a RunDeleteNode
+func (t Run) AsRunDeleteNode() (RunDeleteNode, error) {
+	var body RunDeleteNode
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunDeleteNode overwrites any union data inside the Run as the provided RunDeleteNode
+func (t *Run) FromRunDeleteNode(v RunDeleteNode) error {
+	t.Action = "delete_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"delete_node"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunDeleteNode performs a merge with any union data inside the Run, using the provided RunDeleteNode
+func (t *Run) MergeRunDeleteNode(v RunDeleteNode) error {
+	t.Action = "delete_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"delete_node"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunRotateNode returns the union data inside the Run as a RunRotateNode
+func (t Run) AsRunRotateNode() (RunRotateNode, error) {
+	var body RunRotateNode
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunRotateNode overwrites any union data inside the Run as the provided RunRotateNode
+func (t *Run) FromRunRotateNode(v RunRotateNode) error {
+	t.Action = "rotate_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"rotate_node"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunRotateNode performs a merge with any union data inside the Run, using the provided RunRotateNode
+func (t *Run) MergeRunRotateNode(v RunRotateNode) error {
+	t.Action = "rotate_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"rotate_node"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunApprovePlacement returns the union data inside the Run as a RunApprovePlacement
+func (t Run) AsRunApprovePlacement() (RunApprovePlacement, error) {
+	var body RunApprovePlacement
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunApprovePlacement overwrites any union data inside the Run as the provided RunApprovePlacement
+func (t *Run) FromRunApprovePlacement(v RunApprovePlacement) error {
+	t.Action = "approve_placement"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"approve_placement"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunApprovePlacement performs a merge with any union data inside the Run, using the provided RunApprovePlacement
+func (t *Run) MergeRunApprovePlacement(v RunApprovePlacement) error {
+	t.Action = "approve_placement"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"approve_placement"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunDeclinePlacement returns the union data inside the Run as a RunDeclinePlacement
+func (t Run) AsRunDeclinePlacement() (RunDeclinePlacement, error) {
+	var body RunDeclinePlacement
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunDeclinePlacement overwrites any union data inside the Run as the provided RunDeclinePlacement
+func (t *Run) FromRunDeclinePlacement(v RunDeclinePlacement) error {
+	t.Action = "decline_placement"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"decline_placement"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunDeclinePlacement performs a merge with any union data inside the Run, using the provided RunDeclinePlacement
+func (t *Run) MergeRunDeclinePlacement(v RunDeclinePlacement) error {
+	t.Action = "decline_placement"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"decline_placement"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunWithdrawPlacementApproval returns the union data inside the Run as a RunWithdrawPlacementApproval
+func (t Run) AsRunWithdrawPlacementApproval() (RunWithdrawPlacementApproval, error) {
+	var body RunWithdrawPlacementApproval
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunWithdrawPlacementApproval overwrites any union data inside the Run as the provided RunWithdrawPlacementApproval
+func (t *Run) FromRunWithdrawPlacementApproval(v RunWithdrawPlacementApproval) error {
+	t.Action = "withdraw_placement_approval"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"withdraw_placement_approval"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunWithdrawPlacementApproval performs a merge with any union data inside the Run, using the provided RunWithdrawPlacementApproval
+func (t *Run) MergeRunWithdrawPlacementApproval(v RunWithdrawPlacementApproval) error {
+	t.Action = "withdraw_placement_approval"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"withdraw_placement_approval"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunAuthorizeRollout returns the union data inside the Run as a RunAuthorizeRollout
+func (t Run) AsRunAuthorizeRollout() (RunAuthorizeRollout, error) {
+	var body RunAuthorizeRollout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunAuthorizeRollout overwrites any union data inside the Run as the provided RunAuthorizeRollout
+func (t *Run) FromRunAuthorizeRollout(v RunAuthorizeRollout) error {
+	t.Action = "authorize_rollout"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"authorize_rollout"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunAuthorizeRollout performs a merge with any union data inside the Run, using the provided RunAuthorizeRollout
+func (t *Run) MergeRunAuthorizeRollout(v RunAuthorizeRollout) error {
+	t.Action = "authorize_rollout"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"authorize_rollout"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunPauseRollout returns the union data inside the Run as a RunPauseRollout
+func (t Run) AsRunPauseRollout() (RunPauseRollout, error) {
+	var body RunPauseRollout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunPauseRollout overwrites any union data inside the Run as the provided RunPauseRollout
+func (t *Run) FromRunPauseRollout(v RunPauseRollout) error {
+	t.Action = "pause_rollout"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"pause_rollout"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunPauseRollout performs a merge with any union data inside the Run, using the provided RunPauseRollout
+func (t *Run) MergeRunPauseRollout(v RunPauseRollout) error {
+	t.Action = "pause_rollout"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"pause_rollout"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunResumeRollout returns the union data inside the Run as a RunResumeRollout
+func (t Run) AsRunResumeRollout() (RunResumeRollout, error) {
+	var body RunResumeRollout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunResumeRollout overwrites any union data inside the Run as the provided RunResumeRollout
+func (t *Run) FromRunResumeRollout(v RunResumeRollout) error {
+	t.Action = "resume_rollout"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"resume_rollout"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunResumeRollout performs a merge with any union data inside the Run, using the provided RunResumeRollout
+func (t *Run) MergeRunResumeRollout(v RunResumeRollout) error {
+	t.Action = "resume_rollout"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"resume_rollout"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunRollbackRollout returns the union data inside the Run as a RunRollbackRollout
+func (t Run) AsRunRollbackRollout() (RunRollbackRollout, error) {
+	var body RunRollbackRollout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunRollbackRollout overwrites any union data inside the Run as the provided RunRollbackRollout
+func (t *Run) FromRunRollbackRollout(v RunRollbackRollout) error {
+	t.Action = "rollback_rollout"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"rollback_rollout"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunRollbackRollout performs a merge with any union data inside the Run, using the provided RunRollbackRollout
+func (t *Run) MergeRunRollbackRollout(v RunRollbackRollout) error {
+	t.Action = "rollback_rollout"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"rollback_rollout"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunSkipRolloutNode returns the union data inside the Run as a RunSkipRolloutNode
+func (t Run) AsRunSkipRolloutNode() (RunSkipRolloutNode, error) {
+	var body RunSkipRolloutNode
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunSkipRolloutNode overwrites any union data inside the Run as the provided RunSkipRolloutNode
+func (t *Run) FromRunSkipRolloutNode(v RunSkipRolloutNode) error {
+	t.Action = "skip_rollout_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"skip_rollout_node"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunSkipRolloutNode performs a merge with any union data inside the Run, using the provided RunSkipRolloutNode
+func (t *Run) MergeRunSkipRolloutNode(v RunSkipRolloutNode) error {
+	t.Action = "skip_rollout_node"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"skip_rollout_node"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunNotificationTargetCreate returns the union data inside the Run as a RunNotificationTargetCreate
+func (t Run) AsRunNotificationTargetCreate() (RunNotificationTargetCreate, error) {
+	var body RunNotificationTargetCreate
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunNotificationTargetCreate overwrites any union data inside the Run as the provided RunNotificationTargetCreate
+func (t *Run) FromRunNotificationTargetCreate(v RunNotificationTargetCreate) error {
+	t.Action = "notification_target_create"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"notification_target_create"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunNotificationTargetCreate performs a merge with any union data inside the Run, using the provided RunNotificationTargetCreate
+func (t *Run) MergeRunNotificationTargetCreate(v RunNotificationTargetCreate) error {
+	t.Action = "notification_target_create"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"notification_target_create"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunNotificationTargetDelete returns the union data inside the Run as a RunNotificationTargetDelete
+func (t Run) AsRunNotificationTargetDelete() (RunNotificationTargetDelete, error) {
+	var body RunNotificationTargetDelete
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunNotificationTargetDelete overwrites any union data inside the Run as the provided RunNotificationTargetDelete
+func (t *Run) FromRunNotificationTargetDelete(v RunNotificationTargetDelete) error {
+	t.Action = "notification_target_delete"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"notification_target_delete"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunNotificationTargetDelete performs a merge with any union data inside the Run, using the provided RunNotificationTargetDelete
+func (t *Run) MergeRunNotificationTargetDelete(v RunNotificationTargetDelete) error {
+	t.Action = "notification_target_delete"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"notification_target_delete"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunNotificationTest returns the union data inside the Run as a RunNotificationTest
+func (t Run) AsRunNotificationTest() (RunNotificationTest, error) {
+	var body RunNotificationTest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunNotificationTest overwrites any union data inside the Run as the provided RunNotificationTest
+func (t *Run) FromRunNotificationTest(v RunNotificationTest) error {
+	t.Action = "notification_test"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"notification_test"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunNotificationTest performs a merge with any union data inside the Run, using the provided RunNotificationTest
+func (t *Run) MergeRunNotificationTest(v RunNotificationTest) error {
+	t.Action = "notification_test"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"notification_test"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunSetSecret returns the union data inside the Run as a RunSetSecret
+func (t Run) AsRunSetSecret() (RunSetSecret, error) {
+	var body RunSetSecret
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunSetSecret overwrites any union data inside the Run as the provided RunSetSecret
+func (t *Run) FromRunSetSecret(v RunSetSecret) error {
+	t.Action = "set_secret"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"set_secret"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunSetSecret performs a merge with any union data inside the Run, using the provided RunSetSecret
+func (t *Run) MergeRunSetSecret(v RunSetSecret) error {
+	t.Action = "set_secret"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"set_secret"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunDeleteSecret returns the union data inside the Run as a RunDeleteSecret
+func (t Run) AsRunDeleteSecret() (RunDeleteSecret, error) {
+	var body RunDeleteSecret
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunDeleteSecret overwrites any union data inside the Run as the provided RunDeleteSecret
+func (t *Run) FromRunDeleteSecret(v RunDeleteSecret) error {
+	t.Action = "delete_secret"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"delete_secret"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunDeleteSecret performs a merge with any union data inside the Run, using the provided RunDeleteSecret
+func (t *Run) MergeRunDeleteSecret(v RunDeleteSecret) error {
+	t.Action = "delete_secret"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"delete_secret"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Run) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"action"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t Run) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "accept_source":
+		return t.AsRunAcceptSource()
+	case "add_node":
+		return t.AsRunAddNode()
+	case "apply":
+		return t.AsRunApply()
+	case "approve_placement":
+		return t.AsRunApprovePlacement()
+	case "authorize_rollout":
+		return t.AsRunAuthorizeRollout()
+	case "bootstrap_token":
+		return t.AsRunBootstrapToken()
+	case "cancel_job":
+		return t.AsRunCancelJob()
+	case "converge":
+		return t.AsRunConverge()
+	case "cordon_node":
+		return t.AsRunCordonNode()
+	case "create_source":
+		return t.AsRunCreateSource()
+	case "create_token":
+		return t.AsRunCreateToken()
+	case "decline_placement":
+		return t.AsRunDeclinePlacement()
+	case "delete_job":
+		return t.AsRunDeleteJob()
+	case "delete_node":
+		return t.AsRunDeleteNode()
+	case "delete_secret":
+		return t.AsRunDeleteSecret()
+	case "delete_source":
+		return t.AsRunDeleteSource()
+	case "deploy":
+		return t.AsRunDeploy()
+	case "destroy":
+		return t.AsRunDestroy()
+	case "drift_check":
+		return t.AsRunDriftCheck()
+	case "drift_sweep":
+		return t.AsRunDriftSweep()
+	case "enforce":
+		return t.AsRunEnforce()
+	case "join_node":
+		return t.AsRunJoinNode()
+	case "journal_retention":
+		return t.AsRunJournalRetention()
+	case "notification_target_create":
+		return t.AsRunNotificationTargetCreate()
+	case "notification_target_delete":
+		return t.AsRunNotificationTargetDelete()
+	case "notification_test":
+		return t.AsRunNotificationTest()
+	case "pause_rollout":
+		return t.AsRunPauseRollout()
+	case "plan":
+		return t.AsRunPlan()
+	case "put_artifact":
+		return t.AsRunPutArtifact()
+	case "put_gitops_settings":
+		return t.AsRunPutGitopsSettings()
+	case "resume_rollout":
+		return t.AsRunResumeRollout()
+	case "resume_service":
+		return t.AsRunResumeService()
+	case "resume_source":
+		return t.AsRunResumeSource()
+	case "retry_job":
+		return t.AsRunRetryJob()
+	case "revoke_node":
+		return t.AsRunRevokeNode()
+	case "revoke_token":
+		return t.AsRunRevokeToken()
+	case "rollback":
+		return t.AsRunRollback()
+	case "rollback_rollout":
+		return t.AsRunRollbackRollout()
+	case "rollout":
+		return t.AsRunRollout()
+	case "rotate_node":
+		return t.AsRunRotateNode()
+	case "service_continue":
+		return t.AsRunServiceContinue()
+	case "service_drift_check":
+		return t.AsRunServiceDriftCheck()
+	case "service_drift_sweep":
+		return t.AsRunServiceDriftSweep()
+	case "set_node_labels":
+		return t.AsRunSetNodeLabels()
+	case "set_secret":
+		return t.AsRunSetSecret()
+	case "set_source_policy":
+		return t.AsRunSetSourcePolicy()
+	case "set_source_webhook_secret":
+		return t.AsRunSetSourceWebhookSecret()
+	case "skip_rollout_node":
+		return t.AsRunSkipRolloutNode()
+	case "stop_service":
+		return t.AsRunStopService()
+	case "suspend_source":
+		return t.AsRunSuspendSource()
+	case "sync_source":
+		return t.AsRunSyncSource()
+	case "uncordon_node":
+		return t.AsRunUncordonNode()
+	case "update_source":
+		return t.AsRunUpdateSource()
+	case "withdraw":
+		return t.AsRunWithdraw()
+	case "withdraw_placement_approval":
+		return t.AsRunWithdrawPlacementApproval()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t Run) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["action"], err = json.Marshal(t.Action)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'action': %w", err)
+	}
+
+	object["attempt"], err = json.Marshal(t.Attempt)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'attempt': %w", err)
+	}
+
+	if t.Commit != nil {
+		object["commit"], err = json.Marshal(t.Commit)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'commit': %w", err)
+		}
+	}
+
+	if t.DigestFrom != nil {
+		object["digestFrom"], err = json.Marshal(t.DigestFrom)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'digestFrom': %w", err)
+		}
+	}
+
+	if t.DigestTo != nil {
+		object["digestTo"], err = json.Marshal(t.DigestTo)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'digestTo': %w", err)
+		}
+	}
+
+	if t.Error != nil {
+		object["error"], err = json.Marshal(t.Error)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'error': %w", err)
+		}
+	}
+
+	object["eventCount"], err = json.Marshal(t.EventCount)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'eventCount': %w", err)
+	}
+
+	object["eventsLost"], err = json.Marshal(t.EventsLost)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'eventsLost': %w", err)
+	}
+
+	if t.FinishedAt != nil {
+		object["finishedAt"], err = json.Marshal(t.FinishedAt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'finishedAt': %w", err)
+		}
+	}
+
+	object["id"], err = json.Marshal(t.Id)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'id': %w", err)
+	}
+
+	object["joined"], err = json.Marshal(t.Joined)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'joined': %w", err)
+	}
+
+	object["params"], err = json.Marshal(t.Params)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'params': %w", err)
+	}
+
+	object["requestedAt"], err = json.Marshal(t.RequestedAt)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'requestedAt': %w", err)
+	}
+
+	object["requestedBy"], err = json.Marshal(t.RequestedBy)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'requestedBy': %w", err)
+	}
+
+	object["result"], err = json.Marshal(t.Result)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'result': %w", err)
+	}
+
+	if t.RetryOf != nil {
+		object["retryOf"], err = json.Marshal(t.RetryOf)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retryOf': %w", err)
+		}
+	}
+
+	if t.RiverJobId != nil {
+		object["riverJobId"], err = json.Marshal(t.RiverJobId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'riverJobId': %w", err)
+		}
+	}
+
+	if t.StartedAt != nil {
+		object["startedAt"], err = json.Marshal(t.StartedAt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'startedAt': %w", err)
+		}
+	}
+
+	object["state"], err = json.Marshal(t.State)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'state': %w", err)
+	}
+
+	object["target"], err = json.Marshal(t.Target)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'target': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *Run) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["action"]; found {
+		err = json.Unmarshal(raw, &t.Action)
+		if err != nil {
+			return fmt.Errorf("error reading 'action': %w", err)
+		}
+	}
+
+	if raw, found := object["attempt"]; found {
+		err = json.Unmarshal(raw, &t.Attempt)
+		if err != nil {
+			return fmt.Errorf("error reading 'attempt': %w", err)
+		}
+	}
+
+	if raw, found := object["commit"]; found {
+		err = json.Unmarshal(raw, &t.Commit)
+		if err != nil {
+			return fmt.Errorf("error reading 'commit': %w", err)
+		}
+	}
+
+	if raw, found := object["digestFrom"]; found {
+		err = json.Unmarshal(raw, &t.DigestFrom)
+		if err != nil {
+			return fmt.Errorf("error reading 'digestFrom': %w", err)
+		}
+	}
+
+	if raw, found := object["digestTo"]; found {
+		err = json.Unmarshal(raw, &t.DigestTo)
+		if err != nil {
+			return fmt.Errorf("error reading 'digestTo': %w", err)
+		}
+	}
+
+	if raw, found := object["error"]; found {
+		err = json.Unmarshal(raw, &t.Error)
+		if err != nil {
+			return fmt.Errorf("error reading 'error': %w", err)
+		}
+	}
+
+	if raw, found := object["eventCount"]; found {
+		err = json.Unmarshal(raw, &t.EventCount)
+		if err != nil {
+			return fmt.Errorf("error reading 'eventCount': %w", err)
+		}
+	}
+
+	if raw, found := object["eventsLost"]; found {
+		err = json.Unmarshal(raw, &t.EventsLost)
+		if err != nil {
+			return fmt.Errorf("error reading 'eventsLost': %w", err)
+		}
+	}
+
+	if raw, found := object["finishedAt"]; found {
+		err = json.Unmarshal(raw, &t.FinishedAt)
+		if err != nil {
+			return fmt.Errorf("error reading 'finishedAt': %w", err)
+		}
+	}
+
+	if raw, found := object["id"]; found {
+		err = json.Unmarshal(raw, &t.Id)
+		if err != nil {
+			return fmt.Errorf("error reading 'id': %w", err)
+		}
+	}
+
+	if raw, found := object["joined"]; found {
+		err = json.Unmarshal(raw, &t.Joined)
+		if err != nil {
+			return fmt.Errorf("error reading 'joined': %w", err)
+		}
+	}
+
+	if raw, found := object["params"]; found {
+		err = json.Unmarshal(raw, &t.Params)
+		if err != nil {
+			return fmt.Errorf("error reading 'params': %w", err)
+		}
+	}
+
+	if raw, found := object["requestedAt"]; found {
+		err = json.Unmarshal(raw, &t.RequestedAt)
+		if err != nil {
+			return fmt.Errorf("error reading 'requestedAt': %w", err)
+		}
+	}
+
+	if raw, found := object["requestedBy"]; found {
+		err = json.Unmarshal(raw, &t.RequestedBy)
+		if err != nil {
+			return fmt.Errorf("error reading 'requestedBy': %w", err)
+		}
+	}
+
+	if raw, found := object["result"]; found {
+		err = json.Unmarshal(raw, &t.Result)
+		if err != nil {
+			return fmt.Errorf("error reading 'result': %w", err)
+		}
+	}
+
+	if raw, found := object["retryOf"]; found {
+		err = json.Unmarshal(raw, &t.RetryOf)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryOf': %w", err)
+		}
+	}
+
+	if raw, found := object["riverJobId"]; found {
+		err = json.Unmarshal(raw, &t.RiverJobId)
+		if err != nil {
+			return fmt.Errorf("error reading 'riverJobId': %w", err)
+		}
+	}
+
+	if raw, found := object["startedAt"]; found {
+		err = json.Unmarshal(raw, &t.StartedAt)
+		if err != nil {
+			return fmt.Errorf("error reading 'startedAt': %w", err)
+		}
+	}
+
+	if raw, found := object["state"]; found {
+		err = json.Unmarshal(raw, &t.State)
+		if err != nil {
+			return fmt.Errorf("error reading 'state': %w", err)
+		}
+	}
+
+	if raw, found := object["target"]; found {
+		err = json.Unmarshal(raw, &t.Target)
+		if err != nil {
+			return fmt.Errorf("error reading 'target': %w", err)
+		}
+	}
+
 	return err
 }
 

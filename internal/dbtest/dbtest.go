@@ -241,7 +241,9 @@ func NewDB(t testing.TB) string {
 	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %q TEMPLATE %s STRATEGY FILE_COPY", name, tmpl)); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
+	url := replaceDB(ServerURL(t), name)
 	t.Cleanup(func() {
+		checkRuns(t, url)
 		admin, err := pgx.Connect(context.Background(), ServerURL(t))
 		if err != nil {
 			return
@@ -249,7 +251,7 @@ func NewDB(t testing.TB) string {
 		defer admin.Close(context.Background())
 		_, _ = admin.Exec(context.Background(), fmt.Sprintf("DROP DATABASE IF EXISTS %q WITH (FORCE)", name))
 	})
-	return replaceDB(ServerURL(t), name)
+	return url
 }
 
 // NewPool is NewDB plus a pool on it, closed when the test ends.

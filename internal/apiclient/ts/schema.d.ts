@@ -1573,6 +1573,86 @@ export interface components {
              */
             size: number;
         };
+        ArtifactstorePutResult: {
+            /** @description The artifact's digest. */
+            digest: string;
+            /**
+             * Format: int64
+             * @description Its size in bytes.
+             */
+            size: number;
+        };
+        AuthCreateParams: {
+            /** @description The token's name. */
+            name: string;
+            /**
+             * @description Its role.
+             * @enum {string}
+             */
+            role: "viewer" | "operator" | "admin";
+        };
+        AuthRevokeParams: {
+            /** @description The name or id the revoke was asked with. */
+            ref: string;
+        };
+        AuthTokenResult: {
+            /** @description The token's id. */
+            id: string;
+            /**
+             * @description The role the revoked token had.
+             * @enum {string}
+             */
+            role?: "viewer" | "operator" | "admin";
+        };
+        BlueprintApproveParams: {
+            /** @description The nodes the plan added. */
+            add: string[];
+            /** @description The approved plan's fingerprint. */
+            fingerprint: string;
+            /** @description The Blueprint's content hash approved. */
+            generation: string;
+            /** @description The nodes the placement names. */
+            nodes: string[];
+            /**
+             * @description Who approved: operator, or the bounded-auto policy.
+             * @enum {string}
+             */
+            policy: "operator" | "bounded-auto";
+            /** @description The nodes the plan removed. */
+            remove: string[];
+        };
+        BlueprintAuthorizeParams: {
+            /** @description The artifact it rolls out. */
+            digest: string;
+            /** @description The Blueprint's content hash it rolls out. */
+            generation: string;
+            /** @description The nodes, in rollout order. */
+            nodes: string[];
+            /** @description What a node's failed probe does to the rollout. */
+            onProbeFailure: string;
+            /** @description The placement it was authorized for. */
+            placement: string;
+            /**
+             * @description The rollout policy that authorized it: manual or automatic.
+             * @enum {string}
+             */
+            policy: "manual" | "automatic";
+            /** @description The rollout authorized. */
+            rollout: string;
+        };
+        BlueprintDeclineParams: {
+            /** @description The nodes the plan would add. */
+            add: string[];
+            /** @description The declined plan's fingerprint. */
+            fingerprint: string;
+            /**
+             * Format: date-time
+             * @description When the decline was first recorded.
+             */
+            recordedAt: string;
+            /** @description The nodes the plan would remove. */
+            remove: string[];
+        };
         BlueprintEnforceOutputBody: {
             /** @description True when the request joined a queued enforce run of the node. */
             joined: boolean;
@@ -1582,8 +1662,100 @@ export interface components {
              */
             journalId: string;
         };
+        BlueprintEnforceResult: {
+            applied?: components["schemas"]["HoststepApplied"];
+            blueprint: string;
+            digest?: string;
+            generation?: string;
+            node: string;
+            phases: components["schemas"]["JournalPhase"][];
+            rollout?: string;
+        };
         BlueprintListOutputBody: {
             blueprints: components["schemas"]["BlueprintView"][];
+        };
+        BlueprintNodeParams: {
+            /** @description The node. */
+            node: string;
+            /** @description The placement the withdraw follows. */
+            placement?: string;
+        };
+        BlueprintNodeResult: {
+            node: string;
+            /** Format: int64 */
+            pid?: number;
+            reason: string;
+            /** @enum {string} */
+            state: "active" | "failed" | "rolled_back" | "unhealthy" | "unknown";
+        };
+        BlueprintPauseParams: {
+            /** @description Why, as the operator said. */
+            reason: string;
+            /** @description The rollout paused. */
+            rollout: string;
+        };
+        BlueprintResumeRolloutParams: {
+            /** @description The rollout resumed. */
+            rollout: string;
+            /** @description The rollout's run, which goes on. */
+            run: string;
+        };
+        BlueprintRollbackRolloutParams: {
+            /** @description The artifact it goes back to. */
+            digest: string;
+            /** @description The generation it goes back to. */
+            generation: string;
+            /** @description The nodes, in order. */
+            nodes: string[];
+            /** @description The rollback's own rollout. */
+            rollout: string;
+            /** @description The rollout it rolls back. */
+            rollsBack: string;
+            /**
+             * @description The nodes it covers: all, or those that took the rolled-back rollout.
+             * @enum {string}
+             */
+            scope: "all" | "failed";
+            /** @description The rollout whose generation it goes back to. */
+            to: string;
+        };
+        BlueprintRolloutParams: {
+            /**
+             * @description resume when an operator ran the rollout again.
+             * @enum {string}
+             */
+            by?: "resume";
+            /** @description The generation it rolls out. */
+            generation: string;
+            /** @description Why it had been paused. */
+            pauseReason?: string;
+            /** @description Who had paused it, when a resume lifted a pause. */
+            pausedBy?: string;
+            /** @description The rollout this run works. */
+            rollout: string;
+            /** @description The rollout a rollback rolls back. */
+            rollsBack?: string;
+        };
+        BlueprintRolloutResult: {
+            applied: components["schemas"]["HoststepApplied"][];
+            blueprint: string;
+            digest: string;
+            generation: string;
+            /** @enum {string} */
+            kind: "rollout" | "rollback";
+            nodes: components["schemas"]["BlueprintNodeResult"][];
+            onProbeFailure: string;
+            phases: components["schemas"]["JournalPhase"][];
+            rollout: string;
+            skipped?: string[];
+        };
+        BlueprintSkipNodeParams: {
+            /** @description The node left out. */
+            node: string;
+            /** @description Why, as the operator said. */
+            reason: string;
+            /** @description The rollout the node is left out of. */
+            rollout: string;
         };
         BlueprintStatus: {
             answer: components["schemas"]["StatusAnswerBlueprintState"];
@@ -1619,6 +1791,22 @@ export interface components {
             stateful: boolean;
             statefulWhy: string;
             status: components["schemas"]["BlueprintStatus"];
+        };
+        BlueprintWithdrawApprovalParams: {
+            /** @description The run that approved it. */
+            approvedIn: string;
+            /** @description The nodes it named. */
+            nodes: string[];
+            /** @description The placement whose approval is withdrawn. */
+            placement: string;
+        };
+        BlueprintWithdrawResult: {
+            blueprint: string;
+            found: string;
+            instance: string;
+            node: string;
+            phases: components["schemas"]["JournalPhase"][];
+            placement: string;
         };
         CancelRunInputBody: {
             /** @description Why, recorded on the run. */
@@ -1782,7 +1970,8 @@ export interface components {
         Event: {
             /** Format: date-time */
             at: string;
-            data?: unknown;
+            /** @description What the event carries besides its message, typed by its kind; most events carry none. */
+            data?: components["schemas"]["EventData"];
             /** @enum {string} */
             level: "info" | "warn" | "error";
             message: string;
@@ -1794,6 +1983,8 @@ export interface components {
              */
             seq: number;
         };
+        /** @description What an event carries besides its message, typed by its kind. Most events carry none. */
+        EventData: components["schemas"]["HoststepArtifactEvent"] | components["schemas"]["GitopsJoinedSyncEvent"] | components["schemas"]["ServicesMoveEvent"] | components["schemas"]["ServicesOnProbeFailureEvent"] | components["schemas"]["HoststepOutputEvent"] | components["schemas"]["InfraPlanEvent"] | components["schemas"]["ServicesProbeEvent"] | components["schemas"]["RetentionMonthEvent"] | components["schemas"]["SecretsSecretsEvent"];
         GitOpsLastSync: {
             commit?: string;
             commitMessage?: string;
@@ -1889,6 +2080,79 @@ export interface components {
              */
             trackedCount: number;
         };
+        GitopsAcceptParams: {
+            /** @description The candidate commit accepted. */
+            commit: string;
+            /** @description The fingerprint of the change shown. */
+            fingerprint: string;
+        };
+        GitopsArtifactCheck: {
+            digest: string;
+            inStore: boolean;
+            path: string;
+            service: string;
+        };
+        GitopsJoinedSyncEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "joined_sync";
+            /** @description The run whose sync this run acted on. */
+            syncedBy: string;
+        };
+        GitopsPathCounts: {
+            /** Format: int64 */
+            created: number;
+            /** Format: int64 */
+            invalid: number;
+            /** Format: int64 */
+            stale: number;
+            /** Format: int64 */
+            updated: number;
+        };
+        GitopsResult: {
+            artifacts?: components["schemas"]["GitopsArtifactCheck"][];
+            /** Format: int64 */
+            artifactsMissing?: number;
+            candidateWaits?: boolean;
+            commit: string;
+            commitMessage: string;
+            counts: components["schemas"]["GitopsPathCounts"];
+            created: string[];
+            decision?: string;
+            fingerprint?: string;
+            full: boolean;
+            invalid: components["schemas"]["UnitInvalid"][];
+            phases?: components["schemas"]["JournalPhase"][];
+            /** @enum {string} */
+            policy?: "manual" | "review" | "auto-write" | "auto-deploy";
+            reviewedPlan?: components["schemas"]["SourcePlanDigest"];
+            reviewer?: string;
+            stale: string[];
+            truncated: boolean;
+            /** Format: int64 */
+            unchanged: number;
+            updated: string[];
+        };
+        GitopsSyncParams: {
+            /** @description True for a full sync (every unit read again). */
+            full: boolean;
+            /** @description The webhook delivery that asked for this sync. */
+            webhook?: components["schemas"]["GitopsWebhookDelivery"];
+        };
+        GitopsWebhookDelivery: {
+            /** @description The commit it announced. */
+            commit: string;
+            /** @description Its delivery id. */
+            delivery: string;
+            /** @description Its event name. */
+            event: string;
+            /** @description The forge that sent it. */
+            host: string;
+            /** @description The ref it announced. */
+            ref: string;
+        };
         "Heartbeat-nodeRequest": {
             /** @description The agent process's own id: a second agent of the node is refused. */
             instance: string;
@@ -1897,6 +2161,139 @@ export interface components {
         HeldNode: {
             node: string;
             reason: string;
+        };
+        HoststepApplied: {
+            alive: boolean;
+            artifact?: components["schemas"]["HoststepArtifactProof"];
+            digest: string;
+            /** Format: int64 */
+            pid?: number;
+            probe?: components["schemas"]["HoststepProbeReport"];
+            rendered: string;
+            renderedHash: string;
+        };
+        HoststepArtifactEvent: {
+            /** @description What the proof found. */
+            artifact: components["schemas"]["HoststepArtifactProof"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "artifact";
+        };
+        HoststepArtifactProof: {
+            digest?: string;
+            facts?: {
+                [key: string]: string;
+            };
+            matches: boolean;
+            path?: string;
+            /** Format: int64 */
+            pid: number;
+            proven: boolean;
+            sentence: string;
+            start?: string;
+            want: string;
+        };
+        HoststepOutputEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "output";
+            /** @description The last lines, oldest first, redacted. */
+            lines: string[];
+        };
+        HoststepProbeReport: {
+            /** Format: int64 */
+            attempts: number;
+            /** Format: int64 */
+            exitCode?: number;
+            exited?: boolean;
+            lastError?: string;
+            lastLines?: string[];
+            /** Format: int64 */
+            lastStatus?: number;
+            ok: boolean;
+            sentence: string;
+            signal?: string;
+            /** Format: int64 */
+            tookMs: number;
+            url?: string;
+        };
+        InfraDrift: {
+            addresses?: string[];
+            appliedCommit?: string;
+            appliedHash?: string;
+            appliedModuleBankCommit?: string;
+            /** Format: date-time */
+            checkedAt: string;
+            contentHash: string;
+            desiredAhead: boolean;
+            excerpt?: string;
+            findings?: components["schemas"]["InfraFinding"][];
+            liveDrift: boolean;
+            phases: components["schemas"]["JournalPhase"][];
+            reason?: string;
+            secrets?: components["schemas"]["InfraSecretUse"][];
+            /** @enum {string} */
+            status: "in_sync" | "desired_ahead" | "live_drift" | "unknown";
+            summary?: components["schemas"]["InfraSummary"];
+        };
+        InfraFinding: {
+            fact: string;
+            proof: string;
+        };
+        InfraParams: {
+            /** @description The unit's name. */
+            name: string;
+            /** @description The sweep run that asked for this drift check. */
+            sweep?: string;
+            /** @description The unit's path in its source. */
+            unit: string;
+        };
+        InfraPlanEvent: {
+            /** @description The resource addresses the plan changes (up to 40). */
+            addresses: string[];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "plan";
+        };
+        InfraReceipt: {
+            addresses: string[];
+            appliedContent?: unknown;
+            applyExcerpt?: string;
+            changes: boolean;
+            commit: string;
+            contentHash: string;
+            excerpt?: string;
+            moduleBankCommit?: string;
+            phases: components["schemas"]["JournalPhase"][];
+            secrets?: components["schemas"]["InfraSecretUse"][];
+            summary: components["schemas"]["InfraSummary"];
+            unit: string;
+        };
+        InfraSecretUse: {
+            for: string;
+            name: string;
+            scope?: string;
+            /** Format: int32 */
+            version: number;
+        };
+        InfraSummary: {
+            /** Format: int64 */
+            add: number;
+            /** Format: int64 */
+            change: number;
+            /** Format: int64 */
+            destroy: number;
+        };
+        InfraSweepResult: {
+            /** Format: int64 */
+            enqueued: number;
+            skipped: string[];
         };
         Infrastructure: {
             /** @description The unit's contentHash (see Unit): SHA-256 of its file's canonical JSON, which is not RFC 8785. */
@@ -1972,6 +2369,32 @@ export interface components {
              * @description The SSE id field: the event's seq, which an EventSource sends back as Last-Event-ID.
              */
             id: number;
+        };
+        JournalJobOpParams: {
+            /**
+             * Format: int64
+             * @description Its attempts so far.
+             */
+            attempt: number;
+            /**
+             * Format: int64
+             * @description The River job.
+             */
+            jobId: number;
+            /** @description Its kind. */
+            kind: string;
+            /** @description The journal run it works, when it keeps one. */
+            runId?: string;
+            /**
+             * @description Its state when the operation found it.
+             * @enum {string}
+             */
+            state: "available" | "cancelled" | "completed" | "discarded" | "pending" | "retryable" | "running" | "scheduled";
+        };
+        JournalPhase: {
+            /** Format: int64 */
+            ms: number;
+            name: string;
         };
         /**
          * Server-sent event
@@ -2092,6 +2515,12 @@ export interface components {
             credential: string;
             node: components["schemas"]["Node"];
         };
+        NodeLabelsParams: {
+            /** @description The node's labels, as given. */
+            labels: {
+                [key: string]: string;
+            };
+        };
         NodeList: {
             nodes: components["schemas"]["Node"][];
         };
@@ -2135,6 +2564,13 @@ export interface components {
             protocol?: number;
             /** @description The agent process's id, new at each start: steps an earlier session claimed died with it. */
             session?: string;
+        };
+        NodeRotateParams: {
+            /**
+             * Format: date-time
+             * @description When the new join token expires.
+             */
+            expiresAt: string;
         };
         NodeRow: {
             action?: string;
@@ -2328,6 +2764,19 @@ export interface components {
              */
             state: "pending" | "delivered" | "gave_up" | "deduplicated";
         };
+        NotifyTargetParams: {
+            /** @description The events it is sent. */
+            events: string[];
+            /**
+             * @description The target's kind.
+             * @enum {string}
+             */
+            kind: "http" | "slack";
+            /** @description The source it is limited to; empty for every source. */
+            source?: string;
+            /** @description Its URL, as shown: without credentials or query. */
+            url: string;
+        };
         "Pause-rolloutRequest": {
             /** @description Why the rollout must hold. */
             reason: string;
@@ -2415,6 +2864,42 @@ export interface components {
              * @example 600
              */
             syncIntervalSec: number;
+        };
+        RetentionDefaultMonth: {
+            /** Format: int64 */
+            events: number;
+            month: string;
+        };
+        RetentionMonth: {
+            archive?: string;
+            /** Format: int64 */
+            events: number;
+            /** Format: int64 */
+            keptEvents: number;
+            /** Format: int64 */
+            keptRuns: number;
+            /** Format: int64 */
+            runs: number;
+            table: string;
+        };
+        RetentionMonthEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "retention_month";
+            /** @description The month dropped, and what of it was kept. */
+            month: components["schemas"]["RetentionMonth"];
+        };
+        RetentionResult: {
+            default?: components["schemas"]["RetentionDefaultMonth"][];
+            dropped: components["schemas"]["RetentionMonth"][];
+            /** Format: date-time */
+            horizon?: string;
+            host?: string;
+            /** Format: int64 */
+            keepLast: number;
+            made: string[];
         };
         RevokeTokenOutputBody: {
             /** Format: date-time */
@@ -2526,6 +3011,7 @@ export interface components {
             /** @enum {string} */
             state: "queued" | "running" | "succeeded" | "failed" | "unknown" | "cancelled" | "paused" | "superseded" | "rolled back";
         };
+        /** @description A journal run: the receipt of one action. Its params and result are typed by its action: the oneOf member named Run and the action in CamelCase (RunDeploy, RunCreateToken, …), chosen by action. */
         Run: {
             /**
              * @description The action: a job kind, such as sync_source or deploy, or a change recorded as it was made, such as create_token.
@@ -2565,13 +3051,13 @@ export interface components {
              * @description How many later requests joined this run.
              */
             joined: number;
-            /** @description The request's parameters, redacted. */
+            /** @description The request's parameters, redacted; their schema is the action's (see the oneOf). */
             params?: unknown;
             /** Format: date-time */
             requestedAt: string;
             /** @description The token name that asked, or system. */
             requestedBy: string;
-            /** @description The action's structured outcome. */
+            /** @description The action's structured outcome; its schema is the action's (see the oneOf). */
             result?: unknown;
             /**
              * Format: uuid
@@ -2592,6 +3078,610 @@ export interface components {
             state: "queued" | "running" | "succeeded" | "failed" | "unknown" | "cancelled";
             /** @description What the action works on: a service, a unit, a source. */
             target: string;
+        } & (components["schemas"]["RunSyncSource"] | components["schemas"]["RunAcceptSource"] | components["schemas"]["RunDeploy"] | components["schemas"]["RunRollback"] | components["schemas"]["RunConverge"] | components["schemas"]["RunStopService"] | components["schemas"]["RunResumeService"] | components["schemas"]["RunServiceDriftCheck"] | components["schemas"]["RunServiceDriftSweep"] | components["schemas"]["RunServiceContinue"] | components["schemas"]["RunPlan"] | components["schemas"]["RunApply"] | components["schemas"]["RunDestroy"] | components["schemas"]["RunDriftCheck"] | components["schemas"]["RunDriftSweep"] | components["schemas"]["RunRollout"] | components["schemas"]["RunWithdraw"] | components["schemas"]["RunEnforce"] | components["schemas"]["RunJournalRetention"] | components["schemas"]["RunCreateToken"] | components["schemas"]["RunRevokeToken"] | components["schemas"]["RunBootstrapToken"] | components["schemas"]["RunCreateSource"] | components["schemas"]["RunUpdateSource"] | components["schemas"]["RunDeleteSource"] | components["schemas"]["RunSuspendSource"] | components["schemas"]["RunResumeSource"] | components["schemas"]["RunSetSourcePolicy"] | components["schemas"]["RunPutGitopsSettings"] | components["schemas"]["RunSetSourceWebhookSecret"] | components["schemas"]["RunPutArtifact"] | components["schemas"]["RunRetryJob"] | components["schemas"]["RunCancelJob"] | components["schemas"]["RunDeleteJob"] | components["schemas"]["RunAddNode"] | components["schemas"]["RunJoinNode"] | components["schemas"]["RunCordonNode"] | components["schemas"]["RunUncordonNode"] | components["schemas"]["RunSetNodeLabels"] | components["schemas"]["RunRevokeNode"] | components["schemas"]["RunDeleteNode"] | components["schemas"]["RunRotateNode"] | components["schemas"]["RunApprovePlacement"] | components["schemas"]["RunDeclinePlacement"] | components["schemas"]["RunWithdrawPlacementApproval"] | components["schemas"]["RunAuthorizeRollout"] | components["schemas"]["RunPauseRollout"] | components["schemas"]["RunResumeRollout"] | components["schemas"]["RunRollbackRollout"] | components["schemas"]["RunSkipRolloutNode"] | components["schemas"]["RunNotificationTargetCreate"] | components["schemas"]["RunNotificationTargetDelete"] | components["schemas"]["RunNotificationTest"] | components["schemas"]["RunSetSecret"] | components["schemas"]["RunDeleteSecret"]);
+        /** Run of accept_source */
+        RunAcceptSource: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "accept_source";
+            params?: components["schemas"]["GitopsAcceptParams"];
+            result?: components["schemas"]["GitopsResult"];
+        };
+        /**
+         * Run of add_node
+         * @description add_node records no result.
+         */
+        RunAddNode: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "add_node";
+            params?: components["schemas"]["NodeLabelsParams"];
+        };
+        /** Run of apply */
+        RunApply: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "apply";
+            params?: components["schemas"]["InfraParams"];
+            result?: components["schemas"]["InfraReceipt"];
+        };
+        /**
+         * Run of approve_placement
+         * @description approve_placement records no result.
+         */
+        RunApprovePlacement: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "approve_placement";
+            params?: components["schemas"]["BlueprintApproveParams"];
+        };
+        /**
+         * Run of authorize_rollout
+         * @description authorize_rollout records no result.
+         */
+        RunAuthorizeRollout: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "authorize_rollout";
+            params?: components["schemas"]["BlueprintAuthorizeParams"];
+        };
+        /**
+         * Run of bootstrap_token
+         * @description bootstrap_token records no params. bootstrap_token records no result.
+         */
+        RunBootstrapToken: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "bootstrap_token";
+        };
+        /**
+         * Run of cancel_job
+         * @description cancel_job records no result.
+         */
+        RunCancelJob: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "cancel_job";
+            params?: components["schemas"]["JournalJobOpParams"];
+        };
+        /** Run of converge */
+        RunConverge: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "converge";
+            params?: components["schemas"]["ServicesConvergeParams"];
+            result?: components["schemas"]["ServicesResult"];
+        };
+        /**
+         * Run of cordon_node
+         * @description cordon_node records no params. cordon_node records no result.
+         */
+        RunCordonNode: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "cordon_node";
+        };
+        /**
+         * Run of create_source
+         * @description create_source records no params.
+         */
+        RunCreateSource: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "create_source";
+            result?: components["schemas"]["SourceRecord"];
+        };
+        /** Run of create_token */
+        RunCreateToken: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "create_token";
+            params?: components["schemas"]["AuthCreateParams"];
+            result?: components["schemas"]["AuthTokenResult"];
+        };
+        /**
+         * Run of decline_placement
+         * @description decline_placement records no result.
+         */
+        RunDeclinePlacement: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "decline_placement";
+            params?: components["schemas"]["BlueprintDeclineParams"];
+        };
+        /**
+         * Run of delete_job
+         * @description delete_job records no result.
+         */
+        RunDeleteJob: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "delete_job";
+            params?: components["schemas"]["JournalJobOpParams"];
+        };
+        /**
+         * Run of delete_node
+         * @description delete_node records no params. delete_node records no result.
+         */
+        RunDeleteNode: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "delete_node";
+        };
+        /** Run of delete_secret */
+        RunDeleteSecret: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "delete_secret";
+            params?: components["schemas"]["SecretsScopeParams"];
+            result?: components["schemas"]["SecretsSecretResult"];
+        };
+        /** Run of delete_source */
+        RunDeleteSource: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "delete_source";
+            params?: components["schemas"]["SourceChangeParams"];
+            result?: components["schemas"]["SourceRecord"];
+        };
+        /** Run of deploy */
+        RunDeploy: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "deploy";
+            params?: components["schemas"]["ServicesDeployParams"];
+            result?: components["schemas"]["ServicesResult"];
+        };
+        /** Run of destroy */
+        RunDestroy: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "destroy";
+            params?: components["schemas"]["InfraParams"];
+            result?: components["schemas"]["InfraReceipt"];
+        };
+        /** Run of drift_check */
+        RunDriftCheck: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "drift_check";
+            params?: components["schemas"]["InfraParams"];
+            result?: components["schemas"]["InfraDrift"];
+        };
+        /**
+         * Run of drift_sweep
+         * @description drift_sweep records no params.
+         */
+        RunDriftSweep: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "drift_sweep";
+            result?: components["schemas"]["InfraSweepResult"];
+        };
+        /** Run of enforce */
+        RunEnforce: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "enforce";
+            params?: components["schemas"]["BlueprintNodeParams"];
+            result?: components["schemas"]["BlueprintEnforceResult"];
+        };
+        /**
+         * Run of join_node
+         * @description join_node records no result.
+         */
+        RunJoinNode: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "join_node";
+            params?: components["schemas"]["NodeReported"];
+        };
+        /**
+         * Run of journal_retention
+         * @description journal_retention records no params.
+         */
+        RunJournalRetention: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "journal_retention";
+            result?: components["schemas"]["RetentionResult"];
+        };
+        /**
+         * Run of notification_target_create
+         * @description notification_target_create records no result.
+         */
+        RunNotificationTargetCreate: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "notification_target_create";
+            params?: components["schemas"]["NotifyTargetParams"];
+        };
+        /**
+         * Run of notification_target_delete
+         * @description notification_target_delete records no params. notification_target_delete records no result.
+         */
+        RunNotificationTargetDelete: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "notification_target_delete";
+        };
+        /**
+         * Run of notification_test
+         * @description notification_test records no params. notification_test records no result.
+         */
+        RunNotificationTest: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "notification_test";
+        };
+        /**
+         * Run of pause_rollout
+         * @description pause_rollout records no result.
+         */
+        RunPauseRollout: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "pause_rollout";
+            params?: components["schemas"]["BlueprintPauseParams"];
+        };
+        /** Run of plan */
+        RunPlan: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "plan";
+            params?: components["schemas"]["InfraParams"];
+            result?: components["schemas"]["InfraReceipt"];
+        };
+        /**
+         * Run of put_artifact
+         * @description put_artifact records no params.
+         */
+        RunPutArtifact: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "put_artifact";
+            result?: components["schemas"]["ArtifactstorePutResult"];
+        };
+        /** Run of put_gitops_settings */
+        RunPutGitopsSettings: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "put_gitops_settings";
+            params?: components["schemas"]["SourceChangeParams"];
+            result?: components["schemas"]["SourceRecord"];
+        };
+        /**
+         * Run of resume_rollout
+         * @description resume_rollout records no result.
+         */
+        RunResumeRollout: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "resume_rollout";
+            params?: components["schemas"]["BlueprintResumeRolloutParams"];
+        };
+        /** Run of resume_service */
+        RunResumeService: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "resume_service";
+            params?: components["schemas"]["ServicesResumeParams"];
+            result?: components["schemas"]["ServicesResumeResult"];
+        };
+        /** Run of resume_source */
+        RunResumeSource: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "resume_source";
+            params?: components["schemas"]["SourceChangeParams"];
+            result?: components["schemas"]["SourceRecord"];
+        };
+        /**
+         * Run of retry_job
+         * @description retry_job records no result.
+         */
+        RunRetryJob: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "retry_job";
+            params?: components["schemas"]["JournalJobOpParams"];
+        };
+        /**
+         * Run of revoke_node
+         * @description revoke_node records no params. revoke_node records no result.
+         */
+        RunRevokeNode: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "revoke_node";
+        };
+        /** Run of revoke_token */
+        RunRevokeToken: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "revoke_token";
+            params?: components["schemas"]["AuthRevokeParams"];
+            result?: components["schemas"]["AuthTokenResult"];
+        };
+        /**
+         * Run of rollback
+         * @description rollback records no params.
+         */
+        RunRollback: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "rollback";
+            result?: components["schemas"]["ServicesResult"];
+        };
+        /**
+         * Run of rollback_rollout
+         * @description rollback_rollout records no result.
+         */
+        RunRollbackRollout: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "rollback_rollout";
+            params?: components["schemas"]["BlueprintRollbackRolloutParams"];
+        };
+        /** Run of rollout */
+        RunRollout: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "rollout";
+            params?: components["schemas"]["BlueprintRolloutParams"];
+            result?: components["schemas"]["BlueprintRolloutResult"];
+        };
+        /**
+         * Run of rotate_node
+         * @description rotate_node records no result.
+         */
+        RunRotateNode: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "rotate_node";
+            params?: components["schemas"]["NodeRotateParams"];
+        };
+        /**
+         * Run of service_continue
+         * @description service_continue records no params. service_continue records no result.
+         */
+        RunServiceContinue: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "service_continue";
+        };
+        /** Run of service_drift_check */
+        RunServiceDriftCheck: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "service_drift_check";
+            params?: components["schemas"]["ServicesDriftCheckParams"];
+            result?: components["schemas"]["ServicesDrift"];
+        };
+        /**
+         * Run of service_drift_sweep
+         * @description service_drift_sweep records no params.
+         */
+        RunServiceDriftSweep: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "service_drift_sweep";
+            result?: components["schemas"]["ServicesSweepResult"];
+        };
+        /**
+         * Run of set_node_labels
+         * @description set_node_labels records no result.
+         */
+        RunSetNodeLabels: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "set_node_labels";
+            params?: components["schemas"]["NodeLabelsParams"];
+        };
+        /** Run of set_secret */
+        RunSetSecret: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "set_secret";
+            params?: components["schemas"]["SecretsScopeParams"];
+            result?: components["schemas"]["SecretsSecretResult"];
+        };
+        /** Run of set_source_policy */
+        RunSetSourcePolicy: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "set_source_policy";
+            params?: components["schemas"]["SourceChangeParams"];
+            result?: components["schemas"]["SourceRecord"];
+        };
+        /** Run of set_source_webhook_secret */
+        RunSetSourceWebhookSecret: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "set_source_webhook_secret";
+            params?: components["schemas"]["SourceChangeParams"];
+            result?: components["schemas"]["SourceRecord"];
+        };
+        /**
+         * Run of skip_rollout_node
+         * @description skip_rollout_node records no result.
+         */
+        RunSkipRolloutNode: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "skip_rollout_node";
+            params?: components["schemas"]["BlueprintSkipNodeParams"];
+        };
+        /**
+         * Run of stop_service
+         * @description stop_service records no params.
+         */
+        RunStopService: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "stop_service";
+            result?: components["schemas"]["ServicesStopResult"];
+        };
+        /** Run of suspend_source */
+        RunSuspendSource: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "suspend_source";
+            params?: components["schemas"]["SourceChangeParams"];
+            result?: components["schemas"]["SourceRecord"];
+        };
+        /** Run of sync_source */
+        RunSyncSource: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "sync_source";
+            params?: components["schemas"]["GitopsSyncParams"];
+            result?: components["schemas"]["GitopsResult"];
+        };
+        /**
+         * Run of uncordon_node
+         * @description uncordon_node records no params. uncordon_node records no result.
+         */
+        RunUncordonNode: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "uncordon_node";
+        };
+        /** Run of update_source */
+        RunUpdateSource: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "update_source";
+            params?: components["schemas"]["SourceChangeParams"];
+            result?: components["schemas"]["SourceRecord"];
+        };
+        /** Run of withdraw */
+        RunWithdraw: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "withdraw";
+            params?: components["schemas"]["BlueprintNodeParams"];
+            result?: components["schemas"]["BlueprintWithdrawResult"];
+        };
+        /**
+         * Run of withdraw_placement_approval
+         * @description withdraw_placement_approval records no result.
+         */
+        RunWithdrawPlacementApproval: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "withdraw_placement_approval";
+            params?: components["schemas"]["BlueprintWithdrawApprovalParams"];
         };
         Secret: {
             /**
@@ -2676,6 +3766,39 @@ export interface components {
              */
             version: number;
         };
+        SecretsScopeParams: {
+            /** @description The secret's name. */
+            name: string;
+            /**
+             * @description Its scope.
+             * @enum {string}
+             */
+            scope: "global" | "source";
+            /** @description The source of a source-scoped secret. */
+            source?: string;
+            /** @description That source's id. */
+            sourceId?: string;
+        };
+        SecretsSecretResult: {
+            /** @description The secret's id. */
+            secretId: string;
+            /**
+             * Format: int32
+             * @description The version the change made.
+             */
+            version: number;
+        };
+        SecretsSecretsEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "secrets";
+            /** @description By variable, the secret reference it is set from. */
+            secrets: {
+                [key: string]: string;
+            };
+        };
         Service: {
             /** @description Git holds content (pin, env, args…) that no action applied yet: converge applies it. */
             desiredAhead: boolean;
@@ -2748,6 +3871,141 @@ export interface components {
             /** @example web */
             service: string;
         };
+        ServicesConvergeParams: {
+            /** @description The drift check whose finding this converge repairs (drift mode enforce). */
+            driftCheck?: string;
+            /** @description The rotated secret's name. */
+            name?: string;
+            /** @description Why it was asked for, when not by an operator. */
+            reason?: string;
+            /** @description The rotated secret's scope: a source's name, or empty for global. */
+            scope?: string;
+            /** @description The rotated secret's target (its name and scope). */
+            secret?: string;
+            /** @description The rotated secret's id. */
+            secretId?: string;
+            /** @description The set_secret run that made this version. */
+            setRun?: string;
+            /**
+             * Format: int32
+             * @description The secret version this converge applies.
+             */
+            version?: number;
+        };
+        ServicesDeployParams: {
+            /** @description The digest the deploy was asked to run. */
+            digest: string;
+        };
+        ServicesDrift: {
+            appliedDigest?: string;
+            appliedRun?: string;
+            artifact?: components["schemas"]["HoststepArtifactProof"];
+            /** Format: date-time */
+            checkedAt: string;
+            desiredAhead: boolean;
+            drift: components["schemas"]["ServicesDriftFinding"][];
+            /** @enum {string} */
+            driftMode: "observe" | "suggest" | "enforce";
+            enforce?: components["schemas"]["ServicesEnforcement"];
+            findings: string[];
+            inProgress?: string[];
+            liveDrift: boolean;
+            node?: string;
+            pinnedDigest: string;
+            probe?: components["schemas"]["HoststepProbeReport"];
+            reason?: string;
+            /** @enum {string} */
+            status: "in_sync" | "desired_ahead" | "live_drift" | "in_progress" | "unknown";
+        };
+        ServicesDriftCheckParams: {
+            /** @description The sweep run that asked for this check. */
+            sweep?: string;
+        };
+        ServicesDriftFinding: {
+            /** @enum {string} */
+            class: "source" | "runtime" | "artifact" | "health";
+            fact: string;
+            proof: string;
+        };
+        ServicesEnforcement: {
+            /** @enum {string} */
+            decision: "repair" | "wait" | "held" | "stopped";
+            joined?: boolean;
+            reason: string;
+            repairRun?: string;
+        };
+        ServicesMoveEvent: {
+            /** @description The node it ran on. */
+            from: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "move";
+            /** @description The node it moves to. */
+            to: string;
+        };
+        ServicesOnProbeFailureEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "on_probe_failure";
+            /** @description What a failed probe does: rollback, stop or observe. */
+            onProbeFailure: string;
+        };
+        ServicesProbeEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "probe";
+            /** @description What the probe found. */
+            probe: components["schemas"]["HoststepProbeReport"];
+        };
+        ServicesResult: {
+            /** @enum {string} */
+            action: "deploy" | "rollback" | "converge";
+            applied?: components["schemas"]["HoststepApplied"];
+            digestFrom?: string;
+            digestTo: string;
+            manifestHash?: string;
+            movedFrom?: string;
+            node?: string;
+            onProbeFailure: string;
+            phases: components["schemas"]["JournalPhase"][];
+            pinCommit?: string;
+            restored?: components["schemas"]["HoststepApplied"];
+            retry?: components["schemas"]["HoststepApplied"];
+            revertCommit?: string;
+            running?: string;
+            service: string;
+            syncedCommit?: string;
+            unitPath?: string;
+        };
+        ServicesResumeParams: {
+            /** @description The run whose failed probe paused the service's queue. */
+            pausedBy: string;
+        };
+        ServicesResumeResult: {
+            /** Format: date-time */
+            pausedAt: string;
+            pausedBy: string;
+            reason: string;
+            service: string;
+        };
+        ServicesStopResult: {
+            node: string;
+            phases: components["schemas"]["JournalPhase"][];
+            service: string;
+        };
+        ServicesSweepResult: {
+            /** Format: int64 */
+            enqueued: number;
+            /** Format: int64 */
+            neverApplied: number;
+            skipped: string[];
+        };
         "Set-node-labelsRequest": {
             labels: {
                 [key: string]: string;
@@ -2803,6 +4061,10 @@ export interface components {
             /** @description The source has a webhook secret, so takes push deliveries at POST /api/v1/webhooks/{source}. The secret is never shown. */
             webhookSecretSet: boolean;
         };
+        SourceChangeParams: {
+            /** @description The source before the change. */
+            before?: components["schemas"]["SourceRecord"];
+        };
         SourceInput: {
             /**
              * @description The branch to track.
@@ -2843,6 +4105,26 @@ export interface components {
              * @example 3f7c2b0e9a4d4e1f8b6a5c2d7e9f0a1b
              */
             webhookSecret?: string;
+        };
+        SourcePlanDigest: {
+            commit: string;
+            created: string[];
+            fingerprint: string;
+            invalid: components["schemas"]["UnitInvalid"][];
+            stale: string[];
+            updated: string[];
+        };
+        SourceRecord: {
+            branch: string;
+            name: string;
+            path: string;
+            /** @enum {string} */
+            policy: "manual" | "review" | "auto-write" | "auto-deploy";
+            repoUrl: string;
+            suspended: boolean;
+            /** Format: int32 */
+            syncIntervalSec: number;
+            webhookSecretSet: boolean;
         };
         SourceStatus: {
             answer: components["schemas"]["StatusAnswerSourceState"];
@@ -3135,6 +4417,10 @@ export interface components {
             status: "pending" | "applied" | "failed" | "stale" | "destroyed";
             /** Format: date-time */
             updatedAt: string;
+        };
+        UnitInvalid: {
+            path: string;
+            reason: string;
         };
         WebhookAnswer: {
             /** @description The pushed commit. */
