@@ -25,7 +25,8 @@ import (
 // environment: SLUICE_URL (default http://127.0.0.1:8080), SLUICE_NODE_NAME
 // (required), SLUICE_JOIN_TOKEN (the first time only), SLUICE_DATA_DIR
 // (default ./.sluice-agent, made absolute), SLUICE_AGENT_HEARTBEAT_SEC
-// (default 10), SLUICE_SYSTEMD (default auto: see agent.SystemdModes),
+// (default 10), SLUICE_SYSTEMD (default auto: see agent.SystemdModes), SLUICE_CONTAINER_HOST
+// (else DOCKER_HOST: see agent.ContainerHost),
 // SLUICE_CA_FILE (PEM certificates to trust beside the system's),
 // SLUICE_AGENT_ALLOW_HTTP (1: plain http:// to a host that is not loopback)
 // and SLUICE_AGENT_PROTOCOL (a test plays an older agent).
@@ -37,7 +38,9 @@ func loadAgentConfig(getenv func(string) string) (*agent.Config, error) {
 		DataDir:   cmp.Or(getenv("SLUICE_DATA_DIR"), ".sluice-agent"),
 		Version:   httpapi.Version,
 		Systemd:   cmp.Or(getenv("SLUICE_SYSTEMD"), agent.SystemdAuto),
-		CAFile:    getenv("SLUICE_CA_FILE"),
+		// SLUICE_CONTAINER_HOST, else DOCKER_HOST: see agent.ContainerHost.
+		ContainerHost: agent.ContainerHost(getenv),
+		CAFile:        getenv("SLUICE_CA_FILE"),
 	}
 	switch v := getenv("SLUICE_AGENT_ALLOW_HTTP"); v {
 	case "", "0", "false":

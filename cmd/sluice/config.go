@@ -106,6 +106,7 @@ func loadServeConfig(getenv func(string) string) (*controlplane.Config, error) {
 	c.NodeName = cmp.Or(getenv("SLUICE_NODE_NAME"), localNodeName())
 	c.DefaultNode = getenv("SLUICE_DEFAULT_NODE")
 	c.Systemd = cmp.Or(getenv("SLUICE_SYSTEMD"), agent.SystemdAuto)
+	c.ContainerHost = agent.ContainerHost(getenv)
 	silence, err := intEnv(getenv, "SLUICE_NODE_UNREACHABLE_SEC", 30)
 	if err != nil {
 		return nil, err

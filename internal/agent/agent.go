@@ -46,6 +46,9 @@ type Config struct {
 	// Systemd is the node's systemd mode, one of SystemdModes; "" is
 	// SystemdAuto.
 	Systemd string
+	// ContainerHost is the container engine's address (see ContainerHost);
+	// "" gives the node no container runtime.
+	ContainerHost string
 	// CAFile (SLUICE_CA_FILE) holds PEM certificates to trust beside the
 	// system's, for a serve whose certificate a private CA signed.
 	CAFile string
@@ -140,7 +143,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	// stops both.
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	host, err := NewHost(cfg.DataDir, cfg.Systemd, &apiArtifacts{client: slow, node: cfg.NodeName})
+	host, err := NewHost(cfg.DataDir, cfg.Systemd, cfg.ContainerHost, &apiArtifacts{client: slow, node: cfg.NodeName})
 	if err != nil {
 		return err
 	}
@@ -172,9 +175,9 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 // NewHost is a node's host: its runtimes (see Runtimes) keep what they
 // run under dataDir, and the artifacts its tasks name come through fetch,
 // verified against their digest before they run (in dataDir/artifacts).
-func NewHost(dataDir, systemdMode string, fetch Fetcher) (*hoststep.Host, error) {
+func NewHost(dataDir, systemdMode, containerHost string, fetch Fetcher) (*hoststep.Host, error) {
 	cache := &artifact.Cache{Dir: filepath.Join(dataDir, "artifacts"), Fetch: fetch.Fetch}
-	runtimes, err := Runtimes(dataDir, systemdMode, cache)
+	runtimes, err := Runtimes(dataDir, systemdMode, containerHost, cache)
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func TestHeartbeats(t *testing.T) {
 		client, err := newClient(srv.URL, "sluice_node_test", 30*time.Second, nil)
 		require.NoError(t, err)
 		dir := t.TempDir()
-		host, err := NewHost(dir, SystemdOff, &apiArtifacts{})
+		host, err := NewHost(dir, SystemdOff, "", &apiArtifacts{})
 		require.NoError(t, err)
 		cfg := &Config{URL: srv.URL, NodeName: "n1", DataDir: dir, Heartbeat: 200 * time.Millisecond}
 

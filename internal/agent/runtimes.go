@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"sluice/internal/hoststep"
+	"sluice/internal/runtime/container"
 	"sluice/internal/runtime/exec"
 	"sluice/internal/runtime/systemd"
 )
@@ -28,11 +29,38 @@ const (
 // SystemdModes lists the valid values of SLUICE_SYSTEMD.
 var SystemdModes = []string{SystemdAuto, SystemdOff, SystemdSystem, SystemdUser}
 
+// ContainerHost is the container engine a node drives, as DOCKER_HOST
+// writes its address: SLUICE_CONTAINER_HOST, else DOCKER_HOST (as the
+// Docker CLI reads it), else Docker's or rootful Podman's socket where one
+// is there; "" (or off) when the node has no container runtime.
+func ContainerHost(getenv func(string) string) string {
+	switch h := getenv("SLUICE_CONTAINER_HOST"); h {
+	case "off":
+		return ""
+	case "":
+	default:
+		return h
+	}
+	if h := getenv("DOCKER_HOST"); h != "" {
+		return h
+	}
+	for _, sock := range []string{"/var/run/docker.sock", "/run/podman/podman.sock"} {
+		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return "unix://" + sock
+		}
+	}
+	return ""
+}
+
 // Runtimes are the runtimes of a node that keeps its state in dataDir:
-// exec always, first (the default); systemd as mode says. An error says
-// why the systemd mode asked for cannot run here.
-func Runtimes(dataDir, mode string, arts hoststep.Artifacts) ([]hoststep.Runtime, error) {
+// exec always, first (the default); systemd as mode says; container when
+// containerHost names an engine. An error says why the systemd mode asked
+// for cannot run here.
+func Runtimes(dataDir, mode, containerHost string, arts hoststep.Artifacts) ([]hoststep.Runtime, error) {
 	out := []hoststep.Runtime{exec.New(dataDir, arts)}
+	if containerHost != "" {
+		out = append(out, container.New(containerHost, dataDir))
+	}
 	switch mode {
 	case "", SystemdAuto:
 		if os.Geteuid() == 0 && systemd.Booted("") {

@@ -2646,14 +2646,17 @@ func (e SecretsSecretsEventKind) Valid() bool {
 
 // Defines values for ServiceRuntime.
 const (
-	Empty   ServiceRuntime = ""
-	Exec    ServiceRuntime = "exec"
-	Systemd ServiceRuntime = "systemd"
+	Container ServiceRuntime = "container"
+	Empty     ServiceRuntime = ""
+	Exec      ServiceRuntime = "exec"
+	Systemd   ServiceRuntime = "systemd"
 )
 
 // Valid indicates whether the value is a known member of the ServiceRuntime enum.
 func (e ServiceRuntime) Valid() bool {
 	switch e {
+	case Container:
+		return true
 	case Empty:
 		return true
 	case Exec:

@@ -115,6 +115,9 @@ type Config struct {
 	// services under systemd too (auto: when systemd runs the host and
 	// serve is root; off; system; user), as for an agent.
 	Systemd string
+	// ContainerHost is the container engine serve's own node drives (see
+	// agent.ContainerHost); "" gives it no container runtime.
+	ContainerHost string
 	// NodeSilence is SLUICE_NODE_UNREACHABLE_SEC, default 30: how long a node
 	// may be silent before it reads Unreachable.
 	NodeSilence time.Duration

@@ -74,3 +74,9 @@ type ContainerHealthcheck struct {
 	TimeoutSec  int `json:"timeoutSec,omitempty"`
 	Retries     int `json:"retries,omitempty"`
 }
+
+// PullSecretKey is the key of ApplyRequest.Secrets that holds a container
+// image's registry credentials ("user:password"): Apply hands it to the
+// runtime as Unit.PullAuth, and never as an environment variable. It is
+// not a variable name, so no environment variable can take it.
+const PullSecretKey = "sluice:pull"

@@ -229,6 +229,9 @@ func (h *Host) Apply(ctx context.Context, ev Events, t *phase.Phases, req ApplyR
 		if err == nil {
 			u.Secrets, err = secretValues(u, req.Secrets)
 		}
+		if v, ok := req.Secrets[PullSecretKey]; ok && err == nil {
+			u.PullAuth = v.Value
+		}
 		return err
 	}); err != nil {
 		return nil, err

@@ -71,6 +71,11 @@ type Unit struct {
 	// for Activate to hand the service; nil when it names none. Never
 	// written into the unit, a receipt or a log.
 	Secrets map[string][]byte
+	// PullAuth is the registry's credentials for a container image,
+	// "user:password", when the service names a pull secret: for the
+	// runtime's pull alone, never handed to the service, written or
+	// recorded.
+	PullAuth []byte
 }
 
 // Instance is one start of a service, as its runtime answers for it.

@@ -119,7 +119,7 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	if target == pinned {
 		return out, errs.Errorf(errs.Conflict, "Git already pins %s to %s (checked again at its turn), so nothing was committed or restarted. To re-apply what Git holds, converge: `sluice converge %s`.", name, target, name)
 	}
-	if err := s.requireArtifact(ctx, target); err != nil {
+	if err := s.requireArtifact(ctx, spec, target); err != nil {
 		return out, err
 	}
 	// A secret the service cannot get would fail the apply after the pin
@@ -430,7 +430,7 @@ func (s *Service) Converge(ctx context.Context, p *journal.Progress, args Conver
 			return out, err
 		}
 	}
-	if err := s.requireArtifact(ctx, digest); err != nil {
+	if err := s.requireArtifact(ctx, spec, digest); err != nil {
 		return out, err
 	}
 	h, err := s.hostFor(ctx, p, t, res, u, spec)
@@ -525,9 +525,30 @@ func applyRequest(spec *servicespec.Spec, name, label string) hoststep.ApplyRequ
 // spec's runtime; label prefixes its phases.
 func ApplyRequest(spec *servicespec.Spec, name, label string) hoststep.ApplyRequest {
 	return hoststep.ApplyRequest{
-		Manifest: spec.Manifest(name), Runtime: spec.Runtime, Systemd: spec.Systemd,
+		Manifest: spec.Manifest(name), Runtime: spec.Runtime, Systemd: spec.Systemd, Container: containerOf(spec),
 		Probe: spec.Probe, ProbeTimeoutSec: spec.ProbeTimeoutSec(), Label: label,
 	}
+}
+
+// containerOf is what the container runtime adds to spec's manifest; nil
+// for another runtime.
+func containerOf(spec *servicespec.Spec) *hoststep.Container {
+	if spec.Runtime != servicespec.RuntimeContainer {
+		return nil
+	}
+	out := &hoststep.Container{Image: spec.Image}
+	c := spec.Container
+	if c == nil {
+		return out
+	}
+	out.Entrypoint, out.Restart, out.Network = c.Entrypoint, c.Restart, c.Network
+	for _, p := range c.Ports {
+		out.Ports = append(out.Ports, hoststep.ContainerPort{HostIP: p.HostIP, HostPort: p.HostPort, ContainerPort: p.ContainerPort, Protocol: p.Protocol})
+	}
+	if h := c.Healthcheck; h != nil {
+		out.Healthcheck = &hoststep.ContainerHealthcheck{Command: h.Command, IntervalSec: h.IntervalSec, TimeoutSec: h.TimeoutSec, Retries: h.Retries}
+	}
+	return out
 }
 
 // underPolicy takes the answer of the service's apply step (req) and,

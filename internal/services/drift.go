@@ -394,7 +394,9 @@ func (s *Service) targetUnproven(ctx context.Context, q *db.Queries, u *db.Unit,
 	case source.Recovering, source.OutcomeUnknown, source.ReconcileRequired, source.NeverReconciled:
 		return fmt.Sprintf("what source %s accepted is not proven (%s: %s)", src.Source, src.Answer.State, src.Answer.Reason), nil
 	}
-	if _, err := q.ArtifactGet(ctx, spec.Digest()); errors.Is(err, pgx.ErrNoRows) {
+	if spec.Runtime == servicespec.RuntimeContainer {
+		// Its engine pulls the image from the registry.
+	} else if _, err := q.ArtifactGet(ctx, spec.Digest()); errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Sprintf("the accepted digest %s is not in the artifact store", spec.Digest()), nil
 	} else if err != nil {
 		return "", fmt.Errorf("look up artifact %s: %w", spec.Digest(), err)

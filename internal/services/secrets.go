@@ -27,24 +27,45 @@ import (
 // in force holds it, and named by the file's blob.
 func (s *Service) withSecrets(ctx context.Context, p *journal.Progress, u *db.Unit, spec *servicespec.Spec, req hoststep.ApplyRequest) (hoststep.ApplyRequest, error) {
 	env, sopsEnv := spec.SecretEnv(), spec.SOPSEnv()
-	if len(env) == 0 && len(sopsEnv) == 0 {
+	pull := spec.PullSecret()
+	if len(env) == 0 && len(sopsEnv) == 0 && pull == "" {
 		return req, nil
 	}
 	values, err := s.resolveSecrets(ctx, u, env)
 	if err != nil {
 		return req, err
 	}
+	var pullValue *hoststep.SecretValue
+	if pull != "" {
+		// The registry's credentials: for the step's pull, never in the
+		// manifest's environment.
+		if s.Secrets == nil {
+			return req, noSecrets(u.Name)
+		}
+		ref, value, err := s.Secrets.Resolve(ctx, s.Pool, u.SourceID, pull)
+		if err != nil {
+			return req, errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Unavailable), "The image of service %s is pulled with secret %s (spec.container.pullSecret), which does not resolve: %s", u.Name, pull, err)
+		}
+		v := hoststep.SecretValue{Ref: render.SecretRef{Scope: ref.Scope, Name: ref.Name, Version: int(ref.Version)}, Value: value}
+		pullValue = &v
+		p.Info(ctx, "registry credentials for the pull: "+v.Ref.String(), nil)
+	}
 	fromSOPS, err := s.resolveSOPS(ctx, u, sopsEnv)
 	if err != nil {
 		return req, err
 	}
 	maps.Copy(values, fromSOPS)
-	req.Manifest.Secrets = make(map[string]render.SecretRef, len(values))
-	for k, v := range values {
-		req.Manifest.Secrets[k] = v.Ref
+	if len(values) > 0 {
+		req.Manifest.Secrets = make(map[string]render.SecretRef, len(values))
+		for k, v := range values {
+			req.Manifest.Secrets[k] = v.Ref
+		}
+		p.Info(ctx, "secrets for the environment: "+secretsLine(values), &secrets.SecretsEvent{Kind: secrets.EventSecrets, Secrets: secretsData(values)})
+	}
+	if pullValue != nil {
+		values[hoststep.PullSecretKey] = *pullValue
 	}
 	req.Secrets = values
-	p.Info(ctx, "secrets for the environment: "+secretsLine(values), &secrets.SecretsEvent{Kind: secrets.EventSecrets, Secrets: secretsData(values)})
 	return req, nil
 }
 

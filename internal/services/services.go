@@ -200,7 +200,7 @@ func (s *Service) requestDeploy(ctx context.Context, name, d, requestedBy string
 		}
 		// In tx, not on another connection: artifacts are never deleted, so
 		// what this sees holds until commit.
-		if err := requireArtifactTx(ctx, db.New(tx), d); err != nil {
+		if err := requireArtifactTx(ctx, db.New(tx), spec, d); err != nil {
 			return err
 		}
 		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
@@ -302,11 +302,19 @@ func previousHealthy(ctx context.Context, q *db.Queries, name, pinned string) (s
 	return *d, nil
 }
 
-func (s *Service) requireArtifact(ctx context.Context, digest string) error {
-	return requireArtifactTx(ctx, db.New(s.Pool), digest)
+func (s *Service) requireArtifact(ctx context.Context, spec *servicespec.Spec, digest string) error {
+	return requireArtifactTx(ctx, db.New(s.Pool), spec, digest)
 }
 
-func requireArtifactTx(ctx context.Context, q *db.Queries, digest string) error {
+// requireArtifactTx refuses digest when spec's runtime runs it from
+// sluice's store and the store lacks it. A container's image is pulled by
+// the node's engine from its registry, which checks the digest as it
+// pulls; an image the registry lacks fails the step with the engine's
+// sentence.
+func requireArtifactTx(ctx context.Context, q *db.Queries, spec *servicespec.Spec, digest string) error {
+	if spec.Runtime == servicespec.RuntimeContainer {
+		return nil
+	}
 	_, err := q.ArtifactGet(ctx, digest)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errs.Errorf(errs.Invalid, "Artifact %s is not in the store; upload it first with `sluice artifact push FILE`.", digest)

@@ -51,6 +51,9 @@ func (s *Spec) SecretNames() []string {
 	for _, name := range s.SecretEnv() {
 		seen[name] = true
 	}
+	if name := s.PullSecret(); name != "" {
+		seen[name] = true
+	}
 	return slices.Sorted(maps.Keys(seen))
 }
 
@@ -72,4 +75,13 @@ func (s *Spec) SOPSEnv() map[string]SOPSRef {
 		out[k] = SOPSRef{File: v.SOPSFile, Key: v.KeyFor(k)}
 	}
 	return out
+}
+
+// PullSecret is the secret that holds a container image's registry
+// credentials; "" when it pulls without.
+func (s *Spec) PullSecret() string {
+	if s.Runtime != RuntimeContainer || s.Container == nil {
+		return ""
+	}
+	return s.Container.PullSecret
 }

@@ -31,7 +31,7 @@ const (
 )
 
 // Runtimes lists the valid values of spec.runtime.
-var Runtimes = []string{RuntimeExec, RuntimeSystemd}
+var Runtimes = []string{RuntimeExec, RuntimeSystemd, RuntimeContainer}
 
 // Default and largest probe timeouts, in seconds.
 const (
@@ -88,6 +88,8 @@ type Spec struct {
 	// Systemd is what a systemd service adds to its unit; runtime systemd
 	// only.
 	Systemd *Systemd `json:"systemd,omitempty"`
+	// Container is what a container service adds; runtime container only.
+	Container *Container `json:"container,omitempty"`
 }
 
 // The drift modes of spec.driftMode.
@@ -180,6 +182,19 @@ func (s *Spec) check(name string) error {
 		if err := s.Systemd.check(); err != nil {
 			return err
 		}
+	case RuntimeContainer:
+		if s.Systemd != nil {
+			return fmt.Errorf(`has "spec.systemd" under runtime "container"; it is read by runtime "systemd" only`)
+		}
+		if s.WorkDir != "" {
+			return fmt.Errorf(`has "spec.workDir" under runtime "container"; the image sets its working directory`)
+		}
+	}
+	if s.Container != nil && s.Runtime != RuntimeContainer && s.Runtime != "" && slices.Contains(Runtimes, s.Runtime) {
+		return fmt.Errorf(`has "spec.container" under runtime %q; it is read by runtime "container" only`, s.Runtime)
+	}
+	switch s.Runtime {
+	case RuntimeExec, RuntimeSystemd, RuntimeContainer:
 	case "":
 		return fmt.Errorf(`has no "spec.runtime"; set it to one of %s`, strings.Join(Runtimes, ", "))
 	default:
@@ -190,6 +205,11 @@ func (s *Spec) check(name string) error {
 	}
 	if _, err := artifact.ParseDigest(s.Image); err != nil {
 		return fmt.Errorf(`has "spec.image" %q that is not a digest pin; give sha256:<64 hex> or name@sha256:<64 hex>`, s.Image)
+	}
+	if s.Runtime == RuntimeContainer {
+		if err := s.checkContainer(); err != nil {
+			return err
+		}
 	}
 	if s.WorkDir != "" && !filepath.IsAbs(s.WorkDir) {
 		return fmt.Errorf(`has "spec.workDir" %q that is not an absolute path`, s.WorkDir)

@@ -3831,7 +3831,7 @@ export interface components {
              * @example exec
              * @enum {string}
              */
-            runtime: "" | "exec" | "systemd";
+            runtime: "" | "container" | "exec" | "systemd";
             /**
              * @description What the last finished action left: pending until one succeeds.
              * @enum {string}

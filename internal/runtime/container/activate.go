@@ -74,7 +74,7 @@ func (r *Runtime) Activate(ctx context.Context, u *hoststep.Unit, _ string) (hos
 	if err != nil && !errors.Is(err, errNoContainer) {
 		return nil, err
 	}
-	imageID, err := r.ensureImage(ctx, s)
+	imageID, err := r.ensureImage(ctx, s, u.PullAuth)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func createConfig(s *Spec, u *hoststep.Unit) (*ctr.Config, *ctr.HostConfig, erro
 
 // ensureImage returns the id of the image s pins, pulling it by digest
 // when the engine lacks it. The engine checks the digest of what it pulls.
-func (r *Runtime) ensureImage(ctx context.Context, s *Spec) (string, error) {
+func (r *Runtime) ensureImage(ctx context.Context, s *Spec, pullAuth []byte) (string, error) {
 	cli, err := r.client()
 	if err != nil {
 		return "", err
@@ -171,17 +171,24 @@ func (r *Runtime) ensureImage(ctx context.Context, s *Spec) (string, error) {
 		return "", fmt.Errorf("inspect image %s: %w", s.Image, err)
 	}
 	opts := client.ImagePullOptions{}
-	if r.Credentials != nil {
-		reg := registryHost(s.repo())
-		cred, err := r.Credentials(ctx, reg)
-		if err != nil {
+	reg := registryHost(s.repo())
+	var cred *Credentials
+	switch {
+	case pullAuth != nil:
+		// The service's pull secret, handed to this step alone.
+		user, pass, ok := strings.Cut(string(pullAuth), ":")
+		if !ok || user == "" {
+			return "", fmt.Errorf("the pull secret for registry %s does not read as user:password", reg)
+		}
+		cred = &Credentials{Username: user, Password: pass}
+	case r.Credentials != nil:
+		if cred, err = r.Credentials(ctx, reg); err != nil {
 			return "", fmt.Errorf("credentials for registry %s: %w", reg, err)
 		}
-		if cred != nil {
-			opts.RegistryAuth, err = authconfig.Encode(registry.AuthConfig{Username: cred.Username, Password: cred.Password, ServerAddress: reg})
-			if err != nil {
-				return "", err
-			}
+	}
+	if cred != nil {
+		if opts.RegistryAuth, err = authconfig.Encode(registry.AuthConfig{Username: cred.Username, Password: cred.Password, ServerAddress: reg}); err != nil {
+			return "", err
 		}
 	}
 	pull, err := cli.ImagePull(ctx, s.Image, opts)

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/dbtest"
+	"sluice/internal/enginetest"
+	"sluice/internal/gittest"
+)
+
+// containerUnit is hello as a container of image (repo@digest) on node,
+// listening on 8080 in the container, published on port in the engine's
+// network and probed at probe (a forward to it from this network).
+func containerUnit(name, node, image string, port int, probe, pullSecret string) string {
+	return fmt.Sprintf(`{"kind": "Service", "metadata": {"name": %q},
+ "spec": {"runtime": "container", "image": %q, "node": %q, "args": ["--listen", "0.0.0.0:8080"],
+          "probe": {"http": %q, "timeoutSec": 30}, "stopTimeoutSec": 2,
+          "container": {"ports": [{"hostPort": %d, "containerPort": 8080}], "pullSecret": %q}}}
+`, name, image, node, probe, port, pullSecret)
+}
+
+// TestContainerOnAnAgentsNode runs a service as a container of an image
+// pinned by digest, pulled from a real registry with credentials kept as a
+// secret, on a real Podman through an agent: converge, deploy v2 by digest,
+// a v3 that exits rolled back to v2's image, a container of the same name
+// made by hand refused; then it looks for the registry's password
+// everywhere it must not be.
+func TestContainerOnAnAgentsNode(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Start(t)
+	v1 := e.PushHello(t, enginetest.ImageOpts{Version: "v1"})
+	v2 := e.PushHello(t, enginetest.ImageOpts{Version: "v2"})
+	v3 := e.PushHello(t, enginetest.ImageOpts{Version: "v3", ExitCode: 3})
+
+	repo, dbURL, serveDir := gittest.New(t), dbtest.NewDB(t), t.TempDir()
+	p, _ := startServe(t, "SLUICE_DATA_DIR="+serveDir, "SLUICE_NODE_NAME=-", "SLUICE_DATABASE_URL="+dbURL,
+		"SLUICE_GITOPS_REPO_URL="+repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_LOG_LEVEL=debug")
+	out, code := p.cliOut("node", "add", "n1")
+	require.Equal(t, 0, code, out)
+	token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
+	agentDir := t.TempDir()
+	agent := startAgent(t, p, "n1", agentDir, "SLUICE_JOIN_TOKEN="+token, "SLUICE_CONTAINER_HOST="+e.Host)
+	p.waitNode("n1", "Ready")
+
+	var answers []string
+	get := func(path string) []byte {
+		t.Helper()
+		status, body := p.do("GET", path, testToken, nil)
+		answers = append(answers, string(body))
+		require.Equal(t, http.StatusOK, status, string(body))
+		return body
+	}
+	creds := filepath.Join(t.TempDir(), "creds")
+	require.NoError(t, os.WriteFile(creds, []byte(e.Registry.User+":"+e.Registry.Password), 0o600))
+	stdout, stderr, code := p.cli(nil, testToken, "secret", "set", "registry", "--from-file", creds)
+	answers = append(answers, stdout, stderr)
+	require.Equal(t, 0, code, stderr)
+
+	const port = 18080 // in the engine's own network namespace
+	probe := "http://" + e.Forward(t, fmt.Sprintf("127.0.0.1:%d", port)) + "/healthz"
+	version := func() string {
+		t.Helper()
+		resp, err := http.Get(strings.TrimSuffix(probe, "/healthz") + "/")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		var v struct {
+			Version string `json:"version"`
+		}
+		require.NoError(t, json.Unmarshal(b, &v), "%s", b)
+		return v.Version
+	}
+	// running is the image the engine runs for web, and its labels.
+	running := func() (string, string) {
+		t.Helper()
+		out := e.Podman(t, "--remote", "--url", e.Host, "inspect", "web", "--format", `{{.ImageName}} {{index .Config.Labels "io.sluice.digest"}}`)
+		image, digest, _ := strings.Cut(strings.TrimSpace(out), " ")
+		return image, digest
+	}
+
+	repo.Commit(t, "web as a container", map[string]string{"services/web.json": containerUnit("web", "n1", v1.Ref, port, probe, "registry")})
+	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+
+	// Converge: pulled with the secret's credentials, proven by the engine.
+	id := p.accepted("/api/v1/services/web/converge", nil)
+	p.waitRunLong(id, "succeeded")
+	require.Equal(t, "v1", version())
+	_, digest := running()
+	require.Equal(t, v1.Digest, digest)
+	res := (&fleet{t: t, serve: p}).result(id)
+	proof := res["applied"].(map[string]any)["artifact"].(map[string]any)
+	require.Equal(t, true, proof["matches"], proof["sentence"])
+	events := string(get("/api/v1/journal/" + id + "/events"))
+	require.Contains(t, events, "registry credentials for the pull: registry@1")
+
+	// Deploy v2 by digest: the pin keeps its repository.
+	p.waitRunLong(p.accepted("/api/v1/services/web/deploy", map[string]string{"digest": v2.Digest}), "succeeded")
+	require.Equal(t, "v2", version())
+	_, digest = running()
+	require.Equal(t, v2.Digest, digest)
+
+	// A v3 that exits: v2's container runs again, from the image kept.
+	id = p.accepted("/api/v1/services/web/deploy", map[string]string{"digest": v3.Digest})
+	r := p.waitRunLong(id, "failed")
+	require.Contains(t, *r.Error, "runs the previous unit again")
+	require.Equal(t, "v2", version(), "v2's image runs again")
+	_, digest = running()
+	require.Equal(t, v2.Digest, digest)
+	probeRes := (&fleet{t: t, serve: p}).result(id)["applied"].(map[string]any)["probe"].(map[string]any)
+	require.Equal(t, float64(3), probeRes["exitCode"], "the receipt has the failed start's exit code")
+
+	t.Run("AContainerOfTheSameNameMadeByHandIsRefused", func(t *testing.T) {
+		e.Podman(t, "--remote", "--url", e.Host, "run", "--detach", "--name", "other", v1.Ref, "--listen", "0.0.0.0:8080")
+		repo.Pull(t) // on top of the pins sluice pushed
+		repo.Commit(t, "other as a container", map[string]string{"services/other.json": containerUnit("other", "n1", v1.Ref, port+1, probe, "")})
+		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+		r := p.waitRunLong(p.accepted("/api/v1/services/other/converge", nil), "failed")
+		require.Contains(t, *r.Error, "other")
+		state := e.Podman(t, "--remote", "--url", e.Host, "inspect", "other", "--format", "{{.State.Status}}")
+		require.Equal(t, "running", strings.TrimSpace(state), "the container made by hand is left as it was")
+	})
+
+	// The scan: the registry's password nowhere but the sealed store.
+	get("/api/v1/journal?limit=100")
+	get("/api/v1/services/web")
+	get("/api/v1/secrets")
+	secrets := []secret{{"the registry's password", e.Registry.Password}}
+	var hits []secretHit
+	for i, a := range answers {
+		hits = append(hits, scanBytes(fmt.Sprintf("API answer %d", i), []byte(a), secrets)...)
+	}
+	hits = append(hits, scanBytes("serve's logs", []byte(p.Logs.String()), secrets)...)
+	hits = append(hits, scanBytes("the agent's logs", []byte(agent.logs.String()), secrets)...)
+	dump, _ := dumpHits(t, pgDumpBin(t, ""), dbURL, secrets)
+	hits = append(hits, dump...)
+	served, files, _ := scanTree(t, serveDir, secrets)
+	require.Positive(t, files)
+	hits = append(hits, served...)
+	onNode, _, _ := scanTree(t, agentDir, secrets)
+	hits = append(hits, onNode...)
+	require.Empty(t, hits, "the registry's password where it must not be")
+}

@@ -1,0 +1,100 @@
+package servicespec
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// RuntimeContainer is a container of an image pinned by digest, run by the
+// node's container engine (Docker or Podman, over the Engine API).
+const RuntimeContainer = "container"
+
+// Container is what a container service adds to its spec; runtime
+// container only. spec.image names the image by repository and digest,
+// "registry/repo@sha256:…", and spec.args are the command's arguments
+// after the image's entrypoint.
+type Container struct {
+	// Entrypoint replaces the image's; empty keeps it.
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	// Ports are published on the host, on 127.0.0.1 unless hostIp says
+	// otherwise.
+	Ports []ContainerPort `json:"ports,omitempty"`
+	// Restart is the engine's restart policy: no (the default, so that a
+	// probe's verdict holds), on-failure, always or unless-stopped.
+	Restart string `json:"restart,omitempty"`
+	// Network is the container's network: "" (the engine's default
+	// bridge) or none. host is refused.
+	Network string `json:"network,omitempty"`
+	// Healthcheck is run by the engine in the container; the probe waits
+	// for the engine to call the container healthy.
+	Healthcheck *ContainerHealthcheck `json:"healthcheck,omitempty"`
+	// PullSecret names the sluice secret that holds the registry's
+	// credentials as "user:password"; empty pulls without credentials. Its
+	// value is handed to the node's step to pull the image, and never to
+	// the container.
+	PullSecret string `json:"pullSecret,omitempty"`
+	// These give the container the host, and are refused with a sentence.
+	Privileged bool     `json:"privileged,omitempty"`
+	CapAdd     []string `json:"capAdd,omitempty"`
+	Devices    []string `json:"devices,omitempty"`
+	PID        string   `json:"pid,omitempty"`
+}
+
+// ContainerPort publishes a container's port on the host.
+type ContainerPort struct {
+	HostIP        string `json:"hostIp,omitempty"`
+	HostPort      int    `json:"hostPort"`
+	ContainerPort int    `json:"containerPort,omitempty"`
+	Protocol      string `json:"protocol,omitempty"`
+}
+
+// ContainerHealthcheck is a command the engine runs in the container.
+type ContainerHealthcheck struct {
+	Command     []string `json:"command"`
+	IntervalSec int      `json:"intervalSec,omitempty"`
+	TimeoutSec  int      `json:"timeoutSec,omitempty"`
+	Retries     int      `json:"retries,omitempty"`
+}
+
+var containerRestarts = []string{"no", "on-failure", "always", "unless-stopped"}
+
+// checkContainer checks a container service's spec: the image named by
+// repository and digest, and nothing that gives the container the host.
+func (s *Spec) checkContainer() error {
+	repo, _, ok := strings.Cut(s.Image, "@")
+	if !ok || repo == "" {
+		return fmt.Errorf(`has "spec.image" %q without a repository; a container image is pinned as "registry/repo@sha256:<64 hex>"`, s.Image)
+	}
+	c := s.Container
+	if c == nil {
+		return nil
+	}
+	switch {
+	case c.Privileged:
+		return fmt.Errorf(`has "spec.container.privileged"; a privileged container is given the host, which sluice refuses`)
+	case len(c.CapAdd) > 0:
+		return fmt.Errorf(`has "spec.container.capAdd" %s; added capabilities are refused`, strings.Join(c.CapAdd, ", "))
+	case len(c.Devices) > 0:
+		return fmt.Errorf(`has "spec.container.devices" %s; host devices are refused`, strings.Join(c.Devices, ", "))
+	case c.PID != "":
+		return fmt.Errorf(`has "spec.container.pid" %q; sharing a PID namespace is refused`, c.PID)
+	case c.Network != "" && c.Network != "none":
+		return fmt.Errorf(`has "spec.container.network" %q; give none, or leave it out for the engine's default bridge (host is refused)`, c.Network)
+	case c.Restart != "" && !slices.Contains(containerRestarts, c.Restart):
+		return fmt.Errorf(`has "spec.container.restart" %q; give one of %s`, c.Restart, strings.Join(containerRestarts, ", "))
+	case c.Healthcheck != nil && len(c.Healthcheck.Command) == 0:
+		return fmt.Errorf(`has "spec.container.healthcheck" without a command`)
+	case c.PullSecret != "" && !SecretNameRE.MatchString(c.PullSecret):
+		return fmt.Errorf(`has "spec.container.pullSecret" %q that is not a secret name`, c.PullSecret)
+	}
+	for _, p := range c.Ports {
+		if p.HostPort < 1 || p.HostPort > 65535 || p.ContainerPort < 0 || p.ContainerPort > 65535 {
+			return fmt.Errorf(`has a port %d:%d in "spec.container.ports"; give hostPort (and containerPort) from 1 to 65535`, p.HostPort, p.ContainerPort)
+		}
+		if p.Protocol != "" && p.Protocol != "tcp" && p.Protocol != "udp" {
+			return fmt.Errorf(`has protocol %q for port %d; give tcp or udp`, p.Protocol, p.HostPort)
+		}
+	}
+	return nil
+}

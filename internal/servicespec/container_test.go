@@ -1,0 +1,65 @@
+package servicespec_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/servicespec"
+)
+
+func TestParseContainer(t *testing.T) {
+	t.Parallel()
+
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	unit := func(runtime, image, extra string) []byte {
+		return fmt.Appendf(nil, `{"kind": "Service", "metadata": {"name": "web"},
+			"spec": {"runtime": %q, "image": %q%s}}`, runtime, image, extra)
+	}
+	for name, tt := range map[string]struct {
+		runtime, image, extra string
+		wantErr               string
+	}{
+		"ByRepositoryAndDigest": {image: "registry.example:5000/team/web@" + digest},
+		"WithItsOptions": {image: "r.example/web@" + digest, extra: `, "container": {"ports": [{"hostPort": 8080}],
+			"restart": "on-failure", "network": "none", "pullSecret": "registry", "healthcheck": {"command": ["/hello", "--check", "http://127.0.0.1:8080/healthz"]}}`},
+		"ADigestWithoutARepository": {image: digest, wantErr: `without a repository; a container image is pinned as "registry/repo@sha256:<64 hex>"`},
+		"ATag":                      {image: "r.example/web:latest", wantErr: `is not a digest pin`},
+		"Privileged":                {image: "r.example/web@" + digest, extra: `, "container": {"privileged": true}`, wantErr: "a privileged container is given the host"},
+		"AddedCapabilities":         {image: "r.example/web@" + digest, extra: `, "container": {"capAdd": ["NET_ADMIN"]}`, wantErr: "added capabilities are refused"},
+		"Devices":                   {image: "r.example/web@" + digest, extra: `, "container": {"devices": ["/dev/kvm"]}`, wantErr: "host devices are refused"},
+		"TheHostsPIDs":              {image: "r.example/web@" + digest, extra: `, "container": {"pid": "host"}`, wantErr: "sharing a PID namespace is refused"},
+		"TheHostsNetwork":           {image: "r.example/web@" + digest, extra: `, "container": {"network": "host"}`, wantErr: "(host is refused)"},
+		"ABadRestart":               {image: "r.example/web@" + digest, extra: `, "container": {"restart": "sometimes"}`, wantErr: `"spec.container.restart" "sometimes"`},
+		"ABadPort":                  {image: "r.example/web@" + digest, extra: `, "container": {"ports": [{"hostPort": 70000}]}`, wantErr: "give hostPort (and containerPort) from 1 to 65535"},
+		"ABadPullSecret":            {image: "r.example/web@" + digest, extra: `, "container": {"pullSecret": "no spaces"}`, wantErr: "is not a secret name"},
+		"AWorkDir":                  {image: "r.example/web@" + digest, extra: `, "workDir": "/srv"`, wantErr: "the image sets its working directory"},
+		"ContainerUnderExec":        {runtime: "exec", image: digest, extra: `, "container": {}`, wantErr: `has "spec.container" under runtime "exec"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			runtime := tt.runtime
+			if runtime == "" {
+				runtime = servicespec.RuntimeContainer
+			}
+			spec, err := servicespec.Parse("web", unit(runtime, tt.image, tt.extra))
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, digest, spec.Digest())
+		})
+	}
+
+	t.Run("APullSecretIsOneOfItsSecrets", func(t *testing.T) {
+		t.Parallel()
+		spec, err := servicespec.Parse("web", unit("container", "r.example/web@"+digest, `, "container": {"pullSecret": "registry"}`))
+		require.NoError(t, err)
+		require.Equal(t, "registry", spec.PullSecret())
+		require.Equal(t, []string{"registry"}, spec.SecretNames(), "sync checks that the secret exists, as for an environment's")
+		require.Empty(t, spec.SecretEnv(), "it is no environment variable of the container")
+	})
+}
