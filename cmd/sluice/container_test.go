@@ -21,12 +21,12 @@ import (
 // containerUnit is hello as a container of image (repo@digest) on node,
 // listening on 8080 in the container, published on port in the engine's
 // network and probed at probe (a forward to it from this network).
-func containerUnit(name, node, image string, port int, probe, pullSecret string) string {
+func containerUnit(name, node, image string, port int, probe, pullSecret, extra string) string {
 	return fmt.Sprintf(`{"kind": "Service", "metadata": {"name": %q},
  "spec": {"runtime": "container", "image": %q, "node": %q, "args": ["--listen", "0.0.0.0:8080"],
-          "probe": {"http": %q, "timeoutSec": 30}, "stopTimeoutSec": 2,
+          "probe": {"http": %q, "timeoutSec": 30}, "stopTimeoutSec": 2%s,
           "container": {"ports": [{"hostPort": %d, "containerPort": 8080}], "pullSecret": %q}}}
-`, name, image, node, probe, port, pullSecret)
+`, name, image, node, probe, extra, port, pullSecret)
 }
 
 // TestContainerOnAnAgentsNode runs a service as a container of an image
@@ -89,7 +89,7 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 		return image, digest
 	}
 
-	repo.Commit(t, "web as a container", map[string]string{"services/web.json": containerUnit("web", "n1", v1.Ref, port, probe, "registry")})
+	repo.Commit(t, "web as a container", map[string]string{"services/web.json": containerUnit("web", "n1", v1.Ref, port, probe, "registry", `, "driftMode": "enforce"`)})
 	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 
 	// Converge: pulled with the secret's credentials, proven by the engine.
@@ -120,10 +120,30 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 	probeRes := (&fleet{t: t, serve: p}).result(id)["applied"].(map[string]any)["probe"].(map[string]any)
 	require.Equal(t, float64(3), probeRes["exitCode"], "the receipt has the failed start's exit code")
 
+	// After a failed deploy, enforce repairs nothing until an operator
+	// decides: this converge is that decision.
+	p.waitRunLong(p.accepted("/api/v1/services/web/converge", nil), "succeeded")
+	n := &systemdNode{t: t, p: p}
+
+	t.Run("AContainerRemovedByHandIsDriftAndEnforceRecreatesIt", func(t *testing.T) {
+		e.Podman(t, "--remote", "--url", e.Host, "rm", "--force", "web")
+		d := n.driftCheck("web")
+		require.Equal(t, "live_drift", d["status"], driftFacts(d))
+		require.Equal(t, "wait", d["enforce"].(map[string]any)["decision"])
+		d = n.driftCheck("web")
+		require.Equal(t, "repair", d["enforce"].(map[string]any)["decision"], driftFacts(d))
+		repair := d["enforce"].(map[string]any)["repairRun"].(string)
+		p.waitRunLong(repair, "succeeded")
+		require.Equal(t, "drift-enforcer", p.run(repair).RequestedBy)
+		require.Equal(t, "v2", version())
+		_, digest := running()
+		require.Equal(t, v2.Digest, digest)
+	})
+
 	t.Run("AContainerOfTheSameNameMadeByHandIsRefused", func(t *testing.T) {
 		e.Podman(t, "--remote", "--url", e.Host, "run", "--detach", "--name", "other", v1.Ref, "--listen", "0.0.0.0:8080")
 		repo.Pull(t) // on top of the pins sluice pushed
-		repo.Commit(t, "other as a container", map[string]string{"services/other.json": containerUnit("other", "n1", v1.Ref, port+1, probe, "")})
+		repo.Commit(t, "other as a container", map[string]string{"services/other.json": containerUnit("other", "n1", v1.Ref, port+1, probe, "", "")})
 		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 		r := p.waitRunLong(p.accepted("/api/v1/services/other/converge", nil), "failed")
 		require.Contains(t, *r.Error, "other")
