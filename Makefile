@@ -179,6 +179,9 @@ ensure-browser:
 # BenchmarkRetention is a retention pass over 1,000,000 runs and 2,000,000
 # events made in SQL (its untimed setup takes about 3 minutes), checked at
 # that size as TestPass checks 20,000 runs.
+# BenchmarkConvergeContainer is POST converge → a new container running and
+# healthy on an agent's real Podman, beside `docker run` of the same image by
+# hand (goal: within 1.5×).
 # BenchmarkBigBlobRSS is serve's peak resident memory while it clones, and
 # while it fetches, an intent repository holding a 100 MiB file, beside its
 # idle resident memory (goal: within 2×).
@@ -239,12 +242,13 @@ export SYNC_TABLE_AWK
 bench: ensure-tools build bench-sync
 	@SLUICE_ENSURE_WRK=1 bash scripts/ensure-tools.sh
 	$(GO) test -run '^$$' -bench '^BenchmarkSync10k$$' -benchtime 5x ./internal/gitsync/
-	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|ActionCost|Storm|Agents|ConvergeOnNode|Webhook|APIReads|ConvergeBesideBusy|ConvergeSystemd|Sync10k|BigBlobRSS)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
+	$(GO) test -p 1 -run '^$$' -bench . -skip '^Benchmark(ActionStart|ActionCost|Storm|Agents|ConvergeOnNode|Webhook|APIReads|ConvergeBesideBusy|ConvergeSystemd|ConvergeContainer|Sync10k|BigBlobRSS)$$' -benchtime 3x ./cmd/sluice/ ./internal/gitops/
 	$(GO) test -run '^$$' -bench '^BenchmarkActionStart$$' -benchtime 30x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkStorm$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkAgents$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkConvergeOnNode$$' -benchtime 20x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkConvergeSystemd$$' -benchtime 10x ./cmd/sluice/
+	$(GO) test -run '^$$' -bench '^BenchmarkConvergeContainer$$' -benchtime 10x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkWebhook$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkAPIReads$$' -benchtime 1x ./cmd/sluice/
 	$(GO) test -run '^$$' -bench '^BenchmarkConvergeBesideBusy$$' -benchtime 1x ./cmd/sluice/
