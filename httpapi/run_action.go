@@ -5,18 +5,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"sluice/internal/artifactstore"
-	"sluice/internal/auth"
-	"sluice/internal/blueprint"
-	"sluice/internal/infra"
 	"sluice/internal/journal"
-	"sluice/internal/node"
-	"sluice/internal/notify"
-	"sluice/internal/retention"
-	"sluice/internal/secrets"
-	"sluice/internal/services"
 	"sluice/internal/servicespec"
-	"sluice/internal/source"
 )
 
 // RunActions are the actions a journal run can name: the River job kinds
@@ -25,28 +15,7 @@ import (
 // It is built from the packages' own constants so that the spec's enum
 // cannot drift from the code; TestRunActions fails when a kind or an
 // Action constant is missing from it.
-var RunActions = []string{
-	// Job kinds.
-	source.SyncAction, source.AcceptAction,
-	services.ActionDeploy, services.ActionRollback, services.ActionConverge, services.ActionStop,
-	services.ActionResume, services.ActionDriftCheck, services.ActionSweep, services.ActionContinue,
-	infra.ActionPlan, infra.ActionApply, infra.ActionDestroy, infra.ActionDriftCheck, infra.ActionSweep,
-	blueprint.ActionRollout, blueprint.ActionWithdraw, blueprint.ActionEnforce,
-	retention.Action,
-	// Receipts.
-	auth.ActionCreate, auth.ActionRevoke, auth.ActionBootstrap,
-	source.ActionCreate, source.ActionUpdate, source.ActionDelete, source.ActionSuspend, source.ActionResume,
-	source.ActionSetPolicy, source.ActionPutSettings, source.ActionWebhookSecret,
-	artifactstore.ActionPut,
-	journal.ActionJobRetry, journal.ActionJobCancel, journal.ActionJobDelete,
-	node.ActionAdd, node.ActionJoin, node.ActionCordon, node.ActionUncordon, node.ActionLabels,
-	node.ActionRevoke, node.ActionDelete, node.ActionRotate,
-	blueprint.ActionApprovePlacement, blueprint.ActionDeclinePlacement, blueprint.ActionWithdrawApproval,
-	blueprint.ActionAuthorizeRollout, blueprint.ActionPauseRollout, blueprint.ActionResumeRollout,
-	blueprint.ActionRollbackRollout, blueprint.ActionSkipNode,
-	notify.ActionTargetCreate, notify.ActionTargetDelete, notify.ActionTest,
-	secrets.ActionSet, secrets.ActionDelete,
-}
+var RunActions = actionsOf(runKinds)
 
 // RunAction is a journal run's action: one of RunActions.
 type RunAction string

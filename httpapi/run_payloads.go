@@ -48,79 +48,97 @@ func payload(params, result any) runPayload {
 	return p
 }
 
-// runPayloads has an entry for every one of RunActions (TestRunPayloads).
-// The schemas are checked against what the code stores: every run every
-// test leaves in its database is validated against them as the test ends
-// (dbtest's run check), so a field added to one of these types, or a map
-// written where a type is expected, fails the tests that write it.
-var runPayloads = map[string]runPayload{
-	source.SyncAction:   payload((*gitops.SyncParams)(nil), (*gitops.Result)(nil)),
-	source.AcceptAction: payload((*gitops.AcceptParams)(nil), (*gitops.Result)(nil)),
+// runKind is one action a run can name, and what its runs record.
+type runKind struct {
+	action string
+	runPayload
+}
 
-	services.ActionDeploy:     payload((*services.DeployParams)(nil), (*services.Result)(nil)),
-	services.ActionRollback:   payload(nil, (*services.Result)(nil)),
-	services.ActionConverge:   payload((*services.ConvergeParams)(nil), (*services.Result)(nil)),
-	services.ActionStop:       payload(nil, (*services.StopResult)(nil)),
-	services.ActionResume:     payload((*services.ResumeParams)(nil), (*services.ResumeResult)(nil)),
-	services.ActionDriftCheck: payload((*services.DriftCheckParams)(nil), (*services.Drift)(nil)),
-	services.ActionSweep:      payload(nil, (*services.SweepResult)(nil)),
-	services.ActionContinue:   payload(nil, nil),
+// runKinds are every action a run can name (RunActions, in this order),
+// each with the types its params and result are written from. The schemas
+// are checked against what the code stores: every run every test leaves in
+// its database is validated against them as the test ends (dbtest's run
+// check), so a field added to one of these types, or a map written where a
+// type is expected, fails the tests that write it.
+var runKinds = []runKind{
+	// Job kinds.
+	{source.SyncAction, payload((*gitops.SyncParams)(nil), (*gitops.Result)(nil))},
+	{source.AcceptAction, payload((*gitops.AcceptParams)(nil), (*gitops.Result)(nil))},
+	{services.ActionDeploy, payload((*services.DeployParams)(nil), (*services.Result)(nil))},
+	{services.ActionRollback, payload(nil, (*services.Result)(nil))},
+	{services.ActionConverge, payload((*services.ConvergeParams)(nil), (*services.Result)(nil))},
+	{services.ActionStop, payload(nil, (*services.StopResult)(nil))},
+	{services.ActionResume, payload((*services.ResumeParams)(nil), (*services.ResumeResult)(nil))},
+	{services.ActionDriftCheck, payload((*services.DriftCheckParams)(nil), (*services.Drift)(nil))},
+	{services.ActionSweep, payload(nil, (*services.SweepResult)(nil))},
+	{services.ActionContinue, payload(nil, nil)},
+	{infra.ActionPlan, payload((*infra.Params)(nil), (*infra.Receipt)(nil))},
+	{infra.ActionApply, payload((*infra.Params)(nil), (*infra.Receipt)(nil))},
+	{infra.ActionDestroy, payload((*infra.Params)(nil), (*infra.Receipt)(nil))},
+	{infra.ActionDriftCheck, payload((*infra.Params)(nil), (*infra.Drift)(nil))},
+	{infra.ActionSweep, payload(nil, (*infra.SweepResult)(nil))},
+	{blueprint.ActionRollout, payload((*blueprint.RolloutParams)(nil), (*blueprint.RolloutResult)(nil))},
+	{blueprint.ActionWithdraw, payload((*blueprint.NodeParams)(nil), (*blueprint.WithdrawResult)(nil))},
+	{blueprint.ActionEnforce, payload((*blueprint.NodeParams)(nil), (*blueprint.EnforceResult)(nil))},
+	{retention.Action, payload(nil, (*retention.Result)(nil))},
+	// Receipts.
+	{auth.ActionCreate, payload((*auth.CreateParams)(nil), (*auth.TokenResult)(nil))},
+	{auth.ActionRevoke, payload((*auth.RevokeParams)(nil), (*auth.TokenResult)(nil))},
+	{auth.ActionBootstrap, payload(nil, nil)},
+	{source.ActionCreate, payload(nil, (*source.Record)(nil))},
+	{source.ActionUpdate, payload((*source.ChangeParams)(nil), (*source.Record)(nil))},
+	{source.ActionDelete, payload((*source.ChangeParams)(nil), (*source.Record)(nil))},
+	{source.ActionSuspend, payload((*source.ChangeParams)(nil), (*source.Record)(nil))},
+	{source.ActionResume, payload((*source.ChangeParams)(nil), (*source.Record)(nil))},
+	{source.ActionSetPolicy, payload((*source.ChangeParams)(nil), (*source.Record)(nil))},
+	{source.ActionPutSettings, payload((*source.ChangeParams)(nil), (*source.Record)(nil))},
+	{source.ActionWebhookSecret, payload((*source.ChangeParams)(nil), (*source.Record)(nil))},
+	{artifactstore.ActionPut, payload(nil, (*artifactstore.PutResult)(nil))},
+	{journal.ActionJobRetry, payload((*journal.JobOpParams)(nil), nil)},
+	{journal.ActionJobCancel, payload((*journal.JobOpParams)(nil), nil)},
+	{journal.ActionJobDelete, payload((*journal.JobOpParams)(nil), nil)},
+	{node.ActionAdd, payload((*node.LabelsParams)(nil), nil)},
+	{node.ActionJoin, payload((*NodeReported)(nil), nil)}, // node.Reported, with the bounds join checks
+	{node.ActionCordon, payload(nil, nil)},
+	{node.ActionUncordon, payload(nil, nil)},
+	{node.ActionLabels, payload((*node.LabelsParams)(nil), nil)},
+	{node.ActionRevoke, payload(nil, nil)},
+	{node.ActionDelete, payload(nil, nil)},
+	{node.ActionRotate, payload((*node.RotateParams)(nil), nil)},
+	{blueprint.ActionApprovePlacement, payload((*blueprint.ApproveParams)(nil), nil)},
+	{blueprint.ActionDeclinePlacement, payload((*blueprint.DeclineParams)(nil), nil)},
+	{blueprint.ActionWithdrawApproval, payload((*blueprint.WithdrawApprovalParams)(nil), nil)},
+	{blueprint.ActionAuthorizeRollout, payload((*blueprint.AuthorizeParams)(nil), nil)},
+	{blueprint.ActionPauseRollout, payload((*blueprint.PauseParams)(nil), nil)},
+	{blueprint.ActionResumeRollout, payload((*blueprint.ResumeRolloutParams)(nil), nil)},
+	{blueprint.ActionRollbackRollout, payload((*blueprint.RollbackRolloutParams)(nil), nil)},
+	{blueprint.ActionSkipNode, payload((*blueprint.SkipNodeParams)(nil), nil)},
+	{notify.ActionTargetCreate, payload((*notify.TargetParams)(nil), nil)},
+	{notify.ActionTargetDelete, payload(nil, nil)},
+	{notify.ActionTest, payload(nil, nil)},
+	{secrets.ActionSet, payload((*secrets.ScopeParams)(nil), (*secrets.SecretResult)(nil))},
+	{secrets.ActionDelete, payload((*secrets.ScopeParams)(nil), (*secrets.SecretResult)(nil))},
+}
 
-	infra.ActionPlan:       payload((*infra.Params)(nil), (*infra.Receipt)(nil)),
-	infra.ActionApply:      payload((*infra.Params)(nil), (*infra.Receipt)(nil)),
-	infra.ActionDestroy:    payload((*infra.Params)(nil), (*infra.Receipt)(nil)),
-	infra.ActionDriftCheck: payload((*infra.Params)(nil), (*infra.Drift)(nil)),
-	infra.ActionSweep:      payload(nil, (*infra.SweepResult)(nil)),
+// runPayloads are runKinds by action.
+var runPayloads = func() map[string]runPayload {
+	out := make(map[string]runPayload, len(runKinds))
+	for _, k := range runKinds {
+		if _, dup := out[k.action]; dup {
+			panic("httpapi: action " + k.action + " is in runKinds twice")
+		}
+		out[k.action] = k.runPayload
+	}
+	return out
+}()
 
-	blueprint.ActionRollout:  payload((*blueprint.RolloutParams)(nil), (*blueprint.RolloutResult)(nil)),
-	blueprint.ActionWithdraw: payload((*blueprint.NodeParams)(nil), (*blueprint.WithdrawResult)(nil)),
-	blueprint.ActionEnforce:  payload((*blueprint.NodeParams)(nil), (*blueprint.EnforceResult)(nil)),
-
-	retention.Action: payload(nil, (*retention.Result)(nil)),
-
-	auth.ActionCreate:    payload((*auth.CreateParams)(nil), (*auth.TokenResult)(nil)),
-	auth.ActionRevoke:    payload((*auth.RevokeParams)(nil), (*auth.TokenResult)(nil)),
-	auth.ActionBootstrap: payload(nil, nil),
-
-	source.ActionCreate:        payload(nil, (*source.Record)(nil)),
-	source.ActionUpdate:        payload((*source.ChangeParams)(nil), (*source.Record)(nil)),
-	source.ActionDelete:        payload((*source.ChangeParams)(nil), (*source.Record)(nil)),
-	source.ActionSuspend:       payload((*source.ChangeParams)(nil), (*source.Record)(nil)),
-	source.ActionResume:        payload((*source.ChangeParams)(nil), (*source.Record)(nil)),
-	source.ActionSetPolicy:     payload((*source.ChangeParams)(nil), (*source.Record)(nil)),
-	source.ActionPutSettings:   payload((*source.ChangeParams)(nil), (*source.Record)(nil)),
-	source.ActionWebhookSecret: payload((*source.ChangeParams)(nil), (*source.Record)(nil)),
-
-	artifactstore.ActionPut: payload(nil, (*artifactstore.PutResult)(nil)),
-
-	journal.ActionJobRetry:  payload((*journal.JobOpParams)(nil), nil),
-	journal.ActionJobCancel: payload((*journal.JobOpParams)(nil), nil),
-	journal.ActionJobDelete: payload((*journal.JobOpParams)(nil), nil),
-
-	node.ActionAdd:      payload((*node.LabelsParams)(nil), nil),
-	node.ActionJoin:     payload((*NodeReported)(nil), nil), // node.Reported, with the bounds join checks
-	node.ActionCordon:   payload(nil, nil),
-	node.ActionUncordon: payload(nil, nil),
-	node.ActionLabels:   payload((*node.LabelsParams)(nil), nil),
-	node.ActionRevoke:   payload(nil, nil),
-	node.ActionDelete:   payload(nil, nil),
-	node.ActionRotate:   payload((*node.RotateParams)(nil), nil),
-
-	blueprint.ActionApprovePlacement: payload((*blueprint.ApproveParams)(nil), nil),
-	blueprint.ActionDeclinePlacement: payload((*blueprint.DeclineParams)(nil), nil),
-	blueprint.ActionWithdrawApproval: payload((*blueprint.WithdrawApprovalParams)(nil), nil),
-	blueprint.ActionAuthorizeRollout: payload((*blueprint.AuthorizeParams)(nil), nil),
-	blueprint.ActionPauseRollout:     payload((*blueprint.PauseParams)(nil), nil),
-	blueprint.ActionResumeRollout:    payload((*blueprint.ResumeRolloutParams)(nil), nil),
-	blueprint.ActionRollbackRollout:  payload((*blueprint.RollbackRolloutParams)(nil), nil),
-	blueprint.ActionSkipNode:         payload((*blueprint.SkipNodeParams)(nil), nil),
-
-	notify.ActionTargetCreate: payload((*notify.TargetParams)(nil), nil),
-	notify.ActionTargetDelete: payload(nil, nil),
-	notify.ActionTest:         payload(nil, nil),
-
-	secrets.ActionSet:    payload((*secrets.ScopeParams)(nil), (*secrets.SecretResult)(nil)),
-	secrets.ActionDelete: payload((*secrets.ScopeParams)(nil), (*secrets.SecretResult)(nil)),
+// actionsOf lists the actions of kinds, in order.
+func actionsOf(kinds []runKind) []string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = k.action
+	}
+	return out
 }
 
 // runFields are Run's fields without its Schema method, for the schema of
@@ -144,11 +162,8 @@ func runSchema(reg huma.Registry) *huma.Schema {
 		"the oneOf member named Run and the action in CamelCase (RunDeploy, RunCreateToken, …), chosen by action."
 	payloads := payloadSchemas(reg)
 	base.Discriminator = &huma.Discriminator{PropertyName: "action", Mapping: map[string]string{}}
-	for _, action := range RunActions {
-		p, ok := runPayloads[action]
-		if !ok {
-			panic(fmt.Sprintf("httpapi: action %s has no runPayloads entry", action))
-		}
+	for _, k := range runKinds {
+		action, p := k.action, k.runPayload
 		variant := &huma.Schema{
 			Type:     huma.TypeObject,
 			Title:    "Run of " + action,

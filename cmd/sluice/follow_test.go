@@ -170,7 +170,7 @@ func TestFollowRun(t *testing.T) {
 		require.Equal(t, "typed-reader", typed.Params.Name)
 		require.Equal(t, "viewer", string(typed.Params.Role))
 		require.NotNil(t, typed.Result)
-		require.Equal(t, created.JSON201.Id.String(), typed.Result.Id, "the result names the token made")
+		require.Equal(t, created.JSON201.Id, typed.Result.Id, "the result names the token made")
 	})
 
 	t.Run("ADroppedStreamResumesAfterTheLastEventSeen", func(t *testing.T) {

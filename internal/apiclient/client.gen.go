@@ -3878,7 +3878,7 @@ type AuthRevokeParams struct {
 // AuthTokenResult defines model for AuthTokenResult.
 type AuthTokenResult struct {
 	// Id The token's id.
-	Id string `json:"id"`
+	Id openapi_types.UUID `json:"id"`
 
 	// Role The role the revoked token had.
 	Role *AuthTokenResultRole `json:"role,omitempty"`
@@ -3926,13 +3926,13 @@ type BlueprintAuthorizeParams struct {
 	OnProbeFailure string `json:"onProbeFailure"`
 
 	// Placement The placement it was authorized for.
-	Placement string `json:"placement"`
+	Placement openapi_types.UUID `json:"placement"`
 
 	// Policy The rollout policy that authorized it: manual or automatic.
 	Policy BlueprintAuthorizeParamsPolicy `json:"policy"`
 
 	// Rollout The rollout authorized.
-	Rollout string `json:"rollout"`
+	Rollout openapi_types.UUID `json:"rollout"`
 }
 
 // BlueprintAuthorizeParamsPolicy The rollout policy that authorized it: manual or automatic.
@@ -3984,7 +3984,7 @@ type BlueprintNodeParams struct {
 	Node string `json:"node"`
 
 	// Placement The placement the withdraw follows.
-	Placement *string `json:"placement,omitempty"`
+	Placement *openapi_types.UUID `json:"placement,omitempty"`
 }
 
 // BlueprintNodeResult defines model for BlueprintNodeResult.
@@ -4004,16 +4004,16 @@ type BlueprintPauseParams struct {
 	Reason string `json:"reason"`
 
 	// Rollout The rollout paused.
-	Rollout string `json:"rollout"`
+	Rollout openapi_types.UUID `json:"rollout"`
 }
 
 // BlueprintResumeRolloutParams defines model for BlueprintResumeRolloutParams.
 type BlueprintResumeRolloutParams struct {
 	// Rollout The rollout resumed.
-	Rollout string `json:"rollout"`
+	Rollout openapi_types.UUID `json:"rollout"`
 
 	// Run The rollout's run, which goes on.
-	Run string `json:"run"`
+	Run openapi_types.UUID `json:"run"`
 }
 
 // BlueprintRollbackRolloutParams defines model for BlueprintRollbackRolloutParams.
@@ -4028,16 +4028,16 @@ type BlueprintRollbackRolloutParams struct {
 	Nodes []string `json:"nodes"`
 
 	// Rollout The rollback's own rollout.
-	Rollout string `json:"rollout"`
+	Rollout openapi_types.UUID `json:"rollout"`
 
 	// RollsBack The rollout it rolls back.
-	RollsBack string `json:"rollsBack"`
+	RollsBack openapi_types.UUID `json:"rollsBack"`
 
 	// Scope The nodes it covers: all, or those that took the rolled-back rollout.
 	Scope BlueprintRollbackRolloutParamsScope `json:"scope"`
 
 	// To The rollout whose generation it goes back to.
-	To string `json:"to"`
+	To openapi_types.UUID `json:"to"`
 }
 
 // BlueprintRollbackRolloutParamsScope The nodes it covers: all, or those that took the rolled-back rollout.
@@ -4058,10 +4058,10 @@ type BlueprintRolloutParams struct {
 	PausedBy *string `json:"pausedBy,omitempty"`
 
 	// Rollout The rollout this run works.
-	Rollout string `json:"rollout"`
+	Rollout openapi_types.UUID `json:"rollout"`
 
 	// RollsBack The rollout a rollback rolls back.
-	RollsBack *string `json:"rollsBack,omitempty"`
+	RollsBack *openapi_types.UUID `json:"rollsBack,omitempty"`
 }
 
 // BlueprintRolloutParamsBy resume when an operator ran the rollout again.
@@ -4093,7 +4093,7 @@ type BlueprintSkipNodeParams struct {
 	Reason string `json:"reason"`
 
 	// Rollout The rollout the node is left out of.
-	Rollout string `json:"rollout"`
+	Rollout openapi_types.UUID `json:"rollout"`
 }
 
 // BlueprintStatus defines model for BlueprintStatus.
@@ -4147,13 +4147,13 @@ type BlueprintViewRolloutPolicy string
 // BlueprintWithdrawApprovalParams defines model for BlueprintWithdrawApprovalParams.
 type BlueprintWithdrawApprovalParams struct {
 	// ApprovedIn The run that approved it.
-	ApprovedIn string `json:"approvedIn"`
+	ApprovedIn openapi_types.UUID `json:"approvedIn"`
 
 	// Nodes The nodes it named.
 	Nodes []string `json:"nodes"`
 
 	// Placement The placement whose approval is withdrawn.
-	Placement string `json:"placement"`
+	Placement openapi_types.UUID `json:"placement"`
 }
 
 // BlueprintWithdrawResult defines model for BlueprintWithdrawResult.
@@ -4477,7 +4477,7 @@ type GitopsJoinedSyncEvent struct {
 	Kind GitopsJoinedSyncEventKind `json:"kind"`
 
 	// SyncedBy The run whose sync this run acted on.
-	SyncedBy string `json:"syncedBy"`
+	SyncedBy openapi_types.UUID `json:"syncedBy"`
 }
 
 // GitopsJoinedSyncEventKind defines model for GitopsJoinedSyncEvent.Kind.
@@ -4651,7 +4651,7 @@ type InfraParams struct {
 	Name string `json:"name"`
 
 	// Sweep The sweep run that asked for this drift check.
-	Sweep *string `json:"sweep,omitempty"`
+	Sweep *openapi_types.UUID `json:"sweep,omitempty"`
 
 	// Unit The unit's path in its source.
 	Unit string `json:"unit"`
@@ -4817,7 +4817,7 @@ type JournalJobOpParams struct {
 	Kind string `json:"kind"`
 
 	// RunId The journal run it works, when it keeps one.
-	RunId *string `json:"runId,omitempty"`
+	RunId *openapi_types.UUID `json:"runId,omitempty"`
 
 	// State Its state when the operation found it.
 	State JournalJobOpParamsState `json:"state"`
@@ -6209,7 +6209,7 @@ type SecretsScopeParams struct {
 	Source *string `json:"source,omitempty"`
 
 	// SourceId That source's id.
-	SourceId *string `json:"sourceId,omitempty"`
+	SourceId *openapi_types.UUID `json:"sourceId,omitempty"`
 }
 
 // SecretsScopeParamsScope Its scope.
@@ -6218,7 +6218,7 @@ type SecretsScopeParamsScope string
 // SecretsSecretResult defines model for SecretsSecretResult.
 type SecretsSecretResult struct {
 	// SecretId The secret's id.
-	SecretId string `json:"secretId"`
+	SecretId openapi_types.UUID `json:"secretId"`
 
 	// Version The version the change made.
 	Version int32 `json:"version"`
@@ -6335,7 +6335,7 @@ type ServiceStatusReport struct {
 // ServicesConvergeParams defines model for ServicesConvergeParams.
 type ServicesConvergeParams struct {
 	// DriftCheck The drift check whose finding this converge repairs (drift mode enforce).
-	DriftCheck *string `json:"driftCheck,omitempty"`
+	DriftCheck *openapi_types.UUID `json:"driftCheck,omitempty"`
 
 	// Name The rotated secret's name.
 	Name *string `json:"name,omitempty"`
@@ -6350,10 +6350,10 @@ type ServicesConvergeParams struct {
 	Secret *string `json:"secret,omitempty"`
 
 	// SecretId The rotated secret's id.
-	SecretId *string `json:"secretId,omitempty"`
+	SecretId *openapi_types.UUID `json:"secretId,omitempty"`
 
 	// SetRun The set_secret run that made this version.
-	SetRun *string `json:"setRun,omitempty"`
+	SetRun *openapi_types.UUID `json:"setRun,omitempty"`
 
 	// Version The secret version this converge applies.
 	Version *int32 `json:"version,omitempty"`
@@ -6394,7 +6394,7 @@ type ServicesDriftStatus string
 // ServicesDriftCheckParams defines model for ServicesDriftCheckParams.
 type ServicesDriftCheckParams struct {
 	// Sweep The sweep run that asked for this check.
-	Sweep *string `json:"sweep,omitempty"`
+	Sweep *openapi_types.UUID `json:"sweep,omitempty"`
 }
 
 // ServicesDriftFinding defines model for ServicesDriftFinding.
@@ -6480,7 +6480,7 @@ type ServicesResultAction string
 // ServicesResumeParams defines model for ServicesResumeParams.
 type ServicesResumeParams struct {
 	// PausedBy The run whose failed probe paused the service's queue.
-	PausedBy string `json:"pausedBy"`
+	PausedBy openapi_types.UUID `json:"pausedBy"`
 }
 
 // ServicesResumeResult defines model for ServicesResumeResult.

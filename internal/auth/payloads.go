@@ -20,6 +20,6 @@ type RevokeParams struct {
 // TokenResult is a create_token's or a revoke_token's result: the token's
 // id (and, for a revoke, the role it had).
 type TokenResult struct {
-	ID   uuid.UUID `json:"id" doc:"The token's id."`
+	ID   uuid.UUID `json:"id" format:"uuid" doc:"The token's id."`
 	Role string    `json:"role,omitempty" enum:"viewer,operator,admin" doc:"The role the revoked token had."`
 }

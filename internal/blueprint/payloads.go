@@ -31,17 +31,17 @@ type DeclineParams struct {
 
 // WithdrawApprovalParams are a withdraw_approval receipt's.
 type WithdrawApprovalParams struct {
-	Placement  uuid.UUID `json:"placement" doc:"The placement whose approval is withdrawn."`
-	ApprovedIn uuid.UUID `json:"approvedIn" doc:"The run that approved it."`
+	Placement  uuid.UUID `json:"placement" format:"uuid" doc:"The placement whose approval is withdrawn."`
+	ApprovedIn uuid.UUID `json:"approvedIn" format:"uuid" doc:"The run that approved it."`
 	Nodes      []string  `json:"nodes" doc:"The nodes it named."`
 }
 
 // AuthorizeParams are an authorize_rollout receipt's.
 type AuthorizeParams struct {
-	Rollout        uuid.UUID `json:"rollout" doc:"The rollout authorized."`
+	Rollout        uuid.UUID `json:"rollout" format:"uuid" doc:"The rollout authorized."`
 	Generation     string    `json:"generation" doc:"The Blueprint's content hash it rolls out."`
 	Digest         string    `json:"digest" doc:"The artifact it rolls out."`
-	Placement      uuid.UUID `json:"placement" doc:"The placement it was authorized for."`
+	Placement      uuid.UUID `json:"placement" format:"uuid" doc:"The placement it was authorized for."`
 	Nodes          []string  `json:"nodes" doc:"The nodes, in rollout order."`
 	Policy         string    `json:"policy" enum:"manual,automatic" doc:"The rollout policy that authorized it: manual or automatic."`
 	OnProbeFailure string    `json:"onProbeFailure" doc:"What a node's failed probe does to the rollout."`
@@ -49,9 +49,9 @@ type AuthorizeParams struct {
 
 // RollbackRolloutParams are a rollback_rollout receipt's.
 type RollbackRolloutParams struct {
-	Rollout    uuid.UUID `json:"rollout" doc:"The rollback's own rollout."`
-	RollsBack  uuid.UUID `json:"rollsBack" doc:"The rollout it rolls back."`
-	To         uuid.UUID `json:"to" doc:"The rollout whose generation it goes back to."`
+	Rollout    uuid.UUID `json:"rollout" format:"uuid" doc:"The rollback's own rollout."`
+	RollsBack  uuid.UUID `json:"rollsBack" format:"uuid" doc:"The rollout it rolls back."`
+	To         uuid.UUID `json:"to" format:"uuid" doc:"The rollout whose generation it goes back to."`
 	Generation string    `json:"generation" doc:"The generation it goes back to."`
 	Digest     string    `json:"digest" doc:"The artifact it goes back to."`
 	Scope      string    `json:"scope" enum:"all,failed" doc:"The nodes it covers: all, or those that took the rolled-back rollout."`
@@ -60,20 +60,20 @@ type RollbackRolloutParams struct {
 
 // PauseParams are a pause_rollout receipt's.
 type PauseParams struct {
-	Rollout uuid.UUID `json:"rollout" doc:"The rollout paused."`
+	Rollout uuid.UUID `json:"rollout" format:"uuid" doc:"The rollout paused."`
 	Reason  string    `json:"reason" doc:"Why, as the operator said."`
 }
 
 // ResumeRolloutParams are a resume_rollout receipt's, for a paused rollout
 // whose run went on.
 type ResumeRolloutParams struct {
-	Rollout uuid.UUID `json:"rollout" doc:"The rollout resumed."`
-	Run     uuid.UUID `json:"run" doc:"The rollout's run, which goes on."`
+	Rollout uuid.UUID `json:"rollout" format:"uuid" doc:"The rollout resumed."`
+	Run     uuid.UUID `json:"run" format:"uuid" doc:"The rollout's run, which goes on."`
 }
 
 // SkipNodeParams are a skip_node receipt's.
 type SkipNodeParams struct {
-	Rollout uuid.UUID `json:"rollout" doc:"The rollout the node is left out of."`
+	Rollout uuid.UUID `json:"rollout" format:"uuid" doc:"The rollout the node is left out of."`
 	Node    string    `json:"node" doc:"The node left out."`
 	Reason  string    `json:"reason" doc:"Why, as the operator said."`
 }
@@ -81,17 +81,17 @@ type SkipNodeParams struct {
 // RolloutParams are a rollout run's: the rollout it works and, when it is a
 // resume or a rollback, what it continues.
 type RolloutParams struct {
-	Rollout     uuid.UUID  `json:"rollout" doc:"The rollout this run works."`
+	Rollout     uuid.UUID  `json:"rollout" format:"uuid" doc:"The rollout this run works."`
 	Generation  string     `json:"generation" doc:"The generation it rolls out."`
 	By          string     `json:"by,omitempty" enum:"resume" doc:"resume when an operator ran the rollout again."`
 	PausedBy    string     `json:"pausedBy,omitempty" doc:"Who had paused it, when a resume lifted a pause."`
 	PauseReason string     `json:"pauseReason,omitempty" doc:"Why it had been paused."`
-	RollsBack   *uuid.UUID `json:"rollsBack,omitempty" doc:"The rollout a rollback rolls back."`
+	RollsBack   *uuid.UUID `json:"rollsBack,omitempty" format:"uuid" doc:"The rollout a rollback rolls back."`
 }
 
 // NodeParams are a withdraw's or an enforce's: the node it works on and,
 // for a withdraw, the placement that left the node out.
 type NodeParams struct {
 	Node      string     `json:"node" doc:"The node."`
-	Placement *uuid.UUID `json:"placement,omitempty" doc:"The placement the withdraw follows."`
+	Placement *uuid.UUID `json:"placement,omitempty" format:"uuid" doc:"The placement the withdraw follows."`
 }

@@ -9,5 +9,5 @@ const EventJoinedSync = "joined_sync"
 // JoinedSyncEvent is that event's data.
 type JoinedSyncEvent struct {
 	Kind     string    `json:"kind" enum:"joined_sync"`
-	SyncedBy uuid.UUID `json:"syncedBy" doc:"The run whose sync this run acted on."`
+	SyncedBy uuid.UUID `json:"syncedBy" format:"uuid" doc:"The run whose sync this run acted on."`
 }

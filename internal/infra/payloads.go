@@ -9,5 +9,5 @@ import "github.com/google/uuid"
 type Params struct {
 	Unit  string     `json:"unit" doc:"The unit's path in its source."`
 	Name  string     `json:"name" doc:"The unit's name."`
-	Sweep *uuid.UUID `json:"sweep,omitempty" doc:"The sweep run that asked for this drift check."`
+	Sweep *uuid.UUID `json:"sweep,omitempty" format:"uuid" doc:"The sweep run that asked for this drift check."`
 }

@@ -121,5 +121,5 @@ type JobOpParams struct {
 	Kind    string     `json:"kind" doc:"Its kind."`
 	State   string     `json:"state" enum:"available,cancelled,completed,discarded,pending,retryable,running,scheduled" doc:"Its state when the operation found it."`
 	Attempt int        `json:"attempt" doc:"Its attempts so far."`
-	RunID   *uuid.UUID `json:"runId,omitempty" doc:"The journal run it works, when it keeps one."`
+	RunID   *uuid.UUID `json:"runId,omitempty" format:"uuid" doc:"The journal run it works, when it keeps one."`
 }

@@ -9,12 +9,12 @@ type ScopeParams struct {
 	Name     string     `json:"name" doc:"The secret's name."`
 	Scope    string     `json:"scope" enum:"global,source" doc:"Its scope."`
 	Source   string     `json:"source,omitempty" doc:"The source of a source-scoped secret."`
-	SourceID *uuid.UUID `json:"sourceId,omitempty" doc:"That source's id."`
+	SourceID *uuid.UUID `json:"sourceId,omitempty" format:"uuid" doc:"That source's id."`
 }
 
 // SecretResult names the version a set or a delete made.
 type SecretResult struct {
-	SecretID uuid.UUID `json:"secretId" doc:"The secret's id."`
+	SecretID uuid.UUID `json:"secretId" format:"uuid" doc:"The secret's id."`
 	Version  int32     `json:"version" doc:"The version the change made."`
 }
 

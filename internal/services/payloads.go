@@ -15,23 +15,23 @@ type DeployParams struct {
 // asked for it: drift mode enforce (DriftCheck, Reason) or the rotation of
 // a secret (the rest). An operator's converge records none.
 type ConvergeParams struct {
-	DriftCheck *uuid.UUID `json:"driftCheck,omitempty" doc:"The drift check whose finding this converge repairs (drift mode enforce)."`
+	DriftCheck *uuid.UUID `json:"driftCheck,omitempty" format:"uuid" doc:"The drift check whose finding this converge repairs (drift mode enforce)."`
 	Reason     string     `json:"reason,omitempty" doc:"Why it was asked for, when not by an operator."`
 	// The rotation of a secret this converge applies.
 	Secret  string     `json:"secret,omitempty" doc:"The rotated secret's target (its name and scope)."`
 	Name    string     `json:"name,omitempty" doc:"The rotated secret's name."`
 	Scope   string     `json:"scope,omitempty" doc:"The rotated secret's scope: a source's name, or empty for global."`
 	Version int32      `json:"version,omitempty" doc:"The secret version this converge applies."`
-	ID      *uuid.UUID `json:"secretId,omitempty" doc:"The rotated secret's id."`
-	SetRun  *uuid.UUID `json:"setRun,omitempty" doc:"The set_secret run that made this version."`
+	ID      *uuid.UUID `json:"secretId,omitempty" format:"uuid" doc:"The rotated secret's id."`
+	SetRun  *uuid.UUID `json:"setRun,omitempty" format:"uuid" doc:"The set_secret run that made this version."`
 }
 
 // DriftCheckParams are a drift check's, when a sweep asked for it.
 type DriftCheckParams struct {
-	Sweep *uuid.UUID `json:"sweep,omitempty" doc:"The sweep run that asked for this check."`
+	Sweep *uuid.UUID `json:"sweep,omitempty" format:"uuid" doc:"The sweep run that asked for this check."`
 }
 
 // ResumeParams are a resume's: the run whose failure paused the queue.
 type ResumeParams struct {
-	PausedBy uuid.UUID `json:"pausedBy" doc:"The run whose failed probe paused the service's queue."`
+	PausedBy uuid.UUID `json:"pausedBy" format:"uuid" doc:"The run whose failed probe paused the service's queue."`
 }

@@ -1596,7 +1596,10 @@ export interface components {
             ref: string;
         };
         AuthTokenResult: {
-            /** @description The token's id. */
+            /**
+             * Format: uuid
+             * @description The token's id.
+             */
             id: string;
             /**
              * @description The role the revoked token had.
@@ -1630,14 +1633,20 @@ export interface components {
             nodes: string[];
             /** @description What a node's failed probe does to the rollout. */
             onProbeFailure: string;
-            /** @description The placement it was authorized for. */
+            /**
+             * Format: uuid
+             * @description The placement it was authorized for.
+             */
             placement: string;
             /**
              * @description The rollout policy that authorized it: manual or automatic.
              * @enum {string}
              */
             policy: "manual" | "automatic";
-            /** @description The rollout authorized. */
+            /**
+             * Format: uuid
+             * @description The rollout authorized.
+             */
             rollout: string;
         };
         BlueprintDeclineParams: {
@@ -1677,7 +1686,10 @@ export interface components {
         BlueprintNodeParams: {
             /** @description The node. */
             node: string;
-            /** @description The placement the withdraw follows. */
+            /**
+             * Format: uuid
+             * @description The placement the withdraw follows.
+             */
             placement?: string;
         };
         BlueprintNodeResult: {
@@ -1691,13 +1703,22 @@ export interface components {
         BlueprintPauseParams: {
             /** @description Why, as the operator said. */
             reason: string;
-            /** @description The rollout paused. */
+            /**
+             * Format: uuid
+             * @description The rollout paused.
+             */
             rollout: string;
         };
         BlueprintResumeRolloutParams: {
-            /** @description The rollout resumed. */
+            /**
+             * Format: uuid
+             * @description The rollout resumed.
+             */
             rollout: string;
-            /** @description The rollout's run, which goes on. */
+            /**
+             * Format: uuid
+             * @description The rollout's run, which goes on.
+             */
             run: string;
         };
         BlueprintRollbackRolloutParams: {
@@ -1707,16 +1728,25 @@ export interface components {
             generation: string;
             /** @description The nodes, in order. */
             nodes: string[];
-            /** @description The rollback's own rollout. */
+            /**
+             * Format: uuid
+             * @description The rollback's own rollout.
+             */
             rollout: string;
-            /** @description The rollout it rolls back. */
+            /**
+             * Format: uuid
+             * @description The rollout it rolls back.
+             */
             rollsBack: string;
             /**
              * @description The nodes it covers: all, or those that took the rolled-back rollout.
              * @enum {string}
              */
             scope: "all" | "failed";
-            /** @description The rollout whose generation it goes back to. */
+            /**
+             * Format: uuid
+             * @description The rollout whose generation it goes back to.
+             */
             to: string;
         };
         BlueprintRolloutParams: {
@@ -1731,9 +1761,15 @@ export interface components {
             pauseReason?: string;
             /** @description Who had paused it, when a resume lifted a pause. */
             pausedBy?: string;
-            /** @description The rollout this run works. */
+            /**
+             * Format: uuid
+             * @description The rollout this run works.
+             */
             rollout: string;
-            /** @description The rollout a rollback rolls back. */
+            /**
+             * Format: uuid
+             * @description The rollout a rollback rolls back.
+             */
             rollsBack?: string;
         };
         BlueprintRolloutResult: {
@@ -1754,7 +1790,10 @@ export interface components {
             node: string;
             /** @description Why, as the operator said. */
             reason: string;
-            /** @description The rollout the node is left out of. */
+            /**
+             * Format: uuid
+             * @description The rollout the node is left out of.
+             */
             rollout: string;
         };
         BlueprintStatus: {
@@ -1793,11 +1832,17 @@ export interface components {
             status: components["schemas"]["BlueprintStatus"];
         };
         BlueprintWithdrawApprovalParams: {
-            /** @description The run that approved it. */
+            /**
+             * Format: uuid
+             * @description The run that approved it.
+             */
             approvedIn: string;
             /** @description The nodes it named. */
             nodes: string[];
-            /** @description The placement whose approval is withdrawn. */
+            /**
+             * Format: uuid
+             * @description The placement whose approval is withdrawn.
+             */
             placement: string;
         };
         BlueprintWithdrawResult: {
@@ -2098,7 +2143,10 @@ export interface components {
              * @enum {string}
              */
             kind: "joined_sync";
-            /** @description The run whose sync this run acted on. */
+            /**
+             * Format: uuid
+             * @description The run whose sync this run acted on.
+             */
             syncedBy: string;
         };
         GitopsPathCounts: {
@@ -2247,7 +2295,10 @@ export interface components {
         InfraParams: {
             /** @description The unit's name. */
             name: string;
-            /** @description The sweep run that asked for this drift check. */
+            /**
+             * Format: uuid
+             * @description The sweep run that asked for this drift check.
+             */
             sweep?: string;
             /** @description The unit's path in its source. */
             unit: string;
@@ -2383,7 +2434,10 @@ export interface components {
             jobId: number;
             /** @description Its kind. */
             kind: string;
-            /** @description The journal run it works, when it keeps one. */
+            /**
+             * Format: uuid
+             * @description The journal run it works, when it keeps one.
+             */
             runId?: string;
             /**
              * @description Its state when the operation found it.
@@ -3776,11 +3830,17 @@ export interface components {
             scope: "global" | "source";
             /** @description The source of a source-scoped secret. */
             source?: string;
-            /** @description That source's id. */
+            /**
+             * Format: uuid
+             * @description That source's id.
+             */
             sourceId?: string;
         };
         SecretsSecretResult: {
-            /** @description The secret's id. */
+            /**
+             * Format: uuid
+             * @description The secret's id.
+             */
             secretId: string;
             /**
              * Format: int32
@@ -3872,7 +3932,10 @@ export interface components {
             service: string;
         };
         ServicesConvergeParams: {
-            /** @description The drift check whose finding this converge repairs (drift mode enforce). */
+            /**
+             * Format: uuid
+             * @description The drift check whose finding this converge repairs (drift mode enforce).
+             */
             driftCheck?: string;
             /** @description The rotated secret's name. */
             name?: string;
@@ -3882,9 +3945,15 @@ export interface components {
             scope?: string;
             /** @description The rotated secret's target (its name and scope). */
             secret?: string;
-            /** @description The rotated secret's id. */
+            /**
+             * Format: uuid
+             * @description The rotated secret's id.
+             */
             secretId?: string;
-            /** @description The set_secret run that made this version. */
+            /**
+             * Format: uuid
+             * @description The set_secret run that made this version.
+             */
             setRun?: string;
             /**
              * Format: int32
@@ -3918,7 +3987,10 @@ export interface components {
             status: "in_sync" | "desired_ahead" | "live_drift" | "in_progress" | "unknown";
         };
         ServicesDriftCheckParams: {
-            /** @description The sweep run that asked for this check. */
+            /**
+             * Format: uuid
+             * @description The sweep run that asked for this check.
+             */
             sweep?: string;
         };
         ServicesDriftFinding: {
@@ -3984,7 +4056,10 @@ export interface components {
             unitPath?: string;
         };
         ServicesResumeParams: {
-            /** @description The run whose failed probe paused the service's queue. */
+            /**
+             * Format: uuid
+             * @description The run whose failed probe paused the service's queue.
+             */
             pausedBy: string;
         };
         ServicesResumeResult: {
