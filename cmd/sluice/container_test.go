@@ -151,6 +151,42 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 		require.Equal(t, "running", strings.TrimSpace(state), "the container made by hand is left as it was")
 	})
 
+	t.Run("TheSameServiceFromAnOCIArchiveInSluicesStore", func(t *testing.T) {
+		// An image no registry serves this service: saved as an OCI
+		// archive, pushed into sluice's store, and gone from the engine.
+		img := e.PushHello(t, enginetest.ImageOpts{Version: "from-archive"})
+		e.Podman(t, "pull", "--creds", e.Registry.User+":"+e.Registry.Password, img.Ref)
+		e.Podman(t, "tag", img.Ref, "sluice.local/hello:archive")
+		file := filepath.Join(t.TempDir(), "hello.tar")
+		e.Podman(t, "save", "--format", "oci-archive", "--output", file, "sluice.local/hello:archive")
+		e.Podman(t, "rmi", "--force", img.Ref, "sluice.local/hello:archive")
+		archive := p.pushArtifact(file)
+
+		const archPort = port + 2
+		archProbe := "http://" + e.Forward(t, fmt.Sprintf("127.0.0.1:%d", archPort)) + "/healthz"
+		unit := strings.Replace(containerUnit("archived", "n1", "sluice.local/hello@"+archive, archPort, archProbe, "", ""),
+			`"pullSecret": ""`, `"archive": true`, 1)
+		repo.Pull(t)
+		repo.Commit(t, "a service from an archive", map[string]string{"services/archived.json": unit})
+		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+		id := p.accepted("/api/v1/services/archived/converge", nil)
+		p.waitRunLong(id, "succeeded")
+		resp, err := http.Get(strings.TrimSuffix(archProbe, "/healthz") + "/")
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Contains(t, string(body), `"version":"from-archive"`)
+		proof := (&fleet{t: t, serve: p}).result(id)["applied"].(map[string]any)["artifact"].(map[string]any)
+		require.Equal(t, true, proof["matches"], proof["sentence"])
+		require.Contains(t, proof["sentence"], "which the OCI archive")
+		labels := e.Podman(t, "--remote", "--url", e.Host, "inspect", "archived", "--format", `{{index .Config.Labels "io.sluice.digest"}} {{.Image}} {{index .Config.Labels "io.sluice.image"}}`)
+		fields := strings.Fields(labels)
+		require.Len(t, fields, 3, labels)
+		require.Equal(t, archive, fields[0])
+		require.Equal(t, fields[2], "sha256:"+strings.TrimPrefix(fields[1], "sha256:"), "the container runs the image id read from the archive")
+	})
+
 	// The scan: the registry's password nowhere but the sealed store.
 	get("/api/v1/journal?limit=100")
 	get("/api/v1/services/web")

@@ -29,7 +29,7 @@ func checkArtifactsTx(ctx context.Context, q *db.Queries, accepted []*db.Unit) (
 			continue
 		}
 		spec, err := servicespec.Parse(u.Name, u.Content)
-		if err != nil || spec.Runtime == servicespec.RuntimeContainer {
+		if err != nil || spec.PulledByEngine() {
 			continue // checkSpecs admitted it, or its engine pulls the image from its registry
 		}
 		checks = append(checks, ArtifactCheck{Service: u.Name, Path: u.Path, Digest: spec.Digest()})

@@ -1,20 +1,21 @@
 package hoststep
 
-// ArtifactFetcher is a Runtime that fetches and verifies its artifacts
+// ArtifactFetcher is a Runtime that may fetch and verify a unit's artifact
 // itself: a container engine pulls an image by the digest that pins it and
 // checks it as it pulls. Apply then skips Host.Artifacts, whose artifacts
 // are files in sluice's store, and hands Validate and Activate an empty
-// exe: the unit names what runs.
+// exe: the unit names what runs. (An image kept in sluice's store as an
+// OCI archive is a file artifact like any other.)
 type ArtifactFetcher interface {
 	Runtime
-	// FetchesArtifacts is true when the runtime fetches its own.
-	FetchesArtifacts() bool
+	// FetchesArtifact is true when the runtime fetches u's artifact.
+	FetchesArtifact(u *Unit) bool
 }
 
-// fetchesArtifacts reports whether rt fetches its own artifacts.
-func fetchesArtifacts(rt Runtime) bool {
+// fetchesArtifact reports whether rt fetches u's artifact itself.
+func fetchesArtifact(rt Runtime, u *Unit) bool {
 	f, ok := rt.(ArtifactFetcher)
-	return ok && f.FetchesArtifacts()
+	return ok && f.FetchesArtifact(u)
 }
 
 // Container is what the container runtime adds to a service's manifest,
@@ -37,6 +38,11 @@ type Container struct {
 	// Network is the container's network mode: "" is the engine's default
 	// bridge, "none" none; "host" is refused.
 	Network string `json:"network,omitempty"`
+	// Archive says the manifest's artifact is an OCI archive of the image
+	// in sluice's store: the host fetches and verifies it as a file
+	// artifact, and the runtime loads it into the engine instead of
+	// pulling Image.
+	Archive bool `json:"archive,omitempty"`
 	// Healthcheck is the engine's healthcheck of the container; nil keeps
 	// the image's, if it has one.
 	Healthcheck *ContainerHealthcheck `json:"healthcheck,omitempty"`

@@ -238,7 +238,7 @@ func (h *Host) Apply(ctx context.Context, ev Events, t *phase.Phases, req ApplyR
 	}
 	m := u.Manifest
 	a := &Applied{Digest: m.ArtifactDigest, RenderedHash: u.Hash, Rendered: string(u.Text)}
-	if fetchesArtifacts(rt) {
+	if fetchesArtifact(rt, u) {
 		// Its Activate fetches the artifact by digest, verified as fetched.
 		ev.Info(ctx, fmt.Sprintf("artifact %s is fetched by the %s runtime itself", Short(m.ArtifactDigest), rt.Name()), nil)
 	} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -525,23 +526,26 @@ func applyRequest(spec *servicespec.Spec, name, label string) hoststep.ApplyRequ
 // spec's runtime; label prefixes its phases.
 func ApplyRequest(spec *servicespec.Spec, name, label string) hoststep.ApplyRequest {
 	return hoststep.ApplyRequest{
-		Manifest: spec.Manifest(name), Runtime: spec.Runtime, Systemd: spec.Systemd, Container: containerOf(spec),
+		Manifest: spec.Manifest(name), Runtime: spec.Runtime, Systemd: spec.Systemd, Container: containerOf(spec, name),
 		Probe: spec.Probe, ProbeTimeoutSec: spec.ProbeTimeoutSec(), Label: label,
 	}
 }
 
 // containerOf is what the container runtime adds to spec's manifest; nil
 // for another runtime.
-func containerOf(spec *servicespec.Spec) *hoststep.Container {
+func containerOf(spec *servicespec.Spec, name string) *hoststep.Container {
 	if spec.Runtime != servicespec.RuntimeContainer {
 		return nil
 	}
 	out := &hoststep.Container{Image: spec.Image}
+	if !strings.Contains(out.Image, "@") {
+		out.Image = "sluice.local/" + name + "@" + out.Image // an archive pinned by its digest alone
+	}
 	c := spec.Container
 	if c == nil {
 		return out
 	}
-	out.Entrypoint, out.Restart, out.Network = c.Entrypoint, c.Restart, c.Network
+	out.Entrypoint, out.Restart, out.Network, out.Archive = c.Entrypoint, c.Restart, c.Network, c.Archive
 	for _, p := range c.Ports {
 		out.Ports = append(out.Ports, hoststep.ContainerPort{HostIP: p.HostIP, HostPort: p.HostPort, ContainerPort: p.ContainerPort, Protocol: p.Protocol})
 	}

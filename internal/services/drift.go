@@ -394,7 +394,7 @@ func (s *Service) targetUnproven(ctx context.Context, q *db.Queries, u *db.Unit,
 	case source.Recovering, source.OutcomeUnknown, source.ReconcileRequired, source.NeverReconciled:
 		return fmt.Sprintf("what source %s accepted is not proven (%s: %s)", src.Source, src.Answer.State, src.Answer.Reason), nil
 	}
-	if spec.Runtime == servicespec.RuntimeContainer {
+	if spec.PulledByEngine() {
 		// Its engine pulls the image from the registry.
 	} else if _, err := q.ArtifactGet(ctx, spec.Digest()); errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Sprintf("the accepted digest %s is not in the artifact store", spec.Digest()), nil

@@ -312,7 +312,7 @@ func (s *Service) requireArtifact(ctx context.Context, spec *servicespec.Spec, d
 // pulls; an image the registry lacks fails the step with the engine's
 // sentence.
 func requireArtifactTx(ctx context.Context, q *db.Queries, spec *servicespec.Spec, digest string) error {
-	if spec.Runtime == servicespec.RuntimeContainer {
+	if spec.PulledByEngine() {
 		return nil
 	}
 	_, err := q.ArtifactGet(ctx, digest)

@@ -34,6 +34,12 @@ type Container struct {
 	// value is handed to the node's step to pull the image, and never to
 	// the container.
 	PullSecret string `json:"pullSecret,omitempty"`
+	// Archive says the pin is an OCI archive of the image in sluice's
+	// artifact store (sluice artifact push image.tar): the node fetches it
+	// from the control plane and loads it into its engine, for a host that
+	// reaches no registry. spec.image is then "name@sha256:<the archive's
+	// digest>" or the digest alone.
+	Archive bool `json:"archive,omitempty"`
 	// These give the container the host, and are refused with a sentence.
 	Privileged bool     `json:"privileged,omitempty"`
 	CapAdd     []string `json:"capAdd,omitempty"`
@@ -62,15 +68,17 @@ var containerRestarts = []string{"no", "on-failure", "always", "unless-stopped"}
 // checkContainer checks a container service's spec: the image named by
 // repository and digest, and nothing that gives the container the host.
 func (s *Spec) checkContainer() error {
-	repo, _, ok := strings.Cut(s.Image, "@")
-	if !ok || repo == "" {
-		return fmt.Errorf(`has "spec.image" %q without a repository; a container image is pinned as "registry/repo@sha256:<64 hex>"`, s.Image)
-	}
 	c := s.Container
+	repo, _, ok := strings.Cut(s.Image, "@")
+	if (!ok || repo == "") && !s.Archived() {
+		return fmt.Errorf(`has "spec.image" %q without a repository; a container image is pinned as "registry/repo@sha256:<64 hex>", or set "spec.container.archive" for an OCI archive in sluice's store`, s.Image)
+	}
 	if c == nil {
 		return nil
 	}
 	switch {
+	case c.Archive && c.PullSecret != "":
+		return fmt.Errorf(`has both "spec.container.archive" and "spec.container.pullSecret"; an archive comes from sluice's store and is never pulled`)
 	case c.Privileged:
 		return fmt.Errorf(`has "spec.container.privileged"; a privileged container is given the host, which sluice refuses`)
 	case len(c.CapAdd) > 0:
@@ -97,4 +105,16 @@ func (s *Spec) checkContainer() error {
 		}
 	}
 	return nil
+}
+
+// Archived reports whether the image's pin is an OCI archive in sluice's
+// artifact store rather than an image in a registry.
+func (s *Spec) Archived() bool {
+	return s.Runtime == RuntimeContainer && s.Container != nil && s.Container.Archive
+}
+
+// PulledByEngine reports whether the node's engine pulls the pinned image
+// from its registry, so that sluice's artifact store does not hold it.
+func (s *Spec) PulledByEngine() bool {
+	return s.Runtime == RuntimeContainer && !s.Archived()
 }

@@ -36,6 +36,8 @@ func TestParseContainer(t *testing.T) {
 		"ABadPort":                  {image: "r.example/web@" + digest, extra: `, "container": {"ports": [{"hostPort": 70000}]}`, wantErr: "give hostPort (and containerPort) from 1 to 65535"},
 		"ABadPullSecret":            {image: "r.example/web@" + digest, extra: `, "container": {"pullSecret": "no spaces"}`, wantErr: "is not a secret name"},
 		"AWorkDir":                  {image: "r.example/web@" + digest, extra: `, "workDir": "/srv"`, wantErr: "the image sets its working directory"},
+		"AnArchiveByItsDigestAlone": {image: digest, extra: `, "container": {"archive": true}`},
+		"AnArchiveWithAPullSecret":  {image: digest, extra: `, "container": {"archive": true, "pullSecret": "registry"}`, wantErr: "an archive comes from sluice's store and is never pulled"},
 		"ContainerUnderExec":        {runtime: "exec", image: digest, extra: `, "container": {}`, wantErr: `has "spec.container" under runtime "exec"`},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -61,5 +63,14 @@ func TestParseContainer(t *testing.T) {
 		require.Equal(t, "registry", spec.PullSecret())
 		require.Equal(t, []string{"registry"}, spec.SecretNames(), "sync checks that the secret exists, as for an environment's")
 		require.Empty(t, spec.SecretEnv(), "it is no environment variable of the container")
+		require.True(t, spec.PulledByEngine(), "sluice's store does not hold it")
+	})
+
+	t.Run("AnArchiveIsInSluicesStore", func(t *testing.T) {
+		t.Parallel()
+		spec, err := servicespec.Parse("web", unit("container", digest, `, "container": {"archive": true}`))
+		require.NoError(t, err)
+		require.True(t, spec.Archived())
+		require.False(t, spec.PulledByEngine(), "acceptance and deploy look for it in the store")
 	})
 }

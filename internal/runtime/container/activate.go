@@ -61,7 +61,7 @@ func (r *Runtime) owned(ctx context.Context, name string) (*ctr.InspectResponse,
 // the engine lacks it, replaces the service's container (keeping its
 // volumes and the old image) with one created from the spec, with the
 // secrets' values in its environment, and starts it.
-func (r *Runtime) Activate(ctx context.Context, u *hoststep.Unit, _ string) (hoststep.Instance, error) {
+func (r *Runtime) Activate(ctx context.Context, u *hoststep.Unit, exe string) (hoststep.Instance, error) {
 	s, err := parseSpec(u.Text)
 	if err != nil {
 		return nil, fmt.Errorf("the unit of %s does not read as a container spec: %w", u.Manifest.Service, err)
@@ -74,7 +74,12 @@ func (r *Runtime) Activate(ctx context.Context, u *hoststep.Unit, _ string) (hos
 	if err != nil && !errors.Is(err, errNoContainer) {
 		return nil, err
 	}
-	imageID, err := r.ensureImage(ctx, s, u.PullAuth)
+	var imageID string
+	if s.Archive {
+		imageID, err = r.loadArchive(ctx, s, exe)
+	} else {
+		imageID, err = r.ensureImage(ctx, s, u.PullAuth)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +91,11 @@ func (r *Runtime) Activate(ctx context.Context, u *hoststep.Unit, _ string) (hos
 	cfg, host, err := createConfig(s, u)
 	if err != nil {
 		return nil, err
+	}
+	if s.Archive {
+		// Created from the image id read from the archive: its name is
+		// the pin's, which no registry answers for.
+		cfg.Image, cfg.Labels[LabelImage] = imageID, imageID
 	}
 	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: s.Service, Config: cfg, HostConfig: host})
 	if err != nil {
@@ -293,6 +303,19 @@ func (r *Runtime) Prove(ctx context.Context, inst hoststep.Instance, want string
 		return &hoststep.ArtifactProof{Pid: inst.Pid(), Want: want, Sentence: "Which image runs cannot be proven: the instance is not the container runtime's."}
 	}
 	pr := &hoststep.ArtifactProof{Pid: in.pid, Want: want, Start: in.Start(), Facts: map[string]string{"container": in.id, "image": in.image, "startedAt": in.startedAt}}
+	if in.archiveImage != "" {
+		// Loaded from an OCI archive: no registry digest names it. The
+		// label is the image id sluice read from the archive the pin
+		// names, when it created the container.
+		pr.Path, pr.Proven, pr.Digest = in.ref, true, in.archiveDigest
+		pr.Matches = in.image == in.archiveImage && in.archiveDigest == want
+		if pr.Matches {
+			pr.Sentence = fmt.Sprintf("Container %s runs image %s, which the OCI archive %s names, proven by the engine's image id.", in.name, shortID(in.image), hoststep.Short(want))
+		} else {
+			pr.Sentence = fmt.Sprintf("Container %s runs image %s from archive %s, not the image of %s.", in.name, shortID(in.image), hoststep.Short(in.archiveDigest), hoststep.Short(want))
+		}
+		return pr
+	}
 	cli, err := r.client()
 	if err != nil {
 		pr.Sentence = fmt.Sprintf("Which image runs cannot be proven: %s.", err)
@@ -434,6 +457,7 @@ func (r *Runtime) instance(c *ctr.InspectResponse) *instance {
 	in := &instance{r: r, id: c.ID, name: strings.TrimPrefix(c.Name, "/"), image: c.Image}
 	if c.Config != nil {
 		in.ref = c.Config.Image
+		in.archiveImage, in.archiveDigest = c.Config.Labels[LabelImage], c.Config.Labels[LabelDigest]
 	}
 	if c.State != nil {
 		in.pid, in.startedAt = c.State.Pid, c.State.StartedAt
@@ -447,6 +471,9 @@ type instance struct {
 	id, name  string
 	image     string // the image id
 	ref       string // the image as the container was created from it
+	// archiveImage and archiveDigest are, for an image loaded from an OCI
+	// archive, the image id read from the archive and the archive's digest.
+	archiveImage, archiveDigest string
 	pid       int
 	startedAt string
 }

@@ -102,9 +102,13 @@ func New(host, dataDir string) *Runtime {
 // Name implements hoststep.Runtime.
 func (r *Runtime) Name() string { return Name }
 
-// FetchesArtifacts implements hoststep.ArtifactFetcher: the engine pulls
-// the image.
-func (r *Runtime) FetchesArtifacts() bool { return true }
+// FetchesArtifact implements hoststep.ArtifactFetcher: the engine pulls
+// the image, unless the unit's is an OCI archive in sluice's store, which
+// the host fetches as a file artifact.
+func (r *Runtime) FetchesArtifact(u *hoststep.Unit) bool {
+	s, err := parseSpec(u.Text)
+	return err != nil || !s.Archive
+}
 
 // client returns the engine's client, made on first use; it negotiates
 // the API version with the engine (Podman 4.3 serves 1.41).

@@ -27,6 +27,10 @@ const (
 	LabelService = "io.sluice.service"
 	LabelDigest  = "io.sluice.digest"
 	LabelSpec    = "io.sluice.spec"
+	// LabelImage is, on a container of an image loaded from an OCI
+	// archive, the image id (its config's digest) that sluice read from
+	// the archive the pin names: what Prove holds the container to.
+	LabelImage = "io.sluice.image"
 )
 
 // Spec is the rendered unit of a container service: what Activate creates
@@ -39,6 +43,9 @@ type Spec struct {
 	// digest that pins it.
 	Image  string `json:"image"`
 	Digest string `json:"digest"`
+	// Archive says Digest is an OCI archive's in sluice's store, which
+	// Activate loads into the engine instead of pulling Image.
+	Archive bool `json:"archive,omitempty"`
 	// Entrypoint replaces the image's; nil keeps it. Args follow it.
 	Entrypoint []string          `json:"entrypoint,omitempty"`
 	Args       []string          `json:"args,omitempty"`
@@ -115,7 +122,7 @@ func renderSpec(req *hoststep.ApplyRequest) (*Spec, error) {
 	}
 	s := &Spec{
 		Healthcheck: hc,
-		Kind:        Kind, Service: m.Service, Image: c.Image, Digest: m.ArtifactDigest,
+		Kind:        Kind, Service: m.Service, Image: c.Image, Digest: m.ArtifactDigest, Archive: c.Archive,
 		Entrypoint: c.Entrypoint, Args: m.Args, Env: m.Env, WorkDir: m.WorkDir, Ports: ports,
 		Restart: restart, Network: c.Network, StopTimeoutSec: hoststep.StopTimeout(m),
 	}
