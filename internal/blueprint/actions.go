@@ -55,11 +55,11 @@ func (s *Service) actions(ctx context.Context, q *db.Queries, u *db.Unit, spec *
 	case len(pl.Nodes) == 0:
 		out.Authorize = disabled("The approved placement names no node: nothing can be rolled out.")
 	default:
-		switch _, err := q.ArtifactGet(ctx, digest); {
-		case errors.Is(err, pgx.ErrNoRows):
-			out.Authorize = disabled("Artifact %s is not in the store: upload it first.", digest)
+		switch ok, err := inStore(ctx, q, spec.Service.PulledByEngine(), digest); {
 		case err != nil:
 			return nil, err
+		case !ok:
+			out.Authorize = disabled("Artifact %s is not in the store: upload it first.", digest)
 		default:
 			switch x, err := q.RolloutFind(ctx, &db.RolloutFindParams{UnitID: u.ID, Generation: u.ContentHash, Digest: digest, PlacementID: pl.ID}); {
 			case err == nil:
@@ -118,11 +118,11 @@ func (s *Service) actions(ctx context.Context, q *db.Queries, u *db.Unit, spec *
 		case err != nil:
 			return nil, err
 		default:
-			switch _, err := q.ArtifactGet(ctx, t.Digest); {
-			case errors.Is(err, pgx.ErrNoRows):
-				out.Rollback = disabled("Artifact %s of generation %s is no longer in the store: upload it again first.", t.Digest, short(t.Generation))
+			switch ok, err := inStore(ctx, q, pulledByEngine(t.Manifest), t.Digest); {
 			case err != nil:
 				return nil, err
+			case !ok:
+				out.Rollback = disabled("Artifact %s of generation %s is no longer in the store: upload it again first.", t.Digest, short(t.Generation))
 			}
 		}
 	}

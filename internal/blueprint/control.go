@@ -254,10 +254,10 @@ func (s *Service) rollback(ctx context.Context, name string, req RollbackRequest
 		if err != nil {
 			return err
 		}
-		if _, err := q.ArtifactGet(ctx, t.Digest); errors.Is(err, pgx.ErrNoRows) {
+		if ok, err := inStore(ctx, q, pulledByEngine(t.Manifest), t.Digest); err != nil {
+			return err
+		} else if !ok {
 			return errs.Errorf(errs.Conflict, "Artifact %s of generation %s is no longer in the store, so no rollback was authorized; upload it again first.", t.Digest, short(t.Generation))
-		} else if err != nil {
-			return fmt.Errorf("look up artifact %s: %w", t.Digest, err)
 		}
 		if r, err := q.RollbackFind(ctx, &db.RollbackFindParams{RollsBack: &x.ID, Generation: t.Generation, Digest: t.Digest, Scope: req.Scope}); err == nil {
 			out = &Authorized{Rollout: r, Existing: true}

@@ -112,10 +112,10 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 			onFail = "stop"
 		}
 		digest := spec.Service.Digest()
-		if _, err := q.ArtifactGet(ctx, digest); errors.Is(err, pgx.ErrNoRows) {
+		if ok, err := inStore(ctx, q, spec.Service.PulledByEngine(), digest); err != nil {
+			return err
+		} else if !ok {
 			return errs.Errorf(errs.Invalid, "Artifact %s, which Blueprint %s pins, is not in the store, so no rollout was authorized; upload it first with `sluice artifact push FILE`.", digest, name)
-		} else if err != nil {
-			return fmt.Errorf("look up artifact %s: %w", digest, err)
 		}
 		if r, err := q.RolloutFind(ctx, &db.RolloutFindParams{UnitID: u.ID, Generation: u.ContentHash, Digest: digest, PlacementID: pl.ID}); err == nil {
 			out = &Authorized{Rollout: r, Existing: true}

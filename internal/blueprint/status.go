@@ -191,6 +191,8 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 	// Artifact.
 	digest := spec.Service.Digest()
 	switch _, err := q.ArtifactGet(ctx, digest); {
+	case spec.Service.PulledByEngine():
+		stage(StageArtifact, "In its registry", status.ToneOK, "", "Image %s is pulled by each node's engine from its registry, by digest.", hoststep.Short(digest))
 	case errors.Is(err, pgx.ErrNoRows):
 		stage(StageArtifact, "Artifact missing", status.ToneError, "sluice artifact push FILE",
 			"Artifact %s, which the template pins, is not in the store: no rollout of it can be authorized.", hoststep.Short(digest))
