@@ -27,6 +27,11 @@
 // untracked files stay; the next checkout compares every tracked path. A
 // repair that fails says so in one sentence, and the next sync tries again.
 //
+// A sync's memory does not grow with the largest file the repository holds:
+// a fetched pack is indexed one object at a time as a stream (packStore,
+// in place of go-git's indexer, which holds each object whole), and a blob
+// over StreamAbove is read from its pack as it is copied to its file.
+//
 // Files are written as their blobs hold them: Git attributes (end-of-line
 // conversion, filters such as LFS) are not applied. A submodule becomes an
 // empty directory.

@@ -151,9 +151,10 @@ func (m *Mirror) openLocked() (*git.Repository, func(), error) {
 // open for the whole sync: go-git otherwise reopens a pack, through a
 // symlink-resolving path walk, for every object it reads. Objects over
 // StreamAbove are read from their pack as they are used, never whole into
-// memory (go-git's default has no limit).
+// memory (go-git's default has no limit), and a fetched pack is indexed
+// without holding any object whole (see packStore).
 func openRepo(dir string) (*git.Repository, func(), error) {
-	st := filesystem.NewStorageWithOptions(osfs.New(filepath.Join(dir, git.GitDirName)),
+	st := newPackStore(filepath.Join(dir, git.GitDirName),
 		cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: StreamAbove})
 	repo, err := git.Open(st, osfs.New(dir))
 	if err != nil {

@@ -359,7 +359,7 @@ func (m *Mirror) refetch(ctx context.Context) error {
 // fetchInto fetches the branch into a new bare repository at dir and
 // returns the commit it names.
 func (m *Mirror) fetchInto(ctx context.Context, dir string) (plumbing.Hash, error) {
-	st := filesystem.NewStorage(osfs.New(dir), cache.NewObjectLRUDefault())
+	st := newPackStore(dir, cache.NewObjectLRUDefault(), filesystem.Options{})
 	defer st.Close()
 	repo, err := git.Init(st, nil)
 	if err != nil {

@@ -1,0 +1,128 @@
+package gitsync
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// packStore is go-git's filesystem storage of a .git directory with a pack
+// writer of sluice's: a pack that a fetch or a repack writes is indexed by
+// indexPack, whose memory does not grow with the pack's largest object,
+// instead of by go-git's parser, which holds each object whole in turn.
+// Everything else is go-git's.
+type packStore struct {
+	*filesystem.Storage
+	packDir string
+}
+
+func newPackStore(gitDir string, c cache.Object, opts filesystem.Options) *packStore {
+	return &packStore{
+		Storage: filesystem.NewStorageWithOptions(osfs.New(gitDir), c, opts),
+		packDir: filepath.Join(gitDir, "objects", "pack"),
+	}
+}
+
+// PackfileWriter returns a writer of one pack. The pack goes to a
+// temporary file (tmp_pack_*, which removeTempPacks clears when a sync is
+// killed meanwhile); Close indexes it, then puts its index and the pack in
+// place, in that order, as go-git does (mend removes an index left without
+// its pack), and has the storage read the indexes again. Nothing written:
+// no pack.
+func (s *packStore) PackfileWriter() (io.WriteCloser, error) {
+	if err := os.MkdirAll(s.packDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", s.packDir, err)
+	}
+	f, err := os.CreateTemp(s.packDir, "tmp_pack_")
+	if err != nil {
+		return nil, fmt.Errorf("start a pack: %w", err)
+	}
+	return &packWriter{s: s, f: f}, nil
+}
+
+type packWriter struct {
+	s      *packStore
+	f      *os.File
+	n      int64 // bytes written
+	closed bool
+}
+
+func (w *packWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.n += int64(n)
+	return n, err
+}
+
+func (w *packWriter) Close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	tmp := w.f.Name()
+	defer os.Remove(tmp) // gone already once renamed
+	if w.n == 0 {
+		return w.f.Close()
+	}
+	idx, sum, err := indexPack(w.f, w.s.packDir)
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, packfile.ErrEmptyPackfile) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("index the received pack: %w", err)
+	}
+	// Packs are named by their content: one already in place stays.
+	base := filepath.Join(w.s.packDir, "pack-"+sum.String())
+	if _, err := os.Lstat(base + ".idx"); errors.Is(err, fs.ErrNotExist) {
+		if err := writeIdx(base+".idx", idx); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Lstat(base + ".pack"); errors.Is(err, fs.ErrNotExist) {
+		if err := os.Rename(tmp, base+".pack"); err != nil {
+			return fmt.Errorf("put the pack in place: %w", err)
+		}
+		_ = os.Chmod(base+".pack", 0o444)
+	}
+	w.s.Reindex()
+	return nil
+}
+
+// writeIdx writes idx to name, through a temporary file renamed into place.
+func writeIdx(name string, idx *idxfile.MemoryIndex) error {
+	f, err := os.CreateTemp(filepath.Dir(name), "tmp_pack_*.idx")
+	if err != nil {
+		return fmt.Errorf("write the pack index: %w", err)
+	}
+	defer os.Remove(f.Name())
+	bw := bufio.NewWriterSize(f, 64<<10)
+	_, err = idxfile.NewEncoder(bw).Encode(idx)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o444)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), name)
+	}
+	if err != nil {
+		return fmt.Errorf("write the pack index: %w", err)
+	}
+	return nil
+}
