@@ -89,7 +89,10 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 		return image, digest
 	}
 
-	repo.Commit(t, "web as a container", map[string]string{"services/web.json": containerUnit("web", "n1", v1.Ref, port, probe, "registry", `, "driftMode": "enforce"`)})
+	// With resource limits, which the spec's words reach the engine as.
+	web := strings.Replace(containerUnit("web", "n1", v1.Ref, port, probe, "registry", `, "driftMode": "enforce"`),
+		`"pullSecret": "registry"`, `"pullSecret": "registry", "memory": "64M", "cpus": 0.5`, 1)
+	repo.Commit(t, "web as a container", map[string]string{"services/web.json": web})
 	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 
 	// Converge: pulled with the secret's credentials, proven by the engine.
@@ -98,6 +101,8 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 	require.Equal(t, "v1", version())
 	_, digest := running()
 	require.Equal(t, v1.Digest, digest)
+	limits := e.Podman(t, "--remote", "--url", e.Host, "inspect", "web", "--format", "{{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}")
+	require.Equal(t, "67108864 500000000", strings.TrimSpace(limits))
 	res := (&fleet{t: t, serve: p}).result(id)
 	proof := res["applied"].(map[string]any)["artifact"].(map[string]any)
 	require.Equal(t, true, proof["matches"], proof["sentence"])

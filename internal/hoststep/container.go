@@ -47,6 +47,12 @@ type Container struct {
 	// the image's, if it has one.
 	Healthcheck *ContainerHealthcheck `json:"healthcheck,omitempty"`
 
+	// Memory is the container's memory limit in bytes; 0 sets none.
+	Memory int64 `json:"memory,omitempty"`
+	// NanoCPUs is its CPU limit in billionths of a CPU (0.5 CPU is
+	// 500000000); 0 sets none.
+	NanoCPUs int64 `json:"nanoCpus,omitempty"`
+
 	// These are refused, each with a sentence, until a source's policy can
 	// allow them: they give the container the host.
 	Privileged bool     `json:"privileged,omitempty"`

@@ -546,6 +546,7 @@ func containerOf(spec *servicespec.Spec, name string) *hoststep.Container {
 		return out
 	}
 	out.Entrypoint, out.Restart, out.Network, out.Archive = c.Entrypoint, c.Restart, c.Network, c.Archive
+	out.Memory, out.NanoCPUs = c.MemoryBytes(), c.NanoCPUs()
 	for _, p := range c.Ports {
 		out.Ports = append(out.Ports, hoststep.ContainerPort{HostIP: p.HostIP, HostPort: p.HostPort, ContainerPort: p.ContainerPort, Protocol: p.Protocol})
 	}

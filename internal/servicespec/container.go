@@ -1,8 +1,11 @@
 package servicespec
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -40,6 +43,13 @@ type Container struct {
 	// reaches no registry. spec.image is then "name@sha256:<the archive's
 	// digest>" or the digest alone.
 	Archive bool `json:"archive,omitempty"`
+	// Memory is the container's memory limit: bytes, as an integer
+	// (536870912) or a string with a suffix K, M or G for powers of 1024
+	// ("512M"); at least 6M, the engine's floor. Empty sets no limit.
+	Memory ByteSize `json:"memory,omitempty"`
+	// CPUs is how much CPU time the container may use, in CPUs: a decimal
+	// such as 0.5, from 0.01 with at most three places. 0 sets no limit.
+	CPUs float64 `json:"cpus,omitempty"`
 	// These give the container the host, and are refused with a sentence.
 	Privileged bool     `json:"privileged,omitempty"`
 	CapAdd     []string `json:"capAdd,omitempty"`
@@ -61,6 +71,77 @@ type ContainerHealthcheck struct {
 	IntervalSec int      `json:"intervalSec,omitempty"`
 	TimeoutSec  int      `json:"timeoutSec,omitempty"`
 	Retries     int      `json:"retries,omitempty"`
+}
+
+// ByteSize is a size as a service writes it: an integer number of bytes,
+// or a string of digits with an optional suffix K, M or G (powers of
+// 1024). It keeps the text; Bytes reads it.
+type ByteSize string
+
+// UnmarshalJSON takes a JSON number or string.
+func (b *ByteSize) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] != '"' {
+		var n json.Number
+		if err := json.Unmarshal(data, &n); err != nil {
+			return err
+		}
+		*b = ByteSize(n)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return err
+	}
+	*b = ByteSize(s)
+	return nil
+}
+
+// Bytes is the size in bytes; an error when it does not read as one.
+func (b ByteSize) Bytes() (int64, error) {
+	s, mult := string(b), int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k', 'K':
+			mult = 1 << 10
+		case 'm', 'M':
+			mult = 1 << 20
+		case 'g', 'G':
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			s = s[:n-1]
+		}
+	}
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, fmt.Errorf("it is not a whole number of bytes with an optional K, M or G")
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("it is too large")
+	}
+	return n * mult, nil
+}
+
+// MinContainerMemory is the smallest memory limit an engine accepts (6M).
+const MinContainerMemory = 6 << 20
+
+// MemoryBytes is the memory limit in bytes, 0 for none; the spec has
+// been checked, so it reads.
+func (c *Container) MemoryBytes() int64 {
+	if c == nil || c.Memory == "" {
+		return 0
+	}
+	n, _ := c.Memory.Bytes()
+	return n
+}
+
+// NanoCPUs is the CPU limit in billionths of a CPU, as the engine takes
+// it (0.5 is 500000000); 0 for none.
+func (c *Container) NanoCPUs() int64 {
+	if c == nil {
+		return 0
+	}
+	return int64(math.Round(c.CPUs*1000)) * 1_000_000
 }
 
 var containerRestarts = []string{"no", "on-failure", "always", "unless-stopped"}
@@ -95,6 +176,18 @@ func (s *Spec) checkContainer() error {
 		return fmt.Errorf(`has "spec.container.healthcheck" without a command`)
 	case c.PullSecret != "" && !SecretNameRE.MatchString(c.PullSecret):
 		return fmt.Errorf(`has "spec.container.pullSecret" %q that is not a secret name`, c.PullSecret)
+	}
+	if c.Memory != "" {
+		n, err := c.Memory.Bytes()
+		switch {
+		case err != nil:
+			return fmt.Errorf(`has "spec.container.memory" %q, and %v; give bytes as an integer, or a string with a suffix K, M or G such as "512M"`, string(c.Memory), err)
+		case n < MinContainerMemory:
+			return fmt.Errorf(`has "spec.container.memory" %q, under the engine's floor of 6M; give at least "6M", or leave it out for no limit`, string(c.Memory))
+		}
+	}
+	if milli := c.CPUs * 1000; c.CPUs != 0 && (c.CPUs < 0.01 || milli > 1<<20 || math.Abs(milli-math.Round(milli)) > 1e-6) {
+		return fmt.Errorf(`has "spec.container.cpus" %v; give a number of CPUs from 0.01 with at most three decimal places, such as 0.5, or leave it out for no limit`, c.CPUs)
 	}
 	for _, p := range c.Ports {
 		if p.HostPort < 1 || p.HostPort > 65535 || p.ContainerPort < 0 || p.ContainerPort > 65535 {

@@ -38,6 +38,16 @@ func TestParseContainer(t *testing.T) {
 		"AWorkDir":                  {image: "r.example/web@" + digest, extra: `, "workDir": "/srv"`, wantErr: "the image sets its working directory"},
 		"AnArchiveByItsDigestAlone": {image: digest, extra: `, "container": {"archive": true}`},
 		"AnArchiveWithAPullSecret":  {image: digest, extra: `, "container": {"archive": true, "pullSecret": "registry"}`, wantErr: "an archive comes from sluice's store and is never pulled"},
+		"Limits":                    {image: "r.example/web@" + digest, extra: `, "container": {"memory": "512M", "cpus": 0.5}`},
+		"MemoryAsAnInteger":         {image: "r.example/web@" + digest, extra: `, "container": {"memory": 67108864}`},
+		"MemoryWithAUnitOfItsOwn":   {image: "r.example/web@" + digest, extra: `, "container": {"memory": "512MB"}`, wantErr: `"spec.container.memory" "512MB", and it is not a whole number of bytes`},
+		"MemoryAsADecimal":          {image: "r.example/web@" + digest, extra: `, "container": {"memory": "1.5G"}`, wantErr: `"spec.container.memory" "1.5G", and it is not a whole number`},
+		"NegativeMemory":            {image: "r.example/web@" + digest, extra: `, "container": {"memory": -1}`, wantErr: `"spec.container.memory" "-1", and it is not a whole number`},
+		"MemoryUnderTheFloor":       {image: "r.example/web@" + digest, extra: `, "container": {"memory": "4M"}`, wantErr: `under the engine's floor of 6M`},
+		"MemoryTooLarge":            {image: "r.example/web@" + digest, extra: `, "container": {"memory": "9999999999999G"}`, wantErr: `"9999999999999G", and it is too large`},
+		"TooFewCPUs":                {image: "r.example/web@" + digest, extra: `, "container": {"cpus": 0.001}`, wantErr: `"spec.container.cpus" 0.001; give a number of CPUs from 0.01`},
+		"NegativeCPUs":              {image: "r.example/web@" + digest, extra: `, "container": {"cpus": -1}`, wantErr: `"spec.container.cpus" -1`},
+		"CPUsTooFine":               {image: "r.example/web@" + digest, extra: `, "container": {"cpus": 0.12345}`, wantErr: `at most three decimal places`},
 		"ContainerUnderExec":        {runtime: "exec", image: digest, extra: `, "container": {}`, wantErr: `has "spec.container" under runtime "exec"`},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -64,6 +74,27 @@ func TestParseContainer(t *testing.T) {
 		require.Equal(t, []string{"registry"}, spec.SecretNames(), "sync checks that the secret exists, as for an environment's")
 		require.Empty(t, spec.SecretEnv(), "it is no environment variable of the container")
 		require.True(t, spec.PulledByEngine(), "sluice's store does not hold it")
+	})
+
+	t.Run("LimitsAreReadAsTheEngineTakesThem", func(t *testing.T) {
+		t.Parallel()
+		spec, err := servicespec.Parse("web", unit("container", "r.example/web@"+digest, `, "container": {"memory": "512m", "cpus": 1.25}`))
+		require.NoError(t, err)
+		require.Equal(t, int64(512<<20), spec.Container.MemoryBytes())
+		require.Equal(t, int64(1_250_000_000), spec.Container.NanoCPUs())
+		spec, err = servicespec.Parse("web", unit("container", "r.example/web@"+digest, `, "container": {"memory": 6291456, "cpus": 0.1}`))
+		require.NoError(t, err)
+		require.Equal(t, int64(6<<20), spec.Container.MemoryBytes())
+		require.Equal(t, int64(100_000_000), spec.Container.NanoCPUs(), "0.1 is not 0.1000000000000000055")
+		for in, want := range map[string]int64{"2k": 2 << 10, "3G": 3 << 30, "7": 7} {
+			n, err := servicespec.ByteSize(in).Bytes()
+			require.NoError(t, err)
+			require.Equal(t, want, n, in)
+		}
+		spec, err = servicespec.Parse("web", unit("container", "r.example/web@"+digest, `, "container": {}`))
+		require.NoError(t, err)
+		require.Zero(t, spec.Container.MemoryBytes())
+		require.Zero(t, spec.Container.NanoCPUs())
 	})
 
 	t.Run("AnArchiveIsInSluicesStore", func(t *testing.T) {

@@ -143,7 +143,10 @@ func createConfig(s *Spec, u *hoststep.Unit) (*ctr.Config, *ctr.HostConfig, erro
 			Retries:  hc.Retries,
 		}
 	}
-	host := &ctr.HostConfig{RestartPolicy: ctr.RestartPolicy{Name: ctr.RestartPolicyMode(s.Restart)}}
+	host := &ctr.HostConfig{
+		RestartPolicy: ctr.RestartPolicy{Name: ctr.RestartPolicyMode(s.Restart)},
+		Resources:     ctr.Resources{Memory: s.Memory, NanoCPUs: s.NanoCPUs},
+	}
 	if s.Network != "" {
 		host.NetworkMode = ctr.NetworkMode(s.Network)
 	}
@@ -467,15 +470,15 @@ func (r *Runtime) instance(c *ctr.InspectResponse) *instance {
 
 // instance is one start of a container: its id and StartedAt.
 type instance struct {
-	r         *Runtime
-	id, name  string
-	image     string // the image id
-	ref       string // the image as the container was created from it
+	r        *Runtime
+	id, name string
+	image    string // the image id
+	ref      string // the image as the container was created from it
 	// archiveImage and archiveDigest are, for an image loaded from an OCI
 	// archive, the image id read from the archive and the archive's digest.
 	archiveImage, archiveDigest string
-	pid       int
-	startedAt string
+	pid                         int
+	startedAt                   string
 }
 
 // Start names this start: the container's id and when it started.

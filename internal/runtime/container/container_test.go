@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/enginetest"
@@ -82,6 +83,23 @@ func TestRender(t *testing.T) {
 		require.Less(t, strings.Index(text, `"A"`), strings.Index(text, `"B"`))
 	})
 
+	t.Run("RendersLimitsOnlyWhenSet", func(t *testing.T) {
+		t.Parallel()
+		u, err := rt.Render(base())
+		require.NoError(t, err)
+		require.NotContains(t, string(u.Text), `"memory"`)
+		require.NotContains(t, string(u.Text), `"nanoCpus"`)
+		req := base()
+		req.Container.Memory, req.Container.NanoCPUs = 64<<20, 500_000_000
+		u, err = rt.Render(req)
+		require.NoError(t, err)
+		require.Contains(t, string(u.Text), `"memory": 67108864,`)
+		require.Contains(t, string(u.Text), `"nanoCpus": 500000000`)
+		back, err := rt.Parse(u.Text)
+		require.NoError(t, err)
+		require.Equal(t, u.Hash, back.Hash)
+	})
+
 	t.Run("ParsesWhatItRendered", func(t *testing.T) {
 		t.Parallel()
 		u, err := rt.Render(base())
@@ -118,7 +136,10 @@ func TestRender(t *testing.T) {
 		"RefusesAnEmptyHealthcheck": {func(r *hoststep.ApplyRequest) {
 			r.Container.Healthcheck = &hoststep.ContainerHealthcheck{}
 		}, "The healthcheck of web has no command"},
-		"RefusesAnInvalidName": {func(r *hoststep.ApplyRequest) { r.Manifest.Service = "Web/.." }, ""},
+		"RefusesMemoryUnderTheFloor": {func(r *hoststep.ApplyRequest) { r.Container.Memory = 1 << 20 }, "under the engine's floor of 6 MiB"},
+		"RefusesNegativeMemory":      {func(r *hoststep.ApplyRequest) { r.Container.Memory = -1 }, "under the engine's floor of 6 MiB"},
+		"RefusesNegativeCPUs":        {func(r *hoststep.ApplyRequest) { r.Container.NanoCPUs = -1 }, "The CPU limit of web is negative"},
+		"RefusesAnInvalidName":       {func(r *hoststep.ApplyRequest) { r.Manifest.Service = "Web/.." }, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -397,6 +418,28 @@ func TestAdoptStopRemove(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, text)
 	b.engine.Podman(t, "image", "exists", v1.Ref)
+}
+
+func TestResourceLimits(t *testing.T) {
+	t.Parallel()
+
+	b := setup(t)
+	v1 := b.engine.PushHello(t, enginetest.ImageOpts{Version: "v1"})
+	req := b.request(v1)
+	req.Container.Memory, req.Container.NanoCPUs = 64<<20, 500_000_000
+	a, err := b.host.Apply(t.Context(), &events{}, &phase.Phases{}, req)
+	require.NoError(t, err)
+	require.True(t, a.Probe.OK, a.Probe.Sentence)
+
+	// The engine's own answer, over the Engine API, for the container it
+	// created.
+	cli, err := client.New(client.WithHost(b.engine.Host))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	res, err := cli.ContainerInspect(t.Context(), b.name, client.ContainerInspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(64<<20), res.Container.HostConfig.Memory)
+	require.Equal(t, int64(500_000_000), res.Container.HostConfig.NanoCPUs)
 }
 
 func randomHex(n int) string {

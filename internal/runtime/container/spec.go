@@ -15,6 +15,7 @@ import (
 	"sluice/internal/errs"
 	"sluice/internal/hoststep"
 	"sluice/internal/render"
+	"sluice/internal/servicespec"
 )
 
 // Kind names the rendered spec's format in its text.
@@ -58,6 +59,10 @@ type Spec struct {
 	Restart        string                   `json:"restart"`
 	Network        string                   `json:"network,omitempty"`
 	StopTimeoutSec int                      `json:"stopTimeoutSec"`
+	// Memory is the memory limit in bytes and NanoCPUs the CPU limit in
+	// billionths of a CPU; 0 sets none.
+	Memory   int64 `json:"memory,omitempty"`
+	NanoCPUs int64 `json:"nanoCpus,omitempty"`
 	// Healthcheck has its defaults filled in; nil keeps the image's.
 	Healthcheck *hoststep.ContainerHealthcheck `json:"healthcheck,omitempty"`
 }
@@ -116,6 +121,12 @@ func renderSpec(req *hoststep.ApplyRequest) (*Spec, error) {
 	if c.Network == "none" && len(ports) > 0 {
 		return nil, errs.Errorf(errs.Invalid, "%s has no network (network none) and publishes ports; drop one or the other.", m.Service)
 	}
+	switch {
+	case c.Memory < 0 || c.Memory > 0 && c.Memory < servicespec.MinContainerMemory:
+		return nil, errs.Errorf(errs.Invalid, "The memory limit of %s is %d bytes, under the engine's floor of 6 MiB; give at least 6M, or none.", m.Service, c.Memory)
+	case c.NanoCPUs < 0:
+		return nil, errs.Errorf(errs.Invalid, "The CPU limit of %s is negative; give a positive number of CPUs, or none.", m.Service)
+	}
 	hc, err := healthcheck(m.Service, c.Healthcheck)
 	if err != nil {
 		return nil, err
@@ -125,6 +136,7 @@ func renderSpec(req *hoststep.ApplyRequest) (*Spec, error) {
 		Kind:        Kind, Service: m.Service, Image: c.Image, Digest: m.ArtifactDigest, Archive: c.Archive,
 		Entrypoint: c.Entrypoint, Args: m.Args, Env: m.Env, WorkDir: m.WorkDir, Ports: ports,
 		Restart: restart, Network: c.Network, StopTimeoutSec: hoststep.StopTimeout(m),
+		Memory: c.Memory, NanoCPUs: c.NanoCPUs,
 	}
 	if len(s.Args) == 0 {
 		s.Args = nil
