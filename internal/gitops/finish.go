@@ -71,6 +71,8 @@ type finishing struct {
 func (f *finishing) run(ctx context.Context, tx pgx.Tx) error {
 	// The finishing transaction may run again (journal.RetryTransient).
 	f.phases = nil
+	// Its statements carry thousands of unit and run ids on a first sync.
+	tx = fastUUIDs(tx)
 	err := f.retryNames(ctx, tx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := f.stage("admit", func() error { return f.admit(ctx, tx) }); err != nil {
 			return err
