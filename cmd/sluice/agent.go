@@ -26,7 +26,9 @@ import (
 // (required), SLUICE_JOIN_TOKEN (the first time only), SLUICE_DATA_DIR
 // (default ./.sluice-agent, made absolute), SLUICE_AGENT_HEARTBEAT_SEC
 // (default 10), SLUICE_SYSTEMD (default auto: see agent.SystemdModes), SLUICE_CONTAINER_HOST
-// (else DOCKER_HOST: see agent.ContainerHost),
+// (else DOCKER_HOST: see agent.ContainerHost), SLUICE_CONTAINER_VOLUME_PREFIXES
+// (the host directories containers may bind-mount under, colon-separated;
+// none by default),
 // SLUICE_CA_FILE (PEM certificates to trust beside the system's),
 // SLUICE_AGENT_ALLOW_HTTP (1: plain http:// to a host that is not loopback)
 // and SLUICE_AGENT_PROTOCOL (a test plays an older agent).
@@ -55,6 +57,11 @@ func loadAgentConfig(getenv func(string) string) (*agent.Config, error) {
 	if err := c.CheckURL(); err != nil {
 		return nil, err
 	}
+	prefixes, err := agent.ContainerVolumePrefixes(getenv)
+	if err != nil {
+		return nil, err
+	}
+	c.ContainerVolumePrefixes = prefixes
 	if !slices.Contains(agent.SystemdModes, c.Systemd) {
 		return nil, fmt.Errorf("SLUICE_SYSTEMD must be one of %s, not %q", strings.Join(agent.SystemdModes, ", "), c.Systemd)
 	}

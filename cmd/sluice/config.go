@@ -107,6 +107,9 @@ func loadServeConfig(getenv func(string) string) (*controlplane.Config, error) {
 	c.DefaultNode = getenv("SLUICE_DEFAULT_NODE")
 	c.Systemd = cmp.Or(getenv("SLUICE_SYSTEMD"), agent.SystemdAuto)
 	c.ContainerHost = agent.ContainerHost(getenv)
+	if c.ContainerVolumePrefixes, err = agent.ContainerVolumePrefixes(getenv); err != nil {
+		return nil, err
+	}
 	silence, err := intEnv(getenv, "SLUICE_NODE_UNREACHABLE_SEC", 30)
 	if err != nil {
 		return nil, err

@@ -48,8 +48,10 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 	out, code := p.cliOut("node", "add", "n1")
 	require.Equal(t, 0, code, out)
 	token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
-	agentDir := t.TempDir()
-	agent := startAgent(t, p, "n1", agentDir, "SLUICE_JOIN_TOKEN="+token, "SLUICE_CONTAINER_HOST="+e.Host)
+	agentDir, allowed := t.TempDir(), t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(allowed, "ready"), []byte("from the host"), 0o644))
+	agent := startAgent(t, p, "n1", agentDir, "SLUICE_JOIN_TOKEN="+token, "SLUICE_CONTAINER_HOST="+e.Host,
+		"SLUICE_CONTAINER_VOLUME_PREFIXES="+allowed)
 	p.waitNode("n1", "Ready")
 
 	var answers []string
@@ -89,9 +91,11 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 		return image, digest
 	}
 
-	// With resource limits, which the spec's words reach the engine as.
+	// With resource limits, which the spec's words reach the engine as,
+	// and a directory of the host under the agent's allowed prefix.
 	web := strings.Replace(containerUnit("web", "n1", v1.Ref, port, probe, "registry", `, "driftMode": "enforce"`),
-		`"pullSecret": "registry"`, `"pullSecret": "registry", "memory": "64M", "cpus": 0.5`, 1)
+		`"pullSecret": "registry"`, `"pullSecret": "registry", "memory": "64M", "cpus": 0.5,
+		"volumes": [{"source": "`+allowed+`", "target": "/host", "readOnly": true}]`, 1)
 	repo.Commit(t, "web as a container", map[string]string{"services/web.json": web})
 	p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 
@@ -103,6 +107,8 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 	require.Equal(t, v1.Digest, digest)
 	limits := e.Podman(t, "--remote", "--url", e.Host, "inspect", "web", "--format", "{{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}")
 	require.Equal(t, "67108864 500000000", strings.TrimSpace(limits))
+	mounts := e.Podman(t, "--remote", "--url", e.Host, "inspect", "web", "--format", "{{range .Mounts}}{{.Source}}:{{.Destination}}:{{.RW}}{{end}}")
+	require.Equal(t, allowed+":/host:false", strings.TrimSpace(mounts))
 	res := (&fleet{t: t, serve: p}).result(id)
 	proof := res["applied"].(map[string]any)["artifact"].(map[string]any)
 	require.Equal(t, true, proof["matches"], proof["sentence"])

@@ -49,6 +49,11 @@ type Config struct {
 	// ContainerHost is the container engine's address (see ContainerHost);
 	// "" gives the node no container runtime.
 	ContainerHost string
+	// ContainerVolumePrefixes are the host directories under which the
+	// node's containers may bind-mount a path
+	// (SLUICE_CONTAINER_VOLUME_PREFIXES); none by default, which refuses
+	// every bind mount.
+	ContainerVolumePrefixes []string
 	// CAFile (SLUICE_CA_FILE) holds PEM certificates to trust beside the
 	// system's, for a serve whose certificate a private CA signed.
 	CAFile string
@@ -143,7 +148,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	// stops both.
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	host, err := NewHost(cfg.DataDir, cfg.Systemd, cfg.ContainerHost, &apiArtifacts{client: slow, node: cfg.NodeName})
+	host, err := newHost(cfg.DataDir, cfg.Systemd, ContainerOpts{Host: cfg.ContainerHost, VolumePrefixes: cfg.ContainerVolumePrefixes}, &apiArtifacts{client: slow, node: cfg.NodeName})
 	if err != nil {
 		return err
 	}
@@ -175,9 +180,14 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 // NewHost is a node's host: its runtimes (see Runtimes) keep what they
 // run under dataDir, and the artifacts its tasks name come through fetch,
 // verified against their digest before they run (in dataDir/artifacts).
+// Its container runtime, if it has one, allows no bind mount.
 func NewHost(dataDir, systemdMode, containerHost string, fetch Fetcher) (*hoststep.Host, error) {
+	return newHost(dataDir, systemdMode, ContainerOpts{Host: containerHost}, fetch)
+}
+
+func newHost(dataDir, systemdMode string, ctr ContainerOpts, fetch Fetcher) (*hoststep.Host, error) {
 	cache := &artifact.Cache{Dir: filepath.Join(dataDir, "artifacts"), Fetch: fetch.Fetch}
-	runtimes, err := Runtimes(dataDir, systemdMode, containerHost, cache)
+	runtimes, err := Runtimes(dataDir, systemdMode, ctr, cache)
 	if err != nil {
 		return nil, err
 	}

@@ -52,14 +52,35 @@ func ContainerHost(getenv func(string) string) string {
 	return ""
 }
 
+// ContainerVolumePrefixes are the host directories under which a node's
+// containers may bind-mount a path: SLUICE_CONTAINER_VOLUME_PREFIXES
+// (getenv reads it), absolute, clean paths separated by colons; none when
+// it is unset, which refuses every bind mount.
+func ContainerVolumePrefixes(getenv func(string) string) ([]string, error) {
+	return container.ParseVolumePrefixes(getenv(container.PrefixesSetting))
+}
+
+// ContainerOpts are a node's container settings.
+type ContainerOpts struct {
+	// Host is the engine's address (see ContainerHost); "" gives the node
+	// no container runtime.
+	Host string
+	// VolumePrefixes are the host directories under which a container may
+	// bind-mount a path (SLUICE_CONTAINER_VOLUME_PREFIXES, read by
+	// container.ParseVolumePrefixes); none refuses every bind mount.
+	VolumePrefixes []string
+}
+
 // Runtimes are the runtimes of a node that keeps its state in dataDir:
 // exec always, first (the default); systemd as mode says; container when
-// containerHost names an engine. An error says why the systemd mode asked
-// for cannot run here.
-func Runtimes(dataDir, mode, containerHost string, arts hoststep.Artifacts) ([]hoststep.Runtime, error) {
+// ctr names an engine. An error says why the systemd mode asked for cannot
+// run here.
+func Runtimes(dataDir, mode string, ctr ContainerOpts, arts hoststep.Artifacts) ([]hoststep.Runtime, error) {
 	out := []hoststep.Runtime{exec.New(dataDir, arts)}
-	if containerHost != "" {
-		out = append(out, container.New(containerHost, dataDir))
+	if ctr.Host != "" {
+		rt := container.New(ctr.Host, dataDir)
+		rt.VolumePrefixes = ctr.VolumePrefixes
+		out = append(out, rt)
 	}
 	switch mode {
 	case "", SystemdAuto:

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"sluice/internal/runtime/container"
 )
 
 func TestContainerHost(t *testing.T) {
@@ -23,16 +25,32 @@ func TestContainerHost(t *testing.T) {
 
 	t.Run("ANodeWithAnEngineHasTheContainerRuntime", func(t *testing.T) {
 		t.Parallel()
-		rts, err := Runtimes(t.TempDir(), SystemdOff, "unix:///tmp/e.sock", nil)
+		rts, err := Runtimes(t.TempDir(), SystemdOff, ContainerOpts{Host: "unix:///tmp/e.sock", VolumePrefixes: []string{"/srv/web"}}, nil)
 		require.NoError(t, err)
 		var names []string
 		for _, rt := range rts {
 			names = append(names, rt.Name())
 		}
 		require.Equal(t, []string{"exec", "container"}, names)
-		rts, err = Runtimes(t.TempDir(), SystemdOff, "", nil)
+		require.Equal(t, []string{"/srv/web"}, rts[1].(*container.Runtime).VolumePrefixes, "the node's allowed prefixes reach its runtime")
+		rts, err = Runtimes(t.TempDir(), SystemdOff, ContainerOpts{}, nil)
 		require.NoError(t, err)
 		require.Len(t, rts, 1)
+	})
+
+	t.Run("VolumePrefixesAreAbsoluteCleanPaths", func(t *testing.T) {
+		t.Parallel()
+		got, err := ContainerVolumePrefixes(env())
+		require.NoError(t, err)
+		require.Empty(t, got, "none by default")
+		got, err = ContainerVolumePrefixes(env("SLUICE_CONTAINER_VOLUME_PREFIXES", "/srv/web:/var/lib/app"))
+		require.NoError(t, err)
+		require.Equal(t, []string{"/srv/web", "/var/lib/app"}, got)
+		for _, bad := range []string{"srv/web", "/srv/web/", "/srv/../etc", "/srv::/app"} {
+			_, err = ContainerVolumePrefixes(env("SLUICE_CONTAINER_VOLUME_PREFIXES", bad))
+			require.ErrorContains(t, err, "SLUICE_CONTAINER_VOLUME_PREFIXES holds", bad)
+			require.ErrorContains(t, err, "which is not an absolute, clean path", bad)
+		}
 	})
 
 	if _, err := os.Stat("/var/run/docker.sock"); err == nil {

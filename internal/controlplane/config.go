@@ -118,6 +118,10 @@ type Config struct {
 	// ContainerHost is the container engine serve's own node drives (see
 	// agent.ContainerHost); "" gives it no container runtime.
 	ContainerHost string
+	// ContainerVolumePrefixes is SLUICE_CONTAINER_VOLUME_PREFIXES: the
+	// host directories under which serve's own node's containers may
+	// bind-mount a path; none by default, which refuses every bind mount.
+	ContainerVolumePrefixes []string
 	// NodeSilence is SLUICE_NODE_UNREACHABLE_SEC, default 30: how long a node
 	// may be silent before it reads Unreachable.
 	NodeSilence time.Duration

@@ -101,7 +101,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 	// cfg.Systemd says), artifacts from the store.
 	var local *hoststep.Host
 	if opts.Node != "" {
-		runtimes, err := agent.Runtimes(cfg.DataDir, cfg.Systemd, cfg.ContainerHost, store)
+		runtimes, err := agent.Runtimes(cfg.DataDir, cfg.Systemd, agent.ContainerOpts{Host: cfg.ContainerHost, VolumePrefixes: cfg.ContainerVolumePrefixes}, store)
 		if err != nil {
 			return nil, err
 		}

@@ -47,6 +47,9 @@ type Container struct {
 	// the image's, if it has one.
 	Healthcheck *ContainerHealthcheck `json:"healthcheck,omitempty"`
 
+	// Volumes are mounted into the container; a bind mount's source must
+	// be inside the node's allowed prefixes.
+	Volumes []ContainerVolume `json:"volumes,omitempty"`
 	// Memory is the container's memory limit in bytes; 0 sets none.
 	Memory int64 `json:"memory,omitempty"`
 	// NanoCPUs is its CPU limit in billionths of a CPU (0.5 CPU is
@@ -72,6 +75,14 @@ type ContainerPort struct {
 	ContainerPort int `json:"containerPort,omitempty"`
 	// Protocol is "tcp" (the default) or "udp".
 	Protocol string `json:"protocol,omitempty"`
+}
+
+// ContainerVolume mounts a host directory (Source an absolute path) or a
+// named volume of the engine (Source its name) at Target.
+type ContainerVolume struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
 }
 
 // ContainerHealthcheck is a command the engine runs in the container to

@@ -547,6 +547,9 @@ func containerOf(spec *servicespec.Spec, name string) *hoststep.Container {
 	}
 	out.Entrypoint, out.Restart, out.Network, out.Archive = c.Entrypoint, c.Restart, c.Network, c.Archive
 	out.Memory, out.NanoCPUs = c.MemoryBytes(), c.NanoCPUs()
+	for _, v := range c.Volumes {
+		out.Volumes = append(out.Volumes, hoststep.ContainerVolume{Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
+	}
 	for _, p := range c.Ports {
 		out.Ports = append(out.Ports, hoststep.ContainerPort{HostIP: p.HostIP, HostPort: p.HostPort, ContainerPort: p.ContainerPort, Protocol: p.Protocol})
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,6 +52,11 @@ type Container struct {
 	// CPUs is how much CPU time the container may use, in CPUs: a decimal
 	// such as 0.5, from 0.01 with at most three places. 0 sets no limit.
 	CPUs float64 `json:"cpus,omitempty"`
+	// Volumes are mounted into the container: a host directory (a bind
+	// mount, which the node allows only under its
+	// SLUICE_CONTAINER_VOLUME_PREFIXES) or a named volume of the engine.
+	// Neither is ever deleted by sluice.
+	Volumes []ContainerVolume `json:"volumes,omitempty"`
 	// These give the container the host, and are refused with a sentence.
 	Privileged bool     `json:"privileged,omitempty"`
 	CapAdd     []string `json:"capAdd,omitempty"`
@@ -63,6 +70,39 @@ type ContainerPort struct {
 	HostPort      int    `json:"hostPort"`
 	ContainerPort int    `json:"containerPort,omitempty"`
 	Protocol      string `json:"protocol,omitempty"`
+}
+
+// ContainerVolume mounts a host directory or a named volume into a
+// container.
+type ContainerVolume struct {
+	// Source is an absolute, clean host path ("/srv/web/data": a bind
+	// mount) or the name of a volume ("web-data"), which the engine makes
+	// when it lacks it.
+	Source string `json:"source"`
+	// Target is where it is mounted in the container: an absolute, clean
+	// path other than /.
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+}
+
+// VolumeNameRE is a named volume's name as the engines take it.
+var VolumeNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
+
+// CheckVolume checks a volume's syntax and says what is wrong with it as
+// the end of a sentence; the node's runtime decides which host paths it
+// allows.
+func CheckVolume(v ContainerVolume) error {
+	switch {
+	case v.Target == "" || v.Target[0] != '/' || path.Clean(v.Target) != v.Target || v.Target == "/":
+		return fmt.Errorf("target %q is not an absolute, clean path in the container other than /", v.Target)
+	case strings.HasPrefix(v.Source, "/"):
+		if path.Clean(v.Source) != v.Source {
+			return fmt.Errorf("source %q is not a clean path; write it as %q", v.Source, path.Clean(v.Source))
+		}
+	case !VolumeNameRE.MatchString(v.Source):
+		return fmt.Errorf("source %q is neither an absolute host path nor a volume's name (letters, digits, _ . -, at least two)", v.Source)
+	}
+	return nil
 }
 
 // ContainerHealthcheck is a command the engine runs in the container.
@@ -188,6 +228,16 @@ func (s *Spec) checkContainer() error {
 	}
 	if milli := c.CPUs * 1000; c.CPUs != 0 && (c.CPUs < 0.01 || milli > 1<<20 || math.Abs(milli-math.Round(milli)) > 1e-6) {
 		return fmt.Errorf(`has "spec.container.cpus" %v; give a number of CPUs from 0.01 with at most three decimal places, such as 0.5, or leave it out for no limit`, c.CPUs)
+	}
+	targets := map[string]bool{}
+	for _, v := range c.Volumes {
+		if err := CheckVolume(v); err != nil {
+			return fmt.Errorf(`has a volume in "spec.container.volumes" whose %v`, err)
+		}
+		if targets[v.Target] {
+			return fmt.Errorf(`mounts two volumes at %s in "spec.container.volumes"; give each its own target`, v.Target)
+		}
+		targets[v.Target] = true
 	}
 	for _, p := range c.Ports {
 		if p.HostPort < 1 || p.HostPort > 65535 || p.ContainerPort < 0 || p.ContainerPort > 65535 {

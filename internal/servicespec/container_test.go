@@ -48,7 +48,14 @@ func TestParseContainer(t *testing.T) {
 		"TooFewCPUs":                {image: "r.example/web@" + digest, extra: `, "container": {"cpus": 0.001}`, wantErr: `"spec.container.cpus" 0.001; give a number of CPUs from 0.01`},
 		"NegativeCPUs":              {image: "r.example/web@" + digest, extra: `, "container": {"cpus": -1}`, wantErr: `"spec.container.cpus" -1`},
 		"CPUsTooFine":               {image: "r.example/web@" + digest, extra: `, "container": {"cpus": 0.12345}`, wantErr: `at most three decimal places`},
-		"ContainerUnderExec":        {runtime: "exec", image: digest, extra: `, "container": {}`, wantErr: `has "spec.container" under runtime "exec"`},
+		"Volumes": {image: "r.example/web@" + digest, extra: `, "container": {"volumes": [{"source": "/srv/web/data", "target": "/data"},
+			{"source": "web-cache", "target": "/cache", "readOnly": true}]}`},
+		"ARelativeVolume":        {image: "r.example/web@" + digest, extra: `, "container": {"volumes": [{"source": "./data", "target": "/data"}]}`, wantErr: `whose source "./data" is neither an absolute host path nor a volume's name`},
+		"AnUncleanVolume":        {image: "r.example/web@" + digest, extra: `, "container": {"volumes": [{"source": "/srv/web/../../etc", "target": "/data"}]}`, wantErr: `whose source "/srv/web/../../etc" is not a clean path; write it as "/etc"`},
+		"AVolumeWithoutATarget":  {image: "r.example/web@" + digest, extra: `, "container": {"volumes": [{"source": "data"}]}`, wantErr: `whose target "" is not an absolute, clean path`},
+		"AVolumeAtARelativePath": {image: "r.example/web@" + digest, extra: `, "container": {"volumes": [{"source": "data", "target": "data"}]}`, wantErr: `whose target "data" is not an absolute, clean path`},
+		"TwoVolumesAtOneTarget":  {image: "r.example/web@" + digest, extra: `, "container": {"volumes": [{"source": "a1", "target": "/d"}, {"source": "b1", "target": "/d"}]}`, wantErr: `mounts two volumes at /d`},
+		"ContainerUnderExec":     {runtime: "exec", image: digest, extra: `, "container": {}`, wantErr: `has "spec.container" under runtime "exec"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -66,6 +66,11 @@ func (r *Runtime) Activate(ctx context.Context, u *hoststep.Unit, exe string) (h
 	if err != nil {
 		return nil, fmt.Errorf("the unit of %s does not read as a container spec: %w", u.Manifest.Service, err)
 	}
+	// Validate checked them; a volume is checked again where it is
+	// mounted.
+	if err := r.allowVolumes(s); err != nil {
+		return nil, err
+	}
 	cli, err := r.client()
 	if err != nil {
 		return nil, err
@@ -146,6 +151,7 @@ func createConfig(s *Spec, u *hoststep.Unit) (*ctr.Config, *ctr.HostConfig, erro
 	host := &ctr.HostConfig{
 		RestartPolicy: ctr.RestartPolicy{Name: ctr.RestartPolicyMode(s.Restart)},
 		Resources:     ctr.Resources{Memory: s.Memory, NanoCPUs: s.NanoCPUs},
+		Mounts:        mounts(s),
 	}
 	if s.Network != "" {
 		host.NetworkMode = ctr.NetworkMode(s.Network)
@@ -262,7 +268,8 @@ func (r *Runtime) Stop(ctx context.Context, name string) error {
 }
 
 // Remove implements hoststep.Runtime: the container is stopped and
-// removed (never its volumes, never its image), and its spec deleted.
+// removed (never its volumes, named or bound, never its image), and its
+// spec deleted.
 func (r *Runtime) Remove(ctx context.Context, name string) error {
 	c, err := r.owned(ctx, name)
 	switch {

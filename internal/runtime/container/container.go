@@ -83,6 +83,11 @@ type Runtime struct {
 	// Credentials gives a registry's credentials for a pull; nil pulls
 	// anonymously.
 	Credentials CredentialsFunc
+	// VolumePrefixes are the host directories under which a container
+	// may bind-mount a path (SLUICE_CONTAINER_VOLUME_PREFIXES); none by
+	// default, which refuses every bind mount. Named volumes are always
+	// allowed.
+	VolumePrefixes []string
 
 	mu  sync.Mutex
 	cli *client.Client
@@ -165,7 +170,7 @@ func (r *Runtime) Parse(text []byte) (*hoststep.Unit, error) {
 }
 
 // Validate implements hoststep.Runtime: the spec reads back as the
-// manifest's, and no container of someone else holds the service's name.
+// manifest's, its bind mounts are inside VolumePrefixes, and no container of someone else holds the service's name.
 func (r *Runtime) Validate(ctx context.Context, u *hoststep.Unit, _ string) error {
 	s, err := parseSpec(u.Text)
 	if err != nil {
@@ -173,6 +178,9 @@ func (r *Runtime) Validate(ctx context.Context, u *hoststep.Unit, _ string) erro
 	}
 	if s.Service != u.Manifest.Service || s.Digest != u.Manifest.ArtifactDigest {
 		return fmt.Errorf("the rendered unit of %s reads back as another service's", u.Manifest.Service)
+	}
+	if err := r.allowVolumes(s); err != nil {
+		return err
 	}
 	_, err = r.owned(ctx, s.Service)
 	if errors.Is(err, errNoContainer) {

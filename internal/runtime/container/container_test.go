@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,7 +141,19 @@ func TestRender(t *testing.T) {
 		"RefusesMemoryUnderTheFloor": {func(r *hoststep.ApplyRequest) { r.Container.Memory = 1 << 20 }, "under the engine's floor of 6 MiB"},
 		"RefusesNegativeMemory":      {func(r *hoststep.ApplyRequest) { r.Container.Memory = -1 }, "under the engine's floor of 6 MiB"},
 		"RefusesNegativeCPUs":        {func(r *hoststep.ApplyRequest) { r.Container.NanoCPUs = -1 }, "The CPU limit of web is negative"},
-		"RefusesAnInvalidName":       {func(r *hoststep.ApplyRequest) { r.Manifest.Service = "Web/.." }, ""},
+		"RefusesARelativeVolume": {func(r *hoststep.ApplyRequest) {
+			r.Container.Volumes = []hoststep.ContainerVolume{{Source: "srv/data", Target: "/data"}}
+		}, `source "srv/data" is neither an absolute host path nor a volume's name`},
+		"RefusesAnUncleanVolume": {func(r *hoststep.ApplyRequest) {
+			r.Container.Volumes = []hoststep.ContainerVolume{{Source: "/srv/web/../../etc", Target: "/data"}}
+		}, `source "/srv/web/../../etc" is not a clean path`},
+		"RefusesAVolumeAtRoot": {func(r *hoststep.ApplyRequest) {
+			r.Container.Volumes = []hoststep.ContainerVolume{{Source: "data", Target: "/"}}
+		}, `target "/" is not an absolute, clean path in the container other than /`},
+		"RefusesTwoVolumesAtOneTarget": {func(r *hoststep.ApplyRequest) {
+			r.Container.Volumes = []hoststep.ContainerVolume{{Source: "a1", Target: "/data"}, {Source: "b1", Target: "/data"}}
+		}, "mounts two volumes at /data"},
+		"RefusesAnInvalidName": {func(r *hoststep.ApplyRequest) { r.Manifest.Service = "Web/.." }, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -440,6 +454,108 @@ func TestResourceLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(64<<20), res.Container.HostConfig.Memory)
 	require.Equal(t, int64(500_000_000), res.Container.HostConfig.NanoCPUs)
+}
+
+func TestVolumes(t *testing.T) {
+	t.Parallel()
+
+	b := setup(t)
+	v1 := b.engine.PushHello(t, enginetest.ImageOpts{Version: "v1"})
+	// An image of its own: TestConverge needs v2 never pulled before it.
+	v2 := b.engine.PushHello(t, enginetest.ImageOpts{Version: "v2-volumes"})
+	volume := "data-" + b.name
+	t.Cleanup(func() { _, _ = b.engine.Command("podman", "volume", "rm", "--force", volume).CombinedOutput() })
+	allowed := filepath.Join(b.dir, "srv")
+	hostData := filepath.Join(allowed, "web")
+	require.NoError(t, os.MkdirAll(hostData, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(hostData, "ready"), []byte("from the host"), 0o644))
+	outside := filepath.Join(b.dir, "etc")
+	require.NoError(t, os.MkdirAll(outside, 0o755))
+	require.NoError(t, os.Symlink(outside, filepath.Join(allowed, "escape")))
+	request := func(img *enginetest.Image, gate string, vols ...hoststep.ContainerVolume) hoststep.ApplyRequest {
+		req := b.request(img)
+		req.Container.Volumes = vols
+		if gate != "" {
+			// hello serves only once the file exists: the probe sees it.
+			req.Manifest.Env = map[string]string{"HELLO_START_GATE": gate}
+			req.Manifest.Secrets, req.Secrets = nil, nil
+		}
+		return req
+	}
+
+	// v1 with a named volume, which the engine makes; a file goes into it
+	// through v1's container.
+	a1, err := b.host.Apply(t.Context(), &events{}, &phase.Phases{}, request(v1, "", hoststep.ContainerVolume{Source: volume, Target: "/data"}))
+	require.NoError(t, err)
+	require.True(t, a1.Probe.OK, a1.Probe.Sentence)
+	marker := filepath.Join(t.TempDir(), "marker")
+	require.NoError(t, os.WriteFile(marker, []byte("written under v1"), 0o644))
+	b.engine.Podman(t, "--remote", "--url", b.engine.Host, "cp", marker, b.name+":/data/marker")
+
+	t.Run("ABindMountIsRefusedWhereTheNodeAllowsNone", func(t *testing.T) {
+		before := b.engine.Podman(t, "--remote", "--url", b.engine.Host, "inspect", "--format", "{{.Id}} {{.State.StartedAt}}", b.name)
+		unit, err := b.rt.UnitText(t.Context(), b.name)
+		require.NoError(t, err)
+		_, err = b.host.Apply(t.Context(), &events{}, &phase.Phases{}, request(v2, "", hoststep.ContainerVolume{Source: hostData, Target: "/data"}))
+		require.True(t, errs.Is(err, errs.Invalid), "%v", err)
+		require.ErrorContains(t, err, "mounts host path "+hostData+", but this node allows no bind mounts; set SLUICE_CONTAINER_VOLUME_PREFIXES on the node")
+		after := b.engine.Podman(t, "--remote", "--url", b.engine.Host, "inspect", "--format", "{{.Id}} {{.State.StartedAt}}", b.name)
+		require.Equal(t, before, after, "v1's container was left as it was")
+		again, err := b.rt.UnitText(t.Context(), b.name)
+		require.NoError(t, err)
+		require.Equal(t, unit, again, "v1's unit was left as it was")
+	})
+
+	t.Run("ABindMountIsConfinedToTheNodesPrefixes", func(t *testing.T) {
+		rt := b.runtime(true)
+		rt.VolumePrefixes = []string{allowed}
+		t.Cleanup(func() { _ = rt.Close() })
+		host := hoststep.New(nil, rt)
+		for src, want := range map[string]string{
+			outside:                             "which is outside the directories this node allows (SLUICE_CONTAINER_VOLUME_PREFIXES: " + allowed + ")",
+			allowed + "-not":                    "which is outside the directories this node allows",
+			filepath.Join(allowed, "escape"):    "which resolves to " + outside + ", outside the directories this node allows",
+			filepath.Join(allowed, "not-there"): "does not exist on this node; create it first",
+		} {
+			_, err := host.Apply(t.Context(), &events{}, &phase.Phases{}, request(v2, "", hoststep.ContainerVolume{Source: src, Target: "/data"}))
+			require.True(t, errs.Is(err, errs.Invalid), "%s: %v", src, err)
+			require.ErrorContains(t, err, want)
+		}
+	})
+
+	// v2, a deploy: the same named volume, and a directory of the host
+	// under the allowed prefix, read-only. v2 serves only once it sees
+	// v1's file.
+	rt := b.runtime(true)
+	rt.VolumePrefixes = []string{allowed}
+	t.Cleanup(func() { _ = rt.Close() })
+	host := hoststep.New(nil, rt)
+	a2, err := host.Apply(t.Context(), &events{}, &phase.Phases{}, request(v2, "/data/marker",
+		hoststep.ContainerVolume{Source: volume, Target: "/data"}, hoststep.ContainerVolume{Source: hostData, Target: "/host", ReadOnly: true}))
+	require.NoError(t, err)
+	require.True(t, a2.Probe.OK, a2.Probe.Sentence)
+	version, _ := b.hello(t)
+	require.Equal(t, "v2-volumes", version)
+	got := filepath.Join(t.TempDir(), "got")
+	b.engine.Podman(t, "--remote", "--url", b.engine.Host, "cp", b.name+":/data/marker", got)
+	data, err := os.ReadFile(got)
+	require.NoError(t, err)
+	require.Equal(t, "written under v1", string(data))
+	b.engine.Podman(t, "--remote", "--url", b.engine.Host, "cp", b.name+":/host/ready", got)
+	data, err = os.ReadFile(got)
+	require.NoError(t, err)
+	require.Equal(t, "from the host", string(data))
+	rw := b.engine.Podman(t, "--remote", "--url", b.engine.Host, "inspect", "--format", "{{range .Mounts}}{{.Destination}}={{.RW}} {{end}}", b.name)
+	require.Contains(t, rw, "/host=false")
+	require.Contains(t, rw, "/data=true")
+
+	// Remove takes the container, never the volume nor what it holds.
+	require.NoError(t, rt.Remove(t.Context(), b.name))
+	b.engine.Podman(t, "volume", "exists", volume)
+	a3, err := host.Apply(t.Context(), &events{}, &phase.Phases{}, request(v1, "/data/marker", hoststep.ContainerVolume{Source: volume, Target: "/data"}))
+	require.NoError(t, err)
+	require.True(t, a3.Probe.OK, "v1 again sees its file after a Remove: %s", a3.Probe.Sentence)
+	require.FileExists(t, filepath.Join(hostData, "ready"))
 }
 
 func randomHex(n int) string {

@@ -59,6 +59,9 @@ type Spec struct {
 	Restart        string                   `json:"restart"`
 	Network        string                   `json:"network,omitempty"`
 	StopTimeoutSec int                      `json:"stopTimeoutSec"`
+	// Volumes are mounted in the order given; a bind mount's source must
+	// be inside the node's VolumePrefixes.
+	Volumes []hoststep.ContainerVolume `json:"volumes,omitempty"`
 	// Memory is the memory limit in bytes and NanoCPUs the CPU limit in
 	// billionths of a CPU; 0 sets none.
 	Memory   int64 `json:"memory,omitempty"`
@@ -127,6 +130,9 @@ func renderSpec(req *hoststep.ApplyRequest) (*Spec, error) {
 	case c.NanoCPUs < 0:
 		return nil, errs.Errorf(errs.Invalid, "The CPU limit of %s is negative; give a positive number of CPUs, or none.", m.Service)
 	}
+	if err := checkVolumes(m.Service, c.Volumes); err != nil {
+		return nil, err
+	}
 	hc, err := healthcheck(m.Service, c.Healthcheck)
 	if err != nil {
 		return nil, err
@@ -136,7 +142,10 @@ func renderSpec(req *hoststep.ApplyRequest) (*Spec, error) {
 		Kind:        Kind, Service: m.Service, Image: c.Image, Digest: m.ArtifactDigest, Archive: c.Archive,
 		Entrypoint: c.Entrypoint, Args: m.Args, Env: m.Env, WorkDir: m.WorkDir, Ports: ports,
 		Restart: restart, Network: c.Network, StopTimeoutSec: hoststep.StopTimeout(m),
-		Memory: c.Memory, NanoCPUs: c.NanoCPUs,
+		Volumes: c.Volumes, Memory: c.Memory, NanoCPUs: c.NanoCPUs,
+	}
+	if len(s.Volumes) == 0 {
+		s.Volumes = nil
 	}
 	if len(s.Args) == 0 {
 		s.Args = nil
