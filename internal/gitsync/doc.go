@@ -30,7 +30,9 @@
 // A sync's memory does not grow with the largest file the repository holds:
 // a fetched pack is indexed one object at a time as a stream (packStore,
 // in place of go-git's indexer, which holds each object whole), and a blob
-// over StreamAbove is read from its pack as it is copied to its file.
+// over StreamAbove is read from its pack as it is copied to its file. The
+// smaller objects the indexer reads go into go-git's object cache, bounded
+// by its size, so that the checkout does not inflate them a second time.
 //
 // Files are written as their blobs hold them: Git attributes (end-of-line
 // conversion, filters such as LFS) are not applied. A submodule becomes an

@@ -2,12 +2,14 @@ package gitsync
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 )
@@ -26,7 +28,15 @@ import (
 //
 // Like go-git's, it refuses a delta whose base the pack lacks (go-git asks
 // for no thin pack), and checks the pack's trailing checksum.
-func indexPack(f *os.File, tmpDir string) (*idxfile.MemoryIndex, plumbing.Hash, error) {
+//
+// When c is not nil, each object of up to StreamAbove bytes, whole or
+// made from a delta, goes into it as it is hashed: the object cache go-git
+// looks in before it inflates an object from a pack, and puts every object
+// of that size it inflates in (see openRepo). The checkout that follows a
+// fetch then reads each file from the cache instead of inflating it (and
+// applying its deltas) a second time; the cache's own bound, not the pack,
+// limits what is held, as it does for go-git's reads.
+func indexPack(f *os.File, tmpDir string, c cache.Object) (*idxfile.MemoryIndex, plumbing.Hash, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, plumbing.ZeroHash, err
 	}
@@ -41,7 +51,7 @@ func indexPack(f *os.File, tmpDir string) (*idxfile.MemoryIndex, plumbing.Hash, 
 	// index holds for each object, is of its compressed bytes.
 	objs := make([]*packObject, 0, min(count, 1<<16))
 	r := &resolver{
-		sc: sc, tmpDir: tmpDir,
+		sc: sc, tmpDir: tmpDir, cache: c,
 		ofs: make(map[int64][]*packObject), ref: make(map[plumbing.Hash][]*packObject),
 		buf: make([]byte, 32<<10),
 	}
@@ -53,6 +63,7 @@ func indexPack(f *os.File, tmpDir string) (*idxfile.MemoryIndex, plumbing.Hash, 
 		o := &packObject{offset: oh.Offset, typ: oh.Type}
 		var w io.Writer = io.Discard
 		var h plumbing.Hasher
+		var kept *keptObject
 		switch oh.Type {
 		case plumbing.OFSDeltaObject:
 			r.ofs[oh.OffsetReference] = append(r.ofs[oh.OffsetReference], o)
@@ -63,6 +74,9 @@ func indexPack(f *os.File, tmpDir string) (*idxfile.MemoryIndex, plumbing.Hash, 
 		case plumbing.CommitObject, plumbing.TreeObject, plumbing.BlobObject, plumbing.TagObject:
 			h = plumbing.NewHasher(oh.Type, oh.Length)
 			w = h
+			if kept = r.keeper(oh.Type, oh.Length); kept != nil {
+				w = io.MultiWriter(h, kept)
+			}
 		default:
 			return nil, plumbing.ZeroHash, fmt.Errorf("%w: object at offset %d has type %d", packfile.ErrMalformedPackFile, oh.Offset, oh.Type)
 		}
@@ -77,6 +91,7 @@ func indexPack(f *os.File, tmpDir string) (*idxfile.MemoryIndex, plumbing.Hash, 
 		if !o.delta {
 			o.hash = h.Sum()
 		}
+		r.keep(kept, o.hash)
 		objs = append(objs, o)
 	}
 	sum, err := sc.Checksum()
@@ -121,6 +136,37 @@ func indexPack(f *os.File, tmpDir string) (*idxfile.MemoryIndex, plumbing.Hash, 
 	return idx, sum, nil
 }
 
+// keptObject is an object indexPack puts in the object cache: written
+// once as it is hashed, then only read, like the plumbing.MemoryObject
+// go-git caches (whose Hash would hash the content again).
+type keptObject struct {
+	typ  plumbing.ObjectType
+	hash plumbing.Hash
+	data []byte
+}
+
+func (o *keptObject) Hash() plumbing.Hash           { return o.hash }
+func (o *keptObject) Type() plumbing.ObjectType     { return o.typ }
+func (o *keptObject) SetType(t plumbing.ObjectType) { o.typ = t }
+func (o *keptObject) Size() int64                   { return int64(len(o.data)) }
+func (o *keptObject) SetSize(int64)                 {}
+func (o *keptObject) Writer() (io.WriteCloser, error) {
+	return nil, errors.New("a cached object is read only")
+}
+func (o *keptObject) Reader() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(o.data)), nil
+}
+
+// Write appends p, up to the size the object was made for: an object longer
+// than its header says fails its read (indexPack) before it is kept.
+func (o *keptObject) Write(p []byte) (int, error) {
+	if len(o.data)+len(p) > cap(o.data) {
+		return 0, fmt.Errorf("%w: an object is longer than it says", packfile.ErrMalformedPackFile)
+	}
+	o.data = append(o.data, p...)
+	return len(p), nil
+}
+
 // packObject is one object of a pack being indexed.
 type packObject struct {
 	offset   int64
@@ -147,6 +193,7 @@ type resolver struct {
 	ofs    map[int64][]*packObject         // the deltas of a base, by the base's offset
 	ref    map[plumbing.Hash][]*packObject // the deltas of a base, by its hash
 	held   int64                           // bytes of bases in memory
+	cache  cache.Object                    // where objects are kept for the checkout; nil: nowhere
 	buf    []byte                          // for copies
 	br     *bufio.Reader
 }
@@ -249,11 +296,15 @@ func (r *resolver) applyDelta(d *packObject, typ plumbing.ObjectType, base *cont
 		dst io.Writer = h
 		out *content
 	)
+	kept := r.keeper(typ, size)
+	if kept != nil {
+		dst = io.MultiWriter(h, kept)
+	}
 	if keep {
 		if out, err = r.newContent(size); err != nil {
 			return nil, err
 		}
-		dst = io.MultiWriter(h, out)
+		dst = io.MultiWriter(dst, out)
 	}
 	if err := r.patch(dst, base, delta, size); err != nil {
 		out.release(r)
@@ -266,7 +317,27 @@ func (r *resolver) applyDelta(d *packObject, typ plumbing.ObjectType, base *cont
 		}
 	}
 	d.typ, d.size, d.hash, d.resolved = typ, size, h.Sum(), true
+	r.keep(kept, d.hash)
 	return out, nil
+}
+
+// keeper returns an object to write a typ object of size bytes to, as it
+// is hashed, for keep: nil when there is no cache or the object is larger
+// than StreamAbove, above which go-git's reads keep nothing either.
+func (r *resolver) keeper(typ plumbing.ObjectType, size int64) *keptObject {
+	if r.cache == nil || size > StreamAbove {
+		return nil
+	}
+	return &keptObject{typ: typ, data: make([]byte, 0, size)}
+}
+
+// keep puts o, whose content was hashed as h, in the cache; a nil o is a
+// no-op.
+func (r *resolver) keep(o *keptObject, h plumbing.Hash) {
+	if o != nil {
+		o.hash = h
+		r.cache.Put(o)
+	}
 }
 
 // patch writes the size bytes that the instructions in delta make of base

@@ -40,8 +40,14 @@ func gitPack(t *testing.T, dir string, args ...string) (pack, idx string) {
 // object store, as a fetch does, and returns the store's .git directory.
 func receive(t *testing.T, path string) string {
 	t.Helper()
+	return receiveInto(t, path, cache.NewObjectLRUDefault())
+}
+
+// receiveInto is receive with the store's object cache c.
+func receiveInto(t *testing.T, path string, c cache.Object) string {
+	t.Helper()
 	gitDir := filepath.Join(t.TempDir(), ".git")
-	st := newPackStore(gitDir, cache.NewObjectLRUDefault(), filesystem.Options{})
+	st := newPackStore(gitDir, c, filesystem.Options{})
 	defer st.Close()
 	w, err := st.PackfileWriter()
 	require.NoError(t, err)
@@ -118,6 +124,61 @@ func TestPackWriterIndexesAsGit(t *testing.T) {
 			require.Equal(t, big, string(data))
 		})
 	}
+}
+
+// Every object of a received pack up to StreamAbove, whole or made from a
+// delta, is in the store's object cache once the pack is indexed, with the
+// type and size git gives it and a content that hashes to its name; a
+// larger one is not.
+func TestPackWriterKeepsSmallObjects(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	gitCmd(t, dir, "init", "-q")
+	raw := make([]byte, StreamAbove/2+1024)
+	_, err := rand.Read(raw)
+	require.NoError(t, err)
+	big := hex.EncodeToString(raw) // over StreamAbove
+	for c := range 3 {
+		for i := range 20 {
+			p := filepath.Join(dir, "apps", fmt.Sprintf("cfg-%02d.json", i))
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			require.NoError(t, os.WriteFile(p, fmt.Appendf(nil, `{"kind": "Config", "metadata": {"name": "cfg-%02d"}, "spec": {"n": %d, "pad": %q}}`, i, c, strings.Repeat("x", 300)), 0o644))
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "big.txt"), []byte(big+fmt.Sprint(c)), 0o644))
+		gitCmd(t, dir, "add", "-A")
+		gitCmd(t, dir, "commit", "-q", "-m", fmt.Sprintf("commit %d", c))
+	}
+	pack, idx := gitPack(t, dir, "--window=50", "--depth=50", "--delta-base-offset")
+	deltas, _, _ := packShape(t, idx)
+	require.Greater(t, deltas, 20, "the fixture must make deltas")
+
+	c := cache.NewObjectLRUDefault()
+	receiveInto(t, pack, c)
+	small, large := 0, 0
+	for line := range strings.Lines(gitCmd(t, dir, "cat-file", "--batch-all-objects", "--batch-check")) {
+		f := strings.Fields(line) // hash type size
+		require.Len(t, f, 3)
+		size, err := strconv.Atoi(f[2])
+		require.NoError(t, err)
+		obj, ok := c.Get(plumbing.NewHash(f[0]))
+		if size > StreamAbove {
+			require.False(t, ok, "%s of %d bytes is kept", f[0], size)
+			large++
+			continue
+		}
+		require.True(t, ok, "%s %s is not kept", f[1], f[0])
+		require.Equal(t, f[0], obj.Hash().String())
+		require.Equal(t, f[1], obj.Type().String())
+		r, err := obj.Reader()
+		require.NoError(t, err)
+		data, err := io.ReadAll(r)
+		require.NoError(t, err)
+		require.Len(t, data, size, "%s %s", f[1], f[0])
+		require.Equal(t, f[0], plumbing.ComputeHash(obj.Type(), data).String(), "the content kept is the object's")
+		small++
+	}
+	require.Positive(t, large)
+	require.Greater(t, small, 60)
 }
 
 // packShape reads git verify-pack's account of a pack: how many deltas it

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing/cache"
@@ -24,12 +25,14 @@ import (
 type packStore struct {
 	*filesystem.Storage
 	packDir string
+	cache   cache.Object // the storage's object cache, which indexPack fills (see PackfileWriter)
 }
 
 func newPackStore(gitDir string, c cache.Object, opts filesystem.Options) *packStore {
 	return &packStore{
 		Storage: filesystem.NewStorageWithOptions(osfs.New(gitDir), c, opts),
 		packDir: filepath.Join(gitDir, "objects", "pack"),
+		cache:   c,
 	}
 }
 
@@ -39,6 +42,13 @@ func newPackStore(gitDir string, c cache.Object, opts filesystem.Options) *packS
 // place, in that order, as go-git does (mend removes an index left without
 // its pack), and has the storage read the indexes again. Nothing written:
 // no pack.
+//
+// Into a store that holds no object yet (a clone, or a repair's new
+// store), the pack's objects up to StreamAbove are put in the storage's
+// object cache as they are indexed, for the checkout that follows. Not
+// into one that holds some: an object found in the cache is not read from
+// an older pack that holds it too, so a damaged pack would go unnoticed
+// until a later sync, where now the sync that meets it mends it.
 func (s *packStore) PackfileWriter() (io.WriteCloser, error) {
 	if err := os.MkdirAll(s.packDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", s.packDir, err)
@@ -47,13 +57,49 @@ func (s *packStore) PackfileWriter() (io.WriteCloser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start a pack: %w", err)
 	}
-	return &packWriter{s: s, f: f}, nil
+	w := &packWriter{s: s, f: f}
+	if s.cache != nil && noObjects(filepath.Dir(s.packDir)) {
+		w.keep = s.cache
+	}
+	return w, nil
+}
+
+// noObjects reports whether the objects directory dir holds no pack and no
+// loose object; a directory it cannot read holds some.
+func noObjects(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case name == "pack":
+			packs, err := os.ReadDir(filepath.Join(dir, name))
+			if err != nil {
+				return false
+			}
+			for _, p := range packs {
+				if strings.HasPrefix(p.Name(), "pack-") {
+					return false
+				}
+			}
+		case name == "info":
+		case len(name) == 2 && e.IsDir():
+			if loose, err := os.ReadDir(filepath.Join(dir, name)); err != nil || len(loose) > 0 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 type packWriter struct {
 	s      *packStore
 	f      *os.File
-	n      int64 // bytes written
+	keep   cache.Object // where indexPack keeps the pack's small objects; nil: nowhere
+	n      int64        // bytes written
 	closed bool
 }
 
@@ -73,7 +119,7 @@ func (w *packWriter) Close() error {
 	if w.n == 0 {
 		return w.f.Close()
 	}
-	idx, sum, err := indexPack(w.f, w.s.packDir)
+	idx, sum, err := indexPack(w.f, w.s.packDir, w.keep)
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
