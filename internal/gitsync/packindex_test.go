@@ -241,3 +241,17 @@ func TestPackWriterMemoryIsBounded(t *testing.T) {
 	allocated := after.TotalAlloc - before.TotalAlloc
 	require.Less(t, allocated, uint64(4<<20), "receiving the pack allocated %d bytes", allocated)
 }
+
+func TestCheckPackHeaders(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name string, b []byte) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o444))
+	}
+	write("pack-aaaa.pack", append([]byte("PACK\x00\x00\x00\x02\x00\x00\x00\x01"), make([]byte, 20)...))
+	write("pack-aaaa.idx", []byte("not read")) // only packs are checked
+	require.NoError(t, checkPackHeaders(dir))
+	write("pack-bbbb.pack", []byte("random bytes, as a failing disk leaves them"))
+	err := checkPackHeaders(dir)
+	require.ErrorContains(t, err, "pack pack-bbbb.pack is damaged: it does not begin as a git pack")
+}

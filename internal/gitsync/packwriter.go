@@ -129,6 +129,15 @@ func (w *packWriter) Close() error {
 	if err != nil {
 		return fmt.Errorf("index the received pack: %w", err)
 	}
+	// A pack beside others may hold their objects again (a server that
+	// could not be told what this store has sends them all), and go-git
+	// then reads each object from whichever pack it meets first: a damaged
+	// pack would be met on some syncs and not others. Its header is
+	// checked here, so that the sync that writes beside it fails, the
+	// store check finds it, and the store is fetched again.
+	if err := checkPackHeaders(w.s.packDir); err != nil {
+		return err
+	}
 	// Packs are named by their content: one already in place stays.
 	base := filepath.Join(w.s.packDir, "pack-"+sum.String())
 	if _, err := os.Lstat(base + ".idx"); errors.Is(err, fs.ErrNotExist) {
@@ -169,6 +178,28 @@ func writeIdx(name string, idx *idxfile.MemoryIndex) error {
 	}
 	if err != nil {
 		return fmt.Errorf("write the pack index: %w", err)
+	}
+	return nil
+}
+
+// checkPackHeaders reads the header of every pack in dir: "PACK" and
+// version 2 or 3, as git writes it.
+func checkPackHeaders(dir string) error {
+	packs, err := filepath.Glob(filepath.Join(dir, "pack-*.pack"))
+	if err != nil {
+		return err
+	}
+	for _, p := range packs {
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("read pack %s: %w", filepath.Base(p), err)
+		}
+		var h [8]byte
+		_, err = io.ReadFull(f, h[:])
+		f.Close()
+		if err != nil || string(h[:4]) != "PACK" || h[4] != 0 || h[5] != 0 || h[6] != 0 || (h[7] != 2 && h[7] != 3) {
+			return fmt.Errorf("pack %s is damaged: it does not begin as a git pack", filepath.Base(p))
+		}
 	}
 	return nil
 }
