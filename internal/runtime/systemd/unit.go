@@ -332,10 +332,11 @@ func (r *Runtime) lastLines(ctx context.Context, invocation string, n int) ([]st
 	}
 	var lines []string
 	// journald may not have written what the process printed yet, on a
-	// loaded host well past a second: ask it to (--sync, which a user's
-	// manager may not be allowed; then the looks alone), and look again
-	// for up to about five seconds.
-	for attempt := 0; attempt < 25; attempt++ {
+	// loaded host well past a second (past five, seen on two cores busy
+	// with engines and tests): ask it to (--sync, which a user's manager
+	// may not be allowed; then the looks alone), and look again for up to
+	// about fifteen seconds. Only a failed start waits here.
+	for attempt := 0; attempt < 75; attempt++ {
 		out, err := r.tool(ctx, "journalctl", "--no-pager", "-q", "-o", "cat", "-n", fmt.Sprint(n), "_SYSTEMD_INVOCATION_ID="+invocation)
 		if err != nil {
 			return nil, fmt.Errorf("read the journal of invocation %s: %s", invocation, strings.TrimSpace(verifyText(out, err)))
@@ -345,7 +346,7 @@ func (r *Runtime) lastLines(ctx context.Context, invocation string, n int) ([]st
 			lines = strings.Split(string(out), "\n")
 			break
 		}
-		if attempt == 0 {
+		if attempt%25 == 0 {
 			_, _ = r.tool(ctx, "journalctl", "--sync")
 		}
 		select {
