@@ -1,5 +1,7 @@
 package hoststep
 
+import "sluice/internal/servicespec"
+
 // ArtifactFetcher is a Runtime that may fetch and verify a unit's artifact
 // itself: a container engine pulls an image by the digest that pins it and
 // checks it as it pulls. Apply then skips Host.Artifacts, whose artifacts
@@ -65,38 +67,13 @@ type Container struct {
 	PID string `json:"pid,omitempty"`
 }
 
-// ContainerPort publishes a container's port on the host.
-type ContainerPort struct {
-	// HostIP is the address it is bound to: "127.0.0.1" by default, so that
-	// nothing is exposed beyond the host unless the unit says so.
-	HostIP   string `json:"hostIp,omitempty"`
-	HostPort int    `json:"hostPort"`
-	// ContainerPort is the port inside the container; HostPort by default.
-	ContainerPort int `json:"containerPort,omitempty"`
-	// Protocol is "tcp" (the default) or "udp".
-	Protocol string `json:"protocol,omitempty"`
-}
-
-// ContainerVolume mounts a host directory (Source an absolute path) or a
-// named volume of the engine (Source its name) at Target.
-type ContainerVolume struct {
-	Source   string `json:"source"`
-	Target   string `json:"target"`
-	ReadOnly bool   `json:"readOnly,omitempty"`
-}
-
-// ContainerHealthcheck is a command the engine runs in the container to
-// tell its health; the probe waits for the engine to call it healthy.
-type ContainerHealthcheck struct {
-	// Command is run in the container, without a shell; exit 0 is healthy.
-	Command []string `json:"command"`
-	// IntervalSec is the time between two checks (default 30), TimeoutSec
-	// the longest one may take (default 30), Retries how many failures in
-	// a row make the container unhealthy (default 3).
-	IntervalSec int `json:"intervalSec,omitempty"`
-	TimeoutSec  int `json:"timeoutSec,omitempty"`
-	Retries     int `json:"retries,omitempty"`
-}
+// A container's ports, volumes and healthcheck are as its service's spec
+// writes them: one type each, servicespec's.
+type (
+	ContainerPort        = servicespec.ContainerPort
+	ContainerVolume      = servicespec.ContainerVolume
+	ContainerHealthcheck = servicespec.ContainerHealthcheck
+)
 
 // PullSecretKey is the key of ApplyRequest.Secrets that holds a container
 // image's registry credentials ("user:password"): Apply hands it to the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -547,14 +548,11 @@ func containerOf(spec *servicespec.Spec, name string) *hoststep.Container {
 	}
 	out.Entrypoint, out.Restart, out.Network, out.Archive = c.Entrypoint, c.Restart, c.Network, c.Archive
 	out.Memory, out.NanoCPUs = c.MemoryBytes(), c.NanoCPUs()
-	for _, v := range c.Volumes {
-		out.Volumes = append(out.Volumes, hoststep.ContainerVolume{Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
-	}
-	for _, p := range c.Ports {
-		out.Ports = append(out.Ports, hoststep.ContainerPort{HostIP: p.HostIP, HostPort: p.HostPort, ContainerPort: p.ContainerPort, Protocol: p.Protocol})
-	}
+	// The request's own copies: the runtime fills in their defaults.
+	out.Volumes, out.Ports = slices.Clone(c.Volumes), slices.Clone(c.Ports)
 	if h := c.Healthcheck; h != nil {
-		out.Healthcheck = &hoststep.ContainerHealthcheck{Command: h.Command, IntervalSec: h.IntervalSec, TimeoutSec: h.TimeoutSec, Retries: h.Retries}
+		hc := *h
+		out.Healthcheck = &hc
 	}
 	return out
 }

@@ -66,10 +66,14 @@ type Container struct {
 
 // ContainerPort publishes a container's port on the host.
 type ContainerPort struct {
-	HostIP        string `json:"hostIp,omitempty"`
-	HostPort      int    `json:"hostPort"`
-	ContainerPort int    `json:"containerPort,omitempty"`
-	Protocol      string `json:"protocol,omitempty"`
+	// HostIP is the address it is bound to: "127.0.0.1" by default, so that
+	// nothing is exposed beyond the host unless the unit says so.
+	HostIP   string `json:"hostIp,omitempty"`
+	HostPort int    `json:"hostPort"`
+	// ContainerPort is the port inside the container; HostPort by default.
+	ContainerPort int `json:"containerPort,omitempty"`
+	// Protocol is "tcp" (the default) or "udp".
+	Protocol string `json:"protocol,omitempty"`
 }
 
 // ContainerVolume mounts a host directory or a named volume into a
@@ -105,12 +109,17 @@ func CheckVolume(v ContainerVolume) error {
 	return nil
 }
 
-// ContainerHealthcheck is a command the engine runs in the container.
+// ContainerHealthcheck is a command the engine runs in the container to
+// tell its health; the probe waits for the engine to call it healthy.
 type ContainerHealthcheck struct {
-	Command     []string `json:"command"`
-	IntervalSec int      `json:"intervalSec,omitempty"`
-	TimeoutSec  int      `json:"timeoutSec,omitempty"`
-	Retries     int      `json:"retries,omitempty"`
+	// Command is run in the container, without a shell; exit 0 is healthy.
+	Command []string `json:"command"`
+	// IntervalSec is the time between two checks (default 30), TimeoutSec
+	// the longest one may take (default 30), Retries how many failures in
+	// a row make the container unhealthy (default 3).
+	IntervalSec int `json:"intervalSec,omitempty"`
+	TimeoutSec  int `json:"timeoutSec,omitempty"`
+	Retries     int `json:"retries,omitempty"`
 }
 
 // ByteSize is a size as a service writes it: an integer number of bytes,
