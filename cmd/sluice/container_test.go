@@ -35,8 +35,12 @@ func containerUnit(name, node, image string, port int, probe, pullSecret, extra 
 // a v3 that exits rolled back to v2's image, a container of the same name
 // made by hand refused; then it looks for the registry's password
 // everywhere it must not be.
+//
+// It is not parallel: Go runs it alone, before the package's parallel
+// tests, because an engine creating and removing containers on two cores
+// starves the booted systemd of TestSystemdNode (whose probe then missed a
+// start's exit for its whole timeout in two clean CI runs).
 func TestContainerOnAnAgentsNode(t *testing.T) {
-	t.Parallel()
 	e := enginetest.Start(t)
 	v1 := e.PushHello(t, enginetest.ImageOpts{Version: "v1"})
 	v2 := e.PushHello(t, enginetest.ImageOpts{Version: "v2"})
