@@ -68,14 +68,22 @@ func TestStartAndStop(t *testing.T) {
 	_, err = http.Get("http://" + e.Registry.Addr + "/v2/")
 	require.Error(t, err, "the registry is not on the test's own loopback")
 
-	pids := []int{e.podmn.Process.Pid, e.reg.Process.Pid, e.holder.Process.Pid, e.ns}
+	// A process is its pid and its start time: under a busy machine a pid
+	// that ended may already be another process's.
+	var procs []proc
+	for _, pid := range []int{e.podmn.Process.Pid, e.reg.Process.Pid, e.holder.Process.Pid, e.ns} {
+		procs = append(procs, proc{pid, startTime(pid)})
+	}
 	netns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", e.ns))
 	require.NoError(t, err)
 
 	stopped = true
 	require.NoError(t, e.stop())
-	for _, pid := range pids {
-		require.False(t, running(pid), "pid %d still runs", pid)
+	for _, p := range procs {
+		// A SIGKILL is delivered when the process is next scheduled: give
+		// the last one killed a moment to end.
+		require.Eventually(t, func() bool { return !p.running() }, 5*time.Second, 20*time.Millisecond,
+			"pid %d still runs", p.pid)
 	}
 	require.NoDirExists(t, e.Dir)
 	for _, pid := range inNamespaceOf(netns) {
@@ -88,17 +96,43 @@ func TestStartAndStop(t *testing.T) {
 	}
 }
 
-// running reports whether pid runs: a zombie does not.
-func running(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
+type proc struct {
+	pid   int
+	start string
+}
+
+// startTime is the start time of pid (field 22 of its stat), "" when it
+// has none.
+func startTime(pid int) string {
+	f := statFields(pid)
+	if len(f) < 20 {
+		return ""
 	}
+	return f[19]
+}
+
+// statFields are the fields of pid's stat after its command: the state
+// first.
+func statFields(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return nil
 	}
 	_, rest, _ := strings.Cut(string(b), ") ")
-	return !strings.HasPrefix(rest, "Z")
+	return strings.Fields(rest)
+}
+
+// running reports whether p still runs: a zombie does not, nor another
+// process that has since been given its pid.
+func (p proc) running() bool {
+	if syscall.Kill(p.pid, 0) != nil {
+		return false
+	}
+	f := statFields(p.pid)
+	if len(f) < 20 || f[0] == "Z" {
+		return false
+	}
+	return f[19] == p.start
 }
 
 func inNamespaceOf(netns string) []int {
