@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/moby/moby/api/pkg/authconfig"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	ctr "github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/api/types/registry"
 	"github.com/moby/moby/client"
@@ -123,22 +125,33 @@ func (r *Runtime) Activate(ctx context.Context, u *hoststep.Unit, exe string) (h
 // createConfig is the engine's create request for s: the only place a
 // secret's value meets the spec.
 func createConfig(s *Spec, u *hoststep.Unit) (*ctr.Config, *ctr.HostConfig, error) {
-	env := make([]string, 0, len(s.Env)+len(u.Secrets))
-	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
-		env = append(env, k+"="+s.Env[k])
+	cfg, host, err := specConfig(s, render.Hash(u.Text))
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Secrets)) {
 		v, ok := u.Secrets[k]
 		if !ok {
 			return nil, nil, fmt.Errorf("no value was handed over for secret %s of variable %s", s.Secrets[k], k)
 		}
-		env = append(env, k+"="+string(v))
+		cfg.Env = append(cfg.Env, k+"="+string(v))
+	}
+	return cfg, host, nil
+}
+
+// specConfig is the create request for s, whose text hashes to specHash,
+// without its secrets: what Inspect holds a container to, since no
+// secret's value is at hand there.
+func specConfig(s *Spec, specHash string) (*ctr.Config, *ctr.HostConfig, error) {
+	env := make([]string, 0, len(s.Env)+len(s.Secrets))
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		env = append(env, k+"="+s.Env[k])
 	}
 	stop := s.StopTimeoutSec
 	cfg := &ctr.Config{
 		Image: s.Image, Entrypoint: s.Entrypoint, Cmd: s.Args, Env: env, WorkingDir: s.WorkDir,
 		StopTimeout: &stop,
-		Labels:      map[string]string{LabelService: s.Service, LabelDigest: s.Digest, LabelSpec: render.Hash(u.Text)},
+		Labels:      map[string]string{LabelService: s.Service, LabelDigest: s.Digest, LabelSpec: specHash},
 	}
 	if hc := s.Healthcheck; hc != nil {
 		cfg.Healthcheck = &ctr.HealthConfig{
@@ -406,16 +419,24 @@ func lastHealth(h *ctr.Health) string {
 
 // Inspect implements hoststep.Runtime: the spec on disk, the container,
 // what marks it and the image it runs and, when asked, its probe.
+//
+// A container whose labels say it was created from the spec on disk is
+// also held to that spec as the engine reports it: its environment, its
+// published ports and its mounts, each difference a finding (a container
+// recreated by hand with sluice's labels is drift too). The image it runs
+// is Prove's to say. A secret's value is not at hand here and no hash of
+// it is recorded, so a secret variable is not compared.
 func (r *Runtime) Inspect(ctx context.Context, req hoststep.InspectRequest) (*hoststep.Inspection, error) {
 	in := &hoststep.Inspection{Name: req.Name, Runtime: Name, UnitPath: r.UnitPath(req.Name)}
 	text, err := r.UnitText(ctx, req.Name)
+	var spec *Spec
 	switch {
 	case err != nil:
 		in.UnitError = err.Error()
 	case text != nil:
 		in.UnitHash = render.Hash(text)
 		if s, err := parseSpec(text); err == nil {
-			in.UnitDigest = s.Digest
+			in.UnitDigest, spec = s.Digest, s
 		}
 	}
 	c, err := r.owned(ctx, req.Name)
@@ -435,6 +456,12 @@ func (r *Runtime) Inspect(ctx context.Context, req hoststep.InspectRequest) (*ho
 			Fact:  fmt.Sprintf("Container %s was not created from the unit written for it.", req.Name),
 			Proof: fmt.Sprintf("its %s label is %q; the unit's hash is %s", LabelSpec, c.Config.Labels[LabelSpec], in.UnitHash),
 		})
+	} else if spec != nil {
+		found, err := configDrift(spec, in.UnitHash, c)
+		if err != nil {
+			return nil, err
+		}
+		in.Drift = append(in.Drift, found...)
 	}
 	if !c.State.Running {
 		in.NotRunning = fmt.Sprintf("Container %s is %s (exit code %d, finished at %s).", req.Name, c.State.Status, c.State.ExitCode, c.State.FinishedAt)
@@ -449,6 +476,132 @@ func (r *Runtime) Inspect(ctx context.Context, req hoststep.InspectRequest) (*ho
 		in.Probe = r.Probe(ctx, inst, req.ProbeSpec, time.Duration(req.ProbeTimeoutSec)*time.Second)
 	}
 	return in, nil
+}
+
+// configDrift compares what the engine reports of container c with what
+// createConfig makes of s (whose text hashes to specHash), secrets left
+// out: the environment the unit sets, the ports it publishes and the
+// volumes it mounts. The image's own ENV and VOLUME entries, which the
+// engine adds, are not differences.
+func configDrift(s *Spec, specHash string, c *ctr.InspectResponse) ([]hoststep.Finding, error) {
+	want, wantHost, err := specConfig(s, specHash)
+	if err != nil {
+		return nil, fmt.Errorf("the unit of %s: %w", s.Service, err)
+	}
+	var out []hoststep.Finding
+	add := func(fact, proof string) { out = append(out, hoststep.Finding{Fact: fact, Proof: proof}) }
+
+	// Environment: only the variables the unit sets, each by its value.
+	// want holds no secret variable: specConfig leaves them out.
+	got := map[string]string{}
+	for _, kv := range c.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	for _, kv := range want.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch g, ok := got[k]; {
+		case !ok:
+			add(fmt.Sprintf("Container %s has no variable %s, which its unit sets.", s.Service, k),
+				fmt.Sprintf("the engine reports no %s in the container's environment; the unit sets %s=%q", k, k, v))
+		case g != v:
+			add(fmt.Sprintf("Variable %s of container %s is not the value its unit sets.", k, s.Service),
+				fmt.Sprintf("the engine reports %s=%q; the unit sets %s=%q", k, g, k, v))
+		}
+	}
+
+	// Published ports, by the container's port and protocol.
+	var gotPorts network.PortMap
+	if c.HostConfig != nil {
+		gotPorts = c.HostConfig.PortBindings
+	}
+	ports := map[string][2][]string{}
+	for p, bs := range wantHost.PortBindings {
+		e := ports[p.String()]
+		e[0] = bindings(bs)
+		ports[p.String()] = e
+	}
+	for p, bs := range gotPorts {
+		e := ports[p.String()]
+		e[1] = bindings(bs)
+		ports[p.String()] = e
+	}
+	for _, p := range slices.Sorted(maps.Keys(ports)) {
+		w, g := ports[p][0], ports[p][1]
+		if slices.Equal(w, g) {
+			continue
+		}
+		add(fmt.Sprintf("Container %s publishes its port %s otherwise than its unit says.", s.Service, p),
+			fmt.Sprintf("the engine reports %s published on %s; the unit publishes it on %s", p, orNothing(g), orNothing(w)))
+	}
+
+	// Mounts, by their target in the container.
+	mounted := map[string]ctr.MountPoint{}
+	for _, m := range c.Mounts {
+		mounted[m.Destination] = m
+	}
+	for _, m := range wantHost.Mounts {
+		g, ok := mounted[m.Target]
+		delete(mounted, m.Target)
+		wantText := mountText(string(m.Type), m.Source, m.Target, !m.ReadOnly)
+		if !ok {
+			add(fmt.Sprintf("Container %s mounts nothing at %s, where its unit mounts %s.", s.Service, m.Target, m.Source),
+				fmt.Sprintf("the engine reports no mount at %s; the unit mounts %s", m.Target, wantText))
+			continue
+		}
+		src := g.Source
+		if g.Type == mount.TypeVolume {
+			src = g.Name
+		}
+		if g.Type != m.Type || src != m.Source || g.RW == m.ReadOnly {
+			add(fmt.Sprintf("Container %s mounts %s otherwise than its unit says.", s.Service, m.Target),
+				fmt.Sprintf("the engine reports %s; the unit mounts %s", mountText(string(g.Type), src, g.Destination, g.RW), wantText))
+		}
+	}
+	for _, target := range slices.Sorted(maps.Keys(mounted)) {
+		g := mounted[target]
+		if _, declared := c.Config.Volumes[target]; declared && g.Type == mount.TypeVolume {
+			// An anonymous volume of the image's VOLUME.
+			continue
+		}
+		src := g.Source
+		if g.Type == mount.TypeVolume {
+			src = g.Name
+		}
+		add(fmt.Sprintf("Container %s mounts %s at %s, which its unit does not mount.", s.Service, src, target),
+			fmt.Sprintf("the engine reports %s; the unit mounts nothing at %s", mountText(string(g.Type), src, target, g.RW), target))
+	}
+	return out, nil
+}
+
+// bindings are a port's host bindings as sorted "ip:port" texts; an
+// address the engine leaves empty is every address.
+func bindings(bs []network.PortBinding) []string {
+	out := make([]string, 0, len(bs))
+	for _, b := range bs {
+		ip := "0.0.0.0"
+		if b.HostIP.IsValid() {
+			ip = b.HostIP.String()
+		}
+		out = append(out, net.JoinHostPort(ip, b.HostPort))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func orNothing(list []string) string {
+	if len(list) == 0 {
+		return "nothing"
+	}
+	return strings.Join(list, ", ")
+}
+
+func mountText(typ, source, target string, rw bool) string {
+	mode := "read-write"
+	if !rw {
+		mode = "read-only"
+	}
+	return fmt.Sprintf("%s %s at %s, %s", typ, source, target, mode)
 }
 
 func (r *Runtime) inspectID(ctx context.Context, id string) (*ctr.InspectResponse, error) {
