@@ -6,7 +6,7 @@
 # test, never make run), Chromium for the web console's browser test where
 # npm is installed (without npm that test skips, as check-contract does) and,
 # as root, systemd-container for the systemd runtime's tests, and Podman,
-# runc and Debian's registry for the container runtime's.
+# runc, Debian's registry and Docker's daemon for the container runtime's.
 # Installs Debian's packages when run as root; otherwise prints the one
 # command that would.
 set -euo pipefail
@@ -68,7 +68,21 @@ want_registry=0
 if [ "${SLUICE_ENSURE_BROWSER:-}" = 1 ] && [ "$(id -u)" -eq 0 ] && [ ! -x "$registry" ]; then
   want_registry=1
 fi
-[ ${#missing[@]} -eq 0 ] && [ ${#browser[@]} -eq 0 ] && [ ${#engine[@]} -eq 0 ] && [ $want_registry = 0 ] && exit 0
+# Docker's daemon (docker.io 20.10, and the containerd it starts) is the
+# second engine the container runtime's tests drive, but docker.io's install
+# script starts a default daemon (iptables on, /var/lib/docker): like the
+# registry, both packages are downloaded and unpacked into ./bin/dockerd,
+# never installed, and the tests start usr/sbin/dockerd from there with every
+# path in a directory of their own. runc is Podman's (above); tini is left
+# out (docker-init serves only `--init`, which the runtime never asks for).
+# dockerd links libdevmapper, which Podman depends on too.
+dockerd=bin/dockerd/usr/sbin/dockerd
+want_dockerd=0
+if [ "${SLUICE_ENSURE_BROWSER:-}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
+  [ -x "$dockerd" ] && [ -x bin/dockerd/usr/bin/containerd ] || want_dockerd=1
+  dpkg-query -W -f='${Status}' libdevmapper1.02.1 2>/dev/null | grep -q 'ok installed' || engine+=(libdevmapper1.02.1)
+fi
+[ ${#missing[@]} -eq 0 ] && [ ${#browser[@]} -eq 0 ] && [ ${#engine[@]} -eq 0 ] && [ $want_registry = 0 ] && [ $want_dockerd = 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "Missing: ${missing[*]} ${browser[*]}. Install with:  sudo apt-get install -y ${missing[*]} ${browser[*]}" >&2
@@ -91,6 +105,19 @@ if [ $want_registry = 1 ]; then
   dpkg-deb -x "$dl"/docker-registry_*.deb bin/docker-registry
   rm -rf "$dl"
   [ -x "$registry" ] || { echo "the docker-registry package did not hold usr/bin/docker-registry" >&2; exit 1; }
+fi
+if [ $want_dockerd = 1 ]; then
+  echo "Unpacking Docker's daemon and containerd into ./bin/dockerd (not installed: no daemon of it starts)..." >&2
+  dl=$(mktemp -d)
+  chown _apt "$dl" 2>/dev/null || true
+  (cd "$dl" && apt-get download -qq docker.io containerd >/dev/null) ||
+    { rm -rf "$dl"; echo "apt-get download docker.io containerd failed" >&2; exit 1; }
+  rm -rf bin/dockerd && mkdir -p bin/dockerd
+  for deb in "$dl"/docker.io_*.deb "$dl"/containerd_*.deb; do dpkg-deb -x "$deb" bin/dockerd; done
+  rm -rf "$dl"
+  for tool in usr/sbin/dockerd usr/sbin/docker-proxy usr/bin/containerd usr/bin/containerd-shim-runc-v2; do
+    [ -x "bin/dockerd/$tool" ] || { echo "the docker.io and containerd packages did not hold $tool" >&2; exit 1; }
+  done
 fi
 [ ${#missing[@]} -eq 0 ] || apt-get install -y -qq "${missing[@]}" >/dev/null
 # Chromium only drives the browser test, and nspawn only boots a test's
