@@ -1,14 +1,18 @@
 // Package enginetest starts a real container engine and a real registry for
 // a test: Podman 4.3's Engine API (`podman system service`, the API Docker
-// serves too) and Debian's docker-registry (the CNCF distribution
-// registry), both inside network and mount namespaces of their own, so that
-// nothing of the machine's network, rules or state changes. No fake engine
-// or registry is acceptable where the real ones run.
+// serves too), or Docker's own daemon (dockerd 20.10, StartDocker), and
+// Debian's docker-registry (the CNCF distribution registry), all inside
+// network and mount namespaces of their own, so that nothing of the
+// machine's network, rules or state changes. No fake engine or registry is
+// acceptable where the real ones run.
 //
 // Start (or Shared, one engine for a test binary whose TestMain calls Main)
 // skips the test, saying why on stderr too, where they cannot run (not
 // root, Podman, runc or the unpacked registry missing); `make test` as root
 // installs them (scripts/ensure-tools.sh), so that the tests run there.
+// StartDocker skips likewise where dockerd and containerd are not unpacked
+// (Docker's packages start a default daemon when installed, so they never
+// are), but fails under CI (CI=true).
 //
 // What bites, and is handled here (see the shared notes on runtimes):
 //   - crun refuses this machine's hybrid cgroups: runc, with the cgroupfs
@@ -25,6 +29,14 @@
 //     Engine.Forward reaches one from the test's own network.
 //   - The registry is on loopback in that namespace, so Podman needs it
 //     marked insecure (a registries.conf of the engine's own).
+//   - dockerd writes its trust key to /etc/docker/key.json and reads
+//     /etc/docker/daemon.json: a config file of the engine's own moves the
+//     key into Dir. Its other paths (--data-root, --exec-root, --pidfile,
+//     the socket, containerd's root, state and socket under them) are in
+//     Dir; what it writes under /run is on the holder's tmpfs; it adds no
+//     iptables rules and changes no sysctl (--iptables=false,
+//     --ip-forward=false); its containers' cgroups are under a parent of
+//     the engine's own, removed at cleanup.
 package enginetest
 
 import (
@@ -62,8 +74,21 @@ func init() { runtime.LockOSThread() }
 // namespace: each engine has its own loopback, so the port never collides.
 const RegistryAddr = "127.0.0.1:5000"
 
-// Engine is a running Podman Engine API and registry of a test.
+// Kind is the daemon serving an engine's Engine API.
+type Kind string
+
+const (
+	// Podman is `podman system service`, Podman 4.3 (Start, Shared).
+	Podman Kind = "podman"
+	// Docker is Docker's own daemon, dockerd 20.10 (StartDocker).
+	Docker Kind = "dockerd"
+)
+
+// Engine is a running Engine API (Podman's or Docker's) and registry of a
+// test.
 type Engine struct {
+	// Kind is the daemon serving the Engine API.
+	Kind Kind
 	// Dir holds everything the engine and the registry keep: removed when
 	// the engine stops.
 	Dir string
@@ -74,11 +99,15 @@ type Engine struct {
 	Registry Registry
 
 	// ns is the pid whose namespaces the engine and the registry run in.
-	ns                 int
-	env                []string
-	holder, reg, podmn *exec.Cmd
-	done               map[*exec.Cmd]chan struct{}
-	builds             *builds
+	ns  int
+	env []string
+	// daemon is the Engine API's daemon (podman or dockerd, under
+	// catatonit).
+	holder, reg, daemon *exec.Cmd
+	done                map[*exec.Cmd]chan struct{}
+	builds              *builds
+	// docker is what a dockerd engine keeps outside Dir; nil for Podman.
+	docker *dockerState
 }
 
 // Registry is a registry inside an engine's network namespace.
@@ -157,7 +186,7 @@ func skipUnavailable(t testing.TB) {
 func Start(t testing.TB) *Engine {
 	t.Helper()
 	skipUnavailable(t)
-	e, err := start()
+	e, err := start(Podman)
 	if e != nil {
 		t.Cleanup(func() {
 			if err := e.stop(); err != nil {
@@ -231,7 +260,7 @@ func Shared(t testing.TB) *Engine {
 		t.Fatal("enginetest.Shared needs TestMain to call enginetest.Main, which stops the engine")
 	}
 	if shared.engine == nil && shared.err == nil {
-		shared.engine, shared.err = start()
+		shared.engine, shared.err = start(Podman)
 	}
 	if shared.err != nil {
 		t.Fatalf("start the shared container engine: %v", shared.err)
@@ -239,12 +268,18 @@ func Shared(t testing.TB) *Engine {
 	return shared.engine
 }
 
-// start starts the engine; on an error, a non-nil Engine still has to be
-// stopped.
-func start() (*Engine, error) {
+// start starts an engine of kind; on an error, a non-nil Engine still has
+// to be stopped.
+func start(kind Kind) (*Engine, error) {
 	regBin, err := registryBin()
 	if err != nil {
 		return nil, err
+	}
+	var dockerBin string
+	if kind == Docker {
+		if dockerBin, err = dockerdPath(); err != nil {
+			return nil, err
+		}
 	}
 	// Not t.TempDir: a unix socket's path must stay under 108 bytes.
 	dir, err := os.MkdirTemp("", "sluice-engine-")
@@ -252,7 +287,7 @@ func start() (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		Dir: dir, Socket: filepath.Join(dir, "podman.sock"),
+		Kind: kind, Dir: dir, Socket: filepath.Join(dir, string(kind)+".sock"),
 		Registry: Registry{Addr: RegistryAddr, User: "sluice", Password: randomHex(16)},
 		done:     map[*exec.Cmd]chan struct{}{}, builds: &builds{byKey: map[string]*Image{}},
 	}
@@ -283,11 +318,18 @@ func start() (*Engine, error) {
 	if err := e.launch(e.reg, "registry.log"); err != nil {
 		return e, err
 	}
-	// catatonit reaps what Podman orphans (conmon daemonizes): PID 1 of
-	// these machines does not, and each would stay a zombie.
-	e.podmn = e.Command("catatonit", "--", "podman", "system", "service", "--time=0", e.Host)
-	if err := e.launch(e.podmn, "podman.log"); err != nil {
-		return e, err
+	switch kind {
+	case Docker:
+		if err := e.launchDockerd(dockerBin); err != nil {
+			return e, err
+		}
+	default:
+		// catatonit reaps what Podman orphans (conmon daemonizes): PID 1
+		// of these machines does not, and each would stay a zombie.
+		e.daemon = e.Command("catatonit", "--", "podman", "system", "service", "--time=0", e.Host)
+		if err := e.launch(e.daemon, "podman.log"); err != nil {
+			return e, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -418,7 +460,7 @@ func (e *Engine) waitReady(ctx context.Context) error {
 		if regOK && engOK {
 			return nil
 		}
-		for cmd, name := range map[*exec.Cmd]string{e.reg: "registry", e.podmn: "podman"} {
+		for cmd, name := range map[*exec.Cmd]string{e.reg: "registry", e.daemon: string(e.Kind)} {
 			if e.exited(cmd) {
 				b, _ := os.ReadFile(filepath.Join(e.Dir, name+".log"))
 				return fmt.Errorf("%s exited at its start:\n%s", name, b)
@@ -470,7 +512,8 @@ func (e *Engine) Command(args ...string) *exec.Cmd {
 }
 
 // Podman runs the podman CLI against the engine's storage and returns its
-// output; it fails t when podman fails.
+// output; it fails t when podman fails. (A dockerd engine's podman storage
+// is only where PushHello builds.)
 func (e *Engine) Podman(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := e.podman(args...)
@@ -567,19 +610,26 @@ func (e *Engine) Forward(t testing.TB, addr string) string {
 // containers left, and Dir.
 func (e *Engine) stop() error {
 	var errs []error
-	if e.podmn != nil && !e.exited(e.podmn) {
-		if out, err := e.podman("rm", "--all", "--force", "--time", "0"); err != nil {
+	if e.daemon != nil && !e.exited(e.daemon) {
+		if e.Kind == Docker {
+			if err := e.removeDockerContainers(); err != nil {
+				errs = append(errs, err)
+			}
+		} else if out, err := e.podman("rm", "--all", "--force", "--time", "0"); err != nil {
 			errs = append(errs, fmt.Errorf("podman rm: %w: %s", err, out))
 		}
 	}
-	for _, cmd := range []*exec.Cmd{e.podmn, e.reg} {
+	for _, cmd := range []*exec.Cmd{e.daemon, e.reg} {
 		if err := e.terminate(cmd, 15*time.Second); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if e.ns != 0 {
-		if out, err := e.podman("system", "reset", "--force"); err != nil {
-			errs = append(errs, fmt.Errorf("podman system reset: %w: %s", err, out))
+		// A dockerd engine has podman storage only once PushHello built.
+		if _, err := os.Stat(filepath.Join(e.Dir, "graph")); e.Kind != Docker || err == nil {
+			if out, err := e.podman("system", "reset", "--force"); err != nil {
+				errs = append(errs, fmt.Errorf("podman system reset: %w: %s", err, out))
+			}
 		}
 		// Whatever still runs in the namespaces (a conmon whose container
 		// would not stop) was started by this engine: end it by its pid, or
@@ -596,6 +646,9 @@ func (e *Engine) stop() error {
 		errs = append(errs, err)
 	}
 	removeEmptyCgroups()
+	if e.docker != nil {
+		errs = append(errs, e.docker.cleanup())
+	}
 	if err := os.RemoveAll(e.Dir); err != nil {
 		errs = append(errs, err)
 	}

@@ -6,6 +6,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,7 +23,7 @@ func TestStartAndStop(t *testing.T) {
 	t.Parallel()
 	skipUnavailable(t)
 
-	e, err := start()
+	e, err := start(Podman)
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped && e != nil {
@@ -71,7 +74,7 @@ func TestStartAndStop(t *testing.T) {
 	// A process is its pid and its start time: under a busy machine a pid
 	// that ended may already be another process's.
 	var procs []proc
-	for _, pid := range []int{e.podmn.Process.Pid, e.reg.Process.Pid, e.holder.Process.Pid, e.ns} {
+	for _, pid := range []int{e.daemon.Process.Pid, e.reg.Process.Pid, e.holder.Process.Pid, e.ns} {
 		procs = append(procs, proc{pid, startTime(pid)})
 	}
 	netns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", e.ns))
@@ -190,4 +193,98 @@ func TestPushHello(t *testing.T) {
 
 	bad := e.PushHello(t, ImageOpts{Version: "v3", ExitCode: 3, Repo: "enginetest-hello"})
 	require.NotEqual(t, v1.Digest, bad.Digest)
+}
+
+func TestStartDockerAndStop(t *testing.T) {
+	t.Parallel()
+	skipDockerUnavailable(t)
+	hadEtcDocker := exists(etcDocker)
+
+	began := time.Now()
+	e, err := start(Docker)
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped && e != nil {
+			_ = e.stop()
+		}
+	})
+	require.NoError(t, err)
+	t.Logf("dockerd and the registry up in %s", time.Since(began))
+
+	// dockerd keeps everything in the engine's dir.
+	var info struct {
+		ServerVersion, Driver, CgroupDriver, DockerRootDir string
+	}
+	require.NoError(t, json.Unmarshal([]byte(e.Docker(t, "info", "--format", "{{json .}}")), &info))
+	require.True(t, strings.HasPrefix(info.ServerVersion, "20.10."), info.ServerVersion)
+	require.Equal(t, "cgroupfs", info.CgroupDriver)
+	require.Equal(t, "overlay2", info.Driver)
+	require.Equal(t, filepath.Join(e.Dir, "data"), info.DockerRootDir)
+	require.FileExists(t, filepath.Join(e.Dir, "key.json"), "the trust key is in the engine's dir")
+
+	// An image PushHello built with podman and pushed is pulled by digest
+	// with the registry's credentials, and has its repo digest.
+	img := e.PushHello(t, ImageOpts{Version: "v1", Repo: "enginetest-dockerd"})
+	_, err = e.dockerCLI("pull", "--quiet", img.Ref)
+	require.ErrorContains(t, err, "no basic auth credentials")
+	login := exec.Command("sh", "-c", `printf %s "$PASS" | "$0" login --username "$USER_" --password-stdin "$1"`, e.dockerBin(), e.Registry.Addr)
+	login.Env = append(e.dockerEnv(), "PASS="+e.Registry.Password, "USER_="+e.Registry.User)
+	out, err := login.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	e.Docker(t, "pull", "--quiet", img.Ref)
+	require.Equal(t, img.Ref, strings.TrimSpace(e.Docker(t, "image", "inspect", "--format", "{{index .RepoDigests 0}}", img.Ref)))
+
+	// It runs, in a cgroup under the engine's own parent, and a port it
+	// publishes on the namespace's loopback (docker-proxy: no iptables) is
+	// reached through Forward.
+	name := "enginetest-" + randomHex(4)
+	id := strings.TrimSpace(e.Docker(t, "run", "--detach", "--name", name, "--publish", "127.0.0.1:18080:8080", img.Ref, "--listen", "0.0.0.0:8080"))
+	addr := e.Forward(t, "127.0.0.1:18080")
+	var body struct {
+		Version string `json:"version"`
+	}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return json.Unmarshal(b, &body) == nil
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, "v1", body.Version)
+	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/" + e.docker.cgroup + "/" + id)
+	require.NotEmpty(t, cgroups, "the container's cgroups are under /%s", e.docker.cgroup)
+	pid, err := strconv.Atoi(strings.TrimSpace(e.Docker(t, "inspect", "--format", "{{.State.Pid}}", name)))
+	require.NoError(t, err)
+
+	// Everything of the engine, the container's process too, ends with it.
+	var procs []proc
+	for _, p := range append(inNamespace(e.ns), e.ns, pid) {
+		procs = append(procs, proc{p, startTime(p)})
+	}
+	require.Greater(t, len(procs), 6, "catatonit, dockerd, containerd, a shim, the registry, the holder and its sleep")
+	netns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", e.ns))
+	require.NoError(t, err)
+
+	stopped = true
+	began = time.Now()
+	require.NoError(t, e.stop())
+	t.Logf("stopped in %s", time.Since(began))
+	for _, p := range procs {
+		require.Eventually(t, func() bool { return !p.running() }, 5*time.Second, 20*time.Millisecond,
+			"pid %d still runs", p.pid)
+	}
+	require.NoDirExists(t, e.Dir)
+	for _, pid := range inNamespaceOf(netns) {
+		t.Errorf("pid %d still runs in the engine's network namespace", pid)
+	}
+	left, _ := filepath.Glob("/sys/fs/cgroup/*/" + e.docker.cgroup)
+	require.Empty(t, left, "the engine's cgroups are removed")
+	require.Equal(t, hadEtcDocker, exists(etcDocker), "/etc/docker is as it was")
+	for _, p := range []string{"/var/lib/docker", "/var/lib/containerd", "/run/docker", "/run/containerd"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Logf("%s exists on the host (it may be the machine's own)", p)
+		}
+	}
 }
