@@ -14,6 +14,7 @@ import (
 
 	"sluice/internal/errs"
 	"sluice/internal/phase"
+	"sluice/internal/redact"
 	"sluice/internal/render"
 	"sluice/internal/servicespec"
 )
@@ -281,7 +282,7 @@ func (h *Host) Apply(ctx context.Context, ev Events, t *phase.Phases, req ApplyR
 		return nil
 	})
 	a.Alive = inst.Alive()
-	reportProbe(ctx, ev, m.Service, inst, a.Probe, "probe")
+	reportProbe(ctx, ev, m.Service, inst, a.Probe, "probe", outputRedactor(slices.Collect(maps.Values(u.Secrets)), u.PullAuth))
 	return a, nil
 }
 
@@ -320,8 +321,10 @@ func (h *Host) leaveOthers(ctx context.Context, ev Events, t *phase.Phases, labe
 func probeTimeout(sec int) time.Duration { return time.Duration(sec) * time.Second }
 
 // reportProbe tells the run what a probe decided and, when the service
-// exited, the last lines of its output.
-func reportProbe(ctx context.Context, ev Events, name string, inst Instance, rep *ProbeReport, what string) {
+// exited, the last lines of its output, cleaned by red of the secrets the
+// service was handed: a service may print its own environment.
+func reportProbe(ctx context.Context, ev Events, name string, inst Instance, rep *ProbeReport, what string, red *redact.Redactor) {
+	redactReport(rep, red)
 	if rep.OK {
 		ev.Info(ctx, what+" passed: "+rep.Sentence, nil)
 		return
@@ -329,10 +332,52 @@ func reportProbe(ctx context.Context, ev Events, name string, inst Instance, rep
 	ev.Error(ctx, what+" failed: "+rep.Sentence, nil)
 	if rep.Exited {
 		lines, _ := inst.LastLines(logLines)
+		for i, l := range lines {
+			lines[i] = red.String(l)
+		}
 		rep.LastLines = lines
 		if len(lines) > 0 {
 			ev.Error(ctx, fmt.Sprintf("last %d lines of %s's output:\n%s", len(lines), name, strings.Join(lines, "\n")), &OutputEvent{Kind: EventOutput, Lines: lines})
 		}
+	}
+}
+
+// outputRedactor is what a service's output and its probe's sentences are
+// cleaned of before they leave the host step, into a receipt or the run's
+// events: every secret value the service was handed (and, of a value of
+// several lines, each line, as the output splits it; each also without
+// the spaces around it, which a log may trim), and the registry's
+// credentials "user:password", whole and the password alone. As for every
+// redactor, a value under four characters is left: masking it would garble
+// the text.
+func outputRedactor(secrets [][]byte, pullAuth []byte) *redact.Redactor {
+	red := &redact.Redactor{}
+	for _, v := range secrets {
+		red.Add(string(v), strings.TrimSpace(string(v)))
+		if bytes.ContainsAny(v, "\r\n") {
+			for _, line := range strings.FieldsFunc(string(v), func(r rune) bool { return r == '\n' || r == '\r' }) {
+				red.Add(line, strings.TrimSpace(line))
+			}
+		}
+	}
+	if len(pullAuth) > 0 {
+		red.Add(string(pullAuth))
+		if _, pass, ok := strings.Cut(string(pullAuth), ":"); ok {
+			red.Add(pass)
+		}
+	}
+	return red
+}
+
+// redactReport cleans a probe's report with red: its sentence may quote the
+// service (a container's healthcheck output), its lines are the service's.
+func redactReport(rep *ProbeReport, red *redact.Redactor) {
+	if rep == nil {
+		return
+	}
+	rep.Sentence, rep.Error = red.String(rep.Sentence), red.String(rep.Error)
+	for i, l := range rep.LastLines {
+		rep.LastLines[i] = red.String(l)
 	}
 }
 
@@ -361,6 +406,13 @@ func (h *Host) Reprobe(ctx context.Context, ev Events, t *phase.Phases, req Appl
 			a.Probe = rt.Probe(ctx, inst, req.Probe, probeTimeout(req.ProbeTimeoutSec))
 			return nil
 		})
+		var secrets [][]byte
+		for k, v := range req.Secrets {
+			if k != PullSecretKey {
+				secrets = append(secrets, v.Value)
+			}
+		}
+		redactReport(a.Probe, outputRedactor(secrets, req.Secrets[PullSecretKey].Value))
 		a.Alive = inst.Alive()
 		return &Reprobed{Applied: a}, nil
 	}

@@ -96,6 +96,9 @@ func setup(t *testing.T) *testBundle {
 	add("script", []byte("#!/bin/sh\necho starting\nexec sleep 60\n"))
 	// envdump writes $SECRET to the file $OUT, then runs until stopped.
 	add("envdump", []byte("#!/bin/sh\nprintf '%s' \"$SECRET\" > \"$OUT.tmp\" && mv \"$OUT.tmp\" \"$OUT\"\nexec sleep 60\n"))
+	// leak prints its secret and the registry's password, as a careless
+	// service does when it fails, and exits 3.
+	add("leak", []byte("#!/bin/sh\necho \"connecting with $SECRET\"\necho 'pulled with hunter2-pull-pass' >&2\necho 'fatal: no database'\nexit 3\n"))
 	cache := &artifact.Cache{Dir: t.TempDir(), Fetch: func(_ context.Context, d string) (io.ReadCloser, error) {
 		b, ok := blobs[d]
 		if !ok {
@@ -403,4 +406,38 @@ func TestSecrets(t *testing.T) {
 			require.Empty(t, names, "a refused step started something")
 		})
 	}
+}
+
+func TestOutputRedaction(t *testing.T) {
+	t.Parallel()
+
+	b := setup(t)
+	ref := render.SecretRef{Name: "db-password", Version: 1}
+	// Two lines: the output splits them, and each is masked.
+	value := "first-line-of-secret\nsecond-line-of-secret"
+	req := b.request("web", "leak")
+	req.Manifest.Secrets = map[string]render.SecretRef{"SECRET": ref}
+	req.Secrets = map[string]hoststep.SecretValue{
+		"SECRET":               {Ref: ref, Value: []byte(value)},
+		hoststep.PullSecretKey: {Value: []byte("puller:hunter2-pull-pass")},
+	}
+	ev := &events{}
+	a, err := b.host.Apply(b.ctx, ev, &phase.Phases{}, req)
+	require.NoError(t, err)
+	require.False(t, a.Probe.OK)
+	require.True(t, a.Probe.Exited, a.Probe.Sentence)
+	require.Equal(t, 3, *a.Probe.ExitCode)
+
+	lines := strings.Join(a.Probe.LastLines, "\n")
+	require.Contains(t, lines, "connecting with ***\n***")
+	require.Contains(t, lines, "pulled with ***")
+	require.Contains(t, lines, "fatal: no database", "what is no secret stays")
+	report, err := json.Marshal(a)
+	require.NoError(t, err)
+	for what, text := range map[string]string{"lines": lines, "applied": string(report), "events": ev.text()} {
+		for _, secret := range []string{"first-line-of-secret", "second-line-of-secret", "hunter2-pull-pass"} {
+			require.NotContains(t, text, secret, "the %s hold a secret", what)
+		}
+	}
+	require.Contains(t, ev.text(), "connecting with ***", "the run's events have the lines, masked")
 }
