@@ -125,8 +125,11 @@ type Resolver struct {
 }
 
 // IsTag reports whether ref names an image by tag (or by neither tag nor
-// digest, which is the tag latest) rather than pins a digest.
-func IsTag(ref string) bool { return !strings.Contains(ref, "@") }
+// digest, which is the tag latest) rather than pins a digest, with a
+// repository ("registry/repo@sha256:…") or without ("sha256:…").
+func IsTag(ref string) bool {
+	return !strings.Contains(ref, "@") && !strings.HasPrefix(ref, "sha256:")
+}
 
 // Resolve reads what ref names now. Its errors are sentences without the
 // credentials; an unreachable registry, a refused login and an unknown

@@ -200,7 +200,7 @@ var containerRestarts = []string{"no", "on-failure", "always", "unless-stopped"}
 func (s *Spec) checkContainer() error {
 	c := s.Container
 	repo, _, ok := strings.Cut(s.Image, "@")
-	if (!ok || repo == "") && !s.Archived() {
+	if (!ok || repo == "") && !s.Archived() && !s.Tagged() {
 		return fmt.Errorf(`has "spec.image" %q without a repository; a container image is pinned as "registry/repo@sha256:<64 hex>", or set "spec.container.archive" for an OCI archive in sluice's store`, s.Image)
 	}
 	if c == nil {

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"sluice/internal/artifact"
+	"sluice/internal/imageref"
 	"sluice/internal/render"
 )
 
@@ -67,9 +68,14 @@ var OnProbeFailurePolicies = []string{
 // Spec is a Service unit's spec.
 type Spec struct {
 	Runtime string `json:"runtime"`
-	// Image is the pin as written: "sha256:<hex>" or "name@sha256:<hex>".
-	Image string   `json:"image"`
-	Args  []string `json:"args,omitempty"`
+	// Image is the pin as written: "sha256:<hex>" or "name@sha256:<hex>";
+	// a container's may be "registry/repo:tag", which a sync resolves.
+	Image string `json:"image"`
+	// Resolved is what a container's image named in its registry when the
+	// unit's content was accepted (Resolve); nil until then, and for every
+	// other runtime.
+	Resolved *imageref.Resolution `json:"-"`
+	Args     []string             `json:"args,omitempty"`
 	// Env is the process environment: each value a string, or a secret
 	// reference (see EnvValue).
 	Env            map[string]EnvValue `json:"env,omitempty"`
@@ -122,9 +128,13 @@ type Probe struct {
 	TimeoutSec int    `json:"timeoutSec,omitempty"`
 }
 
-// Digest returns the pinned artifact digest, "sha256:<hex>".
+// Digest returns the pinned artifact digest, "sha256:<hex>": for an image
+// named by tag, the digest its sync resolved, "" before that.
 func (s *Spec) Digest() string {
-	d, _ := artifact.ParseDigest(s.Image) // Parse checked it
+	if s.Resolved != nil {
+		return s.Resolved.Digest
+	}
+	d, _ := artifact.ParseDigest(s.Image) // Parse checked it, or it is a tag
 	return d
 }
 
@@ -204,7 +214,9 @@ func (s *Spec) check(name string) error {
 		return fmt.Errorf(`has no "spec.image"; pin the artifact as "sha256:<64 hex>" (see sluice artifact push)`)
 	}
 	if _, err := artifact.ParseDigest(s.Image); err != nil {
-		return fmt.Errorf(`has "spec.image" %q that is not a digest pin; give sha256:<64 hex> or name@sha256:<64 hex>`, s.Image)
+		if err := s.checkTag(); err != nil {
+			return err
+		}
 	}
 	if s.Runtime == RuntimeContainer {
 		if err := s.checkContainer(); err != nil {
@@ -239,6 +251,10 @@ func (s *Spec) check(name string) error {
 	// Secret references render with the version an action resolves;
 	// version 1 stands for it here, and a zero blob for a SOPS file's.
 	m := s.Manifest(name)
+	if m.ArtifactDigest == "" {
+		// A tag, which its sync resolves: any digest stands for it here.
+		m.ArtifactDigest = "sha256:" + strings.Repeat("0", 64)
+	}
 	for k, ref := range s.SecretEnv() {
 		if m.Secrets == nil {
 			m.Secrets = map[string]render.SecretRef{}
