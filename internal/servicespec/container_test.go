@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"sluice/internal/imageref"
 	"sluice/internal/servicespec"
 )
 
@@ -72,9 +73,25 @@ func TestParseContainer(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
+			if spec.Tagged() {
+				require.Empty(t, spec.Digest(), "a tag has no digest until its sync resolves it")
+				require.Empty(t, spec.PulledImage())
+				return
+			}
 			require.Equal(t, digest, spec.Digest())
 		})
 	}
+
+	t.Run("ATagRunsTheDigestItsSyncResolved", func(t *testing.T) {
+		t.Parallel()
+		spec, err := servicespec.Parse("web", unit("container", "r.example:5000/team/web:v1", ""))
+		require.NoError(t, err)
+		require.True(t, spec.Tagged())
+		spec.Resolve(&imageref.Resolution{Ref: spec.Image, Repository: "r.example:5000/team/web", Tag: "v1", Digest: digest})
+		require.Equal(t, digest, spec.Digest())
+		require.Equal(t, "r.example:5000/team/web@"+digest, spec.PulledImage())
+		require.Equal(t, "r.example:5000/team/web:v1", spec.Image, "the unit's text is as written")
+	})
 
 	t.Run("APullSecretIsOneOfItsSecrets", func(t *testing.T) {
 		t.Parallel()
