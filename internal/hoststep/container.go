@@ -29,6 +29,10 @@ type Container struct {
 	// Image is the image by digest, "registry/repo@sha256:…", whose digest
 	// is the manifest's ArtifactDigest.
 	Image string `json:"image"`
+	// Platforms are the images of an index, when Image pins one: the
+	// runtime runs the one of its engine's platform, and refuses the step,
+	// with a sentence, when the index has none.
+	Platforms []ContainerPlatform `json:"platforms,omitempty"`
 	// Entrypoint replaces the image's; nil keeps it.
 	Entrypoint []string `json:"entrypoint,omitempty"`
 	// Ports are the ports published on the host.
@@ -65,6 +69,13 @@ type Container struct {
 	Devices    []string `json:"devices,omitempty"`
 	// PID "host" shares the host's PID namespace.
 	PID string `json:"pid,omitempty"`
+}
+
+// ContainerPlatform is one image of an index: its platform
+// ("linux/amd64", "linux/arm64/v8") and its manifest's digest.
+type ContainerPlatform struct {
+	Platform string `json:"platform"`
+	Digest   string `json:"digest"`
 }
 
 // A container's ports, volumes and healthcheck are as its service's spec

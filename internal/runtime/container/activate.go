@@ -149,9 +149,12 @@ func specConfig(s *Spec, specHash string) (*ctr.Config, *ctr.HostConfig, error) 
 	}
 	stop := s.StopTimeoutSec
 	cfg := &ctr.Config{
-		Image: s.Image, Entrypoint: s.Entrypoint, Cmd: s.Args, Env: env, WorkingDir: s.WorkDir,
+		Image: s.pullRef(), Entrypoint: s.Entrypoint, Cmd: s.Args, Env: env, WorkingDir: s.WorkDir,
 		StopTimeout: &stop,
 		Labels:      map[string]string{LabelService: s.Service, LabelDigest: s.Digest, LabelSpec: specHash},
+	}
+	if s.PlatformDigest != "" {
+		cfg.Labels[LabelPlatformDigest] = s.PlatformDigest
 	}
 	if hc := s.Healthcheck; hc != nil {
 		cfg.Healthcheck = &ctr.HealthConfig{
@@ -195,12 +198,12 @@ func (r *Runtime) ensureImage(ctx context.Context, s *Spec, pullAuth []byte) (st
 	if err != nil {
 		return "", err
 	}
-	img, err := cli.ImageInspect(ctx, s.Image)
+	img, err := cli.ImageInspect(ctx, s.pullRef())
 	if err == nil {
 		return img.ID, nil
 	}
 	if !cerrdefs.IsNotFound(err) {
-		return "", fmt.Errorf("inspect image %s: %w", s.Image, err)
+		return "", fmt.Errorf("inspect image %s: %w", s.pullRef(), err)
 	}
 	opts := client.ImagePullOptions{}
 	reg := registryHost(s.repo())
@@ -223,18 +226,18 @@ func (r *Runtime) ensureImage(ctx context.Context, s *Spec, pullAuth []byte) (st
 			return "", err
 		}
 	}
-	pull, err := cli.ImagePull(ctx, s.Image, opts)
+	pull, err := cli.ImagePull(ctx, s.pullRef(), opts)
 	if err != nil {
-		return "", fmt.Errorf("pull image %s: %w", s.Image, err)
+		return "", fmt.Errorf("pull image %s: %w", s.pullRef(), err)
 	}
 	defer pull.Close()
 	// Wait reads the stream to its end and returns the error it carries.
 	if err := pull.Wait(ctx); err != nil {
-		return "", fmt.Errorf("pull image %s: %w", s.Image, err)
+		return "", fmt.Errorf("pull image %s: %w", s.pullRef(), err)
 	}
-	img, err = cli.ImageInspect(ctx, s.Image)
+	img, err = cli.ImageInspect(ctx, s.pullRef())
 	if err != nil {
-		return "", fmt.Errorf("image %s was pulled but the engine does not find it by its digest: %w", s.Image, err)
+		return "", fmt.Errorf("image %s was pulled but the engine does not find it by its digest: %w", s.pullRef(), err)
 	}
 	return img.ID, nil
 }
@@ -351,10 +354,20 @@ func (r *Runtime) Prove(ctx context.Context, inst hoststep.Instance, want string
 	}
 	pr.Path = in.ref
 	pr.Proven = true
+	// An index's image is held to the digest of its platform's image,
+	// which the container was created from; the pin is the index's.
+	look := want
+	if in.platformDigest != "" && in.pin == want {
+		look = in.platformDigest
+		pr.Facts["platformDigest"] = in.platformDigest
+	}
 	for _, rd := range img.RepoDigests {
-		if _, d, ok := strings.Cut(rd, "@"); ok && d == want {
+		if _, d, ok := strings.Cut(rd, "@"); ok && d == look {
 			pr.Digest, pr.Matches = want, true
 			pr.Sentence = fmt.Sprintf("Container %s runs image %s, proven by the engine's image id %s and its repo digest.", in.name, hoststep.Short(want), shortID(in.image))
+			if look != want {
+				pr.Sentence = fmt.Sprintf("Container %s runs the image %s of index %s for its engine's platform, proven by the engine's image id %s and its repo digest.", in.name, hoststep.Short(look), hoststep.Short(want), shortID(in.image))
+			}
 			return pr
 		}
 	}
@@ -621,6 +634,9 @@ func (r *Runtime) instance(c *ctr.InspectResponse) *instance {
 	if c.Config != nil {
 		in.ref = c.Config.Image
 		in.archiveImage, in.archiveDigest = c.Config.Labels[LabelImage], c.Config.Labels[LabelDigest]
+		if d := c.Config.Labels[LabelPlatformDigest]; d != "" {
+			in.pin, in.platformDigest = c.Config.Labels[LabelDigest], d
+		}
 	}
 	if c.State != nil {
 		in.pid, in.startedAt = c.State.Pid, c.State.StartedAt
@@ -637,8 +653,11 @@ type instance struct {
 	// archiveImage and archiveDigest are, for an image loaded from an OCI
 	// archive, the image id read from the archive and the archive's digest.
 	archiveImage, archiveDigest string
-	pid                         int
-	startedAt                   string
+	// pin and platformDigest are, for an index's image, the index's digest
+	// and the digest of the image of the engine's platform.
+	pin, platformDigest string
+	pid                 int
+	startedAt           string
 }
 
 // Start names this start: the container's id and when it started.

@@ -32,11 +32,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/moby/moby/client"
 
 	"sluice/internal/errs"
 	"sluice/internal/hoststep"
+	"sluice/internal/imageref"
 	"sluice/internal/render"
 )
 
@@ -89,8 +91,57 @@ type Runtime struct {
 	// allowed.
 	VolumePrefixes []string
 
-	mu  sync.Mutex
-	cli *client.Client
+	mu       sync.Mutex
+	cli      *client.Client
+	platform string // the engine's, once asked
+}
+
+// enginePlatform is the engine's "os/arch", as the engine says it.
+func (r *Runtime) enginePlatform() (string, error) {
+	r.mu.Lock()
+	p := r.platform
+	r.mu.Unlock()
+	if p != "" {
+		return p, nil
+	}
+	cli, err := r.client()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	v, err := cli.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		return "", fmt.Errorf("ask the container engine its platform: %w", err)
+	}
+	if v.Os == "" || v.Arch == "" {
+		return "", fmt.Errorf("the container engine does not say its platform (os %q, arch %q)", v.Os, v.Arch)
+	}
+	p = v.Os + "/" + v.Arch
+	r.mu.Lock()
+	r.platform = p
+	r.mu.Unlock()
+	return p, nil
+}
+
+// choosePlatform sets s's image to the index's image of the engine's
+// platform; an index without one is refused with a sentence, before
+// anything on the node changes.
+func (r *Runtime) choosePlatform(s *Spec, platforms []hoststep.ContainerPlatform) error {
+	p, err := r.enginePlatform()
+	if err != nil {
+		return err
+	}
+	res := &imageref.Resolution{Repository: s.repo(), Digest: s.Digest, Index: true}
+	for _, c := range platforms {
+		res.Platforms = append(res.Platforms, imageref.Platform{Platform: c.Platform, Digest: c.Digest})
+	}
+	d, err := res.For(p)
+	if err != nil {
+		return errs.Errorf(errs.Invalid, "%s cannot run on this node, whose engine is %s: %s. Nothing was changed on the node; pin an image (or an index) that has %s.", s.Service, p, err, p)
+	}
+	s.Platform, s.PlatformDigest = p, d
+	return nil
 }
 
 var (
@@ -151,6 +202,11 @@ func (r *Runtime) Render(req *hoststep.ApplyRequest) (*hoststep.Unit, error) {
 	s, err := renderSpec(req)
 	if err != nil {
 		return nil, err
+	}
+	if c := req.Container; c != nil && len(c.Platforms) > 0 && !s.Archive {
+		if err := r.choosePlatform(s, c.Platforms); err != nil {
+			return nil, err
+		}
 	}
 	text := s.text()
 	return &hoststep.Unit{Manifest: req.Manifest, Text: text, Hash: render.Hash(text), Path: r.UnitPath(s.Service)}, nil

@@ -28,6 +28,9 @@ const (
 	LabelService = "io.sluice.service"
 	LabelDigest  = "io.sluice.digest"
 	LabelSpec    = "io.sluice.spec"
+	// LabelPlatformDigest is, on a container of an index's image, the
+	// digest of the image of its engine's platform.
+	LabelPlatformDigest = "io.sluice.platform-digest"
 	// LabelImage is, on a container of an image loaded from an OCI
 	// archive, the image id (its config's digest) that sluice read from
 	// the archive the pin names: what Prove holds the container to.
@@ -44,6 +47,11 @@ type Spec struct {
 	// digest that pins it.
 	Image  string `json:"image"`
 	Digest string `json:"digest"`
+	// Platform is the engine's platform when Digest is an index, and
+	// PlatformDigest the index's image for it: what the engine pulls and
+	// runs, and what Prove holds the container to.
+	Platform       string `json:"platform,omitempty"`
+	PlatformDigest string `json:"platformDigest,omitempty"`
 	// Archive says Digest is an OCI archive's in sluice's store, which
 	// Activate loads into the engine instead of pulling Image.
 	Archive bool `json:"archive,omitempty"`
@@ -262,6 +270,15 @@ func (s *Spec) manifest() (render.Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// pullRef is what the engine pulls and creates the container from: the
+// image by its digest, or by its platform's in an index.
+func (s *Spec) pullRef() string {
+	if s.PlatformDigest != "" {
+		return s.repo() + "@" + s.PlatformDigest
+	}
+	return s.Image
 }
 
 // repo is the image's repository, "registry/repo".
