@@ -120,6 +120,13 @@ type BlueprintWithdrawal struct {
 	At          time.Time
 }
 
+type ImageResolution struct {
+	UnitID      uuid.UUID
+	ContentHash string
+	Resolution  json.RawMessage
+	CreatedAt   time.Time
+}
+
 // Every deploy, rollback and converge run and what it means for its change (the run and its retries). Read by the report_ views.
 type JournalChangeRun struct {
 	ID                uuid.UUID

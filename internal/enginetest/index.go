@@ -80,3 +80,16 @@ func parsePlatform(p string) *v1.Platform {
 	arch, variant, _ := strings.Cut(rest, "/")
 	return &v1.Platform{OS: os, Architecture: arch, Variant: variant}
 }
+
+// Tag points tag, in img's repository of the registry, at img.
+func (e *Engine) Tag(t testing.TB, img *Image, tag string) {
+	t.Helper()
+	opts := e.RemoteOptions(t)
+	r, err := name.ParseReference(img.Ref)
+	require.NoError(t, err)
+	desc, err := remote.Get(r, opts...)
+	require.NoError(t, err)
+	tr, err := name.NewTag(img.Repo + ":" + tag)
+	require.NoError(t, err)
+	require.NoError(t, remote.Tag(tr, desc, opts...))
+}

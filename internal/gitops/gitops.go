@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"sluice/db"
+	"sluice/internal/imageref"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/secrets"
@@ -41,6 +42,10 @@ type Service struct {
 	// need not import services or infra, which import gitops. Nil: nothing
 	// is deployed.
 	AfterAcceptFunc func(ctx context.Context, accepted []*db.Unit) error
+	// Images reads a container service's image from its registry when a
+	// sync accepts its content: a tag's digest, an index's images. Nil: a
+	// Resolver with the default transport.
+	Images *imageref.Resolver
 	// RepackAt is how many packs a working tree's object store holds when
 	// FollowUp repacks it after a sync. Default gitsync.RepackAt.
 	RepackAt int

@@ -249,6 +249,9 @@ func (r *syncRun) walk(ctx context.Context) error {
 		return err
 	}
 	plan.units, plan.invalid = r.s.checkSOPSRefs(ctx, r.src, r.got.Commit, plan.units, plan.invalid, uses)
+	if plan.units, plan.invalid, err = r.s.resolveImages(ctx, p, r.src, plan.units, plan.invalid); err != nil {
+		return err
+	}
 	if !r.got.Unmoved {
 		p.Info(ctx, fmt.Sprintf("read %d units (%s)", len(plan.units), time.Since(r.fetched).Round(time.Millisecond)), nil)
 	}
