@@ -129,6 +129,9 @@ func Parse(name string, content []byte) (*Spec, error) {
 	if svc.Node != "" {
 		return nil, fmt.Errorf(`has "spec.template.node" %q; a Blueprint's nodes come from its selector`, svc.Node)
 	}
+	if svc.Tagged() {
+		return nil, fmt.Errorf(`has a spec.template whose image %q is a tag; a Blueprint's template pins its image by digest (registry/repo@sha256:…), so that every node runs the same one`, svc.Image)
+	}
 	if names := svc.SecretNames(); len(names) > 0 {
 		return nil, fmt.Errorf(`has a spec.template whose env names secret %s; a Blueprint's template does not take secrets yet, only a service does`, names[0])
 	}

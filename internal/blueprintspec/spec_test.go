@@ -57,6 +57,7 @@ func TestParse(t *testing.T) {
 			`{` + tmpl + `}`:                  "0 ways to choose nodes",
 			`{` + tmpl + `, "selector": {"nodes": ["n1"], "matchLabels": {"a": "b"}}}`:                                                             "2 ways to choose nodes",
 			`{` + tmpl + `, "selector": {"nodes": ["N 1"]}}`:                                                                                       "not a node name",
+			`{"template": {"runtime": "container", "image": "r.example/web:v1"}, "selector": {"nodes": ["n1"]}}`:                                   `whose image "r.example/web:v1" is a tag; a Blueprint's template pins its image by digest`,
 			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "placementPolicy": "yolo"}`:                                                             `"spec.placementPolicy" "yolo"`,
 			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "rolloutPolicy": "now"}`:                                                                `"spec.rolloutPolicy" "now"`,
 			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "onProbeFailure": "x"}`:                                                                 `"spec.onProbeFailure" "x"`,

@@ -538,9 +538,14 @@ func containerOf(spec *servicespec.Spec, name string) *hoststep.Container {
 	if spec.Runtime != servicespec.RuntimeContainer {
 		return nil
 	}
-	out := &hoststep.Container{Image: spec.Image}
+	out := &hoststep.Container{Image: spec.PulledImage()}
 	if !strings.Contains(out.Image, "@") {
 		out.Image = "sluice.local/" + name + "@" + out.Image // an archive pinned by its digest alone
+	}
+	if r := spec.Resolved; r != nil && r.Index {
+		for _, p := range r.Platforms {
+			out.Platforms = append(out.Platforms, hoststep.ContainerPlatform{Platform: p.Platform, Digest: p.Digest})
+		}
 	}
 	c := spec.Container
 	if c == nil {

@@ -219,6 +219,11 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, args Drif
 	if d.PinnedDigest != d.AppliedDigest {
 		found(ClassSource, fmt.Sprintf("Git pins %s; what was applied is %s.", d.PinnedDigest, d.AppliedDigest), fmt.Sprintf("Run %s applied %s.", run.ID, d.AppliedDigest))
 	}
+	if f, note := s.staleTag(ctx, u, spec); f != nil {
+		found(ClassSource, f.Fact, f.Proof)
+	} else if note != "" {
+		d.Findings = append(d.Findings, note)
+	}
 	rotated, err := s.rotatedSecrets(ctx, u, last.Rendered)
 	if err != nil {
 		return out, err

@@ -144,6 +144,9 @@ func (s *Service) Continue(ctx context.Context, p *journal.Progress, args Contin
 		return nil, fmt.Errorf("run %s's park cannot be read (%v); its outcome is unknown", p.RunID(), err)
 	}
 	spec, err := servicespec.Parse(a.Unit.Name, a.Unit.Content)
+	if err == nil {
+		err = resolveTx(ctx, db.New(s.Pool), a.Unit, spec)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the unit of %s as it was applied: %w", a.Name, err)
 	}

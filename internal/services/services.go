@@ -32,6 +32,7 @@ import (
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
 	"sluice/internal/hoststep"
+	"sluice/internal/imageref"
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/secrets"
@@ -127,6 +128,10 @@ type Service struct {
 	// Secrets opens the secrets a service's environment names; nil: a
 	// service that names one fails its actions with a sentence.
 	Secrets *secrets.Service
+	// Images reads a tagged image's digest from its registry, for a drift
+	// check to tell whether the tag moved since its sync resolved it. Nil:
+	// a Resolver with the default transport.
+	Images *imageref.Resolver
 	// Wait is how long an action waits before it looks again for its turn
 	// in its service's queue. Default 250 ms.
 	Wait time.Duration
@@ -170,6 +175,9 @@ func getTx(ctx context.Context, q *db.Queries, name string) (*db.Unit, *services
 	if err != nil {
 		// Sync admits only valid services; this is a unit from before.
 		return nil, nil, errs.Errorf(errs.Conflict, "Service %s (%s) %s; fix it in Git and sync.", name, u.Path, err)
+	}
+	if err := resolveTx(ctx, q, u, spec); err != nil {
+		return nil, nil, err
 	}
 	return u, spec, nil
 }

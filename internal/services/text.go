@@ -1,6 +1,10 @@
 package services
 
-import "strings"
+import (
+	"strings"
+
+	"sluice/internal/imageref"
+)
 
 func deref(s *string) string {
 	if s == nil {
@@ -17,10 +21,14 @@ func orNone(d string) string {
 }
 
 // repin returns image (as written in the unit) pinned to digest, keeping a
-// "name@" prefix.
+// "name@" prefix; an image named by tag becomes its repository at digest,
+// since a deploy pins what it deploys.
 func repin(image, digest string) string {
 	if i := strings.LastIndexByte(image, '@'); i > 0 {
 		return image[:i+1] + digest
+	}
+	if imageref.IsTag(image) {
+		return imageref.Repository(image) + "@" + digest
 	}
 	return digest
 }

@@ -131,7 +131,7 @@ func (s *Service) views(ctx context.Context, units []*db.Unit) ([]*View, error) 
 		v := &View{Unit: u}
 		views[i], byName[u.Name] = v, v
 		names = append(names, u.Name)
-		if spec, err := s.specs.parse(u); err == nil {
+		if spec, err := s.specs.parse(ctx, q, u); err == nil {
 			v.Spec = spec
 			pinNames, pins = append(pinNames, u.Name), append(pins, spec.Digest())
 		}
@@ -279,7 +279,7 @@ type specKey struct{ name, hash string }
 
 const specCacheSize = 4096
 
-func (c *specCache) parse(u *db.Unit) (*servicespec.Spec, error) {
+func (c *specCache) parse(ctx context.Context, q *db.Queries, u *db.Unit) (*servicespec.Spec, error) {
 	key := specKey{u.Name, u.ContentHash}
 	c.mu.Lock()
 	spec, ok := c.m[key]
@@ -290,6 +290,9 @@ func (c *specCache) parse(u *db.Unit) (*servicespec.Spec, error) {
 	spec, err := servicespec.Parse(u.Name, u.Content)
 	if err != nil {
 		return nil, err // parsed again next time: an invalid spec is rare, and its error is read fresh
+	}
+	if err := resolveTx(ctx, q, u, spec); err != nil {
+		return nil, err // resolved, or not, next time
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= specCacheSize {

@@ -22,20 +22,20 @@ func TestSpecCache(t *testing.T) {
 	t.Run("AHitIsTheSpecOfThatContentAndName", func(t *testing.T) {
 		t.Parallel()
 		var c specCache
-		first, err := c.parse(unitOf("web", d1, "h1"))
+		first, err := c.parse(t.Context(), nil, unitOf("web", d1, "h1"))
 		require.NoError(t, err)
-		again, err := c.parse(unitOf("web", d1, "h1"))
+		again, err := c.parse(t.Context(), nil, unitOf("web", d1, "h1"))
 		require.NoError(t, err)
 		require.Same(t, first, again, "the same content is parsed once")
 
 		// New content has a new hash: its own spec, never the old one.
-		moved, err := c.parse(unitOf("web", d2, "h2"))
+		moved, err := c.parse(t.Context(), nil, unitOf("web", d2, "h2"))
 		require.NoError(t, err)
 		require.Equal(t, d2, moved.Digest())
 		require.Equal(t, d1, first.Digest())
 
 		// Another service with the same content is parsed for its own name.
-		other, err := c.parse(unitOf("api", d1, "h1"))
+		other, err := c.parse(t.Context(), nil, unitOf("api", d1, "h1"))
 		require.NoError(t, err)
 		require.NotSame(t, first, other)
 	})
@@ -44,9 +44,9 @@ func TestSpecCache(t *testing.T) {
 		t.Parallel()
 		var c specCache
 		bad := &db.Unit{Name: "web", ContentHash: "h", Content: []byte(`{"kind": "Service", "spec": {"runtime": "exec", "image": "nginx"}}`)}
-		_, err := c.parse(bad)
+		_, err := c.parse(t.Context(), nil, bad)
 		require.Error(t, err)
-		_, err = c.parse(bad)
+		_, err = c.parse(t.Context(), nil, bad)
 		require.Error(t, err)
 		require.Empty(t, c.m)
 	})
@@ -55,7 +55,7 @@ func TestSpecCache(t *testing.T) {
 		t.Parallel()
 		var c specCache
 		for i := range specCacheSize + 10 {
-			_, err := c.parse(unitOf("web", d1, fmt.Sprint(i)))
+			_, err := c.parse(t.Context(), nil, unitOf("web", d1, fmt.Sprint(i)))
 			require.NoError(t, err)
 			require.LessOrEqual(t, len(c.m), specCacheSize)
 		}

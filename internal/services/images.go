@@ -1,0 +1,84 @@
+package services
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"sluice/db"
+	"sluice/internal/errs"
+	"sluice/internal/imageref"
+	"sluice/internal/servicespec"
+)
+
+// resolveTx gives spec, parsed from unit u, what its sync found its image
+// named in the registry when it accepted u's content (gitops'
+// resolveImages): the digest of a tag, the images of an index. A tag
+// without one is a Conflict, since nothing says what it would run; a digest
+// without one (its registry was not reachable from the control plane) runs
+// as pinned.
+func resolveTx(ctx context.Context, q *db.Queries, u *db.Unit, spec *servicespec.Spec) error {
+	if !spec.PulledByEngine() || spec.Resolved != nil {
+		return nil
+	}
+	raw, err := q.ImageResolutionGet(ctx, &db.ImageResolutionGetParams{UnitID: u.ID, ContentHash: u.ContentHash})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if spec.Tagged() {
+			return errs.Errorf(errs.Conflict, "Service %s names its image by tag (%s), and no sync has resolved it to a digest; sync its source (`sluice sync`), whose receipt says why if the registry cannot be read.", u.Name, spec.Image)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the resolution of %s's image: %w", u.Name, err)
+	}
+	var res imageref.Resolution
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("read the resolution of %s's image: %w", u.Name, err)
+	}
+	spec.Resolve(&res)
+	return nil
+}
+
+// staleTag reads again the tag spec's image names, when it names one: a
+// tag that points elsewhere than the digest its sync resolved is stale
+// evidence, a finding; what runs stays the digest resolved, until Git
+// changes. note says what the check could not read, or that the tag holds.
+func (s *Service) staleTag(ctx context.Context, u *db.Unit, spec *servicespec.Spec) (f *DriftFinding, note string) {
+	if !spec.Tagged() || spec.Resolved == nil {
+		return nil, ""
+	}
+	was := spec.Resolved
+	var cred *imageref.Credentials
+	if name := spec.PullSecret(); name != "" {
+		if s.Secrets == nil {
+			return nil, fmt.Sprintf("Tag %s was not read again: its pull secret %s cannot be opened without a secret key.", spec.Image, name)
+		}
+		_, val, err := s.Secrets.Resolve(ctx, s.Pool, u.SourceID, name)
+		if err != nil {
+			return nil, fmt.Sprintf("Tag %s was not read again: %v", spec.Image, err)
+		}
+		if cred, err = imageref.ParseCredentials(val); err != nil {
+			return nil, fmt.Sprintf("Tag %s was not read again: pull secret %s: %v", spec.Image, name, err)
+		}
+	}
+	r := s.Images
+	if r == nil {
+		r = &imageref.Resolver{}
+	}
+	now, err := r.Resolve(ctx, spec.Image, cred)
+	if err != nil {
+		return nil, fmt.Sprintf("Tag %s was not read again: %v.", spec.Image, err)
+	}
+	if now.Digest == was.Digest {
+		return nil, fmt.Sprintf("Tag %s still points at %s, as when it was accepted.", spec.Image, was.Digest)
+	}
+	return &DriftFinding{
+		Class: ClassSource,
+		Fact:  fmt.Sprintf("Tag %s has moved since it was accepted: stale evidence.", spec.Image),
+		Proof: fmt.Sprintf("The registry now answers %s; the sync that accepted the unit resolved it to %s at %s, and that digest is what sluice runs. A tag that moves changes nothing by itself: pin the new digest in Git, or deploy it.", now.Digest, was.Digest, was.ResolvedAt.Format(time.RFC3339)),
+	}, ""
+}
