@@ -119,7 +119,9 @@ type ApplyRequest struct {
 	Systemd *servicespec.Systemd `json:"systemd,omitempty"`
 	// Container is what the container runtime adds; nil for any other
 	// runtime.
-	Container       *Container         `json:"container,omitempty"`
+	Container *Container `json:"container,omitempty"`
+	// Compose is what the compose runtime adds; nil for any other runtime.
+	Compose         *Compose           `json:"compose,omitempty"`
 	Probe           *servicespec.Probe `json:"probe,omitempty"`
 	ProbeTimeoutSec int                `json:"probeTimeoutSec"`
 	// Label prefixes the phase names ("retry-", "restore-").
