@@ -1,9 +1,15 @@
 package hoststep
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
 // Compose is what the compose runtime adds to a service's manifest: one
 // Compose project, its files as the synced commit holds them; nil for any
 // other runtime. The manifest's ArtifactDigest is the project's identity
-// (ComposeIdentity: its files and its pins), its Env and Secrets the
+// (Identity: its files and its pins), its Env and Secrets the
 // variables the Compose files interpolate, handed to the Compose process
 // and never written.
 type Compose struct {
@@ -31,4 +37,30 @@ type ComposeFile struct {
 	Path string `json:"path"`
 	// Content is the file's text.
 	Content string `json:"content"`
+}
+
+// Identity is the project's identity: "sha256:" and the hex SHA-256 of
+// its files (paths and contents), their roles, its project directory and
+// its pins, in a fixed encoding. Two requests with the same identity run
+// the same project: it is the digest a compose service's receipts,
+// rollbacks and drift checks name, as an image's digest is a container's.
+func (c *Compose) Identity() string {
+	type file struct {
+		Path   string `json:"path"`
+		SHA256 string `json:"sha256"`
+	}
+	v := struct {
+		Files            []file            `json:"files"`
+		ComposeFiles     []string          `json:"composeFiles"`
+		EnvFiles         []string          `json:"envFiles"`
+		ProjectDirectory string            `json:"projectDirectory"`
+		Images           map[string]string `json:"images"`
+	}{ComposeFiles: c.ComposeFiles, EnvFiles: c.EnvFiles, ProjectDirectory: c.ProjectDirectory, Images: c.Images}
+	for _, f := range c.Files {
+		sum := sha256.Sum256([]byte(f.Content))
+		v.Files = append(v.Files, file{f.Path, hex.EncodeToString(sum[:])})
+	}
+	b, _ := json.Marshal(v) // map keys sorted: the encoding is fixed
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
