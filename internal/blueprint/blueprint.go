@@ -135,6 +135,11 @@ func blueprintOf(ctx context.Context, q *db.Queries, name string) (*db.Unit, *bl
 	if err != nil {
 		return nil, nil, errs.Errorf(errs.Conflict, "Blueprint %s (%s) %s; fix it in Git and sync.", name, u.Path, err)
 	}
+	// An index's images by platform, as its sync read them: each node
+	// runs its own platform's.
+	if err := services.ResolveImageTx(ctx, q, u, spec.Service); err != nil {
+		return nil, nil, err
+	}
 	return u, spec, nil
 }
 

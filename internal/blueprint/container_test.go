@@ -1,12 +1,17 @@
 package blueprint_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"sluice/db"
 	"sluice/internal/blueprint"
+	"sluice/internal/hoststep"
+	"sluice/internal/imageref"
 )
 
 // containerUnit is Blueprint web whose template runs image as a container;
@@ -43,6 +48,33 @@ func TestAContainerTemplatesImageIsNotInTheStore(t *testing.T) {
 		require.Equal(t, "In its registry", state, reason)
 		run := b.rollout(t, "web")
 		require.Equal(t, "succeeded", run.State, "%v", run.Error)
+	})
+
+	t.Run("AnIndexsImagesByPlatformGoWithTheRollout", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Commit(t, "web as an index", map[string]string{"blueprints/web.json": containerUnit("registry.example/team/web@"+testDigest, "")})
+		b.sync(t)
+		// What the sync read of the index, had its registry answered.
+		var id uuid.UUID
+		var hash string
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id, content_hash FROM unit WHERE kind = 'Blueprint' AND name = 'web'`).Scan(&id, &hash))
+		arm := "sha256:" + strings.Repeat("a", 64)
+		amd := "sha256:" + strings.Repeat("b", 64)
+		res, err := json.Marshal(&imageref.Resolution{Ref: "registry.example/team/web@" + testDigest, Repository: "registry.example/team/web",
+			Digest: testDigest, Index: true, Platforms: []imageref.Platform{{Platform: "linux/arm64/v8", Digest: arm}, {Platform: "linux/amd64", Digest: amd}}})
+		require.NoError(t, err)
+		require.NoError(t, db.New(b.pool).ImageResolutionPut(b.ctx, &db.ImageResolutionPutParams{UnitID: id, ContentHash: hash, Resolution: res}))
+
+		run := b.rollout(t, "web")
+		require.Equal(t, "succeeded", run.State, "%v", run.Error)
+		var manifest []byte
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT manifest FROM rollout WHERE blueprint = 'web'`).Scan(&manifest))
+		var req hoststep.ApplyRequest
+		require.NoError(t, json.Unmarshal(manifest, &req))
+		require.Equal(t, testDigest, req.Manifest.ArtifactDigest, "the pin stays the index")
+		require.Equal(t, []hoststep.ContainerPlatform{{Platform: "linux/arm64/v8", Digest: arm}, {Platform: "linux/amd64", Digest: amd}}, req.Container.Platforms,
+			"each node's runtime runs the image of its engine's platform")
 	})
 
 	t.Run("AnArchiveIsLookedForInTheStore", func(t *testing.T) {

@@ -31,16 +31,28 @@ import (
 // checkSpecs moves the Service, Infrastructure and Blueprint units whose
 // spec does not read as one to invalid, with the reason: the inventory holds
 // only units an action can act on. It returns the secrets each kept unit
-// names, by path, for checkSecretRefs.
-func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid, map[string][]secretUse) {
+// names, by path, for checkSecretRefs, and the specs whose image an engine
+// pulls from a registry (a Service's, a Blueprint's template), by path, for
+// resolveImages.
+func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid, map[string][]secretUse, map[string]*servicespec.Spec) {
 	kept := units[:0:0]
 	var uses map[string][]secretUse
+	var pulled map[string]*servicespec.Spec
+	pull := func(path string, spec *servicespec.Spec) {
+		if spec.PulledByEngine() {
+			if pulled == nil {
+				pulled = map[string]*servicespec.Spec{}
+			}
+			pulled[path] = spec
+		}
+	}
 	for _, u := range units {
 		var err error
 		switch u.Kind {
 		case servicespec.Kind:
 			var spec *servicespec.Spec
 			if spec, err = servicespec.Parse(u.Name, u.Content); err == nil {
+				pull(u.Path, spec)
 				for _, v := range slices.Sorted(maps.Keys(spec.SecretEnv())) {
 					if uses == nil {
 						uses = map[string][]secretUse{}
@@ -73,7 +85,10 @@ func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []uni
 				}
 			}
 		case blueprintspec.Kind:
-			_, err = blueprintspec.Parse(u.Name, u.Content)
+			var bp *blueprintspec.Spec
+			if bp, err = blueprintspec.Parse(u.Name, u.Content); err == nil {
+				pull(u.Path, bp.Service)
+			}
 		default:
 			if near := nearKind(u.Kind); near != "" {
 				err = fmt.Errorf(`has "kind": %q, which is no kind sluice acts on; did you mean %q? (A unit of a kind sluice does not know is kept as data, and no action reads it; one this close to a known kind is taken for a typo.)`, u.Kind, near)
@@ -85,7 +100,7 @@ func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []uni
 		}
 		kept = append(kept, u)
 	}
-	return kept, invalid, uses
+	return kept, invalid, uses, pulled
 }
 
 // actedKinds are the kinds of unit that actions act on.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -12,6 +14,14 @@ import (
 	"sluice/internal/journal"
 	"sluice/internal/servicespec"
 	"sluice/internal/unit"
+)
+
+// resolveAtOnce is how many registries a sync reads at once, and
+// resolveTimeout how long it waits for one: an unreachable registry
+// delays a sync of new content by that much, once.
+const (
+	resolveAtOnce  = 8
+	resolveTimeout = 10 * time.Second
 )
 
 // resolveImages reads, for each container service among units whose engine
@@ -26,21 +36,19 @@ import (
 // nothing would say what it runs. A digest whose registry cannot be read is
 // accepted, with a warning: the pin is what runs, and the node's engine
 // picks an index's image for its platform unrecorded.
-func (s *Service) resolveImages(ctx context.Context, p *journal.Progress, src *db.Source, units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid, error) {
+func (s *Service) resolveImages(ctx context.Context, p *journal.Progress, src *db.Source, units []*unit.Unit, invalid []unit.Invalid, pulled map[string]*servicespec.Spec) ([]*unit.Unit, []unit.Invalid, error) {
+	if len(pulled) == 0 {
+		return units, invalid, nil
+	}
 	type pending struct {
 		u    *unit.Unit
 		spec *servicespec.Spec
 	}
 	var todo []pending
-	for _, u := range units {
-		if u.Kind != servicespec.Kind {
-			continue
+	for _, u := range units { // those checkSecretRefs and checkSOPSRefs kept
+		if spec := pulled[u.Path]; spec != nil {
+			todo = append(todo, pending{u, spec})
 		}
-		spec, err := servicespec.Parse(u.Name, u.Content)
-		if err != nil || !spec.PulledByEngine() {
-			continue
-		}
-		todo = append(todo, pending{u, spec})
 	}
 	if len(todo) == 0 {
 		return units, invalid, nil
@@ -59,19 +67,41 @@ func (s *Service) resolveImages(ctx context.Context, p *journal.Progress, src *d
 	}
 	resolver := s.Images
 	if resolver == nil {
-		resolver = &imageref.Resolver{}
+		resolver = &imageref.Resolver{Timeout: resolveTimeout}
 	}
-	refused := map[string]string{}
-	for _, t := range todo {
+	// The registries are read beside each other, a few at a time: a sync
+	// of many new services waits for the slowest registry, not their sum.
+	type answer struct {
+		res *imageref.Resolution
+		err error
+	}
+	answers := make([]answer, len(todo))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, resolveAtOnce)
+	for i, t := range todo {
 		if have[t.u.ID] == t.u.Hash {
 			continue
 		}
-		res, err := s.resolveImage(ctx, resolver, src, t.spec)
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			res, err := s.resolveImage(ctx, resolver, src, t.spec)
+			answers[i] = answer{res, err}
+		}()
+	}
+	wg.Wait()
+	refused := map[string]string{}
+	for i, t := range todo {
+		res, err := answers[i].res, answers[i].err
+		if res == nil && err == nil {
+			continue // held from an earlier sync of this content
+		}
 		if err != nil {
 			if t.spec.Tagged() {
 				refused[t.u.Path] = fmt.Sprintf(`has "spec.image" %q, a tag that sluice resolves when it accepts the unit, and %v; pin a digest (registry/repo@sha256:…), or sync again once the registry answers`, t.spec.Image, err)
 			} else {
-				p.Warn(ctx, fmt.Sprintf("service %s: %v; its pin %s is accepted as it is, and a node's engine picks the image of an index for its platform without a record of which", t.u.Name, err, t.spec.Image), nil)
+				p.Warn(ctx, fmt.Sprintf("%s %s: %v; its pin %s is accepted as it is, and a node's engine picks the image of an index for its platform without a record of which", kindWord(t.u.Kind), t.u.Name, err, t.spec.Image), nil)
 			}
 			continue
 		}
@@ -86,7 +116,7 @@ func (s *Service) resolveImages(ctx context.Context, p *journal.Progress, src *d
 		case res.Tag != "":
 			p.Info(ctx, fmt.Sprintf("service %s: tag %s resolved to %s", t.u.Name, t.spec.Image, res.Digest), nil)
 		case res.Index:
-			p.Info(ctx, fmt.Sprintf("service %s: %s is an index of %d platforms", t.u.Name, t.spec.Image, len(res.Platforms)), nil)
+			p.Info(ctx, fmt.Sprintf("%s %s: %s is an index of %d platforms", kindWord(t.u.Kind), t.u.Name, t.spec.Image, len(res.Platforms)), nil)
 		}
 	}
 	if len(refused) == 0 {
@@ -120,4 +150,12 @@ func (s *Service) resolveImage(ctx context.Context, r *imageref.Resolver, src *d
 		}
 	}
 	return r.Resolve(ctx, spec.Image, cred)
+}
+
+// kindWord names a unit's kind in a sentence.
+func kindWord(kind string) string {
+	if kind == servicespec.Kind {
+		return "service"
+	}
+	return kind
 }

@@ -49,11 +49,13 @@ func TestSyncResolvesImages(t *testing.T) {
 		"services/indexed.json": containerUnit("indexed", index),
 		"services/missing.json": containerUnit("missing", v1.Repo+":nope"),
 		"services/away.json":    containerUnit("away", "127.0.0.1:1/away@"+v1.Digest),
+		"blueprints/edge.json": `{"kind":"Blueprint","metadata":{"name":"edge"},"spec":{"template":{"runtime":"container","image":"` +
+			index + `"},"selector":{"nodes":["n1"]}}}`,
 	})
 	run := b.syncSource(t, source.DefaultName)
 	require.Equal(t, journal.StateSucceeded, run.State)
 	res := resultOf(t, run)
-	require.ElementsMatch(t, []string{"services/tagged.json", "services/indexed.json", "services/away.json"}, res.Created)
+	require.ElementsMatch(t, []string{"services/tagged.json", "services/indexed.json", "services/away.json", "blueprints/edge.json"}, res.Created)
 	require.Equal(t, map[string]string{
 		"services/missing.json": `has "spec.image" "` + v1.Repo + `:nope", a tag that sluice resolves when it accepts the unit, and the registry has no manifest for ` + v1.Repo + `:nope; pin a digest (registry/repo@sha256:…), or sync again once the registry answers`,
 	}, invalidPaths(res))
@@ -82,6 +84,10 @@ func TestSyncResolvesImages(t *testing.T) {
 	require.Equal(t, []imageref.Platform{{Platform: "linux/amd64", Digest: children["linux/amd64"]}, {Platform: "linux/arm64/v8", Digest: children["linux/arm64/v8"]}}, indexed.Platforms)
 
 	require.Nil(t, resolution("services/away.json"), "a registry that cannot be read resolves nothing")
+	// A Blueprint's template is read too, for its nodes' platforms; it
+	// takes no secret, so this registry, which wants credentials, does not
+	// answer it.
+	require.Nil(t, resolution("blueprints/edge.json"))
 	events, err := b.journal.Events(b.ctx, run.ID, 0, 100)
 	require.NoError(t, err)
 	var text []string
@@ -92,6 +98,7 @@ func TestSyncResolvesImages(t *testing.T) {
 	require.Contains(t, all, "service tagged: tag "+v1.Repo+":stable resolved to "+v1.Digest)
 	require.Contains(t, all, "service indexed: "+index+" is an index of 2 platforms")
 	require.Contains(t, all, "service away: could not read 127.0.0.1:1/away@"+v1.Digest+" from its registry")
+	require.Contains(t, all, "Blueprint edge: the registry of "+index+" refused to answer without credentials (HTTP 401)")
 	require.NotContains(t, all, e.Registry.Password)
 
 	// The tag moves to v2; a sync of unchanged content keeps v1's digest,

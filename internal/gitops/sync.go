@@ -14,6 +14,7 @@ import (
 	"sluice/internal/errs"
 	"sluice/internal/gitsync"
 	"sluice/internal/journal"
+	"sluice/internal/servicespec"
 	"sluice/internal/source"
 	"sluice/internal/unit"
 )
@@ -242,14 +243,17 @@ func (r *syncRun) diff(context.Context) error {
 func (r *syncRun) walk(ctx context.Context) error {
 	p, plan := r.p, r.plan
 	plan.units, plan.invalid = unit.ParseFiles(identitySpace(r.src), unitFiles(r.got.Files))
-	var uses map[string][]secretUse
-	plan.units, plan.invalid, uses = checkSpecs(plan.units, plan.invalid)
+	var (
+		uses   map[string][]secretUse
+		pulled map[string]*servicespec.Spec
+	)
+	plan.units, plan.invalid, uses, pulled = checkSpecs(plan.units, plan.invalid)
 	var err error
 	if plan.units, plan.invalid, err = checkSecretRefs(ctx, r.s.Pool, r.src, plan.units, plan.invalid, uses); err != nil {
 		return err
 	}
 	plan.units, plan.invalid = r.s.checkSOPSRefs(ctx, r.src, r.got.Commit, plan.units, plan.invalid, uses)
-	if plan.units, plan.invalid, err = r.s.resolveImages(ctx, p, r.src, plan.units, plan.invalid); err != nil {
+	if plan.units, plan.invalid, err = r.s.resolveImages(ctx, p, r.src, plan.units, plan.invalid, pulled); err != nil {
 		return err
 	}
 	if !r.got.Unmoved {

@@ -15,6 +15,13 @@ import (
 	"sluice/internal/servicespec"
 )
 
+// ResolveImageTx is resolveTx for a unit of another kind whose spec holds a
+// service's (a Blueprint's template): the resolution its sync recorded for
+// u's content.
+func ResolveImageTx(ctx context.Context, q *db.Queries, u *db.Unit, spec *servicespec.Spec) error {
+	return resolveTx(ctx, q, u, spec)
+}
+
 // resolveTx gives spec, parsed from unit u, what its sync found its image
 // named in the registry when it accepted u's content (gitops'
 // resolveImages): the digest of a tag, the images of an index. A tag
