@@ -144,4 +144,3 @@ func TestOverride(t *testing.T) {
 		LabelService: "shop", LabelDigest: "sha256:" + strings.Repeat("b", 64), LabelComposeService: "db",
 	}, doc.Services["db"].Labels)
 }
-
