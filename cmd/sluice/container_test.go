@@ -42,6 +42,9 @@ func containerUnit(name, node, image string, port int, probe, pullSecret, extra 
 // start's exit for its whole timeout in two clean CI runs).
 func TestContainerOnAnAgentsNode(t *testing.T) {
 	e := enginetest.Start(t)
+	// serve reads the registry (a tag's digest, an index's images) by the
+	// address the images name, as the engine does inside its namespace.
+	e.ForwardAt(t, enginetest.RegistryAddr, enginetest.RegistryAddr)
 	v1 := e.PushHello(t, enginetest.ImageOpts{Version: "v1"})
 	v2 := e.PushHello(t, enginetest.ImageOpts{Version: "v2"})
 	v3 := e.PushHello(t, enginetest.ImageOpts{Version: "v3", ExitCode: 3})
@@ -164,6 +167,54 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 		require.Contains(t, *r.Error, "other")
 		state := e.Podman(t, "--remote", "--url", e.Host, "inspect", "other", "--format", "{{.State.Status}}")
 		require.Equal(t, "running", strings.TrimSpace(state), "the container made by hand is left as it was")
+	})
+
+	t.Run("ATagRunsTheDigestItsSyncResolvedAndAMovedTagIsStaleEvidence", func(t *testing.T) {
+		e.Tag(t, v1, "stable")
+		const tagPort = port + 3
+		tagProbe := "http://" + e.Forward(t, fmt.Sprintf("127.0.0.1:%d", tagPort)) + "/healthz"
+		tagVersion := func() string {
+			t.Helper()
+			resp, err := http.Get(strings.TrimSuffix(tagProbe, "/healthz") + "/")
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			var v struct {
+				Version string `json:"version"`
+			}
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
+			return v.Version
+		}
+		repo.Pull(t)
+		repo.Commit(t, "a service by tag", map[string]string{"services/tagged.json": containerUnit("tagged", "n1", v1.Repo+":stable", tagPort, tagProbe, "registry", "")})
+		sync := p.accepted("/api/v1/gitops/sync", nil)
+		p.waitRun(sync, "succeeded")
+		require.Contains(t, string(get("/api/v1/journal/"+sync+"/events")), "service tagged: tag "+v1.Repo+":stable resolved to "+v1.Digest)
+
+		id := p.accepted("/api/v1/services/tagged/converge", nil)
+		p.waitRunLong(id, "succeeded")
+		require.Equal(t, "v1", tagVersion())
+		var run struct {
+			DigestTo string `json:"digestTo"`
+		}
+		require.NoError(t, json.Unmarshal(get("/api/v1/journal/"+id), &run))
+		require.Equal(t, v1.Digest, run.DigestTo, "the receipt names the digest the tag resolved to")
+
+		// The tag moves: nothing runs it until Git says so, and the drift
+		// check says the evidence is stale.
+		e.Tag(t, v2, "stable")
+		d := n.driftCheck("tagged")
+		require.Contains(t, driftFacts(d), "Tag "+v1.Repo+":stable has moved since it was accepted: stale evidence.")
+		require.Contains(t, driftFacts(d), "The registry now answers "+v2.Digest)
+		p.waitRunLong(p.accepted("/api/v1/services/tagged/converge", nil), "succeeded")
+		require.Equal(t, "v1", tagVersion(), "a converge runs what was accepted")
+
+		// A deploy pins the repository at the digest it deploys.
+		p.waitRunLong(p.accepted("/api/v1/services/tagged/deploy", map[string]string{"digest": v2.Digest}), "succeeded")
+		require.Equal(t, "v2", tagVersion())
+		repo.Pull(t)
+		pinned, err := os.ReadFile(filepath.Join(repo.Pusher, "services", "tagged.json"))
+		require.NoError(t, err)
+		require.Contains(t, string(pinned), v2.Repo+"@"+v2.Digest)
 	})
 
 	t.Run("TheSameServiceFromAnOCIArchiveInSluicesStore", func(t *testing.T) {

@@ -571,9 +571,18 @@ func (e *Engine) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 // returns the address it listens on.
 func (e *Engine) Forward(t testing.TB, addr string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return e.ForwardAt(t, "127.0.0.1:0", addr)
+}
+
+// ForwardAt is Forward from the test's own listen address: ForwardAt(t,
+// RegistryAddr, RegistryAddr) lets a process outside the namespace (a
+// serve) read the registry by the same name an image's reference gives
+// it. It fails t when the address is taken.
+func (e *Engine) ForwardAt(t testing.TB, listen, addr string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		t.Fatalf("listen to forward %s: %v", addr, err)
+		t.Fatalf("listen on %s to forward %s: %v", listen, addr, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
