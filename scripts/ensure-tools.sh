@@ -6,7 +6,8 @@
 # test, never make run), Chromium for the web console's browser test where
 # npm is installed (without npm that test skips, as check-contract does) and,
 # as root, systemd-container for the systemd runtime's tests, and Podman,
-# runc, Debian's registry and Docker's daemon for the container runtime's.
+# runc, Debian's registry and Docker's daemon for the container runtime's,
+# and docker-compose for the compose runtime's.
 # Installs Debian's packages when run as root; otherwise prints the one
 # command that would.
 set -euo pipefail
@@ -82,7 +83,15 @@ if [ "${SLUICE_ENSURE_BROWSER:-}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
   [ -x "$dockerd" ] && [ -x bin/dockerd/usr/bin/containerd ] || want_dockerd=1
   dpkg-query -W -f='${Status}' libdevmapper1.02.1 2>/dev/null | grep -q 'ok installed' || engine+=(libdevmapper1.02.1)
 fi
-[ ${#missing[@]} -eq 0 ] && [ ${#browser[@]} -eq 0 ] && [ ${#engine[@]} -eq 0 ] && [ $want_registry = 0 ] && [ $want_dockerd = 0 ] && exit 0
+# docker-compose (1.29.2, Compose v1) is the Compose the compose runtime's
+# tests drive against Podman's socket: Debian packages no v2 plugin. Its
+# package starts no daemon; without its recommends (docker.io) nothing else
+# comes with it.
+compose=()
+if [ "${SLUICE_ENSURE_BROWSER:-}" = 1 ] && [ "$(id -u)" -eq 0 ] && ! command -v docker-compose >/dev/null 2>&1; then
+  compose=(docker-compose)
+fi
+[ ${#missing[@]} -eq 0 ] && [ ${#browser[@]} -eq 0 ] && [ ${#engine[@]} -eq 0 ] && [ ${#compose[@]} -eq 0 ] && [ $want_registry = 0 ] && [ $want_dockerd = 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "Missing: ${missing[*]} ${browser[*]}. Install with:  sudo apt-get install -y ${missing[*]} ${browser[*]}" >&2
@@ -95,6 +104,11 @@ pkgs="${missing[*]} ${browser[*]} ${engine[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 [ ${#engine[@]} -eq 0 ] || apt-get install -y -qq "${engine[@]}" >/dev/null
+if [ ${#compose[@]} -gt 0 ]; then
+  echo "Installing docker-compose (Compose v1) from Debian's packages, without its recommends..." >&2
+  apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
+  command -v docker-compose >/dev/null 2>&1 || { echo "apt-get install docker-compose did not provide docker-compose" >&2; exit 1; }
+fi
 if [ $want_registry = 1 ]; then
   echo "Unpacking Debian's docker-registry into ./bin/docker-registry (not installed: no service of it starts)..." >&2
   dl=$(mktemp -d)
