@@ -340,7 +340,8 @@ func TestDriftAdoptStopRemove(t *testing.T) {
 	require.Contains(t, names, b.name)
 
 	// By hand: web's container removed, a container of the project's
-	// label for a Compose service no file declares, a managed file edited.
+	// label for a Compose service no file declares, worker taken off its
+	// network, a managed file edited.
 	b.engine.Podman(t, "--remote", "--url", b.engine.Host, "rm", "--force", "--time", "0", project+"_web_1")
 	cli, err := client.New(client.WithHost(b.engine.Host))
 	require.NoError(t, err)
@@ -357,6 +358,7 @@ func TestDriftAdoptStopRemove(t *testing.T) {
 	})
 	_, err = cli.ContainerStart(t.Context(), extra.ID, client.ContainerStartOptions{})
 	require.NoError(t, err)
+	b.engine.Podman(t, "--remote", "--url", b.engine.Host, "network", "disconnect", project+"_default", project+"_worker_1")
 	edited := filepath.Join(b.rt.ServiceDir(b.name), "current", "deploy", "compose.yml")
 	require.NoError(t, os.WriteFile(edited, []byte("services: {}\n"), 0o644))
 
@@ -372,7 +374,8 @@ func TestDriftAdoptStopRemove(t *testing.T) {
 	require.Contains(t, all, "Compose service web of "+b.name+" has no container.")
 	require.Contains(t, all, "Container "+project+"_extra_1 of project "+project+" runs Compose service extra, which the files of "+b.name+" do not declare.")
 	require.Contains(t, all, "File deploy/compose.yml of "+b.name+"'s current generation was changed on the node.")
-	require.Len(t, in.Drift, 3)
+	require.Contains(t, all, "Container "+project+"_worker_1 of Compose service worker is not on network "+project+"_default, which its files join.")
+	require.Len(t, in.Drift, 4)
 	require.False(t, in.Artifact.Matches, "web, pinned, has no container: %s", in.Artifact.Sentence)
 	require.Contains(t, in.Artifact.Sentence, "pinned Compose service web has no container")
 
