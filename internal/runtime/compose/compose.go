@@ -302,6 +302,28 @@ func (r *Runtime) owned(name string) error {
 	return nil
 }
 
+// foreignContainers refuses a first apply of s where the engine already
+// runs containers of its project name that are not sluice's (no
+// io.sluice.service label of the service): Compose's up would take them
+// over. Once a generation of the service is current, a container of the
+// project without the label is drift (an undeclared service), which up
+// removes as an orphan.
+func (r *Runtime) foreignContainers(ctx context.Context, s *Spec) error {
+	if _, text, _, _ := r.current(s.Service); text != nil {
+		return nil
+	}
+	list, err := r.containers(ctx, s.Project)
+	if err != nil {
+		return err
+	}
+	for _, c := range list {
+		if c.Config.Labels[LabelService] != s.Service {
+			return errs.Errorf(errs.Conflict, "Container %s (%s) is of Compose project %s and is not sluice's: it has no %s label of %s. It is left as it is; bring that project down, or give the service another name.", strings.TrimPrefix(c.Name, "/"), shortID(c.ID), s.Project, LabelService, s.Service)
+		}
+	}
+	return nil
+}
+
 // foreign is the sentence for a project directory that is not sluice's.
 func foreign(name, dir, why string) error {
 	return errs.Errorf(errs.Conflict, "Directory %s holds something that is not sluice's Compose project of %s: %s. It is left as it is; move it away, or give the service another name.", dir, name, why)
@@ -345,6 +367,9 @@ func (r *Runtime) Validate(ctx context.Context, u *hoststep.Unit, _ string) erro
 		return fmt.Errorf("the rendered unit of %s reads back as another service's", u.Manifest.Service)
 	}
 	if err := r.owned(s.Service); err != nil {
+		return err
+	}
+	if err := r.foreignContainers(ctx, s); err != nil {
 		return err
 	}
 	t, err := r.compose(ctx)

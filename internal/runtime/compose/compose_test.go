@@ -404,7 +404,7 @@ func TestDriftAdoptStopRemove(t *testing.T) {
 	require.Equal(t, "No container of project "+project+" exists.", in.NotRunning)
 }
 
-func TestForeignProjectDirectory(t *testing.T) {
+func TestForeignProject(t *testing.T) {
 	t.Parallel()
 
 	b := setup(t)
@@ -439,6 +439,22 @@ func TestForeignProjectDirectory(t *testing.T) {
 	require.Equal(t, "services:\n  app:\n    image: theirs\n", string(data))
 	// Leave nothing for setup's cleanup to refuse.
 	require.NoError(t, os.RemoveAll(dir))
+
+	// Someone's own containers of the project's name, without sluice's
+	// labels: refused too, and left running.
+	project := compose.ProjectName(b.name)
+	b.engine.Podman(t, "pull", "--quiet", "--creds", b.engine.Registry.User+":"+b.engine.Registry.Password, v1.Ref)
+	id := strings.TrimSpace(b.engine.Podman(t, "--remote", "--url", b.engine.Host, "run", "--detach", "--name", project+"_app_1",
+		"--label", "com.docker.compose.project="+project, "--label", "com.docker.compose.service=app", v1.Ref, "--listen", "0.0.0.0:8080"))
+	t.Cleanup(func() {
+		_, _ = b.engine.Command("podman", "--remote", "--url", b.engine.Host, "rm", "--force", "--time", "0", id).CombinedOutput()
+	})
+	_, err = b.host.Apply(t.Context(), &events{}, &phase.Phases{}, b.request(b.project(v1, v1, false)))
+	require.True(t, errs.Is(err, errs.Conflict), "%v", err)
+	require.ErrorContains(t, err, "Container "+project+"_app_1 ("+id[:12]+") is of Compose project "+project+" and is not sluice's")
+	out := b.engine.Podman(t, "--remote", "--url", b.engine.Host, "inspect", "--format", "{{.Id}} {{.State.Running}}", project+"_app_1")
+	require.Equal(t, id+" true", strings.TrimSpace(out), "the container was left as it was")
+	require.NoDirExists(t, dir)
 }
 
 func TestValidateRefusesWhatComposeRefuses(t *testing.T) {

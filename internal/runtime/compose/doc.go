@@ -25,7 +25,8 @@
 // (.sluice-unit.json) and the marker (.sluice-stack.json) naming the
 // project and the service, which Dir/<service> holds too. A directory of
 // the service's name without a matching marker is someone else's: a name
-// conflict, reported and never touched. Dir/<service>/current, a symlink
+// conflict, reported and never touched; so are containers of the project's
+// name without sluice's labels, before the service's first generation. Dir/<service>/current, a symlink
 // swapped atomically, names the generation that last came up; earlier ones
 // stay (Keep of them) for a rollback.
 //
@@ -39,6 +40,14 @@
 // engine's image id and its repo digests, against the service's pin, and
 // every container's io.sluice.digest against the identity. A Compose
 // service without a pin (its files' image, or a build) runs unverified,
-// which the proof says without failing. Stop and Remove never delete a
+// which the proof says without failing.
+//
+// An instance is one up: its containers as they started. It has exited
+// when one of them ended with another code than 0, was removed or started
+// again, or when all of them ended; a container that finished with code 0
+// while others run is a one-off task, not a failure. Its last lines are the
+// failed container's logs, else the first's.
+//
+// Stop and Remove never delete a
 // volume, named or bound, and no image is ever removed.
 package compose
