@@ -108,7 +108,7 @@ func (q *Queries) SourceCandidateUpsert(ctx context.Context, arg *SourceCandidat
 }
 
 const sourceFind = `-- name: SourceFind :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers FROM source
 WHERE deleted_at IS NULL AND (id::text = $1::text OR name = $1::text)
 `
 
@@ -135,12 +135,13 @@ func (q *Queries) SourceFind(ctx context.Context, key string) (*Source, error) {
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
 
 const sourceFindForUpdate = `-- name: SourceFindForUpdate :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers FROM source
 WHERE deleted_at IS NULL AND (id::text = $1::text OR name = $1::text)
 FOR UPDATE
 `
@@ -169,12 +170,13 @@ func (q *Queries) SourceFindForUpdate(ctx context.Context, key string) (*Source,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
 
 const sourceGet = `-- name: SourceGet :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source WHERE id = $1
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers FROM source WHERE id = $1
 `
 
 // SourceGet returns a source by id, deleted or not.
@@ -200,12 +202,13 @@ func (q *Queries) SourceGet(ctx context.Context, id uuid.UUID) (*Source, error) 
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
 
 const sourceGetByName = `-- name: SourceGetByName :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source WHERE name = $1 AND deleted_at IS NULL
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers FROM source WHERE name = $1 AND deleted_at IS NULL
 `
 
 // SourceGetByName finds a source that is not deleted by its name.
@@ -231,12 +234,13 @@ func (q *Queries) SourceGetByName(ctx context.Context, name string) (*Source, er
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
 
 const sourceGetByNameForUpdate = `-- name: SourceGetByNameForUpdate :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source WHERE name = $1 AND deleted_at IS NULL FOR UPDATE
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers FROM source WHERE name = $1 AND deleted_at IS NULL FOR UPDATE
 `
 
 func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*Source, error) {
@@ -261,12 +265,13 @@ func (q *Queries) SourceGetByNameForUpdate(ctx context.Context, name string) (*S
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
 
 const sourceGetForUpdate = `-- name: SourceGetForUpdate :one
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source WHERE id = $1 FOR UPDATE
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers FROM source WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SourceGetForUpdate(ctx context.Context, id uuid.UUID) (*Source, error) {
@@ -291,6 +296,7 @@ func (q *Queries) SourceGetForUpdate(ctx context.Context, id uuid.UUID) (*Source
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
@@ -299,7 +305,7 @@ const sourceInsert = `-- name: SourceInsert :one
 INSERT INTO source (id, name, repo_url, repo_username, repo_password_sealed, branch, path, sync_interval_sec)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers
 `
 
 type SourceInsertParams struct {
@@ -344,12 +350,13 @@ func (q *Queries) SourceInsert(ctx context.Context, arg *SourceInsertParams) (*S
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
 
 const sourceList = `-- name: SourceList :many
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source WHERE deleted_at IS NULL ORDER BY name
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers FROM source WHERE deleted_at IS NULL ORDER BY name
 `
 
 // SourceList lists the sources that are not deleted, by name.
@@ -381,6 +388,7 @@ func (q *Queries) SourceList(ctx context.Context) ([]*Source, error) {
 			&i.RepoPasswordSealed,
 			&i.WebhookSecretSealed,
 			&i.SyncedRunID,
+			&i.ContainerPowers,
 		); err != nil {
 			return nil, err
 		}
@@ -393,7 +401,7 @@ func (q *Queries) SourceList(ctx context.Context) ([]*Source, error) {
 }
 
 const sourceListDue = `-- name: SourceListDue :many
-SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id FROM source
+SELECT id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers FROM source
 WHERE sync_interval_sec > 0
   AND suspended_at IS NULL
   AND deleted_at IS NULL
@@ -432,6 +440,7 @@ func (q *Queries) SourceListDue(ctx context.Context) ([]*Source, error) {
 			&i.RepoPasswordSealed,
 			&i.WebhookSecretSealed,
 			&i.SyncedRunID,
+			&i.ContainerPowers,
 		); err != nil {
 			return nil, err
 		}
@@ -527,7 +536,7 @@ func (q *Queries) SourceListWebhookSealedForUpdate(ctx context.Context) ([]*Sour
 
 const sourceMarkDeleted = `-- name: SourceMarkDeleted :one
 UPDATE source SET deleted_at = now(), updated_at = now() WHERE id = $1 AND deleted_at IS NULL
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers
 `
 
 func (q *Queries) SourceMarkDeleted(ctx context.Context, id uuid.UUID) (*Source, error) {
@@ -552,12 +561,13 @@ func (q *Queries) SourceMarkDeleted(ctx context.Context, id uuid.UUID) (*Source,
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
 
 const sourceRename = `-- name: SourceRename :one
-UPDATE source SET name = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
+UPDATE source SET name = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers
 `
 
 type SourceRenameParams struct {
@@ -587,12 +597,52 @@ func (q *Queries) SourceRename(ctx context.Context, arg *SourceRenameParams) (*S
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
+	)
+	return &i, err
+}
+
+const sourceSetContainerPowers = `-- name: SourceSetContainerPowers :one
+UPDATE source SET container_powers = $1::text[], synced_commit = NULL, updated_at = now()
+WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers
+`
+
+type SourceSetContainerPowersParams struct {
+	Powers []string
+	ID     uuid.UUID
+}
+
+// The next sync walks every file again (synced_commit forgotten), so that
+// a container that asks for a power no longer allowed is found at once.
+func (q *Queries) SourceSetContainerPowers(ctx context.Context, arg *SourceSetContainerPowersParams) (*Source, error) {
+	row := q.db.QueryRow(ctx, sourceSetContainerPowers, arg.Powers, arg.ID)
+	var i Source
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.RepoUrl,
+		&i.RepoUsername,
+		&i.Branch,
+		&i.Path,
+		&i.SyncIntervalSec,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SyncedCommit,
+		&i.SkippedTicks,
+		&i.LastTickAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
+		&i.Policy,
+		&i.RepoPasswordSealed,
+		&i.WebhookSecretSealed,
+		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
 
 const sourceSetPolicy = `-- name: SourceSetPolicy :one
-UPDATE source SET policy = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
+UPDATE source SET policy = $1, updated_at = now() WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers
 `
 
 type SourceSetPolicyParams struct {
@@ -622,6 +672,7 @@ func (q *Queries) SourceSetPolicy(ctx context.Context, arg *SourceSetPolicyParam
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
@@ -647,7 +698,7 @@ UPDATE source
 SET suspended_at = CASE WHEN $1::boolean THEN coalesce(suspended_at, now()) ELSE NULL END,
     updated_at = now()
 WHERE id = $2
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers
 `
 
 type SourceSetSuspendedParams struct {
@@ -679,6 +730,7 @@ func (q *Queries) SourceSetSuspended(ctx context.Context, arg *SourceSetSuspende
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
@@ -699,7 +751,7 @@ func (q *Queries) SourceSetSyncedCommit(ctx context.Context, arg *SourceSetSynce
 }
 
 const sourceSetWebhookSecret = `-- name: SourceSetWebhookSecret :one
-UPDATE source SET webhook_secret_sealed = $1 WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
+UPDATE source SET webhook_secret_sealed = $1 WHERE id = $2 RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers
 `
 
 type SourceSetWebhookSecretParams struct {
@@ -731,6 +783,7 @@ func (q *Queries) SourceSetWebhookSecret(ctx context.Context, arg *SourceSetWebh
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
@@ -771,7 +824,7 @@ UPDATE source
 SET last_tick_at = now(),
     skipped_ticks = skipped_ticks + CASE WHEN $1::boolean THEN 1 ELSE 0 END
 WHERE id = $2
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers
 `
 
 type SourceTickParams struct {
@@ -802,6 +855,7 @@ func (q *Queries) SourceTick(ctx context.Context, arg *SourceTickParams) (*Sourc
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }
@@ -820,7 +874,7 @@ SET repo_url = $1,
                          THEN synced_run_id ELSE NULL END,
     updated_at = now()
 WHERE id = $7
-RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id
+RETURNING id, name, repo_url, repo_username, branch, path, sync_interval_sec, created_at, updated_at, synced_commit, skipped_ticks, last_tick_at, suspended_at, deleted_at, policy, repo_password_sealed, webhook_secret_sealed, synced_run_id, container_powers
 `
 
 type SourceUpdateSettingsParams struct {
@@ -865,6 +919,7 @@ func (q *Queries) SourceUpdateSettings(ctx context.Context, arg *SourceUpdateSet
 		&i.RepoPasswordSealed,
 		&i.WebhookSecretSealed,
 		&i.SyncedRunID,
+		&i.ContainerPowers,
 	)
 	return &i, err
 }

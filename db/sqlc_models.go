@@ -515,6 +515,7 @@ type Source struct {
 	RepoPasswordSealed  []byte
 	WebhookSecretSealed []byte
 	SyncedRunID         *uuid.UUID
+	ContainerPowers     []string
 }
 
 type SourceCandidate struct {

@@ -29,18 +29,23 @@ type Source struct {
 	Suspended       bool       `json:"suspended" doc:"A suspended source gets no interval syncs, and manual syncs are refused."`
 	SuspendedAt     *time.Time `json:"suspendedAt,omitempty"`
 	WebhookSecret   bool       `json:"webhookSecretSet" doc:"The source has a webhook secret, so takes push deliveries at POST /api/v1/webhooks/{source}. The secret is never shown."`
+	ContainerPowers []string   `json:"containerPowers" enum:"privileged,cap-add,devices,pid-host,network-host" doc:"The powers over their host that the source's container services may be given; a container asking for another is refused at sync and at each action. None by default." example:"[\"cap-add\"]"`
 	CreatedAt       time.Time  `json:"createdAt"`
 	UpdatedAt       time.Time  `json:"updatedAt"`
 	JournalID       *uuid.UUID `json:"journalId,omitempty" format:"uuid" doc:"In the answer to a change: the change's receipt. Absent when the source is read."`
 }
 
 func sourceOut(s *source.Source) Source {
-	return Source{
+	out := Source{
 		ID: s.ID, Name: s.Name, RepoURL: s.RepoURL, Branch: s.Branch, Path: s.Path, SyncIntervalSec: s.SyncIntervalSec,
 		Default: s.Default, Policy: string(s.Policy), Suspended: s.SuspendedAt != nil, SuspendedAt: s.SuspendedAt,
 		WebhookSecret: s.WebhookSecretSet, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
-		JournalID: ptrIfSet(s.JournalID),
+		JournalID: ptrIfSet(s.JournalID), ContainerPowers: s.ContainerPowers,
 	}
+	if out.ContainerPowers == nil {
+		out.ContainerPowers = []string{}
+	}
+	return out
 }
 
 // ptrIfSet is &id, or nil for the zero id.
@@ -61,6 +66,8 @@ type SourceInput struct {
 	// value: an explicit 0 (manual only) must stay 0.
 	SyncIntervalSec *int   `json:"syncIntervalSec,omitempty" minimum:"0" maximum:"31536000" default:"600" doc:"Seconds between interval syncs, at most a year (31536000); 0 means manual syncs only. Default 600." example:"600"`
 	Policy          string `json:"policy,omitempty" enum:"manual,review,auto-write,auto-deploy" doc:"The source's policy; omitted keeps it (auto-write for a new source). A change withdraws nothing already accepted." example:"manual"`
+	// ContainerPowers is a pointer: omitted keeps them, [] allows none.
+	ContainerPowers *[]string `json:"containerPowers,omitempty" maxItems:"5" enum:"privileged,cap-add,devices,pid-host,network-host" doc:"The powers over their host that the source's container services may be given: privileged, cap-add, devices, pid-host, network-host. Omitted keeps them (none for a new source); an empty list allows none. A change makes the next sync read every unit again." example:"[\"cap-add\"]"`
 	// WebhookSecret is a pointer: omitted keeps the stored secret, "" removes it.
 	WebhookSecret *string `json:"webhookSecret,omitempty" maxLength:"256" writeOnly:"true" doc:"The secret the Git host signs push webhooks with (16 to 256 bytes): stored sealed, never shown back. Omitted keeps the stored one; an empty string removes it." example:"3f7c2b0e9a4d4e1f8b6a5c2d7e9f0a1b"`
 }
@@ -84,7 +91,7 @@ func (in SourceInput) domain() source.Input {
 	if in.SyncIntervalSec != nil {
 		interval = *in.SyncIntervalSec
 	}
-	return source.Input{Name: in.Name, Policy: source.Policy(in.Policy), SettingsInput: source.SettingsInput{
+	return source.Input{Name: in.Name, Policy: source.Policy(in.Policy), ContainerPowers: in.ContainerPowers, SettingsInput: source.SettingsInput{
 		RepoURL: in.RepoURL, Branch: in.Branch, Path: in.Path, SyncIntervalSec: interval, WebhookSecret: in.WebhookSecret,
 	}}
 }

@@ -170,3 +170,9 @@ WITH pruned AS (
 INSERT INTO webhook_delivery (source_id, delivery, git_commit, run_id)
 VALUES (@source_id, @delivery, @git_commit, sqlc.narg('run_id'))
 ON CONFLICT (source_id, delivery) DO NOTHING;
+
+-- name: SourceSetContainerPowers :one
+-- The next sync walks every file again (synced_commit forgotten), so that
+-- a container that asks for a power no longer allowed is found at once.
+UPDATE source SET container_powers = @powers::text[], synced_commit = NULL, updated_at = now()
+WHERE id = @id RETURNING *;

@@ -2851,6 +2851,33 @@ func (e ServicesResultAction) Valid() bool {
 	}
 }
 
+// Defines values for SourceContainerPowers.
+const (
+	SourceContainerPowersCapAdd      SourceContainerPowers = "cap-add"
+	SourceContainerPowersDevices     SourceContainerPowers = "devices"
+	SourceContainerPowersNetworkHost SourceContainerPowers = "network-host"
+	SourceContainerPowersPidHost     SourceContainerPowers = "pid-host"
+	SourceContainerPowersPrivileged  SourceContainerPowers = "privileged"
+)
+
+// Valid indicates whether the value is a known member of the SourceContainerPowers enum.
+func (e SourceContainerPowers) Valid() bool {
+	switch e {
+	case SourceContainerPowersCapAdd:
+		return true
+	case SourceContainerPowersDevices:
+		return true
+	case SourceContainerPowersNetworkHost:
+		return true
+	case SourceContainerPowersPidHost:
+		return true
+	case SourceContainerPowersPrivileged:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SourcePolicy.
 const (
 	SourcePolicyAutoDeploy SourcePolicy = "auto-deploy"
@@ -2875,6 +2902,33 @@ func (e SourcePolicy) Valid() bool {
 	}
 }
 
+// Defines values for SourceInputContainerPowers.
+const (
+	SourceInputContainerPowersCapAdd      SourceInputContainerPowers = "cap-add"
+	SourceInputContainerPowersDevices     SourceInputContainerPowers = "devices"
+	SourceInputContainerPowersNetworkHost SourceInputContainerPowers = "network-host"
+	SourceInputContainerPowersPidHost     SourceInputContainerPowers = "pid-host"
+	SourceInputContainerPowersPrivileged  SourceInputContainerPowers = "privileged"
+)
+
+// Valid indicates whether the value is a known member of the SourceInputContainerPowers enum.
+func (e SourceInputContainerPowers) Valid() bool {
+	switch e {
+	case SourceInputContainerPowersCapAdd:
+		return true
+	case SourceInputContainerPowersDevices:
+		return true
+	case SourceInputContainerPowersNetworkHost:
+		return true
+	case SourceInputContainerPowersPidHost:
+		return true
+	case SourceInputContainerPowersPrivileged:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SourceInputPolicy.
 const (
 	SourceInputPolicyAutoDeploy SourceInputPolicy = "auto-deploy"
@@ -2893,6 +2947,33 @@ func (e SourceInputPolicy) Valid() bool {
 	case SourceInputPolicyManual:
 		return true
 	case SourceInputPolicyReview:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SourceRecordContainerPowers.
+const (
+	SourceRecordContainerPowersCapAdd      SourceRecordContainerPowers = "cap-add"
+	SourceRecordContainerPowersDevices     SourceRecordContainerPowers = "devices"
+	SourceRecordContainerPowersNetworkHost SourceRecordContainerPowers = "network-host"
+	SourceRecordContainerPowersPidHost     SourceRecordContainerPowers = "pid-host"
+	SourceRecordContainerPowersPrivileged  SourceRecordContainerPowers = "privileged"
+)
+
+// Valid indicates whether the value is a known member of the SourceRecordContainerPowers enum.
+func (e SourceRecordContainerPowers) Valid() bool {
+	switch e {
+	case SourceRecordContainerPowersCapAdd:
+		return true
+	case SourceRecordContainerPowersDevices:
+		return true
+	case SourceRecordContainerPowersNetworkHost:
+		return true
+	case SourceRecordContainerPowersPidHost:
+		return true
+	case SourceRecordContainerPowersPrivileged:
 		return true
 	default:
 		return false
@@ -6522,8 +6603,13 @@ type SkipRolloutNodeRequest struct {
 // Source defines model for Source.
 type Source struct {
 	// Branch Example: main
-	Branch    string    `json:"branch"`
-	CreatedAt time.Time `json:"createdAt"`
+	Branch string `json:"branch"`
+
+	// ContainerPowers The powers over their host that the source's container services may be given; a container asking for another is refused at sync and at each action. None by default.
+	//
+	// Example: ["cap-add"]
+	ContainerPowers []SourceContainerPowers `json:"containerPowers"`
+	CreatedAt       time.Time               `json:"createdAt"`
 
 	// Default The source the GitOps settings describe (/api/v1/gitops/settings); it cannot be deleted.
 	Default bool               `json:"default"`
@@ -6562,6 +6648,9 @@ type Source struct {
 	WebhookSecretSet bool `json:"webhookSecretSet"`
 }
 
+// SourceContainerPowers defines model for Source.ContainerPowers.
+type SourceContainerPowers string
+
 // SourcePolicy What a sync may do with what it fetches: manual and review keep it as a candidate an operator accepts; auto-write applies it; auto-deploy applies it, then converges changed services and plans (or, with autoApply, applies) changed infrastructure.
 //
 // Example: auto-write
@@ -6579,6 +6668,11 @@ type SourceInput struct {
 	//
 	// Example: main
 	Branch *string `json:"branch,omitempty"`
+
+	// ContainerPowers The powers over their host that the source's container services may be given: privileged, cap-add, devices, pid-host, network-host. Omitted keeps them (none for a new source); an empty list allows none. A change makes the next sync read every unit again.
+	//
+	// Example: ["cap-add"]
+	ContainerPowers *[]SourceInputContainerPowers `json:"containerPowers,omitempty"`
 
 	// Name 1 to 63 lowercase letters, digits, '.', '_' or '-'. A deleted source's name may be used again.
 	//
@@ -6611,6 +6705,9 @@ type SourceInput struct {
 	WebhookSecret *string `json:"webhookSecret,omitempty"`
 }
 
+// SourceInputContainerPowers defines model for SourceInput.ContainerPowers.
+type SourceInputContainerPowers string
+
 // SourceInputPolicy The source's policy; omitted keeps it (auto-write for a new source). A change withdraws nothing already accepted.
 //
 // Example: manual
@@ -6628,15 +6725,19 @@ type SourcePlanDigest struct {
 
 // SourceRecord defines model for SourceRecord.
 type SourceRecord struct {
-	Branch           string             `json:"branch"`
-	Name             string             `json:"name"`
-	Path             string             `json:"path"`
-	Policy           SourceRecordPolicy `json:"policy"`
-	RepoUrl          string             `json:"repoUrl"`
-	Suspended        bool               `json:"suspended"`
-	SyncIntervalSec  int32              `json:"syncIntervalSec"`
-	WebhookSecretSet bool               `json:"webhookSecretSet"`
+	Branch           string                         `json:"branch"`
+	ContainerPowers  *[]SourceRecordContainerPowers `json:"containerPowers,omitempty"`
+	Name             string                         `json:"name"`
+	Path             string                         `json:"path"`
+	Policy           SourceRecordPolicy             `json:"policy"`
+	RepoUrl          string                         `json:"repoUrl"`
+	Suspended        bool                           `json:"suspended"`
+	SyncIntervalSec  int32                          `json:"syncIntervalSec"`
+	WebhookSecretSet bool                           `json:"webhookSecretSet"`
 }
+
+// SourceRecordContainerPowers defines model for SourceRecord.ContainerPowers.
+type SourceRecordContainerPowers string
 
 // SourceRecordPolicy defines model for SourceRecord.Policy.
 type SourceRecordPolicy string

@@ -117,6 +117,9 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 		} else if !ok {
 			return errs.Errorf(errs.Invalid, "Artifact %s, which Blueprint %s pins, is not in the store, so no rollout was authorized; upload it first with `sluice artifact push FILE`.", digest, name)
 		}
+		if err := services.PowersTx(ctx, q, u, spec.Service); err != nil {
+			return err
+		}
 		if r, err := q.RolloutFind(ctx, &db.RolloutFindParams{UnitID: u.ID, Generation: u.ContentHash, Digest: digest, PlacementID: pl.ID}); err == nil {
 			out = &Authorized{Rollout: r, Existing: true}
 			return nil

@@ -30,11 +30,12 @@ import (
 
 // checkSpecs moves the Service, Infrastructure and Blueprint units whose
 // spec does not read as one to invalid, with the reason: the inventory holds
-// only units an action can act on. It returns the secrets each kept unit
+// only units an action can act on, and a container's that asks for a power
+// over its host that src does not allow (its containerPowers). It returns the secrets each kept unit
 // names, by path, for checkSecretRefs, and the specs whose image an engine
 // pulls from a registry (a Service's, a Blueprint's template), by path, for
 // resolveImages.
-func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid, map[string][]secretUse, map[string]*servicespec.Spec) {
+func checkSpecs(src *db.Source, units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid, map[string][]secretUse, map[string]*servicespec.Spec) {
 	kept := units[:0:0]
 	var uses map[string][]secretUse
 	var pulled map[string]*servicespec.Spec
@@ -52,6 +53,9 @@ func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []uni
 		case servicespec.Kind:
 			var spec *servicespec.Spec
 			if spec, err = servicespec.Parse(u.Name, u.Content); err == nil {
+				err = servicespec.PowersRefused(spec.Powers(), src.ContainerPowers, src.Name)
+			}
+			if err == nil {
 				pull(u.Path, spec)
 				for _, v := range slices.Sorted(maps.Keys(spec.SecretEnv())) {
 					if uses == nil {
@@ -87,7 +91,11 @@ func checkSpecs(units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []uni
 		case blueprintspec.Kind:
 			var bp *blueprintspec.Spec
 			if bp, err = blueprintspec.Parse(u.Name, u.Content); err == nil {
-				pull(u.Path, bp.Service)
+				if err = servicespec.PowersRefused(bp.Service.Powers(), src.ContainerPowers, src.Name); err != nil {
+					err = fmt.Errorf("has a spec.template that %s", strings.TrimPrefix(err.Error(), "has "))
+				} else {
+					pull(u.Path, bp.Service)
+				}
 			}
 		default:
 			if near := nearKind(u.Kind); near != "" {

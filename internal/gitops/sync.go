@@ -247,7 +247,7 @@ func (r *syncRun) walk(ctx context.Context) error {
 		uses   map[string][]secretUse
 		pulled map[string]*servicespec.Spec
 	)
-	plan.units, plan.invalid, uses, pulled = checkSpecs(plan.units, plan.invalid)
+	plan.units, plan.invalid, uses, pulled = checkSpecs(r.src, plan.units, plan.invalid)
 	var err error
 	if plan.units, plan.invalid, err = checkSecretRefs(ctx, r.s.Pool, r.src, plan.units, plan.invalid, uses); err != nil {
 		return err

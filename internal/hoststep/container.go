@@ -62,13 +62,17 @@ type Container struct {
 	// 500000000); 0 sets none.
 	NanoCPUs int64 `json:"nanoCpus,omitempty"`
 
-	// These are refused, each with a sentence, until a source's policy can
-	// allow them: they give the container the host.
+	// These give the container powers over the host. The runtime refuses
+	// each, with a sentence, unless Powers names it: the control plane
+	// names the powers the service's source allows (servicespec's
+	// HostPowers).
+	Powers     []string `json:"powers,omitempty"`
 	Privileged bool     `json:"privileged,omitempty"`
 	CapAdd     []string `json:"capAdd,omitempty"`
 	Devices    []string `json:"devices,omitempty"`
 	// PID "host" shares the host's PID namespace.
 	PID string `json:"pid,omitempty"`
+	// Network "host" (in Network) shares the host's network.
 }
 
 // ContainerPlatform is one image of an index: its platform

@@ -95,6 +95,9 @@ func (s *Service) syncService(ctx context.Context, p *journal.Progress, t *journ
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := powersTx(ctx, db.New(s.Pool), u, spec); err != nil {
+		return nil, nil, err
+	}
 	res.UnitPath, res.ManifestHash = u.Path, u.ContentHash
 	return u, spec, nil
 }
@@ -552,6 +555,13 @@ func containerOf(spec *servicespec.Spec, name string) *hoststep.Container {
 		return out
 	}
 	out.Entrypoint, out.Restart, out.Network, out.Archive = c.Entrypoint, c.Restart, c.Network, c.Archive
+	// The powers over the host it asks for, which its source allows (sync
+	// and the action checked): the runtime refuses any the request does
+	// not name.
+	out.Privileged, out.CapAdd, out.Devices, out.PID = c.Privileged, slices.Clone(c.CapAdd), slices.Clone(c.Devices), c.PID
+	for _, p := range spec.Powers() {
+		out.Powers = append(out.Powers, p.Name)
+	}
 	out.Memory, out.NanoCPUs = c.MemoryBytes(), c.NanoCPUs()
 	// The request's own copies: the runtime fills in their defaults.
 	out.Volumes, out.Ports = slices.Clone(c.Volumes), slices.Clone(c.Ports)

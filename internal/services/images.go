@@ -15,11 +15,43 @@ import (
 	"sluice/internal/servicespec"
 )
 
-// ResolveImageTx is resolveTx for a unit of another kind whose spec holds a
-// service's (a Blueprint's template): the resolution its sync recorded for
-// u's content.
+// ResolveImageTx is resolveTx for a unit of another kind whose spec holds
+// a service's (a Blueprint's template): the resolution its sync recorded
+// for u's content.
 func ResolveImageTx(ctx context.Context, q *db.Queries, u *db.Unit, spec *servicespec.Spec) error {
 	return resolveTx(ctx, q, u, spec)
+}
+
+// PowersTx is powersTx for a unit of another kind whose spec holds a
+// service's (a Blueprint's template, before a rollout is authorized).
+func PowersTx(ctx context.Context, q *db.Queries, u *db.Unit, spec *servicespec.Spec) error {
+	return powersTx(ctx, q, u, spec)
+}
+
+// powersTx refuses, as a Conflict, a container that asks for a power over
+// its host that its source does not allow now: sync admitted it under the
+// source's allowance then, and an admin may have taken it back since.
+func powersTx(ctx context.Context, q *db.Queries, u *db.Unit, spec *servicespec.Spec) error {
+	want := spec.Powers()
+	if len(want) == 0 {
+		return nil
+	}
+	src, err := q.SourceGet(ctx, u.SourceID)
+	if err != nil {
+		return fmt.Errorf("load the source of %s: %w", u.Name, err)
+	}
+	if err := servicespec.PowersRefused(want, src.ContainerPowers, src.Name); err != nil {
+		return errs.Errorf(errs.Conflict, "%s %s %s; nothing was run.", kindWord(u.Kind), u.Name, err)
+	}
+	return nil
+}
+
+// kindWord names a unit's kind in a sentence.
+func kindWord(kind string) string {
+	if kind == servicespec.Kind {
+		return "Service"
+	}
+	return kind
 }
 
 // resolveTx gives spec, parsed from unit u, what its sync found its image

@@ -209,16 +209,10 @@ func (s *Spec) checkContainer() error {
 	switch {
 	case c.Archive && c.PullSecret != "":
 		return fmt.Errorf(`has both "spec.container.archive" and "spec.container.pullSecret"; an archive comes from sluice's store and is never pulled`)
-	case c.Privileged:
-		return fmt.Errorf(`has "spec.container.privileged"; a privileged container is given the host, which sluice refuses`)
-	case len(c.CapAdd) > 0:
-		return fmt.Errorf(`has "spec.container.capAdd" %s; added capabilities are refused`, strings.Join(c.CapAdd, ", "))
-	case len(c.Devices) > 0:
-		return fmt.Errorf(`has "spec.container.devices" %s; host devices are refused`, strings.Join(c.Devices, ", "))
-	case c.PID != "":
-		return fmt.Errorf(`has "spec.container.pid" %q; sharing a PID namespace is refused`, c.PID)
-	case c.Network != "" && c.Network != "none":
-		return fmt.Errorf(`has "spec.container.network" %q; give none, or leave it out for the engine's default bridge (host is refused)`, c.Network)
+	case c.PID != "" && c.PID != "host":
+		return fmt.Errorf(`has "spec.container.pid" %q; sharing another container's PID namespace is refused (only "host", which its source must allow)`, c.PID)
+	case c.Network != "" && c.Network != "none" && c.Network != "host":
+		return fmt.Errorf(`has "spec.container.network" %q; give none, or leave it out for the engine's default bridge (host only where its source allows it)`, c.Network)
 	case c.Restart != "" && !slices.Contains(containerRestarts, c.Restart):
 		return fmt.Errorf(`has "spec.container.restart" %q; give one of %s`, c.Restart, strings.Join(containerRestarts, ", "))
 	case c.Healthcheck != nil && len(c.Healthcheck.Command) == 0:
@@ -237,6 +231,16 @@ func (s *Spec) checkContainer() error {
 	}
 	if milli := c.CPUs * 1000; c.CPUs != 0 && (c.CPUs < 0.01 || milli > 1<<20 || math.Abs(milli-math.Round(milli)) > 1e-6) {
 		return fmt.Errorf(`has "spec.container.cpus" %v; give a number of CPUs from 0.01 with at most three decimal places, such as 0.5, or leave it out for no limit`, c.CPUs)
+	}
+	for _, d := range c.Devices {
+		if err := checkDevice(d); err != nil {
+			return fmt.Errorf(`has a device %q in "spec.container.devices" that %v; give /dev/host[:/dev/in-container[:rwm]]`, d, err)
+		}
+	}
+	for _, cp := range c.CapAdd {
+		if !capRE.MatchString(cp) {
+			return fmt.Errorf(`has a capability %q in "spec.container.capAdd" that is not one (NET_ADMIN, SYS_PTRACE, …: capital letters and _)`, cp)
+		}
 	}
 	targets := map[string]bool{}
 	for _, v := range c.Volumes {
@@ -259,6 +263,65 @@ func (s *Spec) checkContainer() error {
 	return nil
 }
 
+// The powers over its host a container may be given, each only where its
+// source allows it (the source's containerPowers).
+const (
+	PowerPrivileged  = "privileged"
+	PowerCapAdd      = "cap-add"
+	PowerDevices     = "devices"
+	PowerPIDHost     = "pid-host"
+	PowerNetworkHost = "network-host"
+)
+
+// HostPowers lists every power, in the order a refusal names them.
+var HostPowers = []string{PowerPrivileged, PowerCapAdd, PowerDevices, PowerPIDHost, PowerNetworkHost}
+
+// Power is one power over its host a container service asks for.
+type Power struct {
+	// Name is one of HostPowers.
+	Name string
+	// Asks is how the spec asks for it, and Gives what it gives the
+	// container, as the end of a sentence.
+	Asks, Gives string
+}
+
+// Powers lists the powers over its host that a container service asks
+// for; nil for none, and for every other runtime.
+func (s *Spec) Powers() []Power {
+	c := s.Container
+	if s.Runtime != RuntimeContainer || c == nil {
+		return nil
+	}
+	var out []Power
+	if c.Privileged {
+		out = append(out, Power{PowerPrivileged, `"spec.container.privileged"`, "a privileged container holds the whole host"})
+	}
+	if len(c.CapAdd) > 0 {
+		out = append(out, Power{PowerCapAdd, fmt.Sprintf(`"spec.container.capAdd" %s`, strings.Join(c.CapAdd, ", ")), "added capabilities give the container powers over the host"})
+	}
+	if len(c.Devices) > 0 {
+		out = append(out, Power{PowerDevices, fmt.Sprintf(`"spec.container.devices" %s`, strings.Join(c.Devices, ", ")), "host devices reach the host's hardware"})
+	}
+	if c.PID == "host" {
+		out = append(out, Power{PowerPIDHost, `"spec.container.pid" "host"`, "the host's PID namespace lets it see and signal every process of the host"})
+	}
+	if c.Network == "host" {
+		out = append(out, Power{PowerNetworkHost, `"spec.container.network" "host"`, "the host's network bypasses its published ports and binds any address of the host"})
+	}
+	return out
+}
+
+// PowersRefused is the sentence that refuses the first power of want that
+// allowed lacks, for a unit of source; nil when allowed has them all.
+func PowersRefused(want []Power, allowed []string, source string) error {
+	for _, p := range want {
+		if !slices.Contains(allowed, p.Name) {
+			return fmt.Errorf(`has %s: %s, which source %s does not allow (an admin allows it by adding %q to the source's containerPowers)`, p.Asks, p.Gives, source, p.Name)
+		}
+	}
+	return nil
+}
+
 // Archived reports whether the image's pin is an OCI archive in sluice's
 // artifact store rather than an image in a registry.
 func (s *Spec) Archived() bool {
@@ -269,4 +332,23 @@ func (s *Spec) Archived() bool {
 // from its registry, so that sluice's artifact store does not hold it.
 func (s *Spec) PulledByEngine() bool {
 	return s.Runtime == RuntimeContainer && !s.Archived()
+}
+
+var capRE = regexp.MustCompile(`^(CAP_)?[A-Z][A-Z_]*[A-Z]$`)
+
+// checkDevice checks "/dev/host[:/dev/in-container[:permissions]]".
+func checkDevice(d string) error {
+	parts := strings.SplitN(d, ":", 3)
+	for i, p := range parts[:min(len(parts), 2)] {
+		if i == 1 && p == "" {
+			continue
+		}
+		if !strings.HasPrefix(p, "/") || path.Clean(p) != p {
+			return fmt.Errorf("names %q, not an absolute, clean path", p)
+		}
+	}
+	if len(parts) == 3 && (parts[2] == "" || strings.Trim(parts[2], "rwm") != "") {
+		return fmt.Errorf("has permissions %q, not some of r, w and m", parts[2])
+	}
+	return nil
 }

@@ -31,11 +31,13 @@ func TestParseContainer(t *testing.T) {
 		"ATagOfAnArchive":           {image: "r.example/web:v1", extra: `, "container": {"archive": true}`, wantErr: `is not a digest pin`},
 		"ATagUnderExec":             {runtime: "exec", image: "r.example/web:v1", wantErr: `is not a digest pin`},
 		"ATagThatIsNoReference":     {image: "r.example/Web:v1", wantErr: `is neither an image by digest (registry/repo@sha256:<64 hex>) nor by tag`},
-		"Privileged":                {image: "r.example/web@" + digest, extra: `, "container": {"privileged": true}`, wantErr: "a privileged container is given the host"},
-		"AddedCapabilities":         {image: "r.example/web@" + digest, extra: `, "container": {"capAdd": ["NET_ADMIN"]}`, wantErr: "added capabilities are refused"},
-		"Devices":                   {image: "r.example/web@" + digest, extra: `, "container": {"devices": ["/dev/kvm"]}`, wantErr: "host devices are refused"},
-		"TheHostsPIDs":              {image: "r.example/web@" + digest, extra: `, "container": {"pid": "host"}`, wantErr: "sharing a PID namespace is refused"},
-		"TheHostsNetwork":           {image: "r.example/web@" + digest, extra: `, "container": {"network": "host"}`, wantErr: "(host is refused)"},
+		"Privileged":                {image: "r.example/web@" + digest, extra: `, "container": {"privileged": true}`},
+		"AddedCapabilities":         {image: "r.example/web@" + digest, extra: `, "container": {"capAdd": ["NET_ADMIN"]}`},
+		"Devices":                   {image: "r.example/web@" + digest, extra: `, "container": {"devices": ["/dev/kvm"]}`},
+		"TheHostsPIDs":              {image: "r.example/web@" + digest, extra: `, "container": {"pid": "host"}`},
+		"AnotherContainersPIDs":     {image: "r.example/web@" + digest, extra: `, "container": {"pid": "container:db"}`, wantErr: "sharing another container's PID namespace is refused"},
+		"TheHostsNetwork":           {image: "r.example/web@" + digest, extra: `, "container": {"network": "host"}`},
+		"AnotherNetwork":            {image: "r.example/web@" + digest, extra: `, "container": {"network": "mynet"}`, wantErr: `"spec.container.network" "mynet"; give none`},
 		"ABadRestart":               {image: "r.example/web@" + digest, extra: `, "container": {"restart": "sometimes"}`, wantErr: `"spec.container.restart" "sometimes"`},
 		"ABadPort":                  {image: "r.example/web@" + digest, extra: `, "container": {"ports": [{"hostPort": 70000}]}`, wantErr: "give hostPort (and containerPort) from 1 to 65535"},
 		"ABadPullSecret":            {image: "r.example/web@" + digest, extra: `, "container": {"pullSecret": "no spaces"}`, wantErr: "is not a secret name"},
@@ -91,6 +93,28 @@ func TestParseContainer(t *testing.T) {
 		require.Equal(t, digest, spec.Digest())
 		require.Equal(t, "r.example:5000/team/web@"+digest, spec.PulledImage())
 		require.Equal(t, "r.example:5000/team/web:v1", spec.Image, "the unit's text is as written")
+	})
+
+	t.Run("PowersOverTheHostAreListedAndRefusedUnlessAllowed", func(t *testing.T) {
+		t.Parallel()
+		spec, err := servicespec.Parse("web", unit("container", "r.example/web@"+digest, `, "container": {"privileged": true,
+			"capAdd": ["NET_ADMIN"], "devices": ["/dev/fuse"], "pid": "host", "network": "host"}`))
+		require.NoError(t, err)
+		var names []string
+		for _, p := range spec.Powers() {
+			names = append(names, p.Name)
+		}
+		require.Equal(t, servicespec.HostPowers, names)
+		require.EqualError(t, servicespec.PowersRefused(spec.Powers(), nil, "apps"),
+			`has "spec.container.privileged": a privileged container holds the whole host, which source apps does not allow (an admin allows it by adding "privileged" to the source's containerPowers)`)
+		require.ErrorContains(t, servicespec.PowersRefused(spec.Powers(), []string{"privileged", "cap-add", "devices", "pid-host"}, "apps"),
+			`has "spec.container.network" "host": the host's network bypasses its published ports`)
+		require.NoError(t, servicespec.PowersRefused(spec.Powers(), servicespec.HostPowers, "apps"))
+
+		plain, err := servicespec.Parse("web", unit("container", "r.example/web@"+digest, ""))
+		require.NoError(t, err)
+		require.Empty(t, plain.Powers())
+		require.NoError(t, servicespec.PowersRefused(plain.Powers(), nil, "apps"))
 	})
 
 	t.Run("APullSecretIsOneOfItsSecrets", func(t *testing.T) {

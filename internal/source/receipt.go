@@ -39,6 +39,9 @@ type Record struct {
 	Policy           string `json:"policy" enum:"manual,review,auto-write,auto-deploy"`
 	Suspended        bool   `json:"suspended"`
 	WebhookSecretSet bool   `json:"webhookSecretSet"`
+	// ContainerPowers are the powers over their host the source's
+	// containers may be given.
+	ContainerPowers []string `json:"containerPowers,omitempty" enum:"privileged,cap-add,devices,pid-host,network-host"`
 }
 
 // ChangeParams are a source receipt's params: the source as the change
@@ -51,6 +54,7 @@ func recordOf(src *db.Source) Record {
 	return Record{
 		Name: src.Name, RepoURL: MaskedURL(src), Branch: src.Branch, Path: src.Path, SyncIntervalSec: src.SyncIntervalSec,
 		Policy: src.Policy, Suspended: src.SuspendedAt != nil, WebhookSecretSet: webhookSecretSet(src),
+		ContainerPowers: src.ContainerPowers,
 	}
 }
 

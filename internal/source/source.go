@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,6 +19,7 @@ import (
 	"sluice/internal/journal"
 	"sluice/internal/redact"
 	"sluice/internal/secretbox"
+	"sluice/internal/servicespec"
 )
 
 // DefaultName is the source the GitOps settings describe.
@@ -69,8 +72,12 @@ type Source struct {
 	// WebhookSecretSet is true when the source has a webhook secret, so
 	// takes push deliveries (the secret itself is never shown).
 	WebhookSecretSet bool
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// ContainerPowers are the powers over their host (servicespec's
+	// HostPowers) that the source's container services may be given; none
+	// by default.
+	ContainerPowers []string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 // Input creates or changes a source.
@@ -79,6 +86,10 @@ type Input struct {
 	Name string
 	// Policy is the source's policy; "" keeps it (auto-write for a new source).
 	Policy Policy
+	// ContainerPowers, when set, replaces the powers over their host the
+	// source's containers may be given (an empty list allows none); nil
+	// keeps them (none for a new source).
+	ContainerPowers *[]string
 	SettingsInput
 }
 
@@ -92,6 +103,7 @@ func sourceOutRun(src *db.Source, run *db.JournalRun) *Source {
 	out := &Source{
 		ID: src.ID, Name: src.Name, Settings: *SettingsOf(src), Default: src.ID == DefaultID,
 		Policy: Policy(src.Policy), SuspendedAt: src.SuspendedAt, WebhookSecretSet: webhookSecretSet(src), CreatedAt: src.CreatedAt, UpdatedAt: src.UpdatedAt,
+		ContainerPowers: slices.Clone(src.ContainerPowers),
 	}
 	if run != nil {
 		out.JournalID = run.ID
@@ -177,6 +189,9 @@ func (s *Service) Create(ctx context.Context, in Input, by string) (*Source, err
 	if in.Policy, err = checkPolicy(in.Policy); err != nil {
 		return nil, err
 	}
+	if in.ContainerPowers, err = checkPowers(in.ContainerPowers); err != nil {
+		return nil, err
+	}
 	var (
 		out *db.Source
 		run *db.JournalRun
@@ -188,6 +203,11 @@ func (s *Service) Create(ctx context.Context, in Input, by string) (*Source, err
 		}
 		if in.Policy != "" {
 			if out, err = db.New(tx).SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: out.ID, Policy: string(in.Policy)}); err != nil {
+				return err
+			}
+		}
+		if in.ContainerPowers != nil && len(*in.ContainerPowers) > 0 {
+			if out, err = db.New(tx).SourceSetContainerPowers(ctx, &db.SourceSetContainerPowersParams{ID: out.ID, Powers: *in.ContainerPowers}); err != nil {
 				return err
 			}
 		}
@@ -206,6 +226,9 @@ func (s *Service) Create(ctx context.Context, in Input, by string) (*Source, err
 func (s *Service) Update(ctx context.Context, key string, in Input, by string) (*Source, error) {
 	settings, creds, err := normalizeInput(in.SettingsInput)
 	if err != nil {
+		return nil, err
+	}
+	if in.ContainerPowers, err = checkPowers(in.ContainerPowers); err != nil {
 		return nil, err
 	}
 	if in.Policy, err = checkPolicy(in.Policy); err != nil {
@@ -237,6 +260,11 @@ func (s *Service) Update(ctx context.Context, key string, in Input, by string) (
 		}
 		if in.Policy != "" {
 			if out, err = q.SourceSetPolicy(ctx, &db.SourceSetPolicyParams{ID: cur.ID, Policy: string(in.Policy)}); err != nil {
+				return changed{}, err
+			}
+		}
+		if in.ContainerPowers != nil && !slices.Equal(*in.ContainerPowers, cur.ContainerPowers) {
+			if out, err = q.SourceSetContainerPowers(ctx, &db.SourceSetContainerPowersParams{ID: cur.ID, Powers: *in.ContainerPowers}); err != nil {
 				return changed{}, err
 			}
 		}
@@ -284,4 +312,24 @@ func (s *Service) SetSuspended(ctx context.Context, key string, suspended bool, 
 		}
 		return changed{out, ActionResume, "resumed: interval syncs and manual syncs run again"}, nil
 	})
+}
+
+// checkPowers checks the powers a source's containers may be given, and
+// returns them sorted in servicespec.HostPowers' order, each once.
+func checkPowers(in *[]string) (*[]string, error) {
+	if in == nil {
+		return nil, nil
+	}
+	out := []string{}
+	for _, p := range *in {
+		if !slices.Contains(servicespec.HostPowers, p) {
+			return nil, errs.Errorf(errs.Invalid, "Container power %q is not one sluice knows; give any of %s.", p, strings.Join(servicespec.HostPowers, ", "))
+		}
+	}
+	for _, p := range servicespec.HostPowers {
+		if slices.Contains(*in, p) {
+			out = append(out, p)
+		}
+	}
+	return &out, nil
 }

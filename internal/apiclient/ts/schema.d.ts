@@ -4095,6 +4095,13 @@ export interface components {
         Source: {
             /** @example main */
             branch: string;
+            /**
+             * @description The powers over their host that the source's container services may be given; a container asking for another is refused at sync and at each action. None by default.
+             * @example [
+             *       "cap-add"
+             *     ]
+             */
+            containerPowers: ("privileged" | "cap-add" | "devices" | "pid-host" | "network-host")[];
             /** Format: date-time */
             createdAt: string;
             /** @description The source the GitOps settings describe (/api/v1/gitops/settings); it cannot be deleted. */
@@ -4148,6 +4155,13 @@ export interface components {
              */
             branch: string;
             /**
+             * @description The powers over their host that the source's container services may be given: privileged, cap-add, devices, pid-host, network-host. Omitted keeps them (none for a new source); an empty list allows none. A change makes the next sync read every unit again.
+             * @example [
+             *       "cap-add"
+             *     ]
+             */
+            containerPowers?: ("privileged" | "cap-add" | "devices" | "pid-host" | "network-host")[];
+            /**
              * @description 1 to 63 lowercase letters, digits, '.', '_' or '-'. A deleted source's name may be used again.
              * @example apps
              */
@@ -4191,6 +4205,7 @@ export interface components {
         };
         SourceRecord: {
             branch: string;
+            containerPowers?: ("privileged" | "cap-add" | "devices" | "pid-host" | "network-host")[];
             name: string;
             path: string;
             /** @enum {string} */

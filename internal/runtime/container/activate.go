@@ -172,6 +172,14 @@ func specConfig(s *Spec, specHash string) (*ctr.Config, *ctr.HostConfig, error) 
 	if s.Network != "" {
 		host.NetworkMode = ctr.NetworkMode(s.Network)
 	}
+	// The powers its source allowed (renderSpec checked them).
+	host.Privileged, host.CapAdd = s.Privileged, s.CapAdd
+	if s.PID != "" {
+		host.PidMode = ctr.PidMode(s.PID)
+	}
+	for _, d := range s.Devices {
+		host.Resources.Devices = append(host.Resources.Devices, deviceMapping(d))
+	}
 	if len(s.Ports) > 0 {
 		cfg.ExposedPorts = network.PortSet{}
 		host.PortBindings = network.PortMap{}
@@ -748,4 +756,19 @@ func splitLines(s string) []string {
 		return nil
 	}
 	return strings.Split(s, "\n")
+}
+
+// deviceMapping reads a device as servicespec checked it:
+// "/dev/host[:/dev/in-container[:permissions]]"; the container's path is
+// the host's, and the permissions rwm, by default.
+func deviceMapping(d string) ctr.DeviceMapping {
+	parts := strings.SplitN(d, ":", 3)
+	m := ctr.DeviceMapping{PathOnHost: parts[0], PathInContainer: parts[0], CgroupPermissions: "rwm"}
+	if len(parts) > 1 && parts[1] != "" {
+		m.PathInContainer = parts[1]
+	}
+	if len(parts) > 2 && parts[2] != "" {
+		m.CgroupPermissions = parts[2]
+	}
+	return m
 }

@@ -76,6 +76,12 @@ type Spec struct {
 	NanoCPUs int64 `json:"nanoCpus,omitempty"`
 	// Healthcheck has its defaults filled in; nil keeps the image's.
 	Healthcheck *hoststep.ContainerHealthcheck `json:"healthcheck,omitempty"`
+	// The powers over the host its source allowed it, when it asks for
+	// them (Network "host" is one too).
+	Privileged bool     `json:"privileged,omitempty"`
+	CapAdd     []string `json:"capAdd,omitempty"`
+	Devices    []string `json:"devices,omitempty"`
+	PID        string   `json:"pid,omitempty"`
 }
 
 var restarts = []string{"no", "on-failure", "always", "unless-stopped"}
@@ -104,18 +110,21 @@ func renderSpec(req *hoststep.ApplyRequest) (*Spec, error) {
 	if d := canon.Digest().String(); d != m.ArtifactDigest {
 		return nil, errs.Errorf(errs.Invalid, "Image %s of %s is pinned at %s, but the service's artifact is %s; they must be the same digest.", c.Image, m.Service, hoststep.Short(d), hoststep.Short(m.ArtifactDigest))
 	}
+	allowed := func(p string) bool { return slices.Contains(c.Powers, p) }
 	switch {
-	case c.Privileged:
-		return nil, errs.Errorf(errs.Invalid, "%s asks for a privileged container, which holds the whole host; the container runtime refuses it: drop spec.container.privileged.", m.Service)
-	case len(c.CapAdd) > 0:
-		return nil, errs.Errorf(errs.Invalid, "%s asks for added capabilities (%s), which give the container powers over the host; the container runtime refuses them: drop spec.container.capAdd.", m.Service, strings.Join(c.CapAdd, ", "))
-	case len(c.Devices) > 0:
-		return nil, errs.Errorf(errs.Invalid, "%s asks for host devices (%s); the container runtime refuses them: drop spec.container.devices.", m.Service, strings.Join(c.Devices, ", "))
-	case c.PID != "" && c.PID != "private":
-		return nil, errs.Errorf(errs.Invalid, "%s asks for PID namespace %q, which lets it see and signal the host's processes; the container runtime refuses it: drop spec.container.pid.", m.Service, c.PID)
-	case c.Network == "host":
-		return nil, errs.Errorf(errs.Invalid, "%s asks for the host's network, which bypasses its published ports and binds anything on every address; the container runtime refuses it: publish ports instead.", m.Service)
-	case c.Network != "" && c.Network != "none" && c.Network != "bridge":
+	case c.Privileged && !allowed(servicespec.PowerPrivileged):
+		return nil, errs.Errorf(errs.Invalid, "%s asks for a privileged container, which holds the whole host; its source does not allow it (containerPowers %s): drop spec.container.privileged.", m.Service, servicespec.PowerPrivileged)
+	case len(c.CapAdd) > 0 && !allowed(servicespec.PowerCapAdd):
+		return nil, errs.Errorf(errs.Invalid, "%s asks for added capabilities (%s), which give the container powers over the host; its source does not allow them (containerPowers %s): drop spec.container.capAdd.", m.Service, strings.Join(c.CapAdd, ", "), servicespec.PowerCapAdd)
+	case len(c.Devices) > 0 && !allowed(servicespec.PowerDevices):
+		return nil, errs.Errorf(errs.Invalid, "%s asks for host devices (%s); its source does not allow them (containerPowers %s): drop spec.container.devices.", m.Service, strings.Join(c.Devices, ", "), servicespec.PowerDevices)
+	case c.PID != "" && c.PID != "private" && c.PID != "host":
+		return nil, errs.Errorf(errs.Invalid, "%s asks for PID namespace %q; the container runtime takes only the host's, where the source allows it.", m.Service, c.PID)
+	case c.PID == "host" && !allowed(servicespec.PowerPIDHost):
+		return nil, errs.Errorf(errs.Invalid, "%s asks for the host's PID namespace, which lets it see and signal the host's processes; its source does not allow it (containerPowers %s): drop spec.container.pid.", m.Service, servicespec.PowerPIDHost)
+	case c.Network == "host" && !allowed(servicespec.PowerNetworkHost):
+		return nil, errs.Errorf(errs.Invalid, "%s asks for the host's network, which bypasses its published ports and binds anything on every address; its source does not allow it (containerPowers %s): publish ports instead.", m.Service, servicespec.PowerNetworkHost)
+	case c.Network != "" && c.Network != "none" && c.Network != "bridge" && c.Network != "host":
 		return nil, errs.Errorf(errs.Invalid, "Network %q of %s is not one the container runtime knows; leave it empty for the engine's bridge, or set none.", c.Network, m.Service)
 	}
 	restart := c.Restart
@@ -129,8 +138,8 @@ func renderSpec(req *hoststep.ApplyRequest) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Network == "none" && len(ports) > 0 {
-		return nil, errs.Errorf(errs.Invalid, "%s has no network (network none) and publishes ports; drop one or the other.", m.Service)
+	if (c.Network == "none" || c.Network == "host") && len(ports) > 0 {
+		return nil, errs.Errorf(errs.Invalid, "%s has network %s and publishes ports, which it cannot; drop one or the other.", m.Service, c.Network)
 	}
 	switch {
 	case c.Memory < 0 || c.Memory > 0 && c.Memory < servicespec.MinContainerMemory:
@@ -151,6 +160,10 @@ func renderSpec(req *hoststep.ApplyRequest) (*Spec, error) {
 		Entrypoint: c.Entrypoint, Args: m.Args, Env: m.Env, WorkDir: m.WorkDir, Ports: ports,
 		Restart: restart, Network: c.Network, StopTimeoutSec: hoststep.StopTimeout(m),
 		Volumes: c.Volumes, Memory: c.Memory, NanoCPUs: c.NanoCPUs,
+		Privileged: c.Privileged, CapAdd: c.CapAdd, Devices: c.Devices, PID: c.PID,
+	}
+	if s.PID == "private" {
+		s.PID = ""
 	}
 	if len(s.Volumes) == 0 {
 		s.Volumes = nil
