@@ -175,7 +175,8 @@ func TestSystemdNode(t *testing.T) {
 	require.Equal(t, string(v2Unit), string(now), "v2's unit text is back, byte for byte")
 	res = (&fleet{t: t, serve: p}).result(id)
 	probe := res["applied"].(map[string]any)["probe"].(map[string]any)
-	require.Contains(t, fmt.Sprint(probe["lastLines"]), "HELLO_EXIT_CODE is set, exiting with code 3", "the failed start's journal is in the receipt")
+	require.Contains(t, fmt.Sprint(probe["lastLines"]), "HELLO_EXIT_CODE is set, exiting with code 3", "the failed start's journal is in the receipt; the probe: %v; the run's events: %s",
+		probe, func() string { _, b := p.do("GET", "/api/v1/journal/"+id+"/events", testToken, nil); return string(b) }())
 	require.Equal(t, float64(3), probe["exitCode"])
 	require.Equal(t, "active", n.show("sluice-web.service", "ActiveState")["ActiveState"])
 	// After a failed deploy, enforce repairs nothing until an operator
