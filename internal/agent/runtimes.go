@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"sluice/internal/hoststep"
+	"sluice/internal/runtime/compose"
 	"sluice/internal/runtime/container"
 	"sluice/internal/runtime/exec"
 	"sluice/internal/runtime/systemd"
@@ -73,7 +76,7 @@ type ContainerOpts struct {
 
 // Runtimes are the runtimes of a node that keeps its state in dataDir:
 // exec always, first (the default); systemd as mode says; container when
-// ctr names an engine. An error says why the systemd mode asked for cannot
+// ctr names an engine, and compose with it where the host has a Compose. An error says why the systemd mode asked for cannot
 // run here.
 func Runtimes(dataDir, mode string, ctr ContainerOpts, arts hoststep.Artifacts) ([]hoststep.Runtime, error) {
 	out := []hoststep.Runtime{exec.New(dataDir, arts)}
@@ -81,6 +84,15 @@ func Runtimes(dataDir, mode string, ctr ContainerOpts, arts hoststep.Artifacts) 
 		rt := container.New(ctr.Host, dataDir)
 		rt.VolumePrefixes = ctr.VolumePrefixes
 		out = append(out, rt)
+		// Compose projects run on the same engine, where the host has a
+		// Compose (the v2 plugin or docker-compose).
+		cr := compose.New(ctr.Host, dataDir)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := cr.Version(ctx)
+		cancel()
+		if err == nil {
+			out = append(out, cr)
+		}
 	}
 	switch mode {
 	case "", SystemdAuto:

@@ -40,7 +40,7 @@ func checkSpecs(src *db.Source, units []*unit.Unit, invalid []unit.Invalid) ([]*
 	var uses map[string][]secretUse
 	var pulled map[string]*servicespec.Spec
 	pull := func(path string, spec *servicespec.Spec) {
-		if spec.PulledByEngine() {
+		if spec.PullsOneImage() {
 			if pulled == nil {
 				pulled = map[string]*servicespec.Spec{}
 			}

@@ -98,6 +98,9 @@ func (s *Service) syncService(ctx context.Context, p *journal.Progress, t *journ
 	if err := powersTx(ctx, db.New(s.Pool), u, spec); err != nil {
 		return nil, nil, err
 	}
+	if err := s.readProject(ctx, u, spec); err != nil {
+		return nil, nil, err
+	}
 	res.UnitPath, res.ManifestHash = u.Path, u.ContentHash
 	return u, spec, nil
 }
@@ -530,7 +533,7 @@ func applyRequest(spec *servicespec.Spec, name, label string) hoststep.ApplyRequ
 // spec's runtime; label prefixes its phases.
 func ApplyRequest(spec *servicespec.Spec, name, label string) hoststep.ApplyRequest {
 	return hoststep.ApplyRequest{
-		Manifest: spec.Manifest(name), Runtime: spec.Runtime, Systemd: spec.Systemd, Container: containerOf(spec, name),
+		Manifest: spec.Manifest(name), Runtime: spec.Runtime, Systemd: spec.Systemd, Container: containerOf(spec, name), Compose: spec.Project(),
 		Probe: spec.Probe, ProbeTimeoutSec: spec.ProbeTimeoutSec(), Label: label,
 	}
 }

@@ -182,6 +182,9 @@ func (s *Service) DriftCheck(ctx context.Context, p *journal.Progress, args Drif
 	if err != nil {
 		return out, err
 	}
+	if err := s.readProject(ctx, u, spec); err != nil {
+		return out, err
+	}
 	d.PinnedDigest, d.DriftMode = spec.Digest(), spec.Mode()
 	found := func(class, fact, proof string) {
 		d.Drift = append(d.Drift, DriftFinding{Class: class, Fact: fact, Proof: proof})

@@ -1,10 +1,12 @@
 package services
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,7 +63,7 @@ func kindWord(kind string) string {
 // without one (its registry was not reachable from the control plane) runs
 // as pinned.
 func resolveTx(ctx context.Context, q *db.Queries, u *db.Unit, spec *servicespec.Spec) error {
-	if !spec.PulledByEngine() || spec.Resolved != nil {
+	if !spec.PullsOneImage() || spec.Resolved != nil {
 		return nil
 	}
 	raw, err := q.ImageResolutionGet(ctx, &db.ImageResolutionGetParams{UnitID: u.ID, ContentHash: u.ContentHash})
@@ -120,4 +122,33 @@ func (s *Service) staleTag(ctx context.Context, u *db.Unit, spec *servicespec.Sp
 		Fact:  fmt.Sprintf("Tag %s has moved since it was accepted: stale evidence.", spec.Image),
 		Proof: fmt.Sprintf("The registry now answers %s; the sync that accepted the unit resolved it to %s at %s, and that digest is what sluice runs. A tag that moves changes nothing by itself: pin the new digest in Git, or deploy it.", now.Digest, was.Digest, was.ResolvedAt.Format(time.RFC3339)),
 	}, ""
+}
+
+// oneImage refuses a deploy or a rollback of a Compose project: they pin
+// one digest in Git, and a project has a pin per Compose service.
+func oneImage(spec *servicespec.Spec, name, action string) error {
+	if spec.Runtime != servicespec.RuntimeCompose {
+		return nil
+	}
+	return errs.Errorf(errs.Conflict, "Service %s is a Compose project, with a pin per Compose service: a %s pins one digest, so it does not apply. Pin the images in its spec.compose.images in Git and converge (`sluice converge %s`); a converge whose probe fails under onProbeFailure rollback runs the project's previous generation again.", name, action, name)
+}
+
+// readProject reads a compose service's project from the commit in force of
+// its source: its files, which make its digest (Spec.Digest) and its step.
+func (s *Service) readProject(ctx context.Context, u *db.Unit, spec *servicespec.Spec) error {
+	if spec.Runtime != servicespec.RuntimeCompose || spec.Project() != nil {
+		return nil
+	}
+	commit, err := s.commitInForce(ctx, u)
+	if err != nil {
+		return err
+	}
+	_, err = spec.ReadProject(func(p string) ([]byte, error) {
+		data, _, err := s.GitOps.ReadFileAt(ctx, u.SourceID, commit, p)
+		return data, err
+	})
+	if err != nil {
+		return errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Invalid), "The Compose project of service %s cannot be read at commit %s: %s. Fix its spec.compose in Git and sync.", u.Name, shortCommit(commit), strings.TrimSuffix(errs.MessageOf(err), "."))
+	}
+	return nil
 }

@@ -200,6 +200,9 @@ func (s *Service) requestDeploy(ctx context.Context, name, d, requestedBy string
 		if err != nil {
 			return err
 		}
+		if err := oneImage(spec, name, ActionDeploy); err != nil {
+			return err
+		}
 		if spec.Digest() == d {
 			return errs.Errorf(errs.Conflict, "Git already pins %s to %s, so there is nothing to deploy. To re-apply what Git holds (env, args, the template), converge: `sluice converge %s`.", name, d, name)
 		}
@@ -238,6 +241,9 @@ func (s *Service) requestRollback(ctx context.Context, name, requestedBy string,
 		q := db.New(tx)
 		u, spec, err := getTx(ctx, q, name)
 		if err != nil {
+			return err
+		}
+		if err := oneImage(spec, name, ActionRollback); err != nil {
 			return err
 		}
 		prev, err := previousHealthy(ctx, q, name, spec.Digest())

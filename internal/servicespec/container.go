@@ -329,8 +329,15 @@ func (s *Spec) Archived() bool {
 }
 
 // PulledByEngine reports whether the node's engine pulls the pinned image
-// from its registry, so that sluice's artifact store does not hold it.
+// from its registry, so that sluice's artifact store does not hold it: a
+// container's, unless it is an archive, and a Compose project's images.
 func (s *Spec) PulledByEngine() bool {
+	return s.Runtime == RuntimeContainer && !s.Archived() || s.Runtime == RuntimeCompose
+}
+
+// PullsOneImage reports whether the spec names one image its node's engine
+// pulls (spec.image of a container): the image a sync resolves.
+func (s *Spec) PullsOneImage() bool {
 	return s.Runtime == RuntimeContainer && !s.Archived()
 }
 

@@ -80,8 +80,11 @@ func (s *Spec) SOPSEnv() map[string]SOPSRef {
 // PullSecret is the secret that holds a container image's registry
 // credentials; "" when it pulls without.
 func (s *Spec) PullSecret() string {
-	if s.Runtime != RuntimeContainer || s.Container == nil {
-		return ""
+	switch {
+	case s.Runtime == RuntimeContainer && s.Container != nil:
+		return s.Container.PullSecret
+	case s.Runtime == RuntimeCompose && s.Compose != nil:
+		return s.Compose.PullSecret
 	}
-	return s.Container.PullSecret
+	return ""
 }

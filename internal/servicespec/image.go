@@ -12,7 +12,7 @@ import (
 // ("registry/repo:v1") rather than pins a digest: the sync that accepts it
 // resolves the tag (imageref) and records the digest, which is what runs.
 func (s *Spec) Tagged() bool {
-	return s.PulledByEngine() && imageref.IsTag(s.Image)
+	return s.PullsOneImage() && imageref.IsTag(s.Image)
 }
 
 // Resolve records what the image named in its registry when the unit's

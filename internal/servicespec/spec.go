@@ -32,7 +32,7 @@ const (
 )
 
 // Runtimes lists the valid values of spec.runtime.
-var Runtimes = []string{RuntimeExec, RuntimeSystemd, RuntimeContainer}
+var Runtimes = []string{RuntimeExec, RuntimeSystemd, RuntimeContainer, RuntimeCompose}
 
 // Default and largest probe timeouts, in seconds.
 const (
@@ -96,6 +96,11 @@ type Spec struct {
 	Systemd *Systemd `json:"systemd,omitempty"`
 	// Container is what a container service adds; runtime container only.
 	Container *Container `json:"container,omitempty"`
+	// Compose is what a compose service adds; runtime compose only.
+	Compose *Compose `json:"compose,omitempty"`
+
+	// project is the compose project read from the commit in force.
+	project *ComposeProject
 }
 
 // The drift modes of spec.driftMode.
@@ -133,6 +138,13 @@ type Probe struct {
 func (s *Spec) Digest() string {
 	if s.Resolved != nil {
 		return s.Resolved.Digest
+	}
+	if s.Runtime == RuntimeCompose {
+		// A project's identity, once its files are read; "" before.
+		if s.project != nil {
+			return s.project.Identity()
+		}
+		return ""
 	}
 	d, _ := artifact.ParseDigest(s.Image) // Parse checked it, or it is a tag
 	return d
@@ -200,10 +212,18 @@ func (s *Spec) check(name string) error {
 			return fmt.Errorf(`has "spec.workDir" under runtime "container"; the image sets its working directory`)
 		}
 	}
-	if s.Container != nil && s.Runtime != RuntimeContainer && s.Runtime != "" && slices.Contains(Runtimes, s.Runtime) {
+	if s.Container != nil && s.Runtime != RuntimeContainer && s.Runtime != RuntimeCompose && s.Runtime != "" && slices.Contains(Runtimes, s.Runtime) {
 		return fmt.Errorf(`has "spec.container" under runtime %q; it is read by runtime "container" only`, s.Runtime)
 	}
+	if s.Compose != nil && s.Runtime != RuntimeCompose && s.Runtime != "" && slices.Contains(Runtimes, s.Runtime) {
+		return fmt.Errorf(`has "spec.compose" under runtime %q; it is read by runtime "compose" only`, s.Runtime)
+	}
 	switch s.Runtime {
+	case RuntimeCompose:
+		if err := s.checkCompose(); err != nil {
+			return err
+		}
+		return s.checkCommon(name)
 	case RuntimeExec, RuntimeSystemd, RuntimeContainer:
 	case "":
 		return fmt.Errorf(`has no "spec.runtime"; set it to one of %s`, strings.Join(Runtimes, ", "))
@@ -223,6 +243,12 @@ func (s *Spec) check(name string) error {
 			return err
 		}
 	}
+	return s.checkCommon(name)
+}
+
+// checkCommon checks what every runtime's spec has: the working directory,
+// the probe, the policies, the node, and what the renderer refuses.
+func (s *Spec) checkCommon(name string) error {
 	if s.WorkDir != "" && !filepath.IsAbs(s.WorkDir) {
 		return fmt.Errorf(`has "spec.workDir" %q that is not an absolute path`, s.WorkDir)
 	}
@@ -252,7 +278,8 @@ func (s *Spec) check(name string) error {
 	// version 1 stands for it here, and a zero blob for a SOPS file's.
 	m := s.Manifest(name)
 	if m.ArtifactDigest == "" {
-		// A tag, which its sync resolves: any digest stands for it here.
+		// A tag, which its sync resolves, or a Compose project, whose
+		// files an action reads: any digest stands for it here.
 		m.ArtifactDigest = "sha256:" + strings.Repeat("0", 64)
 	}
 	for k, ref := range s.SecretEnv() {

@@ -1,0 +1,84 @@
+package servicespec_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/servicespec"
+)
+
+func TestParseCompose(t *testing.T) {
+	t.Parallel()
+
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	unit := func(spec string) []byte {
+		return fmt.Appendf(nil, `{"kind": "Service", "metadata": {"name": "web"}, "spec": {"runtime": "compose"%s}}`, spec)
+	}
+	for name, tt := range map[string]struct {
+		spec, wantErr string
+	}{
+		"FilesAndPins": {spec: `, "compose": {"files": ["stacks/web/compose.yaml", "stacks/web/prod.yaml"], "envFiles": ["stacks/web/.env"],
+			"images": {"web": "r.example/web@` + digest + `"}}`},
+		"NoFiles":            {spec: `, "compose": {}`, wantErr: `without "spec.compose.files"`},
+		"NoCompose":          {spec: ``, wantErr: `without "spec.compose.files"`},
+		"AnImage":            {spec: `, "image": "` + digest + `", "compose": {"files": ["c.yaml"]}`, wantErr: `has "spec.image" under runtime "compose"`},
+		"AnAbsolutePath":     {spec: `, "compose": {"files": ["/etc/c.yaml"]}`, wantErr: `has "/etc/c.yaml" in "spec.compose.files", which is not a relative path`},
+		"ATraversal":         {spec: `, "compose": {"files": ["../c.yaml"]}`, wantErr: `which is not a clean path inside the repository`},
+		"AnEnvFileTraversal": {spec: `, "compose": {"files": ["c.yaml"], "envFiles": ["a/../../.env"]}`, wantErr: `in "spec.compose.envFiles", which is not a clean path`},
+		"TwiceTheSameFile":   {spec: `, "compose": {"files": ["c.yaml", "c.yaml"]}`, wantErr: `names c.yaml twice`},
+		"ABadProjectDir":     {spec: `, "compose": {"files": ["c.yaml"], "projectDirectory": "/srv"}`, wantErr: `"spec.compose.projectDirectory" "/srv"`},
+		"APinByTag":          {spec: `, "compose": {"files": ["c.yaml"], "images": {"web": "r.example/web:v1"}}`, wantErr: `pins Compose service web to "r.example/web:v1"`},
+		"Args":               {spec: `, "args": ["x"], "compose": {"files": ["c.yaml"]}`, wantErr: `has "spec.args" under runtime "compose"`},
+		"ComposeUnderExec":   {spec: `, "compose": {"files": ["c.yaml"]}`, wantErr: ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			content := unit(tt.spec)
+			if name == "ComposeUnderExec" {
+				content = fmt.Appendf(nil, `{"kind": "Service", "metadata": {"name": "web"}, "spec": {"runtime": "exec", "image": %q%s}}`, digest, tt.spec)
+				tt.wantErr = `has "spec.compose" under runtime "exec"`
+			}
+			spec, err := servicespec.Parse("web", content)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Empty(t, spec.Digest(), "a project's digest is its files', unread yet")
+		})
+	}
+
+	t.Run("ItsDigestIsTheProjectsIdentity", func(t *testing.T) {
+		t.Parallel()
+		spec, err := servicespec.Parse("web", unit(`, "compose": {"files": ["stacks/web/compose.yaml"], "envFiles": ["stacks/web/.env"], "images": {"web": "r.example/web@`+digest+`"}}`))
+		require.NoError(t, err)
+		files := map[string]string{"stacks/web/compose.yaml": "services:\n  web:\n    image: r.example/web:v1\n", "stacks/web/.env": "A=1\n"}
+		read := func(p string) ([]byte, error) {
+			if c, ok := files[p]; ok {
+				return []byte(c), nil
+			}
+			return nil, errors.New("no such file")
+		}
+		p, err := spec.ReadProject(read)
+		require.NoError(t, err)
+		require.Equal(t, "stacks/web", p.ProjectDirectory, "the first file's directory")
+		require.Equal(t, []servicespec.ComposeFile{{Path: "stacks/web/compose.yaml", Content: files["stacks/web/compose.yaml"]}, {Path: "stacks/web/.env", Content: "A=1\n"}}, p.Files)
+		id := spec.Digest()
+		require.Equal(t, p.Identity(), id)
+		require.True(t, strings.HasPrefix(id, "sha256:"))
+
+		// A file's content, or a pin, changes the identity.
+		files["stacks/web/.env"] = "A=2\n"
+		_, err = spec.ReadProject(read)
+		require.NoError(t, err)
+		require.NotEqual(t, id, spec.Digest())
+
+		delete(files, "stacks/web/.env")
+		_, err = spec.ReadProject(read)
+		require.ErrorContains(t, err, "read stacks/web/.env: no such file")
+	})
+}
