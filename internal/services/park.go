@@ -73,6 +73,9 @@ type act struct {
 	Task     uuid.UUID `json:"task"`
 	// Since is when the action began to wait without a worker.
 	Since time.Time `json:"since"`
+	// Project is a compose service's project as the action read it, which
+	// its continuation applies (the commit in force may have moved since).
+	Project *servicespec.ComposeProject `json:"project,omitempty"`
 
 	spec *servicespec.Spec
 }
@@ -112,7 +115,7 @@ func (s *Service) apply(ctx context.Context, h Host, p *journal.Progress, out *j
 	if done {
 		return s.tail(ctx, h, p, out, a, req, applied, err)
 	}
-	a.Task, a.Since, a.Commit = task, time.Now(), out.Commit
+	a.Task, a.Since, a.Commit, a.Project = task, time.Now(), out.Commit, a.spec.Project()
 	return s.park(p, pk, out, a), nil
 }
 
@@ -146,6 +149,13 @@ func (s *Service) Continue(ctx context.Context, p *journal.Progress, args Contin
 	spec, err := servicespec.Parse(a.Unit.Name, a.Unit.Content)
 	if err == nil {
 		err = resolveTx(ctx, db.New(s.Pool), a.Unit, spec)
+	}
+	if err == nil && spec.Runtime == servicespec.RuntimeCompose {
+		if a.Project == nil {
+			err = fmt.Errorf("its park holds no Compose project")
+		} else {
+			spec.UseProject(a.Project)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the unit of %s as it was applied: %w", a.Name, err)

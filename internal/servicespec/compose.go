@@ -164,6 +164,10 @@ func (c *ComposeProject) Identity() string {
 // before.
 func (s *Spec) Project() *ComposeProject { return s.project }
 
+// UseProject keeps p, read earlier (an action that continues), as the
+// project: Digest is then its identity.
+func (s *Spec) UseProject(p *ComposeProject) { s.project = p }
+
 // ReadProject reads the project's files with read (a file of the commit in
 // force, by repository path) and keeps the project: Digest is then its
 // identity. A file that cannot be read is the error, which names it.

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"sluice/internal/dbtest"
+	"sluice/internal/enginetest"
+	"sluice/internal/gittest"
+)
+
+// composeFile is a two-service project: web (publishing port, with the
+// named volume data) and worker. Both name their image by tag, as a
+// repository would; the unit's pins decide what runs.
+func composeFile(port int) string {
+	return fmt.Sprintf(`version: "3.8"
+services:
+  web:
+    image: %[1]s/hello:v1
+    command: ["--listen", "0.0.0.0:8080"]
+    environment:
+      GREETING: ${GREETING}
+    ports:
+      - "127.0.0.1:%[2]d:8080"
+    volumes:
+      - data:/data
+  worker:
+    image: %[1]s/hello:v1
+    command: ["--listen", "0.0.0.0:9090"]
+volumes:
+  data: {}
+`, enginetest.RegistryAddr, port)
+}
+
+// composeUnit is service name as the Compose project of file, web and
+// worker pinned as given, on node n1.
+func composeUnit(name, file, web, worker, probe string) string {
+	return fmt.Sprintf(`{"kind": "Service", "metadata": {"name": %q},
+ "spec": {"runtime": "compose", "node": "n1", "env": {"GREETING": "from the unit"},
+          "probe": {"http": %q, "timeoutSec": 30}, "stopTimeoutSec": 2, "onProbeFailure": "rollback",
+          "compose": {"files": [%q], "images": {"web": %q, "worker": %q}, "pullSecret": "registry"}}}
+`, name, probe, file, web, worker)
+}
+
+// TestComposeOnAnAgentsNode runs a service as a Compose project from Git
+// on an agent's node, with docker-compose against a real Podman and its
+// registry: converged, web's pin moved to v2, a v3 that exits rolled back to
+// the generation before with the named volume's data still there, a
+// container removed by hand and one added with the project's label found as
+// drift, and a foreign project directory of the same name refused.
+//
+// It is not parallel, as TestContainerOnAnAgentsNode is not.
+func TestComposeOnAnAgentsNode(t *testing.T) {
+	if _, err := exec.LookPath("docker-compose"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no docker-compose here; scripts/ensure-tools.sh installs it")
+		}
+		t.Skip("no docker-compose here (make test installs it as root: scripts/ensure-tools.sh)")
+	}
+	e := enginetest.Start(t)
+	v1 := e.PushHello(t, enginetest.ImageOpts{Version: "v1"})
+	v2 := e.PushHello(t, enginetest.ImageOpts{Version: "v2"})
+	v3 := e.PushHello(t, enginetest.ImageOpts{Version: "v3", ExitCode: 3})
+
+	repo, dbURL, serveDir := gittest.New(t), dbtest.NewDB(t), t.TempDir()
+	p, _ := startServe(t, "SLUICE_DATA_DIR="+serveDir, "SLUICE_NODE_NAME=-", "SLUICE_DATABASE_URL="+dbURL,
+		"SLUICE_GITOPS_REPO_URL="+repo.Bare, "SLUICE_GITOPS_SYNC_INTERVAL_SEC=0", "SLUICE_LOG_LEVEL=debug")
+	out, code := p.cliOut("node", "add", "n1")
+	require.Equal(t, 0, code, out)
+	token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
+	agentDir := t.TempDir()
+	startAgent(t, p, "n1", agentDir, "SLUICE_JOIN_TOKEN="+token, "SLUICE_CONTAINER_HOST="+e.Host)
+	p.waitNode("n1", "Ready")
+	creds := filepath.Join(t.TempDir(), "creds")
+	require.NoError(t, os.WriteFile(creds, []byte(e.Registry.User+":"+e.Registry.Password), 0o600))
+	_, stderr, code := p.cli(nil, testToken, "secret", "set", "registry", "--from-file", creds)
+	require.Equal(t, 0, code, stderr)
+
+	const port = 18280
+	probe := "http://" + e.Forward(t, fmt.Sprintf("127.0.0.1:%d", port)) + "/healthz"
+	web := func() (version, greeting string) {
+		t.Helper()
+		resp, err := http.Get(strings.TrimSuffix(probe, "/healthz") + "/")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var v struct {
+			Version  string `json:"version"`
+			Greeting string `json:"greeting"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
+		return v.Version, v.Greeting
+	}
+	podman := func(args ...string) string {
+		t.Helper()
+		return strings.TrimSpace(e.Podman(t, append([]string{"--remote", "--url", e.Host}, args...)...))
+	}
+	const file = "stacks/shop/compose.yml"
+	commit := func(msg, webRef string) {
+		t.Helper()
+		repo.Pull(t)
+		repo.Commit(t, msg, map[string]string{file: composeFile(port), "services/shop.json": composeUnit("shop", file, webRef, v1.Ref, probe)})
+		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+	}
+
+	// v1: pulled by digest with the pull secret, up, probed, proven.
+	commit("shop as a Compose project", v1.Ref)
+	id := p.accepted("/api/v1/services/shop/converge", nil)
+	p.waitRunLong(id, "succeeded")
+	version, greeting := web()
+	require.Equal(t, "v1", version)
+	require.Equal(t, "from the unit", greeting, "the unit's env reaches Compose's interpolation")
+	res := (&fleet{t: t, serve: p}).result(id)
+	proof := res["applied"].(map[string]any)["artifact"].(map[string]any)
+	require.Equal(t, true, proof["matches"], proof["sentence"])
+	require.Equal(t, "docker-compose version 1.29.2, build unknown", proof["facts"].(map[string]any)["composeVersion"])
+	require.Equal(t, v1.Digest, proof["facts"].(map[string]any)["web.digest"])
+	firstIdentity := res["digestTo"].(string)
+	require.True(t, strings.HasPrefix(firstIdentity, "sha256:"), "the run names the project's identity")
+	labels := podman("ps", "--filter", "label=com.docker.compose.project=sluice-shop", "--format", `{{.Names}} {{index .Labels "io.sluice.digest"}}`)
+	require.Contains(t, labels, "sluice-shop_web_1 "+firstIdentity)
+	require.Contains(t, labels, "sluice-shop_worker_1 "+firstIdentity)
+
+	// A file goes into the named volume through v1's web.
+	marker := filepath.Join(t.TempDir(), "marker")
+	require.NoError(t, os.WriteFile(marker, []byte("written under v1"), 0o644))
+	podman("cp", marker, "sluice-shop_web_1:/data/marker")
+
+	// v2: web's pin moved in Git.
+	commit("web at v2", v2.Ref)
+	p.waitRunLong(p.accepted("/api/v1/services/shop/converge", nil), "succeeded")
+	version, _ = web()
+	require.Equal(t, "v2", version)
+
+	// v3 exits: the generation before runs again, and the volume kept v1's
+	// file.
+	commit("web at v3", v3.Ref)
+	id = p.accepted("/api/v1/services/shop/converge", nil)
+	r := p.waitRunLong(id, "failed")
+	require.Contains(t, *r.Error, "Under onProbeFailure rollback, the unit rendered before was restored")
+	version, _ = web()
+	require.Equal(t, "v2", version, "v2's generation runs again")
+	probeRes := (&fleet{t: t, serve: p}).result(id)["applied"].(map[string]any)["probe"].(map[string]any)
+	require.Equal(t, float64(3), probeRes["exitCode"], "%v", probeRes)
+	got := filepath.Join(t.TempDir(), "got")
+	podman("cp", "sluice-shop_web_1:/data/marker", got)
+	b, err := os.ReadFile(got)
+	require.NoError(t, err)
+	require.Equal(t, "written under v1", string(b))
+
+	// Back to v2 in Git, so that the checks below compare what runs with
+	// what was accepted.
+	commit("web at v2 again", v2.Ref)
+	p.waitRunLong(p.accepted("/api/v1/services/shop/converge", nil), "succeeded")
+	n := &systemdNode{t: t, p: p}
+
+	t.Run("AContainerRemovedAndOneAddedByHandAreDrift", func(t *testing.T) {
+		podman("rm", "--force", "sluice-shop_worker_1")
+		podman("run", "--detach", "--name", "intruder", "--label", "com.docker.compose.project=sluice-shop",
+			"--label", "com.docker.compose.service=intruder", v1.Ref, "--listen", "0.0.0.0:7070")
+		d := n.driftCheck("shop")
+		facts := driftFacts(d)
+		require.Contains(t, facts, "Compose service worker of shop has no container.")
+		require.Contains(t, facts, "Container intruder of project sluice-shop runs Compose service intruder, which the files of shop do not declare.")
+		podman("rm", "--force", "intruder")
+	})
+
+	t.Run("AForeignProjectDirectoryIsRefused", func(t *testing.T) {
+		foreign := filepath.Join(agentDir, "compose", "other")
+		require.NoError(t, os.MkdirAll(foreign, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(foreign, "compose.yml"), []byte("someone else's\n"), 0o644))
+		repo.Pull(t)
+		repo.Commit(t, "other", map[string]string{"services/other.json": composeUnit("other", file, v1.Ref, v1.Ref, probe)})
+		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+		r := p.waitRunLong(p.accepted("/api/v1/services/other/converge", nil), "failed")
+		require.Contains(t, *r.Error, "holds something that is not sluice's Compose project of other: it has no .sluice-stack.json. It is left as it is")
+		b, err := os.ReadFile(filepath.Join(foreign, "compose.yml"))
+		require.NoError(t, err)
+		require.Equal(t, "someone else's\n", string(b), "left as it was")
+	})
+
+	t.Run("ADeployOfOneDigestIsRefused", func(t *testing.T) {
+		status, body := p.do("POST", "/api/v1/services/shop/deploy", testToken, map[string]string{"digest": v1.Digest})
+		require.Equal(t, http.StatusConflict, status, string(body))
+		require.Contains(t, string(body), "is a Compose project, with a pin per Compose service")
+	})
+}
