@@ -111,7 +111,17 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 		if onFail == "" {
 			onFail = "stop"
 		}
+		// A Compose template's digest is its project's, as the commit in
+		// force holds its files.
+		if s.GitOps != nil {
+			if err := services.ReadProject(ctx, s.GitOps, u, spec.Service); err != nil {
+				return err
+			}
+		}
 		digest := spec.Service.Digest()
+		if digest == "" {
+			return errs.Errorf(errs.Unavailable, "The Compose files of Blueprint %s could not be read, so no rollout was authorized.", name)
+		}
 		if ok, err := inStore(ctx, q, spec.Service.PulledByEngine(), digest); err != nil {
 			return err
 		} else if !ok {

@@ -215,6 +215,20 @@ func (s *Spec) IsStateful() (bool, string) {
 		return true, "spec.stateful is true"
 	case s.Service.WorkDir != "":
 		return true, fmt.Sprintf("its template keeps a working directory (%s), where it may keep data", s.Service.WorkDir)
+	case s.Service.Container != nil && len(s.Service.Container.Volumes) > 0:
+		return true, fmt.Sprintf("its template mounts a volume (%s), where it keeps data", s.Service.Container.Volumes[0].Source)
+	case s.Service.Runtime == servicespec.RuntimeCompose:
+		p := s.Service.Project()
+		if p == nil {
+			return true, "its template is a Compose project whose files are read when a rollout is authorized, so sluice cannot tell yet and counts it stateful"
+		}
+		mounts, err := p.Mounts()
+		switch {
+		case err != nil:
+			return true, fmt.Sprintf("its Compose files cannot be read for their volumes (%v), so sluice counts it stateful", err)
+		case len(mounts) > 0:
+			return true, fmt.Sprintf("its Compose project mounts %s, where it keeps data", strings.Join(mounts, ", "))
+		}
 	}
 	return false, "spec.stateful is false and the template keeps no data"
 }

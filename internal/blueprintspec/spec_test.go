@@ -49,6 +49,36 @@ func TestParse(t *testing.T) {
 		require.Contains(t, why, "/var/lib/edge")
 	})
 
+	t.Run("AContainersVolumesAndAComposeProjectsMountsAreData", func(t *testing.T) {
+		t.Parallel()
+		s, err := Parse("edge", unit(`{"template": {"runtime": "container", "image": "r.example/edge@`+digest+`",
+			"container": {"volumes": [{"source": "edge-data", "target": "/data"}]}}, "selector": {"nodes": ["n1"]}, "stateful": false}`))
+		require.NoError(t, err)
+		stateful, why := s.IsStateful()
+		require.True(t, stateful)
+		require.Contains(t, why, "mounts a volume (edge-data)")
+
+		s, err = Parse("edge", unit(`{"template": {"runtime": "compose", "compose": {"files": ["stacks/edge.yml"]}}, "selector": {"nodes": ["n1"]}, "stateful": false}`))
+		require.NoError(t, err)
+		stateful, why = s.IsStateful()
+		require.True(t, stateful, "unread files: cannot tell")
+		require.Contains(t, why, "whose files are read when a rollout is authorized")
+		file := "services:\n  web:\n    image: x\n"
+		_, err = s.Service.ReadProject(func(string) ([]byte, error) { return []byte(file), nil })
+		require.NoError(t, err)
+		stateful, why = s.IsStateful()
+		require.False(t, stateful, why)
+
+		s, err = Parse("edge", unit(`{"template": {"runtime": "compose", "compose": {"files": ["stacks/edge.yml"]}}, "selector": {"nodes": ["n1"]}, "stateful": false}`))
+		require.NoError(t, err)
+		file = "services:\n  web:\n    image: x\n    volumes: [\"data:/data\"]\n"
+		_, err = s.Service.ReadProject(func(string) ([]byte, error) { return []byte(file), nil })
+		require.NoError(t, err)
+		stateful, why = s.IsStateful()
+		require.True(t, stateful)
+		require.Equal(t, "its Compose project mounts web: data:/data, where it keeps data", why)
+	})
+
 	t.Run("RefusesWhatCannotBePlaced", func(t *testing.T) {
 		t.Parallel()
 		tmpl := `"template": {"runtime": "exec", "image": "` + digest + `"}`

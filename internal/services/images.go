@@ -13,6 +13,7 @@ import (
 
 	"sluice/db"
 	"sluice/internal/errs"
+	"sluice/internal/gitops"
 	"sluice/internal/imageref"
 	"sluice/internal/servicespec"
 )
@@ -136,19 +137,30 @@ func oneImage(spec *servicespec.Spec, name, action string) error {
 // readProject reads a compose service's project from the commit in force of
 // its source: its files, which make its digest (Spec.Digest) and its step.
 func (s *Service) readProject(ctx context.Context, u *db.Unit, spec *servicespec.Spec) error {
+	return ReadProject(ctx, s.GitOps, u, spec)
+}
+
+// ReadProject reads the Compose project of spec, unit u's (a service's, or
+// a Blueprint's template), from the commit in force of u's source; nothing
+// for another runtime, or a project already read.
+func ReadProject(ctx context.Context, gops *gitops.Service, u *db.Unit, spec *servicespec.Spec) error {
 	if spec.Runtime != servicespec.RuntimeCompose || spec.Project() != nil {
 		return nil
 	}
-	commit, err := s.commitInForce(ctx, u)
+	src, err := db.New(gops.Pool).SourceGet(ctx, u.SourceID)
 	if err != nil {
-		return err
+		return fmt.Errorf("load the source of %s: %w", u.Name, err)
 	}
+	if src.SyncedCommit == nil {
+		return errs.Errorf(errs.Unavailable, "Source %s has no commit in force, so the Compose files of %s cannot be read; sync it.", src.Name, u.Name)
+	}
+	commit := *src.SyncedCommit
 	_, err = spec.ReadProject(func(p string) ([]byte, error) {
-		data, _, err := s.GitOps.ReadFileAt(ctx, u.SourceID, commit, p)
+		data, _, err := gops.ReadFileAt(ctx, u.SourceID, commit, p)
 		return data, err
 	})
 	if err != nil {
-		return errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Invalid), "The Compose project of service %s cannot be read at commit %s: %s. Fix its spec.compose in Git and sync.", u.Name, shortCommit(commit), strings.TrimSuffix(errs.MessageOf(err), "."))
+		return errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Invalid), "The Compose project of %s cannot be read at commit %s: %s. Fix its spec.compose in Git and sync.", u.Name, shortCommit(commit), strings.TrimSuffix(errs.MessageOf(err), "."))
 	}
 	return nil
 }

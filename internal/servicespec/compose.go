@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"gopkg.in/yaml.v3"
 )
 
 // RuntimeCompose is one Compose project on the node, from files in the
@@ -189,4 +190,47 @@ func (s *Spec) ReadProject(read func(path string) ([]byte, error)) (*ComposeProj
 	}
 	s.project = p
 	return p, nil
+}
+
+// Mounts lists what the project's Compose services mount that outlives a
+// container: each named volume, bind mount or anonymous volume ("web:
+// data:/data"), by service; a tmpfs is left out. A file that does not read
+// as YAML is the error.
+func (c *ComposeProject) Mounts() ([]string, error) {
+	files := map[string]string{}
+	for _, f := range c.Files {
+		files[f.Path] = f.Content
+	}
+	var out []string
+	for _, p := range c.ComposeFiles {
+		var doc struct {
+			Services map[string]struct {
+				Volumes []yaml.Node `yaml:"volumes"`
+			} `yaml:"services"`
+		}
+		if err := yaml.Unmarshal([]byte(files[p]), &doc); err != nil {
+			return nil, fmt.Errorf("Compose file %s does not read as YAML: %v", p, err)
+		}
+		for _, name := range slices.Sorted(maps.Keys(doc.Services)) {
+			for _, v := range doc.Services[name].Volumes {
+				switch v.Kind {
+				case yaml.ScalarNode:
+					out = append(out, name+": "+v.Value)
+				case yaml.MappingNode:
+					var long struct {
+						Type   string `yaml:"type"`
+						Source string `yaml:"source"`
+						Target string `yaml:"target"`
+					}
+					if err := v.Decode(&long); err != nil {
+						return nil, fmt.Errorf("Compose file %s: a volume of %s does not read: %v", p, name, err)
+					}
+					if long.Type != "tmpfs" {
+						out = append(out, fmt.Sprintf("%s: %s:%s", name, long.Source, long.Target))
+					}
+				}
+			}
+		}
+	}
+	return out, nil
 }

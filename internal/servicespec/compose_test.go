@@ -82,3 +82,27 @@ func TestParseCompose(t *testing.T) {
 		require.ErrorContains(t, err, "read stacks/web/.env: no such file")
 	})
 }
+
+func TestComposeMounts(t *testing.T) {
+	t.Parallel()
+
+	p := &servicespec.ComposeProject{
+		ComposeFiles: []string{"a.yml", "b.yml"},
+		Files: []servicespec.ComposeFile{
+			{Path: "a.yml", Content: "services:\n  web:\n    image: x\n    volumes:\n      - data:/data\n      - ./conf:/etc/conf:ro\n  cache:\n    image: y\n    volumes:\n      - type: tmpfs\n        target: /tmp\n"},
+			{Path: "b.yml", Content: "services:\n  db:\n    image: z\n    volumes:\n      - type: volume\n        source: pg\n        target: /var/lib/pg\n"},
+		},
+	}
+	mounts, err := p.Mounts()
+	require.NoError(t, err)
+	require.Equal(t, []string{"web: data:/data", "web: ./conf:/etc/conf:ro", "db: pg:/var/lib/pg"}, mounts, "a tmpfs keeps nothing")
+
+	none := &servicespec.ComposeProject{ComposeFiles: []string{"a.yml"}, Files: []servicespec.ComposeFile{{Path: "a.yml", Content: "services:\n  web:\n    image: x\n"}}}
+	mounts, err = none.Mounts()
+	require.NoError(t, err)
+	require.Empty(t, mounts)
+
+	bad := &servicespec.ComposeProject{ComposeFiles: []string{"a.yml"}, Files: []servicespec.ComposeFile{{Path: "a.yml", Content: "services: [\n"}}}
+	_, err = bad.Mounts()
+	require.ErrorContains(t, err, "Compose file a.yml does not read as YAML")
+}
