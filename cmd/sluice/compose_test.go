@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"sluice/internal/dbtest"
@@ -78,7 +80,7 @@ func TestComposeOnAnAgentsNode(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	token := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
 	agentDir := t.TempDir()
-	startAgent(t, p, "n1", agentDir, "SLUICE_JOIN_TOKEN="+token, "SLUICE_CONTAINER_HOST="+e.Host)
+	agent := startAgent(t, p, "n1", agentDir, "SLUICE_JOIN_TOKEN="+token, "SLUICE_CONTAINER_HOST="+e.Host)
 	p.waitNode("n1", "Ready")
 	creds := filepath.Join(t.TempDir(), "creds")
 	require.NoError(t, os.WriteFile(creds, []byte(e.Registry.User+":"+e.Registry.Password), 0o600))
@@ -187,9 +189,98 @@ func TestComposeOnAnAgentsNode(t *testing.T) {
 		require.Equal(t, "someone else's\n", string(b), "left as it was")
 	})
 
+	t.Run("ABlueprintOfAComposeProjectRollsOutNodeByNode", func(t *testing.T) {
+		// A second node, on an engine of its own.
+		e2 := enginetest.Start(t)
+		e.CopyTo(t, v1, e2)
+		out, code := p.cliOut("node", "add", "n2")
+		require.Equal(t, 0, code, out)
+		token2 := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
+		startAgent(t, p, "n2", t.TempDir(), "SLUICE_JOIN_TOKEN="+token2, "SLUICE_CONTAINER_HOST="+e2.Host)
+		p.waitNode("n2", "Ready")
+		// A template takes no secret yet: each node's engine holds the
+		// image already, pulled with the registry's credentials.
+		for _, eng := range []*enginetest.Engine{e, e2} {
+			eng.Podman(t, "pull", "--creds", eng.Registry.User+":"+eng.Registry.Password, v1.Ref)
+		}
+
+		const edgeFile = "stacks/edge/compose.yml"
+		repo.Pull(t)
+		repo.Commit(t, "edge as a Blueprint", map[string]string{
+			edgeFile: composeFile(port + 1),
+			"blueprints/edge.json": fmt.Sprintf(`{"kind": "Blueprint", "metadata": {"name": "edge"},
+ "spec": {"template": {"runtime": "compose", "env": {"GREETING": "from the template"}, "stopTimeoutSec": 2,
+                       "compose": {"files": [%q], "images": {"web": %q, "worker": %q}}},
+          "selector": {"nodes": ["n1", "n2"]}, "stateful": false}}
+`, edgeFile, v1.Ref, v1.Ref),
+		})
+		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
+		status, body := p.do("GET", "/api/v1/blueprints/edge", testToken, nil)
+		require.Equal(t, http.StatusOK, status, string(body))
+		out, code = p.cliOut("placement", "approve", "edge")
+		require.Equal(t, 0, code, out)
+		out, code = p.cliOut("rollout", "authorize", "edge")
+		require.Equal(t, 0, code, "authorize follows its rollout to its end: %s", out)
+
+		var identity string
+		for _, eng := range []*enginetest.Engine{e, e2} {
+			got := strings.TrimSpace(eng.Podman(t, "--remote", "--url", eng.Host, "ps", "--filter", "label=com.docker.compose.project=sluice-bp-edge",
+				"--format", `{{.Names}} {{index .Labels "io.sluice.digest"}}`))
+			lines := strings.Split(got, "\n")
+			require.Len(t, lines, 2, got)
+			for _, l := range lines {
+				_, id, _ := strings.Cut(l, " ")
+				require.True(t, identity == "" || identity == id, "one project on both nodes: %s", got)
+				identity = id
+			}
+		}
+		require.True(t, strings.HasPrefix(identity, "sha256:"), identity)
+
+		// One node after the other: n2's step began once n1's had ended.
+		var rollout string
+		conn, err := pgx.Connect(t.Context(), dbURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		require.NoError(t, conn.QueryRow(t.Context(), `SELECT id FROM journal_run WHERE action = 'rollout' AND target = 'edge' AND state = 'succeeded'`).Scan(&rollout))
+		rows, err := conn.Query(t.Context(), `SELECT message FROM journal_event WHERE run_id = $1 ORDER BY seq`, rollout)
+		require.NoError(t, err)
+		var order []string
+		for rows.Next() {
+			var m string
+			require.NoError(t, rows.Scan(&m))
+			switch {
+			case strings.HasPrefix(m, "node n1 (1 of 2): deploying"):
+				order = append(order, "n1 begins")
+			case strings.HasPrefix(m, "node n2 (2 of 2): deploying"):
+				order = append(order, "n2 begins")
+			case strings.HasPrefix(m, "probe passed"):
+				order = append(order, "probe passed")
+			}
+		}
+		require.NoError(t, rows.Err())
+		require.Equal(t, []string{"n1 begins", "probe passed", "n2 begins", "probe passed"}, order)
+	})
+
 	t.Run("ADeployOfOneDigestIsRefused", func(t *testing.T) {
 		status, body := p.do("POST", "/api/v1/services/shop/deploy", testToken, map[string]string{"digest": v1.Digest})
 		require.Equal(t, http.StatusConflict, status, string(body))
 		require.Contains(t, string(body), "is a Compose project, with a pin per Compose service")
 	})
+
+	// The registry's password, the pull secret's value: nowhere but the
+	// sealed store.
+	secrets := []secret{{"the registry's password", e.Registry.Password}}
+	var hits []secretHit
+	for _, path := range []string{"/api/v1/journal?limit=100", "/api/v1/services/shop", "/api/v1/secrets"} {
+		_, body := p.do("GET", path, testToken, nil)
+		hits = append(hits, scanBytes(path, body, secrets)...)
+	}
+	hits = append(hits, scanBytes("serve's logs", []byte(p.Logs.String()), secrets)...)
+	hits = append(hits, scanBytes("the agent's logs", []byte(agent.logs.String()), secrets)...)
+	dump, _ := dumpHits(t, pgDumpBin(t, ""), dbURL, secrets)
+	hits = append(hits, dump...)
+	onNode, files, _ := scanTree(t, agentDir, secrets)
+	require.Positive(t, files)
+	hits = append(hits, onNode...)
+	require.Empty(t, hits, "the registry's password where it must not be")
 }

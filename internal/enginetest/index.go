@@ -93,3 +93,14 @@ func (e *Engine) Tag(t testing.TB, img *Image, tag string) {
 	require.NoError(t, err)
 	require.NoError(t, remote.Tag(tr, desc, opts...))
 }
+
+// CopyTo copies img, by digest, into other's registry, under the same
+// repository: the same digest in both, as a mirror holds it.
+func (e *Engine) CopyTo(t testing.TB, img *Image, other *Engine) {
+	t.Helper()
+	r, err := name.ParseReference(img.Ref)
+	require.NoError(t, err)
+	src, err := remote.Image(r, e.RemoteOptions(t)...)
+	require.NoError(t, err)
+	require.NoError(t, remote.Write(r, src, other.RemoteOptions(t)...))
+}
