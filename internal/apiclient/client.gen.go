@@ -2646,6 +2646,7 @@ func (e SecretsSecretsEventKind) Valid() bool {
 
 // Defines values for ServiceRuntime.
 const (
+	Compose   ServiceRuntime = "compose"
 	Container ServiceRuntime = "container"
 	Empty     ServiceRuntime = ""
 	Exec      ServiceRuntime = "exec"
@@ -2655,6 +2656,8 @@ const (
 // Valid indicates whether the value is a known member of the ServiceRuntime enum.
 func (e ServiceRuntime) Valid() bool {
 	switch e {
+	case Compose:
+		return true
 	case Container:
 		return true
 	case Empty:

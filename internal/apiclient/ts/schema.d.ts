@@ -3891,7 +3891,7 @@ export interface components {
              * @example exec
              * @enum {string}
              */
-            runtime: "" | "container" | "exec" | "systemd";
+            runtime: "" | "compose" | "container" | "exec" | "systemd";
             /**
              * @description What the last finished action left: pending until one succeeds.
              * @enum {string}
