@@ -148,6 +148,7 @@ func TestComposeOnAnAgentsNode(t *testing.T) {
 	id = p.accepted("/api/v1/services/shop/converge", nil)
 	r := p.waitRunLong(id, "failed")
 	require.Contains(t, *r.Error, "Under onProbeFailure rollback, the unit rendered before was restored")
+	require.Contains(t, *r.Error, "its named volumes and bound data were neither restored nor removed")
 	version, _ = web()
 	require.Equal(t, "v2", version, "v2's generation runs again")
 	probeRes := (&fleet{t: t, serve: p}).result(id)["applied"].(map[string]any)["probe"].(map[string]any)

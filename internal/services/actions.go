@@ -381,10 +381,13 @@ func (s *Service) restore(ctx context.Context, h Host, p *journal.Progress, t *j
 		timeout := servicespec.DefaultProbeTimeoutSec
 		var values map[string]hoststep.SecretValue
 		var secretErr error
+		keepsData := false
 		if u, spec, err := getTx(ctx, db.New(s.Pool), name); err == nil {
 			pr, timeout = spec.Probe, spec.ProbeTimeoutSec()
 			values, secretErr = s.restoreSecrets(ctx, u, prev)
+			keepsData = spec.Runtime == servicespec.RuntimeCompose
 		}
+
 		var restored *hoststep.Applied
 		err := secretErr
 		if err == nil {
@@ -407,6 +410,11 @@ func (s *Service) restore(ctx context.Context, h Host, p *journal.Progress, t *j
 				d := restored.Digest
 				running = &d
 			}
+		}
+		if keepsData {
+			// A generation is files and images; what the project wrote
+			// is its own.
+			restoreText += "; its named volumes and bound data were neither restored nor removed"
 		}
 	}
 	return restoreText, running
