@@ -11,6 +11,32 @@ import (
 	"github.com/google/uuid"
 )
 
+const serviceAppliedUnit = `-- name: ServiceAppliedUnit :one
+SELECT (result -> 'applied' ->> 'rendered')::text AS rendered FROM journal_run
+WHERE target = $1 AND action = ANY($2::text[]) AND state = 'succeeded'
+  AND digest_to = $3::text
+  AND result -> 'applied' ->> 'digest' = $3::text
+  AND coalesce((result -> 'applied' -> 'probe' ->> 'ok')::boolean, true)
+ORDER BY finished_at DESC, id DESC
+LIMIT 1
+`
+
+type ServiceAppliedUnitParams struct {
+	Target  string
+	Actions []string
+	Digest  string
+}
+
+// ServiceAppliedUnit is the unit text the latest succeeded, healthy run of
+// the service applied for digest: what a rollback of a Compose project runs
+// again, as it ran.
+func (q *Queries) ServiceAppliedUnit(ctx context.Context, arg *ServiceAppliedUnitParams) (string, error) {
+	row := q.db.QueryRow(ctx, serviceAppliedUnit, arg.Target, arg.Actions, arg.Digest)
+	var rendered string
+	err := row.Scan(&rendered)
+	return rendered, err
+}
+
 const serviceGet = `-- name: ServiceGet :one
 SELECT id, source_id, path, kind, name, labels, status, status_before_stale, content, content_hash, last_applied_hash, git_commit, created_at, updated_at, running_digest, running_node FROM unit
 WHERE kind = 'Service' AND name = $1 AND status NOT IN ('stale', 'destroyed')

@@ -119,3 +119,15 @@ ORDER BY target, finished_at DESC, id DESC;
 SELECT DISTINCT ON (target) * FROM journal_run
 WHERE target = ANY(@targets::text[]) AND action = ANY(@actions::text[]) AND finished_at IS NOT NULL
 ORDER BY target, finished_at DESC, id DESC;
+
+-- name: ServiceAppliedUnit :one
+-- ServiceAppliedUnit is the unit text the latest succeeded, healthy run of
+-- the service applied for digest: what a rollback of a Compose project runs
+-- again, as it ran.
+SELECT (result -> 'applied' ->> 'rendered')::text AS rendered FROM journal_run
+WHERE target = @target AND action = ANY(@actions::text[]) AND state = 'succeeded'
+  AND digest_to = @digest::text
+  AND result -> 'applied' ->> 'digest' = @digest::text
+  AND coalesce((result -> 'applied' -> 'probe' ->> 'ok')::boolean, true)
+ORDER BY finished_at DESC, id DESC
+LIMIT 1;

@@ -165,6 +165,29 @@ func TestComposeOnAnAgentsNode(t *testing.T) {
 	p.waitRunLong(p.accepted("/api/v1/services/shop/converge", nil), "succeeded")
 	n := &systemdNode{t: t, p: p}
 
+	// A rollback runs the previous healthy generation again, v1's, as its
+	// run left it, without a commit; a converge goes back to what Git holds.
+	id = p.accepted("/api/v1/services/shop/rollback", nil)
+	p.waitRunLong(id, "succeeded")
+	version, _ = web()
+	require.Equal(t, "v1", version)
+	var rb struct {
+		DigestTo string `json:"digestTo"`
+	}
+	require.NoError(t, json.Unmarshal(func() []byte { _, b := p.do("GET", "/api/v1/journal/"+id, testToken, nil); return b }(), &rb))
+	require.Equal(t, firstIdentity, rb.DigestTo, "v1's generation")
+	_, events := p.do("GET", "/api/v1/journal/"+id+"/events", testToken, nil)
+	require.Contains(t, string(events), "which a converge applies again. Its named volumes and bound data were neither restored nor removed.")
+	podman("cp", "sluice-shop_web_1:/data/marker", got)
+	b, err = os.ReadFile(got)
+	require.NoError(t, err)
+	require.Equal(t, "written under v1", string(b))
+	d := n.driftCheck("shop")
+	require.Contains(t, driftFacts(d), "Git pins", "what runs is behind Git: %s", driftFacts(d))
+	p.waitRunLong(p.accepted("/api/v1/services/shop/converge", nil), "succeeded")
+	version, _ = web()
+	require.Equal(t, "v2", version)
+
 	t.Run("AContainerRemovedAndOneAddedByHandAreDrift", func(t *testing.T) {
 		podman("rm", "--force", "sluice-shop_worker_1")
 		podman("run", "--detach", "--name", "intruder", "--label", "com.docker.compose.project=sluice-shop",

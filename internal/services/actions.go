@@ -127,6 +127,9 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	if target == pinned {
 		return out, errs.Errorf(errs.Conflict, "Git already pins %s to %s (checked again at its turn), so nothing was committed or restarted. To re-apply what Git holds, converge: `sluice converge %s`.", name, target, name)
 	}
+	if spec.Runtime == servicespec.RuntimeCompose {
+		return s.rollbackProject(ctx, p, out, u, spec, target)
+	}
 	if err := s.requireArtifact(ctx, spec, target); err != nil {
 		return out, err
 	}
@@ -603,4 +606,71 @@ func (s *Service) underPolicy(ctx context.Context, h Host, p *journal.Progress, 
 	}
 	p.Warn(ctx, fmt.Sprintf("the retry failed too; under retry-once, %s falls back to its default, %s", what, fallback), nil)
 	return applied, fallback, true, nil
+}
+
+// rollbackProject runs a Compose project's generation target again, as
+// the run that applied it left it (its unit text: files, override, pins),
+// without a commit: Git keeps what it holds, which the service's status
+// shows as ahead of what runs until a converge applies it. A failed probe
+// restores the generation that ran before. Named volumes and bound data
+// are neither restored nor removed.
+func (s *Service) rollbackProject(ctx context.Context, p *journal.Progress, out *journal.Outcome, u *db.Unit, spec *servicespec.Spec, target string) (*journal.Outcome, error) {
+	res := out.Result.(*Result)
+	t, name := &res.Phases, u.Name
+	rendered, err := db.New(s.Pool).ServiceAppliedUnit(ctx, &db.ServiceAppliedUnitParams{Target: name, Actions: Actions, Digest: target})
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && rendered == "" {
+		return out, errs.Errorf(errs.Conflict, "No receipt of %s holds the unit that ran generation %s, so it cannot be run again; nothing was changed.", name, target)
+	}
+	if err != nil {
+		return out, fmt.Errorf("find the unit of generation %s of %s: %w", target, name, err)
+	}
+	from := deref(u.RunningDigest)
+	res.DigestFrom, res.DigestTo = from, target
+	out.DigestFrom, out.DigestTo = from, target
+	if deref(p.Run().DigestFrom) != from || deref(p.Run().DigestTo) != target {
+		if err := p.SetDigests(ctx, from, target, fmt.Sprintf("at its turn, %s runs %s and goes back to %s", name, orNone(from), target)); err != nil {
+			return out, err
+		}
+	}
+	h, err := s.hostFor(ctx, p, t, res, u, spec)
+	if err != nil {
+		return out, err
+	}
+	prev, err := h.UnitText(ctx, name)
+	if err != nil {
+		return out, err
+	}
+	values, err := s.restoreSecrets(ctx, u, []byte(rendered))
+	if err != nil {
+		return out, err
+	}
+	p.Info(ctx, fmt.Sprintf("running generation %s of %s again, as its last healthy run left it; Git is not changed", short(target), name), nil)
+	applied, err := h.Apply(ctx, p, t, hoststep.ApplyRequest{
+		Manifest: render.Manifest{Service: name, ArtifactDigest: target}, Restore: []byte(rendered),
+		Probe: spec.Probe, ProbeTimeoutSec: spec.ProbeTimeoutSec(), Secrets: values,
+	})
+	res.Applied = applied
+	if err := unknownStep(err, ActionRollback, name, res.Node); err != nil {
+		return out, err
+	}
+	const kept = "Its named volumes and bound data were neither restored nor removed."
+	if err == nil && applied.Probe.OK {
+		res.Running = fmt.Sprintf("%s runs generation %s (pid %d).", name, target, applied.Pid)
+		out.Message = fmt.Sprintf("rolled back %s to generation %s: probe passed; %s Git still holds %s, which a converge applies again. %s", name, short(target), res.Running, short(spec.Digest()), kept)
+		out.ApplyTx = record(u.ID, "applied", nil, &target, res.Node)
+		return out, nil
+	}
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	what := ""
+	if err != nil {
+		what = err.Error()
+	} else {
+		what = "its probe failed: " + lastProbe(res).Sentence
+	}
+	restoreText, running := s.restore(ctx, h, p, t, res, name, from, prev)
+	res.Running = upperFirst(restoreText) + "."
+	out.ApplyTx = record(u.ID, "failed", nil, running, res.Node)
+	return out, fmt.Errorf("Rollback of %s to generation %s failed: %s. %s", name, target, trimDot(what), res.Running)
 }

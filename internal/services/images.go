@@ -125,13 +125,13 @@ func (s *Service) staleTag(ctx context.Context, u *db.Unit, spec *servicespec.Sp
 	}, ""
 }
 
-// oneImage refuses a deploy or a rollback of a Compose project: they pin
-// one digest in Git, and a project has a pin per Compose service.
+// oneImage refuses a deploy of a Compose project: it pins one digest in
+// Git, and a project has a pin per Compose service.
 func oneImage(spec *servicespec.Spec, name, action string) error {
 	if spec.Runtime != servicespec.RuntimeCompose {
 		return nil
 	}
-	return errs.Errorf(errs.Conflict, "Service %s is a Compose project, with a pin per Compose service: a %s pins one digest, so it does not apply. Pin the images in its spec.compose.images in Git and converge (`sluice converge %s`); a converge whose probe fails under onProbeFailure rollback runs the project's previous generation again.", name, action, name)
+	return errs.Errorf(errs.Conflict, "Service %s is a Compose project, with a pin per Compose service: a %s pins one digest, so it does not apply. Pin the images in its spec.compose.images in Git and converge (`sluice converge %s`); `sluice rollback %s` runs its previous healthy generation again.", name, action, name, name)
 }
 
 // readProject reads a compose service's project from the commit in force of

@@ -243,7 +243,8 @@ func (s *Service) requestRollback(ctx context.Context, name, requestedBy string,
 		if err != nil {
 			return err
 		}
-		if err := oneImage(spec, name, ActionRollback); err != nil {
+		// A Compose project's digest is its files' identity, read from Git.
+		if err := s.readProject(ctx, u, spec); err != nil {
 			return err
 		}
 		prev, err := previousHealthy(ctx, q, name, spec.Digest())
