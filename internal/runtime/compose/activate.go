@@ -1,7 +1,6 @@
 package compose
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -13,14 +12,12 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/pkg/authconfig"
-	"github.com/moby/moby/api/pkg/stdcopy"
 	ctr "github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/registry"
 	"github.com/moby/moby/client"
 
 	"sluice/internal/hoststep"
 	"sluice/internal/render"
+	"sluice/internal/runtime/engine"
 	"sluice/internal/servicespec"
 )
 
@@ -76,47 +73,13 @@ func (r *Runtime) ensureImage(ctx context.Context, pin string, pullAuth []byte) 
 	if err != nil {
 		return err
 	}
-	_, err = cli.ImageInspect(ctx, pin)
-	if err == nil {
-		return nil
-	}
-	if !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("inspect image %s: %w", pin, err)
-	}
-	opts := client.ImagePullOptions{}
-	if pullAuth != nil {
-		repo, _, _ := strings.Cut(pin, "@")
-		reg := registryHost(repo)
-		user, pass, ok := strings.Cut(string(pullAuth), ":")
-		if !ok || user == "" {
-			return fmt.Errorf("the pull secret for registry %s does not read as user:password", reg)
+	_, err = engine.Pull(ctx, cli, pin, func(reg string) (*engine.Auth, error) {
+		if pullAuth == nil {
+			return nil, nil
 		}
-		if opts.RegistryAuth, err = authconfig.Encode(registry.AuthConfig{Username: user, Password: pass, ServerAddress: reg}); err != nil {
-			return err
-		}
-	}
-	pull, err := cli.ImagePull(ctx, pin, opts)
-	if err != nil {
-		return fmt.Errorf("pull image %s: %w", pin, err)
-	}
-	defer pull.Close()
-	if err := pull.Wait(ctx); err != nil {
-		return fmt.Errorf("pull image %s: %w", pin, err)
-	}
-	if _, err := cli.ImageInspect(ctx, pin); err != nil {
-		return fmt.Errorf("image %s was pulled but the engine does not find it by its digest: %w", pin, err)
-	}
-	return nil
-}
-
-// registryHost is the registry of repo, as credentials name it:
-// "docker.io" when the repository names none.
-func registryHost(repo string) string {
-	first, _, found := strings.Cut(repo, "/")
-	if !found || (!strings.ContainsAny(first, ".:") && first != "localhost") {
-		return "docker.io"
-	}
-	return first
+		return engine.ParseAuth(pullAuth, reg)
+	})
+	return err
 }
 
 // containers inspects every container of project (Compose's own, not a
@@ -307,58 +270,7 @@ func (r *Runtime) logs(id string, n int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("inspect container %s: %w", shortID(id), err)
-	}
-	logs, err := cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: itoa(n), Timestamps: true})
-	if err != nil {
-		return nil, fmt.Errorf("read the logs of container %s: %w", shortID(id), err)
-	}
-	defer logs.Close()
-	var out, errOut bytes.Buffer
-	if res.Container.Config != nil && res.Container.Config.Tty {
-		_, err = out.ReadFrom(logs)
-	} else {
-		// Stdout and stderr come apart; the timestamps put them back in
-		// order.
-		_, err = stdcopy.StdCopy(&out, &errOut, logs)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the logs of container %s: %w", shortID(id), err)
-	}
-	lines := append(splitLines(out.String()), splitLines(errOut.String())...)
-	slices.SortStableFunc(lines, func(a, b string) int {
-		ta, _, _ := strings.Cut(a, " ")
-		tb, _, _ := strings.Cut(b, " ")
-		return strings.Compare(normTime(ta), normTime(tb))
-	})
-	for k, l := range lines {
-		_, lines[k], _ = strings.Cut(l, " ")
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return lines, nil
-}
-
-// normTime makes an RFC 3339 timestamp with nanoseconds compare as text.
-func normTime(s string) string {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return s
-	}
-	return t.UTC().Format("2006-01-02T15:04:05.000000000")
-}
-
-func splitLines(s string) []string {
-	s = strings.TrimRight(s, "\n")
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
+	return engine.LastLines(cli, id, shortID(id), n)
 }
 
 // Prove implements hoststep.Runtime: the project's containers as the
@@ -510,7 +422,7 @@ func (r *Runtime) Probe(ctx context.Context, inst hoststep.Instance, pr *service
 				healthy = append(healthy, c.name)
 			case ctr.Unhealthy:
 				rep.OK = false
-				rep.Sentence += fmt.Sprintf(" But the engine reports container %s (Compose service %s) unhealthy%s.", c.name, c.composeService, lastHealth(h))
+				rep.Sentence += fmt.Sprintf(" But the engine reports container %s (Compose service %s) unhealthy%s.", c.name, c.composeService, engine.LastHealth(h))
 				return rep
 			default:
 				waiting = append(waiting, c.name+" "+string(h.Status))
@@ -539,14 +451,6 @@ func exitText(e *hoststep.Exit) string {
 		return "exited, or was removed or restarted"
 	}
 	return e.String()
-}
-
-func lastHealth(h *ctr.Health) string {
-	if len(h.Log) == 0 || h.Log[len(h.Log)-1] == nil {
-		return ""
-	}
-	l := h.Log[len(h.Log)-1]
-	return fmt.Sprintf(" (its check exited %d: %s)", l.ExitCode, strings.TrimSpace(l.Output))
 }
 
 // Stop implements hoststep.Runtime: Compose's stop of the project, which

@@ -26,6 +26,7 @@ import (
 	"sluice/internal/hoststep"
 	"sluice/internal/redact"
 	"sluice/internal/render"
+	"sluice/internal/runtime/engine"
 )
 
 // Name is the compose runtime's name in a service's spec.runtime.
@@ -57,8 +58,8 @@ type Runtime struct {
 	// down; 0 is the default.
 	ValidateTimeout, UpTimeout time.Duration
 
+	conn engine.Conn
 	mu   sync.Mutex
-	cli  *client.Client
 	tool *tool // the Compose found, once found
 }
 
@@ -81,31 +82,10 @@ func (r *Runtime) Name() string { return Name }
 func (r *Runtime) FetchesArtifact(*hoststep.Unit) bool { return true }
 
 // client returns the engine's client, made on first use.
-func (r *Runtime) client() (*client.Client, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cli != nil {
-		return r.cli, nil
-	}
-	c, err := client.New(client.WithHost(r.Host))
-	if err != nil {
-		return nil, fmt.Errorf("the container engine's address %q: %w", r.Host, err)
-	}
-	r.cli = c
-	return c, nil
-}
+func (r *Runtime) client() (*client.Client, error) { return r.conn.Client(r.Host) }
 
 // Close ends the runtime's connections to the engine.
-func (r *Runtime) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cli == nil {
-		return nil
-	}
-	err := r.cli.Close()
-	r.cli = nil
-	return err
-}
+func (r *Runtime) Close() error { return r.conn.Close() }
 
 // tool is the Compose a node has.
 type tool struct {

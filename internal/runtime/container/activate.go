@@ -1,7 +1,6 @@
 package container
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,17 +15,15 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/pkg/authconfig"
-	"github.com/moby/moby/api/pkg/stdcopy"
 	ctr "github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
-	"github.com/moby/moby/api/types/registry"
 	"github.com/moby/moby/client"
 
 	"sluice/internal/errs"
 	"sluice/internal/hoststep"
 	"sluice/internal/render"
+	"sluice/internal/runtime/engine"
 	"sluice/internal/servicespec"
 )
 
@@ -206,48 +203,23 @@ func (r *Runtime) ensureImage(ctx context.Context, s *Spec, pullAuth []byte) (st
 	if err != nil {
 		return "", err
 	}
-	img, err := cli.ImageInspect(ctx, s.pullRef())
-	if err == nil {
-		return img.ID, nil
-	}
-	if !cerrdefs.IsNotFound(err) {
-		return "", fmt.Errorf("inspect image %s: %w", s.pullRef(), err)
-	}
-	opts := client.ImagePullOptions{}
-	reg := registryHost(s.repo())
-	var cred *Credentials
-	switch {
-	case pullAuth != nil:
-		// The service's pull secret, handed to this step alone.
-		user, pass, ok := strings.Cut(string(pullAuth), ":")
-		if !ok || user == "" {
-			return "", fmt.Errorf("the pull secret for registry %s does not read as user:password", reg)
+	return engine.Pull(ctx, cli, s.pullRef(), func(reg string) (*engine.Auth, error) {
+		switch {
+		case pullAuth != nil:
+			// The service's pull secret, handed to this step alone.
+			return engine.ParseAuth(pullAuth, reg)
+		case r.Credentials != nil:
+			cred, err := r.Credentials(ctx, reg)
+			if err != nil || cred == nil {
+				if err != nil {
+					err = fmt.Errorf("credentials for registry %s: %w", reg, err)
+				}
+				return nil, err
+			}
+			return &engine.Auth{Username: cred.Username, Password: cred.Password}, nil
 		}
-		cred = &Credentials{Username: user, Password: pass}
-	case r.Credentials != nil:
-		if cred, err = r.Credentials(ctx, reg); err != nil {
-			return "", fmt.Errorf("credentials for registry %s: %w", reg, err)
-		}
-	}
-	if cred != nil {
-		if opts.RegistryAuth, err = authconfig.Encode(registry.AuthConfig{Username: cred.Username, Password: cred.Password, ServerAddress: reg}); err != nil {
-			return "", err
-		}
-	}
-	pull, err := cli.ImagePull(ctx, s.pullRef(), opts)
-	if err != nil {
-		return "", fmt.Errorf("pull image %s: %w", s.pullRef(), err)
-	}
-	defer pull.Close()
-	// Wait reads the stream to its end and returns the error it carries.
-	if err := pull.Wait(ctx); err != nil {
-		return "", fmt.Errorf("pull image %s: %w", s.pullRef(), err)
-	}
-	img, err = cli.ImageInspect(ctx, s.pullRef())
-	if err != nil {
-		return "", fmt.Errorf("image %s was pulled but the engine does not find it by its digest: %w", s.pullRef(), err)
-	}
-	return img.ID, nil
+		return nil, nil
+	})
 }
 
 // removeContainer stops a container (giving it its stop timeout) and
@@ -415,7 +387,7 @@ func (r *Runtime) Probe(ctx context.Context, inst hoststep.Instance, pr *service
 			return rep
 		case ctr.Unhealthy:
 			rep.OK = false
-			rep.Sentence += " But the engine reports it unhealthy" + lastHealth(c.State.Health) + "."
+			rep.Sentence += " But the engine reports it unhealthy" + engine.LastHealth(c.State.Health) + "."
 			return rep
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -428,14 +400,6 @@ func (r *Runtime) Probe(ctx context.Context, inst hoststep.Instance, pr *service
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func lastHealth(h *ctr.Health) string {
-	if len(h.Log) == 0 || h.Log[len(h.Log)-1] == nil {
-		return ""
-	}
-	l := h.Log[len(h.Log)-1]
-	return fmt.Sprintf(" (its check exited %d: %s)", l.ExitCode, strings.TrimSpace(l.Output))
 }
 
 // Inspect implements hoststep.Runtime: the spec on disk, the container,
@@ -713,49 +677,7 @@ func (i *instance) LastLines(n int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	logs, err := cli.ContainerLogs(ctx, i.id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(n), Timestamps: true})
-	if err != nil {
-		return nil, fmt.Errorf("read the logs of container %s: %w", i.name, err)
-	}
-	defer logs.Close()
-	// Stdout and stderr come apart; the timestamps put them back in order.
-	var out, errOut bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &errOut, logs); err != nil {
-		return nil, fmt.Errorf("read the logs of container %s: %w", i.name, err)
-	}
-	lines := append(splitLines(out.String()), splitLines(errOut.String())...)
-	slices.SortStableFunc(lines, func(a, b string) int {
-		ta, _, _ := strings.Cut(a, " ")
-		tb, _, _ := strings.Cut(b, " ")
-		ta, tb = normTime(ta), normTime(tb)
-		return strings.Compare(ta, tb)
-	})
-	for k, l := range lines {
-		_, lines[k], _ = strings.Cut(l, " ")
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return lines, nil
-}
-
-// normTime makes an RFC 3339 timestamp with nanoseconds compare as text.
-func normTime(s string) string {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return s
-	}
-	return t.UTC().Format("2006-01-02T15:04:05.000000000")
-}
-
-func splitLines(s string) []string {
-	s = strings.TrimRight(s, "\n")
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
+	return engine.LastLines(cli, i.id, i.name, n)
 }
 
 // deviceMapping reads a device as servicespec checked it:

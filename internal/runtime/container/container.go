@@ -40,6 +40,7 @@ import (
 	"sluice/internal/hoststep"
 	"sluice/internal/imageref"
 	"sluice/internal/render"
+	"sluice/internal/runtime/engine"
 )
 
 // Name is the container runtime's name in a service's spec.runtime.
@@ -91,8 +92,8 @@ type Runtime struct {
 	// allowed.
 	VolumePrefixes []string
 
+	conn     engine.Conn
 	mu       sync.Mutex
-	cli      *client.Client
 	platform string // the engine's, once asked
 }
 
@@ -166,33 +167,11 @@ func (r *Runtime) FetchesArtifact(u *hoststep.Unit) bool {
 	return err != nil || !s.Archive
 }
 
-// client returns the engine's client, made on first use; it negotiates
-// the API version with the engine (Podman 4.3 serves 1.41).
-func (r *Runtime) client() (*client.Client, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cli != nil {
-		return r.cli, nil
-	}
-	c, err := client.New(client.WithHost(r.Host))
-	if err != nil {
-		return nil, fmt.Errorf("the container engine's address %q: %w", r.Host, err)
-	}
-	r.cli = c
-	return c, nil
-}
+// client returns the engine's client, made on first use.
+func (r *Runtime) client() (*client.Client, error) { return r.conn.Client(r.Host) }
 
 // Close ends the runtime's connections to the engine.
-func (r *Runtime) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cli == nil {
-		return nil
-	}
-	err := r.cli.Close()
-	r.cli = nil
-	return err
-}
+func (r *Runtime) Close() error { return r.conn.Close() }
 
 // UnitPath is where the rendered spec of service name lives.
 func (r *Runtime) UnitPath(name string) string { return filepath.Join(r.UnitDir, name+".json") }

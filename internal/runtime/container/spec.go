@@ -299,13 +299,3 @@ func (s *Spec) repo() string {
 	r, _, _ := strings.Cut(s.Image, "@")
 	return r
 }
-
-// registryHost is the registry of the image, as the credentials are asked
-// for: "docker.io" when the repository names none.
-func registryHost(repo string) string {
-	first, _, found := strings.Cut(repo, "/")
-	if !found || (!strings.ContainsAny(first, ".:") && first != "localhost") {
-		return "docker.io"
-	}
-	return first
-}
