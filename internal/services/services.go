@@ -236,6 +236,16 @@ func (s *Service) RequestRollback(ctx context.Context, name, requestedBy string)
 }
 
 func (s *Service) requestRollback(ctx context.Context, name, requestedBy string, requests int) (*journal.EnqueueResult, error) {
+	// A Compose project's digest is its files' identity: read from Git
+	// before the transaction, which holds no I/O. The rollback checks again
+	// at its turn.
+	var project *servicespec.ComposeProject
+	if u, spec, err := getTx(ctx, db.New(s.Pool), name); err == nil && spec.Runtime == servicespec.RuntimeCompose {
+		if err := s.readProject(ctx, u, spec); err != nil {
+			return nil, err
+		}
+		project = spec.Project()
+	}
 	var res *journal.EnqueueResult
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
@@ -243,9 +253,12 @@ func (s *Service) requestRollback(ctx context.Context, name, requestedBy string,
 		if err != nil {
 			return err
 		}
-		// A Compose project's digest is its files' identity, read from Git.
-		if err := s.readProject(ctx, u, spec); err != nil {
-			return err
+		compose := spec.Runtime == servicespec.RuntimeCompose
+		if compose {
+			if project == nil {
+				return errs.Errorf(errs.Conflict, "Service %s became a Compose project while this rollback was asked for; ask again.", name)
+			}
+			spec.UseProject(project)
 		}
 		prev, err := previousHealthy(ctx, q, name, spec.Digest())
 		if err != nil {
@@ -254,8 +267,12 @@ func (s *Service) requestRollback(ctx context.Context, name, requestedBy string,
 		if prev == "" {
 			return errs.Errorf(errs.Conflict, "Service %s has no previous healthy digest: no succeeded run left a digest other than the pin %s running.", name, spec.Digest())
 		}
-		if err := pinAllowedTx(ctx, q, u, name); err != nil {
-			return err
+		// A project's rollback commits nothing, so its source's policy has
+		// no commit to hold back.
+		if !compose {
+			if err := pinAllowedTx(ctx, q, u, name); err != nil {
+				return err
+			}
 		}
 		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
 			Args:        &RollbackArgs{Service: name},
