@@ -1,11 +1,9 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"sluice/internal/hoststep"
 	"sluice/internal/runtime/compose"
@@ -85,13 +83,10 @@ func Runtimes(dataDir, mode string, ctr ContainerOpts, arts hoststep.Artifacts) 
 		rt.VolumePrefixes = ctr.VolumePrefixes
 		out = append(out, rt)
 		// Compose projects run on the same engine, where the host has a
-		// Compose (the v2 plugin or docker-compose).
-		cr := compose.New(ctr.Host, dataDir)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		_, err := cr.Version(ctx)
-		cancel()
-		if err == nil {
-			out = append(out, cr)
+		// Compose (the v2 plugin or docker-compose): looked for on disk, so
+		// that a slow start of Compose on a loaded host loses no runtime.
+		if compose.Found(os.Getenv) {
+			out = append(out, compose.New(ctr.Host, dataDir))
 		}
 	}
 	switch mode {

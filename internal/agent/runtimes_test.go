@@ -33,7 +33,7 @@ func TestContainerHost(t *testing.T) {
 			names = append(names, rt.Name())
 		}
 		want := []string{"exec", "container"}
-		if _, err := compose.New("unix:///tmp/e.sock", t.TempDir()).Version(t.Context()); err == nil {
+		if compose.Found(os.Getenv) {
 			want = append(want, "compose") // the engine's, where the host has a Compose
 		}
 		require.Equal(t, want, names)

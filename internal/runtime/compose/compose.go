@@ -116,7 +116,9 @@ func (r *Runtime) compose(ctx context.Context) (*tool, error) {
 	if t != nil {
 		return t, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	// Python's docker-compose starts slowly on a loaded host: the answer is
+	// asked once and kept.
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	var why []string
 	for _, c := range []*tool{
@@ -605,3 +607,25 @@ func shortID(id string) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// Found reports whether this host seems to have a Compose, without running
+// one: docker-compose on PATH, or Docker's compose plugin where the Docker
+// CLI looks for plugins. Which one answers, and its version, is asked when
+// the runtime first needs it (Version).
+func Found(getenv func(string) string) bool {
+	if _, err := exec.LookPath("docker-compose"); err == nil {
+		return true
+	}
+	dirs := []string{"/usr/local/lib/docker/cli-plugins", "/usr/local/libexec/docker/cli-plugins", "/usr/lib/docker/cli-plugins", "/usr/libexec/docker/cli-plugins"}
+	if d := getenv("DOCKER_CONFIG"); d != "" {
+		dirs = append(dirs, filepath.Join(d, "cli-plugins"))
+	} else if h := getenv("HOME"); h != "" {
+		dirs = append(dirs, filepath.Join(h, ".docker", "cli-plugins"))
+	}
+	for _, d := range dirs {
+		if fi, err := os.Stat(filepath.Join(d, "docker-compose")); err == nil && !fi.IsDir() {
+			return true
+		}
+	}
+	return false
+}
