@@ -19,6 +19,7 @@ import (
 	"sluice/internal/journal"
 	"sluice/internal/node"
 	"sluice/internal/services"
+	"sluice/internal/servicespec"
 )
 
 // Journal actions of rollouts.
@@ -87,12 +88,30 @@ func (s *Service) Authorize(ctx context.Context, name, by string) (*Authorized, 
 }
 
 func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Authorized, error) {
+	// A Compose template's digest is its project's, as the commit in force
+	// holds its files: read before the transaction, which holds no I/O.
+	var (
+		project     *servicespec.ComposeProject
+		projectHash string
+	)
+	if u, spec, err := blueprintOf(ctx, db.New(s.Pool), name); err == nil && spec.Service.Runtime == servicespec.RuntimeCompose && s.GitOps != nil {
+		if err := services.ReadProject(ctx, s.GitOps, u, spec.Service); err != nil {
+			return nil, err
+		}
+		project, projectHash = spec.Service.Project(), u.ContentHash
+	}
 	var out *Authorized
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		q := db.New(tx)
 		u, spec, err := blueprintOf(ctx, q, name)
 		if err != nil {
 			return err
+		}
+		if spec.Service.Runtime == servicespec.RuntimeCompose {
+			if project == nil || projectHash != u.ContentHash {
+				return errs.Errorf(errs.Conflict, "Blueprint %s changed while this rollout was being authorized, so nothing was authorized; authorize again.", name)
+			}
+			spec.Service.UseProject(project)
 		}
 		if err := lock(ctx, q, u); err != nil {
 			return err
@@ -110,13 +129,6 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 		onFail := spec.OnProbeFailure
 		if onFail == "" {
 			onFail = "stop"
-		}
-		// A Compose template's digest is its project's, as the commit in
-		// force holds its files.
-		if s.GitOps != nil {
-			if err := services.ReadProject(ctx, s.GitOps, u, spec.Service); err != nil {
-				return err
-			}
 		}
 		digest := spec.Service.Digest()
 		if digest == "" {
