@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -419,6 +420,12 @@ func (s *Service) statusOf(ctx context.Context, v *View, f *statusFacts) *Status
 		ev.Unproven = append(ev.Unproven, "artifact: which artifact runs was not proven")
 	default:
 		switch {
+		case proof.Matches && unpinned(applied) != "":
+			// A Compose project runs its identity, but a Compose service
+			// without a pin runs whatever image its files name: the
+			// identity holds its words, not its bytes.
+			add("artifact", Unverified, "", "The project runs identity %s, but Compose services %s have no pin, so which image they run is unverified: pin them by digest in spec.compose.images.", short(applied.Digest), unpinned(applied))
+			ev.Unproven = append(ev.Unproven, "artifact: Compose services "+unpinned(applied)+" have no pin, so which image they run is unverified")
 		case proof.Matches:
 			add("artifact", Verified, "", "%s", proof.Sentence)
 			settle("artifact", Verified, "%s", proof.Sentence)
@@ -581,12 +588,27 @@ func fmtAt(t *time.Time) string {
 
 // reportedProof is the proof of which artifact runs, as a node's agent
 // reported it, against want.
+// unpinned names the Compose services of an applied project that run
+// without a pin ("a, b"), as the apply's proof recorded them; "" for a
+// project whose every service is pinned, or another runtime.
+func unpinned(applied *Applied) string {
+	if applied == nil || applied.Artifact == nil {
+		return ""
+	}
+	return strings.ReplaceAll(applied.Artifact.Facts["unverified"], ",", ", ")
+}
+
 func reportedProof(p Process, want string) *ArtifactProof {
 	pr := &ArtifactProof{Pid: p.Pid, Want: want, Digest: p.ExeDigest, Proven: p.ExeDigest != ""}
 	at := p.ReportedAt.UTC().Format(time.RFC3339)
 	switch {
 	case !pr.Proven:
 		pr.Sentence = fmt.Sprintf("Which artifact runs on node %s cannot be proven: %s (its agent's report at %s).", p.Node, trimDot(cmp.Or(p.Proof, "it reported no proof")), at)
+	case p.ExeDigest == want && p.Proof != "":
+		// The runtime's own words: a container or a project is not proven
+		// by an executable's digest.
+		pr.Matches = true
+		pr.Sentence = fmt.Sprintf("On node %s: %s (its agent's report at %s).", p.Node, trimDot(p.Proof), at)
 	case p.ExeDigest == want:
 		pr.Matches = true
 		pr.Sentence = fmt.Sprintf("pid %d on node %s runs artifact %s, proven by the digest of its executable (its agent's report at %s).", p.Pid, p.Node, short(want), at)

@@ -1,0 +1,99 @@
+package services
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"sluice/db"
+	"sluice/internal/journal"
+	"sluice/internal/source"
+	"sluice/internal/status"
+)
+
+// A Compose project whose identity runs, but with a Compose service that
+// has no pin, is not Verified: the identity holds that service's words,
+// not the bytes it runs.
+func TestStatusOfAnUnpinnedComposeService(t *testing.T) {
+	t.Parallel()
+
+	identity := "sha256:" + strings.Repeat("a", 64)
+	type testBundle struct {
+		view  *View
+		facts *statusFacts
+	}
+	setup := func(t *testing.T, unverified string) *testBundle {
+		t.Helper()
+		proof := &ArtifactProof{Want: identity, Digest: identity, Proven: true, Matches: true,
+			Sentence: "Project sluice-web runs identity " + identity[:19] + "; web runs their pins, proven by the engine's image ids and repo digests.",
+			Facts:    map[string]string{"project": "sluice-web"}}
+		if unverified != "" {
+			proof.Facts["unverified"] = unverified
+			proof.Sentence += " Unverified (no pin): " + strings.ReplaceAll(unverified, ",", ", ") + "."
+		}
+		res, err := json.Marshal(&Result{Service: "web", Action: ActionConverge, DigestTo: identity,
+			Applied: &Applied{Digest: identity, Artifact: proof, Alive: true}})
+		require.NoError(t, err)
+		now := time.Now()
+		run := &db.JournalRun{ID: uuid.New(), Action: ActionConverge, Target: "web", State: journal.StateSucceeded, Result: res, FinishedAt: &now}
+		reported := now.Add(time.Second)
+		return &testBundle{
+			view: &View{
+				Unit: &db.Unit{Name: "web", ContentHash: "h", LastAppliedHash: ptrTo("h")},
+				Process: Process{Running: true, Pid: 7, Node: "n1", Remote: true, ReportedAt: &reported,
+					ExeDigest: identity, Proof: proof.Sentence},
+			},
+			facts: &statusFacts{
+				src:       &source.Status{Source: "apps", Answer: status.Answer{State: "Synced", Tone: status.ToneOK}},
+				applied:   run,
+				pinStored: true,
+			},
+		}
+	}
+	artifact := func(st *Status) status.Stage {
+		for _, s := range st.Path {
+			if s.Name == "artifact" {
+				return s
+			}
+		}
+		t.Fatalf("no artifact stage in %+v", st.Path)
+		return status.Stage{}
+	}
+
+	t.Run("UnverifiedNamesTheServicesWithoutAPin", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, "cache,db")
+		st := (&Service{}).statusOf(t.Context(), b.view, b.facts)
+		stage := artifact(st)
+		require.Equal(t, string(Unverified), stage.State)
+		require.True(t, st.Answer.Partial, "the answer says part of it is not proven")
+		require.Contains(t, strings.Join(st.Evidence.Unproven, "\n"), "cache, db have no pin")
+		for _, s := range st.Evidence.Settled {
+			require.NotEqual(t, "artifact", s.Stage, "an unverified artifact is not settled")
+		}
+	})
+
+	t.Run("EveryServicePinnedIsVerifiedInTheRuntimesOwnWords", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, "")
+		st := (&Service{}).statusOf(t.Context(), b.view, b.facts)
+		stage := artifact(st)
+		require.Equal(t, string(Verified), stage.State)
+		require.Empty(t, st.Evidence.Unproven)
+		var settled []string
+		for _, s := range st.Evidence.Settled {
+			if s.Stage == "artifact" {
+				settled = append(settled, s.Proof)
+			}
+		}
+		require.Len(t, settled, 1)
+		require.Contains(t, settled[0], "On node n1: Project sluice-web runs identity")
+		require.NotContains(t, settled[0], "executable", "a project is not proven by an executable's digest")
+	})
+}
+
+func ptrTo[T any](v T) *T { return &v }
