@@ -117,6 +117,9 @@ func cmpOr(a, b string) string {
 //   - an image built from interpolation ($): what runs must be the file's
 //     own words and the pin;
 //   - an extends that names another file.
+//
+// Check runs it, with the checks of paths and pins, for the sync and the
+// node alike.
 func LoadModel(files map[string]string, composeFiles []string) (*Model, error) {
 	m := &Model{Networks: map[string]Network{}}
 	byName := map[string]*Service{}
