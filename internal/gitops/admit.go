@@ -32,13 +32,22 @@ import (
 // spec does not read as one to invalid, with the reason: the inventory holds
 // only units an action can act on, and a container's that asks for a power
 // over its host that src does not allow (its containerPowers). It returns the secrets each kept unit
-// names, by path, for checkSecretRefs, and the specs whose image an engine
+// names, by path, for checkSecretRefs, the specs whose image an engine
 // pulls from a registry (a Service's, a Blueprint's template), by path, for
-// resolveImages.
-func checkSpecs(src *db.Source, units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid, map[string][]secretUse, map[string]*servicespec.Spec) {
+// resolveImages, and the compose units' specs, by path, for checkCompose.
+func checkSpecs(src *db.Source, units []*unit.Unit, invalid []unit.Invalid) ([]*unit.Unit, []unit.Invalid, map[string][]secretUse, map[string]*servicespec.Spec, map[string]composeUnit) {
 	kept := units[:0:0]
 	var uses map[string][]secretUse
 	var pulled map[string]*servicespec.Spec
+	var composed map[string]composeUnit
+	composes := func(path string, spec *servicespec.Spec, field string) {
+		if spec.Runtime == servicespec.RuntimeCompose {
+			if composed == nil {
+				composed = map[string]composeUnit{}
+			}
+			composed[path] = composeUnit{spec: spec, field: field}
+		}
+	}
 	pull := func(path string, spec *servicespec.Spec) {
 		if spec.PullsOneImage() {
 			if pulled == nil {
@@ -57,6 +66,7 @@ func checkSpecs(src *db.Source, units []*unit.Unit, invalid []unit.Invalid) ([]*
 			}
 			if err == nil {
 				pull(u.Path, spec)
+				composes(u.Path, spec, "spec.compose")
 				for _, v := range slices.Sorted(maps.Keys(spec.SecretEnv())) {
 					if uses == nil {
 						uses = map[string][]secretUse{}
@@ -95,6 +105,7 @@ func checkSpecs(src *db.Source, units []*unit.Unit, invalid []unit.Invalid) ([]*
 					err = fmt.Errorf("has a spec.template that %s", strings.TrimPrefix(err.Error(), "has "))
 				} else {
 					pull(u.Path, bp.Service)
+					composes(u.Path, bp.Service, "spec.template.compose")
 				}
 			}
 		default:
@@ -108,7 +119,7 @@ func checkSpecs(src *db.Source, units []*unit.Unit, invalid []unit.Invalid) ([]*
 		}
 		kept = append(kept, u)
 	}
-	return kept, invalid, uses, pulled
+	return kept, invalid, uses, pulled, composed
 }
 
 // actedKinds are the kinds of unit that actions act on.

@@ -236,19 +236,28 @@ func (r *syncRun) diff(context.Context) error {
 }
 
 // walk reads the files fetch handed back as units, in the source's
-// identity space (identitySpace), and checks each Service, Infrastructure
-// and Blueprint unit's spec (checkSpecs): a file that is no unit, or whose
-// spec does not read, is invalid with its reason, and an event says so. It
-// reads r.got's files and writes the plan's units and invalid files.
+// identity space (identitySpace), with the compose units whose Compose
+// files changed (composeDependents), and checks each Service,
+// Infrastructure and Blueprint unit's spec (checkSpecs) and a compose
+// unit's project (checkCompose): a file that is no unit, or whose spec does
+// not read, is invalid with its reason, and an event says so. It reads
+// r.got's files and writes the plan's units and invalid files.
 func (r *syncRun) walk(ctx context.Context) error {
 	p, plan := r.p, r.plan
+	if err := r.composeDependents(ctx); err != nil {
+		return err
+	}
 	plan.units, plan.invalid = unit.ParseFiles(identitySpace(r.src), unitFiles(r.got.Files))
 	var (
-		uses   map[string][]secretUse
-		pulled map[string]*servicespec.Spec
+		uses     map[string][]secretUse
+		pulled   map[string]*servicespec.Spec
+		composed map[string]composeUnit
 	)
-	plan.units, plan.invalid, uses, pulled = checkSpecs(r.src, plan.units, plan.invalid)
+	plan.units, plan.invalid, uses, pulled, composed = checkSpecs(r.src, plan.units, plan.invalid)
 	var err error
+	if plan.units, plan.invalid, err = r.checkCompose(ctx, plan.units, plan.invalid, composed); err != nil {
+		return err
+	}
 	if plan.units, plan.invalid, err = checkSecretRefs(ctx, r.s.Pool, r.src, plan.units, plan.invalid, uses); err != nil {
 		return err
 	}
