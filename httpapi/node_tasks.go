@@ -22,7 +22,7 @@ import (
 type NodeTask struct {
 	ID      uuid.UUID                 `json:"id"`
 	RunID   uuid.UUID                 `json:"runId" doc:"The run whose job waits on the step; the step's events go there."`
-	Kind    string                    `json:"kind" enum:"apply,reprobe,stop,inspect,unit_text"`
+	Kind    string                    `json:"kind" enum:"apply,reprobe,stop,inspect,unit_text,destroy_data"`
 	Payload json.RawMessage           `json:"payload" doc:"The step's input: the rendered manifest and digest, the probe, or the service's name."`
 	Secrets map[string]NodeTaskSecret `json:"secrets,omitempty" doc:"The values of the secrets an apply step hands its service, by environment variable. Given once, with the claim; never part of the payload, and never kept once the step is over."`
 }

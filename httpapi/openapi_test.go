@@ -112,7 +112,7 @@ func TestOpenAPISpec(t *testing.T) {
 		require.Equal(t, []string{
 			"accept-source", "add-node", "apply-infrastructure", "approve-placement", "authorize-rollout", "cancel-journal-run", "claim-node-task", "converge-service", "cordon-node", "create-notification-target", "create-source", "create-token",
 			"delete-node", "delete-notification-target", "delete-secret", "delete-source",
-			"deploy-service", "destroy-infrastructure", "drift-check-infrastructure", "drift-check-service", "enforce-blueprint-node",
+			"deploy-service", "destroy-infrastructure", "destroy-service-data", "drift-check-infrastructure", "drift-check-service", "enforce-blueprint-node",
 			"get-artifact", "get-blueprint", "get-blueprint-status", "get-gitops-settings", "get-gitops-status", "get-infrastructure", "get-infrastructure-status", "get-journal-run", "get-node", "get-node-artifact",
 			"get-service", "get-service-status", "get-session", "get-source", "get-source-candidate", "get-source-status", "get-unit",
 			"heartbeat-node", "join-node", "list-applications", "list-artifacts", "list-blueprints", "list-infrastructures", "list-journal", "list-journal-run-paths", "list-nodes", "list-notification-targets", "list-run-notifications", "list-secrets", "list-services",

@@ -68,6 +68,7 @@ var runKinds = []runKind{
 	{services.ActionRollback, payload(nil, (*services.Result)(nil))},
 	{services.ActionConverge, payload((*services.ConvergeParams)(nil), (*services.Result)(nil))},
 	{services.ActionStop, payload(nil, (*services.StopResult)(nil))},
+	{services.ActionDestroyData, payload((*services.DestroyDataParams)(nil), (*services.DestroyDataResult)(nil))},
 	{services.ActionResume, payload((*services.ResumeParams)(nil), (*services.ResumeResult)(nil))},
 	{services.ActionDriftCheck, payload((*services.DriftCheckParams)(nil), (*services.Drift)(nil))},
 	{services.ActionSweep, payload(nil, (*services.SweepResult)(nil))},

@@ -208,6 +208,37 @@ func registerServices(api huma.API, d Deps) {
 		}
 		return accepted(res), nil
 	})
+
+	o = op("destroy-service-data", http.MethodPost, "/services/{name}/destroy-data",
+		"Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its "+
+			"volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and "+
+			"any bind-mounted host path are never touched. The body must name the service again ({\"confirm\": \"web\"}): "+
+			"without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. "+
+			"The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. "+
+			"409 for a service of another runtime. Joins a queued destroy (joined: true).",
+		auth.RoleAdmin, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
+	o.DefaultStatus = http.StatusAccepted
+	register(api, d, o, func(ctx context.Context, in *destroyDataInput) (*ActionAccepted, error) {
+		confirm := ""
+		if in.Body != nil {
+			confirm = in.Body.Confirm
+		}
+		res, err := d.Services.RequestDestroyData(ctx, in.Name, confirm, requester(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return accepted(res), nil
+	})
+}
+
+// destroyDataInput is a request to destroy a service's data: the body
+// names the service again. Its schema leaves confirm optional so that a
+// request without it gets the sentence that says what to send.
+type destroyDataInput struct {
+	Name string `path:"name" maxLength:"63" doc:"The service's metadata.name." example:"web"`
+	Body *struct {
+		Confirm string `json:"confirm,omitempty" maxLength:"63" doc:"The service's name again, as typed by the operator who means it: the destroy cannot be undone." example:"web"`
+	}
 }
 
 // runPtr is runOut of a run that may be absent.

@@ -36,6 +36,23 @@ func seedService(t *testing.T, s *testServer, name string) string {
 	return digest
 }
 
+// seedComposeService puts a compose Service unit into the inventory as a
+// sync would leave it.
+func seedComposeService(t *testing.T, s *testServer, name string) {
+	t.Helper()
+	ctx := context.Background()
+	q := db.New(s.pool)
+	_, _ = q.SourceInsert(ctx, &db.SourceInsertParams{ID: source.DefaultID, Name: source.DefaultName, RepoUrl: "/nowhere", Branch: "main"})
+	path := "services/" + name + ".json"
+	u, err := unit.Parse(path, []byte(fmt.Sprintf(`{"kind":"Service","metadata":{"name":%q},"spec":{"runtime":"compose","compose":{"files":["stacks/%s/compose.yml"]}}}`, name, name)))
+	require.NoError(t, err)
+	_, err = q.UnitInsert(ctx, []*db.UnitInsertParams{{
+		ID: u.ID, SourceID: source.DefaultID, Path: path, Kind: u.Kind, Name: u.Name, Labels: []byte(`{}`),
+		Status: "pending", Content: u.Content, ContentHash: u.Hash, GitCommit: strings.Repeat("a", 40),
+	}})
+	require.NoError(t, err)
+}
+
 func putArtifact(t *testing.T, s *testServer, content string) string {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, s.URL+"/api/v1/artifacts", strings.NewReader(content))
@@ -193,6 +210,58 @@ func TestServicesAPI(t *testing.T) {
 		}
 		s.get(t, "/api/v1/journal?target=web", s.viewer).decode(t, http.StatusOK, &runs)
 		require.Empty(t, runs.Runs, "a refused request records nothing")
+	})
+
+	t.Run("DestroyDataNeedsTheNameAgainAndACompose", func(t *testing.T) {
+		t.Parallel()
+		s := startServer(t, serverOpts{})
+		seedService(t, s, "web")
+		seedComposeService(t, s, "shop")
+		// queued is how many destroy jobs River holds, and the runs of
+		// shop and web the journal holds.
+		queued := func(t *testing.T) (jobs, runs int) {
+			t.Helper()
+			require.NoError(t, s.pool.QueryRow(t.Context(), `SELECT count(*) FROM river_job WHERE kind = 'destroy_service_data'`).Scan(&jobs))
+			require.NoError(t, s.pool.QueryRow(t.Context(), `SELECT count(*) FROM journal_run WHERE target IN ('shop', 'web')`).Scan(&runs))
+			return jobs, runs
+		}
+
+		// Without the service's name again, or with another, nothing is
+		// queued, and the answer says what to send.
+		p := s.post(t, "/api/v1/services/shop/destroy-data", s.admin, nil).problem(t, http.StatusUnprocessableEntity)
+		require.Equal(t, `Destroying the data of shop removes its volumes for good, and the request came without a confirmation; nothing was done. Send {"confirm": "shop"} to confirm (the CLI: sluice service destroy-data shop --confirm shop).`, p.Detail)
+		p = s.post(t, "/api/v1/services/shop/destroy-data", s.admin, map[string]string{}).problem(t, http.StatusUnprocessableEntity)
+		require.Contains(t, p.Detail, "the request came without a confirmation")
+		p = s.post(t, "/api/v1/services/shop/destroy-data", s.admin, map[string]string{"confirm": "web"}).problem(t, http.StatusUnprocessableEntity)
+		require.Contains(t, p.Detail, `the request came with confirmation "web", which is not the service's name; nothing was done.`)
+		p = s.post(t, "/api/v1/services/shop/destroy-data", s.admin, map[string]string{"confirm": "Shop"}).problem(t, http.StatusUnprocessableEntity)
+		require.Contains(t, p.Detail, `with confirmation "Shop"`)
+		// An operator may stop a service, not destroy its data.
+		s.post(t, "/api/v1/services/shop/destroy-data", s.operator, map[string]string{"confirm": "shop"}).problem(t, http.StatusForbidden)
+		// A service of another runtime has no data sluice destroys.
+		p = s.post(t, "/api/v1/services/web/destroy-data", s.admin, map[string]string{"confirm": "web"}).problem(t, http.StatusConflict)
+		require.Contains(t, p.Detail, "web runs under the exec runtime, and only a compose service's data (its project's own named volumes) can be destroyed; nothing was changed.")
+		s.post(t, "/api/v1/services/nope/destroy-data", s.admin, map[string]string{"confirm": "nope"}).problem(t, http.StatusNotFound)
+		jobs, runs := queued(t)
+		require.Zero(t, jobs, "a refused request queues nothing")
+		require.Zero(t, runs, "a refused request records nothing")
+
+		// Named again: queued in shop's lane, and a second request joins it.
+		var first, again accepted
+		s.post(t, "/api/v1/services/shop/destroy-data", s.admin, map[string]string{"confirm": "shop"}).decode(t, http.StatusAccepted, &first)
+		require.False(t, first.Joined)
+		s.post(t, "/api/v1/services/shop/destroy-data", s.admin, map[string]string{"confirm": "shop"}).decode(t, http.StatusAccepted, &again)
+		require.True(t, again.Joined)
+		require.Equal(t, first.JournalID, again.JournalID)
+		var run map[string]any
+		s.get(t, "/api/v1/journal/"+first.JournalID, s.viewer).decode(t, http.StatusOK, &run)
+		require.Equal(t, "destroy_service_data", run["action"])
+		require.Equal(t, "shop", run["target"])
+		require.Equal(t, map[string]any{"confirmed": "shop"}, run["params"])
+		require.Equal(t, adminName, run["requestedBy"])
+		jobs, runs = queued(t)
+		require.Equal(t, 1, jobs)
+		require.Equal(t, 1, runs)
 	})
 }
 

@@ -102,7 +102,7 @@ func TestLaneWorkerTimeouts(t *testing.T) {
 	}
 	for kind, want := range map[string]time.Duration{
 		services.ActionDeploy: 3 * time.Hour, services.ActionRollback: 3 * time.Hour,
-		services.ActionConverge: 3 * time.Hour, services.ActionStop: 3 * time.Hour,
+		services.ActionConverge: 3 * time.Hour, services.ActionStop: 3 * time.Hour, services.ActionDestroyData: 3 * time.Hour,
 		services.ActionDriftCheck: 10 * time.Minute,
 		infra.ActionPlan:          time.Hour, infra.ActionApply: time.Hour, infra.ActionDestroy: time.Hour,
 		infra.ActionDriftCheck:  time.Hour,

@@ -36,6 +36,9 @@ func addServiceWorkers(r *registry, j *journal.Journal, s *services.Service) {
 	add(r, serviceAction(s, s.Converge, serviceTimeout, func(a services.ConvergeArgs) string { return a.Service }))
 	// A stop waits up to the service's stop timeout.
 	add(r, serviceAction(s, s.Stop, serviceTimeout, func(a services.StopArgs) string { return a.Service }))
+	// A destroy of a Compose project's data waits up to its stop timeout
+	// as a stop does; only an operator's request enqueues one.
+	add(r, serviceAction(s, s.DestroyData, serviceTimeout, func(a services.DestroyDataArgs) string { return a.Service }))
 	add(r, serviceAction(s, s.DriftCheck, serviceDriftCheckTimeout, func(a services.DriftCheckArgs) string { return a.Service }))
 	// A continuation of a parked action is neither held by the pause nor
 	// by its node: its run holds the lane already, and its node's silence

@@ -86,6 +86,8 @@ func TestEveryCommandTakesFlagsAfterItsArguments(t *testing.T) {
 		{"service", "status", "web", "-v"},
 		{"service", "drift-check", "web", "--detach"},
 		{"service", "stop", "web", "--detach"},
+		{"service", "destroy-data", "web", "--confirm", "web", "--detach"},
+		{"service", "destroy-data", "--confirm", "web", "web"},
 		{"deploy", "web", "sha256:abc", "--detach"},
 		{"deploy", "web", "--detach", "sha256:abc"},
 		{"rollback", "web", "--detach"},

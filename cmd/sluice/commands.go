@@ -34,7 +34,7 @@ var commands = []command{
 	{[]string{"units"}, "list the units of the inventory", plain(runUnits)},
 	{[]string{"journal"}, "list runs, show one, follow or cancel it", plain(runJournal)},
 	{[]string{"services"}, "list services: pin, running digest, process, queue", plain(runServices)},
-	{[]string{"service"}, "one service: detail, status, drift-check, stop", plain(runService)},
+	{[]string{"service"}, "one service: detail, status, drift-check, stop, destroy-data", plain(runService)},
 	{[]string{"deploy", "rollback", "converge"}, "a service action, followed to its end", named(runAction)},
 	{[]string{"resume-service"}, "run a queue paused by onProbeFailure pause again", plain(runResumeService)},
 	{[]string{"infrastructures"}, "list infrastructure units and their last operations", plain(runInfrastructures)},

@@ -85,8 +85,8 @@ func argCompletion(name string, args []string) (argKind, []string) {
 	case "service":
 		switch {
 		case n == 0:
-			return serviceName, []string{"status", "drift-check", "stop"}
-		case n == 1 && slices.Contains([]string{"status", "drift-check", "stop"}, sub):
+			return serviceName, []string{"status", "drift-check", "stop", "destroy-data"}
+		case n == 1 && slices.Contains([]string{"status", "drift-check", "stop", "destroy-data"}, sub):
 			return serviceName, nil
 		}
 	case "node":

@@ -27,7 +27,7 @@ func TestArgCompletion(t *testing.T) {
 		{"deploy", nil, serviceName, nil},
 		{"deploy", []string{"web"}, noName, nil},
 		{"deploy", []string{"--detach"}, serviceName, nil},
-		{"service", nil, serviceName, []string{"status", "drift-check", "stop"}},
+		{"service", nil, serviceName, []string{"status", "drift-check", "stop", "destroy-data"}},
 		{"service", []string{"status", "-v"}, serviceName, nil},
 		{"service", []string{"web"}, noName, nil},
 		{"node", nil, nodeName, []string{"add", "labels", "revoke", "rotate", "delete"}},
@@ -78,7 +78,7 @@ func TestCompletion(t *testing.T) {
 			{"SLUICE_URL=http://" + proctest.FreeAddr(t)},
 		} {
 			words, directive := completion(t, env, "service", "")
-			require.Equal(t, []string{"status", "drift-check", "stop"}, words)
+			require.Equal(t, []string{"status", "drift-check", "stop", "destroy-data"}, words)
 			require.Equal(t, ":4", directive, "no file names")
 			words, directive = completion(t, env, "deploy", "")
 			require.Nil(t, words)
@@ -119,7 +119,7 @@ func TestCompletion(t *testing.T) {
 			{[]string{"deploy", ""}, []string{"web", "worker"}},
 			{[]string{"deploy", "--detach", "w"}, []string{"web", "worker"}},
 			{[]string{"converge", "wo"}, []string{"worker"}},
-			{[]string{"service", ""}, []string{"status", "drift-check", "stop", "web", "worker"}},
+			{[]string{"service", ""}, []string{"status", "drift-check", "stop", "destroy-data", "web", "worker"}},
 			{[]string{"service", "status", "-v", ""}, []string{"web", "worker"}},
 			{[]string{"node", "revoke", ""}, []string{"edge-1", "edge-2"}},
 			{[]string{"cordon", "edge-2"}, []string{"edge-2"}},

@@ -291,6 +291,40 @@ func TestComposeOnAnAgentsNode(t *testing.T) {
 		require.Contains(t, string(body), "is a Compose project, with a pin per Compose service")
 	})
 
+	// An operator destroys shop's data, naming it twice: the project goes
+	// down with its own volume, and nothing else's.
+	otherProject := e.Command("podman", "volume", "exists", "sluice-bp-edge_data").Run() == nil
+	out, code = p.cliOut("service", "destroy-data", "shop")
+	require.NotEqual(t, 0, code, out)
+	require.Contains(t, out, `Send {"confirm": "shop"} to confirm (the CLI: sluice service destroy-data shop --confirm shop).`)
+	out, code = p.cliOut("service", "destroy-data", "shop", "--confirm", "shop")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "destroyed the data of shop on node n1: project sluice-shop is down, volumes sluice-shop_data removed: their data is gone")
+	var destroyID string
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT id::text FROM journal_run WHERE action = 'destroy_service_data'`).Scan(&destroyID))
+	receipt := (&fleet{t: t, serve: p}).result(destroyID)
+	require.Equal(t, "n1", receipt["node"])
+	require.Equal(t, "sluice-shop", receipt["project"])
+	require.Equal(t, []any{"sluice-shop_data"}, receipt["volumesRemoved"])
+	require.Contains(t, receipt["sentence"], "its volumes sluice-shop_data are removed: their data is gone")
+	require.Error(t, e.Command("podman", "volume", "exists", "sluice-shop_data").Run(), "the volume is gone")
+	if otherProject {
+		require.NoError(t, e.Command("podman", "volume", "exists", "sluice-bp-edge_data").Run(), "another project's volume stays")
+	}
+	out, code = p.cliOut("service", "status", "shop")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "runtime: Stopped (Stopped by bootstrap", "the destroy holds shop down until a converge")
+	// A converge brings shop back, with an empty volume: v1's file is gone.
+	p.waitRunLong(p.accepted("/api/v1/services/shop/converge", nil), "succeeded")
+	version, _ = web()
+	require.Equal(t, "v2", version)
+	cpOut, err := e.Command("podman", "--remote", "--url", e.Host, "cp", "sluice-shop_web_1:/data/marker", filepath.Join(t.TempDir(), "gone")).CombinedOutput()
+	require.Error(t, err, "the file written under v1 is gone: %s", cpOut)
+	require.NoError(t, e.Command("podman", "volume", "exists", "sluice-shop_data").Run(), "a new, empty volume")
+
 	// The registry's password, the pull secret's value: nowhere but the
 	// sealed store.
 	secrets := []secret{{"the registry's password", e.Registry.Password}}

@@ -46,6 +46,9 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice service status [-v] NAME  the service's state, why and what to do; -v the evidence
   sluice service drift-check NAME  exit 0 in sync, 2 drift, 1 unknown; lists each drift with its proof
   sluice service stop NAME         stop its process; it starts again only on converge, deploy or rollback
+  sluice service destroy-data NAME --confirm NAME
+                                   remove a compose service's own volumes, for good (admin): its
+                                   project goes down; a converge brings it back, empty
   sluice deploy SERVICE DIGEST     pin DIGEST in Git, restart, probe; revert on failure
   sluice rollback SERVICE          deploy the previous healthy digest
   sluice converge SERVICE          apply what Git holds (env, args…); no rollback

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/google/uuid"
@@ -56,6 +57,13 @@ var actionCalls = map[string]actionCall{
 		}
 		return answer202(r.JSON202, r.HTTPResponse, r.Body)
 	},
+	"service destroy-data": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
+		r, err := c.DestroyServiceDataWithResponse(ctx, a[0], apiclient.DestroyServiceDataJSONRequestBody{Confirm: &a[1]})
+		if err != nil {
+			return nil, err
+		}
+		return answer202(r.JSON202, r.HTTPResponse, r.Body)
+	},
 	"service drift-check": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
 		r, err := c.DriftCheckServiceWithResponse(ctx, a[0])
 		if err != nil {
@@ -100,13 +108,22 @@ var actionCalls = map[string]actionCall{
 	},
 }
 
-// askAndFollow parses an action's arguments (usage names them), asks for
-// it, and follows its run to the end unless --detach. It returns the run's
-// id and followRun's error: the exit code is the outcome.
-func askAndFollow(ctx context.Context, action, usage string, nargs int, args []string, stdout, stderr io.Writer) (*apiclient.ClientWithResponses, uuid.UUID, bool, error) {
+// actionFlag declares one flag of an action on fs; the value it returns,
+// read after the parse, is passed to the action's call after the
+// positional arguments.
+type actionFlag func(fs *flag.FlagSet) func() string
+
+// askAndFollow parses an action's arguments (usage names them) and its
+// flags, asks for it, and follows its run to the end unless --detach. It
+// returns the run's id and followRun's error: the exit code is the outcome.
+func askAndFollow(ctx context.Context, action, usage string, nargs int, args []string, stdout, stderr io.Writer, flags ...actionFlag) (*apiclient.ClientWithResponses, uuid.UUID, bool, error) {
 	fs := flag.NewFlagSet(action, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	detach := fs.Bool("detach", false, "print the run's id and return instead of following it")
+	values := make([]func() string, len(flags))
+	for i, f := range flags {
+		values[i] = f(fs)
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s [--detach]\n\nAsks for the %s and follows its run, printing each phase; exit 0 only when it succeeded (1 failed, 3 unknown).\n", usage, action)
 		fs.PrintDefaults()
@@ -122,7 +139,11 @@ func askAndFollow(ctx context.Context, action, usage string, nargs int, args []s
 	if err != nil {
 		return nil, uuid.Nil, false, err
 	}
-	acc, err := actionCalls[action](ctx, client, positional)
+	call := slices.Clone(positional)
+	for _, v := range values {
+		call = append(call, v())
+	}
+	acc, err := actionCalls[action](ctx, client, call)
 	if err != nil {
 		return nil, uuid.Nil, false, err
 	}
@@ -209,6 +230,16 @@ func runService(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if len(args) >= 2 && args[0] == "stop" {
 		_, _, _, err := askAndFollow(ctx, "service stop", "sluice service stop SERVICE", 1, args[1:], stdout, stderr)
+		return err
+	}
+	if len(args) >= 2 && args[0] == "destroy-data" {
+		// The server refuses a confirmation that is not the service's
+		// name, and says what to send; the CLI passes it as typed.
+		confirm := func(fs *flag.FlagSet) func() string {
+			v := fs.String("confirm", "", "the service's name again: its data is destroyed for good")
+			return func() string { return *v }
+		}
+		_, _, _, err := askAndFollow(ctx, "service destroy-data", "sluice service destroy-data SERVICE --confirm SERVICE", 1, args[1:], stdout, stderr, confirm)
 		return err
 	}
 	fs := flag.NewFlagSet("service", flag.ContinueOnError)

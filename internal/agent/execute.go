@@ -45,6 +45,11 @@ func Execute(ctx context.Context, h *hoststep.Host, kind string, payload json.Ra
 		case err == nil:
 			err = h.Stop(ctx, ev, &res.Phases, req.Name)
 		}
+	case nodeproto.KindDestroyData:
+		var req hoststep.DestroyDataRequest
+		if err = json.Unmarshal(payload, &req); err == nil {
+			val, err = h.DestroyData(ctx, ev, &res.Phases, req)
+		}
 	case nodeproto.KindInspect:
 		var req hoststep.InspectRequest
 		if err = json.Unmarshal(payload, &req); err == nil {

@@ -39,6 +39,7 @@ const (
 	AcceptanceEvidenceActionDeleteSource              AcceptanceEvidenceAction = "delete_source"
 	AcceptanceEvidenceActionDeploy                    AcceptanceEvidenceAction = "deploy"
 	AcceptanceEvidenceActionDestroy                   AcceptanceEvidenceAction = "destroy"
+	AcceptanceEvidenceActionDestroyServiceData        AcceptanceEvidenceAction = "destroy_service_data"
 	AcceptanceEvidenceActionDriftCheck                AcceptanceEvidenceAction = "drift_check"
 	AcceptanceEvidenceActionDriftSweep                AcceptanceEvidenceAction = "drift_sweep"
 	AcceptanceEvidenceActionEnforce                   AcceptanceEvidenceAction = "enforce"
@@ -116,6 +117,8 @@ func (e AcceptanceEvidenceAction) Valid() bool {
 	case AcceptanceEvidenceActionDeploy:
 		return true
 	case AcceptanceEvidenceActionDestroy:
+		return true
+	case AcceptanceEvidenceActionDestroyServiceData:
 		return true
 	case AcceptanceEvidenceActionDriftCheck:
 		return true
@@ -1125,17 +1128,20 @@ func (e NodeRowTone) Valid() bool {
 
 // Defines values for NodeTaskKind.
 const (
-	NodeTaskKindApply    NodeTaskKind = "apply"
-	NodeTaskKindInspect  NodeTaskKind = "inspect"
-	NodeTaskKindReprobe  NodeTaskKind = "reprobe"
-	NodeTaskKindStop     NodeTaskKind = "stop"
-	NodeTaskKindUnitText NodeTaskKind = "unit_text"
+	NodeTaskKindApply       NodeTaskKind = "apply"
+	NodeTaskKindDestroyData NodeTaskKind = "destroy_data"
+	NodeTaskKindInspect     NodeTaskKind = "inspect"
+	NodeTaskKindReprobe     NodeTaskKind = "reprobe"
+	NodeTaskKindStop        NodeTaskKind = "stop"
+	NodeTaskKindUnitText    NodeTaskKind = "unit_text"
 )
 
 // Valid indicates whether the value is a known member of the NodeTaskKind enum.
 func (e NodeTaskKind) Valid() bool {
 	switch e {
 	case NodeTaskKindApply:
+		return true
+	case NodeTaskKindDestroyData:
 		return true
 	case NodeTaskKindInspect:
 		return true
@@ -1599,6 +1605,7 @@ const (
 	RunActionDeleteSource              RunAction = "delete_source"
 	RunActionDeploy                    RunAction = "deploy"
 	RunActionDestroy                   RunAction = "destroy"
+	RunActionDestroyServiceData        RunAction = "destroy_service_data"
 	RunActionDriftCheck                RunAction = "drift_check"
 	RunActionDriftSweep                RunAction = "drift_sweep"
 	RunActionEnforce                   RunAction = "enforce"
@@ -1676,6 +1683,8 @@ func (e RunAction) Valid() bool {
 	case RunActionDeploy:
 		return true
 	case RunActionDestroy:
+		return true
+	case RunActionDestroyServiceData:
 		return true
 	case RunActionDriftCheck:
 		return true
@@ -2050,6 +2059,21 @@ const (
 func (e RunDestroyAction) Valid() bool {
 	switch e {
 	case RunDestroyActionDestroy:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunDestroyServiceDataAction.
+const (
+	RunDestroyServiceDataActionDestroyServiceData RunDestroyServiceDataAction = "destroy_service_data"
+)
+
+// Valid indicates whether the value is a known member of the RunDestroyServiceDataAction enum.
+func (e RunDestroyServiceDataAction) Valid() bool {
+	switch e {
+	case RunDestroyServiceDataActionDestroyServiceData:
 		return true
 	default:
 		return false
@@ -2646,25 +2670,25 @@ func (e SecretsSecretsEventKind) Valid() bool {
 
 // Defines values for ServiceRuntime.
 const (
-	Compose   ServiceRuntime = "compose"
-	Container ServiceRuntime = "container"
-	Empty     ServiceRuntime = ""
-	Exec      ServiceRuntime = "exec"
-	Systemd   ServiceRuntime = "systemd"
+	ServiceRuntimeCompose   ServiceRuntime = "compose"
+	ServiceRuntimeContainer ServiceRuntime = "container"
+	ServiceRuntimeEmpty     ServiceRuntime = ""
+	ServiceRuntimeExec      ServiceRuntime = "exec"
+	ServiceRuntimeSystemd   ServiceRuntime = "systemd"
 )
 
 // Valid indicates whether the value is a known member of the ServiceRuntime enum.
 func (e ServiceRuntime) Valid() bool {
 	switch e {
-	case Compose:
+	case ServiceRuntimeCompose:
 		return true
-	case Container:
+	case ServiceRuntimeContainer:
 		return true
-	case Empty:
+	case ServiceRuntimeEmpty:
 		return true
-	case Exec:
+	case ServiceRuntimeExec:
 		return true
-	case Systemd:
+	case ServiceRuntimeSystemd:
 		return true
 	default:
 		return false
@@ -2686,6 +2710,30 @@ func (e ServiceStatus) Valid() bool {
 	case ServiceStatusFailed:
 		return true
 	case ServiceStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServicesDestroyDataResultRuntime.
+const (
+	ServicesDestroyDataResultRuntimeCompose   ServicesDestroyDataResultRuntime = "compose"
+	ServicesDestroyDataResultRuntimeContainer ServicesDestroyDataResultRuntime = "container"
+	ServicesDestroyDataResultRuntimeExec      ServicesDestroyDataResultRuntime = "exec"
+	ServicesDestroyDataResultRuntimeSystemd   ServicesDestroyDataResultRuntime = "systemd"
+)
+
+// Valid indicates whether the value is a known member of the ServicesDestroyDataResultRuntime enum.
+func (e ServicesDestroyDataResultRuntime) Valid() bool {
+	switch e {
+	case ServicesDestroyDataResultRuntimeCompose:
+		return true
+	case ServicesDestroyDataResultRuntimeContainer:
+		return true
+	case ServicesDestroyDataResultRuntimeExec:
+		return true
+	case ServicesDestroyDataResultRuntimeSystemd:
 		return true
 	default:
 		return false
@@ -4354,6 +4402,14 @@ type DeployInputBody struct {
 	Digest string `json:"digest"`
 }
 
+// DestroyDataInputBody defines model for DestroyDataInputBody.
+type DestroyDataInputBody struct {
+	// Confirm The service's name again, as typed by the operator who means it: the destroy cannot be undone.
+	//
+	// Example: web
+	Confirm *string `json:"confirm,omitempty"`
+}
+
 // DriftCheckSummary defines model for DriftCheckSummary.
 type DriftCheckSummary struct {
 	At    time.Time         `json:"at"`
@@ -5861,6 +5917,16 @@ type RunDestroy struct {
 // RunDestroyAction defines model for RunDestroy.Action.
 type RunDestroyAction string
 
+// RunDestroyServiceData defines model for RunDestroyServiceData.
+type RunDestroyServiceData struct {
+	Action RunDestroyServiceDataAction `json:"action"`
+	Params *ServicesDestroyDataParams  `json:"params,omitempty"`
+	Result *ServicesDestroyDataResult  `json:"result,omitempty"`
+}
+
+// RunDestroyServiceDataAction defines model for RunDestroyServiceData.Action.
+type RunDestroyServiceDataAction string
+
 // RunDriftCheck defines model for RunDriftCheck.
 type RunDriftCheck struct {
 	Action RunDriftCheckAction `json:"action"`
@@ -6448,6 +6514,26 @@ type ServicesDeployParams struct {
 	// Digest The digest the deploy was asked to run.
 	Digest string `json:"digest"`
 }
+
+// ServicesDestroyDataParams defines model for ServicesDestroyDataParams.
+type ServicesDestroyDataParams struct {
+	Confirmed string `json:"confirmed"`
+}
+
+// ServicesDestroyDataResult defines model for ServicesDestroyDataResult.
+type ServicesDestroyDataResult struct {
+	Node           string                           `json:"node"`
+	Phases         []JournalPhase                   `json:"phases"`
+	Project        *string                          `json:"project,omitempty"`
+	Runtime        ServicesDestroyDataResultRuntime `json:"runtime"`
+	Sentence       *string                          `json:"sentence,omitempty"`
+	Service        string                           `json:"service"`
+	VolumesKept    *[]string                        `json:"volumesKept,omitempty"`
+	VolumesRemoved []string                         `json:"volumesRemoved"`
+}
+
+// ServicesDestroyDataResultRuntime defines model for ServicesDestroyDataResult.Runtime.
+type ServicesDestroyDataResultRuntime string
 
 // ServicesDrift defines model for ServicesDrift.
 type ServicesDrift struct {
@@ -7365,6 +7451,9 @@ type SetSecretJSONRequestBody = SecretInput
 // DeployServiceJSONRequestBody defines body for DeployService for application/json ContentType.
 type DeployServiceJSONRequestBody = DeployInputBody
 
+// DestroyServiceDataJSONRequestBody defines body for DestroyServiceData for application/json ContentType.
+type DestroyServiceDataJSONRequestBody = DestroyDataInputBody
+
 // CreateSourceJSONRequestBody defines body for CreateSource for application/json ContentType.
 type CreateSourceJSONRequestBody = SourceInput
 
@@ -8080,6 +8169,42 @@ func (t *Run) MergeRunStopService(v RunStopService) error {
 		return err
 	}
 	b, err = runtime.JSONMerge(b, []byte(`{"action":"stop_service"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunDestroyServiceData returns the union data inside the Run as a RunDestroyServiceData
+func (t Run) AsRunDestroyServiceData() (RunDestroyServiceData, error) {
+	var body RunDestroyServiceData
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunDestroyServiceData overwrites any union data inside the Run as the provided RunDestroyServiceData
+func (t *Run) FromRunDestroyServiceData(v RunDestroyServiceData) error {
+	t.Action = "destroy_service_data"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"destroy_service_data"}`))
+	t.union = b
+	return err
+}
+
+// MergeRunDestroyServiceData performs a merge with any union data inside the Run, using the provided RunDestroyServiceData
+func (t *Run) MergeRunDestroyServiceData(v RunDestroyServiceData) error {
+	t.Action = "destroy_service_data"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"action":"destroy_service_data"}`))
 	if err != nil {
 		return err
 	}
@@ -9903,6 +10028,8 @@ func (t Run) ValueByDiscriminator() (interface{}, error) {
 		return t.AsRunDeploy()
 	case "destroy":
 		return t.AsRunDestroy()
+	case "destroy_service_data":
+		return t.AsRunDestroyServiceData()
 	case "drift_check":
 		return t.AsRunDriftCheck()
 	case "drift_sweep":
@@ -10937,6 +11064,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
 	DeployService(ctx context.Context, name string, body DeployServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DestroyServiceDataWithBody Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true).
+	//
+	// Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true). Needs the admin role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/services/{name}/destroy-data (the `DestroyServiceData` operationId).
+	DestroyServiceDataWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DestroyServiceData Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true).
+	//
+	// Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true). Needs the admin role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/services/{name}/destroy-data (the `DestroyServiceData` operationId).
+	DestroyServiceData(ctx context.Context, name string, body DestroyServiceDataJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DriftCheckService Check the service for drift: desired_ahead when Git moved past the last apply (the pin or the content), live_drift when what runs is not what was applied (the unit file on disk, the process, its probe). The result lists each finding with its proof.
 	//
@@ -12499,6 +12644,44 @@ func (c *Client) DeployServiceWithBody(ctx context.Context, name string, content
 // Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
 func (c *Client) DeployService(ctx context.Context, name string, body DeployServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeployServiceRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DestroyServiceDataWithBody Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true).
+//
+// Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true). Needs the admin role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/services/{name}/destroy-data (the `DestroyServiceData` operationId).
+func (c *Client) DestroyServiceDataWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDestroyServiceDataRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DestroyServiceData Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true).
+//
+// Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true). Needs the admin role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/services/{name}/destroy-data (the `DestroyServiceData` operationId).
+func (c *Client) DestroyServiceData(ctx context.Context, name string, body DestroyServiceDataJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDestroyServiceDataRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -15486,6 +15669,53 @@ func NewDeployServiceRequestWithBody(server string, name string, contentType str
 	return req, nil
 }
 
+// NewDestroyServiceDataRequest calls the generic DestroyServiceData builder with application/json body
+func NewDestroyServiceDataRequest(server string, name string, body DestroyServiceDataJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDestroyServiceDataRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewDestroyServiceDataRequestWithBody constructs an http.Request for the DestroyServiceData method, with any body, and a specified content type
+func NewDestroyServiceDataRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/services/%s/destroy-data", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewDriftCheckServiceRequest constructs an http.Request for the DriftCheckService method
 func NewDriftCheckServiceRequest(server string, name string) (*http.Request, error) {
 	var err error
@@ -17269,6 +17499,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
 	DeployServiceWithResponse(ctx context.Context, name string, body DeployServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*DeployServiceResponse, error)
+
+	// DestroyServiceDataWithBodyWithResponse Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true).
+	//
+	// Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true). Needs the admin role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/services/{name}/destroy-data (the `DestroyServiceData` operationId).
+	DestroyServiceDataWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DestroyServiceDataResponse, error)
+
+	// DestroyServiceDataWithResponse Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true).
+	//
+	// Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true). Needs the admin role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/services/{name}/destroy-data (the `DestroyServiceData` operationId).
+	DestroyServiceDataWithResponse(ctx context.Context, name string, body DestroyServiceDataJSONRequestBody, reqEditors ...RequestEditorFn) (*DestroyServiceDataResponse, error)
 
 	// DriftCheckServiceWithResponse Check the service for drift: desired_ahead when Git moved past the last apply (the pin or the content), live_drift when what runs is not what was applied (the unit file on disk, the process, its probe). The result lists each finding with its proof.
 	//
@@ -20351,6 +20599,61 @@ func (r DeployServiceResponse) ContentType() string {
 	return ""
 }
 
+// DestroyServiceDataResponse202Headers the declared response headers of an HTTP 202 response for DestroyServiceData
+type DestroyServiceDataResponse202Headers struct {
+	Location *string
+}
+
+type DestroyServiceDataResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ActionAcceptedBody
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *DestroyServiceDataResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r DestroyServiceDataResponse) GetJSON202() *ActionAcceptedBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DestroyServiceDataResponse) GetApplicationproblemJSONDefault() *ErrorModel {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DestroyServiceDataResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DestroyServiceDataResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DestroyServiceDataResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DestroyServiceDataResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DriftCheckServiceResponse202Headers the declared response headers of an HTTP 202 response for DriftCheckService
 type DriftCheckServiceResponse202Headers struct {
 	Location *string
@@ -22634,6 +22937,36 @@ func (c *ClientWithResponses) DeployServiceWithResponse(ctx context.Context, nam
 		return nil, err
 	}
 	return ParseDeployServiceResponse(rsp)
+}
+
+// DestroyServiceDataWithBodyWithResponse Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true).
+//
+// Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true). Needs the admin role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/services/{name}/destroy-data (the `DestroyServiceData` operationId).
+func (c *ClientWithResponses) DestroyServiceDataWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DestroyServiceDataResponse, error) {
+	rsp, err := c.DestroyServiceDataWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDestroyServiceDataResponse(rsp)
+}
+
+// DestroyServiceDataWithResponse Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true).
+//
+// Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true). Needs the admin role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/services/{name}/destroy-data (the `DestroyServiceData` operationId).
+func (c *ClientWithResponses) DestroyServiceDataWithResponse(ctx context.Context, name string, body DestroyServiceDataJSONRequestBody, reqEditors ...RequestEditorFn) (*DestroyServiceDataResponse, error) {
+	rsp, err := c.DestroyServiceData(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDestroyServiceDataResponse(rsp)
 }
 
 // DriftCheckServiceWithResponse Check the service for drift: desired_ahead when Git moved past the last apply (the pin or the content), live_drift when what runs is not what was applied (the unit file on disk, the process, its probe). The result lists each finding with its proof.
@@ -25070,6 +25403,52 @@ func ParseDeployServiceResponse(rsp *http.Response) (*DeployServiceResponse, err
 	switch {
 	case rsp.StatusCode == 202:
 		var headers DeployServiceResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDestroyServiceDataResponse parses an HTTP response from a DestroyServiceDataWithResponse call
+func ParseDestroyServiceDataResponse(rsp *http.Response) (*DestroyServiceDataResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DestroyServiceDataResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ActionAcceptedBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers DestroyServiceDataResponse202Headers
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -42,6 +42,9 @@ const (
 	KindStop     = "stop"
 	KindInspect  = "inspect"
 	KindUnitText = "unit_text"
+	// KindDestroyData takes a service down and removes the data it owns
+	// (hoststep.DestroyDataRequest): only ever at an operator's word.
+	KindDestroyData = "destroy_data"
 )
 
 // Event levels, as the journal keeps them.

@@ -152,6 +152,19 @@ func (r *Remote) Remove(ctx context.Context, _ hoststep.Events, t *phase.Phases,
 	return r.call(ctx, t, nodeproto.KindStop, nodeproto.StopRequest{Name: name, Remove: true}, nil, nil)
 }
 
+// DestroyData takes service req.Name down on the node and removes the data
+// it owns: the destroy_data step.
+func (r *Remote) DestroyData(ctx context.Context, _ hoststep.Events, t *phase.Phases, req hoststep.DestroyDataRequest) (*hoststep.DataDestroyed, error) {
+	var a hoststep.DataDestroyed
+	if err := r.call(ctx, t, nodeproto.KindDestroyData, req, nil, &a); err != nil {
+		return nil, err
+	}
+	if a.Project == "" {
+		return nil, fmt.Errorf("node %s answered the destroy_data step of %s without naming the project it took down", r.Node, req.Name)
+	}
+	return &a, nil
+}
+
 // Inspect implements services.Host.
 func (r *Remote) Inspect(ctx context.Context, req hoststep.InspectRequest) (*hoststep.Inspection, error) {
 	var in hoststep.Inspection

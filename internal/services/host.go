@@ -113,6 +113,9 @@ func (f failingHost) Stop(context.Context, hoststep.Events, *journal.Phases, str
 func (f failingHost) Remove(context.Context, hoststep.Events, *journal.Phases, string) error {
 	return f.err
 }
+func (f failingHost) DestroyData(context.Context, hoststep.Events, *journal.Phases, hoststep.DestroyDataRequest) (*hoststep.DataDestroyed, error) {
+	return nil, f.err
+}
 func (f failingHost) Inspect(context.Context, hoststep.InspectRequest) (*hoststep.Inspection, error) {
 	return nil, f.err
 }

@@ -49,7 +49,7 @@ const (
 
 // Actions are every service action, for queries over a service's runs.
 // They share the service's lane.
-var Actions = []string{ActionDeploy, ActionRollback, ActionConverge, ActionDriftCheck, ActionStop}
+var Actions = []string{ActionDeploy, ActionRollback, ActionConverge, ActionDriftCheck, ActionStop, ActionDestroyData}
 
 // Queue is the River queue service actions run in, apart from syncs, so
 // that services waiting their turn never hold a sync off.

@@ -64,7 +64,8 @@ func (s *Service) Stop(ctx context.Context, p *journal.Progress, args StopArgs) 
 }
 
 // stoppedRun is the stop that holds service name stopped: its newest
-// succeeded stop, when no change action finished after it; nil otherwise.
+// succeeded stop or destroy of its data, when no change action finished
+// after it; nil otherwise.
 func stoppedRun(ctx context.Context, q *db.Queries, name string) (*db.JournalRun, error) {
 	last, err := latestFinished(ctx, q, name, stopOrChangeActions)
 	if err != nil {
@@ -74,13 +75,15 @@ func stoppedRun(ctx context.Context, q *db.Queries, name string) (*db.JournalRun
 }
 
 // stopOrChangeActions are the actions whose newest finished run says
-// whether a stop holds.
-var stopOrChangeActions = append([]string{ActionStop}, changeActions...)
+// whether a stop holds. A destroy of a service's data took it down as a
+// stop does, and holds it down the same way.
+var stopOrChangeActions = append([]string{ActionStop, ActionDestroyData}, changeActions...)
 
 // stopThatHolds is last, the newest finished stop or change action of a
-// service, when it is a succeeded stop; nil otherwise.
+// service, when it is a succeeded stop (or destroy of its data); nil
+// otherwise.
 func stopThatHolds(last *db.JournalRun) *db.JournalRun {
-	if last == nil || last.Action != ActionStop || last.State != journal.StateSucceeded {
+	if last == nil || (last.Action != ActionStop && last.Action != ActionDestroyData) || last.State != journal.StateSucceeded {
 		return nil
 	}
 	return last

@@ -1068,6 +1068,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/services/{name}/destroy-data": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true).
+         * @description Destroy a compose service's data, for good: in its queue, on its node, Compose takes the project down with its volumes (down -v --remove-orphans) and the volumes the project owns are removed; a volume it declares external and any bind-mounted host path are never touched. The body must name the service again ({"confirm": "web"}): without it, or with another name, the answer is 422 and nothing is queued. sluice itself never asks for this. The service then reads Stopped until a converge, deploy or rollback brings the project back, with empty volumes. 409 for a service of another runtime. Joins a queued destroy (joined: true). Needs the admin role.
+         */
+        post: operations["destroy-service-data"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/services/{name}/drift-check": {
         parameters: {
             query?: never;
@@ -1479,7 +1499,7 @@ export interface components {
              * @example accept_source
              * @enum {string}
              */
-            action: "accept_source" | "add_node" | "apply" | "approve_placement" | "authorize_rollout" | "bootstrap_token" | "cancel_job" | "converge" | "cordon_node" | "create_source" | "create_token" | "decline_placement" | "delete_job" | "delete_node" | "delete_secret" | "delete_source" | "deploy" | "destroy" | "drift_check" | "drift_sweep" | "enforce" | "join_node" | "journal_retention" | "notification_target_create" | "notification_target_delete" | "notification_test" | "pause_rollout" | "plan" | "put_artifact" | "put_gitops_settings" | "resume_rollout" | "resume_service" | "resume_source" | "retry_job" | "revoke_node" | "revoke_token" | "rollback" | "rollback_rollout" | "rollout" | "rotate_node" | "service_continue" | "service_drift_check" | "service_drift_sweep" | "set_node_labels" | "set_secret" | "set_source_policy" | "set_source_webhook_secret" | "skip_rollout_node" | "stop_service" | "suspend_source" | "sync_source" | "uncordon_node" | "update_source" | "withdraw" | "withdraw_placement_approval";
+            action: "accept_source" | "add_node" | "apply" | "approve_placement" | "authorize_rollout" | "bootstrap_token" | "cancel_job" | "converge" | "cordon_node" | "create_source" | "create_token" | "decline_placement" | "delete_job" | "delete_node" | "delete_secret" | "delete_source" | "deploy" | "destroy" | "destroy_service_data" | "drift_check" | "drift_sweep" | "enforce" | "join_node" | "journal_retention" | "notification_target_create" | "notification_target_delete" | "notification_test" | "pause_rollout" | "plan" | "put_artifact" | "put_gitops_settings" | "resume_rollout" | "resume_service" | "resume_source" | "retry_job" | "revoke_node" | "revoke_token" | "rollback" | "rollback_rollout" | "rollout" | "rotate_node" | "service_continue" | "service_drift_check" | "service_drift_sweep" | "set_node_labels" | "set_secret" | "set_source_policy" | "set_source_webhook_secret" | "skip_rollout_node" | "stop_service" | "suspend_source" | "sync_source" | "uncordon_node" | "update_source" | "withdraw" | "withdraw_placement_approval";
             /** Format: date-time */
             at: string;
             /**
@@ -1946,6 +1966,13 @@ export interface components {
              * @example sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae
              */
             digest: string;
+        };
+        DestroyDataInputBody: {
+            /**
+             * @description The service's name again, as typed by the operator who means it: the destroy cannot be undone.
+             * @example web
+             */
+            confirm?: string;
         };
         DriftCheckSummary: {
             /** Format: date-time */
@@ -2649,7 +2676,7 @@ export interface components {
         NodeTask: {
             id: string;
             /** @enum {string} */
-            kind: "apply" | "reprobe" | "stop" | "inspect" | "unit_text";
+            kind: "apply" | "reprobe" | "stop" | "inspect" | "unit_text" | "destroy_data";
             /** @description The step's input: the rendered manifest and digest, the probe, or the service's name. */
             payload: unknown;
             /** @description The run whose job waits on the step; the step's events go there. */
@@ -3072,7 +3099,7 @@ export interface components {
              * @example sync_source
              * @enum {string}
              */
-            action: "accept_source" | "add_node" | "apply" | "approve_placement" | "authorize_rollout" | "bootstrap_token" | "cancel_job" | "converge" | "cordon_node" | "create_source" | "create_token" | "decline_placement" | "delete_job" | "delete_node" | "delete_secret" | "delete_source" | "deploy" | "destroy" | "drift_check" | "drift_sweep" | "enforce" | "join_node" | "journal_retention" | "notification_target_create" | "notification_target_delete" | "notification_test" | "pause_rollout" | "plan" | "put_artifact" | "put_gitops_settings" | "resume_rollout" | "resume_service" | "resume_source" | "retry_job" | "revoke_node" | "revoke_token" | "rollback" | "rollback_rollout" | "rollout" | "rotate_node" | "service_continue" | "service_drift_check" | "service_drift_sweep" | "set_node_labels" | "set_secret" | "set_source_policy" | "set_source_webhook_secret" | "skip_rollout_node" | "stop_service" | "suspend_source" | "sync_source" | "uncordon_node" | "update_source" | "withdraw" | "withdraw_placement_approval";
+            action: "accept_source" | "add_node" | "apply" | "approve_placement" | "authorize_rollout" | "bootstrap_token" | "cancel_job" | "converge" | "cordon_node" | "create_source" | "create_token" | "decline_placement" | "delete_job" | "delete_node" | "delete_secret" | "delete_source" | "deploy" | "destroy" | "destroy_service_data" | "drift_check" | "drift_sweep" | "enforce" | "join_node" | "journal_retention" | "notification_target_create" | "notification_target_delete" | "notification_test" | "pause_rollout" | "plan" | "put_artifact" | "put_gitops_settings" | "resume_rollout" | "resume_service" | "resume_source" | "retry_job" | "revoke_node" | "revoke_token" | "rollback" | "rollback_rollout" | "rollout" | "rotate_node" | "service_continue" | "service_drift_check" | "service_drift_sweep" | "set_node_labels" | "set_secret" | "set_source_policy" | "set_source_webhook_secret" | "skip_rollout_node" | "stop_service" | "suspend_source" | "sync_source" | "uncordon_node" | "update_source" | "withdraw" | "withdraw_placement_approval";
             /**
              * Format: int32
              * @description The River attempt that worked it; 0 until it starts.
@@ -3132,7 +3159,7 @@ export interface components {
             state: "queued" | "running" | "succeeded" | "failed" | "unknown" | "cancelled";
             /** @description What the action works on: a service, a unit, a source. */
             target: string;
-        } & (components["schemas"]["RunSyncSource"] | components["schemas"]["RunAcceptSource"] | components["schemas"]["RunDeploy"] | components["schemas"]["RunRollback"] | components["schemas"]["RunConverge"] | components["schemas"]["RunStopService"] | components["schemas"]["RunResumeService"] | components["schemas"]["RunServiceDriftCheck"] | components["schemas"]["RunServiceDriftSweep"] | components["schemas"]["RunServiceContinue"] | components["schemas"]["RunPlan"] | components["schemas"]["RunApply"] | components["schemas"]["RunDestroy"] | components["schemas"]["RunDriftCheck"] | components["schemas"]["RunDriftSweep"] | components["schemas"]["RunRollout"] | components["schemas"]["RunWithdraw"] | components["schemas"]["RunEnforce"] | components["schemas"]["RunJournalRetention"] | components["schemas"]["RunCreateToken"] | components["schemas"]["RunRevokeToken"] | components["schemas"]["RunBootstrapToken"] | components["schemas"]["RunCreateSource"] | components["schemas"]["RunUpdateSource"] | components["schemas"]["RunDeleteSource"] | components["schemas"]["RunSuspendSource"] | components["schemas"]["RunResumeSource"] | components["schemas"]["RunSetSourcePolicy"] | components["schemas"]["RunPutGitopsSettings"] | components["schemas"]["RunSetSourceWebhookSecret"] | components["schemas"]["RunPutArtifact"] | components["schemas"]["RunRetryJob"] | components["schemas"]["RunCancelJob"] | components["schemas"]["RunDeleteJob"] | components["schemas"]["RunAddNode"] | components["schemas"]["RunJoinNode"] | components["schemas"]["RunCordonNode"] | components["schemas"]["RunUncordonNode"] | components["schemas"]["RunSetNodeLabels"] | components["schemas"]["RunRevokeNode"] | components["schemas"]["RunDeleteNode"] | components["schemas"]["RunRotateNode"] | components["schemas"]["RunApprovePlacement"] | components["schemas"]["RunDeclinePlacement"] | components["schemas"]["RunWithdrawPlacementApproval"] | components["schemas"]["RunAuthorizeRollout"] | components["schemas"]["RunPauseRollout"] | components["schemas"]["RunResumeRollout"] | components["schemas"]["RunRollbackRollout"] | components["schemas"]["RunSkipRolloutNode"] | components["schemas"]["RunNotificationTargetCreate"] | components["schemas"]["RunNotificationTargetDelete"] | components["schemas"]["RunNotificationTest"] | components["schemas"]["RunSetSecret"] | components["schemas"]["RunDeleteSecret"]);
+        } & (components["schemas"]["RunSyncSource"] | components["schemas"]["RunAcceptSource"] | components["schemas"]["RunDeploy"] | components["schemas"]["RunRollback"] | components["schemas"]["RunConverge"] | components["schemas"]["RunStopService"] | components["schemas"]["RunDestroyServiceData"] | components["schemas"]["RunResumeService"] | components["schemas"]["RunServiceDriftCheck"] | components["schemas"]["RunServiceDriftSweep"] | components["schemas"]["RunServiceContinue"] | components["schemas"]["RunPlan"] | components["schemas"]["RunApply"] | components["schemas"]["RunDestroy"] | components["schemas"]["RunDriftCheck"] | components["schemas"]["RunDriftSweep"] | components["schemas"]["RunRollout"] | components["schemas"]["RunWithdraw"] | components["schemas"]["RunEnforce"] | components["schemas"]["RunJournalRetention"] | components["schemas"]["RunCreateToken"] | components["schemas"]["RunRevokeToken"] | components["schemas"]["RunBootstrapToken"] | components["schemas"]["RunCreateSource"] | components["schemas"]["RunUpdateSource"] | components["schemas"]["RunDeleteSource"] | components["schemas"]["RunSuspendSource"] | components["schemas"]["RunResumeSource"] | components["schemas"]["RunSetSourcePolicy"] | components["schemas"]["RunPutGitopsSettings"] | components["schemas"]["RunSetSourceWebhookSecret"] | components["schemas"]["RunPutArtifact"] | components["schemas"]["RunRetryJob"] | components["schemas"]["RunCancelJob"] | components["schemas"]["RunDeleteJob"] | components["schemas"]["RunAddNode"] | components["schemas"]["RunJoinNode"] | components["schemas"]["RunCordonNode"] | components["schemas"]["RunUncordonNode"] | components["schemas"]["RunSetNodeLabels"] | components["schemas"]["RunRevokeNode"] | components["schemas"]["RunDeleteNode"] | components["schemas"]["RunRotateNode"] | components["schemas"]["RunApprovePlacement"] | components["schemas"]["RunDeclinePlacement"] | components["schemas"]["RunWithdrawPlacementApproval"] | components["schemas"]["RunAuthorizeRollout"] | components["schemas"]["RunPauseRollout"] | components["schemas"]["RunResumeRollout"] | components["schemas"]["RunRollbackRollout"] | components["schemas"]["RunSkipRolloutNode"] | components["schemas"]["RunNotificationTargetCreate"] | components["schemas"]["RunNotificationTargetDelete"] | components["schemas"]["RunNotificationTest"] | components["schemas"]["RunSetSecret"] | components["schemas"]["RunDeleteSecret"]);
         /** Run of accept_source */
         RunAcceptSource: {
             /**
@@ -3329,6 +3356,16 @@ export interface components {
             action: "destroy";
             params?: components["schemas"]["InfraParams"];
             result?: components["schemas"]["InfraReceipt"];
+        };
+        /** Run of destroy_service_data */
+        RunDestroyServiceData: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "destroy_service_data";
+            params?: components["schemas"]["ServicesDestroyDataParams"];
+            result?: components["schemas"]["ServicesDestroyDataResult"];
         };
         /** Run of drift_check */
         RunDriftCheck: {
@@ -3964,6 +4001,20 @@ export interface components {
         ServicesDeployParams: {
             /** @description The digest the deploy was asked to run. */
             digest: string;
+        };
+        ServicesDestroyDataParams: {
+            confirmed: string;
+        };
+        ServicesDestroyDataResult: {
+            node: string;
+            phases: components["schemas"]["JournalPhase"][];
+            project?: string;
+            /** @enum {string} */
+            runtime: "exec" | "systemd" | "container" | "compose";
+            sentence?: string;
+            service: string;
+            volumesKept?: string[];
+            volumesRemoved: string[];
         };
         ServicesDrift: {
             appliedDigest?: string;
@@ -6470,6 +6521,43 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["DeployInputBody"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionAcceptedBody"];
+                };
+            };
+            /** @description An error, as RFC 9457 problem details: 400, 401, 403, 404, 409, 413, 415, 422, 500 or 503. The problem's status is the response's, and its detail a sentence that says what to do next; errors lists what was wrong with each part of a request. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "destroy-service-data": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The service's metadata.name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DestroyDataInputBody"];
             };
         };
         responses: {

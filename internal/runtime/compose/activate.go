@@ -503,7 +503,7 @@ func (r *Runtime) Remove(ctx context.Context, name string) error {
 		downed = r.run(ctx, cmpDur(r.UpTimeout, DefaultUpTimeout), root, s, nil, "down", "--remove-orphans", "-t", itoa(timeout)) == nil
 	}
 	if !downed {
-		if err := r.removeByEngine(ctx, name, timeout); err != nil {
+		if err := r.removeByEngine(ctx, name, timeout, false); err != nil {
 			return err
 		}
 	}
@@ -513,9 +513,10 @@ func (r *Runtime) Remove(ctx context.Context, name string) error {
 	return nil
 }
 
-// removeByEngine removes the containers of service name's project (never
-// their volumes) and the networks Compose made for it.
-func (r *Runtime) removeByEngine(ctx context.Context, name string, timeout int) error {
+// removeByEngine removes the containers of service name's project and the
+// networks Compose made for it; with anonymous, their anonymous volumes too
+// (the engine never removes a named volume with a container).
+func (r *Runtime) removeByEngine(ctx context.Context, name string, timeout int, anonymous bool) error {
 	project := ProjectName(name)
 	list, err := r.containers(ctx, project)
 	if err != nil {
@@ -527,7 +528,7 @@ func (r *Runtime) removeByEngine(ctx context.Context, name string, timeout int) 
 	}
 	for _, c := range list {
 		_, _ = cli.ContainerStop(ctx, c.ID, client.ContainerStopOptions{Timeout: &timeout})
-		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: false}); err != nil && !cerrdefs.IsNotFound(err) {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: anonymous}); err != nil && !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("remove container %s: %w", strings.TrimPrefix(c.Name, "/"), err)
 		}
 	}

@@ -483,3 +483,86 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+func TestDestroyData(t *testing.T) {
+	t.Parallel()
+
+	b := setup(t)
+	v1 := b.engine.PushHello(t, enginetest.ImageOpts{Version: "v1"})
+	project := compose.ProjectName(b.name)
+	web, worker := project+"_web_1", project+"_worker_1"
+	podman := func(args ...string) string {
+		t.Helper()
+		return b.engine.Podman(t, append([]string{"--remote", "--url", b.engine.Host}, args...)...)
+	}
+	exists := func(volume string) bool {
+		return b.engine.Command("podman", "volume", "exists", volume).Run() == nil
+	}
+
+	// Beside its own named volume, the project mounts a volume it declares
+	// external and a host directory: neither is its to destroy.
+	keep := "keep-" + b.name
+	podman("volume", "create", keep)
+	t.Cleanup(func() { _, _ = b.engine.Command("podman", "volume", "rm", "--force", keep).CombinedOutput() })
+	bound := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bound, "host-file"), []byte("on the host"), 0o644))
+	c := b.project(v1, v1, false)
+	c.Files[0].Content = strings.Replace(c.Files[0].Content, "    command: [\"--listen\", \"0.0.0.0:9090\"]\n",
+		"    command: [\"--listen\", \"0.0.0.0:9090\"]\n    volumes:\n      - keep:/keep\n      - "+bound+":/bound\n", 1)
+	c.Files[0].Content += "  keep:\n    external: true\n    name: " + keep + "\n"
+	a, _ := b.apply(t, "v1", b.request(c))
+	require.True(t, a.Probe.OK, a.Probe.Sentence)
+
+	marker := filepath.Join(t.TempDir(), "marker")
+	require.NoError(t, os.WriteFile(marker, []byte("written before the destroy"), 0o644))
+	podman("cp", marker, web+":/data/marker")
+	podman("cp", marker, worker+":/keep/marker")
+	require.True(t, exists(project+"_data"))
+
+	ph := &phase.Phases{}
+	began := time.Now()
+	d, err := b.host.DestroyData(t.Context(), &events{}, ph, hoststep.DestroyDataRequest{Name: b.name, Runtime: compose.Name})
+	require.NoError(t, err)
+	t.Logf("destroy took %s: %s", time.Since(began), d.Sentence)
+	require.Equal(t, project, d.Project)
+	require.Equal(t, []string{project + "_data"}, d.Removed)
+	require.Equal(t, []string{keep}, d.Kept)
+	require.Contains(t, d.Sentence, "its volumes "+project+"_data are removed: their data is gone")
+	require.Equal(t, "destroy-data", (*ph)[0].Name)
+
+	// The project is down, its own volume gone; the external volume and
+	// the host directory are as they were.
+	require.False(t, exists(project+"_data"), "the project's own volume is gone")
+	require.True(t, exists(keep), "the external volume is kept")
+	_, err = b.rt.Adopt(t.Context(), b.name)
+	require.ErrorContains(t, err, "no container of project "+project+" exists")
+	got, err := os.ReadFile(filepath.Join(bound, "host-file"))
+	require.NoError(t, err)
+	require.Equal(t, "on the host", string(got))
+	text, err := b.rt.UnitText(t.Context(), b.name)
+	require.NoError(t, err)
+	require.Equal(t, a.Rendered, string(text), "the generation stays for a converge")
+
+	// A converge brings the project back with an empty volume of its own,
+	// and the external volume's data.
+	a2, _ := b.apply(t, "after the destroy", b.request(c))
+	require.True(t, a2.Probe.OK, a2.Probe.Sentence)
+	require.True(t, exists(project+"_data"))
+	out, err := b.engine.Command("podman", "--remote", "--url", b.engine.Host, "cp", web+":/data/marker", filepath.Join(t.TempDir(), "got")).CombinedOutput()
+	require.Error(t, err, "the file written before the destroy is gone: %s", out)
+	kept := filepath.Join(t.TempDir(), "kept")
+	podman("cp", worker+":/keep/marker", kept)
+	got, err = os.ReadFile(kept)
+	require.NoError(t, err)
+	require.Equal(t, "written before the destroy", string(got))
+
+	// The exec-style runtimes have no data to destroy: refused.
+	_, err = hoststep.New(nil, refusing{}).DestroyData(t.Context(), &events{}, &phase.Phases{}, hoststep.DestroyDataRequest{Name: b.name, Runtime: "plain"})
+	require.True(t, errs.Is(err, errs.Conflict), "%v", err)
+	require.ErrorContains(t, err, "The plain runtime has no data of "+b.name+" that sluice destroys; nothing was changed.")
+}
+
+// refusing is a runtime without data of its own: only its name is asked.
+type refusing struct{ hoststep.Runtime }
+
+func (refusing) Name() string { return "plain" }
