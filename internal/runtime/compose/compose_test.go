@@ -556,6 +556,19 @@ func TestDestroyData(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "written before the destroy", string(got))
 
+	// Without a current generation to run Compose with, the engine takes
+	// the project down and removes its own volume itself; the external
+	// volume is kept all the same.
+	require.NoError(t, os.Remove(filepath.Join(b.rt.ServiceDir(b.name), "current")))
+	d, err = b.host.DestroyData(t.Context(), &events{}, &phase.Phases{}, hoststep.DestroyDataRequest{Name: b.name, Runtime: compose.Name})
+	require.NoError(t, err)
+	require.Equal(t, []string{project + "_data"}, d.Removed)
+	require.Equal(t, []string{keep}, d.Kept)
+	require.False(t, exists(project+"_data"))
+	require.True(t, exists(keep))
+	_, err = b.rt.Adopt(t.Context(), b.name)
+	require.ErrorContains(t, err, "no container of project "+project+" exists")
+
 	// The exec-style runtimes have no data to destroy: refused.
 	_, err = hoststep.New(nil, refusing{}).DestroyData(t.Context(), &events{}, &phase.Phases{}, hoststep.DestroyDataRequest{Name: b.name, Runtime: "plain"})
 	require.True(t, errs.Is(err, errs.Conflict), "%v", err)
