@@ -295,6 +295,42 @@ func (q *Queries) UnitListBySourceAndPaths(ctx context.Context, arg *UnitListByS
 	return items, nil
 }
 
+const unitListComposeBySource = `-- name: UnitListComposeBySource :many
+SELECT path, coalesce(content->'spec'->'compose', content->'spec'->'template'->'compose')::jsonb AS compose
+FROM unit
+WHERE source_id = $1 AND status NOT IN ('stale', 'destroyed')
+  AND (kind = 'Service' AND content->'spec'->>'runtime' = 'compose'
+    OR kind = 'Blueprint' AND content->'spec'->'template'->>'runtime' = 'compose')
+`
+
+type UnitListComposeBySourceRow struct {
+	Path    string
+	Compose json.RawMessage
+}
+
+// The active compose units of a source (services, and Blueprints whose
+// template is one), with their compose block: the units whose validity
+// depends on files besides their own.
+func (q *Queries) UnitListComposeBySource(ctx context.Context, sourceID uuid.UUID) ([]*UnitListComposeBySourceRow, error) {
+	rows, err := q.db.Query(ctx, unitListComposeBySource, sourceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*UnitListComposeBySourceRow
+	for rows.Next() {
+		var i UnitListComposeBySourceRow
+		if err := rows.Scan(&i.Path, &i.Compose); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const unitMarkStale = `-- name: UnitMarkStale :exec
 UPDATE unit
 SET status_before_stale = status, status = 'stale', updated_at = now()

@@ -73,3 +73,13 @@ FROM unit WHERE source_id = @source_id;
 -- applied or failed), from the counter the unit table's triggers keep
 -- (0035): one row read, not every unit of the source counted.
 SELECT coalesce((SELECT active FROM unit_active_count WHERE source_id = @source_id), 0)::bigint AS active;
+
+-- name: UnitListComposeBySource :many
+-- The active compose units of a source (services, and Blueprints whose
+-- template is one), with their compose block: the units whose validity
+-- depends on files besides their own.
+SELECT path, coalesce(content->'spec'->'compose', content->'spec'->'template'->'compose')::jsonb AS compose
+FROM unit
+WHERE source_id = @source_id AND status NOT IN ('stale', 'destroyed')
+  AND (kind = 'Service' AND content->'spec'->>'runtime' = 'compose'
+    OR kind = 'Blueprint' AND content->'spec'->'template'->>'runtime' = 'compose');

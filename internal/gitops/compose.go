@@ -7,8 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
+	"sluice/db"
 	"sluice/internal/errs"
 	"sluice/internal/gitsync"
 	"sluice/internal/runtime/compose"
@@ -145,16 +144,6 @@ func (f *composeFiles) check(ctx context.Context, name string, c composeUnit) (s
 	return "", nil
 }
 
-// composeUnitsSQL lists the active compose units of a source with their
-// compose block: the units whose validity depends on files besides their
-// own. It stays out of queries/ only until sqlc generates it there
-// (UnitListComposeBySource).
-const composeUnitsSQL = `SELECT path, coalesce(content->'spec'->'compose', content->'spec'->'template'->'compose')
-FROM unit
-WHERE source_id = $1 AND status NOT IN ('stale', 'destroyed')
-  AND (kind = 'Service' AND content->'spec'->>'runtime' = 'compose'
-    OR kind = 'Blueprint' AND content->'spec'->'template'->>'runtime' = 'compose')`
-
 // composeDependents adds to the walk of an incremental sync the compose
 // units of the inventory whose Compose or env files the commits changed
 // (or deleted), although their own file did not change: their files are
@@ -180,15 +169,7 @@ func (r *syncRun) composeDependents(ctx context.Context) error {
 	if len(touched) == 0 {
 		return nil
 	}
-	rows, err := r.s.Pool.Query(ctx, composeUnitsSQL, r.src.ID)
-	if err != nil {
-		return fmt.Errorf("list the compose units of source %s: %w", r.src.Name, err)
-	}
-	type dependent struct {
-		Path    string
-		Compose []byte
-	}
-	deps, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dependent])
+	deps, err := db.New(r.s.Pool).UnitListComposeBySource(ctx, r.src.ID)
 	if err != nil {
 		return fmt.Errorf("list the compose units of source %s: %w", r.src.Name, err)
 	}
