@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"sluice/internal/dbtest"
 	"sluice/internal/gittest"
@@ -19,19 +22,20 @@ import (
 
 // POST converge → running while 0, 10 and 100 other services are busy, each
 // with a converge of its own in flight: a real hello process that answers
-// its probe only after busyFor, so that each busy converge holds a worker of
-// the services queue for that long. Before each timed converge of hello,
-// every busy service is asked to converge again (a request that meets its
-// service's pending converge joins it), so the load stands through every
-// sample. The floor is the converge of hello with none busy, measured the
-// same way in the same serve. serve runs with its default workers
-// (SLUICE_MAX_WORKERS=20 per queue).
+// its probe only after busyFor. The floor is the converge of hello with none
+// busy, measured the same way in the same serve. serve runs with its
+// default workers (SLUICE_MAX_WORKERS=20 per queue).
+//
+// Two moments of that load are timed (see the subbenchmarks' comment). The
+// busy converges are asked eight at a time; starting a hundred takes about
+// 4 s on two cores, so busyFor is long enough for all of them to wait on
+// their probes at once.
 
 const (
-	busyFor     = 3 * time.Second
+	busyFor     = 8 * time.Second
 	busySamples = 5
 	// serveWorkers is SLUICE_MAX_WORKERS's default, which the serve below
-	// keeps: at most this many busy converges run at once.
+	// keeps.
 	serveWorkers = 20
 )
 
@@ -77,30 +81,126 @@ func BenchmarkConvergeBesideBusy(b *testing.B) {
 	measureStart(b, p, conn, converge, nil) // the first converge starts hello from nothing
 	var floor []startSample
 	for _, busy := range []int{0, 10, most} {
-		b.Run(fmt.Sprintf("Busy%d", busy), func(b *testing.B) {
-			var samples []startSample
-			for b.Loop() {
-				samples = samples[:0]
-				for range busySamples {
-					for i := range busy {
-						code, body := p.do("POST", fmt.Sprintf("/api/v1/services/busy-%03d/converge", i), testToken, nil)
-						require.Contains(b, []int{http.StatusAccepted, http.StatusOK, http.StatusConflict}, code, "%s", body)
+		// Two moments of the same load. Waiting: every busy converge has
+		// started and waits on its probe, as a service does for most of
+		// its converge, and each was asked again (its next converge waits
+		// for its turn): the head-of-line case, where a converge waiting
+		// on its probe held a worker. Storm: right after the busy
+		// converges were asked for, none running before, while they start
+		// all at once, each restarting a process, syncing and writing its
+		// run.
+		moments := []string{"Waiting", "Storm"}
+		if busy == 0 {
+			moments = []string{""}
+		}
+		for _, moment := range moments {
+			b.Run(fmt.Sprintf("Busy%d%s", busy, moment), func(b *testing.B) {
+				var samples []startSample
+				for b.Loop() {
+					samples = samples[:0]
+					for range busySamples {
+						switch moment {
+						case "Waiting":
+							askBusy(b, p, busy)
+							waitParked(b, conn, busy)
+						case "Storm":
+							waitIdle(b, conn)
+							askBusy(b, p, busy)
+							waitBusy(b, conn, min(busy, serveWorkers))
+						default:
+							time.Sleep(quiet)
+						}
+						samples = append(samples, measureStart(b, p, conn, converge, nil))
 					}
-					if busy > 0 {
-						waitBusy(b, conn, min(busy, serveWorkers))
-					} else {
-						time.Sleep(quiet)
-					}
-					samples = append(samples, measureStart(b, p, conn, converge, nil))
 				}
+				if busy == 0 {
+					floor = append([]startSample(nil), samples...)
+					reportStarts(b, "converge, no other service busy", samples, nil, "")
+					return
+				}
+				what := map[string]string{"Waiting": "each waiting on its probe", "Storm": "as they all start"}[moment]
+				reportStarts(b, fmt.Sprintf("converge beside %d busy services, %s", busy, what), samples, floor, "none busy")
+			})
+		}
+	}
+}
+
+// askBusy asks the first n busy services to converge, eight requests at a
+// time, as operators and scripts would: asked one after another, the first
+// ones' probes ended before the last ones' converges began.
+func askBusy(b *testing.B, p *proc, n int) {
+	b.Helper()
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range n {
+		g.Go(func() error {
+			// Not p.do: its require must not stop the benchmark from
+			// another goroutine.
+			req, err := http.NewRequest("POST", fmt.Sprintf("%s/api/v1/services/busy-%03d/converge", p.URL, i), nil)
+			if err != nil {
+				return err
 			}
-			if busy == 0 {
-				floor = append([]startSample(nil), samples...)
-				reportStarts(b, "converge, no other service busy", samples, nil, "")
-				return
+			req.Header.Set("Authorization", "Bearer "+testToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
 			}
-			reportStarts(b, fmt.Sprintf("converge beside %d busy services", busy), samples, floor, "none busy")
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return err
+			}
+			if !slices.Contains([]int{http.StatusAccepted, http.StatusOK, http.StatusConflict}, resp.StatusCode) {
+				return fmt.Errorf("converge busy-%03d: %d %s", i, resp.StatusCode, body)
+			}
+			return nil
 		})
+	}
+	require.NoError(b, g.Wait())
+}
+
+// waitParked waits until n converges of the busy services wait on their
+// probes without a worker (parked).
+func waitParked(b *testing.B, conn *pgx.Conn, n int) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	most := 0
+	for {
+		var parked int
+		require.NoError(b, conn.QueryRow(context.Background(), `
+			SELECT count(*) FROM journal_run_park k JOIN journal_run r ON r.id = k.run_id
+			WHERE r.state = 'running' AND r.target LIKE 'busy-%'`).Scan(&parked))
+		if parked >= n {
+			return
+		}
+		most = max(most, parked)
+		if time.Now().After(deadline) {
+			var runs, jobs string
+			require.NoError(b, conn.QueryRow(context.Background(), `
+				SELECT coalesce(string_agg(state || ' ' || n, ', '), '') FROM (
+					SELECT state, count(*) n FROM journal_run WHERE target LIKE 'busy-%' GROUP BY state) s`).Scan(&runs))
+			require.NoError(b, conn.QueryRow(context.Background(), `
+				SELECT coalesce(string_agg(kind || ' ' || state || ' ' || n, ', '), '') FROM (
+					SELECT kind, state::text, count(*) n FROM river_job GROUP BY kind, state) s`).Scan(&jobs))
+			b.Fatalf("%d of %d busy converges parked after a minute (%d at most); busy runs: %s; River jobs: %s", parked, n, most, runs, jobs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitIdle waits until no busy converge runs or waits for its turn.
+func waitIdle(b *testing.B, conn *pgx.Conn) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var open int
+		require.NoError(b, conn.QueryRow(context.Background(),
+			"SELECT count(*) FROM journal_run WHERE state IN ('queued', 'running') AND target LIKE 'busy-%'").Scan(&open))
+		if open == 0 {
+			return
+		}
+		require.True(b, time.Now().Before(deadline), "%d busy converges still open after a minute", open)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
