@@ -205,7 +205,7 @@ func (s *Service) statusFacts(ctx context.Context, views []*View) ([]*statusFact
 			sources[v.Unit.SourceID] = src
 		}
 		out[i], names[i] = &statusFacts{src: src}, v.Unit.Name
-		if v.Spec != nil {
+		if v.Spec != nil && !v.Spec.PulledByEngine() {
 			pins = append(pins, v.Spec.Digest())
 		}
 	}
@@ -322,7 +322,9 @@ func (s *Service) statusOf(ctx context.Context, v *View, f *statusFacts) *Status
 	if v.Spec != nil {
 		pinned = v.Spec.Digest()
 	}
-	if !f.pinStored {
+	// A container's image and a Compose project's images come from their
+	// registries through the node's engine, not from the artifact store.
+	if !f.pinStored && (v.Spec == nil || !v.Spec.PulledByEngine()) {
 		add("artifact", ArtifactMissing, "sluice artifact push FILE", "The pinned digest %s is not in the artifact store, so no action can run it.", pinned)
 	}
 	var (

@@ -2,6 +2,7 @@ package services
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"sluice/db"
 	"sluice/internal/journal"
+	"sluice/internal/servicespec"
 	"sluice/internal/source"
 	"sluice/internal/status"
 )
@@ -41,16 +43,22 @@ func TestStatusOfAnUnpinnedComposeService(t *testing.T) {
 		now := time.Now()
 		run := &db.JournalRun{ID: uuid.New(), Action: ActionConverge, Target: "web", State: journal.StateSucceeded, Result: res, FinishedAt: &now}
 		reported := now.Add(time.Second)
+		spec, err := servicespec.Parse("web", []byte(`{"kind": "Service", "metadata": {"name": "web"},
+			"spec": {"runtime": "compose", "compose": {"files": ["stacks/web/compose.yaml"]}}}`))
+		require.NoError(t, err)
 		return &testBundle{
 			view: &View{
 				Unit: &db.Unit{Name: "web", ContentHash: "h", LastAppliedHash: ptrTo("h")},
+				Spec: spec,
 				Process: Process{Running: true, Pid: 7, Node: "n1", Remote: true, ReportedAt: &reported,
 					ExeDigest: identity, Proof: proof.Sentence},
 			},
 			facts: &statusFacts{
-				src:       &source.Status{Source: "apps", Answer: status.Answer{State: "Synced", Tone: status.ToneOK}},
-				applied:   run,
-				pinStored: true,
+				src:     &source.Status{Source: "apps", Answer: status.Answer{State: "Synced", Tone: status.ToneOK}},
+				applied: run,
+				// A Compose project's images are never in the artifact
+				// store: its engine pulls them.
+				pinStored: false,
 			},
 		}
 	}
@@ -70,6 +78,7 @@ func TestStatusOfAnUnpinnedComposeService(t *testing.T) {
 		st := (&Service{}).statusOf(t.Context(), b.view, b.facts)
 		stage := artifact(st)
 		require.Equal(t, string(Unverified), stage.State)
+		require.NotContains(t, fmt.Sprintf("%+v", st.Path), string(ArtifactMissing))
 		require.True(t, st.Answer.Partial, "the answer says part of it is not proven")
 		require.Contains(t, strings.Join(st.Evidence.Unproven, "\n"), "cache, db have no pin")
 		for _, s := range st.Evidence.Settled {
@@ -83,6 +92,7 @@ func TestStatusOfAnUnpinnedComposeService(t *testing.T) {
 		st := (&Service{}).statusOf(t.Context(), b.view, b.facts)
 		stage := artifact(st)
 		require.Equal(t, string(Verified), stage.State)
+		require.NotContains(t, fmt.Sprintf("%+v", st.Path), string(ArtifactMissing))
 		require.Empty(t, st.Evidence.Unproven)
 		var settled []string
 		for _, s := range st.Evidence.Settled {
