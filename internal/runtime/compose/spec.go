@@ -15,6 +15,7 @@ import (
 	"sluice/internal/errs"
 	"sluice/internal/hoststep"
 	"sluice/internal/render"
+	"sluice/internal/servicespec"
 )
 
 // Kind names the unit's format in its text.
@@ -129,46 +130,12 @@ func renderSpec(req *hoststep.ApplyRequest) (*Spec, *Model, error) {
 	return s, model, nil
 }
 
-// check checks the spec's files, paths and pins, and reads its model.
+// check checks the spec's files, paths and pins, and reads its model: what
+// the sync checked when it accepted the unit (Check), checked again on what
+// the node was handed.
 func (s *Spec) check() (*Model, error) {
-	files := map[string]string{}
-	for _, f := range s.Files {
-		if err := checkPath(s.Service, "file", f.Path); err != nil {
-			return nil, err
-		}
-		if _, dup := files[f.Path]; dup {
-			return nil, errs.Errorf(errs.Invalid, "The Compose project of %s lists file %s twice.", s.Service, f.Path)
-		}
-		files[f.Path] = f.Content
-	}
-	for _, p := range s.EnvFiles {
-		if _, ok := files[p]; !ok {
-			return nil, errs.Errorf(errs.Invalid, "Env file %s of %s is not among the project's files; list it with its content.", p, s.Service)
-		}
-	}
-	if d := s.projectDir(); d != "." {
-		if err := checkPath(s.Service, "project directory", d); err != nil {
-			return nil, err
-		}
-	}
-	model, err := LoadModel(files, s.ComposeFiles)
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range slices.Sorted(maps.Keys(s.Images)) {
-		pin := s.Images[name]
-		svc := model.Service(name)
-		if svc == nil {
-			return nil, errs.Errorf(errs.Invalid, "%s pins the image of Compose service %s, which no Compose file of the project declares; drop the pin or declare the service.", s.Service, name)
-		}
-		if svc.Build {
-			return nil, errs.Errorf(errs.Invalid, "Compose service %s of %s builds its image (build:), which no pin can verify; drop its pin, or drop build and name the image.", name, s.Service)
-		}
-		if _, err := pinDigest(pin); err != nil {
-			return nil, errs.Errorf(errs.Invalid, "The pin of Compose service %s of %s, %q, is not an image by digest; name it as registry/repo@sha256:<64 hex>.", name, s.Service, pin)
-		}
-	}
-	return model, nil
+	return Check(s.Service, &servicespec.ComposeProject{Files: s.Files, ComposeFiles: s.ComposeFiles,
+		EnvFiles: s.EnvFiles, ProjectDirectory: s.ProjectDirectory, Images: s.Images})
 }
 
 // checkPath refuses a path that is not relative and clean, leaves the
