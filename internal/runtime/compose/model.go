@@ -217,6 +217,13 @@ func (s *Service) read(path string, def map[string]any) error {
 	if b, ok := def["build"]; ok && b != nil {
 		s.Build = true
 	}
+	if vols, ok := def["volumes"].([]any); ok {
+		for _, v := range vols {
+			if src := relativeBind(v); src != "" {
+				return errs.Errorf(errs.Invalid, "Compose service %s in %s bind-mounts %s, a path relative to the project, which the compose runtime refuses: each version of the project runs from a directory of its own, so what is written there would not carry over to the next one, and the repository's other files are not in it. Use a named volume, or an absolute path on the host.", s.Name, path, src)
+			}
+		}
+	}
 	if nm, ok := def["network_mode"]; ok {
 		s.NetworkMode = scalar(nm)
 	}
@@ -245,6 +252,26 @@ func (s *Service) read(path string, def map[string]any) error {
 		}
 	}
 	return nil
+}
+
+// relativeBind is the source of volume entry v (short "src:dst[:mode]" or
+// long syntax) when it is a bind mount of a path relative to the project
+// directory; "" otherwise.
+func relativeBind(v any) string {
+	var src string
+	switch e := v.(type) {
+	case string:
+		src, _, _ = strings.Cut(e, ":")
+	case map[string]any:
+		if t := scalar(e["type"]); t != "" && t != "bind" {
+			return ""
+		}
+		src = scalar(e["source"])
+	}
+	if src == "." || src == ".." || strings.HasPrefix(src, "./") || strings.HasPrefix(src, "../") {
+		return src
+	}
+	return ""
 }
 
 func appendNew(list []string, v string) []string {

@@ -37,6 +37,10 @@ func TestLoadModelRefuses(t *testing.T) {
 		"ExtendsOfAnotherFile": {map[string]string{"a.yml": "services:\n  web:\n    extends:\n      file: common.yml\n      service: base\n"},
 			"Compose service web in a.yml extends a service of file common.yml"},
 		"AFileNotListed": {map[string]string{}, "Compose file a.yml is not among the project's files"},
+		"ARelativeBindMount": {map[string]string{"a.yml": "services:\n  db:\n    image: postgres\n    volumes: [\"./data:/var/lib/postgresql/data\"]\n"},
+			"Compose service db in a.yml bind-mounts ./data, a path relative to the project"},
+		"ARelativeBindMountInLongSyntax": {map[string]string{"a.yml": "services:\n  db:\n    image: postgres\n    volumes:\n      - type: bind\n        source: ../shared\n        target: /shared\n"},
+			"bind-mounts ../shared"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -143,4 +147,26 @@ func TestOverride(t *testing.T) {
 	require.Equal(t, map[string]string{
 		LabelService: "shop", LabelDigest: "sha256:" + strings.Repeat("b", 64), LabelComposeService: "db",
 	}, doc.Services["db"].Labels)
+}
+
+func TestLoadModelKeepsMountsThatOutliveAVersion(t *testing.T) {
+	t.Parallel()
+
+	_, err := LoadModel(map[string]string{"a.yml": `services:
+  db:
+    image: postgres
+    volumes:
+      - data:/var/lib/postgresql/data
+      - /srv/backups:/backups:ro
+      - ~/cache:/cache
+      - type: volume
+        source: data
+        target: /more
+      - type: tmpfs
+        target: /tmp
+      - /anonymous
+volumes:
+  data: {}
+`}, []string{"a.yml"})
+	require.NoError(t, err)
 }
