@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,6 +118,26 @@ func BenchmarkConvergeBesideBusy(b *testing.B) {
 					floor = append([]startSample(nil), samples...)
 					reportStarts(b, "converge, no other service busy", samples, nil, "")
 					return
+				}
+				// BUSY_PHASES=1 prints where the busy converges' time went.
+				if os.Getenv("BUSY_PHASES") != "" {
+					rows, err := conn.Query(context.Background(), `
+						SELECT ph->>'name', count(*), avg((ph->>'ms')::int), max((ph->>'ms')::int)
+						FROM journal_run r, jsonb_array_elements(r.result->'phases') ph
+						WHERE r.target LIKE 'busy-%' AND r.action = 'converge' GROUP BY 1 ORDER BY 3 DESC`)
+					require.NoError(b, err)
+					for rows.Next() {
+						var name string
+						var n, most int
+						var avg float64
+						require.NoError(b, rows.Scan(&name, &n, &avg, &most))
+						b.Logf("phase %-20s n %4d avg %7.1f max %6d", name, n, avg, most)
+					}
+					var start float64
+					require.NoError(b, conn.QueryRow(context.Background(), `
+						SELECT avg(extract(epoch FROM started_at - requested_at) * 1000) FROM journal_run
+						WHERE target LIKE 'busy-%' AND action = 'converge'`).Scan(&start))
+					b.Logf("busy converges: start avg %.1f ms", start)
 				}
 				what := map[string]string{"Waiting": "each waiting on its probe", "Storm": "as they all start"}[moment]
 				reportStarts(b, fmt.Sprintf("converge beside %d busy services, %s", busy, what), samples, floor, "none busy")
