@@ -335,6 +335,9 @@ func (s *Service) enforce(ctx context.Context, p *journal.Progress, out *journal
 		return err
 	} else if stop != nil {
 		e.Decision, e.Reason = EnforceStopped, fmt.Sprintf("%s was stopped by %s (run %s); enforce does not start it again: a converge does.", name, stop.RequestedBy, stop.ID)
+		if stop.Action == ActionDestroyData {
+			e.Reason = fmt.Sprintf("%s's data was destroyed by %s (run %s, %s); enforce does not start it again: a converge does.", name, stop.RequestedBy, stop.ID, stop.State)
+		}
 		p.Info(ctx, "enforce: "+e.Reason, nil)
 		return nil
 	}

@@ -481,12 +481,18 @@ func (s *Service) statusOf(ctx context.Context, v *View, f *statusFacts) *Status
 	if held && !check.Has(ClassArtifact) {
 		add("runtime", RepairHeld, "sluice converge "+name, "%s (drift check %s).", trimDot(check.Enforce.Reason), lastCheck.ID)
 	}
-	if stop != nil && applied != nil {
+	switch {
+	case stop != nil && applied != nil && stop.Action == ActionDestroyData && stop.State != journal.StateSucceeded:
+		add("runtime", Stopped, "sluice journal "+stop.ID.String(), "The destroy of its data asked by %s ended %s at %s (run %s), maybe part-way; sluice starts it again only on a converge, deploy or rollback.", stop.RequestedBy, stop.State, fmtAt(stop.FinishedAt), stop.ID)
+		if procErr == nil {
+			add("runtime", RuntimeDrift, "sluice journal "+stop.ID.String(), "pid %d runs: run %s, which was to destroy its data, did not take it down.", pid, stop.ID)
+		}
+	case stop != nil && applied != nil:
 		add("runtime", Stopped, "sluice converge "+name, "Stopped by %s at %s (run %s); sluice starts it again only on a converge, deploy or rollback.", stop.RequestedBy, fmtAt(stop.FinishedAt), stop.ID)
 		if procErr == nil {
 			add("runtime", RuntimeDrift, "sluice service stop "+name, "pid %d runs again though run %s stopped it.", pid, stop.ID)
 		}
-	} else if applied != nil {
+	case applied != nil:
 		switch {
 		case silent:
 		case procErr != nil:
@@ -509,7 +515,7 @@ func (s *Service) statusOf(ctx context.Context, v *View, f *statusFacts) *Status
 		if procErr == nil && probe != nil && probe.OK {
 			settle("runtime", Running, "pid %d runs the unit run %s applied; its probe passed (run %s, %s).", pid, appliedRun.ID, probeBy, fmtAt(probeAt))
 		}
-	} else {
+	default:
 		add("runtime", NeverApplied, "sluice converge "+name, "No action on %s ever succeeded; converge applies what Git holds.", name)
 	}
 	if procErr == nil && applied != nil && stop == nil {

@@ -86,6 +86,24 @@ func TestStatusOfAnUnpinnedComposeService(t *testing.T) {
 		}
 	})
 
+	t.Run("AFailedDestroyOfItsDataHoldsItDownAndSaysSo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, "")
+		later := time.Now().Add(time.Minute)
+		b.facts.stop = &db.JournalRun{ID: uuid.New(), Action: ActionDestroyData, State: journal.StateFailed, RequestedBy: "ops", FinishedAt: &later}
+		b.view.Process.Running, b.view.Process.Pid = false, 0
+		b.view.Process.ReportedAt = &later
+		st := (&Service{}).statusOf(t.Context(), b.view, b.facts)
+		var runtime status.Stage
+		for _, s := range st.Path {
+			if s.Name == "runtime" {
+				runtime = s
+			}
+		}
+		require.Equal(t, string(Stopped), runtime.State, "%+v", st.Path)
+		require.Contains(t, st.Answer.Reason, "The destroy of its data asked by ops ended failed")
+	})
+
 	t.Run("EveryServicePinnedIsVerifiedInTheRuntimesOwnWords", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, "")
@@ -107,3 +125,26 @@ func TestStatusOfAnUnpinnedComposeService(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A destroy of a service's data holds it down whatever its end: one that
+// failed may have removed some volumes, and enforce must not start the
+// project again on what is left. A failed stop holds nothing.
+func TestStopThatHolds(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct {
+		action, state string
+		holds         bool
+	}{
+		{ActionStop, journal.StateSucceeded, true},
+		{ActionStop, journal.StateFailed, false},
+		{ActionDestroyData, journal.StateSucceeded, true},
+		{ActionDestroyData, journal.StateFailed, true},
+		{ActionDestroyData, journal.StateUnknown, true},
+		{ActionConverge, journal.StateSucceeded, false},
+	} {
+		run := &db.JournalRun{ID: uuid.New(), Action: tc.action, State: tc.state}
+		require.Equal(t, tc.holds, stopThatHolds(run) != nil, "%s %s", tc.action, tc.state)
+	}
+	require.Nil(t, stopThatHolds(nil))
+}

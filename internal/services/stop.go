@@ -80,13 +80,21 @@ func stoppedRun(ctx context.Context, q *db.Queries, name string) (*db.JournalRun
 var stopOrChangeActions = append([]string{ActionStop, ActionDestroyData}, changeActions...)
 
 // stopThatHolds is last, the newest finished stop or change action of a
-// service, when it is a succeeded stop (or destroy of its data); nil
+// service, when it is a succeeded stop or any destroy of its data; nil
 // otherwise.
 func stopThatHolds(last *db.JournalRun) *db.JournalRun {
-	if last == nil || (last.Action != ActionStop && last.Action != ActionDestroyData) || last.State != journal.StateSucceeded {
+	switch {
+	case last == nil:
 		return nil
+	case last.Action == ActionStop && last.State == journal.StateSucceeded:
+		return last
+	case last.Action == ActionDestroyData:
+		// Failed or unknown too: it may have stopped part-way, with some
+		// volumes gone. Starting the project again on its own would run
+		// it on what is left; an operator decides.
+		return last
 	}
-	return last
+	return nil
 }
 
 // RequestStop asks for a stop of name; a request joins a queued stop.
