@@ -35,6 +35,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"regexp"
@@ -417,14 +418,39 @@ func Hash(text []byte) string {
 const MarkerSecret = "X-Sluice-Secret"
 
 // UnitSecrets is the secrets a unit of any runtime names: its Secret= lines
-// (this package's units) or its MarkerSecret= lines (systemd's); nil for
-// a unit that names none, or whose lines do not read.
+// (this package's units), its MarkerSecret= lines (systemd's), or the
+// "secrets" object of a JSON unit (the container and compose runtimes',
+// variable → reference); nil for a unit that names none, or whose secrets
+// do not read.
 func UnitSecrets(text []byte) map[string]SecretRef {
+	if t := bytes.TrimLeft(text, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		return jsonSecrets(t)
+	}
 	out, err := SecretLines(text, "Secret")
 	if err != nil || len(out) > 0 {
 		return out
 	}
 	out, _ = SecretLines(text, MarkerSecret)
+	return out
+}
+
+// jsonSecrets reads the "secrets" object of a JSON unit; nil when it has
+// none, or when it or a reference in it does not read.
+func jsonSecrets(text []byte) map[string]SecretRef {
+	var doc struct {
+		Secrets map[string]string `json:"secrets"`
+	}
+	if json.Unmarshal(text, &doc) != nil || len(doc.Secrets) == 0 {
+		return nil
+	}
+	out := make(map[string]SecretRef, len(doc.Secrets))
+	for k, v := range doc.Secrets {
+		ref, err := ParseSecretRef(v)
+		if err != nil || !envKeyRE.MatchString(k) {
+			return nil
+		}
+		out[k] = ref
+	}
 	return out
 }
 

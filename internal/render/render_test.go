@@ -477,4 +477,13 @@ func TestUnitSecrets(t *testing.T) {
 	require.Equal(t, want, render.UnitSecrets([]byte(systemd)))
 	require.Nil(t, render.UnitSecrets([]byte("[Service]\nName=\"web\"\n")))
 	require.Nil(t, render.UnitSecrets([]byte("Secret=DB=\"not a ref\"\n")), "a line that does not read names nothing")
+
+	// The container and compose runtimes' units are JSON, their secrets an
+	// object of references.
+	container := `{"service": "web", "digest": "sha256:` + strings.Repeat("b", 64) + `", "secrets": {"DB": "db@3", "KEY": "sops:s/app.env#KEY@` + blob + `"}}`
+	require.Equal(t, want, render.UnitSecrets([]byte(container)))
+	require.Equal(t, want, render.UnitSecrets([]byte("\n  "+container)))
+	require.Nil(t, render.UnitSecrets([]byte(`{"service": "web"}`)))
+	require.Nil(t, render.UnitSecrets([]byte(`{"secrets": {"DB": "not a ref"}}`)), "a reference that does not read names nothing")
+	require.Nil(t, render.UnitSecrets([]byte(`{"secrets": `)), "JSON that does not read names nothing")
 }
