@@ -74,6 +74,24 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 	stdout, stderr, code := p.cli(nil, testToken, "secret", "set", "registry", "--from-file", creds)
 	answers = append(answers, stdout, stderr)
 	require.Equal(t, 0, code, stderr)
+	// A secret the container's environment takes, which a rollback must
+	// hand the restored container again.
+	const dbPassword = "db-pw-7c1e9a44f0"
+	dbFile := filepath.Join(t.TempDir(), "db")
+	require.NoError(t, os.WriteFile(dbFile, []byte(dbPassword), 0o600))
+	stdout, stderr, code = p.cli(nil, testToken, "secret", "set", "dbpass", "--from-file", dbFile)
+	answers = append(answers, stdout, stderr)
+	require.Equal(t, 0, code, stderr)
+	envOf := func(key string) string {
+		t.Helper()
+		out := e.Podman(t, "--remote", "--url", e.Host, "inspect", "web", "--format", `{{range .Config.Env}}{{println .}}{{end}}`)
+		for _, line := range strings.Split(out, "\n") {
+			if v, ok := strings.CutPrefix(line, key+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
 
 	const port = 18080 // in the engine's own network namespace
 	probe := "http://" + e.Forward(t, fmt.Sprintf("127.0.0.1:%d", port)) + "/healthz"
@@ -100,7 +118,7 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 
 	// With resource limits, which the spec's words reach the engine as,
 	// and a directory of the host under the agent's allowed prefix.
-	web := strings.Replace(containerUnit("web", "n1", v1.Ref, port, probe, "registry", `, "driftMode": "enforce"`),
+	web := strings.Replace(containerUnit("web", "n1", v1.Ref, port, probe, "registry", `, "driftMode": "enforce", "env": {"DB_PASSWORD": {"secretRef": "dbpass"}}`),
 		`"pullSecret": "registry"`, `"pullSecret": "registry", "memory": "64M", "cpus": 0.5,
 		"volumes": [{"source": "`+allowed+`", "target": "/host", "readOnly": true}]`, 1)
 	repo.Commit(t, "web as a container", map[string]string{"services/web.json": web})
@@ -112,6 +130,7 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 	require.Equal(t, "v1", version())
 	_, digest := running()
 	require.Equal(t, v1.Digest, digest)
+	require.Equal(t, dbPassword, envOf("DB_PASSWORD"))
 	limits := e.Podman(t, "--remote", "--url", e.Host, "inspect", "web", "--format", "{{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}")
 	require.Equal(t, "67108864 500000000", strings.TrimSpace(limits))
 	mounts := e.Podman(t, "--remote", "--url", e.Host, "inspect", "web", "--format", "{{range .Mounts}}{{.Source}}:{{.Destination}}:{{.RW}}{{end}}")
@@ -135,6 +154,7 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 	require.Equal(t, "v2", version(), "v2's image runs again")
 	_, digest = running()
 	require.Equal(t, v2.Digest, digest)
+	require.Equal(t, dbPassword, envOf("DB_PASSWORD"), "the restored container has its secret again")
 	probeRes := (&fleet{t: t, serve: p}).result(id)["applied"].(map[string]any)["probe"].(map[string]any)
 	require.Equal(t, float64(3), probeRes["exitCode"], "the receipt has the failed start's exit code")
 
@@ -257,7 +277,7 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 	get("/api/v1/journal?limit=100")
 	get("/api/v1/services/web")
 	get("/api/v1/secrets")
-	secrets := []secret{{"the registry's password", e.Registry.Password}}
+	secrets := []secret{{"the registry's password", e.Registry.Password}, {"the database password", dbPassword}}
 	var hits []secretHit
 	for i, a := range answers {
 		hits = append(hits, scanBytes(fmt.Sprintf("API answer %d", i), []byte(a), secrets)...)
@@ -271,5 +291,5 @@ func TestContainerOnAnAgentsNode(t *testing.T) {
 	hits = append(hits, served...)
 	onNode, _, _ := scanTree(t, agentDir, secrets)
 	hits = append(hits, onNode...)
-	require.Empty(t, hits, "the registry's password where it must not be")
+	require.Empty(t, hits, "a secret where it must not be")
 }
