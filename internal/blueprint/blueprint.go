@@ -43,6 +43,7 @@ import (
 	"sluice/internal/gitops"
 	"sluice/internal/journal"
 	"sluice/internal/node"
+	"sluice/internal/secrets"
 	"sluice/internal/services"
 	"sluice/internal/servicespec"
 )
@@ -68,6 +69,10 @@ type Service struct {
 	// GitOps answers the source stage of a Blueprint's status; without it
 	// the stage says only what Git holds.
 	GitOps *gitops.Service
+	// Secrets opens a template's pull secret at each node's step; nil: the
+	// store GitOps opens its sources' secrets with, which serve and worker
+	// share with the services.
+	Secrets *secrets.Service
 
 	// Host reaches node's host for the steps of run (as services does).
 	Host func(node string, run uuid.UUID) services.Host

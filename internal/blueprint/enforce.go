@@ -2,7 +2,6 @@ package blueprint
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -196,10 +195,11 @@ func (s *Service) Enforce(ctx context.Context, p *journal.Progress, args Enforce
 	if err != nil {
 		return out, err
 	}
-	var req hoststep.ApplyRequest
-	if err := json.Unmarshal(r.Manifest, &req); err != nil {
-		return out, fmt.Errorf("read the manifest of rollout %s: %w", r.ID, err)
+	m, err := readManifest(r)
+	if err != nil {
+		return out, err
 	}
+	req := m.ApplyRequest
 	res.Rollout, res.Generation, res.Digest = r.ID, r.Generation, r.Digest
 	out.DigestTo = r.Digest
 	h := s.Host(args.Node, p.RunID())
@@ -212,6 +212,11 @@ func (s *Service) Enforce(ctx context.Context, p *journal.Progress, args Enforce
 		return out, nil
 	}
 	p.Info(ctx, fmt.Sprintf("node %s: repairing %s to generation %s (%s) of rollout %s, which it acknowledged", args.Node, args.Blueprint, short(r.Generation), hoststep.Short(r.Digest), r.ID), nil)
+	// Opened now: a repair pulls again what is gone, with the secret as it
+	// is now.
+	if req, err = s.withPull(ctx, p, r.UnitID, args.Blueprint, args.Node, m); err != nil {
+		return out, fmt.Errorf("repair %s on node %s: %w", args.Blueprint, args.Node, err)
+	}
 	a, err := h.Apply(ctx, p, &res.Phases, req)
 	if err != nil {
 		return out, fmt.Errorf("repair %s on node %s: %w", args.Blueprint, args.Node, err)

@@ -151,8 +151,8 @@ func (s *Service) authorize(ctx context.Context, name, by, policy string) (*Auth
 		if stateful, why := spec.IsStateful(); stateful && policy == blueprintspec.RolloutAutomatic {
 			return errs.Errorf(errs.Conflict, "Blueprint %s is stateful (%s): rolloutPolicy automatic never authorizes a stateful workload; an operator does (`sluice rollout authorize %s`).", name, why, name)
 		}
-		req := services.ApplyRequest(spec.Service, InstancePrefix+name, "")
-		manifest, err := json.Marshal(req)
+		// The pull secret by its name: each node's step opens it.
+		manifest, err := json.Marshal(rolloutManifest{ApplyRequest: services.ApplyRequest(spec.Service, InstancePrefix+name, ""), PullSecret: spec.Service.PullSecret()})
 		if err != nil {
 			return err
 		}
@@ -234,9 +234,9 @@ func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArg
 		Nodes: []NodeResult{}, Applied: []*hoststep.Applied{}, Phases: journal.Phases{}}
 	out := &journal.Outcome{Result: res, DigestTo: r.Digest}
 	defer func() { out.ApplyTx = unitOutcome(ctx, r, res, err) }()
-	var req hoststep.ApplyRequest
-	if err := json.Unmarshal(r.Manifest, &req); err != nil {
-		return out, fmt.Errorf("read the manifest of rollout %s: %w", r.ID, err)
+	m, err := readManifest(r)
+	if err != nil {
+		return out, err
 	}
 	prior, err := q.RolloutNodes(ctx, r.ID)
 	if err != nil {
@@ -287,6 +287,12 @@ func (s *Service) Roll(ctx context.Context, p *journal.Progress, args RolloutArg
 				what, r.ID, r.Blueprint, name, i+1, len(r.Nodes), strings.ToLower(nd.State), nd.Reason)
 		}
 		p.Info(ctx, fmt.Sprintf("node %s (%d of %d): deploying generation %s, artifact %s", name, i+1, len(r.Nodes), short(r.Generation), hoststep.Short(r.Digest)), nil)
+		// Opened for this node's step, as the secret is now.
+		req, err := s.withPull(ctx, p, r.UnitID, r.Blueprint, name, m)
+		if err != nil {
+			record(NodeResult{Node: name, State: "failed", Reason: err.Error()})
+			return out, fmt.Errorf("%s %s of %s stopped at node %s (%d of %d): %w. Nodes before it run the new generation; the rest keep what they run", what, r.ID, r.Blueprint, name, i+1, len(r.Nodes), err)
+		}
 		h := s.Host(name, p.RunID())
 		a, err := h.Apply(ctx, p, &res.Phases, req)
 		var unknown *journal.UnknownError
@@ -449,12 +455,17 @@ func (s *Service) probeFailed(ctx context.Context, p *journal.Progress, q *db.Qu
 			record(NodeResult{Node: name, State: "failed", Pid: a.Pid, Reason: a.Probe.Sentence})
 			return fmt.Errorf("%s. Under onProbeFailure rollback, what it ran before could not be read (%v), so nothing was rolled back", where, err)
 		}
-		var preq hoststep.ApplyRequest
-		if err := json.Unmarshal(prev.Manifest, &preq); err != nil {
+		pm, err := readManifest(prev)
+		if err != nil {
 			record(NodeResult{Node: name, State: "failed", Pid: a.Pid, Reason: a.Probe.Sentence})
-			return fmt.Errorf("%s. Under onProbeFailure rollback, the manifest of rollout %s could not be read (%v), so nothing was rolled back", where, prev.ID, err)
+			return fmt.Errorf("%s. Under onProbeFailure rollback, %v, so nothing was rolled back", where, err)
 		}
 		p.Info(ctx, fmt.Sprintf("node %s: rolling back to generation %s (%s) of rollout %s, what it ran before", name, short(prev.Generation), hoststep.Short(prev.Digest), prev.ID), nil)
+		preq, err := s.withPull(ctx, p, r.UnitID, r.Blueprint, name, pm)
+		if err != nil {
+			record(NodeResult{Node: name, State: "failed", Pid: a.Pid, Reason: a.Probe.Sentence + " Rolling back: " + err.Error()})
+			return fmt.Errorf("%s. Under onProbeFailure rollback, it could not go back to generation %s: %w; its copy is left as it is, %s", where, short(prev.Generation), err, rest)
+		}
 		b, err := h.Apply(ctx, p, &res.Phases, preq)
 		var unknown *journal.UnknownError
 		switch {

@@ -46,6 +46,10 @@ func (h *fakeHost) Apply(_ context.Context, _ hoststep.Events, _ *journal.Phases
 	h.b.hostMu.Lock()
 	defer h.b.hostMu.Unlock()
 	h.b.applies[h.node]++
+	h.b.requests[h.node] = append(h.b.requests[h.node], req)
+	if h.b.onApply != nil {
+		h.b.onApply(h.node)
+	}
 	if h.b.unknownOn[h.node] {
 		return nil, journal.Unknown(errors.New("node " + h.node + "'s agent went silent during the apply step"))
 	}
@@ -93,6 +97,11 @@ type testBundle struct {
 	// the applies each node took.
 	runs    map[string]bool
 	applies map[string]int
+	// requests are the requests each node's Apply was handed, secrets'
+	// values included; onApply, when set, runs in each Apply after it
+	// recorded its request.
+	requests map[string][]hoststep.ApplyRequest
+	onApply  func(node string)
 }
 
 // setup wires a control plane with its job workers on a fresh database,
@@ -111,7 +120,8 @@ func setup(t *testing.T) *testBundle {
 		require.NoError(t, reg.Beat(ctx, n, node.Reported{}))
 	}
 	b := &testBundle{Repo: gittest.New(t), ctx: ctx, pool: pool, journal: j, gitops: gops, hostMu: &sync.Mutex{},
-		failOn: map[string]bool{}, retryPasses: map[string]bool{}, unknownOn: map[string]bool{}, runs: map[string]bool{}, applies: map[string]int{}}
+		failOn: map[string]bool{}, retryPasses: map[string]bool{}, unknownOn: map[string]bool{}, runs: map[string]bool{}, applies: map[string]int{},
+		requests: map[string][]hoststep.ApplyRequest{}}
 	host := func(n string, _ uuid.UUID) services.Host { return &fakeHost{b: b, node: n} }
 	b.bps = &blueprint.Service{Pool: pool, Journal: j, Nodes: reg, GitOps: gops, Logger: slog.New(slog.DiscardHandler), Host: host}
 	b.svcs = services.New(pool, j, gops, nil, nil, red, nil)

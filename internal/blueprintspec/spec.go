@@ -132,11 +132,14 @@ func Parse(name string, content []byte) (*Spec, error) {
 	if svc.Tagged() {
 		return nil, fmt.Errorf(`has a spec.template whose image %q is a tag; a Blueprint's template pins its image by digest (registry/repo@sha256:…), so that every node runs the same one`, svc.Image)
 	}
-	if names := svc.SecretNames(); len(names) > 0 {
-		return nil, fmt.Errorf(`has a spec.template whose env names secret %s; a Blueprint's template does not take secrets yet, only a service does`, names[0])
+	// Its pull secret is taken: each node's step opens it as it begins.
+	// Its environment takes no secret yet.
+	env := svc.SecretEnv()
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		return nil, fmt.Errorf(`has "spec.template.env.%s" taking secret %s; a Blueprint's template takes no secret in its environment yet, only a service does (a template's pullSecret is taken)`, k, env[k])
 	}
 	for _, k := range slices.Sorted(maps.Keys(svc.SOPSEnv())) {
-		return nil, fmt.Errorf(`has a spec.template whose env %s takes a SOPS file's value; a Blueprint's template does not take secrets yet, only a service does`, k)
+		return nil, fmt.Errorf(`has "spec.template.env.%s" taking a SOPS file's value; a Blueprint's template takes no secret in its environment yet, only a service does (a template's pullSecret is taken)`, k)
 	}
 	s.Service = svc
 	if err := s.Selector.check(); err != nil {

@@ -79,6 +79,22 @@ func TestParse(t *testing.T) {
 		require.Equal(t, "its Compose project mounts web: data:/data, where it keeps data", why)
 	})
 
+	t.Run("TakesAPullSecret", func(t *testing.T) {
+		t.Parallel()
+		for _, tmpl := range []string{
+			`{"runtime": "container", "image": "r.example/web@` + digest + `", "container": {"pullSecret": "registry"}}`,
+			`{"runtime": "compose", "compose": {"files": ["stacks/edge.yml"], "pullSecret": "registry"}}`,
+		} {
+			s, err := Parse("edge", unit(`{"template": `+tmpl+`, "selector": {"nodes": ["n1"]}}`))
+			require.NoError(t, err, tmpl)
+			require.Equal(t, "registry", s.Service.PullSecret(), tmpl)
+		}
+		// Beside a pull secret, the environment's secret is still refused.
+		_, err := Parse("edge", unit(`{"template": {"runtime": "container", "image": "r.example/web@`+digest+`", "container": {"pullSecret": "registry"},
+			"env": {"DB": {"secretRef": "db"}}}, "selector": {"nodes": ["n1"]}}`))
+		require.ErrorContains(t, err, `"spec.template.env.DB" taking secret db`)
+	})
+
 	t.Run("RefusesWhatCannotBePlaced", func(t *testing.T) {
 		t.Parallel()
 		tmpl := `"template": {"runtime": "exec", "image": "` + digest + `"}`
@@ -94,8 +110,8 @@ func TestParse(t *testing.T) {
 			`{"template": {"runtime": "exec", "image": "latest"}, "selector": {"nodes": ["n1"]}}`:                                                  "not a digest pin",
 			`{"template": {"runtime": "exec", "image": "` + digest + `", "node": "n1"}, "selector": {"nodes": ["n1"]}}`:                            "come from its selector",
 			`{` + tmpl + `, "selector": {"nodes": ["n1"]}, "replicas": 3}`:                                                                         "unknown field",
-			`{"template": {"runtime": "exec", "image": "` + digest + `", "env": {"DB": {"secretRef": "db"}}}, "selector": {"nodes": ["n1"]}}`:      "does not take secrets yet",
-			`{"template": {"runtime": "exec", "image": "` + digest + `", "env": {"DB": {"sopsFile": "s/db.env"}}}, "selector": {"nodes": ["n1"]}}`: "env DB takes a SOPS file's value; a Blueprint's template does not take secrets yet",
+			`{"template": {"runtime": "exec", "image": "` + digest + `", "env": {"DB": {"secretRef": "db"}}}, "selector": {"nodes": ["n1"]}}`:      `"spec.template.env.DB" taking secret db; a Blueprint's template takes no secret in its environment yet`,
+			`{"template": {"runtime": "exec", "image": "` + digest + `", "env": {"DB": {"sopsFile": "s/db.env"}}}, "selector": {"nodes": ["n1"]}}`: `"spec.template.env.DB" taking a SOPS file's value; a Blueprint's template takes no secret in its environment yet`,
 		} {
 			_, err := Parse("edge", unit(spec))
 			require.Error(t, err, spec)

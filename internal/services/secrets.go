@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"sluice/db"
 	"sluice/internal/errs"
 	"sluice/internal/hoststep"
@@ -42,11 +44,10 @@ func (s *Service) withSecrets(ctx context.Context, p *journal.Progress, u *db.Un
 		if s.Secrets == nil {
 			return req, noSecrets(u.Name)
 		}
-		ref, value, err := s.Secrets.Resolve(ctx, s.Pool, u.SourceID, pull)
+		v, err := PullSecret(ctx, s.Secrets, s.Pool, u.SourceID, pull)
 		if err != nil {
 			return req, errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Unavailable), "The image of service %s is pulled with secret %s (spec.container.pullSecret), which does not resolve: %s", u.Name, pull, err)
 		}
-		v := hoststep.SecretValue{Ref: render.SecretRef{Scope: ref.Scope, Name: ref.Name, Version: int(ref.Version)}, Value: value}
 		pullValue = &v
 		p.Info(ctx, "registry credentials for the pull: "+v.Ref.String(), nil)
 	}
@@ -67,6 +68,20 @@ func (s *Service) withSecrets(ctx context.Context, p *journal.Progress, u *db.Un
 	}
 	req.Secrets = values
 	return req, nil
+}
+
+// PullSecret opens secret name, a registry's credentials an image is
+// pulled with, as a unit of source sourceID sees it (its own, else the
+// global one). Its value goes into ApplyRequest.Secrets under
+// hoststep.PullSecretKey, for the host step alone; what may be told of it
+// is its Ref, never the value. Resolve's error is returned as it is, for
+// the caller to name the unit and the field.
+func PullSecret(ctx context.Context, store *secrets.Service, q db.DBTX, sourceID uuid.UUID, name string) (hoststep.SecretValue, error) {
+	ref, value, err := store.Resolve(ctx, q, sourceID, name)
+	if err != nil {
+		return hoststep.SecretValue{}, err
+	}
+	return hoststep.SecretValue{Ref: render.SecretRef{Scope: ref.Scope, Name: ref.Name, Version: int(ref.Version)}, Value: value}, nil
 }
 
 // restoreSecrets hands a restored unit the values of the secrets it names,
