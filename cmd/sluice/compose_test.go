@@ -58,7 +58,9 @@ func composeUnit(name, file, web, worker, probe string) string {
 // registry: converged, web's pin moved to v2, a v3 that exits rolled back to
 // the generation before with the named volume's data still there, a
 // container removed by hand and one added with the project's label found as
-// drift, and a foreign project directory of the same name refused.
+// drift, a foreign project directory of the same name refused, and a
+// Blueprint of a Compose project rolled out to two nodes that pull its
+// images with its pull secret.
 //
 // It is not parallel, as TestContainerOnAnAgentsNode is not.
 func TestComposeOnAnAgentsNode(t *testing.T) {
@@ -213,20 +215,23 @@ func TestComposeOnAnAgentsNode(t *testing.T) {
 		require.Equal(t, "someone else's\n", string(b), "left as it was")
 	})
 
+	// The second node's agent, which the secret scan at the end reads too.
+	var agent2 *agentProc
+	agentDir2 := t.TempDir()
 	t.Run("ABlueprintOfAComposeProjectRollsOutNodeByNode", func(t *testing.T) {
-		// A second node, on an engine of its own.
+		// A second node, on an engine of its own, whose registry mirrors
+		// the first's and takes the same login. The template's image is
+		// in neither engine (PushHello leaves none behind): each node
+		// pulls it with the template's pull secret, opened for its step.
 		e2 := enginetest.Start(t)
-		e.CopyTo(t, v1, e2)
+		img := e.PushHello(t, enginetest.ImageOpts{Repo: "edge"})
+		e.CopyTo(t, img, e2)
+		e2.SetPassword(t, e.Registry.Password)
 		out, code := p.cliOut("node", "add", "n2")
 		require.Equal(t, 0, code, out)
 		token2 := regexp.MustCompile(`sluice_join_[A-Za-z0-9_-]+`).FindString(out)
-		startAgent(t, p, "n2", t.TempDir(), "SLUICE_JOIN_TOKEN="+token2, "SLUICE_CONTAINER_HOST="+e2.Host)
+		agent2 = startAgent(t, p, "n2", agentDir2, "SLUICE_JOIN_TOKEN="+token2, "SLUICE_CONTAINER_HOST="+e2.Host)
 		p.waitNode("n2", "Ready")
-		// A template takes no secret yet: each node's engine holds the
-		// image already, pulled with the registry's credentials.
-		for _, eng := range []*enginetest.Engine{e, e2} {
-			eng.Podman(t, "pull", "--creds", eng.Registry.User+":"+eng.Registry.Password, v1.Ref)
-		}
 
 		const edgeFile = "stacks/edge/compose.yml"
 		repo.Pull(t)
@@ -234,9 +239,9 @@ func TestComposeOnAnAgentsNode(t *testing.T) {
 			edgeFile: composeFile(port + 1),
 			"blueprints/edge.json": fmt.Sprintf(`{"kind": "Blueprint", "metadata": {"name": "edge"},
  "spec": {"template": {"runtime": "compose", "env": {"GREETING": "from the template"}, "stopTimeoutSec": 2,
-                       "compose": {"files": [%q], "images": {"web": %q, "worker": %q}}},
+                       "compose": {"files": [%q], "images": {"web": %q, "worker": %q}, "pullSecret": "registry"}},
           "selector": {"nodes": ["n1", "n2"]}, "stateful": false}}
-`, edgeFile, v1.Ref, v1.Ref),
+`, edgeFile, img.Ref, img.Ref),
 		})
 		p.waitRun(p.accepted("/api/v1/gitops/sync", nil), "succeeded")
 		status, body := p.do("GET", "/api/v1/blueprints/edge", testToken, nil)
@@ -277,12 +282,16 @@ func TestComposeOnAnAgentsNode(t *testing.T) {
 				order = append(order, "n1 begins")
 			case strings.HasPrefix(m, "node n2 (2 of 2): deploying"):
 				order = append(order, "n2 begins")
+			case m == "node n1: registry credentials for the pull: registry@1":
+				order = append(order, "n1's pull secret")
+			case m == "node n2: registry credentials for the pull: registry@1":
+				order = append(order, "n2's pull secret")
 			case strings.HasPrefix(m, "probe passed"):
 				order = append(order, "probe passed")
 			}
 		}
 		require.NoError(t, rows.Err())
-		require.Equal(t, []string{"n1 begins", "probe passed", "n2 begins", "probe passed"}, order)
+		require.Equal(t, []string{"n1 begins", "n1's pull secret", "probe passed", "n2 begins", "n2's pull secret", "probe passed"}, order)
 	})
 
 	t.Run("ADeployOfOneDigestIsRefused", func(t *testing.T) {
@@ -340,5 +349,10 @@ func TestComposeOnAnAgentsNode(t *testing.T) {
 	onNode, files, _ := scanTree(t, agentDir, secrets)
 	require.Positive(t, files)
 	hits = append(hits, onNode...)
+	if agent2 != nil {
+		hits = append(hits, scanBytes("n2's agent's logs", []byte(agent2.logs.String()), secrets)...)
+		onNode2, _, _ := scanTree(t, agentDir2, secrets)
+		hits = append(hits, onNode2...)
+	}
 	require.Empty(t, hits, "the registry's password where it must not be")
 }

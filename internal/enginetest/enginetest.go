@@ -502,6 +502,26 @@ func (e *Engine) engineAnswers(ctx context.Context) (bool, string) {
 	return resp.StatusCode == http.StatusOK, resp.Status
 }
 
+// SetPassword makes password the registry's only password, as mirrors an
+// operator reaches with one login share it: nodes on engines of their own
+// then pull with one pull secret. The registry reads its htpasswd file
+// again at its next request.
+func (e *Engine) SetPassword(t testing.TB, password string) {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		t.Fatalf("hash the registry's password: %v", err)
+	}
+	tmp := filepath.Join(e.Dir, "htpasswd.new")
+	if err := os.WriteFile(tmp, []byte(e.Registry.User+":"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatalf("write the registry's htpasswd: %v", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(e.Dir, "htpasswd")); err != nil {
+		t.Fatalf("replace the registry's htpasswd: %v", err)
+	}
+	e.Registry.Password = password
+}
+
 // Command returns a command that runs args in the engine's namespaces,
 // with its configuration (podman, to build, push or run a healthcheck).
 func (e *Engine) Command(args ...string) *exec.Cmd {

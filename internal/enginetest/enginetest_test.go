@@ -68,6 +68,10 @@ func TestStartAndStop(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, get("", ""))
 	require.Equal(t, http.StatusUnauthorized, get(e.Registry.User, "wrong"))
 	require.Equal(t, http.StatusOK, get(e.Registry.User, e.Registry.Password))
+	old := e.Registry.Password
+	e.SetPassword(t, "another-"+old)
+	require.Equal(t, http.StatusUnauthorized, get(e.Registry.User, old), "the password before is refused")
+	require.Equal(t, http.StatusOK, get(e.Registry.User, e.Registry.Password))
 	_, err = http.Get("http://" + e.Registry.Addr + "/v2/")
 	require.Error(t, err, "the registry is not on the test's own loopback")
 
