@@ -93,3 +93,65 @@ func TestAContainerTemplatesImageIsNotInTheStore(t *testing.T) {
 		require.True(t, strings.Contains(err.Error(), "is not in the store"), err.Error())
 	})
 }
+
+// composeUnit is Blueprint web whose template is the Compose project of
+// stacks/web/compose.yaml, its web service pinned.
+const composeUnit = `{"kind": "Blueprint", "metadata": {"name": "web"},
+ "spec": {"template": {"runtime": "compose", "compose": {"files": ["stacks/web/compose.yaml"],
+          "images": {"web": "registry.example/team/web@` + "sha256:abababababababababababababababababababababababababababababababab" + `"}}},
+          "selector": {"nodes": ["n1"]}, "stateful": false}}
+`
+
+// A Compose template's digest is its files' identity, read from Git: the
+// status names it, holds the rollout of that identity as rolled out, and a
+// change of the Compose file alone (the same generation) as newer.
+func TestAComposeTemplatesIdentityIsItsFiles(t *testing.T) {
+	t.Parallel()
+
+	stage := func(t *testing.T, b *testBundle, name string) (string, string) {
+		t.Helper()
+		v, err := b.bps.Get(b.ctx, "web")
+		require.NoError(t, err)
+		for _, s := range v.Status.Path {
+			if s.Name == name {
+				return s.State, s.Reason
+			}
+		}
+		t.Fatalf("no %s stage in %+v", name, v.Status.Path)
+		return "", ""
+	}
+	b := setup(t)
+	b.Commit(t, "web as a Compose project", map[string]string{
+		"blueprints/web.json":     composeUnit,
+		"stacks/web/compose.yaml": "services:\n  web:\n    image: registry.example/team/web:1\n",
+	})
+	b.sync(t)
+	v, err := b.bps.Get(b.ctx, "web")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(v.Digest, "sha256:"), "the identity of the project: %q", v.Digest)
+	require.False(t, v.Stateful, v.StatefulWhy)
+	state, reason := stage(t, b, blueprint.StageArtifact)
+	require.Equal(t, "In its registry", state, reason)
+	require.Contains(t, reason, "Project "+hoststep.Short(v.Digest))
+
+	run := b.rollout(t, "web")
+	require.Equal(t, "succeeded", run.State, "%v", run.Error)
+	state, reason = stage(t, b, blueprint.StageRollout)
+	require.Equal(t, "Rolled out", state, reason)
+	v, err = b.bps.Get(b.ctx, "web")
+	require.NoError(t, err)
+	require.NotContains(t, v.Answer, "newer generation")
+
+	// The Compose file alone changes: the unit's generation stays, the
+	// project's identity moves.
+	generation := v.Generation
+	b.Commit(t, "web's Compose file", map[string]string{
+		"stacks/web/compose.yaml": "services:\n  web:\n    image: registry.example/team/web:1\n    environment: {MODE: fast}\n",
+	})
+	b.sync(t)
+	v, err = b.bps.Get(b.ctx, "web")
+	require.NoError(t, err)
+	require.Equal(t, generation, v.Generation)
+	state, reason = stage(t, b, blueprint.StageRollout)
+	require.Equal(t, "Newer generation", state, reason)
+}

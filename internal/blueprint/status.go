@@ -191,6 +191,15 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 	// Artifact.
 	digest := spec.Service.Digest()
 	switch _, err := q.ArtifactGet(ctx, digest); {
+	case spec.Service.Runtime == servicespec.RuntimeCompose && digest == "":
+		why := "they were not read"
+		if v.projectErr != nil {
+			why = strings.TrimSuffix(v.projectErr.Error(), ".")
+		}
+		stage(StageArtifact, "Unknown", status.ToneWarn, "", "The template's Compose files cannot be read, so which images it pins cannot be told: %s.", why)
+		ev.Unproven = append(ev.Unproven, "artifact: the template's Compose files cannot be read: "+why)
+	case spec.Service.Runtime == servicespec.RuntimeCompose:
+		stage(StageArtifact, "In its registry", status.ToneOK, "", "Project %s's images are pulled by each node's engine from their registries, by digest.", hoststep.Short(digest))
 	case spec.Service.PulledByEngine():
 		stage(StageArtifact, "In its registry", status.ToneOK, "", "Image %s is pulled by each node's engine from its registry, by digest.", hoststep.Short(digest))
 	case errors.Is(err, pgx.ErrNoRows):
@@ -251,7 +260,7 @@ func (s *Service) status(ctx context.Context, q *db.Queries, u *db.Unit, spec *b
 		case journal.StateQueued, journal.StateRunning:
 			stage(StageRollout, "Rolling out", status.ToneInfo, "", "%s", reason)
 		case journal.StateSucceeded:
-			if r.Kind == KindRollout && (r.Generation != v.Generation || r.Digest != v.Digest) {
+			if r.Kind == KindRollout && (r.Generation != v.Generation || v.Digest != "" && r.Digest != v.Digest) {
 				stage(StageRollout, "Newer generation", status.ToneWarn, authorize, "%s Git holds a newer generation (%s) that no rollout was authorized for.%s", reason, short(v.Generation), byHand)
 			} else {
 				stage(StageRollout, "Rolled out", status.ToneOK, "", "%s", reason)

@@ -13,6 +13,8 @@ import (
 
 	"sluice/db"
 	"sluice/internal/blueprintspec"
+	"sluice/internal/services"
+	"sluice/internal/servicespec"
 )
 
 // BlueprintView is a Blueprint as the API shows it: what Git holds, the placement
@@ -31,7 +33,10 @@ type BlueprintView struct {
 	StatefulWhy     string `json:"statefulWhy"`
 	// Placement is the approval now in force; nil when none was made.
 	Placement *PlacementGrant `json:"placement,omitempty"`
-	Plan      *PlacementPlan  `json:"plan"`
+	// projectErr is why a Compose template's files could not be read;
+	// Digest is then "".
+	projectErr error
+	Plan       *PlacementPlan `json:"plan"`
 	// Decline is bounded-auto's newest decline of this plan, with when it
 	// was recorded.
 	Decline *PlacementDecline `json:"decline,omitempty"`
@@ -172,11 +177,19 @@ func (s *Service) view(ctx context.Context, q *db.Queries, u *db.Unit, spec *blu
 	if err != nil {
 		return nil, err
 	}
+	// A Compose template's digest is its files' identity, and whether it
+	// keeps data is in its files: read them at the commit in force. A
+	// project that cannot be read leaves the digest unknown (""), which
+	// nothing compares as newer.
+	var projectErr error
+	if spec.Service.Runtime == servicespec.RuntimeCompose && s.GitOps != nil {
+		projectErr = services.ReadProject(ctx, s.GitOps, u, spec.Service)
+	}
 	stateful, why := spec.IsStateful()
 	v := &BlueprintView{
 		Name: u.Name, Path: u.Path, Generation: u.ContentHash, Digest: spec.Service.Digest(),
 		Selector: spec.Selector.String(), PlacementPolicy: spec.Placement(), RolloutPolicy: spec.Rollout(), DriftMode: spec.Drift(),
-		Stateful: stateful, StatefulWhy: why, Plan: p,
+		Stateful: stateful, StatefulWhy: why, Plan: p, projectErr: projectErr,
 	}
 	if c := p.Current; c != nil {
 		v.Placement = &PlacementGrant{Nodes: c.Nodes, ApprovedBy: c.ApprovedBy, Policy: c.Policy, Generation: c.Generation, Fingerprint: c.Fingerprint, At: c.CreatedAt, RunID: c.RunID}
@@ -249,7 +262,7 @@ func answer(v *BlueprintView) string {
 			fmt.Fprintf(&b, ". %s", strings.TrimSuffix(r.Error, "."))
 		}
 		b.WriteString(".")
-		if r.Generation != v.Generation || r.Digest != v.Digest {
+		if r.Generation != v.Generation || v.Digest != "" && r.Digest != v.Digest {
 			fmt.Fprintf(&b, " Git holds a newer generation (%s) that no rollout was authorized for.", short(v.Generation))
 		}
 	}

@@ -161,6 +161,7 @@ func New(ctx context.Context, cfg *Config, logger *slog.Logger, pool *pgxpool.Po
 	}
 	svcs.Secrets = sec
 	gops.Secrets = sec
+	bps.Secrets = sec
 	sec.SetTx = svcs.SecretSetTx
 	inf.Secrets = sec
 	workers := river.NewWorkers()

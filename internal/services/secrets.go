@@ -46,7 +46,7 @@ func (s *Service) withSecrets(ctx context.Context, p *journal.Progress, u *db.Un
 		}
 		v, err := PullSecret(ctx, s.Secrets, s.Pool, u.SourceID, pull)
 		if err != nil {
-			return req, errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Unavailable), "The image of service %s is pulled with secret %s (spec.container.pullSecret), which does not resolve: %s", u.Name, pull, err)
+			return req, errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Unavailable), "The images of service %s are pulled with secret %s (spec.%s.pullSecret), which does not resolve: %s", u.Name, pull, spec.Runtime, err)
 		}
 		pullValue = &v
 		p.Info(ctx, "registry credentials for the pull: "+v.Ref.String(), nil)
