@@ -89,7 +89,8 @@ type getServiceOutput struct{ Body Service }
 type deployInput struct {
 	Name string `path:"name" maxLength:"63" doc:"The service's metadata.name." example:"web"`
 	Body struct {
-		Digest string `json:"digest" maxLength:"200" doc:"The artifact to run: sha256:<64 hex> or name@sha256:<64 hex>." example:"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"`
+		Digest         string `json:"digest" maxLength:"200" doc:"The artifact to run: sha256:<64 hex> or name@sha256:<64 hex>. For a Compose project, the image digest of composeService: its pin becomes its repository at this digest." example:"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"`
+		ComposeService string `json:"composeService,omitempty" maxLength:"200" doc:"For a Compose project, required: the Compose service whose pin in spec.compose.images the deploy moves. Refused for a service of another runtime, which has one pin." example:"web"`
 	}
 }
 
@@ -134,11 +135,13 @@ func registerServices(api huma.API, d Deps) {
 	o := op("deploy-service", http.MethodPost, "/services/{name}/deploy",
 		"Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; "+
 			"a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. "+
-			"409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.",
+			"A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. "+
+			"409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; "+
+			"422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare.",
 		auth.RoleOperator, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
 	o.DefaultStatus = http.StatusAccepted
 	register(api, d, o, func(ctx context.Context, in *deployInput) (*ActionAccepted, error) {
-		res, err := d.Services.RequestDeploy(ctx, in.Name, in.Body.Digest, requester(ctx))
+		res, err := d.Services.RequestDeployCompose(ctx, in.Name, in.Body.ComposeService, in.Body.Digest, requester(ctx))
 		if err != nil {
 			return nil, err
 		}

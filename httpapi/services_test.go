@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -13,6 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"sluice/db"
+	"sluice/internal/gittest"
+	"sluice/internal/services"
+	"sluice/internal/servicespec"
 	"sluice/internal/source"
 	"sluice/internal/unit"
 )
@@ -271,4 +275,144 @@ func otherName(pinned, other string) string {
 		panic("the two artifacts have one digest")
 	}
 	return other
+}
+
+func TestComposeDeploy(t *testing.T) {
+	t.Parallel()
+
+	const file = "stacks/shop/compose.yml"
+	compose := "services:\n  web:\n    image: registry.example/shop/web:v1\n  worker:\n    image: registry.example/shop/worker:v1\n  cache:\n    image: registry.example/cache:7\n"
+	webV1 := "registry.example/shop/web@sha256:" + strings.Repeat("1", 64)
+	workerV1 := "registry.example/shop/worker@sha256:" + strings.Repeat("2", 64)
+	v2 := "sha256:" + strings.Repeat("3", 64)
+	// shop pins web and worker, not cache; bare pins nothing.
+	shop := fmt.Sprintf(`{"kind": "Service", "metadata": {"name": "shop"},
+ "spec": {"runtime": "compose",
+          "compose": {"files": [%q], "images": {"web": %q, "worker": %q}}}}
+`, file, webV1, workerV1)
+	bare := fmt.Sprintf(`{"kind":"Service","metadata":{"name":"bare"},"spec":{"runtime":"compose","compose":{"files":[%q]}}}`, file)
+
+	type testBundle struct {
+		s    *testServer
+		repo *gittest.Repo
+	}
+	// setup serves a repository holding shop and bare, synced, and the
+	// exec service web beside them.
+	setup := func(t *testing.T) *testBundle {
+		t.Helper()
+		b := &testBundle{s: startServer(t, serverOpts{work: true}), repo: gittest.New(t)}
+		b.repo.Commit(t, "shop", map[string]string{file: compose, "services/shop.json": shop, "services/bare.json": bare})
+		b.s.put(t, "/api/v1/gitops/settings", b.s.admin, gitopsSettings{RepoURL: b.repo.Bare, Branch: "main"}).decode(t, http.StatusOK, &gitopsSettings{})
+		var acc accepted
+		b.s.post(t, "/api/v1/gitops/sync", b.s.operator, nil).decode(t, http.StatusAccepted, &acc)
+		require.Equal(t, "succeeded", b.s.waitRun(t, acc.JournalID).State)
+		seedService(t, b.s, "web")
+		return b
+	}
+
+	t.Run("RefusalsNameThePinnedComposeServicesAndQueueNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		deploy := func(name string, body map[string]string, status int) string {
+			t.Helper()
+			return b.s.post(t, "/api/v1/services/"+name+"/deploy", b.s.operator, body).problem(t, status).Detail
+		}
+
+		require.Equal(t, "Service shop is a Compose project, with a pin per Compose service: name the one whose pin the deploy moves, web or worker (composeService; the CLI: --compose-service web).",
+			deploy("shop", map[string]string{"digest": v2}, http.StatusUnprocessableEntity))
+		require.Contains(t, deploy("web", map[string]string{"digest": v2, "composeService": "web"}, http.StatusConflict),
+			"Service web runs under the exec runtime, with one pin, and the deploy named Compose service \"web\"")
+		require.Equal(t, `The Compose project of shop declares no Compose service "db". A deploy moves the pin of one of the Compose services it pins: web or worker.`,
+			deploy("shop", map[string]string{"digest": v2, "composeService": "db"}, http.StatusUnprocessableEntity))
+		require.Contains(t, deploy("shop", map[string]string{"digest": v2, "composeService": "cache"}, http.StatusConflict),
+			"Compose service cache of shop has no pin in spec.compose.images, so a deploy has no pin to move. Pin it in Git first")
+		require.Contains(t, deploy("bare", map[string]string{"digest": v2, "composeService": "web"}, http.StatusConflict),
+			"Service bare is a Compose project that pins no image in spec.compose.images, so a deploy has no pin to move. Pin its Compose services' images in Git first")
+		require.Contains(t, deploy("shop", map[string]string{"digest": "sha256:" + strings.Repeat("1", 64), "composeService": "web"}, http.StatusConflict),
+			"Git already pins Compose service web of shop to sha256:1111")
+		deploy("shop", map[string]string{"digest": "latest", "composeService": "web"}, http.StatusUnprocessableEntity)
+
+		var jobs, runs int
+		require.NoError(t, b.s.pool.QueryRow(t.Context(), `SELECT count(*) FROM river_job WHERE kind = 'deploy'`).Scan(&jobs))
+		require.NoError(t, b.s.pool.QueryRow(t.Context(), `SELECT count(*) FROM journal_run WHERE action = 'deploy'`).Scan(&runs))
+		require.Zero(t, jobs, "a refused deploy queues nothing")
+		require.Zero(t, runs, "a refused deploy records nothing")
+	})
+
+	t.Run("MovesOneComposeServicesPinAndRevertsItWhenTheApplyFails", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// The identities shop goes to: its project with web's pin moved.
+		project := &servicespec.ComposeProject{
+			Files: []servicespec.ComposeFile{{Path: file, Content: compose}}, ComposeFiles: []string{file}, ProjectDirectory: "stacks/shop",
+			Images: map[string]string{"web": webV1, "worker": workerV1},
+		}
+		webV2 := "registry.example/shop/web@" + v2
+		toWeb := project.WithPin("web", webV2).Identity()
+
+		// The three requests are answered while nothing is worked, so
+		// that the second finds the first queued.
+		require.NoError(t, b.s.client.QueuePause(t.Context(), services.Queue, nil))
+		var web, again, worker accepted
+		b.s.post(t, "/api/v1/services/shop/deploy", b.s.operator, map[string]string{"digest": v2, "composeService": "web"}).decode(t, http.StatusAccepted, &web)
+		b.s.post(t, "/api/v1/services/shop/deploy", b.s.operator, map[string]string{"digest": "web@" + v2, "composeService": "web"}).decode(t, http.StatusAccepted, &again)
+		b.s.post(t, "/api/v1/services/shop/deploy", b.s.operator, map[string]string{"digest": v2, "composeService": "worker"}).decode(t, http.StatusAccepted, &worker)
+		require.Equal(t, web.JournalID, again.JournalID, "a deploy of the same pin to the same digest joins")
+		require.NotEqual(t, web.JournalID, worker.JournalID, "a deploy of another Compose service's pin is another deploy")
+		var args []string
+		rows, err := b.s.pool.Query(t.Context(), `SELECT args->>'compose_service' FROM river_job WHERE kind = 'deploy' ORDER BY id`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var a string
+			require.NoError(t, rows.Scan(&a))
+			args = append(args, a)
+		}
+		require.NoError(t, rows.Err())
+		require.Equal(t, []string{"web", "worker"}, args)
+
+		var asked map[string]any
+		b.s.get(t, "/api/v1/journal/"+web.JournalID, b.s.viewer).decode(t, http.StatusOK, &asked)
+		require.Equal(t, map[string]any{"digest": v2, "composeService": "web"}, asked["params"])
+		require.Equal(t, toWeb, asked["digestTo"], "the run goes to the project's identity with the new pin")
+		require.NoError(t, b.s.client.QueueResume(t.Context(), services.Queue, nil))
+
+		// This server's node has no compose runtime: the apply fails after
+		// the pin was pushed, and the pin is reverted.
+		r := b.s.waitRun(t, web.JournalID)
+		require.Equal(t, "failed", r.State)
+		require.Contains(t, *r.Error, "Deploy of shop to "+toWeb+" failed: This node does not run the compose runtime")
+		require.Contains(t, *r.Error, "Pushed revert commit")
+		var res struct {
+			ComposeService   string `json:"composeService"`
+			ComposeImageFrom string `json:"composeImageFrom"`
+			ComposeImageTo   string `json:"composeImageTo"`
+			DigestTo         string `json:"digestTo"`
+			PinCommit        string `json:"pinCommit"`
+			RevertCommit     string `json:"revertCommit"`
+		}
+		require.NoError(t, json.Unmarshal(r.Result, &res))
+		require.Equal(t, "web", res.ComposeService)
+		require.Equal(t, webV1, res.ComposeImageFrom)
+		require.Equal(t, webV2, res.ComposeImageTo)
+		require.Equal(t, toWeb, res.DigestTo)
+		require.NotEmpty(t, res.PinCommit)
+		require.NotEmpty(t, res.RevertCommit)
+
+		// The pin commit moved web's pin and nothing else; the revert put
+		// it back byte for byte.
+		show := func(rev string) string {
+			return gittest.Git(t, b.repo.Bare, "show", rev+":services/shop.json") + "\n"
+		}
+		require.Equal(t, strings.Replace(shop, webV1, webV2, 1), show(res.PinCommit))
+		require.Contains(t, gittest.Git(t, b.repo.Bare, "log", "-1", "--format=%s", res.PinCommit), "deploy shop: pin web to "+v2)
+		require.Equal(t, shop, show(res.RevertCommit))
+		require.Contains(t, gittest.Git(t, b.repo.Bare, "log", "-1", "--format=%s", res.RevertCommit), "revert deploy shop of web to "+v2+": This node does not run the compose runtime")
+
+		r = b.s.waitRun(t, worker.JournalID)
+		require.Equal(t, "failed", r.State)
+		require.NoError(t, json.Unmarshal(r.Result, &res))
+		require.Equal(t, "worker", res.ComposeService)
+		require.Equal(t, strings.Replace(shop, workerV1, "registry.example/shop/worker@"+v2, 1), show(res.PinCommit))
+		require.Equal(t, shop, show("main"), "Git holds what it held")
+	})
 }

@@ -90,6 +90,8 @@ func TestEveryCommandTakesFlagsAfterItsArguments(t *testing.T) {
 		{"service", "destroy-data", "--confirm", "web", "web"},
 		{"deploy", "web", "sha256:abc", "--detach"},
 		{"deploy", "web", "--detach", "sha256:abc"},
+		{"deploy", "shop", "sha256:abc", "--compose-service", "web", "--detach"},
+		{"deploy", "--compose-service", "web", "shop", "sha256:abc"},
 		{"rollback", "web", "--detach"},
 		{"converge", "web", "--detach"},
 		{"resume-service", "web", "--detach"},

@@ -28,7 +28,7 @@ const (
 
 // valueFlags are the flags of any command that take the next argument as
 // their value, so that completion does not count that value as an argument.
-var valueFlags = []string{"action", "event", "fingerprint", "from-file", "kind", "labels", "limit", "name", "output", "o",
+var valueFlags = []string{"action", "compose-service", "event", "fingerprint", "from-file", "kind", "labels", "limit", "name", "output", "o",
 	"path-prefix", "reason", "role", "secret-file", "source", "state", "status", "target", "to", "url", "url-file"}
 
 // completeArgs is every command's ValidArgsFunction: the subcommand words

@@ -27,6 +27,8 @@ func TestArgCompletion(t *testing.T) {
 		{"deploy", nil, serviceName, nil},
 		{"deploy", []string{"web"}, noName, nil},
 		{"deploy", []string{"--detach"}, serviceName, nil},
+		{"deploy", []string{"--compose-service", "web"}, serviceName, nil},
+		{"deploy", []string{"shop", "--compose-service", "web"}, noName, nil},
 		{"service", nil, serviceName, []string{"status", "drift-check", "stop", "destroy-data"}},
 		{"service", []string{"status", "-v"}, serviceName, nil},
 		{"service", []string{"web"}, noName, nil},

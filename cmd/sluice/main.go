@@ -49,7 +49,9 @@ CLI (talks to SLUICE_URL with SLUICE_TOKEN):
   sluice service destroy-data NAME --confirm NAME
                                    remove a compose service's own volumes, for good (admin): its
                                    project goes down; a converge brings it back, empty
-  sluice deploy SERVICE DIGEST     pin DIGEST in Git, restart, probe; revert on failure
+  sluice deploy SERVICE DIGEST [--compose-service NAME]
+                                   pin DIGEST in Git (a Compose project: NAME's image), restart,
+                                   probe; revert on failure
   sluice rollback SERVICE          deploy the previous healthy digest
   sluice converge SERVICE          apply what Git holds (env, args…); no rollback
   sluice resume-service SERVICE    run a queue paused by onProbeFailure pause again (operator)

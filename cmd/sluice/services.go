@@ -30,7 +30,11 @@ func answer202(acc *apiclient.ActionAcceptedBody, resp *http.Response, body []by
 // actionCalls are the actions the CLI asks for and follows.
 var actionCalls = map[string]actionCall{
 	"deploy": func(ctx context.Context, c *apiclient.ClientWithResponses, a []string) (*apiclient.ActionAcceptedBody, error) {
-		r, err := c.DeployServiceWithResponse(ctx, a[0], apiclient.DeployServiceJSONRequestBody{Digest: a[1]})
+		body := apiclient.DeployServiceJSONRequestBody{Digest: a[1]}
+		if a[2] != "" {
+			body.ComposeService = &a[2]
+		}
+		r, err := c.DeployServiceWithResponse(ctx, a[0], body)
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +169,14 @@ func askAndFollow(ctx context.Context, action, usage string, nargs int, args []s
 func runAction(ctx context.Context, action string, args []string, stdout, stderr io.Writer) error {
 	nargs, usage := 1, "sluice "+action+" SERVICE"
 	if action == "deploy" {
-		nargs, usage = 2, "sluice deploy SERVICE DIGEST"
+		// A Compose project pins an image per Compose service: its deploy
+		// names the one whose pin moves (the server says which there are).
+		composeService := func(fs *flag.FlagSet) func() string {
+			v := fs.String("compose-service", "", "for a Compose project: the Compose service whose pin moves to DIGEST")
+			return func() string { return *v }
+		}
+		_, _, _, err := askAndFollow(ctx, action, "sluice deploy SERVICE DIGEST [--compose-service NAME]", 2, args, stdout, stderr, composeService)
+		return err
 	}
 	_, _, _, err := askAndFollow(ctx, action, usage, nargs, args, stdout, stderr)
 	return err

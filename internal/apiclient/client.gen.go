@@ -4396,7 +4396,12 @@ type CreateTokenOutputBodyRole string
 
 // DeployInputBody defines model for DeployInputBody.
 type DeployInputBody struct {
-	// Digest The artifact to run: sha256:<64 hex> or name@sha256:<64 hex>.
+	// ComposeService For a Compose project, required: the Compose service whose pin in spec.compose.images the deploy moves. Refused for a service of another runtime, which has one pin.
+	//
+	// Example: web
+	ComposeService *string `json:"composeService,omitempty"`
+
+	// Digest The artifact to run: sha256:<64 hex> or name@sha256:<64 hex>. For a Compose project, the image digest of composeService: its pin becomes its repository at this digest.
 	//
 	// Example: sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae
 	Digest string `json:"digest"`
@@ -6511,7 +6516,10 @@ type ServicesConvergeParams struct {
 
 // ServicesDeployParams defines model for ServicesDeployParams.
 type ServicesDeployParams struct {
-	// Digest The digest the deploy was asked to run.
+	// ComposeService For a Compose project, the Compose service whose pin in spec.compose.images the deploy moves to digest; absent for another runtime.
+	ComposeService *string `json:"composeService,omitempty"`
+
+	// Digest The digest the deploy was asked to run: for a Compose project, the image digest of composeService.
 	Digest string `json:"digest"`
 }
 
@@ -6625,23 +6633,32 @@ type ServicesProbeEventKind string
 
 // ServicesResult defines model for ServicesResult.
 type ServicesResult struct {
-	Action         ServicesResultAction `json:"action"`
-	Applied        *HoststepApplied     `json:"applied,omitempty"`
-	DigestFrom     *string              `json:"digestFrom,omitempty"`
-	DigestTo       string               `json:"digestTo"`
-	ManifestHash   *string              `json:"manifestHash,omitempty"`
-	MovedFrom      *string              `json:"movedFrom,omitempty"`
-	Node           *string              `json:"node,omitempty"`
-	OnProbeFailure string               `json:"onProbeFailure"`
-	Phases         []JournalPhase       `json:"phases"`
-	PinCommit      *string              `json:"pinCommit,omitempty"`
-	Restored       *HoststepApplied     `json:"restored,omitempty"`
-	Retry          *HoststepApplied     `json:"retry,omitempty"`
-	RevertCommit   *string              `json:"revertCommit,omitempty"`
-	Running        *string              `json:"running,omitempty"`
-	Service        string               `json:"service"`
-	SyncedCommit   *string              `json:"syncedCommit,omitempty"`
-	UnitPath       *string              `json:"unitPath,omitempty"`
+	Action  ServicesResultAction `json:"action"`
+	Applied *HoststepApplied     `json:"applied,omitempty"`
+
+	// ComposeImageFrom For a deploy of a Compose project: the Compose service's pin before, registry/repo@sha256:….
+	ComposeImageFrom *string `json:"composeImageFrom,omitempty"`
+
+	// ComposeImageTo For a deploy of a Compose project: the Compose service's pin it deployed, registry/repo@sha256:….
+	ComposeImageTo *string `json:"composeImageTo,omitempty"`
+
+	// ComposeService For a deploy of a Compose project: the Compose service whose pin it moved.
+	ComposeService *string          `json:"composeService,omitempty"`
+	DigestFrom     *string          `json:"digestFrom,omitempty"`
+	DigestTo       string           `json:"digestTo"`
+	ManifestHash   *string          `json:"manifestHash,omitempty"`
+	MovedFrom      *string          `json:"movedFrom,omitempty"`
+	Node           *string          `json:"node,omitempty"`
+	OnProbeFailure string           `json:"onProbeFailure"`
+	Phases         []JournalPhase   `json:"phases"`
+	PinCommit      *string          `json:"pinCommit,omitempty"`
+	Restored       *HoststepApplied `json:"restored,omitempty"`
+	Retry          *HoststepApplied `json:"retry,omitempty"`
+	RevertCommit   *string          `json:"revertCommit,omitempty"`
+	Running        *string          `json:"running,omitempty"`
+	Service        string           `json:"service"`
+	SyncedCommit   *string          `json:"syncedCommit,omitempty"`
+	UnitPath       *string          `json:"unitPath,omitempty"`
 }
 
 // ServicesResultAction defines model for ServicesResult.Action.
@@ -11047,18 +11064,18 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/services/{name}/converge (the `ConvergeService` operationId).
 	ConvergeService(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DeployServiceWithBody Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+	// DeployServiceWithBody Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare.
 	//
-	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare. Needs the operator role.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
 	DeployServiceWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DeployService Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+	// DeployService Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare.
 	//
-	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare. Needs the operator role.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -12616,9 +12633,9 @@ func (c *Client) ConvergeService(ctx context.Context, name string, reqEditors ..
 	return c.Client.Do(req)
 }
 
-// DeployServiceWithBody Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+// DeployServiceWithBody Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare.
 //
-// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare. Needs the operator role.
 //
 // Takes any type of body and a specified content type.
 //
@@ -12635,9 +12652,9 @@ func (c *Client) DeployServiceWithBody(ctx context.Context, name string, content
 	return c.Client.Do(req)
 }
 
-// DeployService Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+// DeployService Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare.
 //
-// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare. Needs the operator role.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -17482,18 +17499,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/services/{name}/converge (the `ConvergeService` operationId).
 	ConvergeServiceWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ConvergeServiceResponse, error)
 
-	// DeployServiceWithBodyWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+	// DeployServiceWithBodyWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare.
 	//
-	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare. Needs the operator role.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/services/{name}/deploy (the `DeployService` operationId).
 	DeployServiceWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeployServiceResponse, error)
 
-	// DeployServiceWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+	// DeployServiceWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare.
 	//
-	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+	// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare. Needs the operator role.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -22909,9 +22926,9 @@ func (c *ClientWithResponses) ConvergeServiceWithResponse(ctx context.Context, n
 	return ParseConvergeServiceResponse(rsp)
 }
 
-// DeployServiceWithBodyWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+// DeployServiceWithBodyWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare.
 //
-// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare. Needs the operator role.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -22924,9 +22941,9 @@ func (c *ClientWithResponses) DeployServiceWithBodyWithResponse(ctx context.Cont
 	return ParseDeployServiceResponse(rsp)
 }
 
-// DeployServiceWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
+// DeployServiceWithResponse Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare.
 //
-// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+// Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare. Needs the operator role.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -37,6 +37,13 @@ type Result struct {
 	PinCommit    string `json:"pinCommit,omitempty"`
 	RevertCommit string `json:"revertCommit,omitempty"`
 	UnitPath     string `json:"unitPath,omitempty"`
+	// ComposeService is, for a deploy of a Compose project, the Compose
+	// service whose pin it moved, from ComposeImageFrom to ComposeImageTo
+	// (each registry/repo@sha256:…); DigestFrom and DigestTo are then the
+	// project's identities before and after.
+	ComposeService   string `json:"composeService,omitempty" doc:"For a deploy of a Compose project: the Compose service whose pin it moved."`
+	ComposeImageFrom string `json:"composeImageFrom,omitempty" doc:"For a deploy of a Compose project: the Compose service's pin before, registry/repo@sha256:…."`
+	ComposeImageTo   string `json:"composeImageTo,omitempty" doc:"For a deploy of a Compose project: the Compose service's pin it deployed, registry/repo@sha256:…."`
 	// ManifestHash is the content hash of the unit as applied.
 	ManifestHash string   `json:"manifestHash,omitempty"`
 	Applied      *Applied `json:"applied,omitempty"`
@@ -60,13 +67,13 @@ type Result struct {
 
 // Deploy is the deploy action's body.
 func (s *Service) Deploy(ctx context.Context, p *journal.Progress, args DeployArgs) (*journal.Outcome, error) {
-	return s.deploy(ctx, p, ActionDeploy, args.Service, args.Digest)
+	return s.deploy(ctx, p, ActionDeploy, args.Service, args.ComposeService, args.Digest)
 }
 
 // Rollback is the rollback action's body: a deploy of the previous healthy
 // digest, as known at the action's turn.
 func (s *Service) Rollback(ctx context.Context, p *journal.Progress, args RollbackArgs) (*journal.Outcome, error) {
-	return s.deploy(ctx, p, ActionRollback, args.Service, "")
+	return s.deploy(ctx, p, ActionRollback, args.Service, "", "")
 }
 
 // syncService syncs the source of service name and returns the service as
@@ -105,7 +112,11 @@ func (s *Service) syncService(ctx context.Context, p *journal.Progress, t *journ
 	return u, spec, nil
 }
 
-func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name, target string) (*journal.Outcome, error) {
+// deploy moves the pin of service name to target and applies it: for a
+// Compose project, the pin of its Compose service svc, and what runs is then
+// the identity of the project with that pin. A rollback (svc and target
+// "") goes to the previous healthy digest.
+func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name, svc, target string) (*journal.Outcome, error) {
 	res := &Result{Service: name, Action: action, OnProbeFailure: servicespec.OnProbeFailureRollback, Phases: journal.Phases{}}
 	t := &res.Phases
 	out := &journal.Outcome{Result: res}
@@ -127,10 +138,28 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	if target == pinned {
 		return out, errs.Errorf(errs.Conflict, "Git already pins %s to %s (checked again at its turn), so nothing was committed or restarted. To re-apply what Git holds, converge: `sluice converge %s`.", name, target, name)
 	}
-	if spec.Runtime == servicespec.RuntimeCompose {
+	if spec.Runtime == servicespec.RuntimeCompose && action == ActionRollback {
 		return s.rollbackProject(ctx, p, out, u, spec, target)
 	}
-	if err := s.requireArtifact(ctx, spec, target); err != nil {
+	// digest is what the pin moves to; target what then runs: the same
+	// digest, or for a Compose project the identity of the project with
+	// the new pin.
+	digest, path, oldImage := target, imagePath, spec.Image
+	if action == ActionDeploy {
+		ref, err := deployPin(spec, name, svc)
+		if err != nil {
+			return out, errs.Errorf(errs.CodeOf(err), "At its turn: %s Nothing was committed or restarted.", errs.MessageOf(err))
+		}
+		if ref != "" {
+			if was, _ := artifact.ParseDigest(ref); was == digest {
+				return out, errs.Errorf(errs.Conflict, "Git already pins Compose service %s of %s to %s (checked again at its turn), so nothing was committed or restarted. To re-apply what Git holds, converge: `sluice converge %s`.", svc, name, digest, name)
+			}
+			path, oldImage = composeImagePath(svc), ref
+			res.ComposeService, res.ComposeImageFrom, res.ComposeImageTo = svc, ref, repin(ref, digest)
+			target = spec.Project().WithPin(svc, res.ComposeImageTo).Identity()
+		}
+	}
+	if err := s.requireArtifact(ctx, spec, digest); err != nil {
 		return out, err
 	}
 	// A secret the service cannot get would fail the apply after the pin
@@ -151,29 +180,32 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 	}
 
 	// Pin: only the digest of the unit file changes; the rest stays byte-identical.
-	oldImage := spec.Image
-	msg := fmt.Sprintf("%s %s: pin %s\n\nRun %s, requested by %s.", action, name, target, p.RunID(), p.Run().RequestedBy)
+	pinText, whose := digest, name // what the pin names, and whose pin it is, in sentences
+	if res.ComposeService != "" {
+		pinText, whose = svc+" to "+digest, "Compose service "+svc+" of "+name
+	}
+	msg := fmt.Sprintf("%s %s: pin %s\n\nRun %s, requested by %s.", action, name, pinText, p.RunID(), p.Run().RequestedBy)
 	var push *gitsync.PushResult
 	err = t.Do("pin", func() error {
 		var err error
 		push, err = s.GitOps.CommitFile(ctx, u.SourceID, u.Path, func(old []byte) ([]byte, error) {
-			img, err := unit.GetString(old, imagePath)
+			img, err := unit.GetString(old, path)
 			if err != nil {
 				return nil, err
 			}
-			return unit.SetString(old, imagePath, repin(img, target))
+			return unit.SetString(old, path, repin(img, digest))
 		}, msg)
 		return err
 	})
 	switch {
 	case errors.Is(err, gitsync.ErrNoChange):
-		p.Info(ctx, fmt.Sprintf("the branch already pins %s; no commit needed", target), nil)
+		p.Info(ctx, fmt.Sprintf("the branch already pins %s; no commit needed", pinText), nil)
 	case err != nil:
-		return out, fmt.Errorf("pin %s in %s: %w", target, u.Path, err)
+		return out, fmt.Errorf("pin %s in %s: %w", pinText, u.Path, err)
 	default:
 		res.PinCommit = push.Commit
 		out.Commit = push.Commit
-		p.Info(ctx, fmt.Sprintf("pushed commit %s pinning %s to %s", shortCommit(push.Commit), name, short(target)), nil)
+		p.Info(ctx, fmt.Sprintf("pushed commit %s pinning %s to %s", shortCommit(push.Commit), whose, short(digest)), nil)
 	}
 
 	u, spec, err = s.syncService(ctx, p, t, "sync-pin", name, res)
@@ -181,13 +213,21 @@ func (s *Service) deploy(ctx context.Context, p *journal.Progress, action, name,
 		if res.PinCommit == "" || ctx.Err() != nil {
 			return out, err
 		}
-		return out, fmt.Errorf("Pushed commit %s pinning %s to %s, but could not read it back: %w. Nothing was restarted; Git is ahead of what runs: converge applies the pin, or revert the commit", shortCommit(res.PinCommit), name, target, err)
+		return out, fmt.Errorf("Pushed commit %s pinning %s to %s, but could not read it back: %w. Nothing was restarted; Git is ahead of what runs: converge applies the pin, or revert the commit", shortCommit(res.PinCommit), whose, digest, err)
 	}
 	if out.Commit == "" {
 		out.Commit = res.SyncedCommit
 	}
-	if spec.Digest() != target {
-		return out, errs.Errorf(errs.Conflict, "The pin of %s moved to %s right after this %s pushed %s; nothing was restarted. Deploy again if %s is still wanted.", name, spec.Digest(), action, target, target)
+	if now := pinOf(spec, res.ComposeService); now != digest {
+		return out, errs.Errorf(errs.Conflict, "The pin of %s moved to %s right after this %s pushed %s; nothing was restarted. Deploy again if %s is still wanted.", whose, orNone(now), action, digest, digest)
+	}
+	if id := spec.Digest(); id != target {
+		// The files moved too, between the two syncs: what runs is the
+		// project as Git holds it now, with this pin.
+		if err := p.SetDigests(ctx, from, id, fmt.Sprintf("the project of %s at commit %s, with %s's pin, is %s", name, shortCommit(res.SyncedCommit), svc, id)); err != nil {
+			return out, err
+		}
+		target, res.DigestTo, out.DigestTo = id, id, id
 	}
 
 	h, err := s.hostFor(ctx, p, t, res, u, spec)
@@ -210,9 +250,14 @@ func (s *Service) deployTail(ctx context.Context, h Host, p *journal.Progress, o
 	}
 	if applyErr == nil && applied.Probe.OK {
 		res.Running = fmt.Sprintf("%s runs %s (pid %d).", name, target, applied.Pid)
-		out.Message = fmt.Sprintf("%s %s to %s: probe passed; %s", action, name, short(target), res.Running)
+		to := short(target)
+		if res.ComposeService != "" {
+			d, _ := artifact.ParseDigest(res.ComposeImageTo)
+			to = fmt.Sprintf("%s (Compose service %s at %s)", short(target), res.ComposeService, short(d))
+		}
+		out.Message = fmt.Sprintf("%s %s to %s: probe passed; %s", action, name, to, res.Running)
 		if retried {
-			out.Message = fmt.Sprintf("%s %s to %s: the first probe failed and the retry passed (retry-once); %s", action, name, short(target), res.Running)
+			out.Message = fmt.Sprintf("%s %s to %s: the first probe failed and the retry passed (retry-once); %s", action, name, to, res.Running)
 		}
 		id, hash := u.ID, u.ContentHash
 		out.ApplyTx = record(id, "applied", &hash, &target, res.Node)
@@ -330,19 +375,27 @@ func (s *Service) keepFailure(ctx context.Context, h Host, p *journal.Progress, 
 // undo reverts a failed deploy: it pushes a revert of the pin, restores the
 // unit that ran before and probes it, and returns the failure.
 func (s *Service) undo(ctx context.Context, h Host, p *journal.Progress, t *journal.Phases, out *journal.Outcome, res *Result, u *db.Unit, action, name, target, oldImage string, prev []byte, what string) (*journal.Outcome, error) {
+	// The pin the deploy moved: the image's, or one Compose service's (to
+	// its image's digest; target is then the project's identity).
+	path, moved, pinText, whose := imagePath, target, target, name
 	rmsg := fmt.Sprintf("revert %s %s to %s: %s\n\nRun %s.", action, name, target, truncate(what, 200), p.RunID())
+	if svc := res.ComposeService; svc != "" {
+		moved, _ = artifact.ParseDigest(res.ComposeImageTo)
+		path, pinText, whose = composeImagePath(svc), svc+" to "+moved, "Compose service "+svc+" of "+name
+		rmsg = fmt.Sprintf("revert %s %s of %s to %s: %s\n\nRun %s.", action, name, svc, moved, truncate(what, 200), p.RunID())
+	}
 	var revert *gitsync.PushResult
 	revertErr := t.Do("revert", func() error {
 		var err error
 		revert, err = s.GitOps.CommitFile(ctx, u.SourceID, u.Path, func(old []byte) ([]byte, error) {
-			img, err := unit.GetString(old, imagePath)
+			img, err := unit.GetString(old, path)
 			if err != nil {
 				return nil, err
 			}
-			if d, _ := artifact.ParseDigest(img); d != target {
+			if d, _ := artifact.ParseDigest(img); d != moved {
 				return old, nil // someone re-pinned it meanwhile: theirs stands
 			}
-			return unit.SetString(old, imagePath, oldImage)
+			return unit.SetString(old, path, oldImage)
 		}, rmsg)
 		return err
 	})
@@ -351,12 +404,12 @@ func (s *Service) undo(ctx context.Context, h Host, p *journal.Progress, t *jour
 	case errors.Is(revertErr, gitsync.ErrNoChange):
 		revertText = "The pin had already moved on in Git, so no revert was pushed"
 	case revertErr != nil:
-		revertText = "Reverting the pin failed (" + revertErr.Error() + "), so Git still pins " + target + "; revert it by hand"
+		revertText = "Reverting the pin failed (" + revertErr.Error() + "), so Git still pins " + pinText + "; revert it by hand"
 		p.Error(ctx, revertText, nil)
 	default:
 		res.RevertCommit = revert.Commit
 		revertText = "Pushed revert commit " + shortCommit(revert.Commit)
-		p.Info(ctx, fmt.Sprintf("pushed commit %s reverting the pin of %s to %s", shortCommit(revert.Commit), name, oldImage), nil)
+		p.Info(ctx, fmt.Sprintf("pushed commit %s reverting the pin of %s to %s", shortCommit(revert.Commit), whose, oldImage), nil)
 		if _, _, err := s.syncService(ctx, p, t, "sync-revert", name, res); err != nil {
 			p.Warn(ctx, "sync after the revert failed: "+err.Error(), nil)
 		}

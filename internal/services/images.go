@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"sluice/db"
+	"sluice/internal/artifact"
 	"sluice/internal/errs"
 	"sluice/internal/gitops"
 	"sluice/internal/imageref"
@@ -125,13 +128,57 @@ func (s *Service) staleTag(ctx context.Context, u *db.Unit, spec *servicespec.Sp
 	}, ""
 }
 
-// oneImage refuses a deploy of a Compose project: it pins one digest in
-// Git, and a project has a pin per Compose service.
-func oneImage(spec *servicespec.Spec, name, action string) error {
+// composeImagePath is where a compose unit pins Compose service svc's
+// image, the pin a deploy of svc moves.
+func composeImagePath(svc string) []string { return []string{"spec", "compose", "images", svc} }
+
+// deployPin checks the Compose service a deploy of service name asks to
+// move (svc, "" when none) against spec: a Compose project has a pin per
+// Compose service, so its deploy names the one it moves, and a service of
+// another runtime has one pin and takes no name. It returns that Compose
+// service's pin ("" for another runtime). A name the project does not pin
+// is told apart, when spec's project has been read, as one its files do
+// not declare or one they declare without a pin.
+func deployPin(spec *servicespec.Spec, name, svc string) (string, error) {
 	if spec.Runtime != servicespec.RuntimeCompose {
-		return nil
+		if svc != "" {
+			return "", errs.Errorf(errs.Conflict, "Service %s runs under the %s runtime, with one pin, and the deploy named Compose service %q: only a Compose project's deploy names the Compose service whose pin it moves. Leave composeService out (the CLI: no --compose-service).", name, spec.Runtime, svc)
+		}
+		return "", nil
 	}
-	return errs.Errorf(errs.Conflict, "Service %s is a Compose project, with a pin per Compose service: a %s pins one digest, so it does not apply. Pin the images in its spec.compose.images in Git and converge (`sluice converge %s`); `sluice rollback %s` runs its previous healthy generation again.", name, action, name, name)
+	var pinned []string
+	if spec.Compose != nil {
+		pinned = slices.Sorted(maps.Keys(spec.Compose.Images))
+	}
+	if len(pinned) == 0 {
+		return "", errs.Errorf(errs.Conflict, "Service %s is a Compose project that pins no image in spec.compose.images, so a deploy has no pin to move. Pin its Compose services' images in Git first and converge (`sluice converge %s`).", name, name)
+	}
+	if svc == "" {
+		return "", errs.Errorf(errs.Invalid, "Service %s is a Compose project, with a pin per Compose service: name the one whose pin the deploy moves, %s (composeService; the CLI: --compose-service %s).", name, orList(pinned), pinned[0])
+	}
+	if ref, ok := spec.Compose.Images[svc]; ok {
+		return ref, nil
+	}
+	if p := spec.Project(); p != nil {
+		if declared, err := p.Services(); err == nil && slices.Contains(declared, svc) {
+			return "", errs.Errorf(errs.Conflict, "Compose service %s of %s has no pin in spec.compose.images, so a deploy has no pin to move. Pin it in Git first (\"images\": {%q: \"registry/repo@sha256:…\"}) and converge (`sluice converge %s`); the Compose services %s pins are %s.", svc, name, svc, name, name, andList(pinned))
+		}
+		return "", errs.Errorf(errs.Invalid, "The Compose project of %s declares no Compose service %q. A deploy moves the pin of one of the Compose services it pins: %s.", name, svc, orList(pinned))
+	}
+	return "", errs.Errorf(errs.Conflict, "Service %s pins no Compose service %q in spec.compose.images, so a deploy has no pin to move: it pins %s. If %s is one of its Compose services, pin it in Git first and converge.", name, svc, andList(pinned), svc)
+}
+
+// orList is "a", "a or b", "a, b or c".
+func orList(words []string) string { return joinLast(words, " or ") }
+
+// andList is "a", "a and b", "a, b and c".
+func andList(words []string) string { return joinLast(words, " and ") }
+
+func joinLast(words []string, last string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + last + words[len(words)-1]
 }
 
 // readProject reads a compose service's project from the commit in force of
@@ -163,4 +210,17 @@ func ReadProject(ctx context.Context, gops *gitops.Service, u *db.Unit, spec *se
 		return errs.Errorf(cmp.Or(errs.CodeOf(err), errs.Invalid), "The Compose project of %s cannot be read at commit %s: %s. Fix its spec.compose in Git and sync.", u.Name, shortCommit(commit), strings.TrimSuffix(errs.MessageOf(err), "."))
 	}
 	return nil
+}
+
+// pinOf is the digest spec pins: its image's, or for a Compose project its
+// Compose service svc's ("" when it pins none).
+func pinOf(spec *servicespec.Spec, svc string) string {
+	if svc == "" {
+		return spec.Digest()
+	}
+	if spec.Runtime != servicespec.RuntimeCompose || spec.Compose == nil {
+		return ""
+	}
+	d, _ := artifact.ParseDigest(spec.Compose.Images[svc])
+	return d
 }

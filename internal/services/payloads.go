@@ -6,9 +6,11 @@ import "github.com/google/uuid"
 // more than its target says so. Each is the schema of its action's params
 // in the API (httpapi's runPayloads), so they are named types, not maps.
 
-// DeployParams are a deploy's: the digest it was asked for.
+// DeployParams are a deploy's: the digest it was asked for, and for a
+// Compose project the Compose service whose pin moves to it.
 type DeployParams struct {
-	Digest string `json:"digest" doc:"The digest the deploy was asked to run."`
+	Digest         string `json:"digest" doc:"The digest the deploy was asked to run: for a Compose project, the image digest of composeService."`
+	ComposeService string `json:"composeService,omitempty" doc:"For a Compose project, the Compose service whose pin in spec.compose.images the deploy moves to digest; absent for another runtime."`
 }
 
 // ConvergeParams are a converge's, when something other than an operator

@@ -64,12 +64,15 @@ const PrioritySweep = 3
 // has already reverted; doing it again is an operator's decision (River UI).
 func insertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1, Queue: Queue} }
 
-// DeployArgs asks to deploy Service to Digest. Requests for the same digest
+// DeployArgs asks to deploy Service to Digest: for a Compose project, the
+// pin of its Compose service ComposeService ("" for a service of another
+// runtime, which has one pin). Requests for the same digest of the same pin
 // join while it is queued.
 type DeployArgs struct {
 	journal.Ref
-	Service string `json:"service" river:"unique"`
-	Digest  string `json:"digest" river:"unique"`
+	Service        string `json:"service" river:"unique"`
+	Digest         string `json:"digest" river:"unique"`
+	ComposeService string `json:"compose_service,omitempty" river:"unique"`
 }
 
 // Kind implements river.JobArgs.
@@ -184,26 +187,69 @@ func getTx(ctx context.Context, q *db.Queries, name string) (*db.Unit, *services
 
 // RequestDeploy asks to deploy service name to digest.
 func (s *Service) RequestDeploy(ctx context.Context, name, digest, requestedBy string) (*journal.EnqueueResult, error) {
+	return s.RequestDeployCompose(ctx, name, "", digest, requestedBy)
+}
+
+// RequestDeployCompose asks to deploy service name to digest: for a
+// Compose project, the image of its Compose service composeService, whose
+// pin moves to digest in its repository; "" for a service of another
+// runtime, which has one pin (see deployPin).
+func (s *Service) RequestDeployCompose(ctx context.Context, name, composeService, digest, requestedBy string) (*journal.EnqueueResult, error) {
 	d, err := artifact.ParseDigest(digest)
 	if err != nil {
 		return nil, err
 	}
-	return s.Journal.Coalesce(ctx, ActionDeploy+" "+name+" "+d, func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
-		return s.requestDeploy(ctx, name, d, requestedBy, requests)
+	return s.Journal.Coalesce(ctx, ActionDeploy+" "+name+" "+composeService+" "+d, func(ctx context.Context, requests int) (*journal.EnqueueResult, error) {
+		return s.requestDeploy(ctx, name, composeService, d, requestedBy, requests)
 	})
 }
 
-func (s *Service) requestDeploy(ctx context.Context, name, d, requestedBy string, requests int) (*journal.EnqueueResult, error) {
+func (s *Service) requestDeploy(ctx context.Context, name, svc, d, requestedBy string, requests int) (*journal.EnqueueResult, error) {
+	// A Compose project's digest is its files' identity: the project is
+	// read from Git before the transaction, which holds no I/O, and the
+	// run goes to the identity of the project with the new pin. The deploy
+	// reads it again at its turn.
+	var project *servicespec.ComposeProject
+	var read string // the content hash of the unit the project was read for
+	if u, spec, err := getTx(ctx, db.New(s.Pool), name); err == nil && spec.Runtime == servicespec.RuntimeCompose {
+		if _, err := deployPin(spec, name, svc); err != nil {
+			// Its files tell a name they do not declare from one they
+			// declare without a pin.
+			if s.readProject(ctx, u, spec) == nil {
+				_, err = deployPin(spec, name, svc)
+			}
+			return nil, err
+		}
+		if err := s.readProject(ctx, u, spec); err != nil {
+			return nil, err
+		}
+		project, read = spec.Project(), u.ContentHash
+	}
 	var res *journal.EnqueueResult
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		u, spec, err := getTx(ctx, db.New(tx), name)
 		if err != nil {
 			return err
 		}
-		if err := oneImage(spec, name, ActionDeploy); err != nil {
+		if project != nil && read == u.ContentHash {
+			spec.UseProject(project)
+		}
+		ref, err := deployPin(spec, name, svc)
+		if err != nil {
 			return err
 		}
-		if spec.Digest() == d {
+		to := d
+		if ref != "" {
+			if was, _ := artifact.ParseDigest(ref); was == d {
+				return errs.Errorf(errs.Conflict, "Git already pins Compose service %s of %s to %s, so there is nothing to deploy. To re-apply what Git holds, converge: `sluice converge %s`.", svc, name, d, name)
+			}
+			// The identity it goes to; unknown ("") when the unit changed
+			// since its project was read, until the deploy's turn.
+			to = ""
+			if p := spec.Project(); p != nil {
+				to = p.WithPin(svc, repin(ref, d)).Identity()
+			}
+		} else if spec.Digest() == d {
 			return errs.Errorf(errs.Conflict, "Git already pins %s to %s, so there is nothing to deploy. To re-apply what Git holds (env, args, the template), converge: `sluice converge %s`.", name, d, name)
 		}
 		if err := pinAllowedTx(ctx, db.New(tx), u, name); err != nil {
@@ -215,13 +261,13 @@ func (s *Service) requestDeploy(ctx context.Context, name, d, requestedBy string
 			return err
 		}
 		res, err = s.Journal.EnqueueTx(ctx, tx, journal.EnqueueParams{
-			Args:        &DeployArgs{Service: name, Digest: d},
+			Args:        &DeployArgs{Service: name, Digest: d, ComposeService: svc},
 			Target:      name,
 			RequestedBy: requestedBy,
 			Requests:    requests,
-			Params:      &DeployParams{Digest: d},
+			Params:      &DeployParams{Digest: d, ComposeService: svc},
 			DigestFrom:  fromDigest(u),
-			DigestTo:    d,
+			DigestTo:    to,
 		})
 		return err
 	})

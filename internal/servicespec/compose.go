@@ -192,6 +192,41 @@ func (s *Spec) ReadProject(read func(path string) ([]byte, error)) (*ComposeProj
 	return p, nil
 }
 
+// Services lists the Compose services the project's files declare, sorted
+// and each once. A file that does not read as YAML is the error.
+func (c *ComposeProject) Services() ([]string, error) {
+	files := map[string]string{}
+	for _, f := range c.Files {
+		files[f.Path] = f.Content
+	}
+	seen := map[string]bool{}
+	for _, p := range c.ComposeFiles {
+		var doc struct {
+			Services map[string]yaml.Node `yaml:"services"`
+		}
+		if err := yaml.Unmarshal([]byte(files[p]), &doc); err != nil {
+			return nil, fmt.Errorf("Compose file %s does not read as YAML: %v", p, err)
+		}
+		for name := range doc.Services {
+			seen[name] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// WithPin is a copy of the project in which Compose service svc is pinned
+// to ref: the project a deploy of svc's image runs, whose Identity is that
+// deploy's digest.
+func (c *ComposeProject) WithPin(svc, ref string) *ComposeProject {
+	out := *c
+	out.Images = maps.Clone(c.Images)
+	if out.Images == nil {
+		out.Images = map[string]string{}
+	}
+	out.Images[svc] = ref
+	return &out
+}
+
 // Mounts lists what the project's Compose services mount that outlives a
 // container: each named volume, bind mount or anonymous volume ("web:
 // data:/data"), by service; a tmpfs is left out. A file that does not read

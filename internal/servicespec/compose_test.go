@@ -106,3 +106,35 @@ func TestComposeMounts(t *testing.T) {
 	_, err = bad.Mounts()
 	require.ErrorContains(t, err, "Compose file a.yml does not read as YAML")
 }
+
+func TestComposeServicesAndWithPin(t *testing.T) {
+	t.Parallel()
+
+	p := &servicespec.ComposeProject{
+		ComposeFiles: []string{"a.yml", "b.yml"},
+		EnvFiles:     []string{".env"},
+		Files: []servicespec.ComposeFile{
+			{Path: "a.yml", Content: "services:\n  web:\n    image: x\n  worker:\n    image: x\n"},
+			{Path: "b.yml", Content: "services:\n  web:\n    ports: [\"8080:80\"]\n  db:\n    image: z\n"},
+			{Path: ".env", Content: "services: not a Compose file\n"},
+		},
+		Images: map[string]string{"web": "r.example/x@sha256:" + strings.Repeat("1", 64)},
+	}
+	svcs, err := p.Services()
+	require.NoError(t, err)
+	require.Equal(t, []string{"db", "web", "worker"}, svcs, "every Compose file's, once each; an env file is none")
+
+	v2 := "r.example/x@sha256:" + strings.Repeat("2", 64)
+	moved := p.WithPin("web", v2)
+	require.Equal(t, v2, moved.Images["web"])
+	require.Equal(t, "r.example/x@sha256:"+strings.Repeat("1", 64), p.Images["web"], "the project itself keeps its pin")
+	require.NotEqual(t, p.Identity(), moved.Identity(), "another pin is another identity")
+	require.Equal(t, p.Identity(), moved.WithPin("web", p.Images["web"]).Identity(), "the pin alone makes the difference")
+	unpinned := &servicespec.ComposeProject{ComposeFiles: []string{"a.yml"}, Files: p.Files[:1]}
+	require.Equal(t, map[string]string{"worker": v2}, unpinned.WithPin("worker", v2).Images)
+	require.Nil(t, unpinned.Images)
+
+	bad := &servicespec.ComposeProject{ComposeFiles: []string{"a.yml"}, Files: []servicespec.ComposeFile{{Path: "a.yml", Content: "services: [\n"}}}
+	_, err = bad.Services()
+	require.ErrorContains(t, err, "Compose file a.yml does not read as YAML")
+}

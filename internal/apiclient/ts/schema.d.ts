@@ -1058,8 +1058,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store.
-         * @description Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. 409 when Git already pins that digest (converge instead); 422 for a malformed digest or one not in the artifact store. Needs the operator role.
+         * Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare.
+         * @description Deploy the service to a digest: at its turn, sync, pin the digest in Git (commit and push), render, restart and probe; a failed probe is handled by spec.onProbeFailure (default rollback: revert the pin and restore the previous unit). Joins a queued deploy of the same digest. A Compose project's deploy names the Compose service whose pin it moves (composeService); its run goes from one project identity to another. 409 when Git already pins that digest (converge instead), when composeService names a Compose service without a pin (pin it in Git first) or is given for a service of another runtime; 422 for a malformed digest, one not in the artifact store, or a Compose project's deploy without composeService or with one its files do not declare. Needs the operator role.
          */
         post: operations["deploy-service"];
         delete?: never;
@@ -1962,7 +1962,12 @@ export interface components {
         };
         DeployInputBody: {
             /**
-             * @description The artifact to run: sha256:<64 hex> or name@sha256:<64 hex>.
+             * @description For a Compose project, required: the Compose service whose pin in spec.compose.images the deploy moves. Refused for a service of another runtime, which has one pin.
+             * @example web
+             */
+            composeService?: string;
+            /**
+             * @description The artifact to run: sha256:<64 hex> or name@sha256:<64 hex>. For a Compose project, the image digest of composeService: its pin becomes its repository at this digest.
              * @example sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae
              */
             digest: string;
@@ -3999,7 +4004,9 @@ export interface components {
             version?: number;
         };
         ServicesDeployParams: {
-            /** @description The digest the deploy was asked to run. */
+            /** @description For a Compose project, the Compose service whose pin in spec.compose.images the deploy moves to digest; absent for another runtime. */
+            composeService?: string;
+            /** @description The digest the deploy was asked to run: for a Compose project, the image digest of composeService. */
             digest: string;
         };
         ServicesDestroyDataParams: {
@@ -4090,6 +4097,12 @@ export interface components {
             /** @enum {string} */
             action: "deploy" | "rollback" | "converge";
             applied?: components["schemas"]["HoststepApplied"];
+            /** @description For a deploy of a Compose project: the Compose service's pin before, registry/repo@sha256:…. */
+            composeImageFrom?: string;
+            /** @description For a deploy of a Compose project: the Compose service's pin it deployed, registry/repo@sha256:…. */
+            composeImageTo?: string;
+            /** @description For a deploy of a Compose project: the Compose service whose pin it moved. */
+            composeService?: string;
             digestFrom?: string;
             digestTo: string;
             manifestHash?: string;
