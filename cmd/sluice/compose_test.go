@@ -55,7 +55,8 @@ func composeUnit(name, file, web, worker, probe string) string {
 
 // TestComposeOnAnAgentsNode runs a service as a Compose project from Git
 // on an agent's node, with docker-compose against a real Podman and its
-// registry: converged, web's pin moved to v2, a v3 that exits rolled back to
+// registry: converged, web's pin moved to v2 by a deploy, a deploy of a v3
+// that exits reverted, a v3 that exits rolled back to
 // the generation before with the named volume's data still there, a
 // container removed by hand and one added with the project's label found as
 // drift, a foreign project directory of the same name refused, and a
@@ -138,11 +139,54 @@ func TestComposeOnAnAgentsNode(t *testing.T) {
 	require.NoError(t, os.WriteFile(marker, []byte("written under v1"), 0o644))
 	podman("cp", marker, "sluice-shop_web_1:/data/marker")
 
-	// v2: web's pin moved in Git.
-	commit("web at v2", v2.Ref)
-	p.waitRunLong(p.accepted("/api/v1/services/shop/converge", nil), "succeeded")
+	// v2: web's pin moved by a deploy through the CLI, which commits it to
+	// Git (web's pin alone changes in the unit file) and runs the project
+	// of the new identity.
+	unitFile := func() string {
+		t.Helper()
+		repo.Pull(t)
+		b, err := os.ReadFile(filepath.Join(repo.Pusher, "services", "shop.json"))
+		require.NoError(t, err)
+		return string(b)
+	}
+	runOf := regexp.MustCompile(`deploy shop queued: run ([0-9a-f-]{36})`)
+	out, code = p.cliOut("deploy", "shop", v2.Digest, "--compose-service", "web")
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, runOf, out)
 	version, _ = web()
 	require.Equal(t, "v2", version)
+	require.Equal(t, composeUnit("shop", file, v2.Ref, v1.Ref, probe), unitFile(), "Git pins web at v2, and nothing else changed")
+	require.Equal(t, "deploy shop: pin web to "+v2.Digest, gittest.Git(t, repo.Pusher, "log", "-1", "--format=%s"))
+	res = (&fleet{t: t, serve: p}).result(runOf.FindStringSubmatch(out)[1])
+	require.Equal(t, "web", res["composeService"])
+	require.Equal(t, v1.Ref, res["composeImageFrom"])
+	require.Equal(t, v2.Ref, res["composeImageTo"])
+	require.Equal(t, firstIdentity, res["digestFrom"], "the receipt goes from one project identity")
+	secondIdentity := res["digestTo"].(string)
+	require.True(t, strings.HasPrefix(secondIdentity, "sha256:") && secondIdentity != firstIdentity, "to another: %s", secondIdentity)
+	require.NotEmpty(t, res["pinCommit"])
+	proof = res["applied"].(map[string]any)["artifact"].(map[string]any)
+	require.Equal(t, true, proof["matches"], proof["sentence"])
+	require.Equal(t, v2.Digest, proof["facts"].(map[string]any)["web.digest"])
+	require.Equal(t, v1.Digest, proof["facts"].(map[string]any)["worker.digest"], "worker's pin stayed")
+	labels = podman("ps", "--filter", "label=com.docker.compose.project=sluice-shop", "--format", `{{.Names}} {{index .Labels "io.sluice.digest"}}`)
+	require.Contains(t, labels, "sluice-shop_web_1 "+secondIdentity)
+	require.Contains(t, labels, "sluice-shop_worker_1 "+secondIdentity)
+
+	// A deploy of v3, which exits, under onProbeFailure rollback: the pin
+	// commit is reverted and v2's generation runs again.
+	out, code = p.cliOut("deploy", "shop", v3.Digest, "--compose-service", "web")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "Pushed revert commit")
+	version, _ = web()
+	require.Equal(t, "v2", version, "v2's generation runs again")
+	require.Equal(t, composeUnit("shop", file, v2.Ref, v1.Ref, probe), unitFile(), "the revert put web's pin back")
+	require.True(t, strings.HasPrefix(gittest.Git(t, repo.Pusher, "log", "-1", "--format=%s"), "revert deploy shop of web to "+v3.Digest+":"))
+	res = (&fleet{t: t, serve: p}).result(runOf.FindStringSubmatch(out)[1])
+	require.Equal(t, v2.Ref, res["composeImageFrom"])
+	require.Equal(t, v3.Ref, res["composeImageTo"])
+	require.NotEmpty(t, res["revertCommit"])
+	require.Equal(t, secondIdentity, res["restored"].(map[string]any)["digest"], "v2's generation, restored")
 
 	// v3 exits: the generation before runs again, and the volume kept v1's
 	// file.
@@ -294,10 +338,10 @@ func TestComposeOnAnAgentsNode(t *testing.T) {
 		require.Equal(t, []string{"n1 begins", "n1's pull secret", "probe passed", "n2 begins", "n2's pull secret", "probe passed"}, order)
 	})
 
-	t.Run("ADeployOfOneDigestIsRefused", func(t *testing.T) {
-		status, body := p.do("POST", "/api/v1/services/shop/deploy", testToken, map[string]string{"digest": v1.Digest})
-		require.Equal(t, http.StatusConflict, status, string(body))
-		require.Contains(t, string(body), "is a Compose project, with a pin per Compose service")
+	t.Run("ADeployThatNamesNoComposeServiceIsRefused", func(t *testing.T) {
+		out, code := p.cliOut("deploy", "shop", v1.Digest)
+		require.NotEqual(t, 0, code, out)
+		require.Contains(t, out, "Service shop is a Compose project, with a pin per Compose service: name the one whose pin the deploy moves, web or worker (composeService; the CLI: --compose-service web).")
 	})
 
 	// An operator destroys shop's data, naming it twice: the project goes
