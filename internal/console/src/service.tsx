@@ -26,6 +26,7 @@ export function Service(props: { name: string }) {
   const svc = useLoad(() => api.GET("/api/v1/services/{name}", path), [name]);
   const st = useLoad(() => api.GET("/api/v1/services/{name}/status", path), [name]);
   const [digest, setDigest] = useState("");
+  const [composeService, setComposeService] = useState("");
   const stored = useLoad(() => api.GET("/api/v1/artifacts", { params: { query: { limit: 50 } } }), [], 30000);
   return (
     <Page title={name} sub="Service">
@@ -102,10 +103,29 @@ export function Service(props: { name: string }) {
                   pattern="^sha256:[0-9a-f]{64}$"
                   onInput={(e) => setDigest((e.target as HTMLInputElement).value)}
                 />
+                {v.runtime === "compose" ? (
+                  <>
+                    <label for="deploy-compose-service">to the Compose service</label>
+                    <input
+                      id="deploy-compose-service"
+                      value={composeService}
+                      placeholder="web"
+                      onInput={(e) => setComposeService((e.target as HTMLInputElement).value)}
+                    />
+                  </>
+                ) : null}
                 <Action
                   label="Deploy"
-                  disabled={!/^sha256:[0-9a-f]{64}$/.test(digest.trim())}
-                  call={() => api.POST("/api/v1/services/{name}/deploy", { ...path, body: { digest: digest.trim() } })}
+                  disabled={!/^sha256:[0-9a-f]{64}$/.test(digest.trim()) || (v.runtime === "compose" && !composeService.trim())}
+                  call={() =>
+                    api.POST("/api/v1/services/{name}/deploy", {
+                      ...path,
+                      body:
+                        v.runtime === "compose"
+                          ? { digest: digest.trim(), composeService: composeService.trim() }
+                          : { digest: digest.trim() },
+                    })
+                  }
                 />
               </form>
             ) : null}
