@@ -286,11 +286,12 @@ func (s *Service) requestRollback(ctx context.Context, name, requestedBy string,
 	// before the transaction, which holds no I/O. The rollback checks again
 	// at its turn.
 	var project *servicespec.ComposeProject
+	var read string // the content hash of the unit the project was read for
 	if u, spec, err := getTx(ctx, db.New(s.Pool), name); err == nil && spec.Runtime == servicespec.RuntimeCompose {
 		if err := s.readProject(ctx, u, spec); err != nil {
 			return nil, err
 		}
-		project = spec.Project()
+		project, read = spec.Project(), u.ContentHash
 	}
 	var res *journal.EnqueueResult
 	err := db.WithTx(ctx, s.Pool, func(ctx context.Context, tx pgx.Tx) error {
@@ -301,8 +302,8 @@ func (s *Service) requestRollback(ctx context.Context, name, requestedBy string,
 		}
 		compose := spec.Runtime == servicespec.RuntimeCompose
 		if compose {
-			if project == nil {
-				return errs.Errorf(errs.Conflict, "Service %s became a Compose project while this rollback was asked for; ask again.", name)
+			if project == nil || read != u.ContentHash {
+				return errs.Errorf(errs.Conflict, "Service %s changed in Git while this rollback was asked for; ask again.", name)
 			}
 			spec.UseProject(project)
 		}
